@@ -1,0 +1,253 @@
+//! The common header: the first 16 bytes of every frame.
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +---------------------------------------------------------------+
+//! |                  frame_length (u32, bytes)                    |  0
+//! +-------------------------------+---------------+---------------+
+//! |        magic 0x4750 "PG"      |   version 1   |  frame_type   |  4
+//! +-------------------------------+---------------+---------------+
+//! |            flags              |        reserved (zero)        |  8
+//! +-------------------------------+-------------------------------+
+//! |                      session_id (u32)                         | 12
+//! +---------------------------------------------------------------+
+//! ```
+//!
+//! `frame_length` counts the whole frame including this header and excluding any alignment
+//! padding that follows it (frames sharing a buffer start at multiples of
+//! [`FRAME_ALIGNMENT`](crate::FRAME_ALIGNMENT)). It comes first so that a TCP reader can frame
+//! the stream by reading four bytes.
+
+use crate::{read_u16, read_u32, write_u16, write_u32, WireError};
+
+/// Field ranges of the common header.
+pub mod field {
+    use crate::Field;
+    pub const FRAME_LENGTH: Field = 0..4;
+    pub const MAGIC: Field = 4..6;
+    pub const VERSION: usize = 6;
+    pub const FRAME_TYPE: usize = 7;
+    pub const FLAGS: Field = 8..10;
+    pub const RESERVED: Field = 10..12;
+    pub const SESSION_ID: Field = 12..16;
+}
+
+/// Length of the common header in bytes.
+pub const HEADER_LEN: usize = 16;
+/// `"PG"` read as a little-endian u16: bytes `0x50 0x47`.
+pub const MAGIC: u16 = 0x4750;
+/// The protocol version this build emits and accepts.
+pub const VERSION: u8 = 1;
+
+/// Flag bits of the `flags` field. Their meaning depends on the frame type; the DATA frame's
+/// are listed here because several frame kinds share them.
+pub mod flags {
+    /// First fragment of a message (an unfragmented message has BEGIN and END).
+    pub const BEGIN: u16 = 0x0001;
+    /// Last fragment of a message.
+    pub const END: u16 = 0x0002;
+    /// Sent in urgent mode: the sender flushed right after this frame.
+    pub const URGENT: u16 = 0x0004;
+    /// A retransmission answering a NAK (DATA only).
+    pub const RETRANSMIT: u16 = 0x0008;
+    /// Every flag bit this version defines; others must be zero.
+    pub const ALL: u16 = BEGIN | END | URGENT | RETRANSMIT;
+}
+
+/// The frame types of protocol version 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameType {
+    /// Application payload (or a fragment of it) with a sequence number.
+    Data = 0x01,
+    /// Filler with the DATA layout, skipped by receivers (end of a shared-memory log lap).
+    Pad = 0x02,
+    /// The session's next sequence number while the sender is idle, so tail loss is detected.
+    Heartbeat = 0x03,
+    /// Ranges of missing sequence numbers, receiver to sender.
+    Nak = 0x04,
+    /// Topic resolution: a publisher's (topic, transport URI, session).
+    Advertise = 0x05,
+    /// Topic resolution: a subscriber asks for topics matching a pattern.
+    Query = 0x06,
+    /// The session ends; carries the final next sequence number.
+    Bye = 0x07,
+}
+
+impl FrameType {
+    /// Decodes a frame type byte.
+    pub const fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            0x01 => FrameType::Data,
+            0x02 => FrameType::Pad,
+            0x03 => FrameType::Heartbeat,
+            0x04 => FrameType::Nak,
+            0x05 => FrameType::Advertise,
+            0x06 => FrameType::Query,
+            0x07 => FrameType::Bye,
+            other => return Err(WireError::UnknownFrameType(other)),
+        })
+    }
+}
+
+/// A checked view of the common header of a frame in a byte buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Header<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// Wraps a buffer without checking it; accessors may panic if it is shorter than
+    /// [`HEADER_LEN`].
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Header { buffer }
+    }
+
+    /// Wraps a buffer after [`check`](Self::check).
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let h = Header { buffer };
+        h.check()?;
+        Ok(h)
+    }
+
+    /// Validates what every frame shares: enough bytes for the header and for `frame_length`,
+    /// the magic, the version, a known frame type, and a zero reserved field.
+    pub fn check(&self) -> Result<(), WireError> {
+        let b = self.buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(WireError::Truncated { needed: HEADER_LEN, available: b.len() });
+        }
+        if self.magic() != MAGIC {
+            return Err(WireError::BadMagic(self.magic()));
+        }
+        if self.version() != VERSION {
+            return Err(WireError::UnsupportedVersion(self.version()));
+        }
+        FrameType::from_u8(self.frame_type_raw())?;
+        let len = self.frame_length();
+        if (len as usize) < HEADER_LEN {
+            return Err(WireError::BadLength {
+                frame_length: len,
+                reason: "smaller than the 16-byte common header",
+            });
+        }
+        if (len as usize) > b.len() {
+            return Err(WireError::Truncated { needed: len as usize, available: b.len() });
+        }
+        let reserved = read_u16(b, field::RESERVED);
+        if reserved != 0 {
+            return Err(WireError::BadField { field: "header.reserved", value: reserved.into() });
+        }
+        Ok(())
+    }
+
+    /// Consumes the view, returning the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+    pub fn frame_length(&self) -> u32 {
+        read_u32(self.buffer.as_ref(), field::FRAME_LENGTH)
+    }
+    pub fn magic(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::MAGIC)
+    }
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
+    }
+    pub fn frame_type_raw(&self) -> u8 {
+        self.buffer.as_ref()[field::FRAME_TYPE]
+    }
+    /// The frame type; only call on a checked header (unknown types map to an error).
+    pub fn frame_type(&self) -> Result<FrameType, WireError> {
+        FrameType::from_u8(self.frame_type_raw())
+    }
+    pub fn flags(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::FLAGS)
+    }
+    pub fn session_id(&self) -> u32 {
+        read_u32(self.buffer.as_ref(), field::SESSION_ID)
+    }
+    /// The bytes of the frame (exactly `frame_length` of them) on a checked header.
+    pub fn frame_bytes(&self) -> &[u8] {
+        &self.buffer.as_ref()[..self.frame_length() as usize]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
+    pub fn set_frame_length(&mut self, v: u32) {
+        write_u32(self.buffer.as_mut(), field::FRAME_LENGTH, v)
+    }
+    /// Writes magic, version, frame type, flags, a zero reserved field and the session id.
+    pub fn fill(&mut self, frame_type: FrameType, flags: u16, session_id: u32) {
+        let b = self.buffer.as_mut();
+        write_u16(b, field::MAGIC, MAGIC);
+        b[field::VERSION] = VERSION;
+        b[field::FRAME_TYPE] = frame_type as u8;
+        write_u16(b, field::FLAGS, flags);
+        write_u16(b, field::RESERVED, 0);
+        write_u32(b, field::SESSION_ID, session_id);
+    }
+}
+
+/// Checks the common header of `buffer` and that it is of type `expected`; shared by the frame
+/// modules. Returns the frame length.
+pub(crate) fn check_typed(buffer: &[u8], expected: FrameType, fixed_len: usize) -> Result<usize, WireError> {
+    let h = Header::new_checked(buffer)?;
+    let found = h.frame_type_raw();
+    if found != expected as u8 {
+        return Err(WireError::WrongFrameType { expected: expected as u8, found });
+    }
+    let len = h.frame_length() as usize;
+    if len < fixed_len {
+        return Err(WireError::BadLength {
+            frame_length: len as u32,
+            reason: "smaller than the fixed part of this frame type",
+        });
+    }
+    Ok(len)
+}
+
+/// Splits a buffer holding several frames (each at an 8-byte aligned offset) into frames.
+/// Stops at the first invalid frame and yields its error, so a receiver counts it and drops the
+/// rest of the datagram.
+#[derive(Debug, Clone)]
+pub struct Frames<'a> {
+    rest: &'a [u8],
+    failed: bool,
+}
+
+impl<'a> Frames<'a> {
+    pub fn new(buffer: &'a [u8]) -> Self {
+        Frames { rest: buffer, failed: false }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<(FrameType, &'a [u8]), WireError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() || self.failed {
+            return None;
+        }
+        match Header::new_checked(self.rest) {
+            Ok(h) => {
+                let len = h.frame_length() as usize;
+                let ty = match h.frame_type() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                };
+                let frame = &self.rest[..len];
+                let next = crate::align_frame(len).min(self.rest.len());
+                self.rest = &self.rest[next..];
+                Some(Ok((ty, frame)))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
