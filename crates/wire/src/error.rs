@@ -18,10 +18,58 @@ pub enum WireError {
     WrongFrameType { expected: u8, found: u8 },
     /// `frame_length` is smaller than the frame's fixed part or inconsistent with its contents.
     BadLength { frame_length: u32, reason: &'static str },
-    /// A field that must be zero (reserved) or within a range is not.
+    /// A field that must be zero (reserved) or within a range is not; flags outside those the
+    /// frame type defines are reported here too.
     BadField { field: &'static str, value: u64 },
-    /// A text field (topic, URI, pattern) is not valid UTF-8 or breaks a documented limit.
+    /// A text field (topic, URI, pattern) is not valid UTF-8 or contains a NUL byte. (An empty or
+    /// over-long text is a [`BadField`](Self::BadField) on its length field.)
     BadText { field: &'static str },
+}
+
+impl WireError {
+    /// How many kinds of error there are: [`index`](Self::index) is below this.
+    pub const KINDS: usize = 8;
+
+    /// The variant's names, indexed by [`index`](Self::index). Stable: they name the errors in
+    /// `docs/golden/frames.json` and in counter dumps.
+    pub const NAMES: [&'static str; Self::KINDS] = [
+        "Truncated",
+        "BadMagic",
+        "UnsupportedVersion",
+        "UnknownFrameType",
+        "WrongFrameType",
+        "BadLength",
+        "BadField",
+        "BadText",
+    ];
+
+    /// A stable small index per variant, for an array of rejection counters.
+    pub const fn index(&self) -> usize {
+        match self {
+            WireError::Truncated { .. } => 0,
+            WireError::BadMagic(_) => 1,
+            WireError::UnsupportedVersion(_) => 2,
+            WireError::UnknownFrameType(_) => 3,
+            WireError::WrongFrameType { .. } => 4,
+            WireError::BadLength { .. } => 5,
+            WireError::BadField { .. } => 6,
+            WireError::BadText { .. } => 7,
+        }
+    }
+
+    /// The variant's name, e.g. `"BadMagic"`.
+    pub const fn name(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+
+    /// The field a [`BadField`](Self::BadField) or [`BadText`](Self::BadText) error is about,
+    /// e.g. `"nak.range_count"`.
+    pub const fn field(&self) -> Option<&'static str> {
+        match self {
+            WireError::BadField { field, .. } | WireError::BadText { field } => Some(field),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for WireError {
@@ -41,8 +89,12 @@ impl fmt::Display for WireError {
             WireError::BadLength { frame_length, reason } => {
                 write!(f, "bad frame_length {frame_length}: {reason}")
             }
-            WireError::BadField { field, value } => write!(f, "bad value {value} in field {field}"),
-            WireError::BadText { field } => write!(f, "field {field} is not valid UTF-8 text within its limits"),
+            WireError::BadField { field, value } => {
+                write!(f, "field {field} has invalid value {value} (see docs/protocol.md)")
+            }
+            WireError::BadText { field } => {
+                write!(f, "field {field} is not valid UTF-8 text or contains a NUL byte")
+            }
         }
     }
 }

@@ -4,11 +4,25 @@
 //! *frames*. A frame starts with the 16-byte [common header](header) and its
 //! [`FrameType`](header::FrameType) decides the rest. One module per frame type, each with:
 //!
-//! - a checked view `Frame<T: AsRef<[u8]>>` whose `new_checked` validates lengths once, so no
-//!   accessor can panic afterwards;
-//! - a parsed form `Repr` with `parse`, `emit` and `buffer_len`;
+//! - a checked view `XxxFrame<T: AsRef<[u8]>>` whose `new_checked` validates the whole frame
+//!   once, so no accessor can panic afterwards (setters need `T: AsMut<[u8]>`);
+//! - a parsed form `XxxRepr` with `parse`, `emit` and `buffer_len`;
 //! - golden byte vectors, shared with every other implementation through
 //!   `docs/golden/frames.json`.
+//!
+//! | type | module | frame |
+//! |------|--------|-------|
+//! | 0x01, 0x02 | [`data`] | DATA (payload or fragment) and PAD (filler) |
+//! | 0x03 | [`heartbeat`] | HEARTBEAT: next sequence while idle, for tail-loss detection |
+//! | 0x04 | [`nak`] | NAK: ranges of missing sequence numbers |
+//! | 0x05 | [`advertise`] | ADVERTISE: topic resolution, publisher side |
+//! | 0x06 | [`query`] | QUERY: topic resolution, subscriber side |
+//! | 0x07 | [`bye`] | BYE: end of a stream |
+//!
+//! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
+//! datagram or log holding several frames. Parsing never allocates and never panics: every
+//! rejection is a [`WireError`], whose [`name`](WireError::name) and
+//! [`index`](WireError::index) are stable so receivers can count rejections per kind.
 //!
 //! All integers are little-endian and naturally aligned relative to the frame start. The layout
 //! is documented in `docs/protocol.md`.
@@ -36,11 +50,18 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod advertise;
+pub mod bye;
 pub mod data;
 pub mod error;
+pub mod frame;
 pub mod header;
+pub mod heartbeat;
+pub mod nak;
+pub mod query;
 
 pub use error::WireError;
+pub use frame::FrameRepr;
 pub use header::{FrameType, Header, HEADER_LEN, MAGIC, VERSION};
 
 /// A byte range of a field inside a frame.
@@ -84,4 +105,30 @@ pub(crate) fn write_u32(b: &mut [u8], f: Field, v: u32) {
 #[inline]
 pub(crate) fn write_u64(b: &mut [u8], f: Field, v: u64) {
     b[f].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Checks the content of a text field (topic, URI, pattern) whose length was already checked:
+/// valid UTF-8 without NUL bytes.
+pub(crate) fn check_text<'a>(field: &'static str, bytes: &'a [u8]) -> Result<&'a str, WireError> {
+    if bytes.contains(&0) {
+        return Err(WireError::BadText { field });
+    }
+    core::str::from_utf8(bytes).map_err(|_| WireError::BadText { field })
+}
+
+/// Checks a text field's length: non-empty and at most `max` bytes.
+pub(crate) fn check_text_len(field: &'static str, len: usize, max: usize) -> Result<(), WireError> {
+    if len == 0 || len > max {
+        return Err(WireError::BadField { field, value: len as u64 });
+    }
+    Ok(())
+}
+
+/// Rejects a non-zero reserved field.
+#[inline]
+pub(crate) fn check_zero(field: &'static str, value: u64) -> Result<(), WireError> {
+    if value != 0 {
+        return Err(WireError::BadField { field, value });
+    }
+    Ok(())
 }
