@@ -1,1 +1,120 @@
-//! placeholder
+//! Peregrine transports: thin drivers that move frames.
+//!
+//! Each transport has a publisher and a subscriber type implementing [`TransportPublisher`] and
+//! [`TransportSubscriber`]; the conformance suite (`tests/conformance.rs`) is written once
+//! against the traits and run for every transport. Today: [`ipc`] (shared memory). UDP unicast,
+//! multicast and TCP come next and slot in beside it.
+//!
+//! Unsafe code is confined to the `ipc` module (shared memory, futexes).
+#![deny(unsafe_code)]
+
+pub mod error;
+pub mod ipc;
+pub mod uri;
+
+pub use error::{OfferError, OpenError};
+pub use peregrine_proto::counters::{PublisherCounters, SubscriberCounters};
+pub use uri::{Scheme, Uri, UriError};
+
+/// One received message, borrowed from the transport's buffer for the duration of the handler.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    pub payload: &'a [u8],
+    pub sequence: u64,
+    pub session_id: u32,
+}
+
+/// What happens to a subscriber besides messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriberEvent {
+    /// Attached to a publisher's session; the first message will carry `first_sequence`.
+    Connected { session_id: u32, first_sequence: u64 },
+    /// Messages `from_sequence .. from_sequence + count` were lost (overwritten before they were
+    /// read, or unrecoverable on a network transport). Delivery carries on after them.
+    Lost { from_sequence: u64, count: u64 },
+    /// The publisher closed its session.
+    PublisherClosed { session_id: u32 },
+    /// The publisher's process ended without closing.
+    PublisherDied { session_id: u32 },
+    /// Attaching failed for a reason that will not pass by itself (retried less often).
+    AttachFailed { reason: String },
+}
+
+/// The sending side of a transport session.
+pub trait TransportPublisher {
+    /// Publishes one message, returning its sequence number. Never blocks.
+    fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError>;
+    /// Sends anything batched. (Shared memory has nothing to flush.)
+    fn flush(&mut self) -> Result<(), OfferError>;
+    /// Largest message accepted.
+    fn max_message_len(&self) -> usize;
+    /// Subscribers known to be attached.
+    fn subscriber_count(&self) -> usize;
+    fn session_id(&self) -> u32;
+    fn counters(&self) -> PublisherCounters;
+}
+
+/// The receiving side of a transport session.
+pub trait TransportSubscriber: peregrine_agent::Wake {
+    /// Delivers up to `limit` messages in order; returns how many. Never blocks.
+    fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize;
+    fn next_event(&mut self) -> Option<SubscriberEvent>;
+    fn is_connected(&self) -> bool;
+    fn counters(&self) -> SubscriberCounters;
+}
+
+impl TransportPublisher for ipc::IpcPublisher {
+    #[inline]
+    fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        ipc::IpcPublisher::offer(self, payload)
+    }
+    fn flush(&mut self) -> Result<(), OfferError> {
+        Ok(())
+    }
+    fn max_message_len(&self) -> usize {
+        ipc::IpcPublisher::max_message_len(self)
+    }
+    fn subscriber_count(&self) -> usize {
+        ipc::IpcPublisher::subscriber_count(self)
+    }
+    fn session_id(&self) -> u32 {
+        ipc::IpcPublisher::session_id(self)
+    }
+    fn counters(&self) -> PublisherCounters {
+        ipc::IpcPublisher::counters(self)
+    }
+}
+
+impl TransportSubscriber for ipc::IpcSubscriber {
+    #[inline]
+    fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        ipc::IpcSubscriber::poll(self, handler, limit)
+    }
+    fn next_event(&mut self) -> Option<SubscriberEvent> {
+        ipc::IpcSubscriber::next_event(self)
+    }
+    fn is_connected(&self) -> bool {
+        ipc::IpcSubscriber::is_connected(self)
+    }
+    fn counters(&self) -> SubscriberCounters {
+        ipc::IpcSubscriber::counters(self)
+    }
+}
+
+/// Topic names: 1 to 1024 bytes of UTF-8 without NUL.
+pub fn validate_topic(topic: &str) -> Result<(), OpenError> {
+    if topic.is_empty() || topic.len() > ipc::layout::MAX_TOPIC_LEN || topic.contains('\0') {
+        return Err(OpenError::InvalidTopic(format!(
+            "topic '{}' is not accepted: a topic is 1 to 1024 bytes of UTF-8 without NUL characters",
+            topic.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// A random 32-bit number from the operating system (session ids, temporary names).
+pub fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    getrandom::fill(&mut b).expect("the operating system's random source failed");
+    u32::from_le_bytes(b)
+}

@@ -1,0 +1,163 @@
+//! The shared-memory segment layout (version 1), shared by the publisher and every subscriber.
+//!
+//! ```text
+//! offset        size          content
+//! 0             64            descriptor: immutable once the segment is visible under its name
+//! 128           64            publisher line: claim position, tail seqlock (written per message)
+//! 256           64            wake line: waiters, wake sequence (futex word), flags
+//! 384           64            publisher counters
+//! 1024          1024          topic name (UTF-8, `topic_len` bytes)
+//! 4096          128 x N       subscriber slots (N = max_subscribers), one per attached subscriber
+//! log_offset    capacity      the log: DATA and PAD frames (docs/protocol.md), 64-byte aligned
+//! ```
+//!
+//! Lines that different processes write are 128 bytes apart, so adjacent-line prefetching does
+//! not make them share traffic.
+//!
+//! ## The log
+//!
+//! The log is a ring of `capacity` bytes (a power of two) addressed by an ever-growing 64-bit
+//! *position*; the byte at position `p` lives at offset `p & (capacity - 1)`. Every frame starts
+//! at a multiple of [`FRAME_ALIGN`] (one cache line), so a 32-byte message with its 32-byte DATA
+//! header is exactly one line: one cache-line transfer per message. A frame never wraps: when one
+//! does not fit before the end of the ring, the publisher fills the rest with a PAD frame.
+//!
+//! Invariants the code relies on:
+//! 1. **Commit word.** A frame's `sequence` field (offset 24) is written last, with release
+//!    ordering. A reader that expects sequence `s` at position `p` and loads `s` there (acquire)
+//!    sees the whole frame. PAD frames carry the sequence of the DATA frame that follows them.
+//! 2. **Not-yet marker.** Before committing the frame at `p`, the publisher stores
+//!    [`UNCOMMITTED`] in the commit word of the next frame position, so a reader that moves on
+//!    never mistakes old bytes (possibly a payload holding the very number it expects) for a
+//!    commit. The first frame position is initialised to [`UNCOMMITTED`] at creation.
+//! 3. **Claim.** Before writing anything for a frame, the publisher stores in `claim_position`
+//!    the position below which all its writes for that frame fall (including the marker of 2).
+//!    Bytes at positions `>= claim - capacity` may be being overwritten; a reader in overwrite
+//!    mode validates a copy by re-reading `claim` afterwards (a seqlock).
+//! 4. **Back-pressure.** In back-pressure mode the publisher never claims beyond
+//!    `min(active subscriber positions) + capacity`, so what a subscriber has not consumed is
+//!    never overwritten, and its handler can read the frame in place (zero copy).
+//! 5. **Tail.** `tail_position`/`tail_sequence` (a seqlock on `tail_version`) name the position
+//!    and sequence of the next frame; a joining or lapped subscriber starts there.
+
+/// `b"PGSHMv01"` read as little-endian.
+pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PGSHMv01");
+pub const LAYOUT_VERSION: u32 = 1;
+pub const PAGE: usize = 4096;
+/// Frames start at multiples of this (one cache line).
+pub const FRAME_ALIGN: usize = 64;
+/// Value of a commit word that no frame has been committed to.
+pub const UNCOMMITTED: u64 = u64::MAX;
+
+// Descriptor (line 0).
+pub const MAGIC: usize = 0;
+pub const VERSION: usize = 8;
+pub const LOG_OFFSET: usize = 12;
+pub const CAPACITY: usize = 16;
+pub const MAX_MESSAGE: usize = 24;
+pub const POLICY: usize = 28;
+pub const SESSION_ID: usize = 32;
+pub const STREAM_ID: usize = 36;
+pub const PUBLISHER_PID: usize = 40;
+pub const MAX_SUBSCRIBERS: usize = 44;
+pub const PUBLISHER_START_TICKS: usize = 48;
+pub const TOPIC_LEN: usize = 56;
+
+// Publisher line.
+pub const CLAIM_POSITION: usize = 128;
+pub const TAIL_VERSION: usize = 136;
+pub const TAIL_POSITION: usize = 144;
+pub const TAIL_SEQUENCE: usize = 152;
+
+// Wake line.
+pub const WAITERS: usize = 256;
+pub const WAKE_SEQ: usize = 260;
+pub const BLOCKING_SUBSCRIBERS: usize = 264;
+pub const CLOSED: usize = 268;
+
+// Publisher counters.
+pub const BACK_PRESSURED: usize = 384;
+pub const SUBSCRIBERS_REAPED: usize = 392;
+
+pub const TOPIC: usize = 1024;
+pub const MAX_TOPIC_LEN: usize = 1024;
+
+pub const SLOTS: usize = PAGE;
+pub const SLOT_SIZE: usize = 128;
+// Offsets within a subscriber slot.
+pub const SLOT_STATE: usize = 0;
+pub const SLOT_PID: usize = 4;
+pub const SLOT_POSITION: usize = 8;
+pub const SLOT_START_TICKS: usize = 16;
+pub const SLOT_LOST: usize = 24;
+
+/// Slot states.
+pub const SLOT_FREE: u32 = 0;
+pub const SLOT_CLAIMING: u32 = 1;
+pub const SLOT_ACTIVE: u32 = 2;
+
+pub const MIN_CAPACITY: u64 = 64 << 10;
+pub const MAX_CAPACITY: u64 = 1 << 32;
+pub const MAX_SUBSCRIBERS_LIMIT: u32 = 1024;
+
+/// Offset of the log for a segment with `max_subscribers` slots.
+pub const fn log_offset(max_subscribers: u32) -> usize {
+    let end = SLOTS + max_subscribers as usize * SLOT_SIZE;
+    (end + PAGE - 1) & !(PAGE - 1)
+}
+
+/// Largest message a segment of `capacity` bytes accepts: an eighth of the ring, so a frame
+/// always fits together with the PAD that may precede it.
+pub const fn max_message_for(capacity: u64) -> u64 {
+    let m = capacity / 8 - peregrine_wire::data::DATA_HEADER_LEN as u64;
+    if m > peregrine_wire::data::MAX_MESSAGE_LEN as u64 {
+        peregrine_wire::data::MAX_MESSAGE_LEN as u64
+    } else {
+        m
+    }
+}
+
+/// Rounds a frame length up to [`FRAME_ALIGN`].
+#[inline]
+pub const fn align_frame(len: usize) -> usize {
+    (len + FRAME_ALIGN - 1) & !(FRAME_ALIGN - 1)
+}
+
+/// What the publisher does when a subscriber falls a whole ring behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SlowSubscriberPolicy {
+    /// `offer` returns [`OfferError::BackPressured`](crate::OfferError::BackPressured) until the
+    /// slowest subscriber makes room. Nothing is lost; subscribers read in place (zero copy).
+    #[default]
+    BackPressure,
+    /// The publisher never waits; a subscriber that is lapped is told exactly how many messages
+    /// it lost and resumes at the publisher's newest position. Subscribers validate each message
+    /// with a seqlock check on a private copy before handing it over.
+    Overwrite,
+}
+
+impl SlowSubscriberPolicy {
+    pub const fn name(self) -> &'static str {
+        match self {
+            SlowSubscriberPolicy::BackPressure => "backpressure",
+            SlowSubscriberPolicy::Overwrite => "overwrite",
+        }
+    }
+    pub(crate) const fn code(self) -> u32 {
+        match self {
+            SlowSubscriberPolicy::BackPressure => 0,
+            SlowSubscriberPolicy::Overwrite => 1,
+        }
+    }
+    pub(crate) const fn from_code(c: u32) -> Option<Self> {
+        match c {
+            0 => Some(SlowSubscriberPolicy::BackPressure),
+            1 => Some(SlowSubscriberPolicy::Overwrite),
+            _ => None,
+        }
+    }
+}
+
+const _: () = assert!(TOPIC + MAX_TOPIC_LEN <= SLOTS);
+const _: () = assert!(SLOT_LOST + 8 <= SLOT_SIZE);
+const _: () = assert!(peregrine_wire::data::DATA_HEADER_LEN <= FRAME_ALIGN);

@@ -1,0 +1,96 @@
+//! `ipc://NAME`: shared memory between processes on one host.
+//!
+//! One publisher per name writes a single-writer log in a memory-mapped segment
+//! (`/dev/shm/peregrine-NAME`); any number of subscribers in other processes read it. See
+//! [`layout`] for the memory layout and the invariants the lock-free protocol relies on, and
+//! [`segment`] for creation, liveness and reclaiming segments left by dead publishers.
+//!
+//! URI parameters (all optional, given by the publisher; subscribers take them from the segment):
+//!
+//! | key | default | accepted |
+//! | --- | --- | --- |
+//! | `capacity` | `16m` | log size in bytes, a power of two from `64k` to `4g` (suffixes k, m, g) |
+//! | `policy` | `backpressure` | `backpressure` or `overwrite` (DESIGN section 5) |
+//! | `max_subscribers` | `16` | 1 to 1024 |
+
+#![allow(unsafe_code)]
+
+pub mod layout;
+mod publisher;
+pub mod segment;
+mod subscriber;
+
+pub use layout::SlowSubscriberPolicy;
+pub use publisher::IpcPublisher;
+pub use subscriber::IpcSubscriber;
+
+use crate::uri::{parse_bytes, Scheme, Uri, UriError};
+
+/// A validated `ipc://` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpcConfig {
+    pub name: String,
+    pub capacity: u64,
+    pub policy: SlowSubscriberPolicy,
+    pub max_subscribers: u32,
+}
+
+impl IpcConfig {
+    pub const DEFAULT_CAPACITY: u64 = 16 << 20;
+    pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
+    const KEYS: [&'static str; 3] = ["capacity", "policy", "max_subscribers"];
+
+    /// A default configuration for segment `name`.
+    pub fn new(name: &str) -> Self {
+        IpcConfig {
+            name: name.to_string(),
+            capacity: Self::DEFAULT_CAPACITY,
+            policy: SlowSubscriberPolicy::BackPressure,
+            max_subscribers: Self::DEFAULT_MAX_SUBSCRIBERS,
+        }
+    }
+
+    /// Validates an `ipc://` URI.
+    pub fn from_uri(uri: &Uri) -> Result<Self, UriError> {
+        if uri.scheme != Scheme::Ipc {
+            return Err(uri.error("not an ipc:// URI"));
+        }
+        segment::validate_name(&uri.address).map_err(|e| uri.error(e))?;
+        uri.check_keys(&Self::KEYS)?;
+        let mut cfg = IpcConfig::new(&uri.address);
+        if let Some(v) = uri.param("capacity") {
+            cfg.capacity = parse_bytes(v)
+                .filter(|c| c.is_power_of_two() && (layout::MIN_CAPACITY..=layout::MAX_CAPACITY).contains(c))
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "capacity={v} is not accepted: give a power of two from 64k to 4g, for example capacity=16m"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("policy") {
+            cfg.policy = match v {
+                "backpressure" => SlowSubscriberPolicy::BackPressure,
+                "overwrite" => SlowSubscriberPolicy::Overwrite,
+                _ => {
+                    return Err(uri.error(format!("policy={v} is not accepted: use policy=backpressure or policy=overwrite")))
+                }
+            };
+        }
+        if let Some(v) = uri.param("max_subscribers") {
+            cfg.max_subscribers = v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=layout::MAX_SUBSCRIBERS_LIMIT).contains(n))
+                .ok_or_else(|| uri.error(format!("max_subscribers={v} is not accepted: give a whole number from 1 to 1024")))?;
+        }
+        Ok(cfg)
+    }
+
+    /// Largest message this configuration accepts.
+    pub fn max_message_len(&self) -> usize {
+        layout::max_message_for(self.capacity) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! The single writer of a shared-memory log.
+
+use super::layout::*;
+use super::segment::{process_alive, Segment, SegmentSpec};
+use super::IpcConfig;
+use crate::error::{OfferError, OpenError};
+use peregrine_proto::counters::PublisherCounters;
+use peregrine_wire::data::DATA_HEADER_LEN;
+use peregrine_wire::header::{flags, FrameType, MAGIC as WIRE_MAGIC, VERSION as WIRE_VERSION};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// How often (in refused offers) a back-pressured publisher checks whether the subscriber holding
+/// it back is still alive.
+const REAP_CHECK_EVERY: u32 = 4096;
+
+/// Publishes messages into a shared-memory log: one per name on the host.
+#[derive(Debug)]
+pub struct IpcPublisher {
+    seg: Segment,
+    log: *mut u8,
+    capacity: u64,
+    mask: u64,
+    /// Position the next frame will be written at.
+    position: u64,
+    /// Sequence number the next DATA frame will carry.
+    next_sequence: u64,
+    /// Claims must stay at or below this position (back-pressure mode); refreshed from the
+    /// subscriber table only when reached, so the fast path reads no shared line.
+    limit: u64,
+    overwrite: bool,
+    max_message: usize,
+    /// `[0..8)` of every DATA header for this session except the length: magic, version, type.
+    header_word_1: u64,
+    session_id: u32,
+    stream_id: u32,
+    refused_since_reap_check: u32,
+    counters: PublisherCounters,
+    reclaimed_stale: bool,
+}
+
+// SAFETY: `log` points into `seg`'s mapping, which moves with the publisher; a publisher is used
+// by one thread at a time (`&mut self` on every write).
+unsafe impl Send for IpcPublisher {}
+
+impl IpcPublisher {
+    /// Creates the segment named by the configuration (replacing one whose publisher died).
+    pub fn create(cfg: &IpcConfig, topic: &str, stream_id: u32) -> Result<Self, OpenError> {
+        crate::validate_topic(topic)?;
+        let session_id = crate::random_u32();
+        let spec = SegmentSpec {
+            name: cfg.name.clone(),
+            capacity: cfg.capacity,
+            max_subscribers: cfg.max_subscribers,
+            policy: cfg.policy,
+            session_id,
+            stream_id,
+            topic: topic.to_string(),
+        };
+        let (seg, reclaimed_stale) = Segment::create(&spec)?;
+        let (log, capacity) = seg.log();
+        let header_word_1 =
+            u64::from(WIRE_MAGIC) << 32 | u64::from(WIRE_VERSION) << 48 | (FrameType::Data as u64) << 56;
+        Ok(IpcPublisher {
+            log,
+            capacity,
+            mask: capacity - 1,
+            position: 0,
+            next_sequence: 0,
+            limit: capacity,
+            overwrite: cfg.policy == SlowSubscriberPolicy::Overwrite,
+            max_message: max_message_for(capacity) as usize,
+            header_word_1,
+            session_id,
+            stream_id,
+            refused_since_reap_check: 0,
+            counters: PublisherCounters::default(),
+            reclaimed_stale,
+            seg,
+        })
+    }
+
+    pub fn session_id(&self) -> u32 {
+        self.session_id
+    }
+    pub fn max_message_len(&self) -> usize {
+        self.max_message
+    }
+    /// True when this publisher replaced a segment left by a publisher that died.
+    pub fn reclaimed_stale_segment(&self) -> bool {
+        self.reclaimed_stale
+    }
+    pub fn counters(&self) -> PublisherCounters {
+        let mut c = self.counters;
+        c.subscribers_reaped = self.seg.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
+        c
+    }
+    #[cfg(test)]
+    pub(crate) fn seg_for_tests(&self) -> &Segment {
+        &self.seg
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.seg.path()
+    }
+
+    /// Subscribers attached right now.
+    pub fn subscriber_count(&self) -> usize {
+        let max = self.seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
+        (0..max)
+            .filter(|&i| self.seg.u32_at(self.seg.slot_offset(i) + SLOT_STATE).load(Ordering::Acquire) == SLOT_ACTIVE)
+            .count()
+    }
+
+    /// Publishes one message; returns its sequence number. Never blocks: in back-pressure mode a
+    /// full log gives [`OfferError::BackPressured`] and writes nothing.
+    #[inline]
+    pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        self.offer_with(payload.len(), |buf| buf.copy_from_slice(payload))
+    }
+
+    /// Publishes a message of `len` bytes that `fill` writes straight into the log (zero copy).
+    /// `fill` gets exactly `len` bytes, whose previous content is unspecified.
+    #[inline]
+    pub fn offer_with<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> Result<u64, OfferError> {
+        if len > self.max_message {
+            return Err(OfferError::TooLarge { len, max: self.max_message });
+        }
+        let frame_len = DATA_HEADER_LEN + len;
+        let aligned = align_frame(frame_len) as u64;
+        let offset = self.position & self.mask;
+        let to_end = self.capacity - offset;
+        let pad = if aligned > to_end { to_end } else { 0 };
+        // Everything this offer writes lies below `claim` (frame, optional PAD before it, and the
+        // UNCOMMITTED marker of the frame after it): invariant 3 of `layout`.
+        let claim = self.position + pad + aligned + FRAME_ALIGN as u64;
+        if !self.overwrite && claim > self.limit && !self.refresh_limit(claim) {
+            self.counters.back_pressured += 1;
+            return Err(OfferError::BackPressured);
+        }
+        let seq = self.next_sequence;
+        self.seg.u64_at(CLAIM_POSITION).store(claim, Ordering::Relaxed);
+        // Order the claim before the writes it announces (a no-op instruction on x86).
+        fence(Ordering::Release);
+        if pad != 0 {
+            // SAFETY: [offset, capacity) is inside the log and below `claim`; in back-pressure
+            // mode no subscriber is still reading it (limit check above).
+            unsafe { self.write_pad(offset, pad, seq) };
+            self.position += pad;
+        }
+        let off = (self.position & self.mask) as usize;
+        // SAFETY: the frame [off, off + aligned) does not wrap (PAD above) and is below `claim`.
+        let frame = unsafe { self.log.add(off) };
+        // SAFETY: as above; header words are 8-byte aligned (frames are 64-byte aligned); the
+        // payload slice covers exactly `len` bytes of this frame, which no reader reads until
+        // the commit below.
+        unsafe {
+            (frame as *mut u64).write_volatile(frame_len as u64 | self.header_word_1);
+            (frame.add(8) as *mut u64)
+                .write_volatile(u64::from(flags::BEGIN | flags::END) | u64::from(self.session_id) << 32);
+            (frame.add(16) as *mut u64).write_volatile(u64::from(self.stream_id) | (len as u64) << 32);
+            fill(std::slice::from_raw_parts_mut(frame.add(DATA_HEADER_LEN), len));
+        }
+        let next = self.position + aligned;
+        // SAFETY: the next frame's commit word lies below `claim` (invariant 2).
+        unsafe { self.commit_word((next & self.mask) as usize) }.store(UNCOMMITTED, Ordering::Relaxed);
+        // SAFETY: this frame's commit word, offset 24 of an in-bounds aligned frame.
+        unsafe { self.commit_word(off + 24) }.store(seq, Ordering::Release);
+        self.position = next;
+        self.next_sequence = seq + 1;
+        self.publish_tail();
+        self.counters.messages += 1;
+        self.counters.bytes += len as u64;
+        self.wake_blocked();
+        Ok(seq)
+    }
+
+    /// # Safety
+    /// `offset` must be 8-byte aligned and `offset + 8 <= capacity`.
+    #[inline]
+    unsafe fn commit_word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: the caller guarantees bounds and alignment; the log outlives `&self`.
+        unsafe { AtomicU64::from_ptr(self.log.add(offset).cast()) }
+    }
+
+    /// # Safety
+    /// `[offset, offset + len)` must be inside the log, below the current claim.
+    unsafe fn write_pad(&mut self, offset: u64, len: u64, seq: u64) {
+        // SAFETY: guaranteed by the caller; a PAD header fits in the 64 bytes a frame slot has.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.log.add(offset as usize), DATA_HEADER_LEN) };
+        // Write the PAD with its commit word marked uncommitted, then commit it last.
+        peregrine_wire::data::emit_pad(buf, self.session_id, UNCOMMITTED, len as u32);
+        // SAFETY: offset 24 of the PAD frame, in bounds and aligned.
+        unsafe { self.commit_word(offset as usize + 24) }.store(seq, Ordering::Release);
+    }
+
+    /// Updates the tail seqlock (invariant 5): only this process writes it.
+    #[inline]
+    fn publish_tail(&self) {
+        let version = self.seg.u64_at(TAIL_VERSION);
+        let v = version.load(Ordering::Relaxed);
+        version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.seg.u64_at(TAIL_POSITION).store(self.position, Ordering::Relaxed);
+        self.seg.u64_at(TAIL_SEQUENCE).store(self.next_sequence, Ordering::Relaxed);
+        version.store(v + 2, Ordering::Release);
+    }
+
+    /// Wakes blocked subscribers, if any may be blocked. The full fence is paid only while some
+    /// subscriber uses the blocking idle strategy.
+    #[inline]
+    fn wake_blocked(&self) {
+        if self.seg.u32_at(BLOCKING_SUBSCRIBERS).load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        // Pairs with the subscriber's `prepare_wait` (waiters++ then re-poll): either it sees
+        // our commit, or we see it waiting.
+        fence(Ordering::SeqCst);
+        if self.seg.u32_at(WAITERS).load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    fn wake_all(&self) {
+        let word = self.seg.u32_at(WAKE_SEQ);
+        word.fetch_add(1, Ordering::Release);
+        let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), u32::MAX);
+    }
+
+    /// Recomputes the back-pressure limit from the subscriber table. Returns whether `claim` now
+    /// fits.
+    #[cold]
+    fn refresh_limit(&mut self, claim: u64) -> bool {
+        // Pairs with a joining subscriber's registration (store, fence, read tail): either we
+        // see its slot, or it sees our tail and starts there (see `subscriber::attach`).
+        fence(Ordering::SeqCst);
+        let max = self.seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
+        let mut min = self.position;
+        let mut slowest = None;
+        for i in 0..max {
+            let slot = self.seg.slot_offset(i);
+            if self.seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire) == SLOT_ACTIVE {
+                let p = self.seg.u64_at(slot + SLOT_POSITION).load(Ordering::Acquire);
+                if p < min {
+                    min = p;
+                    slowest = Some(i);
+                }
+            }
+        }
+        self.limit = min + self.capacity;
+        if claim <= self.limit {
+            self.refused_since_reap_check = 0;
+            return true;
+        }
+        self.refused_since_reap_check += 1;
+        if self.refused_since_reap_check >= REAP_CHECK_EVERY {
+            self.refused_since_reap_check = 0;
+            if let Some(i) = slowest {
+                if self.reap_if_dead(i) {
+                    return self.refresh_limit(claim);
+                }
+            }
+        }
+        false
+    }
+
+    /// Frees slot `i` if the subscriber that holds it died without detaching.
+    fn reap_if_dead(&mut self, i: u32) -> bool {
+        let slot = self.seg.slot_offset(i);
+        let pid = self.seg.u32_at(slot + SLOT_PID).load(Ordering::Relaxed);
+        let ticks = self.seg.u64_at(slot + SLOT_START_TICKS).load(Ordering::Relaxed);
+        if process_alive(pid, ticks) {
+            return false;
+        }
+        let freed = self
+            .seg
+            .u32_at(slot + SLOT_STATE)
+            .compare_exchange(SLOT_ACTIVE, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if freed {
+            self.seg.u64_at(SUBSCRIBERS_REAPED).fetch_add(1, Ordering::Relaxed);
+        }
+        freed
+    }
+}
+
+impl Drop for IpcPublisher {
+    fn drop(&mut self) {
+        self.seg.u32_at(CLOSED).store(1, Ordering::Release);
+        self.wake_all();
+        self.seg.unlink_if_ours();
+    }
+}
+
+use super::SlowSubscriberPolicy;

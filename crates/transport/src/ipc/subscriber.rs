@@ -1,0 +1,489 @@
+//! A reader of a shared-memory log. Any number per segment, each in its own process or thread.
+
+use super::layout::*;
+use super::segment::{process_start_ticks, Segment};
+use super::{IpcConfig, SlowSubscriberPolicy};
+use crate::error::OpenError;
+use crate::{Message, SubscriberEvent};
+use peregrine_agent::Wake;
+use peregrine_proto::counters::SubscriberCounters;
+use peregrine_wire::data::DATA_HEADER_LEN;
+use peregrine_wire::header::FrameType;
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Empty polls between liveness checks of the publisher (a `flock` probe).
+const LIVENESS_CHECK_EVERY: u32 = 1 << 16;
+/// Nanoseconds between attempts to attach while no publisher is there.
+const ATTACH_RETRY_NS: u64 = 1_000_000;
+
+/// Reads one topic's shared-memory log; created before or after its publisher, it attaches when
+/// the publisher appears and re-attaches when a new publisher replaces a closed or dead one.
+#[derive(Debug)]
+pub struct IpcSubscriber {
+    cfg: IpcConfig,
+    topic: String,
+    attached: Option<Attached>,
+    events: VecDeque<SubscriberEvent>,
+    counters: SubscriberCounters,
+    blocking: bool,
+    next_attach_ns: u64,
+    /// Overwrite mode copies each message here before validating it.
+    scratch: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Attached {
+    seg: Segment,
+    log: *const u8,
+    capacity: u64,
+    mask: u64,
+    max_frame: usize,
+    slot: u32,
+    /// Position of the next frame to read.
+    position: u64,
+    /// Sequence number expected there.
+    expected: u64,
+    overwrite: bool,
+    session_id: u32,
+    empty_polls: u32,
+    waiting: bool,
+    wake_seq_seen: u32,
+}
+
+// SAFETY: `log` points into `seg`'s mapping, which moves with the subscriber; a subscriber is used
+// by one thread at a time (`&mut self` on every read).
+unsafe impl Send for IpcSubscriber {}
+
+impl IpcSubscriber {
+    /// Creates a subscriber for `topic` on the segment the configuration names. It attaches at
+    /// once if the publisher exists, otherwise on a later `poll`.
+    pub fn new(cfg: &IpcConfig, topic: &str, blocking: bool) -> Result<Self, OpenError> {
+        crate::validate_topic(topic)?;
+        super::segment::validate_name(&cfg.name).map_err(OpenError::InvalidName)?;
+        let mut s = IpcSubscriber {
+            cfg: cfg.clone(),
+            topic: topic.to_string(),
+            attached: None,
+            events: VecDeque::new(),
+            counters: SubscriberCounters::default(),
+            blocking,
+            next_attach_ns: 0,
+            scratch: Vec::new(),
+        };
+        s.try_attach()?;
+        Ok(s)
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.attached.is_some()
+    }
+    pub fn counters(&self) -> SubscriberCounters {
+        self.counters
+    }
+    /// The publisher's session id, while connected.
+    pub fn session_id(&self) -> Option<u32> {
+        self.attached.as_ref().map(|a| a.session_id)
+    }
+    pub fn next_event(&mut self) -> Option<SubscriberEvent> {
+        self.events.pop_front()
+    }
+
+    fn try_attach(&mut self) -> Result<bool, OpenError> {
+        let Some(seg) = Segment::open(&self.cfg.name)? else {
+            return Ok(false);
+        };
+        let found = seg.topic();
+        if found != self.topic {
+            return Err(OpenError::TopicMismatch {
+                uri: format!("ipc://{}", self.cfg.name),
+                wanted: self.topic.clone(),
+                found,
+            });
+        }
+        let max = seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
+        let slot = (0..max)
+            .find(|&i| {
+                seg.u32_at(seg.slot_offset(i) + SLOT_STATE)
+                    .compare_exchange(SLOT_FREE, SLOT_CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or_else(|| OpenError::Full { path: seg.path().to_path_buf(), max_subscribers: max })?;
+        let so = seg.slot_offset(slot);
+        let pid = std::process::id();
+        seg.u32_at(so + SLOT_PID).store(pid, Ordering::Relaxed);
+        seg.u64_at(so + SLOT_START_TICKS).store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
+        seg.u64_at(so + SLOT_LOST).store(0, Ordering::Relaxed);
+        // Join at the publisher's current tail. Register first, then re-read the tail after a
+        // full fence: a publisher scan that missed our slot happened before our fence, so the
+        // tail we read then is at least the one its limit was computed from (invariant 4).
+        let (p0, _) = read_tail(&seg);
+        seg.u64_at(so + SLOT_POSITION).store(p0, Ordering::Relaxed);
+        seg.u32_at(so + SLOT_STATE).store(SLOT_ACTIVE, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let (position, expected) = read_tail(&seg);
+        seg.u64_at(so + SLOT_POSITION).store(position, Ordering::Release);
+        if self.blocking {
+            seg.u32_at(BLOCKING_SUBSCRIBERS).fetch_add(1, Ordering::SeqCst);
+        }
+        let (log, capacity) = seg.log();
+        let policy = seg.policy();
+        let session_id = seg.u32_at(SESSION_ID).load(Ordering::Relaxed);
+        let max_frame = DATA_HEADER_LEN + seg.u32_at(MAX_MESSAGE).load(Ordering::Relaxed) as usize;
+        if policy == SlowSubscriberPolicy::Overwrite {
+            self.scratch.resize(max_frame, 0);
+        }
+        self.attached = Some(Attached {
+            seg,
+            log,
+            capacity,
+            mask: capacity - 1,
+            max_frame,
+            slot,
+            position,
+            expected,
+            overwrite: policy == SlowSubscriberPolicy::Overwrite,
+            session_id,
+            empty_polls: 0,
+            waiting: false,
+            wake_seq_seen: 0,
+        });
+        self.events.push_back(SubscriberEvent::Connected { session_id, first_sequence: expected });
+        Ok(true)
+    }
+
+    fn detach(&mut self, publisher_died: bool) {
+        if let Some(a) = self.attached.take() {
+            let session_id = a.session_id;
+            a.release(self.blocking);
+            self.events.push_back(if publisher_died {
+                SubscriberEvent::PublisherDied { session_id }
+            } else {
+                SubscriberEvent::PublisherClosed { session_id }
+            });
+        }
+    }
+
+    /// Delivers up to `limit` messages to `handler`, in sequence order, and returns how many.
+    /// Never blocks. In back-pressure mode `handler` reads the message in place in shared memory.
+    #[inline]
+    pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let Some(a) = self.attached.as_mut() else {
+            self.poll_detached();
+            return 0;
+        };
+        let n = if a.overwrite {
+            a.poll_overwrite(handler, limit, &mut self.scratch, &mut self.counters, &mut self.events)
+        } else {
+            a.poll_in_place(handler, limit, &mut self.counters, &mut self.events)
+        };
+        match n {
+            Ok(0) => {
+                a.empty_polls += 1;
+                if a.empty_polls >= LIVENESS_CHECK_EVERY || a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0 {
+                    a.empty_polls = 0;
+                    self.check_publisher();
+                }
+                0
+            }
+            Ok(n) => {
+                a.empty_polls = 0;
+                n
+            }
+            Err(n) => {
+                // A frame that breaks the layout: the segment is not trustworthy any more.
+                self.counters.corrupt_frames += 1;
+                self.detach(false);
+                n
+            }
+        }
+    }
+
+    #[cold]
+    fn poll_detached(&mut self) {
+        let now = peregrine_agent::monotonic_ns();
+        if now >= self.next_attach_ns {
+            self.next_attach_ns = now + ATTACH_RETRY_NS;
+            if let Err(e) = self.try_attach() {
+                self.events.push_back(SubscriberEvent::AttachFailed { reason: e.to_string() });
+                self.next_attach_ns = now + 100 * ATTACH_RETRY_NS;
+            }
+        }
+    }
+
+    #[cold]
+    fn check_publisher(&mut self) {
+        let Some(a) = self.attached.as_ref() else { return };
+        let closed = a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0;
+        if closed {
+            self.detach(false);
+        } else if !a.seg.publisher_alive() {
+            // Dead without closing: deliver what it committed (the poll that led here was empty),
+            // then go.
+            self.detach(true);
+        }
+    }
+}
+
+impl Drop for IpcSubscriber {
+    fn drop(&mut self) {
+        if let Some(a) = self.attached.take() {
+            a.release(self.blocking);
+        }
+    }
+}
+
+impl Attached {
+    fn release(self, blocking: bool) {
+        if self.waiting {
+            self.seg.u32_at(WAITERS).fetch_sub(1, Ordering::SeqCst);
+        }
+        if blocking {
+            self.seg.u32_at(BLOCKING_SUBSCRIBERS).fetch_sub(1, Ordering::SeqCst);
+        }
+        self.seg.u32_at(self.seg.slot_offset(self.slot) + SLOT_STATE).store(SLOT_FREE, Ordering::Release);
+    }
+
+    /// # Safety
+    /// `offset` must be 8-byte aligned and `offset + 8 <= capacity`.
+    #[inline]
+    unsafe fn word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: the caller guarantees bounds and alignment; the log outlives `&self`.
+        unsafe { AtomicU64::from_ptr(self.log.add(offset).cast_mut().cast()) }
+    }
+
+    #[inline]
+    fn publish_position(&self) {
+        self.seg.u64_at(self.seg.slot_offset(self.slot) + SLOT_POSITION).store(self.position, Ordering::Release);
+    }
+
+    /// Back-pressure mode: the publisher cannot overwrite what this subscriber has not released
+    /// by publishing its position (invariant 4), so frames are handed over in place. Returns
+    /// `Err` on a frame that breaks the layout.
+    #[inline]
+    fn poll_in_place<F: FnMut(Message<'_>)>(
+        &mut self,
+        handler: &mut F,
+        limit: usize,
+        counters: &mut SubscriberCounters,
+        _events: &mut VecDeque<SubscriberEvent>,
+    ) -> Result<usize, usize> {
+        let mut n = 0;
+        let start = self.position;
+        while n < limit {
+            let off = (self.position & self.mask) as usize;
+            // SAFETY: frames are 64-byte aligned inside the log, so offset + 24 is in bounds and
+            // aligned.
+            if unsafe { self.word(off + 24) }.load(Ordering::Acquire) != self.expected {
+                break;
+            }
+            // SAFETY: the commit word matched (acquire): the 32-byte header is complete and
+            // no longer written (invariant 1); it lies inside the log.
+            let (frame_len, ty) = unsafe { read_len_type(self.log.add(off)) };
+            let room = (self.capacity as usize) - off;
+            if ty == FrameType::Pad as u8 {
+                if frame_len as u64 != room as u64 {
+                    self.finish(start);
+                    return Err(n);
+                }
+                self.position += room as u64;
+                continue;
+            }
+            if ty != FrameType::Data as u8 || frame_len < DATA_HEADER_LEN || frame_len > self.max_frame || frame_len > room {
+                self.finish(start);
+                return Err(n);
+            }
+            // SAFETY: [off + 32, off + frame_len) is inside the log (checked against `room`),
+            // committed, and not overwritten before we publish a position past it.
+            let payload = unsafe {
+                std::slice::from_raw_parts(self.log.add(off + DATA_HEADER_LEN), frame_len - DATA_HEADER_LEN)
+            };
+            handler(Message { payload, sequence: self.expected, session_id: self.session_id });
+            counters.messages += 1;
+            counters.bytes += payload.len() as u64;
+            self.position += align_frame(frame_len) as u64;
+            self.expected += 1;
+            n += 1;
+        }
+        self.finish(start);
+        Ok(n)
+    }
+
+    #[inline]
+    fn finish(&self, start: u64) {
+        if self.position != start {
+            self.publish_position();
+        }
+    }
+
+    /// Overwrite mode: the publisher may lap this subscriber at any time, so each frame is
+    /// copied out and the copy validated against the publisher's claim (invariant 3) before it
+    /// is handed over. A lapped subscriber learns the exact number of messages it lost and
+    /// resumes at the publisher's tail.
+    fn poll_overwrite<F: FnMut(Message<'_>)>(
+        &mut self,
+        handler: &mut F,
+        limit: usize,
+        scratch: &mut [u8],
+        counters: &mut SubscriberCounters,
+        events: &mut VecDeque<SubscriberEvent>,
+    ) -> Result<usize, usize> {
+        let mut n = 0;
+        let start = self.position;
+        while n < limit {
+            let off = (self.position & self.mask) as usize;
+            // SAFETY: aligned and in bounds, as in `poll_in_place`.
+            let committed = unsafe { self.word(off + 24) }.load(Ordering::Acquire) == self.expected;
+            if !committed {
+                if self.lapped() {
+                    self.resync(counters, events);
+                    continue;
+                }
+                break;
+            }
+            // SAFETY: in bounds; the content may be racing with the publisher, which is why
+            // nothing read here is trusted before `lapped()` below says it was intact.
+            let (frame_len, ty) = unsafe { read_len_type(self.log.add(off)) };
+            let room = (self.capacity as usize) - off;
+            let sane = frame_len >= DATA_HEADER_LEN && frame_len <= self.max_frame && frame_len <= room;
+            if !sane || (ty != FrameType::Data as u8 && ty != FrameType::Pad as u8) {
+                if self.lapped() {
+                    self.resync(counters, events);
+                    continue;
+                }
+                self.finish(start);
+                return Err(n);
+            }
+            if ty == FrameType::Pad as u8 {
+                if self.lapped() {
+                    self.resync(counters, events);
+                    continue;
+                }
+                self.position += room as u64;
+                continue;
+            }
+            let len = frame_len - DATA_HEADER_LEN;
+            // SAFETY: source [off + 32, off + frame_len) is inside the log (checked against
+            // `room`), destination holds `max_frame >= len` bytes. The source may be concurrently
+            // overwritten by the publisher in another process: the copy is then discarded below.
+            unsafe { std::ptr::copy_nonoverlapping(self.log.add(off + DATA_HEADER_LEN), scratch.as_mut_ptr(), len) };
+            if self.lapped() {
+                self.resync(counters, events);
+                continue;
+            }
+            handler(Message { payload: &scratch[..len], sequence: self.expected, session_id: self.session_id });
+            counters.messages += 1;
+            counters.bytes += len as u64;
+            self.position += align_frame(frame_len) as u64;
+            self.expected += 1;
+            n += 1;
+        }
+        self.finish(start);
+        Ok(n)
+    }
+
+    /// True when the publisher's claim shows it may have written over `position`.
+    #[inline]
+    fn lapped(&self) -> bool {
+        fence(Ordering::Acquire);
+        let claim = self.seg.u64_at(CLAIM_POSITION).load(Ordering::Relaxed);
+        claim > self.position + self.capacity
+    }
+
+    #[cold]
+    fn resync(&mut self, counters: &mut SubscriberCounters, events: &mut VecDeque<SubscriberEvent>) {
+        let (position, sequence) = read_tail(&self.seg);
+        let lost = sequence.saturating_sub(self.expected);
+        if lost > 0 {
+            counters.gaps += 1;
+            counters.lost += lost;
+            self.seg
+                .u64_at(self.seg.slot_offset(self.slot) + SLOT_LOST)
+                .fetch_add(lost, Ordering::Relaxed);
+            events.push_back(SubscriberEvent::Lost { from_sequence: self.expected, count: lost });
+        }
+        self.position = position;
+        self.expected = sequence;
+        self.publish_position();
+    }
+
+    fn has_data(&self) -> bool {
+        let off = (self.position & self.mask) as usize;
+        // SAFETY: aligned and in bounds, as in `poll_in_place`.
+        unsafe { self.word(off + 24) }.load(Ordering::Acquire) == self.expected || self.lapped()
+    }
+}
+
+/// Reads `frame_length` and `frame_type` of the frame at `frame`.
+///
+/// # Safety
+/// `frame` must point at 8 readable bytes.
+#[inline]
+unsafe fn read_len_type(frame: *const u8) -> (usize, u8) {
+    // SAFETY: guaranteed by the caller; frames are 8-byte aligned.
+    let w = unsafe { (frame as *const u64).read_volatile() };
+    ((w & 0xffff_ffff) as usize, (w >> 56) as u8)
+}
+
+/// A consistent (position, sequence) of the publisher's tail (invariant 5).
+fn read_tail(seg: &Segment) -> (u64, u64) {
+    let version = seg.u64_at(TAIL_VERSION);
+    loop {
+        let v1 = version.load(Ordering::Acquire);
+        if v1 & 1 == 1 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let p = seg.u64_at(TAIL_POSITION).load(Ordering::Relaxed);
+        let s = seg.u64_at(TAIL_SEQUENCE).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if version.load(Ordering::Relaxed) == v1 {
+            return (p, s);
+        }
+    }
+}
+
+impl Wake for IpcSubscriber {
+    fn prepare_wait(&mut self) {
+        if let Some(a) = self.attached.as_mut() {
+            if !a.waiting && self.blocking {
+                a.wake_seq_seen = a.seg.u32_at(WAKE_SEQ).load(Ordering::Acquire);
+                a.seg.u32_at(WAITERS).fetch_add(1, Ordering::SeqCst);
+                a.waiting = true;
+            }
+        }
+    }
+
+    fn wait(&mut self, timeout_ns: u64) {
+        let Some(a) = self.attached.as_mut() else {
+            // Nothing to wait on yet: sleep briefly, then poll will try to attach.
+            std::thread::sleep(std::time::Duration::from_nanos(timeout_ns.min(ATTACH_RETRY_NS)));
+            return;
+        };
+        if !a.waiting || !self.blocking {
+            std::thread::yield_now();
+            return;
+        }
+        if a.has_data() || a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let ts = rustix::thread::futex::Timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as i64,
+            tv_nsec: (timeout_ns % 1_000_000_000) as i64,
+        };
+        let word = a.seg.u32_at(WAKE_SEQ);
+        // Returns at once if the publisher bumped the word since `prepare_wait`.
+        let _ = rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), a.wake_seq_seen, Some(&ts));
+        a.wake_seq_seen = word.load(Ordering::Acquire);
+        a.empty_polls = LIVENESS_CHECK_EVERY; // check the publisher on the next empty poll
+    }
+
+    fn cancel_wait(&mut self) {
+        if let Some(a) = self.attached.as_mut() {
+            if a.waiting {
+                a.seg.u32_at(WAITERS).fetch_sub(1, Ordering::SeqCst);
+                a.waiting = false;
+            }
+        }
+    }
+}

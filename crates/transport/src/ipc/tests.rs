@@ -1,0 +1,378 @@
+//! Scripted tests of the shared-memory transport inside one process (threads). Multi-process
+//! behaviour (kill -9, SIGSTOP, several subscriber processes) is tested in `crates/cli/tests`.
+
+use super::layout::*;
+use super::*;
+use crate::{Message, OfferError, OpenError, SubscriberEvent};
+use peregrine_agent::{Blocking, IdleStrategy};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("t-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn cfg(tag: &str, capacity: u64, policy: SlowSubscriberPolicy) -> IpcConfig {
+    IpcConfig { capacity, policy, ..IpcConfig::new(&unique(tag)) }
+}
+
+/// Polls until `want` messages arrived or `max_polls` polls passed; returns (sequence, payload).
+fn drain(sub: &mut IpcSubscriber, want: usize, max_polls: usize) -> Vec<(u64, Vec<u8>)> {
+    let mut got = Vec::new();
+    for _ in 0..max_polls {
+        let limit = (want - got.len()).min(1024);
+        sub.poll(&mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())), limit);
+        if got.len() >= want {
+            break;
+        }
+    }
+    got
+}
+
+/// Polls a detached subscriber (which retries attaching every millisecond) until the publisher
+/// counts it, as a publisher that must not start before its subscribers does.
+fn wait_attached(sub: &mut IpcSubscriber, publ: &IpcPublisher) {
+    for _ in 0..2_000 {
+        sub.poll(&mut |_m: Message<'_>| {}, 1);
+        if publ.subscriber_count() == 1 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("the subscriber never attached");
+}
+
+fn payload(seq: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seq as usize * 31 + i) as u8).collect()
+}
+
+#[test]
+fn delivers_messages_of_every_size_up_to_the_maximum_in_order() {
+    let c = cfg("sizes", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "sizes", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "sizes", false).unwrap();
+    let max = publ.max_message_len();
+    assert_eq!(max, (1 << 20) / 8 - 32);
+    let sizes = [0, 1, 31, 32, 33, 63, 64, 65, 1000, 4096, max - 1, max];
+    for (i, &len) in sizes.iter().enumerate() {
+        assert_eq!(publ.offer(&payload(i as u64, len)).unwrap(), i as u64);
+    }
+    let got = drain(&mut sub, sizes.len(), 10);
+    assert_eq!(got.len(), sizes.len());
+    for (i, (seq, data)) in got.iter().enumerate() {
+        assert_eq!(*seq, i as u64);
+        assert_eq!(*data, payload(i as u64, sizes[i]), "message {i}");
+    }
+    assert_eq!(publ.offer(&vec![0; max + 1]), Err(OfferError::TooLarge { len: max + 1, max }));
+}
+
+#[test]
+fn wraps_around_the_ring_with_pad_frames_without_losing_or_corrupting() {
+    let c = cfg("wrap", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "wrap", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "wrap", false).unwrap();
+    let mut next_expected = 0u64;
+    let mut rng = 0x9e37_79b9u64;
+    for seq in 0..200_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let len = (rng % 700) as usize;
+        loop {
+            match publ.offer(&payload(seq, len)) {
+                Ok(s) => {
+                    assert_eq!(s, seq);
+                    break;
+                }
+                Err(OfferError::BackPressured) => {
+                    sub.poll(
+                        &mut |m: Message<'_>| {
+                            assert_eq!(m.sequence, next_expected);
+                            assert_eq!(m.payload, &payload(m.sequence, m.payload.len())[..]);
+                            next_expected += 1;
+                        },
+                        usize::MAX,
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    sub.poll(&mut |m: Message<'_>| {
+        assert_eq!(m.sequence, next_expected);
+        next_expected += 1;
+    }, usize::MAX);
+    assert_eq!(next_expected, 200_000);
+    assert_eq!(sub.counters().lost, 0);
+    assert!(publ.counters().back_pressured > 0, "the small ring must have filled up");
+}
+
+#[test]
+fn back_pressure_refuses_offers_until_the_slowest_subscriber_makes_room() {
+    let c = cfg("bp", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "bp", 1).unwrap();
+    let mut fast = IpcSubscriber::new(&c, "bp", false).unwrap();
+    let mut slow = IpcSubscriber::new(&c, "bp", false).unwrap();
+    assert_eq!(publ.subscriber_count(), 2);
+    // 32-byte messages take one 64-byte line each: the ring holds capacity/64 - 1 of them.
+    let fits = (MIN_CAPACITY / 64 - 1) as usize;
+    let mut sent = 0;
+    while publ.offer(&[7u8; 32]).is_ok() {
+        sent += 1;
+        fast.poll(&mut |_m: Message<'_>| {}, usize::MAX);
+    }
+    assert_eq!(sent, fits);
+    assert_eq!(publ.offer(&[7u8; 32]), Err(OfferError::BackPressured));
+    assert_eq!(drain(&mut slow, 10, 1).len(), 10);
+    for _ in 0..10 {
+        publ.offer(&[8u8; 32]).unwrap();
+    }
+    assert_eq!(publ.offer(&[7u8; 32]), Err(OfferError::BackPressured));
+    let rest = drain(&mut slow, fits, 10);
+    assert_eq!(rest.len(), fits);
+    assert_eq!(rest.last().unwrap().0, fits as u64 + 9);
+    assert_eq!(slow.counters().lost, 0);
+    // Once the slow subscriber leaves, it no longer holds the publisher back.
+    drop(slow);
+    fast.poll(&mut |_m: Message<'_>| {}, usize::MAX);
+    assert!(publ.offer(&[9u8; 32]).is_ok());
+}
+
+#[test]
+fn overwrite_mode_tells_a_lapped_subscriber_exactly_how_many_it_lost() {
+    let c = cfg("ow", MIN_CAPACITY, SlowSubscriberPolicy::Overwrite);
+    let mut publ = IpcPublisher::create(&c, "ow", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "ow", false).unwrap();
+    assert!(matches!(sub.next_event(), Some(SubscriberEvent::Connected { first_sequence: 0, .. })));
+    let total = 5_000u64; // about 5 laps of 1023 one-line messages
+    for seq in 0..total {
+        assert_eq!(publ.offer(&payload(seq, 24)).unwrap(), seq);
+    }
+    let got = drain(&mut sub, usize::MAX, 3);
+    let lost: u64 = std::iter::from_fn(|| sub.next_event())
+        .map(|e| match e {
+            SubscriberEvent::Lost { from_sequence, count } => {
+                assert_eq!(from_sequence, 0, "nothing was read before the first lap");
+                count
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .sum();
+    assert_eq!(lost, total, "resumes at the tail: all {total} written so far were lost");
+    assert!(got.is_empty());
+    assert_eq!(sub.counters().lost, total);
+    // After the loss it carries on with whatever comes next, intact.
+    for seq in total..total + 100 {
+        publ.offer(&payload(seq, 24)).unwrap();
+    }
+    let got = drain(&mut sub, 100, 3);
+    assert_eq!(got.len(), 100);
+    for (i, (seq, data)) in got.iter().enumerate() {
+        assert_eq!(*seq, total + i as u64);
+        assert_eq!(*data, payload(*seq, 24));
+    }
+}
+
+#[test]
+fn overwrite_mode_with_a_keeping_up_subscriber_loses_nothing() {
+    let c = cfg("ow2", MIN_CAPACITY, SlowSubscriberPolicy::Overwrite);
+    let mut publ = IpcPublisher::create(&c, "ow2", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "ow2", false).unwrap();
+    let mut expected = 0;
+    for seq in 0..50_000u64 {
+        publ.offer(&payload(seq, (seq % 300) as usize)).unwrap();
+        if seq % 100 == 99 {
+            sub.poll(&mut |m: Message<'_>| {
+                assert_eq!(m.sequence, expected);
+                assert_eq!(m.payload, &payload(expected, (expected % 300) as usize)[..]);
+                expected += 1;
+            }, usize::MAX);
+        }
+    }
+    assert_eq!(expected, 50_000);
+    assert_eq!(sub.counters().lost, 0);
+}
+
+#[test]
+fn a_late_subscriber_joins_at_the_current_position() {
+    let c = cfg("late", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "late", 1).unwrap();
+    for i in 0..10 {
+        publ.offer(&[i; 8]).unwrap();
+    }
+    let mut sub = IpcSubscriber::new(&c, "late", false).unwrap();
+    assert!(matches!(sub.next_event(), Some(SubscriberEvent::Connected { first_sequence: 10, .. })));
+    publ.offer(&[10; 8]).unwrap();
+    assert_eq!(drain(&mut sub, 1, 3), vec![(10, vec![10; 8])]);
+}
+
+#[test]
+fn a_subscriber_created_first_attaches_when_its_publisher_appears_and_follows_a_replacement() {
+    let c = cfg("early", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let mut sub = IpcSubscriber::new(&c, "early", false).unwrap();
+    assert!(!sub.is_connected());
+    assert!(drain(&mut sub, 1, 10).is_empty());
+    let mut publ = IpcPublisher::create(&c, "early", 1).unwrap();
+    wait_attached(&mut sub, &publ);
+    publ.offer(b"one").unwrap();
+    assert_eq!(drain(&mut sub, 1, 3), vec![(0, b"one".to_vec())]);
+    let first = publ.session_id();
+    drop(publ);
+    assert!(drain(&mut sub, 1, 3).is_empty());
+    let events: Vec<_> = std::iter::from_fn(|| sub.next_event()).collect();
+    assert_eq!(
+        events,
+        vec![
+            SubscriberEvent::Connected { session_id: first, first_sequence: 0 },
+            SubscriberEvent::PublisherClosed { session_id: first },
+        ]
+    );
+    assert!(!c.name.is_empty() && !super::segment::segment_path(&c.name).exists(), "closing removes the segment");
+    let mut publ2 = IpcPublisher::create(&c, "early", 1).unwrap();
+    wait_attached(&mut sub, &publ2);
+    publ2.offer(b"two").unwrap();
+    assert_eq!(drain(&mut sub, 1, 3), vec![(0, b"two".to_vec())]);
+    assert_eq!(sub.session_id(), Some(publ2.session_id()));
+}
+
+#[test]
+fn a_second_live_publisher_on_a_name_is_refused_naming_the_owner() {
+    let c = cfg("dup", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let _publ = IpcPublisher::create(&c, "dup", 1).unwrap();
+    let e = IpcPublisher::create(&c, "dup", 1).unwrap_err();
+    assert!(matches!(e, OpenError::InUse { pid: Some(p), .. } if p == std::process::id()), "{e:?}");
+    assert!(e.to_string().contains("live publisher"), "{e}");
+}
+
+#[test]
+fn segments_are_created_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cfg("mode", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let publ = IpcPublisher::create(&c, "mode", 1).unwrap();
+    let mode = std::fs::metadata(publ.path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn a_subscriber_for_another_topic_is_refused() {
+    let c = cfg("topic", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let _publ = IpcPublisher::create(&c, "md.eq.AAPL", 1).unwrap();
+    let e = IpcSubscriber::new(&c, "md.eq.MSFT", false).unwrap_err().to_string();
+    assert!(e.contains("'md.eq.AAPL'") && e.contains("'md.eq.MSFT'"), "{e}");
+}
+
+#[test]
+fn a_full_subscriber_table_is_refused_with_the_fix() {
+    let c = IpcConfig { max_subscribers: 2, ..cfg("full", 1 << 20, SlowSubscriberPolicy::BackPressure) };
+    let _publ = IpcPublisher::create(&c, "full", 1).unwrap();
+    let _a = IpcSubscriber::new(&c, "full", false).unwrap();
+    let _b = IpcSubscriber::new(&c, "full", false).unwrap();
+    let e = IpcSubscriber::new(&c, "full", false).unwrap_err().to_string();
+    assert!(e.contains("max_subscribers"), "{e}");
+}
+
+#[test]
+fn a_dead_subscriber_holding_back_the_publisher_is_reaped() {
+    let c = cfg("reap", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "reap", 1).unwrap();
+    let sub = IpcSubscriber::new(&c, "reap", false).unwrap();
+    // Make the slot look like it belongs to a process that has exited.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let seg = &publ.seg_for_tests();
+    seg.u32_at(seg.slot_offset(0) + SLOT_PID).store(dead_pid, Ordering::Relaxed);
+    std::mem::forget(sub); // its slot stays active, as after kill -9
+    let mut refused = 0u64;
+    let mut sent = 0u64;
+    while sent < 5_000 {
+        match publ.offer(&[1u8; 32]) {
+            Ok(_) => sent += 1,
+            Err(OfferError::BackPressured) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(refused < 1_000_000, "the dead subscriber was never reaped");
+    }
+    assert!(refused > 0);
+    assert_eq!(publ.counters().subscribers_reaped, 1);
+    assert_eq!(publ.subscriber_count(), 0);
+}
+
+#[test]
+fn a_blocking_subscriber_sleeps_until_a_message_is_published() {
+    let c = cfg("block", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "block", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "block", true).unwrap();
+    let t = std::thread::spawn(move || {
+        let mut idle = Blocking::new(5_000_000_000);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let n = sub.poll(&mut |m: Message<'_>| got.push(m.payload.to_vec()), 16);
+            idle.idle(n, &mut sub);
+        }
+        got
+    });
+    for i in 0..3u8 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        publ.offer(&[i]).unwrap();
+    }
+    assert_eq!(t.join().unwrap(), vec![vec![0], vec![1], vec![2]]);
+}
+
+#[test]
+fn threads_publish_and_three_subscribers_receive_every_message_intact() {
+    let c = cfg("mt", 256 << 10, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "mt", 1).unwrap();
+    let n = 300_000u64;
+    let subs: Vec<_> = (0..3).map(|_| IpcSubscriber::new(&c, "mt", false).unwrap()).collect();
+    let handles: Vec<_> = subs
+        .into_iter()
+        .map(|mut sub| {
+            std::thread::spawn(move || {
+                let mut expected = 0u64;
+                while expected < n {
+                    sub.poll(
+                        &mut |m: Message<'_>| {
+                            assert_eq!(m.sequence, expected);
+                            let len = (expected % 200) as usize;
+                            assert_eq!(m.payload, &payload(expected, len)[..]);
+                            expected += 1;
+                        },
+                        256,
+                    );
+                }
+                sub.counters()
+            })
+        })
+        .collect();
+    for seq in 0..n {
+        let msg = payload(seq, (seq % 200) as usize);
+        while publ.offer(&msg) == Err(OfferError::BackPressured) {
+            std::hint::spin_loop();
+        }
+    }
+    for h in handles {
+        let c = h.join().unwrap();
+        assert_eq!((c.messages, c.lost, c.corrupt_frames), (n, 0, 0));
+    }
+}
+
+#[test]
+fn uri_parameters_are_validated_with_the_accepted_values() {
+    use crate::uri::Uri;
+    let ok = IpcConfig::from_uri(&Uri::parse("ipc://md?capacity=1m&policy=overwrite&max_subscribers=4").unwrap()).unwrap();
+    assert_eq!((ok.capacity, ok.policy, ok.max_subscribers), (1 << 20, SlowSubscriberPolicy::Overwrite, 4));
+    let cases = [
+        ("ipc://md?capacity=1000", "power of two from 64k to 4g"),
+        ("ipc://md?capacity=32k", "power of two"),
+        ("ipc://md?policy=drop", "policy=backpressure or policy=overwrite"),
+        ("ipc://md?max_subscribers=0", "1 to 1024"),
+        ("ipc://md?size=1m", "accepted parameters are capacity, policy, max_subscribers"),
+        ("ipc://bad/name", "letters, digits"),
+        ("ipc://.hidden", "must not start with '.'"),
+    ];
+    for (text, needle) in cases {
+        let e = IpcConfig::from_uri(&Uri::parse(text).unwrap()).unwrap_err().to_string();
+        assert!(e.contains(needle) && e.contains(text), "{text}: {e}");
+    }
+}
