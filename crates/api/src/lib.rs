@@ -33,6 +33,8 @@ use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
 use peregrine_transport::{Scheme, TransportPublisher, TransportSubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
+pub use peregrine_transport::ipc::segment::shm_dir;
+pub use peregrine_transport::uri::parse_bytes;
 pub use peregrine_transport::ipc::SlowSubscriberPolicy;
 pub use peregrine_transport::{
     Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent, UriError,

@@ -26,12 +26,17 @@
 //! 1. **Commit word.** A frame's `sequence` field (offset 24) is written last, with release
 //!    ordering. A reader that expects sequence `s` at position `p` and loads `s` there (acquire)
 //!    sees the whole frame. PAD frames carry the sequence of the DATA frame that follows them.
-//! 2. **Not-yet marker.** Before committing the frame at `p`, the publisher stores
-//!    [`UNCOMMITTED`] in the commit word of the next frame position, so a reader that moves on
-//!    never mistakes old bytes (possibly a payload holding the very number it expects) for a
-//!    commit. The first frame position is initialised to [`UNCOMMITTED`] at creation.
+//! 2. **Clean ahead.** A reader expecting sequence `s` at `p` must never mistake old bytes at
+//!    `p + 24` (possibly a payload that holds the very number it expects) for a commit. So every
+//!    64-byte line's commit word is set to [`UNCOMMITTED`] at creation, and while writing the frame
+//!    at `[p, p + n)` the publisher sets the commit words of the lines `[p + CLEAN_AHEAD,
+//!    p + n + CLEAN_AHEAD)` to [`UNCOMMITTED`] again: every line between the tail and
+//!    `tail + CLEAN_AHEAD` has been cleaned since its previous lap, and nothing but a new frame
+//!    writes it afterwards. Cleaning [`CLEAN_AHEAD`] bytes ahead rather than the very next line
+//!    keeps the line a caught-up subscriber spins on written once per message, and the early
+//!    store works as a prefetch-for-ownership of the line the publisher writes next.
 //! 3. **Claim.** Before writing anything for a frame, the publisher stores in `claim_position`
-//!    the position below which all its writes for that frame fall (including the marker of 2).
+//!    the position below which all its writes for that frame fall (including the cleaning of 2).
 //!    Bytes at positions `>= claim - capacity` may be being overwritten; a reader in overwrite
 //!    mode validates a copy by re-reading `claim` afterwards (a seqlock).
 //! 4. **Back-pressure.** In back-pressure mode the publisher never claims beyond
@@ -46,6 +51,8 @@ pub const LAYOUT_VERSION: u32 = 1;
 pub const PAGE: usize = 4096;
 /// Frames start at multiples of this (one cache line).
 pub const FRAME_ALIGN: usize = 64;
+/// How far ahead of the frame being written the publisher cleans commit words (invariant 2).
+pub const CLEAN_AHEAD: u64 = 4096;
 /// Value of a commit word that no frame has been committed to.
 pub const UNCOMMITTED: u64 = u64::MAX;
 

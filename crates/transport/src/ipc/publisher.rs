@@ -130,9 +130,10 @@ impl IpcPublisher {
         let offset = self.position & self.mask;
         let to_end = self.capacity - offset;
         let pad = if aligned > to_end { to_end } else { 0 };
-        // Everything this offer writes lies below `claim` (frame, optional PAD before it, and the
-        // UNCOMMITTED marker of the frame after it): invariant 3 of `layout`.
-        let claim = self.position + pad + aligned + FRAME_ALIGN as u64;
+        // Everything this offer writes lies below `claim` (the optional PAD, the frame, and the
+        // lines it cleans ahead): invariant 3 of `layout`.
+        let start = self.position;
+        let claim = start + pad + aligned + CLEAN_AHEAD;
         if !self.overwrite && claim > self.limit && !self.refresh_limit(claim) {
             self.counters.back_pressured += 1;
             return Err(OfferError::BackPressured);
@@ -141,6 +142,16 @@ impl IpcPublisher {
         self.seg.u64_at(CLAIM_POSITION).store(claim, Ordering::Relaxed);
         // Order the claim before the writes it announces (a no-op instruction on x86).
         fence(Ordering::Release);
+        // Invariant 2: clean the commit words of the lines CLEAN_AHEAD beyond this offer's
+        // writes. Done before writing the frame: a frame longer than CLEAN_AHEAD overlaps the
+        // cleaned range, and its payload must overwrite the marks, not the other way round.
+        let mut line = start + CLEAN_AHEAD;
+        while line < claim {
+            // SAFETY: `line & mask` is a 64-byte aligned offset in the log; +24 is its commit
+            // word, in bounds and aligned; it lies below `claim`.
+            unsafe { self.commit_word((line & self.mask) as usize + 24) }.store(UNCOMMITTED, Ordering::Relaxed);
+            line += FRAME_ALIGN as u64;
+        }
         if pad != 0 {
             // SAFETY: [offset, capacity) is inside the log and below `claim`; in back-pressure
             // mode no subscriber is still reading it (limit check above).
@@ -161,8 +172,6 @@ impl IpcPublisher {
             fill(std::slice::from_raw_parts_mut(frame.add(DATA_HEADER_LEN), len));
         }
         let next = self.position + aligned;
-        // SAFETY: the next frame's commit word lies below `claim` (invariant 2).
-        unsafe { self.commit_word((next & self.mask) as usize) }.store(UNCOMMITTED, Ordering::Relaxed);
         // SAFETY: this frame's commit word, offset 24 of an in-bounds aligned frame.
         unsafe { self.commit_word(off + 24) }.store(seq, Ordering::Release);
         self.position = next;

@@ -249,10 +249,13 @@ impl Segment {
         // else has this file yet (it is not linked under its name).
         unsafe { std::ptr::copy_nonoverlapping(topic.as_ptr(), self.base().add(TOPIC), topic.len()) };
         self.u32_at(TOPIC_LEN).store(topic.len() as u32, r);
-        let (log, _) = self.log();
-        // Invariant 2 of `layout`: the first frame position is marked uncommitted.
-        // SAFETY: offset 24 of the log is in bounds and 8-byte aligned.
-        unsafe { AtomicU64::from_ptr(log.add(24).cast()) }.store(UNCOMMITTED, r);
+        let (log, capacity) = self.log();
+        // Invariant 2 of `layout`: every line starts uncommitted. This also faults in every page
+        // of the log now rather than on the data path.
+        for line in (0..capacity as usize).step_by(FRAME_ALIGN) {
+            // SAFETY: `line + 24` is in bounds and 8-byte aligned; nobody else maps the file yet.
+            unsafe { AtomicU64::from_ptr(log.add(line + 24).cast()) }.store(UNCOMMITTED, r);
+        }
         self.u64_at(TAIL_POSITION).store(0, r);
         self.u64_at(TAIL_SEQUENCE).store(0, r);
         self.u64_at(MAGIC).store(SEGMENT_MAGIC, Ordering::Release);

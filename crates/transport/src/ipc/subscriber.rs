@@ -168,26 +168,35 @@ impl IpcSubscriber {
     /// Never blocks. In back-pressure mode `handler` reads the message in place in shared memory.
     #[inline]
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let n = self.poll_attached(handler, limit);
+        if n != 0 {
+            return n;
+        }
         let Some(a) = self.attached.as_mut() else {
             self.poll_detached();
             return 0;
         };
-        let n = if a.overwrite {
+        a.empty_polls += 1;
+        if a.empty_polls < LIVENESS_CHECK_EVERY && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        a.empty_polls = 0;
+        self.check_publisher(handler, limit)
+    }
+
+    #[inline]
+    fn poll_attached<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let Some(a) = self.attached.as_mut() else { return 0 };
+        let r = if a.overwrite {
             a.poll_overwrite(handler, limit, &mut self.scratch, &mut self.counters, &mut self.events)
         } else {
             a.poll_in_place(handler, limit, &mut self.counters, &mut self.events)
         };
-        match n {
-            Ok(0) => {
-                a.empty_polls += 1;
-                if a.empty_polls >= LIVENESS_CHECK_EVERY || a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0 {
-                    a.empty_polls = 0;
-                    self.check_publisher();
-                }
-                0
-            }
+        match r {
             Ok(n) => {
-                a.empty_polls = 0;
+                if n > 0 {
+                    a.empty_polls = 0;
+                }
                 n
             }
             Err(n) => {
@@ -197,6 +206,23 @@ impl IpcSubscriber {
                 n
             }
         }
+    }
+
+    /// Detaches if the publisher closed or died, after one more poll: the flag (or the released
+    /// lock) is ordered after the publisher's last commit, so that poll drains everything.
+    #[cold]
+    fn check_publisher<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let Some(a) = self.attached.as_ref() else { return 0 };
+        let closed = a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0;
+        let died = !closed && !a.seg.publisher_alive();
+        if !closed && !died {
+            return 0;
+        }
+        let n = self.poll_attached(handler, limit);
+        if n == 0 {
+            self.detach(died);
+        }
+        n
     }
 
     #[cold]
@@ -211,18 +237,6 @@ impl IpcSubscriber {
         }
     }
 
-    #[cold]
-    fn check_publisher(&mut self) {
-        let Some(a) = self.attached.as_ref() else { return };
-        let closed = a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0;
-        if closed {
-            self.detach(false);
-        } else if !a.seg.publisher_alive() {
-            // Dead without closing: deliver what it committed (the poll that led here was empty),
-            // then go.
-            self.detach(true);
-        }
-    }
 }
 
 impl Drop for IpcSubscriber {

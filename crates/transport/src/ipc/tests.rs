@@ -61,7 +61,7 @@ fn delivers_messages_of_every_size_up_to_the_maximum_in_order() {
     assert_eq!(got.len(), sizes.len());
     for (i, (seq, data)) in got.iter().enumerate() {
         assert_eq!(*seq, i as u64);
-        assert_eq!(*data, payload(i as u64, sizes[i]), "message {i}");
+        assert!(*data == payload(i as u64, sizes[i]), "message {i} of {} bytes corrupted", sizes[i]);
     }
     assert_eq!(publ.offer(&vec![0; max + 1]), Err(OfferError::TooLarge { len: max + 1, max }));
 }
@@ -114,8 +114,8 @@ fn back_pressure_refuses_offers_until_the_slowest_subscriber_makes_room() {
     let mut fast = IpcSubscriber::new(&c, "bp", false).unwrap();
     let mut slow = IpcSubscriber::new(&c, "bp", false).unwrap();
     assert_eq!(publ.subscriber_count(), 2);
-    // 32-byte messages take one 64-byte line each: the ring holds capacity/64 - 1 of them.
-    let fits = (MIN_CAPACITY / 64 - 1) as usize;
+    // 32-byte messages take one 64-byte line each; the publisher keeps CLEAN_AHEAD bytes free.
+    let fits = ((MIN_CAPACITY - CLEAN_AHEAD) / 64) as usize;
     let mut sent = 0;
     while publ.offer(&[7u8; 32]).is_ok() {
         sent += 1;
@@ -375,4 +375,31 @@ fn uri_parameters_are_validated_with_the_accepted_values() {
         let e = IpcConfig::from_uri(&Uri::parse(text).unwrap()).unwrap_err().to_string();
         assert!(e.contains(needle) && e.contains(text), "{text}: {e}");
     }
+}
+
+/// Regression: cleaning commit words ahead of a frame longer than CLEAN_AHEAD once overwrote
+/// the end of that frame's own payload.
+#[test]
+fn frames_longer_than_the_clean_ahead_distance_arrive_intact_across_laps() {
+    let c = cfg("long", 256 << 10, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "long", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "long", false).unwrap();
+    let sizes = [4033, 4064, 4096, 4097, 8191, 20_000, 32_735];
+    let mut expected = 0u64;
+    for seq in 0..600u64 {
+        let len = sizes[seq as usize % sizes.len()];
+        while publ.offer(&payload(seq, len)) == Err(OfferError::BackPressured) {
+            sub.poll(&mut |m: Message<'_>| {
+                let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
+                assert!(m.sequence == expected && m.payload == &want[..], "message {} corrupted", m.sequence);
+                expected += 1;
+            }, usize::MAX);
+        }
+    }
+    sub.poll(&mut |m: Message<'_>| {
+        let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
+        assert!(m.sequence == expected && m.payload == &want[..], "message {} corrupted", m.sequence);
+        expected += 1;
+    }, usize::MAX);
+    assert_eq!(expected, 600);
 }

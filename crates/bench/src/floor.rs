@@ -1,0 +1,119 @@
+//! The machine's floor: one cache line bounced between two processes on two cores.
+//!
+//! The ping side writes an odd number into a shared 64-bit word and spins until the pong side
+//! answers with the next even number; half the round trip is one cache-line transfer, the least
+//! any shared-memory transport can cost. Every other latency is reported as a ratio to it.
+#![allow(unsafe_code)]
+
+use crate::clock::Clock;
+use crate::proc::{say_ready, say_result, Helper};
+use crate::stats::{LatencyRecorder, Summary};
+use crate::{BenchError, CpuPair};
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Settings of a floor run.
+#[derive(Debug, Clone)]
+pub struct FloorConfig {
+    pub count: u64,
+    pub warmup: u64,
+    pub cpus: CpuPair,
+}
+
+const STOP: u64 = u64::MAX;
+
+struct Line {
+    map: memmap2::MmapRaw,
+}
+
+impl Line {
+    fn open(path: &Path, create: bool) -> Result<Line, BenchError> {
+        let f = OpenOptions::new().read(true).write(true).create_new(create).mode(0o600).open(path)?;
+        if create {
+            f.set_len(4096)?;
+        }
+        let map = memmap2::MmapOptions::new().len(4096).map_raw(&f)?;
+        Ok(Line { map })
+    }
+    fn word(&self) -> &AtomicU64 {
+        // SAFETY: the mapping is 4096 bytes, page-aligned, shared, and lives as long as `self`;
+        // both processes access the word only atomically.
+        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().cast()) }
+    }
+}
+
+fn line_path(name: &str) -> PathBuf {
+    peregrine::shm_dir().join(format!("peregrine-{name}"))
+}
+
+/// Runs the floor: spawns the pong process with `exe`, pins itself, measures.
+pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<Summary, BenchError> {
+    let name = crate::run_name("floor");
+    let path = line_path(&name);
+    let line = Line::open(&path, true)?;
+    let _cleanup = RemoveOnDrop(path.clone());
+    let args: Vec<String> = ["bench", "floor", "--role", "pong", "--name", &name, "--cpus", &cfg.cpus.to_arg()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helper = Helper::start(exe, &args)?;
+    let word = line.word();
+    let mut rec = LatencyRecorder::new();
+    with_cpu(cfg.cpus.a, || {
+        for i in 0..cfg.warmup + cfg.count {
+            let ping = 2 * i + 1;
+            let t0 = clock.now();
+            word.store(ping, Ordering::Release);
+            while word.load(Ordering::Acquire) != ping + 1 {
+                std::hint::spin_loop();
+            }
+            let t1 = clock.now();
+            if i >= cfg.warmup {
+                rec.record(clock.ticks_to_ns(t1 - t0) / 2.0);
+            }
+        }
+        word.store(STOP, Ordering::Release);
+    })?;
+    helper.finish()?;
+    Ok(rec.summary())
+}
+
+/// The pong side: answers every odd number with the next even one until told to stop.
+pub fn pong(name: &str, cpus: CpuPair) -> Result<(), BenchError> {
+    let line = Line::open(&line_path(name), false)?;
+    peregrine_agent::pin_to_cpu(cpus.b)?;
+    say_ready();
+    let word = line.word();
+    let mut last = 0;
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if v == STOP {
+            break;
+        }
+        if v != last && v & 1 == 1 {
+            last = v + 1;
+            word.store(last, Ordering::Release);
+        }
+        std::hint::spin_loop();
+    }
+    say_result(&serde_json::json!({ "cpu_s": crate::cpu_seconds_self() }));
+    Ok(())
+}
+
+/// Runs `f` with the calling thread pinned to `cpu`, then restores its previous affinity.
+pub fn with_cpu<T>(cpu: usize, f: impl FnOnce() -> T) -> Result<T, BenchError> {
+    let before = rustix::thread::sched_getaffinity(None).map_err(std::io::Error::from)?;
+    peregrine_agent::pin_to_cpu(cpu)?;
+    let r = f();
+    rustix::thread::sched_setaffinity(None, &before).map_err(std::io::Error::from)?;
+    Ok(r)
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

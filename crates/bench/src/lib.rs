@@ -1,0 +1,105 @@
+//! Peregrine's benchmark harness.
+//!
+//! Every scenario runs the same library code users run, in separate processes pinned to CPUs,
+//! and reports the seeds' columns (shared/seeds/): samples, Min, Avg, Median, 99th, 99.9th,
+//! 99.99th, Max and Std Dev, as a table in microseconds and as JSON lines in nanoseconds.
+//!
+//! - [`floor`]: the machine's own floor, a cache-line ping-pong between two processes.
+//! - [`pingpong`]: half round trip over a transport, with its ratio to the floor.
+//! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
+#![deny(unsafe_code)]
+
+pub mod clock;
+pub mod floor;
+pub mod output;
+pub mod pingpong;
+pub mod proc;
+pub mod stats;
+pub mod throughput;
+
+use std::fmt;
+
+/// Why a benchmark could not run.
+#[derive(Debug)]
+pub enum BenchError {
+    /// A configuration value is invalid; the text names it and what is accepted.
+    Config(String),
+    /// Creating a publisher or subscriber failed.
+    Open(peregrine::OpenError),
+    /// A helper process failed or misbehaved.
+    Child(String),
+    Io(std::io::Error),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Config(s) => f.write_str(s),
+            BenchError::Open(e) => e.fmt(f),
+            BenchError::Child(s) => write!(f, "benchmark helper process: {s}"),
+            BenchError::Io(e) => e.fmt(f),
+        }
+    }
+}
+impl std::error::Error for BenchError {}
+impl From<peregrine::OpenError> for BenchError {
+    fn from(e: peregrine::OpenError) -> Self {
+        BenchError::Open(e)
+    }
+}
+impl From<std::io::Error> for BenchError {
+    fn from(e: std::io::Error) -> Self {
+        BenchError::Io(e)
+    }
+}
+
+/// The two CPUs the two sides of a benchmark are pinned to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuPair {
+    pub a: usize,
+    pub b: usize,
+}
+
+impl CpuPair {
+    /// Parses `A,B`, checking both CPUs are ones this process may use.
+    pub fn parse(text: &str) -> Result<CpuPair, BenchError> {
+        let allowed = peregrine_agent::allowed_cpus();
+        let bad = || {
+            BenchError::Config(format!(
+                "--cpus {text} is not accepted: give two CPU numbers separated by a comma, from the allowed set {allowed:?}, for example --cpus {},{}",
+                allowed.first().unwrap_or(&0),
+                allowed.get(1).unwrap_or(&0)
+            ))
+        };
+        let (a, b) = text.split_once(',').ok_or_else(bad)?;
+        let a: usize = a.trim().parse().map_err(|_| bad())?;
+        let b: usize = b.trim().parse().map_err(|_| bad())?;
+        if !allowed.contains(&a) || !allowed.contains(&b) {
+            return Err(bad());
+        }
+        Ok(CpuPair { a, b })
+    }
+
+    /// The first two allowed CPUs (or the only one, twice, on a 1-CPU machine).
+    pub fn default_pair() -> CpuPair {
+        let allowed = peregrine_agent::allowed_cpus();
+        let a = allowed.first().copied().unwrap_or(0);
+        let b = allowed.get(1).copied().unwrap_or(a);
+        CpuPair { a, b }
+    }
+
+    pub fn to_arg(self) -> String {
+        format!("{},{}", self.a, self.b)
+    }
+}
+
+/// A name unique to this run, for shared-memory segments.
+pub fn run_name(kind: &str) -> String {
+    format!("bench-{kind}-{}-{:04x}", std::process::id(), peregrine_agent::monotonic_ns() & 0xffff)
+}
+
+/// CPU seconds (user + system) this process has used so far.
+pub fn cpu_seconds_self() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}

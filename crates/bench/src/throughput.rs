@@ -1,0 +1,259 @@
+//! Throughput: one publisher process, N subscriber processes. Each subscriber checks every
+//! sequence number (and, for messages of 8 bytes or more, the number the publisher wrote into
+//! the payload), counts what it lost, and measures its own receive rate.
+
+use crate::floor::with_cpu;
+use crate::proc::{say_ready, say_result, Helper};
+use crate::{BenchError, CpuPair};
+use peregrine::{Context, IdleKind, OfferError, SlowSubscriberPolicy, SubscriberEvent};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Settings of a throughput run.
+#[derive(Debug, Clone)]
+pub struct ThroughputConfig {
+    pub transport: String,
+    pub size: usize,
+    /// Publish for this long, unless `count` is set.
+    pub seconds: f64,
+    /// Publish exactly this many messages.
+    pub count: Option<u64>,
+    pub subscribers: u32,
+    pub policy: SlowSubscriberPolicy,
+    /// Log capacity in bytes (a power of two).
+    pub capacity: u64,
+    /// With one subscriber: publisher on `a`, subscriber on `b`. With more, unpinned.
+    pub cpus: Option<CpuPair>,
+    pub name: String,
+    pub connect_timeout: Duration,
+}
+
+/// What one subscriber process saw.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct SubscriberReport {
+    pub received: u64,
+    pub lost: u64,
+    pub gaps: u64,
+    /// Messages whose sequence number was not the one expected (duplicates or reordering).
+    pub out_of_order: u64,
+    /// Messages whose payload did not carry their own sequence number.
+    pub corrupt: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub cpu_s: f64,
+}
+
+impl SubscriberReport {
+    pub fn msgs_per_s(&self) -> f64 {
+        if self.last_ns > self.first_ns && self.received > 1 {
+            (self.received - 1) as f64 * 1e9 / (self.last_ns - self.first_ns) as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What a throughput run measured.
+#[derive(Debug, Clone)]
+pub struct ThroughputResult {
+    pub sent: u64,
+    pub refused: u64,
+    pub publisher_msgs_per_s: f64,
+    pub publisher_cpu_s: f64,
+    pub subscribers: Vec<SubscriberReport>,
+}
+
+impl ThroughputResult {
+    /// The slowest subscriber's receive rate.
+    pub fn delivered_msgs_per_s(&self) -> f64 {
+        self.subscribers.iter().map(|s| s.msgs_per_s()).fold(f64::INFINITY, f64::min)
+    }
+    /// Messages published but not delivered, summed over subscribers.
+    pub fn lost(&self) -> u64 {
+        self.subscribers.iter().map(|s| self.sent - s.received).sum()
+    }
+}
+
+pub fn uri(cfg: &ThroughputConfig) -> String {
+    format!("ipc://{}?policy={}&capacity={}", cfg.name, cfg.policy.name(), cfg.capacity)
+}
+
+pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
+    if cfg.transport != "ipc" {
+        return Err(BenchError::Config(format!(
+            "--transport {} is not available yet: this build supports --transport ipc",
+            cfg.transport
+        )));
+    }
+    let max = (cfg.capacity / 8 - 32) as usize;
+    if cfg.size > max {
+        return Err(BenchError::Config(format!(
+            "--size {} is not accepted: give 0 to {max} bytes (an eighth of the {}-byte log; raise --capacity)",
+            cfg.size, cfg.capacity
+        )));
+    }
+    if cfg.count.is_none() && !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
+        return Err(BenchError::Config(format!("--seconds {} is not accepted: give more than 0 and at most 3600", cfg.seconds)));
+    }
+    if cfg.subscribers == 0 || cfg.subscribers > 64 {
+        return Err(BenchError::Config(format!("--subscribers {} is not accepted: give 1 to 64", cfg.subscribers)));
+    }
+    Ok(())
+}
+
+fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
+    let mut a: Vec<String> = ["bench", "throughput", "--role", "sub", "--transport", &cfg.transport, "--name", &cfg.name, "--size", &cfg.size.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let (Some(c), 1) = (cfg.cpus, cfg.subscribers) {
+        a.push("--cpus".into());
+        a.push(c.to_arg());
+    }
+    a
+}
+
+/// Runs the publisher here and `cfg.subscribers` subscriber processes started with `exe`.
+pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, BenchError> {
+    validate(cfg)?;
+    let ctx = Context::new();
+    let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
+    let mut helpers = Vec::new();
+    for _ in 0..cfg.subscribers {
+        helpers.push(Helper::start(exe, &sub_args(cfg))?);
+    }
+    let (sent, refused, rate) = publish(cfg, publ)?;
+    let mut subscribers = Vec::new();
+    for h in helpers {
+        let v = h.finish()?;
+        subscribers.push(serde_json::from_value(v).map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?);
+    }
+    Ok(ThroughputResult { sent, refused, publisher_msgs_per_s: rate, publisher_cpu_s: crate::cpu_seconds_self(), subscribers })
+}
+
+/// The publisher side alone (`--role pub`): waits for `cfg.subscribers` subscribers, publishes,
+/// closes. Returns (sent, refused offers, publish rate).
+pub fn publish_role(cfg: &ThroughputConfig) -> Result<(u64, u64, f64), BenchError> {
+    validate(cfg)?;
+    let publ = Context::new().publisher("bench.throughput", &uri(cfg))?;
+    publish(cfg, publ)
+}
+
+fn publish(cfg: &ThroughputConfig, mut publ: peregrine::Publisher) -> Result<(u64, u64, f64), BenchError> {
+    let start = Instant::now();
+    while publ.subscriber_count() < cfg.subscribers as usize {
+        if start.elapsed() > cfg.connect_timeout {
+            return Err(BenchError::Child(format!(
+                "only {} of {} subscribers attached within {} s",
+                publ.subscriber_count(),
+                cfg.subscribers,
+                cfg.connect_timeout.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let size = cfg.size;
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    let run_for = Duration::from_secs_f64(cfg.seconds);
+    let mut body = || {
+        let mut seq = 0u64;
+        let mut refused = 0u64;
+        let t0 = Instant::now();
+        'outer: while seq < limit {
+            // Check the clock once per 4096 messages, not per message.
+            for _ in 0..4096 {
+                if seq == limit {
+                    break 'outer;
+                }
+                let r = publ.offer_with(size, |buf| {
+                    if size >= 8 {
+                        buf[..8].copy_from_slice(&seq.to_le_bytes());
+                    }
+                });
+                match r {
+                    Ok(_) => seq += 1,
+                    Err(OfferError::BackPressured) => {
+                        refused += 1;
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => panic!("offer failed: {e}"),
+                }
+            }
+            if cfg.count.is_none() && t0.elapsed() >= run_for {
+                break;
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        (seq, refused, seq as f64 / secs)
+    };
+    let r = match (cfg.cpus, cfg.subscribers) {
+        (Some(c), 1) => with_cpu(c.a, body)?,
+        _ => body(),
+    };
+    drop(publ); // closes the session: subscribers drain and report
+    Ok(r)
+}
+
+/// The subscriber side: receives until the publisher closes, then prints its report.
+pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
+    let mut sub = Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), IdleKind::Spin)?;
+    if let Some(c) = cfg.cpus {
+        peregrine_agent::pin_to_cpu(c.b)?;
+    }
+    let start = Instant::now();
+    while !sub.is_connected() {
+        sub.poll(&mut |_m| {}, 1);
+        if start.elapsed() > cfg.connect_timeout {
+            return Err(BenchError::Child(format!("no publisher on ipc://{} within {} s", cfg.name, cfg.connect_timeout.as_secs())));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    say_ready();
+    let mut r = SubscriberReport::default();
+    let mut expected: Option<u64> = None;
+    let check_payload = cfg.size >= 8;
+    let mut last_count = 0;
+    loop {
+        let n = sub.poll(
+            &mut |m| {
+                let e = expected.unwrap_or(m.sequence);
+                if m.sequence != e {
+                    r.out_of_order += 1;
+                }
+                if check_payload {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&m.payload[..8]);
+                    if u64::from_le_bytes(b) != m.sequence {
+                        r.corrupt += 1;
+                    }
+                }
+                expected = Some(m.sequence + 1);
+                r.received += 1;
+            },
+            256,
+        );
+        if n > 0 && last_count == 0 {
+            r.first_ns = peregrine_agent::monotonic_ns();
+        }
+        if n > 0 {
+            last_count = r.received;
+            r.last_ns = peregrine_agent::monotonic_ns();
+        }
+        while let Some(ev) = sub.next_event() {
+            if let SubscriberEvent::Lost { from_sequence, count } = ev {
+                if expected.is_some_and(|e| e != from_sequence) {
+                    r.out_of_order += 1;
+                }
+                r.lost += count;
+                r.gaps += 1;
+                expected = Some(from_sequence + count);
+            }
+        }
+        if n == 0 && !sub.is_connected() {
+            break;
+        }
+    }
+    r.cpu_s = crate::cpu_seconds_self();
+    say_result(&serde_json::to_value(&r).expect("report serialises"));
+    Ok(())
+}
