@@ -20,15 +20,17 @@
 //! - `message_length` is the length of the whole application message: equal to the payload
 //!   length when the frame carries a whole message (flags BEGIN|END); on the BEGIN fragment of a
 //!   fragmented message it tells the receiver how much to reassemble, and every fragment repeats it.
-//! - `sequence` numbers frames of a session from 0 with no gaps; fragments of one message take
-//!   consecutive sequence numbers. In the shared-memory log it is also the commit word: the
+//! - `sequence` numbers the DATA frames of a stream (a `session_id`, `stream_id` pair) from 0
+//!   with no gaps; fragments of one message take consecutive sequence numbers. A retransmission
+//!   (flag RETRANSMIT) repeats the original frame's sequence, fields and payload. In the shared-memory log it is also the commit word: the
 //!   writer stores it last, with release ordering, so a reader that sees the sequence it expects
 //!   sees the whole frame.
 //!
 //! A PAD frame has the same fixed part; its payload is filler that receivers skip. It must carry
-//! flags 0 and `message_length` 0.
+//! flags 0, `stream_id` 0 and `message_length` 0; its `sequence` is the sequence number the next
+//! DATA frame of the session will carry (a PAD frame does not consume a sequence number).
 
-use crate::header::{check_typed, field as hfield, FrameType, Header, HEADER_LEN};
+use crate::header::{check_typed, emit_header, field as hfield, flags, FrameType, Header};
 use crate::{read_u32, read_u64, write_u32, write_u64, WireError};
 
 /// Field ranges of the DATA frame after the common header.
@@ -66,31 +68,48 @@ impl<T: AsRef<[u8]>> DataFrame<T> {
         Ok(f)
     }
 
+    /// Checks, in this order: the common header ([`Header::check`]); the type is DATA or PAD
+    /// ([`WireError::WrongFrameType`] otherwise); `frame_length >= 32`. For PAD: flags,
+    /// `stream_id` and `message_length` are zero. For DATA: only defined flag bits are set,
+    /// `message_length <= MAX_MESSAGE_LEN`, an unfragmented frame (BEGIN|END) carries exactly
+    /// `message_length` payload bytes and a fragment carries at most that many.
     pub fn check(&self) -> Result<(), WireError> {
         let b = self.buffer.as_ref();
         let ty = Header::new_checked(b)?.frame_type_raw();
-        let expected = if ty == FrameType::Pad as u8 { FrameType::Pad } else { FrameType::Data };
+        let expected = if ty == FrameType::Pad as u8 {
+            FrameType::Pad
+        } else {
+            FrameType::Data
+        };
         let len = check_typed(b, expected, DATA_HEADER_LEN)?;
-        let flags = self.flags();
+        let fl = self.flags();
         let payload_len = (len - DATA_HEADER_LEN) as u64;
         let msg_len = self.message_length() as u64;
         if expected == FrameType::Pad {
-            if flags != 0 {
-                return Err(WireError::BadField { field: "pad.flags", value: flags.into() });
+            if fl != 0 {
+                return Err(WireError::BadField {
+                    field: "pad.flags",
+                    value: fl.into(),
+                });
             }
-            if msg_len != 0 {
-                return Err(WireError::BadField { field: "pad.message_length", value: msg_len });
-            }
+            crate::check_zero("pad.stream_id", self.stream_id().into())?;
+            crate::check_zero("pad.message_length", msg_len)?;
             return Ok(());
         }
-        if flags & !crate::header::flags::ALL != 0 {
-            return Err(WireError::BadField { field: "data.flags", value: flags.into() });
+        if fl & !flags::ALL != 0 {
+            return Err(WireError::BadField {
+                field: "data.flags",
+                value: fl.into(),
+            });
         }
         if msg_len > MAX_MESSAGE_LEN as u64 {
-            return Err(WireError::BadField { field: "data.message_length", value: msg_len });
+            return Err(WireError::BadField {
+                field: "data.message_length",
+                value: msg_len,
+            });
         }
-        let whole = crate::header::flags::BEGIN | crate::header::flags::END;
-        if flags & whole == whole && msg_len != payload_len {
+        let whole = flags::BEGIN | flags::END;
+        if fl & whole == whole && msg_len != payload_len {
             return Err(WireError::BadLength {
                 frame_length: len as u32,
                 reason: "an unfragmented DATA frame's payload must equal message_length",
@@ -160,8 +179,10 @@ pub struct DataRepr<'a> {
 }
 
 impl<'a> DataRepr<'a> {
-    /// Parses a checked DATA frame (a PAD frame is rejected with `WrongFrameType`).
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &'a DataFrame<&'a T>) -> Result<Self, WireError> {
+    /// Parses a DATA frame (checking it first, so an unchecked view is fine). A PAD frame is
+    /// rejected with [`WireError::WrongFrameType`]: use [`PadRepr::parse`] for it. The payload
+    /// borrows the frame's buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &DataFrame<&'a T>) -> Result<Self, WireError> {
         frame.check()?;
         if frame.is_pad() {
             return Err(WireError::WrongFrameType {
@@ -169,13 +190,14 @@ impl<'a> DataRepr<'a> {
                 found: FrameType::Pad as u8,
             });
         }
+        let buffer: &'a [u8] = frame.buffer.as_ref();
         Ok(DataRepr {
             session_id: frame.session_id(),
             stream_id: frame.stream_id(),
             sequence: frame.sequence(),
             message_length: frame.message_length(),
             flags: frame.flags(),
-            payload: frame.payload(),
+            payload: &buffer[field::PAYLOAD..frame.frame_length() as usize],
         })
     }
 
@@ -184,14 +206,20 @@ impl<'a> DataRepr<'a> {
         DATA_HEADER_LEN + self.payload.len()
     }
 
-    /// Writes the frame into `frame`, whose buffer must hold at least
-    /// [`buffer_len`](Self::buffer_len) bytes.
+    /// Writes the frame into `frame`: every byte of the first
+    /// [`buffer_len`](Self::buffer_len), nothing after them. It writes the fields as given; a
+    /// repr that breaks the rules of [`DataFrame::check`] gives a frame receivers reject.
+    ///
+    /// # Panics
+    /// If the buffer is shorter than [`buffer_len`](Self::buffer_len).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut DataFrame<T>) {
-        let len = self.buffer_len();
-        let b = frame.buffer.as_mut();
-        let mut h = Header::new_unchecked(&mut b[..HEADER_LEN]);
-        h.set_frame_length(len as u32);
-        h.fill(FrameType::Data, self.flags, self.session_id);
+        emit_header(
+            frame.buffer.as_mut(),
+            FrameType::Data,
+            self.flags,
+            self.session_id,
+            self.buffer_len(),
+        );
         frame.set_stream_id(self.stream_id);
         frame.set_message_length(self.message_length);
         frame.set_sequence(self.sequence);
@@ -200,13 +228,393 @@ impl<'a> DataRepr<'a> {
 }
 
 /// Writes a PAD frame of `frame_length` bytes (at least [`DATA_HEADER_LEN`]) into `buffer`.
-/// Only the fixed part is written; the filler bytes are left as they are.
+/// Only the fixed part is written; the filler bytes are left as they are (in a shared-memory
+/// log they are never read). `sequence` is the sequence number the next DATA frame will carry.
+///
+/// # Panics
+/// If `buffer` is shorter than [`DATA_HEADER_LEN`].
 pub fn emit_pad(buffer: &mut [u8], session_id: u32, sequence: u64, frame_length: u32) {
-    let mut h = Header::new_unchecked(&mut buffer[..HEADER_LEN]);
-    h.set_frame_length(frame_length);
-    h.fill(FrameType::Pad, 0, session_id);
+    emit_header(buffer, FrameType::Pad, 0, session_id, frame_length as usize);
     let mut f = DataFrame::new_unchecked(&mut buffer[..DATA_HEADER_LEN]);
     f.set_stream_id(0);
     f.set_message_length(0);
     f.set_sequence(sequence);
+}
+
+/// The parsed form of a PAD frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadRepr {
+    pub session_id: u32,
+    /// The sequence number the next DATA frame of the session will carry.
+    pub sequence: u64,
+    /// The whole frame's length, filler included (at least [`DATA_HEADER_LEN`]).
+    pub frame_length: u32,
+}
+
+impl PadRepr {
+    /// Parses a PAD frame (checking it first). A DATA frame is rejected with
+    /// [`WireError::WrongFrameType`].
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &DataFrame<&T>) -> Result<Self, WireError> {
+        frame.check()?;
+        if !frame.is_pad() {
+            return Err(WireError::WrongFrameType {
+                expected: FrameType::Pad as u8,
+                found: FrameType::Data as u8,
+            });
+        }
+        Ok(PadRepr {
+            session_id: frame.session_id(),
+            sequence: frame.sequence(),
+            frame_length: frame.frame_length(),
+        })
+    }
+
+    /// Bytes `emit` writes: the whole frame.
+    pub const fn buffer_len(&self) -> usize {
+        self.frame_length as usize
+    }
+
+    /// Writes the PAD frame with zero filler (unlike [`emit_pad`], which leaves the filler
+    /// untouched).
+    ///
+    /// # Panics
+    /// If the buffer is shorter than [`buffer_len`](Self::buffer_len) or `frame_length` is
+    /// below [`DATA_HEADER_LEN`].
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut DataFrame<T>) {
+        let b = frame.buffer.as_mut();
+        emit_pad(b, self.session_id, self.sequence, self.frame_length);
+        b[DATA_HEADER_LEN..self.frame_length as usize].fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::flags::{BEGIN, END, RETRANSMIT, URGENT};
+    use crate::test_util::{arbitrary_frame, mutate, mutations};
+    use proptest::prelude::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    #[rustfmt::skip]
+    static GOLDEN: [u8; 37] = [
+        0x25, 0x00, 0x00, 0x00, // frame_length 37
+        0x50, 0x47, 0x01, 0x01, // magic, version 1, DATA
+        0x03, 0x00, 0x00, 0x00, // flags BEGIN|END, reserved
+        0x78, 0x56, 0x34, 0x12, // session_id 0x12345678
+        0x07, 0x00, 0x00, 0x00, // stream_id 7
+        0x05, 0x00, 0x00, 0x00, // message_length 5
+        0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // sequence 42
+        b'h', b'e', b'l', b'l', b'o',
+    ];
+
+    fn golden_repr() -> DataRepr<'static> {
+        DataRepr {
+            session_id: 0x1234_5678,
+            stream_id: 7,
+            sequence: 42,
+            message_length: 5,
+            flags: BEGIN | END,
+            payload: b"hello",
+        }
+    }
+
+    #[test]
+    fn parses_golden_bytes() {
+        let frame = DataFrame::new_checked(&GOLDEN[..]).unwrap();
+        assert!(!frame.is_pad());
+        assert_eq!(frame.payload(), b"hello");
+        assert_eq!(DataRepr::parse(&frame).unwrap(), golden_repr());
+    }
+
+    #[test]
+    fn emit_writes_every_byte() {
+        let mut buf = [0xa5u8; 37];
+        golden_repr().emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, GOLDEN);
+    }
+
+    #[test]
+    fn parse_borrows_from_the_buffer_not_the_view() {
+        let payload: &[u8] = {
+            let frame = DataFrame::new_unchecked(&GOLDEN[..]);
+            DataRepr::parse(&frame).unwrap().payload
+        };
+        assert_eq!(payload, b"hello");
+        // A `&Vec<u8>` works as well as a slice.
+        let v: Vec<u8> = GOLDEN.to_vec();
+        let frame = DataFrame::new_checked(&v).unwrap();
+        assert_eq!(DataRepr::parse(&frame).unwrap(), golden_repr());
+    }
+
+    #[test]
+    fn accepts_fragments_and_flags() {
+        let begin = DataRepr {
+            flags: BEGIN,
+            message_length: 1000,
+            payload: &[7u8; 400],
+            ..golden_repr()
+        };
+        let end = DataRepr {
+            flags: END | URGENT | RETRANSMIT,
+            sequence: 44,
+            ..begin
+        };
+        for repr in [begin, end] {
+            let mut buf = vec![0xa5u8; repr.buffer_len()];
+            repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+            assert_eq!(
+                DataRepr::parse(&DataFrame::new_checked(&buf[..]).unwrap()),
+                Ok(repr)
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_unfragmented_payload_not_matching_message_length() {
+        let mut buf = GOLDEN;
+        buf[20] = 6;
+        assert!(matches!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadLength {
+                frame_length: 37,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn rejects_fragment_larger_than_message() {
+        let mut buf = GOLDEN;
+        buf[8] = BEGIN as u8;
+        buf[20] = 4;
+        assert!(matches!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadLength {
+                frame_length: 37,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn rejects_unknown_flags_and_huge_messages() {
+        let mut buf = GOLDEN;
+        buf[8] |= 0x10;
+        assert_eq!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadField {
+                field: "data.flags",
+                value: 0x13
+            }
+        );
+        let mut buf = GOLDEN;
+        buf[8] = BEGIN as u8;
+        buf[20..24].copy_from_slice(&(MAX_MESSAGE_LEN + 1).to_le_bytes());
+        assert_eq!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadField {
+                field: "data.message_length",
+                value: (MAX_MESSAGE_LEN + 1).into()
+            }
+        );
+    }
+
+    #[test]
+    fn rejects_frame_length_below_fixed_part() {
+        let mut buf = GOLDEN;
+        buf[0] = 24;
+        assert!(matches!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadLength {
+                frame_length: 24,
+                ..
+            }
+        ));
+        buf[0] = 8;
+        assert!(matches!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::BadLength {
+                frame_length: 8,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn rejects_other_frame_types() {
+        let mut buf = GOLDEN;
+        buf[7] = FrameType::Heartbeat as u8;
+        assert_eq!(
+            DataFrame::new_checked(&buf[..]).unwrap_err(),
+            WireError::WrongFrameType {
+                expected: 0x01,
+                found: 0x03
+            }
+        );
+    }
+
+    #[rustfmt::skip]
+    static GOLDEN_PAD: [u8; 40] = [
+        0x28, 0x00, 0x00, 0x00, // frame_length 40
+        0x50, 0x47, 0x01, 0x02, // magic, version 1, PAD
+        0x00, 0x00, 0x00, 0x00, // flags 0, reserved
+        0x78, 0x56, 0x34, 0x12, // session_id 0x12345678
+        0x00, 0x00, 0x00, 0x00, // stream_id 0
+        0x00, 0x00, 0x00, 0x00, // message_length 0
+        0x2b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // sequence 43 (of the next DATA)
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // filler
+    ];
+
+    #[test]
+    fn pad_golden_bytes() {
+        let frame = DataFrame::new_checked(&GOLDEN_PAD[..]).unwrap();
+        assert!(frame.is_pad());
+        let pad = PadRepr::parse(&frame).unwrap();
+        assert_eq!(
+            pad,
+            PadRepr {
+                session_id: 0x1234_5678,
+                sequence: 43,
+                frame_length: 40
+            }
+        );
+        assert_eq!(
+            DataRepr::parse(&frame).unwrap_err(),
+            WireError::WrongFrameType {
+                expected: 0x01,
+                found: 0x02
+            }
+        );
+        let mut buf = [0xa5u8; 40];
+        pad.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, GOLDEN_PAD);
+    }
+
+    #[test]
+    fn emit_pad_writes_only_the_fixed_part() {
+        let mut buf = [0xa5u8; 48];
+        emit_pad(&mut buf, 0x1234_5678, 43, 40);
+        assert_eq!(&buf[..32], &GOLDEN_PAD[..32]);
+        assert_eq!(&buf[32..], &[0xa5; 16]);
+        let frame = DataFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!(PadRepr::parse(&frame).unwrap().frame_length, 40);
+    }
+
+    #[test]
+    fn pad_rules() {
+        for (at, field) in [
+            (8, "pad.flags"),
+            (16, "pad.stream_id"),
+            (20, "pad.message_length"),
+        ] {
+            let mut buf = GOLDEN_PAD;
+            buf[at] = 1;
+            assert_eq!(
+                DataFrame::new_checked(&buf[..]).unwrap_err().field(),
+                Some(field)
+            );
+        }
+        assert_eq!(
+            PadRepr::parse(&DataFrame::new_unchecked(&GOLDEN[..])).unwrap_err(),
+            WireError::WrongFrameType {
+                expected: 0x02,
+                found: 0x01
+            }
+        );
+    }
+
+    /// Parses `bytes` and, if they are a DATA or PAD frame, checks that re-emitting gives them
+    /// back (for PAD: the fixed part; its filler is not represented).
+    fn assert_canonical(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let Ok(frame) = DataFrame::new_checked(bytes) else {
+            return Ok(());
+        };
+        let len = frame.frame_length() as usize;
+        let mut out = vec![0u8; len];
+        if frame.is_pad() {
+            let repr = PadRepr::parse(&frame).unwrap();
+            repr.emit(&mut DataFrame::new_unchecked(&mut out[..]));
+            prop_assert_eq!(&out[..DATA_HEADER_LEN], &bytes[..DATA_HEADER_LEN]);
+        } else {
+            let repr = DataRepr::parse(&frame).unwrap();
+            prop_assert_eq!(repr.buffer_len(), len);
+            repr.emit(&mut DataFrame::new_unchecked(&mut out[..]));
+            prop_assert_eq!(&out[..], &bytes[..len]);
+        }
+        Ok(())
+    }
+
+    prop_compose! {
+        fn any_repr(payload: Vec<u8>)(
+            session_id: u32,
+            stream_id: u32,
+            sequence: u64,
+            extra in 0u32..1000,
+            flag_bits in 0u16..16,
+        ) -> (u32, u32, u64, u32, u16) {
+            let whole = BEGIN | END;
+            let message_length = if flag_bits & whole == whole {
+                payload.len() as u32
+            } else {
+                payload.len() as u32 + extra
+            };
+            (session_id, stream_id, sequence, message_length, flag_bits)
+        }
+    }
+
+    fn any_data() -> impl Strategy<Value = (Vec<u8>, (u32, u32, u64, u32, u16))> {
+        proptest::collection::vec(any::<u8>(), 0..200)
+            .prop_flat_map(|p| (Just(p.clone()), any_repr(p)))
+    }
+
+    fn repr_of(payload: &[u8], f: (u32, u32, u64, u32, u16)) -> DataRepr<'_> {
+        let (session_id, stream_id, sequence, message_length, flags) = f;
+        DataRepr {
+            session_id,
+            stream_id,
+            sequence,
+            message_length,
+            flags,
+            payload,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse_round_trips((payload, f) in any_data()) {
+            let repr = repr_of(&payload, f);
+            let mut buf = vec![0xa5u8; repr.buffer_len()];
+            repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+            let frame = DataFrame::new_checked(&buf[..]).unwrap();
+            prop_assert_eq!(DataRepr::parse(&frame).unwrap(), repr);
+        }
+
+        #[test]
+        fn pad_round_trips(session_id: u32, sequence: u64, filler in 0u32..200) {
+            let repr = PadRepr { session_id, sequence, frame_length: DATA_HEADER_LEN as u32 + filler };
+            let mut buf = vec![0xa5u8; repr.buffer_len()];
+            repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+            prop_assert_eq!(PadRepr::parse(&DataFrame::new_checked(&buf[..]).unwrap()), Ok(repr));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in arbitrary_frame(FrameType::Data)) {
+            assert_canonical(&bytes)?;
+        }
+
+        #[test]
+        fn arbitrary_pad_bytes_never_panic(bytes in arbitrary_frame(FrameType::Pad)) {
+            assert_canonical(&bytes)?;
+        }
+
+        #[test]
+        fn mutated_frames_never_panic((payload, f) in any_data(), m in mutations()) {
+            let repr = repr_of(&payload, f);
+            let mut buf = vec![0u8; repr.buffer_len()];
+            repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+            mutate(&mut buf, &m);
+            assert_canonical(&buf)?;
+        }
+    }
 }

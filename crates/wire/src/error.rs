@@ -17,7 +17,10 @@ pub enum WireError {
     /// The frame has a different type from the one the caller asked to decode.
     WrongFrameType { expected: u8, found: u8 },
     /// `frame_length` is smaller than the frame's fixed part or inconsistent with its contents.
-    BadLength { frame_length: u32, reason: &'static str },
+    BadLength {
+        frame_length: u32,
+        reason: &'static str,
+    },
     /// A field that must be zero (reserved) or within a range is not; flags outside those the
     /// frame type defines are reported here too.
     BadField { field: &'static str, value: u64 },
@@ -76,24 +79,43 @@ impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             WireError::Truncated { needed, available } => {
-                write!(f, "frame truncated: needs {needed} bytes, {available} available")
+                write!(
+                    f,
+                    "frame truncated: needs {needed} bytes, {available} available"
+                )
             }
             WireError::BadMagic(m) => write!(f, "bad magic 0x{m:04x} (expected 0x4750)"),
             WireError::UnsupportedVersion(v) => {
-                write!(f, "unsupported protocol version {v} (this build speaks version {})", crate::VERSION)
+                write!(
+                    f,
+                    "unsupported protocol version {v} (this build speaks version {})",
+                    crate::VERSION
+                )
             }
             WireError::UnknownFrameType(t) => write!(f, "unknown frame type 0x{t:02x}"),
             WireError::WrongFrameType { expected, found } => {
-                write!(f, "frame type 0x{found:02x} where 0x{expected:02x} was expected")
+                write!(
+                    f,
+                    "frame type 0x{found:02x} where 0x{expected:02x} was expected"
+                )
             }
-            WireError::BadLength { frame_length, reason } => {
+            WireError::BadLength {
+                frame_length,
+                reason,
+            } => {
                 write!(f, "bad frame_length {frame_length}: {reason}")
             }
             WireError::BadField { field, value } => {
-                write!(f, "field {field} has invalid value {value} (see docs/protocol.md)")
+                write!(
+                    f,
+                    "field {field} has invalid value {value} (see docs/protocol.md)"
+                )
             }
             WireError::BadText { field } => {
-                write!(f, "field {field} is not valid UTF-8 text or contains a NUL byte")
+                write!(
+                    f,
+                    "field {field} is not valid UTF-8 text or contains a NUL byte"
+                )
             }
         }
     }

@@ -40,8 +40,9 @@ pub const MAGIC: u16 = 0x4750;
 /// The protocol version this build emits and accepts.
 pub const VERSION: u8 = 1;
 
-/// Flag bits of the `flags` field. Their meaning depends on the frame type; the DATA frame's
-/// are listed here because several frame kinds share them.
+/// Flag bits of the `flags` field. Only DATA defines flags in version 1; PAD and every control
+/// frame (HEARTBEAT, NAK, ADVERTISE, QUERY, BYE) must carry flags 0, and undefined bits are
+/// rejected.
 pub mod flags {
     /// First fragment of a message (an unfragmented message has BEGIN and END).
     pub const BEGIN: u16 = 0x0001;
@@ -76,6 +77,19 @@ pub enum FrameType {
 }
 
 impl FrameType {
+    /// The name used in `docs/protocol.md` and `docs/golden/frames.json`, e.g. `"HEARTBEAT"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FrameType::Data => "DATA",
+            FrameType::Pad => "PAD",
+            FrameType::Heartbeat => "HEARTBEAT",
+            FrameType::Nak => "NAK",
+            FrameType::Advertise => "ADVERTISE",
+            FrameType::Query => "QUERY",
+            FrameType::Bye => "BYE",
+        }
+    }
+
     /// Decodes a frame type byte.
     pub const fn from_u8(v: u8) -> Result<Self, WireError> {
         Ok(match v {
@@ -104,7 +118,7 @@ impl<T: AsRef<[u8]>> Header<T> {
         Header { buffer }
     }
 
-    /// Wraps a buffer after [`check`](Self::check).
+    /// Wraps a buffer after [`check`](Self::check); no accessor panics afterwards.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let h = Header { buffer };
         h.check()?;
@@ -116,7 +130,10 @@ impl<T: AsRef<[u8]>> Header<T> {
     pub fn check(&self) -> Result<(), WireError> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
-            return Err(WireError::Truncated { needed: HEADER_LEN, available: b.len() });
+            return Err(WireError::Truncated {
+                needed: HEADER_LEN,
+                available: b.len(),
+            });
         }
         if self.magic() != MAGIC {
             return Err(WireError::BadMagic(self.magic()));
@@ -133,11 +150,17 @@ impl<T: AsRef<[u8]>> Header<T> {
             });
         }
         if (len as usize) > b.len() {
-            return Err(WireError::Truncated { needed: len as usize, available: b.len() });
+            return Err(WireError::Truncated {
+                needed: len as usize,
+                available: b.len(),
+            });
         }
         let reserved = read_u16(b, field::RESERVED);
         if reserved != 0 {
-            return Err(WireError::BadField { field: "header.reserved", value: reserved.into() });
+            return Err(WireError::BadField {
+                field: "header.reserved",
+                value: reserved.into(),
+            });
         }
         Ok(())
     }
@@ -158,7 +181,7 @@ impl<T: AsRef<[u8]>> Header<T> {
     pub fn frame_type_raw(&self) -> u8 {
         self.buffer.as_ref()[field::FRAME_TYPE]
     }
-    /// The frame type; only call on a checked header (unknown types map to an error).
+    /// The frame type; an unknown type byte maps to [`WireError::UnknownFrameType`].
     pub fn frame_type(&self) -> Result<FrameType, WireError> {
         FrameType::from_u8(self.frame_type_raw())
     }
@@ -178,6 +201,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     pub fn set_frame_length(&mut self, v: u32) {
         write_u32(self.buffer.as_mut(), field::FRAME_LENGTH, v)
     }
+    pub fn set_flags(&mut self, v: u16) {
+        write_u16(self.buffer.as_mut(), field::FLAGS, v)
+    }
+    pub fn set_session_id(&mut self, v: u32) {
+        write_u32(self.buffer.as_mut(), field::SESSION_ID, v)
+    }
     /// Writes magic, version, frame type, flags, a zero reserved field and the session id.
     pub fn fill(&mut self, frame_type: FrameType, flags: u16, session_id: u32) {
         let b = self.buffer.as_mut();
@@ -191,12 +220,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
 }
 
 /// Checks the common header of `buffer` and that it is of type `expected`; shared by the frame
-/// modules. Returns the frame length.
-pub(crate) fn check_typed(buffer: &[u8], expected: FrameType, fixed_len: usize) -> Result<usize, WireError> {
+/// modules. Returns the frame length, which is at least `fixed_len`.
+pub(crate) fn check_typed(
+    buffer: &[u8],
+    expected: FrameType,
+    fixed_len: usize,
+) -> Result<usize, WireError> {
     let h = Header::new_checked(buffer)?;
     let found = h.frame_type_raw();
     if found != expected as u8 {
-        return Err(WireError::WrongFrameType { expected: expected as u8, found });
+        return Err(WireError::WrongFrameType {
+            expected: expected as u8,
+            found,
+        });
     }
     let len = h.frame_length() as usize;
     if len < fixed_len {
@@ -208,9 +244,58 @@ pub(crate) fn check_typed(buffer: &[u8], expected: FrameType, fixed_len: usize) 
     Ok(len)
 }
 
+/// [`check_typed`] for the control frames (every type but DATA and PAD): no flag is defined
+/// for them in version 1, so `flags` must be zero. `flags_field` names the field in the error.
+pub(crate) fn check_control(
+    buffer: &[u8],
+    expected: FrameType,
+    fixed_len: usize,
+    flags_field: &'static str,
+) -> Result<usize, WireError> {
+    let len = check_typed(buffer, expected, fixed_len)?;
+    let flags = Header::new_unchecked(buffer).flags();
+    crate::check_zero(flags_field, flags.into())?;
+    Ok(len)
+}
+
+/// [`check_control`] for a frame type whose length is fixed: `frame_length` must be exactly
+/// `len`.
+pub(crate) fn check_fixed(
+    buffer: &[u8],
+    expected: FrameType,
+    len: usize,
+    flags_field: &'static str,
+) -> Result<(), WireError> {
+    let found = check_control(buffer, expected, len, flags_field)?;
+    if found != len {
+        return Err(WireError::BadLength {
+            frame_length: found as u32,
+            reason: "this frame type has a fixed length",
+        });
+    }
+    Ok(())
+}
+
+/// Writes a complete common header at the start of `buffer`.
+pub(crate) fn emit_header(
+    buffer: &mut [u8],
+    frame_type: FrameType,
+    flags: u16,
+    session_id: u32,
+    frame_length: usize,
+) {
+    let mut h = Header::new_unchecked(&mut buffer[..HEADER_LEN]);
+    h.set_frame_length(frame_length as u32);
+    h.fill(frame_type, flags, session_id);
+}
+
 /// Splits a buffer holding several frames (each at an 8-byte aligned offset) into frames.
 /// Stops at the first invalid frame and yields its error, so a receiver counts it and drops the
 /// rest of the datagram.
+///
+/// Only the common header of each frame is checked here; parse each yielded frame with its
+/// module's `new_checked` or with [`FrameRepr::parse`](crate::FrameRepr::parse). The padding
+/// between frames is skipped without being inspected (senders write zeros).
 #[derive(Debug, Clone)]
 pub struct Frames<'a> {
     rest: &'a [u8],
@@ -219,7 +304,15 @@ pub struct Frames<'a> {
 
 impl<'a> Frames<'a> {
     pub fn new(buffer: &'a [u8]) -> Self {
-        Frames { rest: buffer, failed: false }
+        Frames {
+            rest: buffer,
+            failed: false,
+        }
+    }
+
+    /// The bytes not yet consumed (after an error: starting at the frame that failed).
+    pub fn remaining(&self) -> &'a [u8] {
+        self.rest
     }
 }
 

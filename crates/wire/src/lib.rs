@@ -2,7 +2,7 @@
 //!
 //! Every unit on the wire (a datagram, a TCP stream, a shared-memory log) is a sequence of
 //! *frames*. A frame starts with the 16-byte [common header](header) and its
-//! [`FrameType`](header::FrameType) decides the rest. One module per frame type, each with:
+//! [`header::FrameType`] decides the rest. One module per frame type, each with:
 //!
 //! - a checked view `XxxFrame<T: AsRef<[u8]>>` whose `new_checked` validates the whole frame
 //!   once, so no accessor can panic afterwards (setters need `T: AsMut<[u8]>`);
@@ -59,6 +59,9 @@ pub mod header;
 pub mod heartbeat;
 pub mod nak;
 pub mod query;
+
+#[cfg(test)]
+mod test_util;
 
 pub use error::WireError;
 pub use frame::FrameRepr;
@@ -119,7 +122,10 @@ pub(crate) fn check_text<'a>(field: &'static str, bytes: &'a [u8]) -> Result<&'a
 /// Checks a text field's length: non-empty and at most `max` bytes.
 pub(crate) fn check_text_len(field: &'static str, len: usize, max: usize) -> Result<(), WireError> {
     if len == 0 || len > max {
-        return Err(WireError::BadField { field, value: len as u64 });
+        return Err(WireError::BadField {
+            field,
+            value: len as u64,
+        });
     }
     Ok(())
 }
