@@ -101,7 +101,12 @@ pub const SLOT_LOST: usize = 24;
 /// Slot states.
 pub const SLOT_FREE: u32 = 0;
 pub const SLOT_CLAIMING: u32 = 1;
+/// Reading, with a final position: counted by back-pressure and by `subscriber_count`.
 pub const SLOT_ACTIVE: u32 = 2;
+/// Joining: its position already holds back the publisher, but it is not counted as attached
+/// until the position is final (so a publisher that waits for its subscribers does not start
+/// while one of them may still move its start forward).
+pub const SLOT_JOINING: u32 = 3;
 
 pub const MIN_CAPACITY: u64 = 64 << 10;
 pub const MAX_CAPACITY: u64 = 1 << 32;

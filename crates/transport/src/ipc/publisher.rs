@@ -247,7 +247,8 @@ impl IpcPublisher {
         let mut slowest = None;
         for i in 0..max {
             let slot = self.seg.slot_offset(i);
-            if self.seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire) == SLOT_ACTIVE {
+            let state = self.seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire);
+            if state == SLOT_ACTIVE || state == SLOT_JOINING {
                 let p = self.seg.u64_at(slot + SLOT_POSITION).load(Ordering::Acquire);
                 if p < min {
                     min = p;
@@ -280,11 +281,10 @@ impl IpcPublisher {
         if process_alive(pid, ticks) {
             return false;
         }
-        let freed = self
-            .seg
-            .u32_at(slot + SLOT_STATE)
-            .compare_exchange(SLOT_ACTIVE, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok();
+        let state = self.seg.u32_at(slot + SLOT_STATE);
+        let freed = [SLOT_ACTIVE, SLOT_JOINING]
+            .into_iter()
+            .any(|from| state.compare_exchange(from, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok());
         if freed {
             self.seg.u64_at(SUBSCRIBERS_REAPED).fetch_add(1, Ordering::Relaxed);
         }

@@ -159,7 +159,11 @@ impl Segment {
                         let pid = Segment::peek_pid(&f);
                         return Err(OpenError::InUse { name: spec.name.clone(), pid });
                     }
-                    Some(f) // we hold its lock: its owner is dead and nobody else can reclaim it
+                    // We hold its lock: its owner is dead and nobody else can reclaim it. Mark it
+                    // closed at once, so a subscriber that opens it while we hold the lock does not
+                    // take us for its live publisher.
+                    Segment::mark_closed(&f);
+                    Some(f)
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io_err("open", &path, e)),
@@ -217,6 +221,24 @@ impl Segment {
             }
         }
         Err(OpenError::InUse { name: spec.name.clone(), pid: None })
+    }
+
+    fn mark_closed(f: &File) {
+        let Ok(map) = memmap2::MmapOptions::new().len(PAGE).map_raw(f) else { return };
+        if map.len() < PAGE {
+            return;
+        }
+        // SAFETY: the mapping is one page long and page-aligned; MAGIC and CLOSED are aligned
+        // words in it, accessed atomically by every process.
+        let (magic, closed) = unsafe {
+            (
+                AtomicU64::from_ptr(map.as_mut_ptr().add(MAGIC).cast()),
+                AtomicU32::from_ptr(map.as_mut_ptr().add(CLOSED).cast()),
+            )
+        };
+        if magic.load(Ordering::Acquire) == SEGMENT_MAGIC {
+            closed.store(1, Ordering::Release);
+        }
     }
 
     fn peek_pid(f: &File) -> Option<u32> {
@@ -309,7 +331,7 @@ impl Segment {
         }
         seg.log_offset = log_off;
         seg.capacity = capacity;
-        if !seg.publisher_alive() {
+        if seg.u32_at(CLOSED).load(Ordering::Acquire) != 0 || !seg.publisher_alive() {
             return Ok(None);
         }
         Ok(Some(seg))

@@ -114,15 +114,24 @@ impl IpcSubscriber {
         seg.u32_at(so + SLOT_PID).store(pid, Ordering::Relaxed);
         seg.u64_at(so + SLOT_START_TICKS).store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
         seg.u64_at(so + SLOT_LOST).store(0, Ordering::Relaxed);
-        // Join at the publisher's current tail. Register first, then re-read the tail after a
-        // full fence: a publisher scan that missed our slot happened before our fence, so the
-        // tail we read then is at least the one its limit was computed from (invariant 4).
-        let (p0, _) = read_tail(&seg);
-        seg.u64_at(so + SLOT_POSITION).store(p0, Ordering::Relaxed);
-        seg.u32_at(so + SLOT_STATE).store(SLOT_ACTIVE, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let (position, expected) = read_tail(&seg);
-        seg.u64_at(so + SLOT_POSITION).store(position, Ordering::Release);
+        // Join at the publisher's current tail. Register as JOINING (which already holds the
+        // publisher back), then re-read the tail after a full fence until it stands still: a
+        // publisher scan that missed our slot happened before our fence, so its limit came from
+        // a tail no later than the one we then read (invariant 4). Only then become ACTIVE,
+        // which is when the publisher counts us as attached.
+        let (mut position, mut expected) = read_tail(&seg);
+        seg.u64_at(so + SLOT_POSITION).store(position, Ordering::Relaxed);
+        seg.u32_at(so + SLOT_STATE).store(SLOT_JOINING, Ordering::SeqCst);
+        loop {
+            fence(Ordering::SeqCst);
+            let (p, e) = read_tail(&seg);
+            if p == position {
+                break;
+            }
+            (position, expected) = (p, e);
+            seg.u64_at(so + SLOT_POSITION).store(position, Ordering::SeqCst);
+        }
+        seg.u32_at(so + SLOT_STATE).store(SLOT_ACTIVE, Ordering::Release);
         if self.blocking {
             seg.u32_at(BLOCKING_SUBSCRIBERS).fetch_add(1, Ordering::SeqCst);
         }
