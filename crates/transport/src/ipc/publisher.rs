@@ -143,14 +143,11 @@ impl IpcPublisher {
         // Order the claim before the writes it announces (a no-op instruction on x86).
         fence(Ordering::Release);
         // Invariant 2: clean the commit words of the lines CLEAN_AHEAD beyond this offer's
-        // writes. Done before writing the frame: a frame longer than CLEAN_AHEAD overlaps the
-        // cleaned range, and its payload must overwrite the marks, not the other way round.
-        let mut line = start + CLEAN_AHEAD;
-        while line < claim {
-            // SAFETY: `line & mask` is a 64-byte aligned offset in the log; +24 is its commit
-            // word, in bounds and aligned; it lies below `claim`.
-            unsafe { self.commit_word((line & self.mask) as usize + 24) }.store(UNCOMMITTED, Ordering::Relaxed);
-            line += FRAME_ALIGN as u64;
+        // writes. A frame that spans CLEAN_AHEAD or more overlaps the range it cleans: clean first,
+        // so its payload overwrites the marks and not the other way round.
+        let clean_first = pad + aligned + FRAME_ALIGN as u64 > CLEAN_AHEAD;
+        if clean_first {
+            self.clean_ahead(start, claim);
         }
         if pad != 0 {
             // SAFETY: [offset, capacity) is inside the log and below `claim`; in back-pressure
@@ -174,6 +171,13 @@ impl IpcPublisher {
         let next = self.position + aligned;
         // SAFETY: this frame's commit word, offset 24 of an in-bounds aligned frame.
         unsafe { self.commit_word(off + 24) }.store(seq, Ordering::Release);
+        if !clean_first {
+            // After the commit: the lines cleaned here were last touched a lap ago, and x86 makes
+            // stores visible in order, so a cache miss on them before the commit would delay the
+            // commit. The next frame's line (at `next < start + CLEAN_AHEAD`) was cleaned by an
+            // earlier offer.
+            self.clean_ahead(start, claim);
+        }
         self.position = next;
         self.next_sequence = seq + 1;
         self.publish_tail();
@@ -181,6 +185,18 @@ impl IpcPublisher {
         self.counters.bytes += len as u64;
         self.wake_blocked();
         Ok(seq)
+    }
+
+    /// Marks the commit words of the lines in `[start + CLEAN_AHEAD, claim)` uncommitted.
+    #[inline]
+    fn clean_ahead(&self, start: u64, claim: u64) {
+        let mut line = start + CLEAN_AHEAD;
+        while line < claim {
+            // SAFETY: `line & mask` is a 64-byte aligned offset in the log; +24 is its commit
+            // word, in bounds and aligned; it lies below `claim`.
+            unsafe { self.commit_word((line & self.mask) as usize + 24) }.store(UNCOMMITTED, Ordering::Relaxed);
+            line += FRAME_ALIGN as u64;
+        }
     }
 
     /// # Safety
