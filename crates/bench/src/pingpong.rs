@@ -66,6 +66,7 @@ fn peregrine_transport_max() -> usize {
 /// Runs both sides: spawns the pong process with `exe`, then pings from this one.
 pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongResult, BenchError> {
     validate(cfg)?;
+    let cpu_before = crate::cpu_seconds_self();
     let ctx = Context::new();
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
@@ -79,7 +80,7 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let helper = Helper::start(exe, &args)?;
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
     let summary = ping_loop(cfg, clock, publ, sub)?;
-    let ping_cpu_s = crate::cpu_seconds_self();
+    let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let r = helper.finish()?;
     Ok(PingPongResult { summary, ping_cpu_s, pong_cpu_s: r["cpu_s"].as_f64() })
 }

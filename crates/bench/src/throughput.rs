@@ -26,6 +26,8 @@ pub struct ThroughputConfig {
     pub cpus: Option<CpuPair>,
     pub name: String,
     pub connect_timeout: Duration,
+    /// What subscribers do when there is nothing to read.
+    pub idle: IdleKind,
 }
 
 /// What one subscriber process saw.
@@ -106,6 +108,8 @@ fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
         .iter()
         .map(|s| s.to_string())
         .collect();
+    a.push("--idle".into());
+    a.push(cfg.idle.name().into());
     if let (Some(c), 1) = (cfg.cpus, cfg.subscribers) {
         a.push("--cpus".into());
         a.push(c.to_arg());
@@ -116,6 +120,7 @@ fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
 /// Runs the publisher here and `cfg.subscribers` subscriber processes started with `exe`.
 pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, BenchError> {
     validate(cfg)?;
+    let cpu_before = crate::cpu_seconds_self();
     let ctx = Context::new();
     let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
     let mut helpers = Vec::new();
@@ -128,7 +133,7 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
         let v = h.finish()?;
         subscribers.push(serde_json::from_value(v).map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?);
     }
-    Ok(ThroughputResult { sent, refused, publisher_msgs_per_s: rate, publisher_cpu_s: crate::cpu_seconds_self(), subscribers })
+    Ok(ThroughputResult { sent, refused, publisher_msgs_per_s: rate, publisher_cpu_s: crate::cpu_seconds_self() - cpu_before, subscribers })
 }
 
 /// The publisher side alone (`--role pub`): waits for `cfg.subscribers` subscribers, publishes,
@@ -196,7 +201,7 @@ fn publish(cfg: &ThroughputConfig, mut publ: peregrine::Publisher) -> Result<(u6
 
 /// The subscriber side: receives until the publisher closes, then prints its report.
 pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    let mut sub = Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), IdleKind::Spin)?;
+    let mut sub = Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), cfg.idle)?;
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
@@ -252,6 +257,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         if n == 0 && !sub.is_connected() {
             break;
         }
+        sub.idle(n);
     }
     r.cpu_s = crate::cpu_seconds_self();
     say_result(&serde_json::to_value(&r).expect("report serialises"));

@@ -128,6 +128,9 @@ struct ThroughputArgs {
     /// Log size in bytes, a power of two from 64k to 4g (suffixes k, m, g).
     #[arg(long, default_value = "16m", value_parser = parse_capacity)]
     capacity: u64,
+    /// What subscribers do when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = parse_idle)]
+    idle: IdleKind,
     #[command(flatten)]
     common: Common,
 }
@@ -238,6 +241,7 @@ fn bench(b: BenchArgs) -> Result<()> {
                 cpus: Some(a.common.cpus.unwrap_or_else(CpuPair::default_pair)),
                 name: a.common.name.clone().unwrap_or_else(|| peregrine_bench::run_name("tp")),
                 connect_timeout: connect_timeout(&a.common),
+                idle: a.idle,
             };
             if a.common.role.is_some() && a.common.name.is_none() {
                 bail!("--role needs --name NAME, the same on the publisher and subscriber sides");
@@ -365,6 +369,7 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             cpus: Some(cpus),
             name: peregrine_bench::run_name("tp"),
             connect_timeout: Duration::from_secs(20),
+            idle: IdleKind::Spin,
         };
         out.print(&throughput(&cfg)?);
     }
