@@ -102,7 +102,15 @@ pub struct Backoff {
 
 impl Backoff {
     pub const fn new(max_spins: u32, max_yields: u32, min_park_ns: u64, max_park_ns: u64) -> Self {
-        Backoff { max_spins, max_yields, min_park_ns, max_park_ns, spins: 0, yields: 0, park_ns: min_park_ns }
+        Backoff {
+            max_spins,
+            max_yields,
+            min_park_ns,
+            max_park_ns,
+            spins: 0,
+            yields: 0,
+            park_ns: min_park_ns,
+        }
     }
 }
 
@@ -147,7 +155,10 @@ pub struct Blocking {
 
 impl Blocking {
     pub const fn new(max_wait_ns: u64) -> Self {
-        Blocking { max_wait_ns, armed: false }
+        Blocking {
+            max_wait_ns,
+            armed: false,
+        }
     }
 }
 
@@ -189,7 +200,12 @@ pub enum IdleKind {
 }
 
 impl IdleKind {
-    pub const ALL: [IdleKind; 4] = [IdleKind::Spin, IdleKind::Yield, IdleKind::Backoff, IdleKind::Block];
+    pub const ALL: [IdleKind; 4] = [
+        IdleKind::Spin,
+        IdleKind::Yield,
+        IdleKind::Backoff,
+        IdleKind::Block,
+    ];
     pub const fn name(self) -> &'static str {
         match self {
             IdleKind::Spin => "spin",
@@ -212,7 +228,11 @@ pub struct UnknownIdleKind(pub String);
 
 impl fmt::Display for UnknownIdleKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown idle strategy '{}': use one of spin, yield, backoff, block", self.0)
+        write!(
+            f,
+            "unknown idle strategy '{}': use one of spin, yield, backoff, block",
+            self.0
+        )
     }
 }
 impl std::error::Error for UnknownIdleKind {}
@@ -284,7 +304,12 @@ pub trait Agent {
 }
 
 /// Runs an agent on the calling thread until `stop` is set.
-pub fn run_agent<A: Agent, I: IdleStrategy, W: Wake>(agent: &mut A, idle: &mut I, wake: &mut W, stop: &AtomicBool) {
+pub fn run_agent<A: Agent, I: IdleStrategy, W: Wake>(
+    agent: &mut A,
+    idle: &mut I,
+    wake: &mut W,
+    stop: &AtomicBool,
+) {
     while !stop.load(Ordering::Relaxed) {
         let work = agent.do_work(monotonic_ns());
         idle.idle(work, wake);
@@ -304,7 +329,10 @@ pub fn monotonic_ns() -> u64 {
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} out of range"),
+        ));
     }
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
@@ -313,7 +341,9 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 /// CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
         Err(_) => vec![],
     }
 }
@@ -362,7 +392,11 @@ mod tests {
         b.idle(0, &mut NoWake);
         assert_eq!(b.park_ns, 40, "pause doubles up to max_park_ns");
         b.idle(1, &mut NoWake);
-        assert_eq!((b.spins, b.yields, b.park_ns), (0, 0, 10), "work resets the back-off");
+        assert_eq!(
+            (b.spins, b.yields, b.park_ns),
+            (0, 0, 10),
+            "work resets the back-off"
+        );
     }
 
     #[test]
@@ -371,7 +405,10 @@ mod tests {
             assert_eq!(k.name().parse::<IdleKind>().unwrap(), k);
         }
         let e = "busy".parse::<IdleKind>().unwrap_err().to_string();
-        assert!(e.contains("'busy'") && e.contains("spin, yield, backoff, block"), "{e}");
+        assert!(
+            e.contains("'busy'") && e.contains("spin, yield, backoff, block"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -34,10 +34,11 @@ use peregrine_transport::{Scheme, TransportPublisher, TransportSubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
 pub use peregrine_transport::ipc::segment::shm_dir;
-pub use peregrine_transport::uri::parse_bytes;
 pub use peregrine_transport::ipc::SlowSubscriberPolicy;
+pub use peregrine_transport::uri::parse_bytes;
 pub use peregrine_transport::{
-    Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent, UriError,
+    Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent,
+    UriError,
 };
 
 /// One process's handle: configuration and the factory of publishers and subscribers.
@@ -56,27 +57,47 @@ impl Context {
     pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
         let uri = Uri::parse(uri)?;
         let inner = match uri.scheme {
-            Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create(&IpcConfig::from_uri(&uri)?, topic, stream_id(topic))?),
+            Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create(
+                &IpcConfig::from_uri(&uri)?,
+                topic,
+                stream_id(topic),
+            )?),
         };
-        Ok(Publisher { inner, topic: topic.to_string() })
+        Ok(Publisher {
+            inner,
+            topic: topic.to_string(),
+        })
     }
 
     /// A subscriber of `topic` on the transport `uri`, idling with `idle` in [`Subscriber::idle`].
     /// It may be created before its publisher exists: it attaches when the publisher appears.
-    pub fn subscriber(&self, topic: &str, uri: &str, idle: IdleKind) -> Result<Subscriber, OpenError> {
+    pub fn subscriber(
+        &self,
+        topic: &str,
+        uri: &str,
+        idle: IdleKind,
+    ) -> Result<Subscriber, OpenError> {
         let uri = Uri::parse(uri)?;
         let inner = match uri.scheme {
-            Scheme::Ipc => {
-                SubscriberInner::Ipc(IpcSubscriber::new(&IpcConfig::from_uri(&uri)?, topic, idle == IdleKind::Block)?)
-            }
+            Scheme::Ipc => SubscriberInner::Ipc(IpcSubscriber::new(
+                &IpcConfig::from_uri(&uri)?,
+                topic,
+                idle == IdleKind::Block,
+            )?),
         };
-        Ok(Subscriber { inner, idle: Idle::new(idle), topic: topic.to_string() })
+        Ok(Subscriber {
+            inner,
+            idle: Idle::new(idle),
+            topic: topic.to_string(),
+        })
     }
 }
 
 /// The stream id a topic name maps to inside a session (FNV-1a of the name).
 pub fn stream_id(topic: &str) -> u32 {
-    topic.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    topic.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 #[derive(Debug)]
@@ -103,7 +124,11 @@ impl Publisher {
 
     /// Publishes a message of `len` bytes written in place by `fill` (zero copy).
     #[inline]
-    pub fn offer_with<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> Result<u64, OfferError> {
+    pub fn offer_with<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
         match &mut self.inner {
             PublisherInner::Ipc(p) => p.offer_with(len, fill),
         }

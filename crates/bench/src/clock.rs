@@ -31,9 +31,12 @@ pub fn monotonic_raw_ns() -> u64 {
 
 fn invariant_tsc() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
-        .map(|c| c.lines().find(|l| l.starts_with("flags")).is_some_and(|l| {
-            l.split_whitespace().any(|f| f == "constant_tsc") && l.split_whitespace().any(|f| f == "nonstop_tsc")
-        }))
+        .map(|c| {
+            c.lines().find(|l| l.starts_with("flags")).is_some_and(|l| {
+                l.split_whitespace().any(|f| f == "constant_tsc")
+                    && l.split_whitespace().any(|f| f == "nonstop_tsc")
+            })
+        })
         .unwrap_or(false)
 }
 
@@ -46,10 +49,16 @@ impl Clock {
             std::thread::sleep(over);
             let (t1, n1) = Self::pair();
             if t1 > t0 && n1 > n0 {
-                return Clock { source: Source::Tsc, ns_per_tick: (n1 - n0) as f64 / (t1 - t0) as f64 };
+                return Clock {
+                    source: Source::Tsc,
+                    ns_per_tick: (n1 - n0) as f64 / (t1 - t0) as f64,
+                };
             }
         }
-        Clock { source: Source::MonotonicRaw, ns_per_tick: 1.0 }
+        Clock {
+            source: Source::MonotonicRaw,
+            ns_per_tick: 1.0,
+        }
     }
 
     /// A (ticks, ns) pair read as close together as possible (the tightest of several tries).
@@ -85,7 +94,10 @@ impl Clock {
     /// For reports: "TSC (2.600 GHz, calibrated)" or "CLOCK_MONOTONIC_RAW".
     pub fn describe(&self) -> String {
         match self.source {
-            Source::Tsc => format!("TSC ({:.3} GHz, calibrated against CLOCK_MONOTONIC_RAW)", 1.0 / self.ns_per_tick),
+            Source::Tsc => format!(
+                "TSC ({:.3} GHz, calibrated against CLOCK_MONOTONIC_RAW)",
+                1.0 / self.ns_per_tick
+            ),
             Source::MonotonicRaw => "CLOCK_MONOTONIC_RAW".to_string(),
         }
     }
@@ -114,6 +126,9 @@ mod tests {
         let by_clock = c.ticks_to_ns(t1 - t0);
         let by_raw = (n1 - n0) as f64;
         // Calibration error is parts per million; the reads themselves are microseconds apart.
-        assert!((by_clock - by_raw).abs() < by_raw * 0.01 + 20_000.0, "{by_clock} vs {by_raw}");
+        assert!(
+            (by_clock - by_raw).abs() < by_raw * 0.01 + 20_000.0,
+            "{by_clock} vs {by_raw}"
+        );
     }
 }

@@ -30,7 +30,12 @@ struct Line {
 
 impl Line {
     fn open(path: &Path, create: bool) -> Result<Line, BenchError> {
-        let f = OpenOptions::new().read(true).write(true).create_new(create).mode(0o600).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .mode(0o600)
+            .open(path)?;
         if create {
             f.set_len(4096)?;
         }
@@ -54,10 +59,19 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<Summary, Benc
     let path = line_path(&name);
     let line = Line::open(&path, true)?;
     let _cleanup = RemoveOnDrop(path.clone());
-    let args: Vec<String> = ["bench", "floor", "--role", "pong", "--name", &name, "--cpus", &cfg.cpus.to_arg()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args: Vec<String> = [
+        "bench",
+        "floor",
+        "--role",
+        "pong",
+        "--name",
+        &name,
+        "--cpus",
+        &cfg.cpus.to_arg(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let helper = Helper::start(exe, &args)?;
     let word = line.word();
     let mut rec = LatencyRecorder::new();

@@ -95,7 +95,11 @@ impl CpuPair {
 
 /// A name unique to this run, for shared-memory segments.
 pub fn run_name(kind: &str) -> String {
-    format!("bench-{kind}-{}-{:04x}", std::process::id(), peregrine_agent::monotonic_ns() & 0xffff)
+    format!(
+        "bench-{kind}-{}-{:04x}",
+        std::process::id(),
+        peregrine_agent::monotonic_ns() & 0xffff
+    )
 }
 
 /// CPU seconds (user + system) this process has used so far.

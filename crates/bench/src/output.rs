@@ -83,12 +83,18 @@ pub struct Printer {
 
 impl Printer {
     pub fn new(json: bool) -> Self {
-        Printer { json, ..Default::default() }
+        Printer {
+            json,
+            ..Default::default()
+        }
     }
 
     pub fn print(&mut self, r: &ResultLine) {
         if self.json {
-            println!("{}", serde_json::to_string(r).expect("result lines serialise"));
+            println!(
+                "{}",
+                serde_json::to_string(r).expect("result lines serialise")
+            );
             return;
         }
         if r.msgs_per_s.is_some() {
@@ -110,7 +116,10 @@ impl Printer {
                 "Std Dev", "x floor", "99/flr"
             );
         }
-        let us = |v: Option<f64>| v.map(|v| format!("{:.3}", v / 1000.0)).unwrap_or_else(|| "-".into());
+        let us = |v: Option<f64>| {
+            v.map(|v| format!("{:.3}", v / 1000.0))
+                .unwrap_or_else(|| "-".into())
+        };
         let x = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
         println!(
             "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8}",
@@ -138,11 +147,15 @@ impl Printer {
             println!();
             println!("Throughput, one publisher, every sequence number checked");
             println!(
-                "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10} {:>6} {}",
-                "test", "transport", "size", "messages", "msgs/s", "MB/s", "lost", "settings"
+                "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10} {:>6} settings",
+                "test", "transport", "size", "messages", "msgs/s", "MB/s", "lost"
             );
         }
-        let settings: Vec<String> = r.detail.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
+        let settings: Vec<String> = r
+            .detail
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"')))
+            .collect();
         println!(
             "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10.1} {:>6} {}",
             r.kind,
@@ -174,14 +187,43 @@ mod tests {
 
     #[test]
     fn json_lines_carry_the_stable_keys() {
-        let s = Summary { samples: 3, min_ns: 1.0, mean_ns: 2.0, median_ns: 2.0, p99_ns: 3.0, p999_ns: 3.0, p9999_ns: 3.0, max_ns: 3.0, stddev_ns: 0.8 };
+        let s = Summary {
+            samples: 3,
+            min_ns: 1.0,
+            mean_ns: 2.0,
+            median_ns: 2.0,
+            p99_ns: 3.0,
+            p999_ns: 3.0,
+            p9999_ns: 3.0,
+            max_ns: 3.0,
+            stddev_ns: 0.8,
+        };
         let v = serde_json::to_value(ResultLine::latency("pingpong", "ipc", 32, &s)).unwrap();
-        for k in ["kind", "transport", "size_bytes", "samples", "min_ns", "mean_ns", "median_ns", "p99_ns", "p999_ns", "p9999_ns", "max_ns", "stddev_ns"] {
+        for k in [
+            "kind",
+            "transport",
+            "size_bytes",
+            "samples",
+            "min_ns",
+            "mean_ns",
+            "median_ns",
+            "p99_ns",
+            "p999_ns",
+            "p9999_ns",
+            "max_ns",
+            "stddev_ns",
+        ] {
             assert!(v.get(k).is_some(), "missing {k}");
         }
         assert_eq!(v["kind"], "pingpong");
         assert_eq!(v["median_ns"], 2.0);
-        let t = ResultLine { kind: "throughput", msgs_per_s: Some(1.0), bytes_per_s: Some(32.0), lost: Some(0), ..Default::default() };
+        let t = ResultLine {
+            kind: "throughput",
+            msgs_per_s: Some(1.0),
+            bytes_per_s: Some(32.0),
+            lost: Some(0),
+            ..Default::default()
+        };
         let v = serde_json::to_value(t).unwrap();
         assert!(v["min_ns"].is_null() && v["lost"] == 0 && v["msgs_per_s"] == 1.0);
     }

@@ -35,7 +35,10 @@ pub struct PingPongResult {
 }
 
 fn uris(cfg: &PingPongConfig) -> (String, String) {
-    (format!("ipc://{}-ping", cfg.name), format!("ipc://{}-pong", cfg.name))
+    (
+        format!("ipc://{}-ping", cfg.name),
+        format!("ipc://{}-pong", cfg.name),
+    )
 }
 
 /// Checks the settings, naming any value that is not accepted.
@@ -54,7 +57,9 @@ pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
         )));
     }
     if cfg.count == 0 {
-        return Err(BenchError::Config("--count 0 is not accepted: give at least 1 sample".into()));
+        return Err(BenchError::Config(
+            "--count 0 is not accepted: give at least 1 sample".into(),
+        ));
     }
     Ok(())
 }
@@ -71,8 +76,20 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     let args: Vec<String> = [
-        "bench", "pingpong", "--role", "pong", "--transport", &cfg.transport, "--name", &cfg.name, "--size",
-        &cfg.size.to_string(), "--cpus", &cfg.cpus.to_arg(), "--idle", cfg.idle.name(),
+        "bench",
+        "pingpong",
+        "--role",
+        "pong",
+        "--transport",
+        &cfg.transport,
+        "--name",
+        &cfg.name,
+        "--size",
+        &cfg.size.to_string(),
+        "--cpus",
+        &cfg.cpus.to_arg(),
+        "--idle",
+        cfg.idle.name(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -82,7 +99,11 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let summary = ping_loop(cfg, clock, publ, sub)?;
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let r = helper.finish()?;
-    Ok(PingPongResult { summary, ping_cpu_s, pong_cpu_s: r["cpu_s"].as_f64() })
+    Ok(PingPongResult {
+        summary,
+        ping_cpu_s,
+        pong_cpu_s: r["cpu_s"].as_f64(),
+    })
 }
 
 /// The ping side alone (`--role ping`): the pong side runs elsewhere with the same `--name`.
@@ -93,10 +114,19 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
     let summary = ping_loop(cfg, clock, publ, sub)?;
-    Ok(PingPongResult { summary, ping_cpu_s: crate::cpu_seconds_self(), pong_cpu_s: None })
+    Ok(PingPongResult {
+        summary,
+        ping_cpu_s: crate::cpu_seconds_self(),
+        pong_cpu_s: None,
+    })
 }
 
-fn wait_connected(publ: &Publisher, sub: &mut Subscriber, timeout: Duration, who: &str) -> Result<(), BenchError> {
+fn wait_connected(
+    publ: &Publisher,
+    sub: &mut Subscriber,
+    timeout: Duration,
+    who: &str,
+) -> Result<(), BenchError> {
     let start = Instant::now();
     while publ.subscriber_count() == 0 || !sub.is_connected() {
         sub.poll(&mut |_m| {}, 1);
@@ -111,7 +141,12 @@ fn wait_connected(publ: &Publisher, sub: &mut Subscriber, timeout: Duration, who
     Ok(())
 }
 
-fn ping_loop(cfg: &PingPongConfig, clock: &Clock, mut publ: Publisher, mut sub: Subscriber) -> Result<Summary, BenchError> {
+fn ping_loop(
+    cfg: &PingPongConfig,
+    clock: &Clock,
+    mut publ: Publisher,
+    mut sub: Subscriber,
+) -> Result<Summary, BenchError> {
     wait_connected(&publ, &mut sub, cfg.connect_timeout, "pong")?;
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
@@ -147,7 +182,10 @@ fn ping_loop(cfg: &PingPongConfig, clock: &Clock, mut publ: Publisher, mut sub: 
             let t1 = clock.now();
             sub.idle(1);
             if echoed != Some((i, cfg.size)) {
-                return Err(BenchError::Child(format!("ping {i} of {} bytes was echoed as {echoed:?}", cfg.size)));
+                return Err(BenchError::Child(format!(
+                    "ping {i} of {} bytes was echoed as {echoed:?}",
+                    cfg.size
+                )));
             }
             if i >= cfg.warmup {
                 rec.record(clock.ticks_to_ns(t1 - t0) / 2.0);
@@ -199,6 +237,8 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
         }
         sub.idle(n);
     }
-    say_result(&serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": sub.counters().messages }));
+    say_result(
+        &serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": sub.counters().messages }),
+    );
     Ok(())
 }

@@ -30,7 +30,11 @@ impl Helper {
         let mut h = Helper { child, out, what };
         let line = h.read_line()?;
         if line.trim() != "ready" {
-            return Err(BenchError::Child(format!("`{}` said '{}' instead of 'ready'", h.what, line.trim())));
+            return Err(BenchError::Child(format!(
+                "`{}` said '{}' instead of 'ready'",
+                h.what,
+                line.trim()
+            )));
         }
         Ok(h)
     }
@@ -44,7 +48,10 @@ impl Helper {
         let n = self.out.read_line(&mut line)?;
         if n == 0 {
             let status = self.child.wait()?;
-            return Err(BenchError::Child(format!("`{}` exited ({status}) before answering", self.what)));
+            return Err(BenchError::Child(format!(
+                "`{}` exited ({status}) before answering",
+                self.what
+            )));
         }
         Ok(line)
     }
@@ -54,10 +61,18 @@ impl Helper {
         let line = self.read_line()?;
         let status = self.child.wait()?;
         if !status.success() {
-            return Err(BenchError::Child(format!("`{}` failed: {status}", self.what)));
+            return Err(BenchError::Child(format!(
+                "`{}` failed: {status}",
+                self.what
+            )));
         }
-        serde_json::from_str(line.trim())
-            .map_err(|e| BenchError::Child(format!("`{}` printed an unreadable result '{}': {e}", self.what, line.trim())))
+        serde_json::from_str(line.trim()).map_err(|e| {
+            BenchError::Child(format!(
+                "`{}` printed an unreadable result '{}': {e}",
+                self.what,
+                line.trim()
+            ))
+        })
     }
 }
 

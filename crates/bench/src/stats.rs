@@ -25,7 +25,8 @@ impl LatencyRecorder {
     /// A recorder for 1 ns to 1 hour with 3 significant digits.
     pub fn new() -> Self {
         LatencyRecorder {
-            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
             count: 0,
             mean: 0.0,
             m2: 0.0,
@@ -44,7 +45,9 @@ impl LatencyRecorder {
         self.m2 += d * (v - self.mean);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
-        let _ = self.hist.record((v.round() as u64).clamp(1, self.hist.high()));
+        let _ = self
+            .hist
+            .record((v.round() as u64).clamp(1, self.hist.high()));
     }
 
     pub fn histogram(&self) -> &Histogram<u64> {
@@ -105,7 +108,11 @@ mod tests {
             rng ^= rng >> 7;
             rng ^= rng << 17;
             // A long-tailed distribution: mostly 150-400 ns, some up to ~1 ms.
-            let v = if rng % 1000 == 0 { 1_000.0 + (rng % 1_000_000) as f64 } else { 150.0 + (rng % 250) as f64 };
+            let v = if rng % 1000 == 0 {
+                1_000.0 + (rng % 1_000_000) as f64
+            } else {
+                150.0 + (rng % 250) as f64
+            };
             samples.push(v);
             r.record(v);
         }
@@ -119,10 +126,18 @@ mod tests {
         assert!((s.stddev_ns - sd).abs() < 1e-6 * sd);
         assert_eq!(s.min_ns, samples[0]);
         assert_eq!(s.max_ns, *samples.last().unwrap());
-        for (got, p) in [(s.median_ns, 0.5), (s.p99_ns, 0.99), (s.p999_ns, 0.999), (s.p9999_ns, 0.9999)] {
+        for (got, p) in [
+            (s.median_ns, 0.5),
+            (s.p99_ns, 0.99),
+            (s.p999_ns, 0.999),
+            (s.p9999_ns, 0.9999),
+        ] {
             let want = reference(&samples, p);
             // 3 significant digits: within 0.1% (plus the 1 ns rounding of the recorded value).
-            assert!((got - want).abs() <= want * 0.001 + 1.0, "p{p}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= want * 0.001 + 1.0,
+                "p{p}: {got} vs {want}"
+            );
         }
     }
 

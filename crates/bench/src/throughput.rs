@@ -68,16 +68,27 @@ pub struct ThroughputResult {
 impl ThroughputResult {
     /// The slowest subscriber's receive rate.
     pub fn delivered_msgs_per_s(&self) -> f64 {
-        self.subscribers.iter().map(|s| s.msgs_per_s()).fold(f64::INFINITY, f64::min)
+        self.subscribers
+            .iter()
+            .map(|s| s.msgs_per_s())
+            .fold(f64::INFINITY, f64::min)
     }
     /// Messages published but not delivered, summed over subscribers.
     pub fn lost(&self) -> u64 {
-        self.subscribers.iter().map(|s| self.sent - s.received).sum()
+        self.subscribers
+            .iter()
+            .map(|s| self.sent - s.received)
+            .sum()
     }
 }
 
 pub fn uri(cfg: &ThroughputConfig) -> String {
-    format!("ipc://{}?policy={}&capacity={}", cfg.name, cfg.policy.name(), cfg.capacity)
+    format!(
+        "ipc://{}?policy={}&capacity={}",
+        cfg.name,
+        cfg.policy.name(),
+        cfg.capacity
+    )
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
@@ -95,19 +106,36 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         )));
     }
     if cfg.count.is_none() && !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
-        return Err(BenchError::Config(format!("--seconds {} is not accepted: give more than 0 and at most 3600", cfg.seconds)));
+        return Err(BenchError::Config(format!(
+            "--seconds {} is not accepted: give more than 0 and at most 3600",
+            cfg.seconds
+        )));
     }
     if cfg.subscribers == 0 || cfg.subscribers > 64 {
-        return Err(BenchError::Config(format!("--subscribers {} is not accepted: give 1 to 64", cfg.subscribers)));
+        return Err(BenchError::Config(format!(
+            "--subscribers {} is not accepted: give 1 to 64",
+            cfg.subscribers
+        )));
     }
     Ok(())
 }
 
 fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
-    let mut a: Vec<String> = ["bench", "throughput", "--role", "sub", "--transport", &cfg.transport, "--name", &cfg.name, "--size", &cfg.size.to_string()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut a: Vec<String> = [
+        "bench",
+        "throughput",
+        "--role",
+        "sub",
+        "--transport",
+        &cfg.transport,
+        "--name",
+        &cfg.name,
+        "--size",
+        &cfg.size.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     a.push("--idle".into());
     a.push(cfg.idle.name().into());
     if let (Some(c), 1) = (cfg.cpus, cfg.subscribers) {
@@ -131,9 +159,18 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     let mut subscribers = Vec::new();
     for h in helpers {
         let v = h.finish()?;
-        subscribers.push(serde_json::from_value(v).map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?);
+        subscribers.push(
+            serde_json::from_value(v)
+                .map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?,
+        );
     }
-    Ok(ThroughputResult { sent, refused, publisher_msgs_per_s: rate, publisher_cpu_s: crate::cpu_seconds_self() - cpu_before, subscribers })
+    Ok(ThroughputResult {
+        sent,
+        refused,
+        publisher_msgs_per_s: rate,
+        publisher_cpu_s: crate::cpu_seconds_self() - cpu_before,
+        subscribers,
+    })
 }
 
 /// The publisher side alone (`--role pub`): waits for `cfg.subscribers` subscribers, publishes,
@@ -144,7 +181,10 @@ pub fn publish_role(cfg: &ThroughputConfig) -> Result<(u64, u64, f64), BenchErro
     publish(cfg, publ)
 }
 
-fn publish(cfg: &ThroughputConfig, mut publ: peregrine::Publisher) -> Result<(u64, u64, f64), BenchError> {
+fn publish(
+    cfg: &ThroughputConfig,
+    mut publ: peregrine::Publisher,
+) -> Result<(u64, u64, f64), BenchError> {
     let start = Instant::now();
     while publ.subscriber_count() < cfg.subscribers as usize {
         if start.elapsed() > cfg.connect_timeout {
@@ -201,7 +241,8 @@ fn publish(cfg: &ThroughputConfig, mut publ: peregrine::Publisher) -> Result<(u6
 
 /// The subscriber side: receives until the publisher closes, then prints its report.
 pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    let mut sub = Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), cfg.idle)?;
+    let mut sub =
+        Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), cfg.idle)?;
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
@@ -209,7 +250,11 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     while !sub.is_connected() {
         sub.poll(&mut |_m| {}, 1);
         if start.elapsed() > cfg.connect_timeout {
-            return Err(BenchError::Child(format!("no publisher on ipc://{} within {} s", cfg.name, cfg.connect_timeout.as_secs())));
+            return Err(BenchError::Child(format!(
+                "no publisher on ipc://{} within {} s",
+                cfg.name,
+                cfg.connect_timeout.as_secs()
+            )));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -245,7 +290,11 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             r.last_ns = peregrine_agent::monotonic_ns();
         }
         while let Some(ev) = sub.next_event() {
-            if let SubscriberEvent::Lost { from_sequence, count } = ev {
+            if let SubscriberEvent::Lost {
+                from_sequence,
+                count,
+            } = ev
+            {
                 if expected.is_some_and(|e| e != from_sequence) {
                     r.out_of_order += 1;
                 }

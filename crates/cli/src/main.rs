@@ -17,7 +17,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "peregrine", version, about = "Peregrine: low-latency publish/subscribe for trading and market data")]
+#[command(
+    name = "peregrine",
+    version,
+    about = "Peregrine: low-latency publish/subscribe for trading and market data"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -145,13 +149,17 @@ fn parse_policy(s: &str) -> Result<SlowSubscriberPolicy, String> {
     match s {
         "backpressure" => Ok(SlowSubscriberPolicy::BackPressure),
         "overwrite" => Ok(SlowSubscriberPolicy::Overwrite),
-        _ => Err(format!("'{s}' is not a policy: use backpressure or overwrite")),
+        _ => Err(format!(
+            "'{s}' is not a policy: use backpressure or overwrite"
+        )),
     }
 }
 fn parse_capacity(s: &str) -> Result<u64, String> {
     peregrine::parse_bytes(s)
         .filter(|c| c.is_power_of_two() && (64 << 10..=1 << 32).contains(c))
-        .ok_or_else(|| format!("'{s}' is not accepted: give a power of two from 64k to 4g, for example 16m"))
+        .ok_or_else(|| {
+            format!("'{s}' is not accepted: give a power of two from 64k to 4g, for example 16m")
+        })
 }
 
 fn main() {
@@ -205,7 +213,11 @@ fn bench(b: BenchArgs) -> Result<()> {
                 warmup: a.warmup,
                 cpus: a.common.cpus.unwrap_or_else(CpuPair::default_pair),
                 idle: a.idle,
-                name: a.common.name.clone().unwrap_or_else(|| peregrine_bench::run_name("pp")),
+                name: a
+                    .common
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| peregrine_bench::run_name("pp")),
                 connect_timeout: connect_timeout(&a.common),
             };
             peregrine_bench::pingpong::validate(&cfg)?;
@@ -213,7 +225,10 @@ fn bench(b: BenchArgs) -> Result<()> {
                 return Ok(peregrine_bench::pingpong::pong(&cfg)?);
             }
             if matches!(a.common.role, Some(Role::Pub | Role::Sub)) {
-                bail!("--role {:?} is not a ping-pong role: use --role ping or --role pong", a.common.role.unwrap());
+                bail!(
+                    "--role {:?} is not a ping-pong role: use --role ping or --role pong",
+                    a.common.role.unwrap()
+                );
             }
             if a.common.role.is_some() && a.common.name.is_none() {
                 bail!("--role ping needs --name NAME, the same as the pong side's");
@@ -222,7 +237,12 @@ fn bench(b: BenchArgs) -> Result<()> {
             let floor = if a.no_floor || a.common.role.is_some() {
                 None
             } else {
-                let s = run_floor(a.count.min(1_000_000), a.warmup.min(100_000), cfg.cpus, &clock)?;
+                let s = run_floor(
+                    a.count.min(1_000_000),
+                    a.warmup.min(100_000),
+                    cfg.cpus,
+                    &clock,
+                )?;
                 out.print(&floor_line(&s, cfg.cpus));
                 Some(s)
             };
@@ -239,7 +259,11 @@ fn bench(b: BenchArgs) -> Result<()> {
                 policy: a.policy,
                 capacity: a.capacity,
                 cpus: Some(a.common.cpus.unwrap_or_else(CpuPair::default_pair)),
-                name: a.common.name.clone().unwrap_or_else(|| peregrine_bench::run_name("tp")),
+                name: a
+                    .common
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| peregrine_bench::run_name("tp")),
                 connect_timeout: connect_timeout(&a.common),
                 idle: a.idle,
             };
@@ -250,13 +274,23 @@ fn bench(b: BenchArgs) -> Result<()> {
                 Some(Role::Sub) => Ok(peregrine_bench::throughput::subscribe_role(&cfg)?),
                 Some(Role::Pub) => {
                     let (sent, refused, rate) = peregrine_bench::throughput::publish_role(&cfg)?;
-                    let line = ResultLine { kind: "throughput-pub", transport: cfg.transport.clone(), size_bytes: cfg.size, samples: sent, msgs_per_s: Some(rate), bytes_per_s: Some(rate * cfg.size as f64), ..Default::default() }
-                        .detail("refused", refused)
-                        .detail("policy", cfg.policy.name());
+                    let line = ResultLine {
+                        kind: "throughput-pub",
+                        transport: cfg.transport.clone(),
+                        size_bytes: cfg.size,
+                        samples: sent,
+                        msgs_per_s: Some(rate),
+                        bytes_per_s: Some(rate * cfg.size as f64),
+                        ..Default::default()
+                    }
+                    .detail("refused", refused)
+                    .detail("policy", cfg.policy.name());
                     out.print(&line);
                     Ok(())
                 }
-                Some(r) => bail!("--role {r:?} is not a throughput role: use --role pub or --role sub"),
+                Some(r) => {
+                    bail!("--role {r:?} is not a throughput role: use --role pub or --role sub")
+                }
                 None => {
                     out.print(&throughput(&cfg)?);
                     Ok(())
@@ -267,14 +301,27 @@ fn bench(b: BenchArgs) -> Result<()> {
 }
 
 fn run_floor(count: u64, warmup: u64, cpus: CpuPair, clock: &Clock) -> Result<Summary> {
-    Ok(peregrine_bench::floor::run(&FloorConfig { count, warmup, cpus }, &exe()?, clock)?)
+    Ok(peregrine_bench::floor::run(
+        &FloorConfig {
+            count,
+            warmup,
+            cpus,
+        },
+        &exe()?,
+        clock,
+    )?)
 }
 
 fn floor_line(s: &Summary, cpus: CpuPair) -> ResultLine {
     ResultLine::latency("floor", "cacheline", 8, s).detail("cpus", cpus.to_arg())
 }
 
-fn pingpong(cfg: &PingPongConfig, role: Option<Role>, floor: Option<&Summary>, clock: &Clock) -> Result<ResultLine> {
+fn pingpong(
+    cfg: &PingPongConfig,
+    role: Option<Role>,
+    floor: Option<&Summary>,
+    clock: &Clock,
+) -> Result<ResultLine> {
     let r = if role == Some(Role::Ping) {
         peregrine_bench::pingpong::ping(cfg, clock)?
     } else {
@@ -302,7 +349,11 @@ fn pingpong(cfg: &PingPongConfig, role: Option<Role>, floor: Option<&Summary>, c
 fn throughput(cfg: &ThroughputConfig) -> Result<ResultLine> {
     let r = peregrine_bench::throughput::run(cfg, &exe()?)?;
     let rate = r.delivered_msgs_per_s();
-    let bad: u64 = r.subscribers.iter().map(|s| s.out_of_order + s.corrupt).sum();
+    let bad: u64 = r
+        .subscribers
+        .iter()
+        .map(|s| s.out_of_order + s.corrupt)
+        .sum();
     if bad > 0 {
         bail!("{bad} messages arrived out of order or corrupted: this is a bug, please report it");
     }
@@ -378,15 +429,33 @@ fn default_suite(out: &mut Printer) -> Result<()> {
 
 fn print_machine(clock: &Clock, cpus: CpuPair) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("unknown").trim().to_string();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let cs = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
+    let cs =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
     println!("Peregrine {} benchmark", env!("CARGO_PKG_VERSION"));
-    println!("machine: {model}, {} CPUs allowed, kernel {}, clocksource {}", peregrine_agent_cpus(), kernel.trim(), cs.trim());
+    println!(
+        "machine: {model}, {} CPUs allowed, kernel {}, clocksource {}",
+        peregrine_agent_cpus(),
+        kernel.trim(),
+        cs.trim()
+    );
     println!("clock:   {}", clock.describe());
-    println!("cpus:    measuring side on {}, other side on {}", cpus.a, cpus.b);
+    println!(
+        "cpus:    measuring side on {}, other side on {}",
+        cpus.a, cpus.b
+    );
 }
 
 fn peregrine_agent_cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

@@ -11,11 +11,18 @@ fn exe() -> &'static str {
 }
 
 fn unique(tag: &str) -> String {
-    format!("it-{tag}-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() % 100_000)
+    format!(
+        "it-{tag}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() % 100_000
+    )
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(exe()).args(args).output().expect("peregrine runs")
+    Command::new(exe())
+        .args(args)
+        .output()
+        .expect("peregrine runs")
 }
 
 fn json_lines(out: &[u8]) -> Vec<Value> {
@@ -34,7 +41,12 @@ struct Role {
 
 impl Role {
     fn start(args: &[&str]) -> Role {
-        let mut child = Command::new(exe()).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = Command::new(exe())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
         Role { child, out }
     }
@@ -47,7 +59,11 @@ impl Role {
         assert_eq!(self.line().trim(), "ready");
     }
     fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
         assert!(ok, "kill {sig} failed");
     }
     fn result(mut self) -> Value {
@@ -68,15 +84,32 @@ impl Drop for Role {
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
 #[test]
 fn a_publisher_and_three_subscriber_processes_move_ten_million_messages_without_loss() {
-    let out = run(&["bench", "throughput", "--count", "10000000", "--subscribers", "3", "--size", "32", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "bench",
+        "throughput",
+        "--count",
+        "10000000",
+        "--subscribers",
+        "3",
+        "--size",
+        "32",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines = json_lines(&out.stdout);
     assert_eq!(lines.len(), 1);
     let r = &lines[0];
@@ -93,10 +126,32 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
     let name = unique("ow");
     let sent_target = "2000000";
     let mut publ = Role::start(&[
-        "bench", "throughput", "--role", "pub", "--name", &name, "--count", sent_target, "--policy", "overwrite",
-        "--capacity", "64k", "--size", "32", "--json",
+        "bench",
+        "throughput",
+        "--role",
+        "pub",
+        "--name",
+        &name,
+        "--count",
+        sent_target,
+        "--policy",
+        "overwrite",
+        "--capacity",
+        "64k",
+        "--size",
+        "32",
+        "--json",
     ]);
-    let mut sub = Role::start(&["bench", "throughput", "--role", "sub", "--name", &name, "--size", "32"]);
+    let mut sub = Role::start(&[
+        "bench",
+        "throughput",
+        "--role",
+        "sub",
+        "--name",
+        &name,
+        "--size",
+        "32",
+    ]);
     sub.expect_ready();
     sub.signal("-STOP");
     // The publisher never waits in overwrite mode: it finishes while the subscriber is stopped.
@@ -110,8 +165,15 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
     let (received, lost) = (r["received"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
     assert_eq!(r["out_of_order"], 0, "{r}");
     assert_eq!(r["corrupt"], 0, "{r}");
-    assert!(lost > 0 && r["gaps"].as_u64().unwrap() >= 1, "a 64 KiB log cannot hold what a stopped subscriber missed: {r}");
-    assert_eq!(received + lost, sent, "every message is either delivered or counted as lost: {r}");
+    assert!(
+        lost > 0 && r["gaps"].as_u64().unwrap() >= 1,
+        "a 64 KiB log cannot hold what a stopped subscriber missed: {r}"
+    );
+    assert_eq!(
+        received + lost,
+        sent,
+        "every message is either delivered or counted as lost: {r}"
+    );
 }
 
 #[test]
@@ -119,7 +181,19 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     let name = unique("kill");
     let path = std::path::Path::new("/dev/shm").join(format!("peregrine-{name}"));
     let args = |count: &'static str| {
-        vec!["bench", "throughput", "--role", "pub", "--name", name.as_str(), "--count", count, "--size", "32", "--json"]
+        vec![
+            "bench",
+            "throughput",
+            "--role",
+            "pub",
+            "--name",
+            name.as_str(),
+            "--count",
+            count,
+            "--size",
+            "32",
+            "--json",
+        ]
     };
     // The first publisher waits for a subscriber that never comes.
     let first = Role::start(&args("1000"));
@@ -128,60 +202,154 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     let refused = run(&args("1000"));
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("live publisher") && err.contains(&first.child.id().to_string()), "{err}");
+    assert!(
+        err.contains("live publisher") && err.contains(&first.child.id().to_string()),
+        "{err}"
+    );
     first.signal("-KILL");
     drop(first);
     assert!(path.exists(), "kill -9 leaves the segment behind");
     // The next publisher detects the dead owner and replaces the segment.
     let mut second = Role::start(&args("1000"));
-    let mut sub = Role::start(&["bench", "throughput", "--role", "sub", "--name", &name, "--size", "32"]);
+    let mut sub = Role::start(&[
+        "bench",
+        "throughput",
+        "--role",
+        "sub",
+        "--name",
+        &name,
+        "--size",
+        "32",
+    ]);
     sub.expect_ready();
     let r = sub.result();
-    assert_eq!((r["received"].as_u64(), r["lost"].as_u64(), r["out_of_order"].as_u64()), (Some(1000), Some(0), Some(0)), "{r}");
+    assert_eq!(
+        (
+            r["received"].as_u64(),
+            r["lost"].as_u64(),
+            r["out_of_order"].as_u64()
+        ),
+        (Some(1000), Some(0), Some(0)),
+        "{r}"
+    );
     let p: Value = serde_json::from_str(second.line().trim()).unwrap();
     assert_eq!(p["samples"], 1000);
     assert!(second.child.wait().unwrap().success());
-    assert!(!path.exists(), "a publisher that closes removes its segment");
+    assert!(
+        !path.exists(),
+        "a publisher that closes removes its segment"
+    );
 }
 
 #[test]
 fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_and_ends() {
     let name = unique("died");
     let publ = Role::start(&[
-        "bench", "throughput", "--role", "pub", "--name", &name, "--count", "1000000000", "--size", "64", "--json",
+        "bench",
+        "throughput",
+        "--role",
+        "pub",
+        "--name",
+        &name,
+        "--count",
+        "1000000000",
+        "--size",
+        "64",
+        "--json",
     ]);
-    let mut sub = Role::start(&["bench", "throughput", "--role", "sub", "--name", &name, "--size", "64"]);
+    let mut sub = Role::start(&[
+        "bench",
+        "throughput",
+        "--role",
+        "sub",
+        "--name",
+        &name,
+        "--size",
+        "64",
+    ]);
     sub.expect_ready();
     std::thread::sleep(Duration::from_millis(300));
     publ.signal("-KILL");
     let r = sub.result();
     assert!(r["received"].as_u64().unwrap() > 0, "{r}");
-    assert_eq!((r["out_of_order"].as_u64(), r["corrupt"].as_u64(), r["lost"].as_u64()), (Some(0), Some(0), Some(0)), "{r}");
+    assert_eq!(
+        (
+            r["out_of_order"].as_u64(),
+            r["corrupt"].as_u64(),
+            r["lost"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "{r}"
+    );
     drop(publ);
-    let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(format!("peregrine-{name}")));
+    let _ =
+        std::fs::remove_file(std::path::Path::new("/dev/shm").join(format!("peregrine-{name}")));
 }
 
 #[test]
 fn pingpong_measures_and_prints_the_stable_json_keys() {
-    let out = run(&["bench", "pingpong", "--count", "20000", "--warmup", "1000", "--size", "32", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "bench", "pingpong", "--count", "20000", "--warmup", "1000", "--size", "32", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines = json_lines(&out.stdout);
-    assert_eq!(lines.iter().map(|l| l["kind"].as_str().unwrap()).collect::<Vec<_>>(), ["floor", "pingpong"]);
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l["kind"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["floor", "pingpong"]
+    );
     let pp = &lines[1];
-    for k in ["transport", "size_bytes", "samples", "min_ns", "mean_ns", "median_ns", "p99_ns", "p999_ns", "p9999_ns", "max_ns", "stddev_ns"] {
+    for k in [
+        "transport",
+        "size_bytes",
+        "samples",
+        "min_ns",
+        "mean_ns",
+        "median_ns",
+        "p99_ns",
+        "p999_ns",
+        "p9999_ns",
+        "max_ns",
+        "stddev_ns",
+    ] {
         assert!(pp.get(k).is_some(), "missing {k}: {pp}");
     }
     assert_eq!(pp["samples"], 20000);
     assert_eq!(pp["size_bytes"], 32);
-    let (min, med, max) = (pp["min_ns"].as_f64().unwrap(), pp["median_ns"].as_f64().unwrap(), pp["max_ns"].as_f64().unwrap());
+    let (min, med, max) = (
+        pp["min_ns"].as_f64().unwrap(),
+        pp["median_ns"].as_f64().unwrap(),
+        pp["max_ns"].as_f64().unwrap(),
+    );
     assert!(0.0 < min && min <= med && med <= max, "{pp}");
     assert!(pp["median_x_floor"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
 fn pingpong_with_blocking_receivers_completes() {
-    let out = run(&["bench", "pingpong", "--count", "2000", "--warmup", "100", "--idle", "block", "--no-floor", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--count",
+        "2000",
+        "--warmup",
+        "100",
+        "--idle",
+        "block",
+        "--no-floor",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines = json_lines(&out.stdout);
     assert_eq!(lines[0]["samples"], 2000);
     assert_eq!(lines[0]["detail"]["idle"], "block");
@@ -191,17 +359,47 @@ fn pingpong_with_blocking_receivers_completes() {
 fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
     let cases: &[(&[&str], &[&str])] = &[
         (&["bench", "pingpong", "--size", "4"], &["--size 4", "8 to"]),
-        (&["bench", "pingpong", "--transport", "udp"], &["--transport udp", "--transport ipc"]),
-        (&["bench", "pingpong", "--cpus", "0,99"], &["0,99", "allowed set"]),
-        (&["bench", "pingpong", "--cpus", "zero"], &["zero", "two CPU numbers"]),
-        (&["bench", "pingpong", "--idle", "busy"], &["'busy'", "spin, yield, backoff, block"]),
+        (
+            &["bench", "pingpong", "--transport", "udp"],
+            &["--transport udp", "--transport ipc"],
+        ),
+        (
+            &["bench", "pingpong", "--cpus", "0,99"],
+            &["0,99", "allowed set"],
+        ),
+        (
+            &["bench", "pingpong", "--cpus", "zero"],
+            &["zero", "two CPU numbers"],
+        ),
+        (
+            &["bench", "pingpong", "--idle", "busy"],
+            &["'busy'", "spin, yield, backoff, block"],
+        ),
         (&["bench", "pingpong", "--count", "0"], &["0", "--count"]),
-        (&["bench", "throughput", "--capacity", "1000"], &["'1000'", "power of two"]),
-        (&["bench", "throughput", "--policy", "drop"], &["'drop'", "backpressure or overwrite"]),
-        (&["bench", "throughput", "--subscribers", "0"], &["--subscribers 0", "1 to 64"]),
-        (&["bench", "throughput", "--size", "9000000"], &["--size 9000000", "raise --capacity"]),
-        (&["bench", "throughput", "--seconds", "0"], &["--seconds 0", "more than 0"]),
-        (&["bench", "throughput", "--role", "ping", "--name", "x"], &["not a throughput role"]),
+        (
+            &["bench", "throughput", "--capacity", "1000"],
+            &["'1000'", "power of two"],
+        ),
+        (
+            &["bench", "throughput", "--policy", "drop"],
+            &["'drop'", "backpressure or overwrite"],
+        ),
+        (
+            &["bench", "throughput", "--subscribers", "0"],
+            &["--subscribers 0", "1 to 64"],
+        ),
+        (
+            &["bench", "throughput", "--size", "9000000"],
+            &["--size 9000000", "raise --capacity"],
+        ),
+        (
+            &["bench", "throughput", "--seconds", "0"],
+            &["--seconds 0", "more than 0"],
+        ),
+        (
+            &["bench", "throughput", "--role", "ping", "--name", "x"],
+            &["not a throughput role"],
+        ),
         (&["bench", "pingpong", "--role", "ping"], &["--name"]),
         (&["bench", "frobnicate"], &["frobnicate"]),
     ];

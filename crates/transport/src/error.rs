@@ -14,11 +14,19 @@ pub enum OpenError {
     /// A live publisher already owns this name.
     InUse { name: String, pid: Option<u32> },
     /// A system call failed.
-    Io { op: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     /// An existing segment cannot be read by this build.
     Incompatible { path: PathBuf, what: String },
     /// The segment carries another topic than the one asked for.
-    TopicMismatch { uri: String, wanted: String, found: String },
+    TopicMismatch {
+        uri: String,
+        wanted: String,
+        found: String,
+    },
     /// The topic name is empty, too long, or contains a NUL byte.
     InvalidTopic(String),
     /// Every subscriber slot of the segment is taken.

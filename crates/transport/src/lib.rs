@@ -28,7 +28,10 @@ pub struct Message<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubscriberEvent {
     /// Attached to a publisher's session; the first message will carry `first_sequence`.
-    Connected { session_id: u32, first_sequence: u64 },
+    Connected {
+        session_id: u32,
+        first_sequence: u64,
+    },
     /// Messages `from_sequence .. from_sequence + count` were lost (overwritten before they were
     /// read, or unrecoverable on a network transport). Delivery carries on after them.
     Lost { from_sequence: u64, count: u64 },

@@ -48,14 +48,23 @@ impl std::error::Error for UriError {}
 impl Uri {
     /// Splits `text` into scheme, address and `key=value` parameters.
     pub fn parse(text: &str) -> Result<Uri, UriError> {
-        let err = |problem: String| UriError { uri: text.to_string(), problem };
+        let err = |problem: String| UriError {
+            uri: text.to_string(),
+            problem,
+        };
         let (scheme, rest) = text
             .split_once("://")
             .ok_or_else(|| err("expected SCHEME://ADDRESS, for example ipc://md.quotes".into()))?;
-        let scheme = Scheme::ALL.into_iter().find(|s| s.name() == scheme).ok_or_else(|| {
-            let names: Vec<_> = Scheme::ALL.iter().map(|s| s.name()).collect();
-            err(format!("unknown scheme '{scheme}': supported schemes are {}", names.join(", ")))
-        })?;
+        let scheme = Scheme::ALL
+            .into_iter()
+            .find(|s| s.name() == scheme)
+            .ok_or_else(|| {
+                let names: Vec<_> = Scheme::ALL.iter().map(|s| s.name()).collect();
+                err(format!(
+                    "unknown scheme '{scheme}': supported schemes are {}",
+                    names.join(", ")
+                ))
+            })?;
         let (address, query) = match rest.split_once('?') {
             Some((a, q)) => (a, Some(q)),
             None => (rest, None),
@@ -66,16 +75,21 @@ impl Uri {
         let mut params: Vec<(String, String)> = Vec::new();
         if let Some(q) = query {
             for pair in q.split('&').filter(|p| !p.is_empty()) {
-                let (k, v) = pair
-                    .split_once('=')
-                    .ok_or_else(|| err(format!("parameter '{pair}' has no value: write KEY=VALUE")))?;
+                let (k, v) = pair.split_once('=').ok_or_else(|| {
+                    err(format!("parameter '{pair}' has no value: write KEY=VALUE"))
+                })?;
                 if params.iter().any(|(pk, _)| pk == k) {
                     return Err(err(format!("parameter '{k}' is given twice")));
                 }
                 params.push((k.to_string(), v.to_string()));
             }
         }
-        Ok(Uri { scheme, address: address.to_string(), params, text: text.to_string() })
+        Ok(Uri {
+            scheme,
+            address: address.to_string(),
+            params,
+            text: text.to_string(),
+        })
     }
 
     /// The URI as written.
@@ -85,7 +99,10 @@ impl Uri {
 
     /// An error about this URI.
     pub fn error(&self, problem: impl Into<String>) -> UriError {
-        UriError { uri: self.text.clone(), problem: problem.into() }
+        UriError {
+            uri: self.text.clone(),
+            problem: problem.into(),
+        }
     }
 
     /// Rejects any parameter not in `accepted`.
@@ -104,7 +121,10 @@ impl Uri {
 
     /// The value of parameter `key`, if given.
     pub fn param(&self, key: &str) -> Option<&str> {
-        self.params.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -161,8 +181,14 @@ mod tests {
     #[test]
     fn unknown_keys_are_rejected_with_the_accepted_list() {
         let u = Uri::parse("ipc://x?capcity=1m").unwrap();
-        let e = u.check_keys(&["capacity", "policy"]).unwrap_err().to_string();
-        assert!(e.contains("'capcity=1m'") && e.contains("capacity, policy"), "{e}");
+        let e = u
+            .check_keys(&["capacity", "policy"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'capcity=1m'") && e.contains("capacity, policy"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -72,7 +72,9 @@ impl IpcConfig {
                 "backpressure" => SlowSubscriberPolicy::BackPressure,
                 "overwrite" => SlowSubscriberPolicy::Overwrite,
                 _ => {
-                    return Err(uri.error(format!("policy={v} is not accepted: use policy=backpressure or policy=overwrite")))
+                    return Err(uri.error(format!(
+                        "policy={v} is not accepted: use policy=backpressure or policy=overwrite"
+                    )))
                 }
             };
         }
@@ -81,7 +83,11 @@ impl IpcConfig {
                 .parse::<u32>()
                 .ok()
                 .filter(|n| (1..=layout::MAX_SUBSCRIBERS_LIMIT).contains(n))
-                .ok_or_else(|| uri.error(format!("max_subscribers={v} is not accepted: give a whole number from 1 to 1024")))?;
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "max_subscribers={v} is not accepted: give a whole number from 1 to 1024"
+                    ))
+                })?;
         }
         Ok(cfg)
     }

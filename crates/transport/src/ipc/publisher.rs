@@ -58,8 +58,9 @@ impl IpcPublisher {
         };
         let (seg, reclaimed_stale) = Segment::create(&spec)?;
         let (log, capacity) = seg.log();
-        let header_word_1 =
-            u64::from(WIRE_MAGIC) << 32 | u64::from(WIRE_VERSION) << 48 | (FrameType::Data as u64) << 56;
+        let header_word_1 = u64::from(WIRE_MAGIC) << 32
+            | u64::from(WIRE_VERSION) << 48
+            | (FrameType::Data as u64) << 56;
         Ok(IpcPublisher {
             log,
             capacity,
@@ -107,7 +108,12 @@ impl IpcPublisher {
     pub fn subscriber_count(&self) -> usize {
         let max = self.seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
         (0..max)
-            .filter(|&i| self.seg.u32_at(self.seg.slot_offset(i) + SLOT_STATE).load(Ordering::Acquire) == SLOT_ACTIVE)
+            .filter(|&i| {
+                self.seg
+                    .u32_at(self.seg.slot_offset(i) + SLOT_STATE)
+                    .load(Ordering::Acquire)
+                    == SLOT_ACTIVE
+            })
             .count()
     }
 
@@ -121,9 +127,16 @@ impl IpcPublisher {
     /// Publishes a message of `len` bytes that `fill` writes straight into the log (zero copy).
     /// `fill` gets exactly `len` bytes, whose previous content is unspecified.
     #[inline]
-    pub fn offer_with<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> Result<u64, OfferError> {
+    pub fn offer_with<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
         if len > self.max_message {
-            return Err(OfferError::TooLarge { len, max: self.max_message });
+            return Err(OfferError::TooLarge {
+                len,
+                max: self.max_message,
+            });
         }
         let frame_len = DATA_HEADER_LEN + len;
         let aligned = align_frame(frame_len) as u64;
@@ -139,7 +152,9 @@ impl IpcPublisher {
             return Err(OfferError::BackPressured);
         }
         let seq = self.next_sequence;
-        self.seg.u64_at(CLAIM_POSITION).store(claim, Ordering::Relaxed);
+        self.seg
+            .u64_at(CLAIM_POSITION)
+            .store(claim, Ordering::Relaxed);
         // Order the claim before the writes it announces (a no-op instruction on x86).
         fence(Ordering::Release);
         // Invariant 2: clean the commit words of the lines CLEAN_AHEAD beyond this offer's
@@ -163,10 +178,15 @@ impl IpcPublisher {
         // the commit below.
         unsafe {
             (frame as *mut u64).write_volatile(frame_len as u64 | self.header_word_1);
-            (frame.add(8) as *mut u64)
-                .write_volatile(u64::from(flags::BEGIN | flags::END) | u64::from(self.session_id) << 32);
-            (frame.add(16) as *mut u64).write_volatile(u64::from(self.stream_id) | (len as u64) << 32);
-            fill(std::slice::from_raw_parts_mut(frame.add(DATA_HEADER_LEN), len));
+            (frame.add(8) as *mut u64).write_volatile(
+                u64::from(flags::BEGIN | flags::END) | u64::from(self.session_id) << 32,
+            );
+            (frame.add(16) as *mut u64)
+                .write_volatile(u64::from(self.stream_id) | (len as u64) << 32);
+            fill(std::slice::from_raw_parts_mut(
+                frame.add(DATA_HEADER_LEN),
+                len,
+            ));
         }
         let next = self.position + aligned;
         // SAFETY: this frame's commit word, offset 24 of an in-bounds aligned frame.
@@ -194,7 +214,8 @@ impl IpcPublisher {
         while line < claim {
             // SAFETY: `line & mask` is a 64-byte aligned offset in the log; +24 is its commit
             // word, in bounds and aligned; it lies below `claim`.
-            unsafe { self.commit_word((line & self.mask) as usize + 24) }.store(UNCOMMITTED, Ordering::Relaxed);
+            unsafe { self.commit_word((line & self.mask) as usize + 24) }
+                .store(UNCOMMITTED, Ordering::Relaxed);
             line += FRAME_ALIGN as u64;
         }
     }
@@ -211,7 +232,9 @@ impl IpcPublisher {
     /// `[offset, offset + len)` must be inside the log, below the current claim.
     unsafe fn write_pad(&mut self, offset: u64, len: u64, seq: u64) {
         // SAFETY: guaranteed by the caller; a PAD header fits in the 64 bytes a frame slot has.
-        let buf = unsafe { std::slice::from_raw_parts_mut(self.log.add(offset as usize), DATA_HEADER_LEN) };
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(self.log.add(offset as usize), DATA_HEADER_LEN)
+        };
         // Write the PAD with its commit word marked uncommitted, then commit it last.
         peregrine_wire::data::emit_pad(buf, self.session_id, UNCOMMITTED, len as u32);
         // SAFETY: offset 24 of the PAD frame, in bounds and aligned.
@@ -225,8 +248,12 @@ impl IpcPublisher {
         let v = version.load(Ordering::Relaxed);
         version.store(v + 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        self.seg.u64_at(TAIL_POSITION).store(self.position, Ordering::Relaxed);
-        self.seg.u64_at(TAIL_SEQUENCE).store(self.next_sequence, Ordering::Relaxed);
+        self.seg
+            .u64_at(TAIL_POSITION)
+            .store(self.position, Ordering::Relaxed);
+        self.seg
+            .u64_at(TAIL_SEQUENCE)
+            .store(self.next_sequence, Ordering::Relaxed);
         version.store(v + 2, Ordering::Release);
     }
 
@@ -234,7 +261,12 @@ impl IpcPublisher {
     /// subscriber uses the blocking idle strategy.
     #[inline]
     fn wake_blocked(&self) {
-        if self.seg.u32_at(BLOCKING_SUBSCRIBERS).load(Ordering::Relaxed) == 0 {
+        if self
+            .seg
+            .u32_at(BLOCKING_SUBSCRIBERS)
+            .load(Ordering::Relaxed)
+            == 0
+        {
             return;
         }
         // Pairs with the subscriber's `prepare_wait` (waiters++ then re-poll): either it sees
@@ -265,7 +297,10 @@ impl IpcPublisher {
             let slot = self.seg.slot_offset(i);
             let state = self.seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire);
             if state == SLOT_ACTIVE || state == SLOT_JOINING {
-                let p = self.seg.u64_at(slot + SLOT_POSITION).load(Ordering::Acquire);
+                let p = self
+                    .seg
+                    .u64_at(slot + SLOT_POSITION)
+                    .load(Ordering::Acquire);
                 if p < min {
                     min = p;
                     slowest = Some(i);
@@ -293,16 +328,23 @@ impl IpcPublisher {
     fn reap_if_dead(&mut self, i: u32) -> bool {
         let slot = self.seg.slot_offset(i);
         let pid = self.seg.u32_at(slot + SLOT_PID).load(Ordering::Relaxed);
-        let ticks = self.seg.u64_at(slot + SLOT_START_TICKS).load(Ordering::Relaxed);
+        let ticks = self
+            .seg
+            .u64_at(slot + SLOT_START_TICKS)
+            .load(Ordering::Relaxed);
         if process_alive(pid, ticks) {
             return false;
         }
         let state = self.seg.u32_at(slot + SLOT_STATE);
-        let freed = [SLOT_ACTIVE, SLOT_JOINING]
-            .into_iter()
-            .any(|from| state.compare_exchange(from, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+        let freed = [SLOT_ACTIVE, SLOT_JOINING].into_iter().any(|from| {
+            state
+                .compare_exchange(from, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        });
         if freed {
-            self.seg.u64_at(SUBSCRIBERS_REAPED).fetch_add(1, Ordering::Relaxed);
+            self.seg
+                .u64_at(SUBSCRIBERS_REAPED)
+                .fetch_add(1, Ordering::Relaxed);
         }
         freed
     }

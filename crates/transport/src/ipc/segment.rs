@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Where segments live: `$PEREGRINE_SHM_DIR`, else `/dev/shm`.
 pub fn shm_dir() -> PathBuf {
-    std::env::var_os("PEREGRINE_SHM_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/dev/shm"))
+    std::env::var_os("PEREGRINE_SHM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
 }
 
 /// The file of segment `name`.
@@ -34,9 +36,15 @@ pub fn segment_path(name: &str) -> PathBuf {
 /// Checks a segment name: 1 to 200 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
 pub fn validate_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 200 {
-        return Err(format!("segment name '{name}' must be 1 to 200 characters long"));
+        return Err(format!(
+            "segment name '{name}' must be 1 to 200 characters long"
+        ));
     }
-    if name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+    if name.starts_with('.')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
         return Err(format!(
             "segment name '{name}' may only use letters, digits, '.', '_' and '-' and must not start with '.'"
         ));
@@ -124,7 +132,8 @@ impl Segment {
     }
 
     pub fn policy(&self) -> SlowSubscriberPolicy {
-        SlowSubscriberPolicy::from_code(self.u32_at(POLICY).load(Ordering::Relaxed)).unwrap_or_default()
+        SlowSubscriberPolicy::from_code(self.u32_at(POLICY).load(Ordering::Relaxed))
+            .unwrap_or_default()
     }
 
     pub fn publisher_pid(&self) -> u32 {
@@ -149,7 +158,11 @@ impl Segment {
         validate_name(&spec.name).map_err(OpenError::InvalidName)?;
         let path = segment_path(&spec.name);
         let dir = shm_dir();
-        let io_err = |op: &'static str, p: &Path, e: io::Error| OpenError::Io { op, path: p.to_path_buf(), source: e };
+        let io_err = |op: &'static str, p: &Path, e: io::Error| OpenError::Io {
+            op,
+            path: p.to_path_buf(),
+            source: e,
+        };
         for _attempt in 0..8 {
             // 1. Is there a segment under this name, and is its owner alive?
             let stale = match OpenOptions::new().read(true).write(true).open(&path) {
@@ -157,7 +170,10 @@ impl Segment {
                     use rustix::fs::{flock, FlockOperation};
                     if flock(&f, FlockOperation::NonBlockingLockExclusive).is_err() {
                         let pid = Segment::peek_pid(&f);
-                        return Err(OpenError::InUse { name: spec.name.clone(), pid });
+                        return Err(OpenError::InUse {
+                            name: spec.name.clone(),
+                            pid,
+                        });
                     }
                     // We hold its lock: its owner is dead and nobody else can reclaim it. Mark it
                     // closed at once, so a subscriber that opens it while we hold the lock does not
@@ -191,13 +207,20 @@ impl Segment {
                 .map_err(|e| cleanup(io_err("chmod", &tmp, e.into())))?;
             let log_offset = log_offset(spec.max_subscribers);
             let total = log_offset as u64 + spec.capacity;
-            file.set_len(total).map_err(|e| cleanup(io_err("resize", &tmp, e)))?;
+            file.set_len(total)
+                .map_err(|e| cleanup(io_err("resize", &tmp, e)))?;
             rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
                 .map_err(|e| cleanup(io_err("lock", &tmp, e.into())))?;
             let map = memmap2::MmapOptions::new()
                 .map_raw(&file)
                 .map_err(|e| cleanup(io_err("map", &tmp, e)))?;
-            let seg = Segment { map, file, path: path.clone(), log_offset, capacity: spec.capacity };
+            let seg = Segment {
+                map,
+                file,
+                path: path.clone(),
+                log_offset,
+                capacity: spec.capacity,
+            };
             seg.init(spec);
             // 3. Make it visible, atomically.
             let published = match &stale {
@@ -220,11 +243,16 @@ impl Segment {
                 Err(e) => return Err(cleanup(io_err("rename", &path, e))),
             }
         }
-        Err(OpenError::InUse { name: spec.name.clone(), pid: None })
+        Err(OpenError::InUse {
+            name: spec.name.clone(),
+            pid: None,
+        })
     }
 
     fn mark_closed(f: &File) {
-        let Ok(map) = memmap2::MmapOptions::new().len(PAGE).map_raw(f) else { return };
+        let Ok(map) = memmap2::MmapOptions::new().len(PAGE).map_raw(f) else {
+            return;
+        };
         if map.len() < PAGE {
             return;
         }
@@ -242,14 +270,19 @@ impl Segment {
     }
 
     fn peek_pid(f: &File) -> Option<u32> {
-        let map = memmap2::MmapOptions::new().len(PAGE).map_raw_read_only(f).ok()?;
+        let map = memmap2::MmapOptions::new()
+            .len(PAGE)
+            .map_raw_read_only(f)
+            .ok()?;
         if map.len() < PAGE {
             return None;
         }
         let mut b = [0u8; 4];
         // SAFETY: the mapping is at least one page long; the pid word is at a fixed offset in it
         // and is written once before the segment becomes visible.
-        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr().add(PUBLISHER_PID), b.as_mut_ptr(), 4) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(map.as_ptr().add(PUBLISHER_PID), b.as_mut_ptr(), 4)
+        };
         Some(u32::from_le_bytes(b))
     }
 
@@ -258,18 +291,22 @@ impl Segment {
         self.u32_at(VERSION).store(LAYOUT_VERSION, r);
         self.u32_at(LOG_OFFSET).store(self.log_offset as u32, r);
         self.u64_at(CAPACITY).store(spec.capacity, r);
-        self.u32_at(MAX_MESSAGE).store(max_message_for(spec.capacity) as u32, r);
+        self.u32_at(MAX_MESSAGE)
+            .store(max_message_for(spec.capacity) as u32, r);
         self.u32_at(POLICY).store(spec.policy.code(), r);
         self.u32_at(SESSION_ID).store(spec.session_id, r);
         self.u32_at(STREAM_ID).store(spec.stream_id, r);
         self.u32_at(PUBLISHER_PID).store(std::process::id(), r);
         self.u32_at(MAX_SUBSCRIBERS).store(spec.max_subscribers, r);
-        self.u64_at(PUBLISHER_START_TICKS).store(process_start_ticks(std::process::id()).unwrap_or(0), r);
+        self.u64_at(PUBLISHER_START_TICKS)
+            .store(process_start_ticks(std::process::id()).unwrap_or(0), r);
         let topic = spec.topic.as_bytes();
         assert!(topic.len() <= MAX_TOPIC_LEN);
         // SAFETY: the topic area [TOPIC, TOPIC + MAX_TOPIC_LEN) lies in the first page; nobody
         // else has this file yet (it is not linked under its name).
-        unsafe { std::ptr::copy_nonoverlapping(topic.as_ptr(), self.base().add(TOPIC), topic.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(topic.as_ptr(), self.base().add(TOPIC), topic.len())
+        };
         self.u32_at(TOPIC_LEN).store(topic.len() as u32, r);
         let (log, capacity) = self.log();
         // Invariant 2 of `layout`: every line starts uncommitted. This also faults in every page
@@ -288,43 +325,70 @@ impl Segment {
     pub fn open(name: &str) -> Result<Option<Segment>, OpenError> {
         validate_name(name).map_err(OpenError::InvalidName)?;
         let path = segment_path(name);
-        let io_err = |op: &'static str, e: io::Error| OpenError::Io { op, path: path.clone(), source: e };
+        let io_err = |op: &'static str, e: io::Error| OpenError::Io {
+            op,
+            path: path.clone(),
+            source: e,
+        };
         let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err("open", e)),
         };
         let size = file.metadata().map_err(|e| io_err("stat", e))?.size();
-        let bad = |what: String| OpenError::Incompatible { path: path.clone(), what };
+        let bad = |what: String| OpenError::Incompatible {
+            path: path.clone(),
+            what,
+        };
         if size < PAGE as u64 {
-            return Err(bad(format!("file is {size} bytes, smaller than a segment descriptor")));
+            return Err(bad(format!(
+                "file is {size} bytes, smaller than a segment descriptor"
+            )));
         }
-        let map = memmap2::MmapOptions::new().map_raw(&file).map_err(|e| io_err("map", e))?;
-        let mut seg = Segment { map, file, path: path.clone(), log_offset: 0, capacity: 0 };
+        let map = memmap2::MmapOptions::new()
+            .map_raw(&file)
+            .map_err(|e| io_err("map", e))?;
+        let mut seg = Segment {
+            map,
+            file,
+            path: path.clone(),
+            log_offset: 0,
+            capacity: 0,
+        };
         if seg.u64_at(MAGIC).load(Ordering::Acquire) != SEGMENT_MAGIC {
             return Err(bad("not a Peregrine segment (bad magic)".into()));
         }
         let version = seg.u32_at(VERSION).load(Ordering::Relaxed);
         if version != LAYOUT_VERSION {
-            return Err(bad(format!("layout version {version}, this build reads version {LAYOUT_VERSION}")));
+            return Err(bad(format!(
+                "layout version {version}, this build reads version {LAYOUT_VERSION}"
+            )));
         }
         let capacity = seg.u64_at(CAPACITY).load(Ordering::Relaxed);
         let max_subs = seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
         let log_off = seg.u32_at(LOG_OFFSET).load(Ordering::Relaxed) as usize;
         if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
-            return Err(bad(format!("log capacity {capacity} is not a power of two in range")));
+            return Err(bad(format!(
+                "log capacity {capacity} is not a power of two in range"
+            )));
         }
         if max_subs == 0 || max_subs > MAX_SUBSCRIBERS_LIMIT || log_off != log_offset(max_subs) {
-            return Err(bad(format!("subscriber table of {max_subs} slots at log offset {log_off}")));
+            return Err(bad(format!(
+                "subscriber table of {max_subs} slots at log offset {log_off}"
+            )));
         }
         if (log_off as u64).saturating_add(capacity) > size {
-            return Err(bad(format!("file is {size} bytes, too small for a {capacity}-byte log")));
+            return Err(bad(format!(
+                "file is {size} bytes, too small for a {capacity}-byte log"
+            )));
         }
         if SlowSubscriberPolicy::from_code(seg.u32_at(POLICY).load(Ordering::Relaxed)).is_none() {
             return Err(bad("unknown slow-subscriber policy".into()));
         }
         if seg.u32_at(MAX_MESSAGE).load(Ordering::Relaxed) as u64 != max_message_for(capacity) {
-            return Err(bad("maximum message length inconsistent with capacity".into()));
+            return Err(bad(
+                "maximum message length inconsistent with capacity".into()
+            ));
         }
         if seg.u32_at(TOPIC_LEN).load(Ordering::Relaxed) as usize > MAX_TOPIC_LEN {
             return Err(bad("topic name longer than 1024 bytes".into()));
@@ -348,7 +412,10 @@ impl Segment {
 
     /// Device and inode: tells two segments under the same name apart.
     pub fn identity(&self) -> (u64, u64) {
-        self.file.metadata().map(|m| (m.dev(), m.ino())).unwrap_or((0, 0))
+        self.file
+            .metadata()
+            .map(|m| (m.dev(), m.ino()))
+            .unwrap_or((0, 0))
     }
 }
 

@@ -105,14 +105,23 @@ impl IpcSubscriber {
         let slot = (0..max)
             .find(|&i| {
                 seg.u32_at(seg.slot_offset(i) + SLOT_STATE)
-                    .compare_exchange(SLOT_FREE, SLOT_CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
+                    .compare_exchange(
+                        SLOT_FREE,
+                        SLOT_CLAIMING,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
                     .is_ok()
             })
-            .ok_or_else(|| OpenError::Full { path: seg.path().to_path_buf(), max_subscribers: max })?;
+            .ok_or_else(|| OpenError::Full {
+                path: seg.path().to_path_buf(),
+                max_subscribers: max,
+            })?;
         let so = seg.slot_offset(slot);
         let pid = std::process::id();
         seg.u32_at(so + SLOT_PID).store(pid, Ordering::Relaxed);
-        seg.u64_at(so + SLOT_START_TICKS).store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
+        seg.u64_at(so + SLOT_START_TICKS)
+            .store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
         seg.u64_at(so + SLOT_LOST).store(0, Ordering::Relaxed);
         // Join at the publisher's current tail. Register as JOINING (which already holds the
         // publisher back), then re-read the tail after a full fence until it stands still: a
@@ -120,8 +129,10 @@ impl IpcSubscriber {
         // a tail no later than the one we then read (invariant 4). Only then become ACTIVE,
         // which is when the publisher counts us as attached.
         let (mut position, mut expected) = read_tail(&seg);
-        seg.u64_at(so + SLOT_POSITION).store(position, Ordering::Relaxed);
-        seg.u32_at(so + SLOT_STATE).store(SLOT_JOINING, Ordering::SeqCst);
+        seg.u64_at(so + SLOT_POSITION)
+            .store(position, Ordering::Relaxed);
+        seg.u32_at(so + SLOT_STATE)
+            .store(SLOT_JOINING, Ordering::SeqCst);
         loop {
             fence(Ordering::SeqCst);
             let (p, e) = read_tail(&seg);
@@ -129,11 +140,14 @@ impl IpcSubscriber {
                 break;
             }
             (position, expected) = (p, e);
-            seg.u64_at(so + SLOT_POSITION).store(position, Ordering::SeqCst);
+            seg.u64_at(so + SLOT_POSITION)
+                .store(position, Ordering::SeqCst);
         }
-        seg.u32_at(so + SLOT_STATE).store(SLOT_ACTIVE, Ordering::Release);
+        seg.u32_at(so + SLOT_STATE)
+            .store(SLOT_ACTIVE, Ordering::Release);
         if self.blocking {
-            seg.u32_at(BLOCKING_SUBSCRIBERS).fetch_add(1, Ordering::SeqCst);
+            seg.u32_at(BLOCKING_SUBSCRIBERS)
+                .fetch_add(1, Ordering::SeqCst);
         }
         let (log, capacity) = seg.log();
         let policy = seg.policy();
@@ -157,7 +171,10 @@ impl IpcSubscriber {
             waiting: false,
             wake_seq_seen: 0,
         });
-        self.events.push_back(SubscriberEvent::Connected { session_id, first_sequence: expected });
+        self.events.push_back(SubscriberEvent::Connected {
+            session_id,
+            first_sequence: expected,
+        });
         Ok(true)
     }
 
@@ -186,7 +203,8 @@ impl IpcSubscriber {
             return 0;
         };
         a.empty_polls += 1;
-        if a.empty_polls < LIVENESS_CHECK_EVERY && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0 {
+        if a.empty_polls < LIVENESS_CHECK_EVERY && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0
+        {
             return 0;
         }
         a.empty_polls = 0;
@@ -195,9 +213,17 @@ impl IpcSubscriber {
 
     #[inline]
     fn poll_attached<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
-        let Some(a) = self.attached.as_mut() else { return 0 };
+        let Some(a) = self.attached.as_mut() else {
+            return 0;
+        };
         let r = if a.overwrite {
-            a.poll_overwrite(handler, limit, &mut self.scratch, &mut self.counters, &mut self.events)
+            a.poll_overwrite(
+                handler,
+                limit,
+                &mut self.scratch,
+                &mut self.counters,
+                &mut self.events,
+            )
         } else {
             a.poll_in_place(handler, limit, &mut self.counters, &mut self.events)
         };
@@ -221,7 +247,9 @@ impl IpcSubscriber {
     /// lock) is ordered after the publisher's last commit, so that poll drains everything.
     #[cold]
     fn check_publisher<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
-        let Some(a) = self.attached.as_ref() else { return 0 };
+        let Some(a) = self.attached.as_ref() else {
+            return 0;
+        };
         let closed = a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0;
         let died = !closed && !a.seg.publisher_alive();
         if !closed && !died {
@@ -240,12 +268,13 @@ impl IpcSubscriber {
         if now >= self.next_attach_ns {
             self.next_attach_ns = now + ATTACH_RETRY_NS;
             if let Err(e) = self.try_attach() {
-                self.events.push_back(SubscriberEvent::AttachFailed { reason: e.to_string() });
+                self.events.push_back(SubscriberEvent::AttachFailed {
+                    reason: e.to_string(),
+                });
                 self.next_attach_ns = now + 100 * ATTACH_RETRY_NS;
             }
         }
     }
-
 }
 
 impl Drop for IpcSubscriber {
@@ -262,9 +291,13 @@ impl Attached {
             self.seg.u32_at(WAITERS).fetch_sub(1, Ordering::SeqCst);
         }
         if blocking {
-            self.seg.u32_at(BLOCKING_SUBSCRIBERS).fetch_sub(1, Ordering::SeqCst);
+            self.seg
+                .u32_at(BLOCKING_SUBSCRIBERS)
+                .fetch_sub(1, Ordering::SeqCst);
         }
-        self.seg.u32_at(self.seg.slot_offset(self.slot) + SLOT_STATE).store(SLOT_FREE, Ordering::Release);
+        self.seg
+            .u32_at(self.seg.slot_offset(self.slot) + SLOT_STATE)
+            .store(SLOT_FREE, Ordering::Release);
     }
 
     /// # Safety
@@ -277,7 +310,9 @@ impl Attached {
 
     #[inline]
     fn publish_position(&self) {
-        self.seg.u64_at(self.seg.slot_offset(self.slot) + SLOT_POSITION).store(self.position, Ordering::Release);
+        self.seg
+            .u64_at(self.seg.slot_offset(self.slot) + SLOT_POSITION)
+            .store(self.position, Ordering::Release);
     }
 
     /// Back-pressure mode: the publisher cannot overwrite what this subscriber has not released
@@ -312,16 +347,27 @@ impl Attached {
                 self.position += room as u64;
                 continue;
             }
-            if ty != FrameType::Data as u8 || frame_len < DATA_HEADER_LEN || frame_len > self.max_frame || frame_len > room {
+            if ty != FrameType::Data as u8
+                || frame_len < DATA_HEADER_LEN
+                || frame_len > self.max_frame
+                || frame_len > room
+            {
                 self.finish(start);
                 return Err(n);
             }
             // SAFETY: [off + 32, off + frame_len) is inside the log (checked against `room`),
             // committed, and not overwritten before we publish a position past it.
             let payload = unsafe {
-                std::slice::from_raw_parts(self.log.add(off + DATA_HEADER_LEN), frame_len - DATA_HEADER_LEN)
+                std::slice::from_raw_parts(
+                    self.log.add(off + DATA_HEADER_LEN),
+                    frame_len - DATA_HEADER_LEN,
+                )
             };
-            handler(Message { payload, sequence: self.expected, session_id: self.session_id });
+            handler(Message {
+                payload,
+                sequence: self.expected,
+                session_id: self.session_id,
+            });
             counters.messages += 1;
             counters.bytes += payload.len() as u64;
             self.position += align_frame(frame_len) as u64;
@@ -368,7 +414,8 @@ impl Attached {
             // nothing read here is trusted before `lapped()` below says it was intact.
             let (frame_len, ty) = unsafe { read_len_type(self.log.add(off)) };
             let room = (self.capacity as usize) - off;
-            let sane = frame_len >= DATA_HEADER_LEN && frame_len <= self.max_frame && frame_len <= room;
+            let sane =
+                frame_len >= DATA_HEADER_LEN && frame_len <= self.max_frame && frame_len <= room;
             if !sane || (ty != FrameType::Data as u8 && ty != FrameType::Pad as u8) {
                 if self.lapped() {
                     self.resync(counters, events);
@@ -389,12 +436,22 @@ impl Attached {
             // SAFETY: source [off + 32, off + frame_len) is inside the log (checked against
             // `room`), destination holds `max_frame >= len` bytes. The source may be concurrently
             // overwritten by the publisher in another process: the copy is then discarded below.
-            unsafe { std::ptr::copy_nonoverlapping(self.log.add(off + DATA_HEADER_LEN), scratch.as_mut_ptr(), len) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.log.add(off + DATA_HEADER_LEN),
+                    scratch.as_mut_ptr(),
+                    len,
+                )
+            };
             if self.lapped() {
                 self.resync(counters, events);
                 continue;
             }
-            handler(Message { payload: &scratch[..len], sequence: self.expected, session_id: self.session_id });
+            handler(Message {
+                payload: &scratch[..len],
+                sequence: self.expected,
+                session_id: self.session_id,
+            });
             counters.messages += 1;
             counters.bytes += len as u64;
             self.position += align_frame(frame_len) as u64;
@@ -414,7 +471,11 @@ impl Attached {
     }
 
     #[cold]
-    fn resync(&mut self, counters: &mut SubscriberCounters, events: &mut VecDeque<SubscriberEvent>) {
+    fn resync(
+        &mut self,
+        counters: &mut SubscriberCounters,
+        events: &mut VecDeque<SubscriberEvent>,
+    ) {
         let (position, sequence) = read_tail(&self.seg);
         let lost = sequence.saturating_sub(self.expected);
         if lost > 0 {
@@ -423,7 +484,10 @@ impl Attached {
             self.seg
                 .u64_at(self.seg.slot_offset(self.slot) + SLOT_LOST)
                 .fetch_add(lost, Ordering::Relaxed);
-            events.push_back(SubscriberEvent::Lost { from_sequence: self.expected, count: lost });
+            events.push_back(SubscriberEvent::Lost {
+                from_sequence: self.expected,
+                count: lost,
+            });
         }
         self.position = position;
         self.expected = sequence;
@@ -480,7 +544,9 @@ impl Wake for IpcSubscriber {
     fn wait(&mut self, timeout_ns: u64) {
         let Some(a) = self.attached.as_mut() else {
             // Nothing to wait on yet: sleep briefly, then poll will try to attach.
-            std::thread::sleep(std::time::Duration::from_nanos(timeout_ns.min(ATTACH_RETRY_NS)));
+            std::thread::sleep(std::time::Duration::from_nanos(
+                timeout_ns.min(ATTACH_RETRY_NS),
+            ));
             return;
         };
         if !a.waiting || !self.blocking {
@@ -496,7 +562,12 @@ impl Wake for IpcSubscriber {
         };
         let word = a.seg.u32_at(WAKE_SEQ);
         // Returns at once if the publisher bumped the word since `prepare_wait`.
-        let _ = rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), a.wake_seq_seen, Some(&ts));
+        let _ = rustix::thread::futex::wait(
+            word,
+            rustix::thread::futex::Flags::empty(),
+            a.wake_seq_seen,
+            Some(&ts),
+        );
         a.wake_seq_seen = word.load(Ordering::Acquire);
         a.empty_polls = LIVENESS_CHECK_EVERY; // check the publisher on the next empty poll
     }

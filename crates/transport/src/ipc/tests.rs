@@ -9,11 +9,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn unique(tag: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
-    format!("t-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "t-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn cfg(tag: &str, capacity: u64, policy: SlowSubscriberPolicy) -> IpcConfig {
-    IpcConfig { capacity, policy, ..IpcConfig::new(&unique(tag)) }
+    IpcConfig {
+        capacity,
+        policy,
+        ..IpcConfig::new(&unique(tag))
+    }
 }
 
 /// Polls until `want` messages arrived or `max_polls` polls passed; returns (sequence, payload).
@@ -21,7 +29,10 @@ fn drain(sub: &mut IpcSubscriber, want: usize, max_polls: usize) -> Vec<(u64, Ve
     let mut got = Vec::new();
     for _ in 0..max_polls {
         let limit = (want - got.len()).min(1024);
-        sub.poll(&mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())), limit);
+        sub.poll(
+            &mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())),
+            limit,
+        );
         if got.len() >= want {
             break;
         }
@@ -61,9 +72,16 @@ fn delivers_messages_of_every_size_up_to_the_maximum_in_order() {
     assert_eq!(got.len(), sizes.len());
     for (i, (seq, data)) in got.iter().enumerate() {
         assert_eq!(*seq, i as u64);
-        assert!(*data == payload(i as u64, sizes[i]), "message {i} of {} bytes corrupted", sizes[i]);
+        assert!(
+            *data == payload(i as u64, sizes[i]),
+            "message {i} of {} bytes corrupted",
+            sizes[i]
+        );
     }
-    assert_eq!(publ.offer(&vec![0; max + 1]), Err(OfferError::TooLarge { len: max + 1, max }));
+    assert_eq!(
+        publ.offer(&vec![0; max + 1]),
+        Err(OfferError::TooLarge { len: max + 1, max })
+    );
 }
 
 #[test]
@@ -98,13 +116,19 @@ fn wraps_around_the_ring_with_pad_frames_without_losing_or_corrupting() {
             }
         }
     }
-    sub.poll(&mut |m: Message<'_>| {
-        assert_eq!(m.sequence, next_expected);
-        next_expected += 1;
-    }, usize::MAX);
+    sub.poll(
+        &mut |m: Message<'_>| {
+            assert_eq!(m.sequence, next_expected);
+            next_expected += 1;
+        },
+        usize::MAX,
+    );
     assert_eq!(next_expected, 200_000);
     assert_eq!(sub.counters().lost, 0);
-    assert!(publ.counters().back_pressured > 0, "the small ring must have filled up");
+    assert!(
+        publ.counters().back_pressured > 0,
+        "the small ring must have filled up"
+    );
 }
 
 #[test]
@@ -143,7 +167,13 @@ fn overwrite_mode_tells_a_lapped_subscriber_exactly_how_many_it_lost() {
     let c = cfg("ow", MIN_CAPACITY, SlowSubscriberPolicy::Overwrite);
     let mut publ = IpcPublisher::create(&c, "ow", 1).unwrap();
     let mut sub = IpcSubscriber::new(&c, "ow", false).unwrap();
-    assert!(matches!(sub.next_event(), Some(SubscriberEvent::Connected { first_sequence: 0, .. })));
+    assert!(matches!(
+        sub.next_event(),
+        Some(SubscriberEvent::Connected {
+            first_sequence: 0,
+            ..
+        })
+    ));
     let total = 5_000u64; // about 5 laps of 1023 one-line messages
     for seq in 0..total {
         assert_eq!(publ.offer(&payload(seq, 24)).unwrap(), seq);
@@ -151,14 +181,20 @@ fn overwrite_mode_tells_a_lapped_subscriber_exactly_how_many_it_lost() {
     let got = drain(&mut sub, usize::MAX, 3);
     let lost: u64 = std::iter::from_fn(|| sub.next_event())
         .map(|e| match e {
-            SubscriberEvent::Lost { from_sequence, count } => {
+            SubscriberEvent::Lost {
+                from_sequence,
+                count,
+            } => {
                 assert_eq!(from_sequence, 0, "nothing was read before the first lap");
                 count
             }
             other => panic!("unexpected {other:?}"),
         })
         .sum();
-    assert_eq!(lost, total, "resumes at the tail: all {total} written so far were lost");
+    assert_eq!(
+        lost, total,
+        "resumes at the tail: all {total} written so far were lost"
+    );
     assert!(got.is_empty());
     assert_eq!(sub.counters().lost, total);
     // After the loss it carries on with whatever comes next, intact.
@@ -182,11 +218,14 @@ fn overwrite_mode_with_a_keeping_up_subscriber_loses_nothing() {
     for seq in 0..50_000u64 {
         publ.offer(&payload(seq, (seq % 300) as usize)).unwrap();
         if seq % 100 == 99 {
-            sub.poll(&mut |m: Message<'_>| {
-                assert_eq!(m.sequence, expected);
-                assert_eq!(m.payload, &payload(expected, (expected % 300) as usize)[..]);
-                expected += 1;
-            }, usize::MAX);
+            sub.poll(
+                &mut |m: Message<'_>| {
+                    assert_eq!(m.sequence, expected);
+                    assert_eq!(m.payload, &payload(expected, (expected % 300) as usize)[..]);
+                    expected += 1;
+                },
+                usize::MAX,
+            );
         }
     }
     assert_eq!(expected, 50_000);
@@ -201,7 +240,13 @@ fn a_late_subscriber_joins_at_the_current_position() {
         publ.offer(&[i; 8]).unwrap();
     }
     let mut sub = IpcSubscriber::new(&c, "late", false).unwrap();
-    assert!(matches!(sub.next_event(), Some(SubscriberEvent::Connected { first_sequence: 10, .. })));
+    assert!(matches!(
+        sub.next_event(),
+        Some(SubscriberEvent::Connected {
+            first_sequence: 10,
+            ..
+        })
+    ));
     publ.offer(&[10; 8]).unwrap();
     assert_eq!(drain(&mut sub, 1, 3), vec![(10, vec![10; 8])]);
 }
@@ -223,11 +268,17 @@ fn a_subscriber_created_first_attaches_when_its_publisher_appears_and_follows_a_
     assert_eq!(
         events,
         vec![
-            SubscriberEvent::Connected { session_id: first, first_sequence: 0 },
+            SubscriberEvent::Connected {
+                session_id: first,
+                first_sequence: 0
+            },
             SubscriberEvent::PublisherClosed { session_id: first },
         ]
     );
-    assert!(!c.name.is_empty() && !super::segment::segment_path(&c.name).exists(), "closing removes the segment");
+    assert!(
+        !c.name.is_empty() && !super::segment::segment_path(&c.name).exists(),
+        "closing removes the segment"
+    );
     let mut publ2 = IpcPublisher::create(&c, "early", 1).unwrap();
     wait_attached(&mut sub, &publ2);
     publ2.offer(b"two").unwrap();
@@ -240,7 +291,10 @@ fn a_second_live_publisher_on_a_name_is_refused_naming_the_owner() {
     let c = cfg("dup", 1 << 20, SlowSubscriberPolicy::BackPressure);
     let _publ = IpcPublisher::create(&c, "dup", 1).unwrap();
     let e = IpcPublisher::create(&c, "dup", 1).unwrap_err();
-    assert!(matches!(e, OpenError::InUse { pid: Some(p), .. } if p == std::process::id()), "{e:?}");
+    assert!(
+        matches!(e, OpenError::InUse { pid: Some(p), .. } if p == std::process::id()),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("live publisher"), "{e}");
 }
 
@@ -257,17 +311,27 @@ fn segments_are_created_with_mode_0600() {
 fn a_subscriber_for_another_topic_is_refused() {
     let c = cfg("topic", 1 << 20, SlowSubscriberPolicy::BackPressure);
     let _publ = IpcPublisher::create(&c, "md.eq.AAPL", 1).unwrap();
-    let e = IpcSubscriber::new(&c, "md.eq.MSFT", false).unwrap_err().to_string();
-    assert!(e.contains("'md.eq.AAPL'") && e.contains("'md.eq.MSFT'"), "{e}");
+    let e = IpcSubscriber::new(&c, "md.eq.MSFT", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'md.eq.AAPL'") && e.contains("'md.eq.MSFT'"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_full_subscriber_table_is_refused_with_the_fix() {
-    let c = IpcConfig { max_subscribers: 2, ..cfg("full", 1 << 20, SlowSubscriberPolicy::BackPressure) };
+    let c = IpcConfig {
+        max_subscribers: 2,
+        ..cfg("full", 1 << 20, SlowSubscriberPolicy::BackPressure)
+    };
     let _publ = IpcPublisher::create(&c, "full", 1).unwrap();
     let _a = IpcSubscriber::new(&c, "full", false).unwrap();
     let _b = IpcSubscriber::new(&c, "full", false).unwrap();
-    let e = IpcSubscriber::new(&c, "full", false).unwrap_err().to_string();
+    let e = IpcSubscriber::new(&c, "full", false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("max_subscribers"), "{e}");
 }
 
@@ -281,7 +345,8 @@ fn a_dead_subscriber_holding_back_the_publisher_is_reaped() {
     let dead_pid = child.id();
     child.wait().unwrap();
     let seg = &publ.seg_for_tests();
-    seg.u32_at(seg.slot_offset(0) + SLOT_PID).store(dead_pid, Ordering::Relaxed);
+    seg.u32_at(seg.slot_offset(0) + SLOT_PID)
+        .store(dead_pid, Ordering::Relaxed);
     std::mem::forget(sub); // its slot stays active, as after kill -9
     let mut refused = 0u64;
     let mut sent = 0u64;
@@ -324,7 +389,9 @@ fn threads_publish_and_three_subscribers_receive_every_message_intact() {
     let c = cfg("mt", 256 << 10, SlowSubscriberPolicy::BackPressure);
     let mut publ = IpcPublisher::create(&c, "mt", 1).unwrap();
     let n = 300_000u64;
-    let subs: Vec<_> = (0..3).map(|_| IpcSubscriber::new(&c, "mt", false).unwrap()).collect();
+    let subs: Vec<_> = (0..3)
+        .map(|_| IpcSubscriber::new(&c, "mt", false).unwrap())
+        .collect();
     let handles: Vec<_> = subs
         .into_iter()
         .map(|mut sub| {
@@ -360,19 +427,33 @@ fn threads_publish_and_three_subscribers_receive_every_message_intact() {
 #[test]
 fn uri_parameters_are_validated_with_the_accepted_values() {
     use crate::uri::Uri;
-    let ok = IpcConfig::from_uri(&Uri::parse("ipc://md?capacity=1m&policy=overwrite&max_subscribers=4").unwrap()).unwrap();
-    assert_eq!((ok.capacity, ok.policy, ok.max_subscribers), (1 << 20, SlowSubscriberPolicy::Overwrite, 4));
+    let ok = IpcConfig::from_uri(
+        &Uri::parse("ipc://md?capacity=1m&policy=overwrite&max_subscribers=4").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (ok.capacity, ok.policy, ok.max_subscribers),
+        (1 << 20, SlowSubscriberPolicy::Overwrite, 4)
+    );
     let cases = [
         ("ipc://md?capacity=1000", "power of two from 64k to 4g"),
         ("ipc://md?capacity=32k", "power of two"),
-        ("ipc://md?policy=drop", "policy=backpressure or policy=overwrite"),
+        (
+            "ipc://md?policy=drop",
+            "policy=backpressure or policy=overwrite",
+        ),
         ("ipc://md?max_subscribers=0", "1 to 1024"),
-        ("ipc://md?size=1m", "accepted parameters are capacity, policy, max_subscribers"),
+        (
+            "ipc://md?size=1m",
+            "accepted parameters are capacity, policy, max_subscribers",
+        ),
         ("ipc://bad/name", "letters, digits"),
         ("ipc://.hidden", "must not start with '.'"),
     ];
     for (text, needle) in cases {
-        let e = IpcConfig::from_uri(&Uri::parse(text).unwrap()).unwrap_err().to_string();
+        let e = IpcConfig::from_uri(&Uri::parse(text).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(needle) && e.contains(text), "{text}: {e}");
     }
 }
@@ -389,17 +470,31 @@ fn frames_longer_than_the_clean_ahead_distance_arrive_intact_across_laps() {
     for seq in 0..600u64 {
         let len = sizes[seq as usize % sizes.len()];
         while publ.offer(&payload(seq, len)) == Err(OfferError::BackPressured) {
-            sub.poll(&mut |m: Message<'_>| {
-                let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
-                assert!(m.sequence == expected && m.payload == &want[..], "message {} corrupted", m.sequence);
-                expected += 1;
-            }, usize::MAX);
+            sub.poll(
+                &mut |m: Message<'_>| {
+                    let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
+                    assert!(
+                        m.sequence == expected && m.payload == &want[..],
+                        "message {} corrupted",
+                        m.sequence
+                    );
+                    expected += 1;
+                },
+                usize::MAX,
+            );
         }
     }
-    sub.poll(&mut |m: Message<'_>| {
-        let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
-        assert!(m.sequence == expected && m.payload == &want[..], "message {} corrupted", m.sequence);
-        expected += 1;
-    }, usize::MAX);
+    sub.poll(
+        &mut |m: Message<'_>| {
+            let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
+            assert!(
+                m.sequence == expected && m.payload == &want[..],
+                "message {} corrupted",
+                m.sequence
+            );
+            expected += 1;
+        },
+        usize::MAX,
+    );
     assert_eq!(expected, 600);
 }
