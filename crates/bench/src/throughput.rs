@@ -260,14 +260,38 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     }
     say_ready();
     let mut r = SubscriberReport::default();
+    // Where the subscriber joined: the first sequence it may receive.
     let mut expected: Option<u64> = None;
+    let mut lost_events: Vec<(u64, u64)> = Vec::new();
+    let drain_events = |sub: &mut peregrine::Subscriber,
+                        expected: &mut Option<u64>,
+                        lost_events: &mut Vec<(u64, u64)>| {
+        while let Some(ev) = sub.next_event() {
+            match ev {
+                SubscriberEvent::Connected { first_sequence, .. } if expected.is_none() => {
+                    *expected = Some(first_sequence)
+                }
+                SubscriberEvent::Lost {
+                    from_sequence,
+                    count,
+                } => lost_events.push((from_sequence, count)),
+                _ => {}
+            }
+        }
+    };
+    drain_events(&mut sub, &mut expected, &mut lost_events);
+    // Gaps seen in the sequence of delivered messages; at the end they must be exactly the
+    // ranges the `Lost` events announced (events are read after a poll that may already have
+    // delivered messages following the loss, so the two are compared at the end, not inline).
+    let mut observed_gaps: Vec<(u64, u64)> = Vec::new();
     let check_payload = cfg.size >= 8;
-    let mut last_count = 0;
     loop {
         let n = sub.poll(
             &mut |m| {
                 let e = expected.unwrap_or(m.sequence);
-                if m.sequence != e {
+                if m.sequence > e {
+                    observed_gaps.push((e, m.sequence - e));
+                } else if m.sequence < e {
                     r.out_of_order += 1;
                 }
                 if check_payload {
@@ -282,33 +306,58 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             },
             256,
         );
-        if n > 0 && last_count == 0 {
-            r.first_ns = peregrine_agent::monotonic_ns();
-        }
         if n > 0 {
-            last_count = r.received;
-            r.last_ns = peregrine_agent::monotonic_ns();
-        }
-        while let Some(ev) = sub.next_event() {
-            if let SubscriberEvent::Lost {
-                from_sequence,
-                count,
-            } = ev
-            {
-                if expected.is_some_and(|e| e != from_sequence) {
-                    r.out_of_order += 1;
-                }
-                r.lost += count;
-                r.gaps += 1;
-                expected = Some(from_sequence + count);
+            let now = peregrine_agent::monotonic_ns();
+            if r.first_ns == 0 {
+                r.first_ns = now;
             }
+            r.last_ns = now;
         }
+        drain_events(&mut sub, &mut expected, &mut lost_events);
         if n == 0 && !sub.is_connected() {
             break;
         }
         sub.idle(n);
     }
+    // A loss after the last delivered message shows only as an event.
+    if let (Some(&(from, count)), Some(e)) = (lost_events.last(), expected) {
+        if from + count > e {
+            observed_gaps.push((e, from + count - e));
+        }
+    }
+    r.lost = lost_events.iter().map(|&(_, c)| c).sum();
+    r.gaps = lost_events.len() as u64;
+    if merge_ranges(&observed_gaps) != merge_ranges(&lost_events) {
+        eprintln!("gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}");
+        r.out_of_order += 1;
+    }
     r.cpu_s = crate::cpu_seconds_self();
     say_result(&serde_json::to_value(&r).expect("report serialises"));
     Ok(())
+}
+
+/// Joins ranges `(from, count)` that touch, so two reports of one gap compare equal.
+fn merge_ranges(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(from, count) in ranges {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == from => last.1 += count,
+            _ => out.push((from, count)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_ranges;
+
+    #[test]
+    fn touching_ranges_merge_and_others_stay_apart() {
+        assert_eq!(
+            merge_ranges(&[(0, 100), (100, 50), (200, 5)]),
+            vec![(0, 150), (200, 5)]
+        );
+        assert_eq!(merge_ranges(&[]), vec![]);
+    }
 }
