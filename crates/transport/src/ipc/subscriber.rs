@@ -368,14 +368,21 @@ impl Attached {
                 sequence: self.expected,
                 session_id: self.session_id,
             });
-            counters.messages += 1;
-            counters.bytes += payload.len() as u64;
-            self.position += align_frame(frame_len) as u64;
-            self.expected += 1;
+            let len = payload.len();
+            self.advance(counters, frame_len, len);
             n += 1;
         }
         self.finish(start);
         Ok(n)
+    }
+
+    /// Moves past a delivered frame of `frame_len` bytes carrying `len` payload bytes.
+    #[inline]
+    fn advance(&mut self, counters: &mut SubscriberCounters, frame_len: usize, len: usize) {
+        counters.messages += 1;
+        counters.bytes += len as u64;
+        self.position += align_frame(frame_len) as u64;
+        self.expected += 1;
     }
 
     #[inline]
@@ -452,10 +459,7 @@ impl Attached {
                 sequence: self.expected,
                 session_id: self.session_id,
             });
-            counters.messages += 1;
-            counters.bytes += len as u64;
-            self.position += align_frame(frame_len) as u64;
-            self.expected += 1;
+            self.advance(counters, frame_len, len);
             n += 1;
         }
         self.finish(start);

@@ -467,34 +467,21 @@ fn frames_longer_than_the_clean_ahead_distance_arrive_intact_across_laps() {
     let mut sub = IpcSubscriber::new(&c, "long", false).unwrap();
     let sizes = [4033, 4064, 4096, 4097, 8191, 20_000, 32_735];
     let mut expected = 0u64;
+    let mut check = |m: Message<'_>| {
+        let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
+        assert!(
+            m.sequence == expected && m.payload == &want[..],
+            "message {} corrupted",
+            m.sequence
+        );
+        expected += 1;
+    };
     for seq in 0..600u64 {
         let len = sizes[seq as usize % sizes.len()];
         while publ.offer(&payload(seq, len)) == Err(OfferError::BackPressured) {
-            sub.poll(
-                &mut |m: Message<'_>| {
-                    let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
-                    assert!(
-                        m.sequence == expected && m.payload == &want[..],
-                        "message {} corrupted",
-                        m.sequence
-                    );
-                    expected += 1;
-                },
-                usize::MAX,
-            );
+            sub.poll(&mut check, usize::MAX);
         }
     }
-    sub.poll(
-        &mut |m: Message<'_>| {
-            let want = payload(m.sequence, sizes[m.sequence as usize % sizes.len()]);
-            assert!(
-                m.sequence == expected && m.payload == &want[..],
-                "message {} corrupted",
-                m.sequence
-            );
-            expected += 1;
-        },
-        usize::MAX,
-    );
+    sub.poll(&mut check, usize::MAX);
     assert_eq!(expected, 600);
 }
