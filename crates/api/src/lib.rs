@@ -36,6 +36,14 @@ pub use peregrine_agent::IdleKind;
 pub use peregrine_transport::ipc::segment::shm_dir;
 pub use peregrine_transport::ipc::SlowSubscriberPolicy;
 pub use peregrine_transport::uri::parse_bytes;
+
+/// Largest message an `ipc://` log of `capacity` bytes accepts.
+pub fn ipc_max_message_len(capacity: u64) -> usize {
+    peregrine_transport::ipc::layout::max_message_for(capacity) as usize
+}
+
+/// The default `ipc://` log capacity in bytes.
+pub const IPC_DEFAULT_CAPACITY: u64 = IpcConfig::DEFAULT_CAPACITY;
 pub use peregrine_transport::{
     Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent,
     UriError,

@@ -49,7 +49,8 @@ pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
             cfg.transport
         )));
     }
-    let max = peregrine_transport_max();
+    // Ping-pong uses the default log capacity.
+    let max = peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY);
     if cfg.size < 8 || cfg.size > max {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted for ping-pong: give 8 to {max} bytes (each ping carries its 8-byte number)",
@@ -62,10 +63,6 @@ pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
         ));
     }
     Ok(())
-}
-
-fn peregrine_transport_max() -> usize {
-    (16 << 20) / 8 - 32
 }
 
 /// Runs both sides: spawns the pong process with `exe`, then pings from this one.

@@ -98,7 +98,7 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             cfg.transport
         )));
     }
-    let max = (cfg.capacity / 8 - 32) as usize;
+    let max = peregrine::ipc_max_message_len(cfg.capacity);
     if cfg.size > max {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted: give 0 to {max} bytes (an eighth of the {}-byte log; raise --capacity)",

@@ -416,7 +416,7 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             count: None,
             subscribers: 1,
             policy: SlowSubscriberPolicy::BackPressure,
-            capacity: 16 << 20,
+            capacity: peregrine::IPC_DEFAULT_CAPACITY,
             cpus: Some(cpus),
             name: peregrine_bench::run_name("tp"),
             connect_timeout: Duration::from_secs(20),
