@@ -12,8 +12,9 @@ import json
 import struct
 
 MAGIC = 0x4750
-TYPES = {"DATA": 1, "PAD": 2, "HEARTBEAT": 3, "NAK": 4, "ADVERTISE": 5, "QUERY": 6, "BYE": 7}
+TYPES = {"DATA": 1, "PAD": 2, "HEARTBEAT": 3, "NAK": 4, "ADVERTISE": 5, "QUERY": 6, "BYE": 7, "STATUS": 8}
 FLAGS = {"BEGIN": 1, "END": 2, "URGENT": 4, "RETRANSMIT": 8}
+STATUS_FLAGS = {"JOIN": 1, "LEAVE": 2}
 KINDS = {"exact": 0, "glob": 1, "regex": 2}
 
 
@@ -21,10 +22,10 @@ def header(frame_length, frame_type, flags=0, session_id=0, magic=MAGIC, version
     return struct.pack("<IHBBHHI", frame_length, magic, version, frame_type, flags, reserved, session_id)
 
 
-def flag_bits(names):
+def flag_bits(names, table=FLAGS):
     bits = 0
     for n in names:
-        bits |= FLAGS[n]
+        bits |= table[n]
     return bits
 
 
@@ -69,6 +70,15 @@ def query(session_id, query_id, kind, pattern, kind_byte=None):
 
 def bye(session_id, stream_id, final_next_sequence):
     return header(32, TYPES["BYE"], 0, session_id) + struct.pack("<IIQ", stream_id, 0, final_next_sequence)
+
+
+def status(session_id, stream_id, receiver_id, next_sequence, window, flags, reserved=0, raw_flags=None):
+    """STATUS: 16-byte header, stream_id u32, receiver_id u32, next_sequence u64, window u32,
+    reserved u32; always 40 bytes. raw_flags overrides the flag bits (for invalid vectors)."""
+    bits = flag_bits(flags, STATUS_FLAGS) if raw_flags is None else raw_flags
+    return header(40, TYPES["STATUS"], bits, session_id) + struct.pack(
+        "<IIQII", stream_id, receiver_id, next_sequence, window, reserved
+    )
 
 
 def u64(v):
@@ -181,6 +191,21 @@ valid("bye_after_256_frames", "BYE", bye(**b), b, "stream 7 ends after sequences
 b = dict(session_id=S, stream_id=8, final_next_sequence=0)
 valid("bye_empty_stream", "BYE", bye(**b), b, "a stream that ends without having sent any DATA")
 
+# ---- STATUS -----------------------------------------------------------------------------------
+st = dict(session_id=0, stream_id=7, receiver_id=0xDEADBEEF, next_sequence=0, window=0, flags=["JOIN"])
+valid("status_join_session_unknown", "STATUS", status(**st), st,
+      "receiver 0xdeadbeef joins stream 7 before it knows the publisher's session (0) and before any DATA")
+st = dict(session_id=S, stream_id=7, receiver_id=0xDEADBEEF, next_sequence=42, window=65536, flags=[])
+valid("status_keepalive", "STATUS", status(**st), st,
+      "periodic keepalive: the receiver expects sequence 42 next and can take 65536 bytes beyond it")
+st = dict(session_id=S, stream_id=7, receiver_id=0xDEADBEEF, next_sequence=256, window=0, flags=["LEAVE"])
+valid("status_leave", "STATUS", status(**st), st,
+      "the receiver leaves after sequences 0..255, reporting no window")
+st = dict(session_id=0xFFFFFFFF, stream_id=0xFFFFFFFF, receiver_id=0xFFFFFFFF, next_sequence=2**64 - 1,
+          window=0xFFFFFFFF, flags=["JOIN"])
+valid("status_max_values", "STATUS", status(**st), dict(st, next_sequence=u64(2**64 - 1)),
+      "largest ids, window and next_sequence (after sequence 2^64-2); a re-JOIN to a known session")
+
 # ---- invalid ----------------------------------------------------------------------------------
 good_data = data(S, 7, 42, 5, ["BEGIN", "END"], b"hello")
 good_hb = heartbeat(S, 7, 42, 10)
@@ -245,5 +270,20 @@ invalid("bye_wrong_length", "BYE", patch(bye(S, 7, 1) + bytes(8), 0, "<I", 40), 
         "BYE has a fixed length of 32 bytes")
 invalid("bye_reserved_nonzero", "BYE", patch(bye(S, 7, 1), 20, "<I", 1), "BadField",
         "the BYE's reserved field is not zero", field="bye.reserved")
+good_status = status(S, 7, 0xDEADBEEF, 42, 65536, [])
+invalid("status_too_long", "STATUS", patch(good_status + bytes(8), 0, "<I", 48), "BadLength",
+        "STATUS has a fixed length of 40 bytes")
+invalid("status_undefined_flag", "STATUS", status(S, 7, 0xDEADBEEF, 42, 65536, [], raw_flags=0x0004), "BadField",
+        "flag bit 0x0004 is not defined for STATUS", field="status.flags")
+invalid("status_join_and_leave", "STATUS", status(S, 7, 0xDEADBEEF, 42, 65536, ["JOIN", "LEAVE"]), "BadField",
+        "JOIN and LEAVE together", field="status.flags")
+invalid("status_reserved_nonzero", "STATUS", status(S, 7, 0xDEADBEEF, 42, 65536, [], reserved=1), "BadField",
+        "the STATUS's reserved field is not zero", field="status.reserved")
+invalid("status_receiver_id_zero", "STATUS", status(S, 7, 0, 42, 65536, []), "BadField",
+        "receiver_id 0: receivers pick a non-zero id", field="status.receiver_id")
+invalid("status_session_zero_keepalive", "STATUS", status(0, 7, 0xDEADBEEF, 42, 65536, []), "BadField",
+        "session_id 0 (not known yet) is allowed only with JOIN, not on a keepalive", field="status.session_id")
+invalid("status_session_zero_leave", "STATUS", status(0, 7, 0xDEADBEEF, 42, 65536, ["LEAVE"]), "BadField",
+        "session_id 0 (not known yet) is allowed only with JOIN, not with LEAVE", field="status.session_id")
 
 print(json.dumps(vectors, indent=2, ensure_ascii=False))

@@ -274,6 +274,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
                 SubscriberEvent::Lost {
                     from_sequence,
                     count,
+                    ..
                 } => lost_events.push((from_sequence, count)),
                 _ => {}
             }

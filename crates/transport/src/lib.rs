@@ -16,32 +16,7 @@ pub use error::{OfferError, OpenError};
 pub use peregrine_proto::counters::{PublisherCounters, SubscriberCounters};
 pub use uri::{Scheme, Uri, UriError};
 
-/// One received message, borrowed from the transport's buffer for the duration of the handler.
-#[derive(Debug, Clone, Copy)]
-pub struct Message<'a> {
-    pub payload: &'a [u8],
-    pub sequence: u64,
-    pub session_id: u32,
-}
-
-/// What happens to a subscriber besides messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SubscriberEvent {
-    /// Attached to a publisher's session; the first message will carry `first_sequence`.
-    Connected {
-        session_id: u32,
-        first_sequence: u64,
-    },
-    /// Messages `from_sequence .. from_sequence + count` were lost (overwritten before they were
-    /// read, or unrecoverable on a network transport). Delivery carries on after them.
-    Lost { from_sequence: u64, count: u64 },
-    /// The publisher closed its session.
-    PublisherClosed { session_id: u32 },
-    /// The publisher's process ended without closing.
-    PublisherDied { session_id: u32 },
-    /// Attaching failed for a reason that will not pass by itself (retried less often).
-    AttachFailed { reason: String },
-}
+pub use peregrine_proto::events::{Message, SubscriberEvent};
 
 /// The sending side of a transport session.
 pub trait TransportPublisher {

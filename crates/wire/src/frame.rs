@@ -29,6 +29,7 @@ use crate::header::{FrameType, Header};
 use crate::heartbeat::{HeartbeatFrame, HeartbeatRepr};
 use crate::nak::{NakFrame, NakRepr};
 use crate::query::{QueryFrame, QueryRepr};
+use crate::status::{StatusFrame, StatusRepr};
 use crate::WireError;
 
 /// The parsed form of any frame of protocol version 1.
@@ -41,6 +42,7 @@ pub enum FrameRepr<'a> {
     Advertise(AdvertiseRepr<'a>),
     Query(QueryRepr<'a>),
     Bye(ByeRepr),
+    Status(StatusRepr),
 }
 
 impl<'a> FrameRepr<'a> {
@@ -62,6 +64,9 @@ impl<'a> FrameRepr<'a> {
                 FrameRepr::Query(QueryRepr::parse(&QueryFrame::new_unchecked(buffer))?)
             }
             FrameType::Bye => FrameRepr::Bye(ByeRepr::parse(&ByeFrame::new_unchecked(buffer))?),
+            FrameType::Status => {
+                FrameRepr::Status(StatusRepr::parse(&StatusFrame::new_unchecked(buffer))?)
+            }
         })
     }
 
@@ -74,6 +79,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Advertise(_) => FrameType::Advertise,
             FrameRepr::Query(_) => FrameType::Query,
             FrameRepr::Bye(_) => FrameType::Bye,
+            FrameRepr::Status(_) => FrameType::Status,
         }
     }
 
@@ -87,6 +93,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Advertise(r) => r.session_id,
             FrameRepr::Query(r) => r.session_id,
             FrameRepr::Bye(r) => r.session_id,
+            FrameRepr::Status(r) => r.session_id,
         }
     }
 
@@ -100,6 +107,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Advertise(r) => r.buffer_len(),
             FrameRepr::Query(r) => r.buffer_len(),
             FrameRepr::Bye(r) => r.buffer_len(),
+            FrameRepr::Status(r) => r.buffer_len(),
         }
     }
 
@@ -119,6 +127,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Advertise(r) => r.emit(&mut AdvertiseFrame::new_unchecked(buffer)),
             FrameRepr::Query(r) => r.emit(&mut QueryFrame::new_unchecked(buffer)),
             FrameRepr::Bye(r) => r.emit(&mut ByeFrame::new_unchecked(buffer)),
+            FrameRepr::Status(r) => r.emit(&mut StatusFrame::new_unchecked(buffer)),
         }
         self.buffer_len()
     }
@@ -127,7 +136,7 @@ impl<'a> FrameRepr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::header::{flags, Frames};
+    use crate::header::{flags, status_flags, Frames};
     use crate::nak::{NakRange, NakRanges};
     use crate::query::PatternKind;
     use crate::{align_frame, FRAME_ALIGNMENT};
@@ -137,7 +146,7 @@ mod tests {
 
     const RANGES: [NakRange; 1] = [NakRange { start: 3, count: 2 }];
 
-    fn samples() -> [FrameRepr<'static>; 7] {
+    fn samples() -> [FrameRepr<'static>; 8] {
         [
             FrameRepr::Data(DataRepr {
                 session_id: 1,
@@ -181,6 +190,14 @@ mod tests {
                 session_id: 1,
                 stream_id: 2,
                 final_next_sequence: 4,
+            }),
+            FrameRepr::Status(StatusRepr {
+                session_id: 0,
+                stream_id: 2,
+                receiver_id: 9,
+                next_sequence: 0,
+                window: 4096,
+                flags: status_flags::JOIN,
             }),
         ]
     }
@@ -283,6 +300,12 @@ mod tests {
             Frames::new(&buf).next().unwrap().unwrap_err(),
             WireError::UnknownFrameType(0x7f)
         );
+        // 0x08 (STATUS) is the last type version 1 defines.
+        buf[7] = 0x09;
+        assert_eq!(
+            FrameRepr::parse(&buf).unwrap_err(),
+            WireError::UnknownFrameType(0x09)
+        );
         buf[7] = 0x03;
         buf[6] = 2;
         assert_eq!(
@@ -314,7 +337,7 @@ mod tests {
 
         #[test]
         fn packed_frames_survive_mutation(
-            picks in proptest::collection::vec(0usize..7, 1..6),
+            picks in proptest::collection::vec(0usize..8, 1..6),
             at in any::<usize>(),
             x in 1u8..,
         ) {

@@ -40,9 +40,9 @@ pub const MAGIC: u16 = 0x4750;
 /// The protocol version this build emits and accepts.
 pub const VERSION: u8 = 1;
 
-/// Flag bits of the `flags` field. Only DATA defines flags in version 1; PAD and every control
-/// frame (HEARTBEAT, NAK, ADVERTISE, QUERY, BYE) must carry flags 0, and undefined bits are
-/// rejected.
+/// Flag bits of the `flags` field of DATA frames. Only DATA and STATUS define flags in
+/// version 1 (STATUS's are in [`status_flags`]); PAD and every other control frame (HEARTBEAT,
+/// NAK, ADVERTISE, QUERY, BYE) must carry flags 0, and undefined bits are rejected.
 pub mod flags {
     /// First fragment of a message (an unfragmented message has BEGIN and END).
     pub const BEGIN: u16 = 0x0001;
@@ -54,6 +54,17 @@ pub mod flags {
     pub const RETRANSMIT: u16 = 0x0008;
     /// Every flag bit this version defines; others must be zero.
     pub const ALL: u16 = BEGIN | END | URGENT | RETRANSMIT;
+}
+
+/// Flag bits of the `flags` field of STATUS frames (see [`status`](crate::status)). At most one
+/// of them is set; a STATUS frame with neither is a keepalive.
+pub mod status_flags {
+    /// The receiver wants to (re)join: the publisher adds it and answers with a HEARTBEAT.
+    pub const JOIN: u16 = 0x0001;
+    /// The receiver is leaving: the publisher removes it.
+    pub const LEAVE: u16 = 0x0002;
+    /// Every flag bit STATUS defines; others must be zero.
+    pub const ALL: u16 = JOIN | LEAVE;
 }
 
 /// The frame types of protocol version 1.
@@ -74,6 +85,9 @@ pub enum FrameType {
     Query = 0x06,
     /// The session ends; carries the final next sequence number.
     Bye = 0x07,
+    /// A unicast receiver joins, keeps itself registered with, or leaves a publisher, reporting
+    /// its position.
+    Status = 0x08,
 }
 
 impl FrameType {
@@ -87,6 +101,7 @@ impl FrameType {
             FrameType::Advertise => "ADVERTISE",
             FrameType::Query => "QUERY",
             FrameType::Bye => "BYE",
+            FrameType::Status => "STATUS",
         }
     }
 
@@ -100,6 +115,7 @@ impl FrameType {
             0x05 => FrameType::Advertise,
             0x06 => FrameType::Query,
             0x07 => FrameType::Bye,
+            0x08 => FrameType::Status,
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }
@@ -244,8 +260,8 @@ pub(crate) fn check_typed(
     Ok(len)
 }
 
-/// [`check_typed`] for the control frames (every type but DATA and PAD): no flag is defined
-/// for them in version 1, so `flags` must be zero. `flags_field` names the field in the error.
+/// [`check_typed`] for the control frames without flags (every type but DATA, PAD and STATUS):
+/// no flag is defined for them in version 1, so `flags` must be zero. `flags_field` names the field in the error.
 pub(crate) fn check_control(
     buffer: &[u8],
     expected: FrameType,
@@ -256,6 +272,23 @@ pub(crate) fn check_control(
     let flags = Header::new_unchecked(buffer).flags();
     crate::check_zero(flags_field, flags.into())?;
     Ok(len)
+}
+
+/// [`check_typed`] for a frame type whose length is fixed: `frame_length` must be exactly
+/// `len`. Flags are left to the caller (for frame types that define some).
+pub(crate) fn check_exact_len(
+    buffer: &[u8],
+    expected: FrameType,
+    len: usize,
+) -> Result<(), WireError> {
+    let found = check_typed(buffer, expected, len)?;
+    if found != len {
+        return Err(WireError::BadLength {
+            frame_length: found as u32,
+            reason: "this frame type has a fixed length",
+        });
+    }
+    Ok(())
 }
 
 /// [`check_control`] for a frame type whose length is fixed: `frame_length` must be exactly

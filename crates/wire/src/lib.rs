@@ -18,6 +18,7 @@
 //! | 0x05 | [`advertise`] | ADVERTISE: topic resolution, publisher side |
 //! | 0x06 | [`query`] | QUERY: topic resolution, subscriber side |
 //! | 0x07 | [`bye`] | BYE: end of a stream |
+//! | 0x08 | [`status`] | STATUS: a unicast receiver joins, keeps registered, reports its position, leaves |
 //!
 //! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
 //! datagram or log holding several frames. Parsing never allocates and never panics: every
@@ -59,6 +60,7 @@ pub mod header;
 pub mod heartbeat;
 pub mod nak;
 pub mod query;
+pub mod status;
 
 #[cfg(test)]
 mod test_util;

@@ -8,10 +8,11 @@
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
 use peregrine_wire::bye::{ByeFrame, ByeRepr};
 use peregrine_wire::data::{DataFrame, DataRepr, PadRepr};
-use peregrine_wire::header::{flags, Frames};
+use peregrine_wire::header::{flags, status_flags, Frames};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
 use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr};
 use peregrine_wire::query::{PatternKind, QueryFrame, QueryRepr};
+use peregrine_wire::status::{StatusFrame, StatusRepr};
 use peregrine_wire::{FrameRepr, FrameType, Header, WireError};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -50,7 +51,7 @@ fn unhex(name: &str, hex: &str) -> Vec<u8> {
         .collect()
 }
 
-const TYPE_NAMES: [(&str, FrameType); 7] = [
+const TYPE_NAMES: [(&str, FrameType); 8] = [
     ("DATA", FrameType::Data),
     ("PAD", FrameType::Pad),
     ("HEARTBEAT", FrameType::Heartbeat),
@@ -58,6 +59,7 @@ const TYPE_NAMES: [(&str, FrameType); 7] = [
     ("ADVERTISE", FrameType::Advertise),
     ("QUERY", FrameType::Query),
     ("BYE", FrameType::Bye),
+    ("STATUS", FrameType::Status),
 ];
 
 fn frame_type_named(name: &str) -> FrameType {
@@ -115,7 +117,8 @@ impl<'v> Fields<'v> {
             self.str("payload").as_bytes().to_vec()
         }
     }
-    fn flags(&mut self) -> u16 {
+    /// `flags` (a list of names), with the names and bits of `table` (DATA's or STATUS's).
+    fn flags(&mut self, table: &[(&str, u16)]) -> u16 {
         let vector = self.vector;
         let names = self
             .get("flags")
@@ -123,12 +126,13 @@ impl<'v> Fields<'v> {
             .unwrap_or_else(|| panic!("{vector}: flags"));
         names
             .iter()
-            .map(|n| match n.as_str() {
-                Some("BEGIN") => flags::BEGIN,
-                Some("END") => flags::END,
-                Some("URGENT") => flags::URGENT,
-                Some("RETRANSMIT") => flags::RETRANSMIT,
-                other => panic!("{vector}: unknown flag {other:?}"),
+            .map(|n| {
+                let name = n.as_str();
+                table
+                    .iter()
+                    .find(|(t, _)| Some(*t) == name)
+                    .unwrap_or_else(|| panic!("{vector}: unknown flag {name:?}"))
+                    .1
             })
             .fold(0, |a, b| a | b)
     }
@@ -166,6 +170,16 @@ impl<'v> Fields<'v> {
     }
 }
 
+const DATA_FLAGS: [(&str, u16); 4] = [
+    ("BEGIN", flags::BEGIN),
+    ("END", flags::END),
+    ("URGENT", flags::URGENT),
+    ("RETRANSMIT", flags::RETRANSMIT),
+];
+
+const STATUS_FLAGS: [(&str, u16); 2] =
+    [("JOIN", status_flags::JOIN), ("LEAVE", status_flags::LEAVE)];
+
 /// Parses `bytes` with the decoder of `ty` alone (not through [`FrameRepr::parse`]).
 fn parse_specific(ty: FrameType, bytes: &[u8]) -> Result<FrameRepr<'_>, WireError> {
     Ok(match ty {
@@ -180,6 +194,9 @@ fn parse_specific(ty: FrameType, bytes: &[u8]) -> Result<FrameRepr<'_>, WireErro
         }
         FrameType::Query => FrameRepr::Query(QueryRepr::parse(&QueryFrame::new_checked(bytes)?)?),
         FrameType::Bye => FrameRepr::Bye(ByeRepr::parse(&ByeFrame::new_checked(bytes)?)?),
+        FrameType::Status => {
+            FrameRepr::Status(StatusRepr::parse(&StatusFrame::new_checked(bytes)?)?)
+        }
     })
 }
 
@@ -232,7 +249,7 @@ fn check_valid(v: &Vector) {
                 stream_id: f.u32("stream_id"),
                 sequence: f.u64("sequence"),
                 message_length: f.u32("message_length"),
-                flags: f.flags(),
+                flags: f.flags(&DATA_FLAGS),
                 payload: &payload,
             })
         }
@@ -278,6 +295,14 @@ fn check_valid(v: &Vector) {
             session_id,
             stream_id: f.u32("stream_id"),
             final_next_sequence: f.u64("final_next_sequence"),
+        }),
+        FrameType::Status => FrameRepr::Status(StatusRepr {
+            session_id,
+            stream_id: f.u32("stream_id"),
+            receiver_id: f.u32("receiver_id"),
+            next_sequence: f.u64("next_sequence"),
+            window: f.u32("window"),
+            flags: f.flags(&STATUS_FLAGS),
         }),
     };
     f.finish();
@@ -383,6 +408,9 @@ fn golden_vectors_cover_every_type_and_the_required_errors() {
         "advertise_invalid_utf8",
         "data_whole_message_length_mismatch",
         "data_unknown_flag_bits",
+        "status_join_and_leave",
+        "status_receiver_id_zero",
+        "status_session_zero_keepalive",
     ] {
         assert!(
             invalid.contains(required),
@@ -406,4 +434,18 @@ fn golden_vectors_cover_every_type_and_the_required_errors() {
         let f = flags_of(v);
         f.iter().any(|s| s == "URGENT") && f.iter().any(|s| s == "RETRANSMIT")
     }));
+    let is_status = |v: &Vector| v.frame_type.as_deref() == Some("STATUS");
+    let session_of = |v: &Vector| v.fields.as_ref().and_then(|f| f.get("session_id")).cloned();
+    assert!(
+        has(&|v| is_status(v) && flags_of(v) == ["JOIN"] && session_of(v) == Some(0.into())),
+        "no STATUS JOIN with session 0"
+    );
+    assert!(
+        has(&|v| is_status(v) && flags_of(v).is_empty()),
+        "no STATUS keepalive"
+    );
+    assert!(
+        has(&|v| is_status(v) && flags_of(v) == ["LEAVE"]),
+        "no STATUS LEAVE"
+    );
 }

@@ -489,6 +489,7 @@ impl Attached {
                 .u64_at(self.seg.slot_offset(self.slot) + SLOT_LOST)
                 .fetch_add(lost, Ordering::Relaxed);
             events.push_back(SubscriberEvent::Lost {
+                session_id: self.session_id,
                 from_sequence: self.expected,
                 count: lost,
             });

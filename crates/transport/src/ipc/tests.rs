@@ -184,6 +184,7 @@ fn overwrite_mode_tells_a_lapped_subscriber_exactly_how_many_it_lost() {
             SubscriberEvent::Lost {
                 from_sequence,
                 count,
+                ..
             } => {
                 assert_eq!(from_sequence, 0, "nothing was read before the first lap");
                 count

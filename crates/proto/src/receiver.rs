@@ -1,0 +1,510 @@
+//! The receiving half of a network stream, sans I/O: sessions, ordering, reassembly, loss
+//! accounting, STATUS scheduling.
+//!
+//! A [`Receiver`] follows one stream (topic) across every session that sends it (one per
+//! publisher). The driver hands it datagrams (or chunks of a TCP stream cut at frame
+//! boundaries) with their source address and `now_ns`; it calls the handler for each complete
+//! message, in sequence order per session, borrowing the driver's buffer when a message sits in
+//! one frame and its own reassembly buffer when it was fragmented.
+//!
+//! Loss handling today is detection only: a sequence number jump is reported at once as a
+//! [`SubscriberEvent::Lost`] with the exact range. The NAK and retransmission machinery (the next
+//! step) sits between frame arrival and this accounting.
+//!
+//! A receiver joining a session mid-stream starts at the first frame it sees; fragments before
+//! the first BEGIN are dropped (docs/protocol.md §12).
+
+use crate::counters::SubscriberCounters;
+use crate::events::{Message, SubscriberEvent};
+use peregrine_wire::bye::{ByeFrame, ByeRepr};
+use peregrine_wire::data::{DataFrame, DataRepr};
+use peregrine_wire::header::{flags, FrameType, Frames};
+use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
+use peregrine_wire::status::{StatusFrame, StatusRepr, STATUS_LEN};
+use peregrine_wire::WireError;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+/// A receiver's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiverConfig {
+    pub stream_id: u32,
+    /// Random id this receiver puts in its STATUS frames.
+    pub receiver_id: u32,
+    /// Largest message reassembled; longer ones are dropped and counted as corrupt.
+    pub max_message_len: usize,
+    /// Sessions followed at once; frames of further sessions are dropped and counted.
+    pub max_sessions: usize,
+    /// A session heard from for this long is declared dead.
+    pub session_timeout_ns: u64,
+    /// STATUS keep-alive interval towards each session's sender.
+    pub status_interval_ns: u64,
+    /// Flow-control window announced in STATUS frames, in frames past the next expected one
+    /// (0: no window, the sender is not held back by this receiver).
+    pub window_frames: u32,
+}
+
+impl ReceiverConfig {
+    pub fn new(stream_id: u32, receiver_id: u32) -> Self {
+        ReceiverConfig {
+            stream_id,
+            receiver_id,
+            max_message_len: 64 << 20,
+            max_sessions: 64,
+            session_timeout_ns: 5_000_000_000,
+            status_interval_ns: 100_000_000,
+            window_frames: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Session {
+    session_id: u32,
+    source: SocketAddr,
+    next_sequence: u64,
+    /// Fragments of the message being reassembled: (first sequence, message length, bytes).
+    reassembly: Option<(u64, usize, Vec<u8>)>,
+    /// Waiting for a BEGIN (joined mid-message, or a gap cut a message).
+    need_begin: bool,
+    last_heard_ns: u64,
+    /// When the last STATUS went to this session's sender (`None`: never, send one now).
+    last_status_ns: Option<u64>,
+    reported_next: u64,
+}
+
+/// Counts beyond [`SubscriberCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    pub duplicates: u64,
+    /// Frames of other streams (topics) sharing the socket.
+    pub other_streams: u64,
+    /// Frames of sessions beyond `max_sessions`.
+    pub sessions_refused: u64,
+    pub status_sent: u64,
+    /// Rejected frames by [`WireError::index`].
+    pub wire_errors: [u64; WireError::NAMES.len()],
+}
+
+/// Where [`Receiver::on_datagram`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Every frame of the datagram was processed.
+    Done,
+    /// The delivery limit was reached; call again from this byte offset.
+    Resume(usize),
+}
+
+/// The receiver of one stream. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Receiver {
+    cfg: ReceiverConfig,
+    sessions: Vec<Session>,
+    events: VecDeque<SubscriberEvent>,
+    counters: SubscriberCounters,
+    stats: ReceiverStats,
+    /// Sessions that went away without a BYE (timeout, lost connection) and where they stood,
+    /// so a session that comes back reports exactly what it lost in between.
+    departed: VecDeque<(u32, u64)>,
+}
+
+/// Departed sessions remembered.
+const DEPARTED_KEPT: usize = 16;
+
+impl Receiver {
+    pub fn new(cfg: ReceiverConfig) -> Self {
+        Receiver {
+            cfg,
+            sessions: Vec::new(),
+            events: VecDeque::new(),
+            counters: SubscriberCounters::default(),
+            stats: ReceiverStats::default(),
+            departed: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.cfg
+    }
+    pub fn counters(&self) -> SubscriberCounters {
+        self.counters
+    }
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+    pub fn next_event(&mut self) -> Option<SubscriberEvent> {
+        self.events.pop_front()
+    }
+    /// True while at least one session is followed.
+    pub fn is_connected(&self) -> bool {
+        !self.sessions.is_empty()
+    }
+    /// The senders of the sessions followed (where STATUS frames go).
+    pub fn sources(&self) -> impl Iterator<Item = (u32, SocketAddr)> + '_ {
+        self.sessions.iter().map(|s| (s.session_id, s.source))
+    }
+
+    /// Processes the frames of `datagram` from byte `start`, delivering at most `limit`
+    /// messages to `handler`. Returns how many were delivered and where it stopped.
+    pub fn on_datagram<F: FnMut(Message<'_>)>(
+        &mut self,
+        datagram: &[u8],
+        start: usize,
+        source: SocketAddr,
+        now_ns: u64,
+        handler: &mut F,
+        limit: usize,
+    ) -> (usize, Progress) {
+        let mut delivered = 0;
+        let mut frames = Frames::new(&datagram[start.min(datagram.len())..]);
+        loop {
+            if delivered >= limit {
+                let at = datagram.len() - frames.remaining().len();
+                if at < datagram.len() {
+                    return (delivered, Progress::Resume(at));
+                }
+                return (delivered, Progress::Done);
+            }
+            let Some(item) = frames.next() else {
+                return (delivered, Progress::Done);
+            };
+            match item {
+                Err(e) => {
+                    self.reject(e);
+                    return (delivered, Progress::Done);
+                }
+                Ok((ty, bytes)) => match self.on_frame(ty, bytes, source, now_ns, handler) {
+                    Ok(n) => delivered += n,
+                    Err(e) => self.reject(e),
+                },
+            }
+        }
+    }
+
+    fn reject(&mut self, e: WireError) {
+        self.counters.corrupt_frames += 1;
+        self.stats.wire_errors[e.index()] += 1;
+    }
+
+    fn on_frame<F: FnMut(Message<'_>)>(
+        &mut self,
+        ty: FrameType,
+        bytes: &[u8],
+        source: SocketAddr,
+        now_ns: u64,
+        handler: &mut F,
+    ) -> Result<usize, WireError> {
+        match ty {
+            FrameType::Data => {
+                let f = DataFrame::new_checked(bytes)?;
+                let d = DataRepr::parse(&f)?;
+                if d.stream_id != self.cfg.stream_id {
+                    self.stats.other_streams += 1;
+                    return Ok(0);
+                }
+                let Some(i) = self.session(d.session_id, d.sequence, source, now_ns) else {
+                    return Ok(0);
+                };
+                Ok(self.on_data(i, &d, handler))
+            }
+            FrameType::Heartbeat => {
+                let h = HeartbeatRepr::parse(&HeartbeatFrame::new_checked(bytes)?)?;
+                if h.stream_id != self.cfg.stream_id {
+                    self.stats.other_streams += 1;
+                    return Ok(0);
+                }
+                if let Some(i) = self.session(h.session_id, h.next_sequence, source, now_ns) {
+                    self.tail_loss(i, h.next_sequence);
+                }
+                Ok(0)
+            }
+            FrameType::Bye => {
+                let b = ByeRepr::parse(&ByeFrame::new_checked(bytes)?)?;
+                if b.stream_id != self.cfg.stream_id {
+                    self.stats.other_streams += 1;
+                    return Ok(0);
+                }
+                if let Some(i) = self
+                    .sessions
+                    .iter()
+                    .position(|s| s.session_id == b.session_id)
+                {
+                    self.tail_loss(i, b.final_next_sequence);
+                    self.sessions.swap_remove(i);
+                    self.events.push_back(SubscriberEvent::PublisherClosed {
+                        session_id: b.session_id,
+                    });
+                }
+                Ok(0)
+            }
+            FrameType::Pad => {
+                DataFrame::new_checked(bytes)?;
+                Ok(0)
+            }
+            // Other receivers' STATUS and NAK frames on a shared multicast group, resolver
+            // traffic: checked and ignored.
+            _ => {
+                peregrine_wire::FrameRepr::parse(bytes)?;
+                Ok(0)
+            }
+        }
+    }
+
+    /// The index of session `session_id`, created (with a `Connected` event) when new.
+    fn session(
+        &mut self,
+        session_id: u32,
+        first_sequence: u64,
+        source: SocketAddr,
+        now_ns: u64,
+    ) -> Option<usize> {
+        if let Some(i) = self
+            .sessions
+            .iter()
+            .position(|s| s.session_id == session_id)
+        {
+            let s = &mut self.sessions[i];
+            s.last_heard_ns = now_ns;
+            s.source = source;
+            return Some(i);
+        }
+        if self.sessions.len() >= self.cfg.max_sessions {
+            self.stats.sessions_refused += 1;
+            return None;
+        }
+        // A session coming back continues where it stood; the first frame reveals the gap.
+        let (first_sequence, need_begin) =
+            match self.departed.iter().position(|d| d.0 == session_id) {
+                Some(k) => {
+                    let next = self.departed.remove(k).map_or(first_sequence, |d| d.1);
+                    (next.min(first_sequence), next < first_sequence)
+                }
+                None => (first_sequence, true),
+            };
+        self.sessions.push(Session {
+            session_id,
+            source,
+            next_sequence: first_sequence,
+            reassembly: None,
+            need_begin,
+            last_heard_ns: now_ns,
+            last_status_ns: None,
+            reported_next: first_sequence,
+        });
+        self.events.push_back(SubscriberEvent::Connected {
+            session_id,
+            first_sequence,
+        });
+        Some(self.sessions.len() - 1)
+    }
+
+    /// A HEARTBEAT or BYE says the stream reached `next`: anything we have not seen below it
+    /// is lost.
+    fn tail_loss(&mut self, i: usize, next: u64) {
+        let s = &mut self.sessions[i];
+        if next > s.next_sequence {
+            let from = s.next_sequence;
+            s.next_sequence = next;
+            s.reassembly = None;
+            s.need_begin = true;
+            let session_id = s.session_id;
+            self.lost(session_id, from, next - from);
+        }
+    }
+
+    fn lost(&mut self, session_id: u32, from_sequence: u64, count: u64) {
+        self.counters.gaps += 1;
+        self.counters.lost += count;
+        self.events.push_back(SubscriberEvent::Lost {
+            session_id,
+            from_sequence,
+            count,
+        });
+    }
+
+    fn on_data<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        d: &DataRepr<'_>,
+        handler: &mut F,
+    ) -> usize {
+        let s = &mut self.sessions[i];
+        if d.sequence < s.next_sequence {
+            self.stats.duplicates += 1;
+            return 0;
+        }
+        if d.sequence > s.next_sequence {
+            let from = s.next_sequence;
+            s.next_sequence = d.sequence;
+            s.reassembly = None;
+            s.need_begin = true;
+            let session_id = s.session_id;
+            self.lost(session_id, from, d.sequence - from);
+        }
+        let s = &mut self.sessions[i];
+        s.next_sequence = d.sequence + 1;
+        let begin = d.flags & flags::BEGIN != 0;
+        let end = d.flags & flags::END != 0;
+        if begin {
+            s.need_begin = false;
+        } else if s.need_begin {
+            return 0; // a fragment of a message whose start we never saw
+        }
+        if begin && end {
+            s.reassembly = None;
+            self.counters.messages += 1;
+            self.counters.bytes += d.payload.len() as u64;
+            handler(Message {
+                payload: d.payload,
+                sequence: d.sequence,
+                session_id: d.session_id,
+            });
+            return 1;
+        }
+        let len = d.message_length as usize;
+        if begin {
+            if len > self.cfg.max_message_len {
+                s.need_begin = true;
+                self.counters.corrupt_frames += 1;
+                return 0;
+            }
+            let mut buf = s.reassembly.take().map(|r| r.2).unwrap_or_default();
+            buf.clear();
+            buf.reserve(len);
+            buf.extend_from_slice(d.payload);
+            s.reassembly = Some((d.sequence, len, buf));
+            return 0;
+        }
+        let Some((first, total, mut buf)) = s.reassembly.take() else {
+            s.need_begin = true;
+            return 0;
+        };
+        if total != len
+            || buf.len() + d.payload.len() > total
+            || (end && buf.len() + d.payload.len() != total)
+        {
+            // Fragments that do not add up: drop the message.
+            s.need_begin = true;
+            self.counters.corrupt_frames += 1;
+            return 0;
+        }
+        buf.extend_from_slice(d.payload);
+        if !end {
+            s.reassembly = Some((first, total, buf));
+            return 0;
+        }
+        self.counters.messages += 1;
+        self.counters.bytes += buf.len() as u64;
+        handler(Message {
+            payload: &buf,
+            sequence: first,
+            session_id: d.session_id,
+        });
+        // Keep the allocation for the next fragmented message.
+        buf.clear();
+        self.sessions[i].reassembly = Some((0, 0, buf));
+        self.sessions[i].need_begin = true;
+        1
+    }
+
+    /// Runs the timers: declares silent sessions dead and emits STATUS frames (keep-alive every
+    /// `status_interval_ns`, and a window update when a quarter of the window was consumed) by
+    /// calling `emit(destination, frame)`.
+    pub fn poll<E: FnMut(SocketAddr, &[u8])>(&mut self, now_ns: u64, emit: &mut E) {
+        let mut i = 0;
+        while i < self.sessions.len() {
+            let s = &self.sessions[i];
+            if now_ns.saturating_sub(s.last_heard_ns) > self.cfg.session_timeout_ns {
+                self.depart(i);
+                continue;
+            }
+            i += 1;
+        }
+        let quarter = u64::from(self.cfg.window_frames / 4).max(1);
+        for s in &mut self.sessions {
+            let keepalive = s
+                .last_status_ns
+                .is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.status_interval_ns);
+            let window = self.cfg.window_frames > 0 && s.next_sequence - s.reported_next >= quarter;
+            if keepalive || window {
+                let frame = status_frame(&self.cfg, s.session_id, s.next_sequence, 0);
+                emit(s.source, &frame);
+                s.last_status_ns = Some(now_ns);
+                s.reported_next = s.next_sequence;
+                self.stats.status_sent += 1;
+            }
+        }
+    }
+
+    /// Removes session `i` as gone without a BYE: `PublisherDied`, and remember its position.
+    fn depart(&mut self, i: usize) {
+        let s = self.sessions.swap_remove(i);
+        if self.departed.len() == DEPARTED_KEPT {
+            self.departed.pop_front();
+        }
+        self.departed.push_back((s.session_id, s.next_sequence));
+        self.events.push_back(SubscriberEvent::PublisherDied {
+            session_id: s.session_id,
+        });
+    }
+
+    /// The connection to `source` was lost (TCP): its sessions end with `PublisherDied`; if
+    /// one comes back (a reconnection), what it sent in between is reported as `Lost`.
+    pub fn disconnected(&mut self, source: SocketAddr) {
+        let mut i = 0;
+        while i < self.sessions.len() {
+            if self.sessions[i].source == source {
+                self.depart(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// STATUS frames saying goodbye to every session's sender (when the subscriber closes).
+    pub fn leave<E: FnMut(SocketAddr, &[u8])>(&mut self, emit: &mut E) {
+        for s in &self.sessions {
+            let frame = status_frame(
+                &self.cfg,
+                s.session_id,
+                s.next_sequence,
+                status_flags::LEAVE,
+            );
+            emit(s.source, &frame);
+        }
+    }
+
+    /// A STATUS JOIN frame asking a publisher (whose session is not known yet) to take this
+    /// receiver on.
+    pub fn join_frame(&self) -> [u8; STATUS_LEN] {
+        status_frame(&self.cfg, 0, 0, status_flags::JOIN)
+    }
+}
+
+pub use peregrine_wire::header::status_flags;
+
+fn status_frame(
+    cfg: &ReceiverConfig,
+    session_id: u32,
+    next_sequence: u64,
+    fl: u16,
+) -> [u8; STATUS_LEN] {
+    let mut b = [0u8; STATUS_LEN];
+    StatusRepr {
+        session_id,
+        stream_id: cfg.stream_id,
+        receiver_id: cfg.receiver_id,
+        next_sequence,
+        window: if fl & status_flags::LEAVE != 0 {
+            0
+        } else {
+            cfg.window_frames
+        },
+        flags: fl,
+    }
+    .emit(&mut StatusFrame::new_unchecked(&mut b[..]));
+    b
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,510 @@
+//! The sending half of a network session, sans I/O: numbering, fragmentation, batching, flow
+//! control limit, heartbeat schedule.
+//!
+//! [`Sender`] turns messages into DATA frames in its own batch buffer and hands finished
+//! batches to a sink closure the driver supplies (a `sendmsg` with UDP GSO, a `sendmmsg`, or a
+//! TCP write). It never reads a clock: every call takes `now_ns`.
+//!
+//! **Datagram packing** ([`Packing::Datagrams`]): the buffer is a row of segments of exactly
+//! `segment_len` bytes (the datagram size). Frames are packed into the current segment at
+//! 8-byte aligned offsets; a frame that does not fit starts the next segment, and the space left
+//! in the previous one is filled with a PAD frame, so every segment but the last of a batch is
+//! exactly `segment_len` long and the whole batch can leave in one UDP GSO send. When the space
+//! left is too small for a PAD frame (8 to 24 bytes), the batch ends with that short segment.
+//!
+//! **Stream packing** ([`Packing::Stream`], TCP): frames follow each other at 8-byte aligned
+//! offsets with zero padding between them; `segment_len` is only the largest frame.
+//!
+//! **Fragmentation:** a message longer than `segment_len - 32` bytes is split into DATA frames
+//! of consecutive sequence numbers (BEGIN on the first, END on the last, every one carrying the
+//! whole `message_length`), each filling a whole segment (docs/protocol.md §12).
+//!
+//! **Send modes:** *urgent* hands every message to the sink at once; *normal* keeps messages
+//! until `batch_bytes` are waiting, until the oldest has waited `batch_interval_ns` (checked on
+//! every `offer` and `poll`), or until `flush`.
+//!
+//! ```
+//! use peregrine_proto::sender::{Batch, Packing, Sender, SenderConfig, SendMode};
+//!
+//! let cfg = SenderConfig {
+//!     mode: SendMode::Normal { batch_bytes: 65_000, batch_interval_ns: 100_000 },
+//!     ..SenderConfig::new(0x1234, 7, Packing::Datagrams, 1472)
+//! };
+//! let mut sender = Sender::new(cfg);
+//! let mut datagrams = 0;
+//! let mut sink = |b: Batch<'_>| -> Result<(), ()> { datagrams += b.segments(); Ok(()) };
+//! for i in 0..100u64 {
+//!     sender.offer(&i.to_le_bytes(), 0, &mut sink).unwrap();
+//! }
+//! sender.flush(0, &mut sink).unwrap();
+//! // 100 frames of 40 bytes in 1472-byte datagrams (36 each, then a PAD): one batch of 3.
+//! assert_eq!(datagrams, 3);
+//! ```
+
+use peregrine_wire::align_frame;
+use peregrine_wire::data::{emit_pad, DataFrame, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
+use peregrine_wire::header::{flags, FrameType, Header};
+use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr, HEARTBEAT_LEN};
+
+/// How frames are laid out in a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    /// Fixed-size datagrams (UDP): every segment but the last is exactly `segment_len`.
+    Datagrams,
+    /// A byte stream (TCP): frames back to back.
+    Stream,
+}
+
+/// When batched messages leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// Every message leaves in the `offer` that published it.
+    Urgent,
+    /// Messages wait until `batch_bytes` are batched, the oldest has waited
+    /// `batch_interval_ns`, or `flush` is called.
+    Normal {
+        batch_bytes: usize,
+        batch_interval_ns: u64,
+    },
+}
+
+/// A sender's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderConfig {
+    pub session_id: u32,
+    pub stream_id: u32,
+    pub packing: Packing,
+    /// Datagram size (or, for a stream, the largest frame): a multiple of 8, at least 64.
+    pub segment_len: usize,
+    /// Largest batch handed to the sink at once, in bytes (rounded down to whole segments).
+    pub max_batch_len: usize,
+    pub mode: SendMode,
+    /// First heartbeat after the last send, doubling up to `heartbeat_max_ns` while idle.
+    pub heartbeat_min_ns: u64,
+    pub heartbeat_max_ns: u64,
+}
+
+impl SenderConfig {
+    /// Defaults: urgent, batches of up to 64 KiB, heartbeats from 100 us to 100 ms.
+    pub fn new(session_id: u32, stream_id: u32, packing: Packing, segment_len: usize) -> Self {
+        SenderConfig {
+            session_id,
+            stream_id,
+            packing,
+            segment_len,
+            max_batch_len: 65_000,
+            mode: SendMode::Urgent,
+            heartbeat_min_ns: 100_000,
+            heartbeat_max_ns: 100_000_000,
+        }
+    }
+}
+
+/// Smallest segment: a DATA header and 32 bytes of payload.
+pub const MIN_SEGMENT_LEN: usize = 64;
+
+/// A finished batch handed to the sink.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    /// The frames. With datagram packing: consecutive datagrams of `segment_len` bytes, the last
+    /// one possibly shorter.
+    pub bytes: &'a [u8],
+    /// The datagram size (datagram packing) or 0 (stream packing: one contiguous write).
+    pub segment_len: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// How many datagrams the batch holds (1 for a stream write).
+    pub fn segments(&self) -> usize {
+        if self.segment_len == 0 {
+            1
+        } else {
+            self.bytes.len().div_ceil(self.segment_len)
+        }
+    }
+    /// The datagrams one by one (the whole batch for stream packing).
+    pub fn datagrams(&self) -> impl Iterator<Item = &'a [u8]> {
+        let step = if self.segment_len == 0 {
+            self.bytes.len().max(1)
+        } else {
+            self.segment_len
+        };
+        self.bytes.chunks(step)
+    }
+}
+
+/// Why `offer` published nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError<E> {
+    /// The message is longer than [`MAX_MESSAGE_LEN`].
+    TooLarge { len: usize, max: usize },
+    /// Flow control: the receivers have not made room for this many more frames.
+    BackPressured,
+    /// The sink failed (the driver keeps the details).
+    Sink(E),
+}
+
+/// The sender of one stream of one session. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Sender {
+    cfg: SenderConfig,
+    next_sequence: u64,
+    buf: Vec<u8>,
+    /// Bytes used in `buf`.
+    len: usize,
+    /// Start of the current segment (datagram packing).
+    seg_start: usize,
+    /// The batch must end with the current segment (it could not be padded to full length).
+    sealed: bool,
+    /// End of the last frame written (without its alignment padding).
+    last_end: usize,
+    /// When the oldest batched frame was written.
+    first_pending_ns: Option<u64>,
+    /// Flow control: frames with sequence `>= limit` may not be sent yet.
+    limit: u64,
+    heartbeat_interval_ns: u64,
+    heartbeat_deadline_ns: u64,
+    stats: SenderStats,
+}
+
+/// What a sender counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    pub messages: u64,
+    pub bytes: u64,
+    pub frames: u64,
+    pub batches: u64,
+    pub datagrams: u64,
+    pub heartbeats: u64,
+    pub back_pressured: u64,
+}
+
+impl Sender {
+    /// A sender starting at sequence 0.
+    ///
+    /// # Panics
+    /// If `segment_len` is not a multiple of 8 of at least [`MIN_SEGMENT_LEN`] (drivers
+    /// validate the configuration first).
+    pub fn new(cfg: SenderConfig) -> Self {
+        assert!(
+            cfg.segment_len >= MIN_SEGMENT_LEN && cfg.segment_len % 8 == 0,
+            "segment_len {} must be a multiple of 8 of at least {MIN_SEGMENT_LEN}",
+            cfg.segment_len
+        );
+        let cap = match cfg.packing {
+            Packing::Datagrams => (cfg.max_batch_len / cfg.segment_len).max(1) * cfg.segment_len,
+            Packing::Stream => cfg.max_batch_len.max(cfg.segment_len),
+        };
+        Sender {
+            cfg,
+            next_sequence: 0,
+            buf: vec![0; cap],
+            len: 0,
+            seg_start: 0,
+            sealed: false,
+            last_end: 0,
+            first_pending_ns: None,
+            limit: u64::MAX,
+            heartbeat_interval_ns: cfg.heartbeat_min_ns,
+            heartbeat_deadline_ns: cfg.heartbeat_min_ns,
+            stats: SenderStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
+    /// The sequence number the next DATA frame will carry.
+    pub fn next_sequence(&self) -> u64 {
+        self.next_sequence
+    }
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+    /// Bytes batched and not yet handed to the sink.
+    pub fn pending_len(&self) -> usize {
+        self.len
+    }
+    /// Largest payload of one frame.
+    pub fn max_frame_payload(&self) -> usize {
+        self.cfg.segment_len - DATA_HEADER_LEN
+    }
+    /// How many frames (sequence numbers) a message of `len` bytes takes.
+    pub fn frames_for(&self, len: usize) -> u64 {
+        len.div_ceil(self.max_frame_payload()).max(1) as u64
+    }
+
+    /// Sets the flow-control limit: frames with sequence `>= limit` wait (`u64::MAX`: none).
+    pub fn set_limit(&mut self, limit: u64) {
+        self.limit = limit;
+    }
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Publishes `payload`; returns the sequence number of its first frame.
+    pub fn offer<E, S>(
+        &mut self,
+        payload: &[u8],
+        now_ns: u64,
+        sink: &mut S,
+    ) -> Result<u64, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+    {
+        self.offer_with(payload.len(), now_ns, sink, |dst| {
+            dst.copy_from_slice(payload)
+        })
+    }
+
+    /// Publishes a message of `len` bytes written in place by `fill` (zero copy when it fits in
+    /// one frame; a fragmented message is filled into a temporary buffer first).
+    pub fn offer_with<E, S, F>(
+        &mut self,
+        len: usize,
+        now_ns: u64,
+        sink: &mut S,
+        fill: F,
+    ) -> Result<u64, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+        F: FnOnce(&mut [u8]),
+    {
+        if len > MAX_MESSAGE_LEN as usize {
+            return Err(SendError::TooLarge {
+                len,
+                max: MAX_MESSAGE_LEN as usize,
+            });
+        }
+        let frames = self.frames_for(len);
+        if self.limit != u64::MAX && self.next_sequence + frames > self.limit {
+            self.stats.back_pressured += 1;
+            return Err(SendError::BackPressured);
+        }
+        let first = self.next_sequence;
+        if frames == 1 {
+            let urgent = if matches!(self.cfg.mode, SendMode::Urgent) {
+                flags::URGENT
+            } else {
+                0
+            };
+            let at = self.reserve(DATA_HEADER_LEN + len, now_ns, sink)?;
+            self.write_data_header(at, flags::BEGIN | flags::END | urgent, len, len);
+            fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
+        } else {
+            let mut whole = vec![0u8; len];
+            fill(&mut whole);
+            let chunk = self.max_frame_payload();
+            let mut off = 0;
+            while off < len {
+                let n = chunk.min(len - off);
+                let mut fl = 0;
+                if off == 0 {
+                    fl |= flags::BEGIN;
+                }
+                if off + n == len {
+                    fl |= flags::END;
+                    if matches!(self.cfg.mode, SendMode::Urgent) {
+                        fl |= flags::URGENT;
+                    }
+                }
+                let at = self.reserve(DATA_HEADER_LEN + n, now_ns, sink)?;
+                self.write_data_header(at, fl, len, n);
+                self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + n]
+                    .copy_from_slice(&whole[off..off + n]);
+                off += n;
+            }
+        }
+        self.stats.messages += 1;
+        self.stats.bytes += len as u64;
+        match self.cfg.mode {
+            SendMode::Urgent => self.flush(now_ns, sink)?,
+            SendMode::Normal {
+                batch_bytes,
+                batch_interval_ns,
+            } => {
+                let waited = self
+                    .first_pending_ns
+                    .map_or(0, |t| now_ns.saturating_sub(t));
+                if self.len >= batch_bytes || waited >= batch_interval_ns {
+                    self.flush(now_ns, sink)?;
+                }
+            }
+        }
+        Ok(first)
+    }
+
+    fn write_data_header(&mut self, at: usize, fl: u16, message_len: usize, payload_len: usize) {
+        let frame_len = DATA_HEADER_LEN + payload_len;
+        let b = &mut self.buf[at..at + frame_len];
+        let mut h = Header::new_unchecked(&mut b[..]);
+        h.fill(FrameType::Data, fl, self.cfg.session_id);
+        h.set_frame_length(frame_len as u32);
+        let mut f = DataFrame::new_unchecked(&mut b[..DATA_HEADER_LEN]);
+        f.set_stream_id(self.cfg.stream_id);
+        f.set_message_length(message_len as u32);
+        f.set_sequence(self.next_sequence);
+        self.next_sequence += 1;
+        self.stats.frames += 1;
+    }
+
+    /// Finds room for a frame of `frame_len` bytes, flushing the batch if needed; returns its
+    /// offset in `buf`. The frame's padding to 8 bytes is zeroed.
+    fn reserve<E, S>(
+        &mut self,
+        frame_len: usize,
+        now_ns: u64,
+        sink: &mut S,
+    ) -> Result<usize, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+    {
+        debug_assert!(frame_len <= self.cfg.segment_len);
+        let aligned = align_frame(frame_len);
+        match self.cfg.packing {
+            Packing::Stream => {
+                if self.len + aligned > self.buf.len() {
+                    self.flush(now_ns, sink)?;
+                }
+            }
+            Packing::Datagrams => {
+                let seg = self.cfg.segment_len;
+                let used = self.len - self.seg_start;
+                if used + frame_len > seg {
+                    // Start a new segment: pad this one to full length, or end the batch here.
+                    let left = seg - used;
+                    if left >= DATA_HEADER_LEN {
+                        emit_pad(
+                            &mut self.buf[self.len..self.len + left],
+                            self.cfg.session_id,
+                            self.next_sequence,
+                            left as u32,
+                        );
+                        self.buf[self.len + DATA_HEADER_LEN..self.len + left].fill(0);
+                        self.len += left;
+                    } else if left > 0 {
+                        self.sealed = true;
+                    }
+                    if self.sealed || self.len + seg > self.buf.len() {
+                        self.flush(now_ns, sink)?;
+                    }
+                    self.seg_start = self.len;
+                }
+            }
+        }
+        let at = self.len;
+        // Zero the alignment padding after the frame (within the buffer).
+        let end = (at + aligned).min(self.buf.len());
+        self.buf[at + frame_len..end].fill(0);
+        self.len = end;
+        self.last_end = at + frame_len;
+        if self.first_pending_ns.is_none() {
+            self.first_pending_ns = Some(now_ns);
+        }
+        Ok(at)
+    }
+
+    /// Hands everything batched to the sink.
+    pub fn flush<E, S>(&mut self, now_ns: u64, sink: &mut S) -> Result<(), SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+    {
+        if self.len == 0 {
+            return Ok(());
+        }
+        // The last frame's alignment padding need not be sent.
+        let len = self.last_end;
+        let segment_len = match self.cfg.packing {
+            Packing::Datagrams => self.cfg.segment_len,
+            Packing::Stream => 0,
+        };
+        let batch = Batch {
+            bytes: &self.buf[..len],
+            segment_len,
+        };
+        let segments = batch.segments() as u64;
+        let r = sink(batch);
+        self.len = 0;
+        self.last_end = 0;
+        self.seg_start = 0;
+        self.sealed = false;
+        self.first_pending_ns = None;
+        self.stats.batches += 1;
+        self.stats.datagrams += segments;
+        self.on_sent(now_ns);
+        r.map_err(SendError::Sink)
+    }
+
+    fn on_sent(&mut self, now_ns: u64) {
+        self.heartbeat_interval_ns = self.cfg.heartbeat_min_ns;
+        self.heartbeat_deadline_ns = now_ns + self.heartbeat_interval_ns;
+    }
+
+    /// Runs the timers: flushes a batch whose oldest message has waited `batch_interval_ns`, and
+    /// says whether a heartbeat is due (the caller then sends [`heartbeat`](Self::heartbeat) to
+    /// every receiver and calls [`heartbeat_sent`](Self::heartbeat_sent)). Returns the time of
+    /// the next deadline.
+    pub fn poll<E, S>(&mut self, now_ns: u64, sink: &mut S) -> Result<PollOutcome, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+    {
+        if let (
+            Some(t),
+            SendMode::Normal {
+                batch_interval_ns, ..
+            },
+        ) = (self.first_pending_ns, self.cfg.mode)
+        {
+            if now_ns.saturating_sub(t) >= batch_interval_ns {
+                self.flush(now_ns, sink)?;
+            }
+        }
+        let heartbeat_due = self.len == 0 && now_ns >= self.heartbeat_deadline_ns;
+        let mut next = self.heartbeat_deadline_ns;
+        if let (
+            Some(t),
+            SendMode::Normal {
+                batch_interval_ns, ..
+            },
+        ) = (self.first_pending_ns, self.cfg.mode)
+        {
+            next = next.min(t + batch_interval_ns);
+        }
+        Ok(PollOutcome {
+            heartbeat_due,
+            next_deadline_ns: next,
+        })
+    }
+
+    /// The HEARTBEAT frame for this stream now.
+    pub fn heartbeat(&self) -> [u8; HEARTBEAT_LEN] {
+        let mut b = [0u8; HEARTBEAT_LEN];
+        HeartbeatRepr {
+            session_id: self.cfg.session_id,
+            stream_id: self.cfg.stream_id,
+            next_sequence: self.next_sequence,
+            oldest_retained: self.next_sequence,
+        }
+        .emit(&mut HeartbeatFrame::new_unchecked(&mut b[..]));
+        b
+    }
+
+    /// Records that a heartbeat was sent: the next one comes after twice the interval (up to
+    /// the maximum) unless data is sent first.
+    pub fn heartbeat_sent(&mut self, now_ns: u64) {
+        self.stats.heartbeats += 1;
+        self.heartbeat_interval_ns =
+            (self.heartbeat_interval_ns * 2).min(self.cfg.heartbeat_max_ns);
+        self.heartbeat_deadline_ns = now_ns + self.heartbeat_interval_ns;
+    }
+}
+
+/// What [`Sender::poll`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollOutcome {
+    pub heartbeat_due: bool,
+    pub next_deadline_ns: u64,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,245 @@
+use super::*;
+use peregrine_wire::header::Frames;
+use peregrine_wire::FrameRepr;
+
+fn collect(batches: &mut Vec<(Vec<u8>, usize)>) -> impl FnMut(Batch<'_>) -> Result<(), ()> + '_ {
+    move |b| {
+        batches.push((b.bytes.to_vec(), b.segment_len));
+        Ok(())
+    }
+}
+
+/// Every datagram of every batch, parsed: (sequence, flags, message_length, payload) of DATA
+/// frames; PAD frames are checked and skipped.
+fn data_frames(batches: &[(Vec<u8>, usize)]) -> Vec<(u64, u16, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (bytes, seg) in batches {
+        let step = if *seg == 0 { bytes.len() } else { *seg };
+        for dgram in bytes.chunks(step) {
+            if *seg != 0 {
+                assert!(dgram.len() <= *seg);
+            }
+            for f in Frames::new(dgram) {
+                let (_, fb) = f.expect("every frame the sender writes is valid");
+                match FrameRepr::parse(fb).unwrap() {
+                    FrameRepr::Data(d) => {
+                        out.push((d.sequence, d.flags, d.message_length, d.payload.to_vec()))
+                    }
+                    FrameRepr::Pad(_) => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn urgent_mode_sends_each_message_in_its_own_datagram() {
+    let mut batches = Vec::new();
+    let mut s = Sender::new(SenderConfig::new(1, 2, Packing::Datagrams, 1472));
+    for i in 0..3u8 {
+        assert_eq!(
+            s.offer(&[i; 10], 0, &mut collect(&mut batches)).unwrap(),
+            i as u64
+        );
+    }
+    assert_eq!(batches.len(), 3);
+    for (i, (b, seg)) in batches.iter().enumerate() {
+        assert_eq!(*seg, 1472);
+        assert_eq!(b.len(), 42, "the last frame's padding is not sent");
+        let f = data_frames(&[(b.clone(), *seg)]);
+        assert_eq!(
+            f,
+            vec![(
+                i as u64,
+                flags::BEGIN | flags::END | flags::URGENT,
+                10,
+                vec![i as u8; 10]
+            )]
+        );
+    }
+}
+
+#[test]
+fn normal_mode_fills_full_datagrams_and_pads_them_for_gso() {
+    let mut batches = Vec::new();
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 1 << 20,
+            batch_interval_ns: 1_000_000,
+        },
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    // 256-byte messages: 288-byte frames, 5 per datagram, 32 bytes left for a PAD.
+    for i in 0..12u32 {
+        s.offer(&[i as u8; 256], 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    assert!(
+        batches.is_empty(),
+        "nothing leaves before the batch is full or due"
+    );
+    s.flush(0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(batches.len(), 1);
+    let (bytes, seg) = &batches[0];
+    assert_eq!(
+        bytes.len(),
+        2 * 1472 + 2 * 288,
+        "two full datagrams and a short last one"
+    );
+    let frames = data_frames(&batches);
+    assert_eq!(frames.len(), 12);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f.0, i as u64);
+        assert_eq!(f.3, vec![i as u8; 256]);
+    }
+    assert_eq!(*seg, 1472);
+    assert_eq!(s.stats().datagrams, 3);
+}
+
+#[test]
+fn a_segment_that_cannot_be_padded_ends_the_batch() {
+    let mut batches = Vec::new();
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 1 << 20,
+            batch_interval_ns: u64::MAX,
+        },
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    // 1472 = 3 * 480 + 32; frames of 32 + 448 = 480: 32 left, padded. Frames of 488 (456 B):
+    // 3 * 488 = 1464, 8 left: too small for a PAD, so the batch must end there.
+    for _ in 0..4 {
+        s.offer(&[7; 456], 0, &mut collect(&mut batches)).unwrap();
+    }
+    assert_eq!(batches.len(), 1, "the short datagram ended the batch");
+    assert_eq!(batches[0].0.len(), 1464);
+    s.flush(0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(data_frames(&batches).len(), 4);
+}
+
+#[test]
+fn the_batch_interval_flushes_on_poll_and_offer() {
+    let mut batches = Vec::new();
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 1 << 20,
+            batch_interval_ns: 1000,
+        },
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    s.offer(b"a", 100, &mut collect(&mut batches)).unwrap();
+    let out = s.poll(500, &mut collect(&mut batches)).unwrap();
+    assert!(batches.is_empty());
+    assert_eq!(out.next_deadline_ns, 1100);
+    s.poll(1100, &mut collect(&mut batches)).unwrap();
+    assert_eq!(batches.len(), 1);
+    s.offer(b"b", 2000, &mut collect(&mut batches)).unwrap();
+    s.offer(b"c", 3000, &mut collect(&mut batches)).unwrap();
+    assert_eq!(batches.len(), 2, "an offer after the interval flushes");
+    assert_eq!(data_frames(&batches).len(), 3);
+}
+
+#[test]
+fn fragments_take_consecutive_sequences_and_full_segments() {
+    for packing in [Packing::Datagrams, Packing::Stream] {
+        let mut batches = Vec::new();
+        let mut s = Sender::new(SenderConfig::new(1, 2, packing, 1472));
+        let msg: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        s.offer(b"x", 0, &mut collect(&mut batches)).unwrap();
+        assert_eq!(s.offer(&msg, 0, &mut collect(&mut batches)).unwrap(), 1);
+        assert_eq!(s.next_sequence(), 1 + 4, "5000 bytes in fragments of 1440");
+        let frames = data_frames(&batches);
+        assert_eq!(frames.len(), 5);
+        let mut joined = Vec::new();
+        for (i, f) in frames[1..].iter().enumerate() {
+            assert_eq!(f.0, 1 + i as u64);
+            assert_eq!(f.2, 5000);
+            let want = match i {
+                0 => flags::BEGIN,
+                3 => flags::END | flags::URGENT,
+                _ => 0,
+            };
+            assert_eq!(f.1, want);
+            joined.extend_from_slice(&f.3);
+        }
+        assert_eq!(joined, msg);
+    }
+}
+
+#[test]
+fn flow_control_limit_refuses_whole_messages() {
+    let mut batches = Vec::new();
+    let mut s = Sender::new(SenderConfig::new(1, 2, Packing::Datagrams, 1472));
+    s.set_limit(3);
+    s.offer(b"a", 0, &mut collect(&mut batches)).unwrap();
+    // A 3-fragment message does not fit under the limit: nothing of it is sent.
+    assert_eq!(
+        s.offer(&[0; 3000], 0, &mut collect(&mut batches)),
+        Err(SendError::BackPressured)
+    );
+    assert_eq!(s.next_sequence(), 1);
+    s.offer(b"b", 0, &mut collect(&mut batches)).unwrap();
+    s.offer(b"c", 0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(
+        s.offer(b"d", 0, &mut collect(&mut batches)),
+        Err(SendError::BackPressured)
+    );
+    s.set_limit(10);
+    s.offer(b"d", 0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(s.stats().back_pressured, 2);
+}
+
+#[test]
+fn heartbeats_back_off_while_idle_and_reset_on_data() {
+    let mut batches = Vec::new();
+    let cfg = SenderConfig {
+        heartbeat_min_ns: 100,
+        heartbeat_max_ns: 800,
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    s.offer(b"a", 1000, &mut collect(&mut batches)).unwrap();
+    let mut sent_at = Vec::new();
+    for now in (1000..5000).step_by(10) {
+        if s.poll(now, &mut collect(&mut batches))
+            .unwrap()
+            .heartbeat_due
+        {
+            sent_at.push(now);
+            s.heartbeat_sent(now);
+        }
+    }
+    assert_eq!(sent_at, vec![1100, 1300, 1700, 2500, 3300, 4100, 4900]);
+    let hb = s.heartbeat();
+    match FrameRepr::parse(&hb).unwrap() {
+        FrameRepr::Heartbeat(h) => {
+            assert_eq!((h.session_id, h.stream_id, h.next_sequence), (1, 2, 1));
+        }
+        other => panic!("{other:?}"),
+    }
+    s.offer(b"b", 5000, &mut collect(&mut batches)).unwrap();
+    assert!(
+        !s.poll(5050, &mut collect(&mut batches))
+            .unwrap()
+            .heartbeat_due
+    );
+    assert!(
+        s.poll(5100, &mut collect(&mut batches))
+            .unwrap()
+            .heartbeat_due
+    );
+}
+
+#[test]
+fn too_large_messages_are_refused() {
+    let mut s = Sender::new(SenderConfig::new(1, 2, Packing::Stream, 65536));
+    let mut sink = |_: Batch<'_>| -> Result<(), ()> { Ok(()) };
+    let r = s.offer_with((1 << 30) + 1, 0, &mut sink, |_| unreachable!());
+    assert!(matches!(r, Err(SendError::TooLarge { .. })));
+    assert_eq!(s.next_sequence(), 0);
+}
