@@ -234,6 +234,11 @@ impl Sender {
         len.div_ceil(self.max_frame_payload()).max(1) as u64
     }
 
+    /// Counts an offer the driver refused for its own back-pressure (a full TCP queue).
+    pub fn note_back_pressure(&mut self) {
+        self.stats.back_pressured += 1;
+    }
+
     /// Sets the flow-control limit: frames with sequence `>= limit` wait (`u64::MAX`: none).
     pub fn set_limit(&mut self, limit: u64) {
         self.limit = limit;
@@ -412,8 +417,12 @@ impl Sender {
         if self.len == 0 {
             return Ok(());
         }
-        // The last frame's alignment padding need not be sent.
-        let len = self.last_end;
+        // A datagram need not carry the last frame's alignment padding; a stream must (the
+        // next batch continues at an aligned offset).
+        let len = match self.cfg.packing {
+            Packing::Datagrams => self.last_end,
+            Packing::Stream => self.len,
+        };
         let segment_len = match self.cfg.packing {
             Packing::Datagrams => self.cfg.segment_len,
             Packing::Stream => 0,

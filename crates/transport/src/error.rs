@@ -31,6 +31,12 @@ pub enum OpenError {
     InvalidTopic(String),
     /// Every subscriber slot of the segment is taken.
     Full { path: PathBuf, max_subscribers: u32 },
+    /// A socket could not be set up as the URI asks.
+    Socket {
+        uri: String,
+        what: String,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for OpenError {
@@ -55,6 +61,7 @@ impl fmt::Display for OpenError {
                 write!(f, "{uri} carries topic '{found}', not '{wanted}'")
             }
             OpenError::InvalidTopic(why) => f.write_str(why),
+            OpenError::Socket { uri, what, source } => write!(f, "{uri}: {what}: {source}"),
             OpenError::Full { path, max_subscribers } => write!(
                 f,
                 "{} already has {max_subscribers} subscribers (its publisher's max_subscribers); raise it with ?max_subscribers=N",
@@ -68,6 +75,7 @@ impl std::error::Error for OpenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             OpenError::Io { source, .. } => Some(source),
+            OpenError::Socket { source, .. } => Some(source),
             OpenError::Uri(e) => Some(e),
             _ => None,
         }
@@ -83,6 +91,8 @@ impl From<crate::uri::UriError> for OpenError {
 /// Why `offer` did not publish a message. Nothing was written in any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OfferError {
+    /// The network send failed (`errno`); the message may have reached some receivers.
+    Send { errno: i32 },
     /// Back-pressure: the slowest subscriber is a whole log behind. Retry later (or idle).
     BackPressured,
     /// The message is larger than the transport accepts.
@@ -97,9 +107,17 @@ impl fmt::Display for OfferError {
             OfferError::BackPressured => f.write_str("back-pressured: the slowest subscriber has not made room yet"),
             OfferError::TooLarge { len, max } => write!(
                 f,
-                "message of {len} bytes exceeds this transport's maximum of {max} bytes (raise ?capacity=)"
+                "message of {len} bytes exceeds this transport's maximum of {max} bytes (on ipc:// raise ?capacity=)"
             ),
             OfferError::Closed => f.write_str("the publisher is closed"),
+            OfferError::Send { errno } if *errno == 90 => write!(
+                f,
+                "network send failed: {} (the datagram is larger than the path MTU: lower ?datagram=)",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            OfferError::Send { errno } => {
+                write!(f, "network send failed: {}", io::Error::from_raw_os_error(*errno))
+            }
         }
     }
 }

@@ -2,14 +2,16 @@
 //!
 //! Each transport has a publisher and a subscriber type implementing [`TransportPublisher`] and
 //! [`TransportSubscriber`]; the conformance suite (`tests/conformance.rs`) is written once
-//! against the traits and run for every transport. Today: [`ipc`] (shared memory). UDP unicast,
-//! multicast and TCP come next and slot in beside it.
+//! against the traits and run for every transport: [`ipc`] (shared memory), and in [`net`] UDP
+//! unicast and multicast ([`net::udp`]) and TCP ([`net::tcp`]).
 //!
-//! Unsafe code is confined to the `ipc` module (shared memory, futexes).
+//! Unsafe code is confined to the `ipc` module (shared memory, futexes) and `net::sys` (the
+//! socket calls std and socket2 lack: `recvmmsg`, UDP GSO, `poll`).
 #![deny(unsafe_code)]
 
 pub mod error;
 pub mod ipc;
+pub mod net;
 pub mod uri;
 
 pub use error::{OfferError, OpenError};
@@ -30,6 +32,12 @@ pub trait TransportPublisher {
     fn subscriber_count(&self) -> usize;
     fn session_id(&self) -> u32;
     fn counters(&self) -> PublisherCounters;
+    /// The duty cycle of a network publisher: sends a batch whose interval passed, heartbeats
+    /// while idle, reads the receivers' STATUS frames. Returns the work done. (Shared memory has
+    /// nothing to do.)
+    fn do_work(&mut self) -> usize {
+        0
+    }
 }
 
 /// The receiving side of a transport session.
@@ -78,6 +86,52 @@ impl TransportSubscriber for ipc::IpcSubscriber {
         ipc::IpcSubscriber::counters(self)
     }
 }
+
+macro_rules! net_transport {
+    ($p:ty, $s:ty) => {
+        impl TransportPublisher for $p {
+            #[inline]
+            fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+                <$p>::offer(self, payload)
+            }
+            fn flush(&mut self) -> Result<(), OfferError> {
+                <$p>::flush(self)
+            }
+            fn max_message_len(&self) -> usize {
+                <$p>::max_message_len(self)
+            }
+            fn subscriber_count(&self) -> usize {
+                <$p>::subscriber_count(self)
+            }
+            fn session_id(&self) -> u32 {
+                <$p>::session_id(self)
+            }
+            fn counters(&self) -> PublisherCounters {
+                <$p>::counters(self)
+            }
+            fn do_work(&mut self) -> usize {
+                <$p>::do_work(self)
+            }
+        }
+        impl TransportSubscriber for $s {
+            #[inline]
+            fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+                <$s>::poll(self, handler, limit)
+            }
+            fn next_event(&mut self) -> Option<SubscriberEvent> {
+                <$s>::next_event(self)
+            }
+            fn is_connected(&self) -> bool {
+                <$s>::is_connected(self)
+            }
+            fn counters(&self) -> SubscriberCounters {
+                <$s>::counters(self)
+            }
+        }
+    };
+}
+net_transport!(net::udp::UdpPublisher, net::udp::UdpSubscriber);
+net_transport!(net::tcp::TcpPublisher, net::tcp::TcpSubscriber);
 
 /// Topic names: 1 to 1024 bytes of UTF-8 without NUL.
 pub fn validate_topic(topic: &str) -> Result<(), OpenError> {

@@ -11,13 +11,22 @@ use std::fmt;
 pub enum Scheme {
     /// Shared memory on this host.
     Ipc,
+    /// UDP unicast.
+    Udp,
+    /// UDP multicast.
+    Mcast,
+    /// TCP.
+    Tcp,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 1] = [Scheme::Ipc];
+    pub const ALL: [Scheme; 4] = [Scheme::Ipc, Scheme::Udp, Scheme::Mcast, Scheme::Tcp];
     pub const fn name(self) -> &'static str {
         match self {
             Scheme::Ipc => "ipc",
+            Scheme::Udp => "udp",
+            Scheme::Mcast => "mcast",
+            Scheme::Tcp => "tcp",
         }
     }
 }

@@ -1,0 +1,405 @@
+//! Settings of the network transports, read from URI parameters (which a configuration file
+//! may supply defaults for). Every rejected value names the key, the value and what is accepted.
+//!
+//! | key | transports | default | meaning |
+//! |-----|------------|---------|---------|
+//! | `iface` | udp, mcast | mcast: `127.0.0.1`; udp: any | IPv4 address of the interface to send and join on (mcast), or to bind a subscriber to (udp) |
+//! | `datagram` | udp, mcast | 1472 | datagram payload size in bytes (64 to 65000, a multiple of 8); messages above `datagram - 32` are fragmented. Datagrams never exceed the path MTU: a larger size fails with a message naming the MTU. |
+//! | `frame` | tcp | 65536 | largest frame on the stream; longer messages are fragmented |
+//! | `mode` | all | `normal` | `urgent`: every message leaves at once; `normal`: batched |
+//! | `batch_bytes` | all | 65000 | normal mode: send when this many bytes are batched (UDP: at most one GSO send, 65000) |
+//! | `batch_interval_us` | all | 100 | normal mode: send when the oldest batched message waited this long (checked by `offer`, `flush` and `do_work`) |
+//! | `sndbuf`, `rcvbuf` | all | 4m, 16m | socket buffer sizes (forced past the sysctl limit when running as root) |
+//! | `ttl` | mcast | 1 | multicast TTL (0 to 255) |
+//! | `loop` | mcast | 1 | multicast loopback (1: subscribers on the sending host receive) |
+//! | `window` | udp, mcast | from `rcvbuf` | subscriber's flow-control window in frames; 0: none |
+//! | `gso` | udp, mcast | 1 | use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
+//! | `timeout_ms` | all | 5000 | a silent publisher (or receiver) is declared gone after this long |
+//! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
+//! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full; `disconnect`: drop that subscriber |
+
+use crate::uri::{parse_bytes, Scheme, Uri, UriError};
+use peregrine_proto::sender::SendMode;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
+
+/// What a TCP publisher does with a subscriber whose queue passed `max_pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowPolicy {
+    BackPressure,
+    Disconnect,
+}
+
+/// Parsed settings of a `udp://`, `mcast://` or `tcp://` URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetConfig {
+    pub scheme: Scheme,
+    pub addr: SocketAddrV4,
+    pub iface: Option<Ipv4Addr>,
+    /// Datagram size (udp, mcast) or largest frame (tcp).
+    pub segment_len: usize,
+    pub mode: SendMode,
+    pub sndbuf: usize,
+    pub rcvbuf: usize,
+    pub ttl: u32,
+    pub loopback: bool,
+    /// `None`: computed from the receive buffer.
+    pub window: Option<u32>,
+    pub gso: bool,
+    pub timeout_ns: u64,
+    pub max_pending: usize,
+    pub slow: SlowPolicy,
+}
+
+impl NetConfig {
+    pub const DEFAULT_DATAGRAM: usize = 1472;
+    pub const DEFAULT_FRAME: usize = 65_536;
+
+    /// Keys accepted per scheme.
+    pub fn keys(scheme: Scheme) -> &'static [&'static str] {
+        match scheme {
+            Scheme::Udp => &[
+                "iface",
+                "datagram",
+                "mode",
+                "batch_bytes",
+                "batch_interval_us",
+                "sndbuf",
+                "rcvbuf",
+                "window",
+                "gso",
+                "timeout_ms",
+            ],
+            Scheme::Mcast => &[
+                "iface",
+                "datagram",
+                "mode",
+                "batch_bytes",
+                "batch_interval_us",
+                "sndbuf",
+                "rcvbuf",
+                "window",
+                "gso",
+                "timeout_ms",
+                "ttl",
+                "loop",
+            ],
+            Scheme::Tcp => &[
+                "frame",
+                "mode",
+                "batch_bytes",
+                "batch_interval_us",
+                "sndbuf",
+                "rcvbuf",
+                "timeout_ms",
+                "max_pending",
+                "slow",
+            ],
+            Scheme::Ipc => &[],
+        }
+    }
+
+    /// Reads and validates the URI.
+    pub fn from_uri(uri: &Uri) -> Result<Self, UriError> {
+        let scheme = uri.scheme;
+        if !matches!(scheme, Scheme::Udp | Scheme::Mcast | Scheme::Tcp) {
+            return Err(uri.error("not a udp://, mcast:// or tcp:// URI"));
+        }
+        uri.check_keys(Self::keys(scheme))?;
+        let addr = resolve(uri)?;
+        let is_mcast = addr.ip().is_multicast();
+        match scheme {
+            Scheme::Mcast if !is_mcast => {
+                return Err(uri.error(format!(
+                    "{} is not a multicast group: mcast:// needs an address from 224.0.0.0 to 239.255.255.255 (for unicast use udp://)",
+                    addr.ip()
+                )))
+            }
+            Scheme::Udp | Scheme::Tcp if is_mcast || addr.ip().is_broadcast() => {
+                return Err(uri.error(format!(
+                    "{} is a multicast or broadcast address: {}:// needs a unicast address (for multicast use mcast://)",
+                    addr.ip(),
+                    scheme.name()
+                )))
+            }
+            _ => {}
+        }
+        let mut cfg = NetConfig {
+            scheme,
+            addr,
+            iface: if scheme == Scheme::Mcast {
+                Some(Ipv4Addr::LOCALHOST)
+            } else {
+                None
+            },
+            segment_len: if scheme == Scheme::Tcp {
+                Self::DEFAULT_FRAME
+            } else {
+                Self::DEFAULT_DATAGRAM
+            },
+            mode: SendMode::Normal {
+                batch_bytes: 65_000,
+                batch_interval_ns: 100_000,
+            },
+            sndbuf: 4 << 20,
+            rcvbuf: 16 << 20,
+            ttl: 1,
+            loopback: true,
+            window: None,
+            gso: true,
+            timeout_ns: 5_000_000_000,
+            max_pending: 16 << 20,
+            slow: SlowPolicy::BackPressure,
+        };
+        if let Some(v) = uri.param("iface") {
+            cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {
+                uri.error(format!(
+                    "iface={v} is not accepted: give the IPv4 address of a local interface, for example iface=127.0.0.1"
+                ))
+            })?);
+        }
+        if let Some(v) = uri.param("datagram") {
+            cfg.segment_len = v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (64..=65_000).contains(n) && n % 8 == 0)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "datagram={v} is not accepted: give a multiple of 8 from 64 to 65000 bytes, for example datagram=1472 (an Ethernet MTU of 1500 minus 28 bytes of IP and UDP headers)"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("frame") {
+            cfg.segment_len = parse_bytes(v)
+                .map(|n| n as usize)
+                .filter(|n| (64..=(16 << 20)).contains(n) && n % 8 == 0)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "frame={v} is not accepted: give a multiple of 8 from 64 bytes to 16m, for example frame=64k"
+                    ))
+                })?;
+        }
+        let mut batch_bytes = 65_000usize;
+        let mut interval_ns = 100_000u64;
+        if let Some(v) = uri.param("batch_bytes") {
+            batch_bytes = parse_bytes(v)
+                .map(|n| n as usize)
+                .filter(|n| (1..=(64 << 20)).contains(n))
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "batch_bytes={v} is not accepted: give 1 to 64m bytes, for example batch_bytes=64k"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("batch_interval_us") {
+            interval_ns = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=10_000_000).contains(n))
+                .map(|us| us * 1000)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "batch_interval_us={v} is not accepted: give 1 to 10000000 microseconds, for example batch_interval_us=100"
+                    ))
+                })?;
+        }
+        cfg.mode = match uri.param("mode").unwrap_or("normal") {
+            "normal" => SendMode::Normal {
+                batch_bytes,
+                batch_interval_ns: interval_ns,
+            },
+            "urgent" => SendMode::Urgent,
+            v => {
+                return Err(uri.error(format!(
+                    "mode={v} is not accepted: use mode=urgent (every message leaves at once) or mode=normal (batched)"
+                )))
+            }
+        };
+        for (key, slot) in [("sndbuf", &mut cfg.sndbuf), ("rcvbuf", &mut cfg.rcvbuf)] {
+            if let Some(v) = uri.param(key) {
+                *slot = parse_bytes(v)
+                    .map(|n| n as usize)
+                    .filter(|n| (4096..=(1 << 30)).contains(n))
+                    .ok_or_else(|| {
+                        uri.error(format!(
+                            "{key}={v} is not accepted: give 4k to 1g bytes, for example {key}=16m"
+                        ))
+                    })?;
+            }
+        }
+        if let Some(v) = uri.param("ttl") {
+            cfg.ttl = v.parse::<u32>().ok().filter(|n| *n <= 255).ok_or_else(|| {
+                uri.error(format!(
+                    "ttl={v} is not accepted: give a whole number from 0 to 255 (1 keeps traffic on the local network)"
+                ))
+            })?;
+        }
+        if let Some(v) = uri.param("loop") {
+            cfg.loopback = parse_bool(v).ok_or_else(|| {
+                uri.error(format!("loop={v} is not accepted: use loop=1 or loop=0"))
+            })?;
+        }
+        if let Some(v) = uri.param("gso") {
+            cfg.gso = parse_bool(v)
+                .ok_or_else(|| uri.error(format!("gso={v} is not accepted: use gso=1 or gso=0")))?;
+        }
+        if let Some(v) = uri.param("window") {
+            cfg.window = Some(v.parse::<u32>().map_err(|_| {
+                uri.error(format!(
+                    "window={v} is not accepted: give a number of frames from 0 (no flow control) to 4294967295"
+                ))
+            })?);
+        }
+        if let Some(v) = uri.param("timeout_ms") {
+            cfg.timeout_ns = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (10..=3_600_000).contains(n))
+                .map(|ms| ms * 1_000_000)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "timeout_ms={v} is not accepted: give 10 to 3600000 milliseconds"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("max_pending") {
+            cfg.max_pending = parse_bytes(v)
+                .map(|n| n as usize)
+                .filter(|n| (64 << 10..=(1 << 30)).contains(n))
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "max_pending={v} is not accepted: give 64k to 1g bytes, for example max_pending=16m"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("slow") {
+            cfg.slow = match v {
+                "backpressure" => SlowPolicy::BackPressure,
+                "disconnect" => SlowPolicy::Disconnect,
+                _ => {
+                    return Err(uri.error(format!(
+                        "slow={v} is not accepted: use slow=backpressure or slow=disconnect"
+                    )))
+                }
+            };
+        }
+        Ok(cfg)
+    }
+
+    /// The subscriber's flow-control window in frames: the setting, or a quarter of the
+    /// receive buffer counted in the smallest frames (64 bytes) with room for the kernel's
+    /// per-datagram overhead.
+    pub fn window_frames(&self, rcvbuf_actual: usize) -> u32 {
+        self.window
+            .unwrap_or_else(|| (rcvbuf_actual / 4 / 64).clamp(64, u32::MAX as usize) as u32)
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "true" | "on" => Some(true),
+        "0" | "false" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// Resolves `HOST:PORT` to an IPv4 address.
+fn resolve(uri: &Uri) -> Result<SocketAddrV4, UriError> {
+    let a = &uri.address;
+    let Some((host, port)) = a.rsplit_once(':') else {
+        return Err(uri.error(format!(
+            "address '{a}' has no port: write HOST:PORT, for example {}://127.0.0.1:40456",
+            uri.scheme.name()
+        )));
+    };
+    let port: u16 = port.parse().map_err(|_| {
+        uri.error(format!(
+            "port '{port}' is not accepted: give a number from 0 to 65535"
+        ))
+    })?;
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(SocketAddrV4::new(ip, port));
+    }
+    if host.is_empty() || host.contains(['[', ']']) || host.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Err(uri.error(format!(
+            "host '{host}' is not accepted: give an IPv4 address or a host name (IPv6 is not supported yet)"
+        )));
+    }
+    let found = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| uri.error(format!("host '{host}' cannot be resolved: {e}")))?;
+    found
+        .filter_map(|s| match s {
+            SocketAddr::V4(v4) => Some(v4),
+            SocketAddr::V6(_) => None,
+        })
+        .next()
+        .ok_or_else(|| uri.error(format!("host '{host}' has no IPv4 address")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<NetConfig, String> {
+        NetConfig::from_uri(&Uri::parse(text).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_parameters() {
+        let c = cfg("udp://127.0.0.1:4000").unwrap();
+        assert_eq!(c.segment_len, 1472);
+        assert_eq!(c.addr, "127.0.0.1:4000".parse().unwrap());
+        assert_eq!(c.iface, None);
+        let c = cfg("mcast://239.1.2.3:4000?ttl=4&loop=0&datagram=8192&mode=urgent").unwrap();
+        assert_eq!(c.iface, Some(Ipv4Addr::LOCALHOST));
+        assert_eq!(
+            (c.ttl, c.loopback, c.segment_len, c.mode),
+            (4, false, 8192, SendMode::Urgent)
+        );
+        let c = cfg(
+            "tcp://localhost:4000?frame=1m&slow=disconnect&batch_bytes=8k&batch_interval_us=50",
+        )
+        .unwrap();
+        assert_eq!(c.segment_len, 1 << 20);
+        assert_eq!(c.slow, SlowPolicy::Disconnect);
+        assert_eq!(
+            c.mode,
+            SendMode::Normal {
+                batch_bytes: 8192,
+                batch_interval_ns: 50_000
+            }
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key_the_value_and_the_fix() {
+        let cases = [
+            ("udp://127.0.0.1", "has no port"),
+            ("udp://127.0.0.1:99999", "port '99999'"),
+            ("udp://239.1.1.1:4000", "use mcast://"),
+            ("tcp://255.255.255.255:4000", "needs a unicast address"),
+            ("mcast://10.0.0.1:4000", "10.0.0.1 is not a multicast group"),
+            ("udp://[::1]:4000", "IPv6 is not supported"),
+            ("udp://no-such-host.invalid:4000", "cannot be resolved"),
+            ("udp://127.0.0.1:1?datagram=1500", "datagram=1500"),
+            ("udp://127.0.0.1:1?datagram=32", "multiple of 8 from 64"),
+            ("udp://127.0.0.1:1?mode=fast", "mode=fast"),
+            ("udp://127.0.0.1:1?iface=eth0", "iface=eth0"),
+            ("mcast://239.1.1.1:1?ttl=300", "ttl=300"),
+            ("mcast://239.1.1.1:1?loop=yes", "loop=yes"),
+            ("udp://127.0.0.1:1?rcvbuf=1", "rcvbuf=1"),
+            ("udp://127.0.0.1:1?ttl=1", "unknown parameter 'ttl=1'"),
+            ("tcp://127.0.0.1:1?slow=drop", "slow=drop"),
+            ("tcp://127.0.0.1:1?datagram=1472", "unknown parameter"),
+            (
+                "udp://127.0.0.1:1?batch_interval_us=0",
+                "batch_interval_us=0",
+            ),
+        ];
+        for (text, needle) in cases {
+            let e = cfg(text).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The few socket calls the standard library and socket2 do not offer: `recvmmsg` into a ring
+//! of buffers, UDP GSO (`UDP_SEGMENT`), `IP_MTU`, and `poll` for blocking receive.
+//!
+//! Hand-rolled on `libc` because these are the hot path (one `recvmmsg` per poll, one GSO send
+//! per batch) and the crates in the field either lack them (socket2) or allocate per call.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Datagrams read per `recvmmsg`.
+pub const RECV_BATCH: usize = 32;
+/// Largest UDP payload (each receive buffer holds one).
+pub const MAX_DATAGRAM: usize = 65_536;
+
+/// Buffers for `recvmmsg`: `RECV_BATCH` datagrams of up to `MAX_DATAGRAM` bytes.
+pub struct RecvRing {
+    /// One allocation; buffer `i` starts at `i * MAX_DATAGRAM` (8-byte aligned since the
+    /// allocation is of u64).
+    storage: Vec<u64>,
+    lens: [usize; RECV_BATCH],
+    addrs: [libc::sockaddr_in; RECV_BATCH],
+    /// Datagrams received by the last `recv`.
+    pub count: usize,
+}
+
+impl std::fmt::Debug for RecvRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvRing")
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl RecvRing {
+    pub fn new() -> Self {
+        RecvRing {
+            storage: vec![0u64; RECV_BATCH * MAX_DATAGRAM / 8],
+            lens: [0; RECV_BATCH],
+            // SAFETY: sockaddr_in is plain old data; all zeroes is a valid value.
+            addrs: unsafe { zeroed() },
+            count: 0,
+        }
+    }
+
+    /// Datagram `i` of the last receive and its source.
+    pub fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+        let bytes = as_bytes(&self.storage);
+        let start = i * MAX_DATAGRAM;
+        let a = &self.addrs[i];
+        let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+        let addr = SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port)));
+        (&bytes[start..start + self.lens[i]], addr)
+    }
+
+    /// Reads up to `RECV_BATCH` datagrams without blocking. Returns how many (0: none waiting).
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        // The headers point into `self`; they are rebuilt on every call (cheap: 32 small
+        // structs) so no self-referential pointer outlives it.
+        let base = self.storage.as_mut_ptr().cast::<u8>();
+        // SAFETY: iovec and mmsghdr are plain old data; all zeroes is valid.
+        let mut iov: [libc::iovec; RECV_BATCH] = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
+        for i in 0..RECV_BATCH {
+            // SAFETY: `storage` holds RECV_BATCH * MAX_DATAGRAM bytes, so the offset is inside.
+            iov[i].iov_base = unsafe { base.add(i * MAX_DATAGRAM) }.cast();
+            iov[i].iov_len = MAX_DATAGRAM;
+            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+            hdrs[i].msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
+            hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        }
+        // SAFETY: every header points at a live buffer of the length it states and at a
+        // sockaddr_in of the length it states; all live until the call returns.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                RECV_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            self.count = 0;
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(0),
+                // An ICMP error for an earlier send on a connected socket: not a receive error.
+                io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for (i, h) in hdrs.iter().enumerate().take(n) {
+            // A datagram longer than MAX_DATAGRAM cannot exist (UDP's own limit); a truncated
+            // one would be rejected by the frame parser anyway.
+            self.lens[i] = (h.msg_len as usize).min(MAX_DATAGRAM);
+        }
+        self.count = n;
+        Ok(n)
+    }
+}
+
+impl Default for RecvRing {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn as_bytes(v: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding and any byte pattern is a valid u8; the length is exact.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 8) }
+}
+
+/// Sets `UDP_SEGMENT` (generic segmentation offload) on the socket: a send of more than
+/// `segment_len` bytes leaves as several datagrams of `segment_len` (the last may be shorter).
+pub fn set_udp_segment(sock: &impl AsRawFd, segment_len: usize) -> io::Result<()> {
+    const UDP_SEGMENT: libc::c_int = 103;
+    let v: libc::c_int = segment_len as libc::c_int;
+    setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, UDP_SEGMENT, v)
+}
+
+/// Sets IP_MTU_DISCOVER to "do": datagrams larger than the path MTU fail with EMSGSIZE instead
+/// of being fragmented by IP.
+pub fn set_pmtu_do(sock: &impl AsRawFd) -> io::Result<()> {
+    setsockopt_int(
+        sock.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    )
+}
+
+/// The path MTU of a connected socket.
+pub fn ip_mtu(sock: &impl AsRawFd) -> io::Result<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v as usize)
+}
+
+/// `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` (beyond the sysctl maximum; needs CAP_NET_ADMIN).
+pub fn set_buffer_force(sock: &impl AsRawFd, receive: bool, bytes: usize) -> io::Result<()> {
+    let opt = if receive {
+        libc::SO_RCVBUFFORCE
+    } else {
+        libc::SO_SNDBUFFORCE
+    };
+    setsockopt_int(
+        sock.as_raw_fd(),
+        libc::SOL_SOCKET,
+        opt,
+        bytes.min(i32::MAX as usize) as libc::c_int,
+    )
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a live c_int of the stated size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passed (`poll(2)`).
+pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` is a live array of `pfds.len()` pollfd structs.
+    unsafe {
+        libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms);
+    }
+}
+
+/// Waits until `fd` is writable or `timeout_ms` passed.
+pub fn wait_writable(fd: RawFd, timeout_ms: i32) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd.
+    unsafe {
+        libc::poll(&mut p, 1, timeout_ms);
+    }
+}

@@ -1,0 +1,654 @@
+//! TCP driver (`tcp://HOST:PORT`): the publisher listens, subscribers connect.
+//!
+//! The stream carries the same frames as a datagram, back to back at 8-byte aligned offsets
+//! (docs/protocol.md §1); messages longer than `frame` are fragmented. A new connection first
+//! gets a HEARTBEAT (session and position), then every batch from the next one on.
+//!
+//! **Slow subscribers.** Each connection has a user-space queue for what the socket did not
+//! take. When a queue passes `max_pending` bytes, `slow=backpressure` makes `offer` refuse
+//! (nothing is dropped; the other subscribers wait too) and `slow=disconnect` drops that
+//! connection (its subscriber reconnects and is told exactly what it lost).
+
+use super::config::{NetConfig, SlowPolicy};
+use super::now_ns;
+use super::sys;
+use super::udp::NET_MAX_MESSAGE_LEN;
+use crate::error::{OfferError, OpenError};
+use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::receiver::{Progress, Receiver, ReceiverConfig, ReceiverStats};
+use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
+use peregrine_wire::align_frame;
+use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
+use peregrine_wire::header::{HEADER_LEN, MAGIC, VERSION};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+
+const CONTROL_INTERVAL_NS: u64 = 1_000_000;
+
+fn sock_err(uri: &str, what: impl Into<String>, source: io::Error) -> OpenError {
+    OpenError::Socket {
+        uri: uri.to_string(),
+        what: what.into(),
+        source,
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// Bytes the socket has not taken yet, from `pending_at` on.
+    pending: Vec<u8>,
+    pending_at: usize,
+    dead: bool,
+}
+
+impl Conn {
+    fn queued(&self) -> usize {
+        self.pending.len() - self.pending_at
+    }
+
+    /// Writes `bytes` after anything queued; queues what the socket does not take.
+    fn send(&mut self, bytes: &[u8]) {
+        if self.dead {
+            return;
+        }
+        self.drain();
+        if self.queued() > 0 {
+            self.pending.extend_from_slice(bytes);
+            return;
+        }
+        let mut off = 0;
+        while off < bytes.len() {
+            match self.stream.write(&bytes[off..]) {
+                Ok(0) => {
+                    self.dead = true;
+                    return;
+                }
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.dead = true;
+                    return;
+                }
+            }
+        }
+        if off < bytes.len() {
+            self.pending.clear();
+            self.pending_at = 0;
+            self.pending.extend_from_slice(&bytes[off..]);
+        }
+    }
+
+    /// Writes queued bytes while the socket takes them.
+    fn drain(&mut self) {
+        while self.queued() > 0 && !self.dead {
+            match self.stream.write(&self.pending[self.pending_at..]) {
+                Ok(0) => self.dead = true,
+                Ok(n) => self.pending_at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => self.dead = true,
+            }
+        }
+        if self.queued() == 0 {
+            self.pending.clear();
+            self.pending_at = 0;
+        }
+    }
+}
+
+/// The publisher of one stream over TCP.
+#[derive(Debug)]
+pub struct TcpPublisher {
+    cfg: NetConfig,
+    uri: String,
+    listener: TcpListener,
+    conns: Vec<Conn>,
+    sender: Sender,
+    now_ns: u64,
+    next_control_ns: u64,
+    offers: u32,
+    local: SocketAddrV4,
+    closed: bool,
+    /// Connections dropped by `slow=disconnect` or by a write error.
+    pub disconnected: u64,
+}
+
+impl TcpPublisher {
+    pub fn create(
+        cfg: &NetConfig,
+        uri: &str,
+        session_id: u32,
+        stream_id: u32,
+    ) -> Result<Self, OpenError> {
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| sock_err(uri, "cannot create a TCP socket", e))?;
+        // A restarted publisher can listen again while old connections sit in TIME_WAIT.
+        let _ = sock.set_reuse_address(true);
+        sock.bind(&SockAddr::from(cfg.addr)).map_err(|e| {
+            let what = match e.raw_os_error() {
+                Some(libc::EADDRINUSE) => format!(
+                    "cannot listen on {}: the port is in use (another publisher? choose another port)",
+                    cfg.addr
+                ),
+                Some(libc::EADDRNOTAVAIL) => format!(
+                    "cannot listen on {}: {} is not an address of this host",
+                    cfg.addr,
+                    cfg.addr.ip()
+                ),
+                _ => format!("cannot listen on {}", cfg.addr),
+            };
+            sock_err(uri, what, e)
+        })?;
+        sock.listen(128)
+            .map_err(|e| sock_err(uri, format!("cannot listen on {}", cfg.addr), e))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
+        let local = sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket_ipv4())
+            .unwrap_or(cfg.addr);
+        let sender = Sender::new(SenderConfig {
+            mode: cfg.mode,
+            max_batch_len: 256 << 10,
+            ..SenderConfig::new(session_id, stream_id, Packing::Stream, cfg.segment_len)
+        });
+        Ok(TcpPublisher {
+            cfg: cfg.clone(),
+            uri: uri.to_string(),
+            listener: sock.into(),
+            conns: Vec::new(),
+            sender,
+            now_ns: now_ns(),
+            next_control_ns: 0,
+            offers: 0,
+            local,
+            closed: false,
+            disconnected: 0,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+    pub fn sender_stats(&self) -> SenderStats {
+        self.sender.stats()
+    }
+
+    pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        self.offer_with(payload.len(), |b| b.copy_from_slice(payload))
+    }
+
+    pub fn offer_with<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
+        if self.closed {
+            return Err(OfferError::Closed);
+        }
+        if len > NET_MAX_MESSAGE_LEN {
+            return Err(OfferError::TooLarge {
+                len,
+                max: NET_MAX_MESSAGE_LEN,
+            });
+        }
+        self.offers = self.offers.wrapping_add(1);
+        if self.sender.pending_len() == 0 || self.offers & 63 == 0 {
+            self.now_ns = now_ns();
+            if self.now_ns >= self.next_control_ns && self.sender.pending_len() == 0 {
+                self.control();
+            }
+        }
+        if self.conns.iter().any(|c| c.queued() > self.cfg.max_pending) {
+            for c in &mut self.conns {
+                c.drain();
+            }
+            match self.cfg.slow {
+                SlowPolicy::BackPressure => {
+                    if self.conns.iter().any(|c| c.queued() > self.cfg.max_pending) {
+                        self.sender.note_back_pressure();
+                        return Err(OfferError::BackPressured);
+                    }
+                }
+                SlowPolicy::Disconnect => {
+                    let max = self.cfg.max_pending;
+                    for c in &mut self.conns {
+                        if c.queued() > max {
+                            c.dead = true;
+                        }
+                    }
+                    self.reap();
+                }
+            }
+        }
+        let Self {
+            sender,
+            conns,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> Result<(), io::Error> {
+            for c in conns.iter_mut() {
+                c.send(b.bytes);
+            }
+            Ok(())
+        };
+        sender
+            .offer_with(len, *now_ns, &mut sink, fill)
+            .map_err(|e| match e {
+                SendError::TooLarge { len, max } => OfferError::TooLarge { len, max },
+                SendError::BackPressured => OfferError::BackPressured,
+                SendError::Sink(e) => OfferError::Send {
+                    errno: e.raw_os_error().unwrap_or(libc::EIO),
+                },
+            })
+    }
+
+    pub fn flush(&mut self) -> Result<(), OfferError> {
+        self.now_ns = now_ns();
+        let Self {
+            sender,
+            conns,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> Result<(), ()> {
+            for c in conns.iter_mut() {
+                c.send(b.bytes);
+            }
+            Ok(())
+        };
+        let _ = sender.flush(*now_ns, &mut sink);
+        Ok(())
+    }
+
+    /// The duty cycle: sends a batch whose interval passed, drains queues, accepts new
+    /// subscribers, sends heartbeats while idle.
+    pub fn do_work(&mut self) -> usize {
+        self.now_ns = now_ns();
+        let Self {
+            sender,
+            conns,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> Result<(), ()> {
+            for c in conns.iter_mut() {
+                c.send(b.bytes);
+            }
+            Ok(())
+        };
+        let mut work = 0;
+        if let Ok(out) = sender.poll(*now_ns, &mut sink) {
+            if out.heartbeat_due {
+                let hb = sender.heartbeat();
+                for c in conns.iter_mut() {
+                    c.send(&hb);
+                }
+                sender.heartbeat_sent(*now_ns);
+            }
+        }
+        for c in self.conns.iter_mut() {
+            if c.queued() > 0 {
+                c.drain();
+                work += 1;
+            }
+        }
+        if self.sender.pending_len() == 0 {
+            work += self.control();
+        }
+        work
+    }
+
+    /// Accepts connections (only between batches, so a new subscriber starts on a frame
+    /// boundary) and reaps dead ones.
+    fn control(&mut self) -> usize {
+        self.next_control_ns = self.now_ns + CONTROL_INTERVAL_NS;
+        let mut n = 0;
+        loop {
+            match self.listener.accept() {
+                Ok((stream, peer)) => {
+                    n += 1;
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    if sys::set_buffer_force(&stream, false, self.cfg.sndbuf).is_err() {
+                        let _ =
+                            socket2::SockRef::from(&stream).set_send_buffer_size(self.cfg.sndbuf);
+                    }
+                    let mut c = Conn {
+                        stream,
+                        peer,
+                        pending: Vec::new(),
+                        pending_at: 0,
+                        dead: false,
+                    };
+                    c.send(&self.sender.heartbeat());
+                    self.conns.push(c);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => break,
+            }
+        }
+        // Detect subscribers that closed: a readable socket with EOF (subscribers never send).
+        let mut probe = [0u8; 64];
+        for c in &mut self.conns {
+            match c.stream.read(&mut probe) {
+                Ok(0) => c.dead = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => c.dead = true,
+            }
+        }
+        self.reap();
+        n
+    }
+
+    fn reap(&mut self) {
+        let before = self.conns.len();
+        self.conns.retain(|c| !c.dead);
+        self.disconnected += (before - self.conns.len()) as u64;
+    }
+
+    pub fn max_message_len(&self) -> usize {
+        NET_MAX_MESSAGE_LEN
+    }
+    pub fn subscriber_count(&self) -> usize {
+        self.conns.len()
+    }
+    pub fn session_id(&self) -> u32 {
+        self.sender.config().session_id
+    }
+    /// Addresses of the connected subscribers.
+    pub fn peers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.conns.iter().map(|c| c.peer)
+    }
+    pub fn counters(&self) -> PublisherCounters {
+        let s = self.sender.stats();
+        PublisherCounters {
+            messages: s.messages,
+            bytes: s.bytes,
+            back_pressured: s.back_pressured,
+            subscribers_reaped: self.disconnected,
+        }
+    }
+
+    /// Sends what is batched and a BYE, then waits up to a second for the queues to drain.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        let _ = self.flush();
+        let mut bye = [0u8; BYE_LEN];
+        let cfg = self.sender.config();
+        ByeRepr {
+            session_id: cfg.session_id,
+            stream_id: cfg.stream_id,
+            final_next_sequence: self.sender.next_sequence(),
+        }
+        .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
+        for c in &mut self.conns {
+            c.send(&bye);
+        }
+        let deadline = now_ns() + 1_000_000_000;
+        while self.conns.iter().any(|c| c.queued() > 0 && !c.dead) && now_ns() < deadline {
+            for c in &mut self.conns {
+                c.drain();
+                if c.queued() > 0 {
+                    sys::wait_writable(c.stream.as_raw_fd(), 10);
+                }
+            }
+        }
+        self.closed = true;
+    }
+}
+
+impl Drop for TcpPublisher {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The subscriber of one stream over TCP. It connects (and reconnects) to the publisher.
+#[derive(Debug)]
+pub struct TcpSubscriber {
+    cfg: NetConfig,
+    uri: String,
+    /// Connected, or connecting (non-blocking connect in progress).
+    stream: Option<(Socket, bool)>,
+    buf: Vec<u8>,
+    /// Valid bytes in `buf` from `start` to `end`.
+    start: usize,
+    end: usize,
+    receiver: Receiver,
+    next_connect_ns: u64,
+    retry_ns: u64,
+    now_ns: u64,
+    polls: u32,
+    /// Connections lost because the stream broke the framing rules.
+    pub corrupt_streams: u64,
+}
+
+impl TcpSubscriber {
+    pub fn new(cfg: &NetConfig, uri: &str, stream_id: u32) -> Result<Self, OpenError> {
+        let rcfg = ReceiverConfig {
+            // The connection tells when the publisher goes; silence is not death on TCP.
+            session_timeout_ns: u64::MAX / 4,
+            max_message_len: NET_MAX_MESSAGE_LEN,
+            ..ReceiverConfig::new(stream_id, crate::random_u32() | 1)
+        };
+        let mut s = TcpSubscriber {
+            cfg: cfg.clone(),
+            uri: uri.to_string(),
+            stream: None,
+            buf: vec![0; (cfg.segment_len * 2).max(256 << 10)],
+            start: 0,
+            end: 0,
+            receiver: Receiver::new(rcfg),
+            next_connect_ns: 0,
+            retry_ns: 10_000_000,
+            now_ns: now_ns(),
+            polls: 0,
+            corrupt_streams: 0,
+        };
+        s.connect()?;
+        Ok(s)
+    }
+
+    /// Starts a non-blocking connect.
+    fn connect(&mut self) -> Result<(), OpenError> {
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| sock_err(&self.uri, "cannot create a TCP socket", e))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| sock_err(&self.uri, "cannot make the socket non-blocking", e))?;
+        let _ = sock.set_tcp_nodelay(true);
+        if sys::set_buffer_force(&sock, true, self.cfg.rcvbuf).is_err() {
+            let _ = sock.set_recv_buffer_size(self.cfg.rcvbuf);
+        }
+        match sock.connect(&SockAddr::from(self.cfg.addr)) {
+            Ok(()) => self.stream = Some((sock, true)),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                self.stream = Some((sock, false))
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.retry_later(),
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENETUNREACH)
+                    || e.raw_os_error() == Some(libc::EADDRNOTAVAIL) =>
+            {
+                return Err(sock_err(
+                    &self.uri,
+                    format!("cannot reach {}", self.cfg.addr),
+                    e,
+                ))
+            }
+            Err(_) => self.retry_later(),
+        }
+        Ok(())
+    }
+
+    fn retry_later(&mut self) {
+        self.stream = None;
+        self.next_connect_ns = now_ns() + self.retry_ns;
+        self.retry_ns = (self.retry_ns * 2).min(1_000_000_000);
+    }
+
+    fn lost_connection(&mut self) {
+        self.receiver.disconnected(SocketAddr::V4(self.cfg.addr));
+        self.start = 0;
+        self.end = 0;
+        self.retry_ns = 10_000_000;
+        self.retry_later();
+    }
+
+    pub fn receiver_stats(&self) -> ReceiverStats {
+        self.receiver.stats()
+    }
+
+    /// Delivers up to `limit` messages; never blocks.
+    pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        let mut n = self.deliver(handler, limit);
+        if n < limit && self.read() {
+            n += self.deliver(handler, limit - n);
+        }
+        if n == 0 || self.polls & 1023 == 0 {
+            self.now_ns = now_ns();
+            self.timers();
+        }
+        n
+    }
+
+    /// Delivers complete frames from the buffer.
+    fn deliver<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        // Find the end of the last complete frame, checking each header enough to trust its
+        // length; a stream that breaks framing cannot be resynchronised: reconnect.
+        let mut at = self.start;
+        while self.end - at >= HEADER_LEN {
+            let h = &self.buf[at..];
+            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            let magic = u16::from_le_bytes([h[4], h[5]]);
+            // The publisher's `frame` setting is at most 16 MiB.
+            if magic != MAGIC || h[6] != VERSION || !(HEADER_LEN..=(16 << 20) + 64).contains(&len) {
+                self.corrupt_streams += 1;
+                self.lost_connection();
+                return 0;
+            }
+            // The sender pads every frame on a stream to 8 bytes.
+            let next = at + align_frame(len);
+            if next > self.end {
+                break;
+            }
+            at = next;
+        }
+        if at == self.start {
+            return 0;
+        }
+        let complete = at;
+        let (n, p) = self.receiver.on_datagram(
+            &self.buf[..complete],
+            self.start,
+            SocketAddr::V4(self.cfg.addr),
+            self.now_ns,
+            handler,
+            limit,
+        );
+        self.start = match p {
+            Progress::Resume(o) => o,
+            Progress::Done => complete,
+        };
+        n
+    }
+
+    /// Reads what the socket has; returns whether anything arrived.
+    fn read(&mut self) -> bool {
+        let Some((sock, connected)) = &mut self.stream else {
+            return false;
+        };
+        if !*connected {
+            match sock.take_error() {
+                Ok(Some(_)) | Err(_) => {
+                    self.retry_later();
+                    return false;
+                }
+                Ok(None) => {}
+            }
+            if sock.peer_addr().is_err() {
+                return false; // still connecting
+            }
+            *connected = true;
+        }
+        // Compact, and grow to hold one whole frame.
+        if self.start > 0
+            && (self.start == self.end || self.buf.len() - self.end < self.buf.len() / 4)
+        {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            let new_len = self.buf.len() * 2;
+            self.buf.resize(new_len, 0);
+        }
+        let mut stream: &Socket = sock;
+        match stream.read(&mut self.buf[self.end..]) {
+            Ok(0) => {
+                self.lost_connection();
+                false
+            }
+            Ok(k) => {
+                self.end += k;
+                true
+            }
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                false
+            }
+            Err(_) => {
+                self.lost_connection();
+                false
+            }
+        }
+    }
+
+    fn timers(&mut self) {
+        if self.stream.is_none() && self.now_ns >= self.next_connect_ns {
+            let _ = self.connect();
+        }
+        // Session timeouts (no heartbeat for `timeout_ms`); STATUS is not used on TCP.
+        self.receiver.poll(self.now_ns, &mut |_, _| {});
+    }
+
+    pub fn next_event(&mut self) -> Option<SubscriberEvent> {
+        self.receiver.next_event()
+    }
+    pub fn is_connected(&self) -> bool {
+        self.receiver.is_connected()
+    }
+    pub fn counters(&self) -> SubscriberCounters {
+        self.receiver.counters()
+    }
+}
+
+impl peregrine_agent::Wake for TcpSubscriber {
+    fn prepare_wait(&mut self) {}
+    fn wait(&mut self, timeout_ns: u64) {
+        let ms = timeout_ns.div_ceil(1_000_000).clamp(1, 100) as i32;
+        match &self.stream {
+            Some((s, _)) => sys::wait_readable(&[s.as_raw_fd()], ms),
+            None => std::thread::sleep(std::time::Duration::from_millis(ms as u64)),
+        }
+    }
+    fn cancel_wait(&mut self) {}
+}

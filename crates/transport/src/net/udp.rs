@@ -1,0 +1,656 @@
+//! UDP unicast (`udp://HOST:PORT`) and multicast (`mcast://GROUP:PORT`) drivers.
+//!
+//! See the [parent module](super) for who binds what. The publisher's socket sends batches
+//! (one UDP GSO send per batch and destination when the kernel supports it, else one send per
+//! datagram) and receives STATUS frames; the subscriber's socket receives with `recvmmsg` (32
+//! datagrams per call, non-blocking) and sends STATUS frames back.
+
+use super::config::NetConfig;
+use super::{now_ns, sys};
+use crate::error::{OfferError, OpenError};
+use crate::uri::Scheme;
+use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::receiver::{Progress, Receiver, ReceiverConfig, ReceiverStats};
+use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
+use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
+use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
+use peregrine_wire::status::{StatusFrame, StatusRepr};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+
+/// Largest message on the network transports (the receivers' reassembly limit).
+pub const NET_MAX_MESSAGE_LEN: usize = 64 << 20;
+
+/// How often a publisher reads STATUS frames while it only offers.
+const CONTROL_INTERVAL_NS: u64 = 1_000_000;
+/// Receivers silent for this long are dropped by a publisher.
+const RECEIVER_TIMEOUT_NS: u64 = 2_000_000_000;
+
+fn sock_err(uri: &str, what: impl Into<String>, source: io::Error) -> OpenError {
+    OpenError::Socket {
+        uri: uri.to_string(),
+        what: what.into(),
+        source,
+    }
+}
+
+/// Explains a bind failure in the user's terms.
+fn bind_error(uri: &str, addr: SocketAddrV4, e: io::Error) -> OpenError {
+    let what = match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => format!(
+            "cannot bind {addr}: the port is in use (another publisher on this address? choose another port)"
+        ),
+        Some(libc::EADDRNOTAVAIL) => format!(
+            "cannot bind {addr}: {} is not an address of this host (give one of its interface addresses)",
+            addr.ip()
+        ),
+        Some(libc::EACCES) => format!("cannot bind {addr}: ports below 1024 need privileges"),
+        _ => format!("cannot bind {addr}"),
+    };
+    sock_err(uri, what, e)
+}
+
+/// Sets a socket buffer, forcing past the sysctl limit when allowed; returns the size the
+/// kernel reports (which counts its own overhead, so about twice what was asked).
+fn set_buffer(sock: &Socket, receive: bool, bytes: usize) -> usize {
+    if sys::set_buffer_force(sock, receive, bytes).is_err() {
+        let _ = if receive {
+            sock.set_recv_buffer_size(bytes)
+        } else {
+            sock.set_send_buffer_size(bytes)
+        };
+    }
+    if receive {
+        sock.recv_buffer_size().unwrap_or(0)
+    } else {
+        sock.send_buffer_size().unwrap_or(0)
+    }
+}
+
+/// Checks that `iface` is an address of this host (by binding to it).
+fn check_iface(uri: &str, iface: Ipv4Addr) -> Result<(), OpenError> {
+    UdpSocket::bind(SocketAddrV4::new(iface, 0)).map(drop).map_err(|e| {
+        sock_err(
+            uri,
+            format!(
+                "iface={iface} is not an address of this host's interfaces (give the IPv4 address of the interface to use, for example iface=127.0.0.1)"
+            ),
+            e,
+        )
+    })
+}
+
+/// Sends one batch to one destination: a GSO send, or one send per datagram.
+fn send_batch(
+    sock: &UdpSocket,
+    gso: &mut bool,
+    batch: &Batch<'_>,
+    to: SocketAddr,
+) -> io::Result<()> {
+    if *gso && batch.segments() > 1 {
+        match send_retrying(sock, batch.bytes, to) {
+            Ok(()) => return Ok(()),
+            // The kernel or the route refuses GSO (EIO: no checksum offload, EINVAL: too many
+            // segments): fall back for good.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) => {
+                *gso = false;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    for d in batch.datagrams() {
+        send_retrying(sock, d, to)?;
+    }
+    Ok(())
+}
+
+/// `send_to`, waiting while the socket's send buffer is full (it drains at wire speed).
+fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<()> {
+    loop {
+        match sock.send_to(bytes, to) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                sys::wait_writable(sock.as_raw_fd(), 1);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // An ICMP error for an earlier datagram (a receiver went away): not this send's.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn map_send_error(e: SendError<io::Error>) -> OfferError {
+    match e {
+        SendError::TooLarge { len, max } => OfferError::TooLarge { len, max },
+        SendError::BackPressured => OfferError::BackPressured,
+        SendError::Sink(e) => OfferError::Send {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        },
+    }
+}
+
+/// The publisher of one stream over UDP unicast or multicast.
+#[derive(Debug)]
+pub struct UdpPublisher {
+    cfg: NetConfig,
+    uri: String,
+    sock: UdpSocket,
+    sender: Sender,
+    table: ReceiverTable,
+    /// Where batches go: the receivers (unicast) or the group (multicast).
+    dests: Vec<SocketAddr>,
+    gso: bool,
+    now_ns: u64,
+    next_control_ns: u64,
+    offers: u32,
+    control_buf: Box<[u8; 2048]>,
+    local: SocketAddrV4,
+    closed: bool,
+    /// STATUS frames that failed to parse.
+    pub bad_control_frames: u64,
+}
+
+impl UdpPublisher {
+    /// Binds the publisher of stream `stream_id` as `cfg` says.
+    pub fn create(
+        cfg: &NetConfig,
+        uri: &str,
+        session_id: u32,
+        stream_id: u32,
+    ) -> Result<Self, OpenError> {
+        let mcast = cfg.scheme == Scheme::Mcast;
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+            .map_err(|e| sock_err(uri, "cannot create a UDP socket", e))?;
+        let bind = if mcast {
+            let iface = cfg.iface.unwrap_or(Ipv4Addr::LOCALHOST);
+            check_iface(uri, iface)?;
+            SocketAddrV4::new(iface, 0)
+        } else {
+            cfg.addr
+        };
+        sock.bind(&SockAddr::from(bind))
+            .map_err(|e| bind_error(uri, bind, e))?;
+        if mcast {
+            let iface = cfg.iface.unwrap_or(Ipv4Addr::LOCALHOST);
+            sock.set_multicast_if_v4(&iface)
+                .map_err(|e| sock_err(uri, format!("cannot send multicast on iface={iface}"), e))?;
+            sock.set_multicast_ttl_v4(cfg.ttl)
+                .map_err(|e| sock_err(uri, "cannot set the multicast TTL", e))?;
+            sock.set_multicast_loop_v4(cfg.loopback)
+                .map_err(|e| sock_err(uri, "cannot set multicast loopback", e))?;
+        }
+        set_buffer(&sock, false, cfg.sndbuf);
+        set_buffer(&sock, true, 1 << 20);
+        let _ = sys::set_pmtu_do(&sock);
+        sock.set_nonblocking(true)
+            .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
+        let gso = cfg.gso && sys::set_udp_segment(&sock, cfg.segment_len).is_ok();
+        let local = match sock.local_addr().ok().and_then(|a| a.as_socket_ipv4()) {
+            Some(a) => a,
+            None => bind,
+        };
+        let sock: UdpSocket = sock.into();
+        let sender = Sender::new(SenderConfig {
+            mode: cfg.mode,
+            ..SenderConfig::new(session_id, stream_id, Packing::Datagrams, cfg.segment_len)
+        });
+        Ok(UdpPublisher {
+            cfg: cfg.clone(),
+            uri: uri.to_string(),
+            sock,
+            sender,
+            table: ReceiverTable::new(stream_id, RECEIVER_TIMEOUT_NS.max(cfg.timeout_ns / 2), 1024),
+            dests: if mcast {
+                vec![SocketAddr::V4(cfg.addr)]
+            } else {
+                Vec::new()
+            },
+            gso,
+            now_ns: now_ns(),
+            next_control_ns: 0,
+            offers: 0,
+            control_buf: Box::new([0; 2048]),
+            local,
+            closed: false,
+            bad_control_frames: 0,
+        })
+    }
+
+    /// The address the publisher's socket is bound to (for `udp://…:0`, the port it got).
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+    /// The URI subscribers use (with the bound port for `udp://…:0`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+    /// Whether batches leave as one GSO send.
+    pub fn gso(&self) -> bool {
+        self.gso
+    }
+    pub fn sender_stats(&self) -> SenderStats {
+        self.sender.stats()
+    }
+
+    /// Publishes one message (see [`Sender::offer`]); never blocks for long (a full socket
+    /// send buffer is waited out, it drains at wire speed).
+    #[inline]
+    pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        self.offer_with(payload.len(), |b| b.copy_from_slice(payload))
+    }
+
+    /// Publishes a message of `len` bytes written in place by `fill`.
+    pub fn offer_with<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
+        if self.closed {
+            return Err(OfferError::Closed);
+        }
+        if len > NET_MAX_MESSAGE_LEN {
+            return Err(OfferError::TooLarge {
+                len,
+                max: NET_MAX_MESSAGE_LEN,
+            });
+        }
+        self.offers = self.offers.wrapping_add(1);
+        if self.sender.pending_len() == 0 || self.offers & 63 == 0 {
+            self.now_ns = now_ns();
+            if self.now_ns >= self.next_control_ns {
+                self.poll_control();
+            }
+        }
+        let frames = self.sender.frames_for(len);
+        if self.sender.next_sequence() + frames > self.sender.limit() {
+            // Flow control: read the receivers' latest windows before refusing.
+            self.now_ns = now_ns();
+            self.poll_control();
+        }
+        let Self {
+            sender,
+            sock,
+            dests,
+            gso,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> io::Result<()> {
+            for &to in dests.iter() {
+                send_batch(sock, gso, &b, to)?;
+            }
+            Ok(())
+        };
+        sender
+            .offer_with(len, *now_ns, &mut sink, fill)
+            .map_err(map_send_error)
+    }
+
+    /// Sends whatever is batched.
+    pub fn flush(&mut self) -> Result<(), OfferError> {
+        self.now_ns = now_ns();
+        let Self {
+            sender,
+            sock,
+            dests,
+            gso,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> io::Result<()> {
+            for &to in dests.iter() {
+                send_batch(sock, gso, &b, to)?;
+            }
+            Ok(())
+        };
+        sender.flush(*now_ns, &mut sink).map_err(map_send_error)
+    }
+
+    /// The duty cycle: sends a batch whose interval passed, a heartbeat when one is due, and
+    /// reads STATUS frames. Returns the work done (0 when there was nothing to do).
+    pub fn do_work(&mut self) -> usize {
+        self.now_ns = now_ns();
+        let mut work = self.poll_control();
+        let Self {
+            sender,
+            sock,
+            dests,
+            gso,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> io::Result<()> {
+            for &to in dests.iter() {
+                send_batch(sock, gso, &b, to)?;
+            }
+            Ok(())
+        };
+        let pending = sender.pending_len();
+        if let Ok(out) = sender.poll(*now_ns, &mut sink) {
+            if pending > 0 && sender.pending_len() == 0 {
+                work += 1;
+            }
+            if out.heartbeat_due {
+                let hb = sender.heartbeat();
+                for &to in dests.iter() {
+                    let _ = send_retrying(sock, &hb, to);
+                }
+                sender.heartbeat_sent(*now_ns);
+            }
+        }
+        work
+    }
+
+    /// Reads STATUS frames: joins, keep-alives, windows, leaves. Returns how many were read.
+    fn poll_control(&mut self) -> usize {
+        self.next_control_ns = self.now_ns + CONTROL_INTERVAL_NS;
+        let mut n = 0;
+        let mut changed = false;
+        while n < 256 {
+            let (len, from) = match self.sock.recv_from(&mut self.control_buf[..]) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => break,
+            };
+            n += 1;
+            let repr = match StatusFrame::new_checked(&self.control_buf[..len])
+                .and_then(|f| StatusRepr::parse(&f))
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    self.bad_control_frames += 1;
+                    continue;
+                }
+            };
+            let cfg = self.sender.config();
+            match self.table.on_status(
+                from,
+                &repr,
+                cfg.session_id,
+                self.sender.next_sequence(),
+                self.now_ns,
+            ) {
+                StatusOutcome::Joined | StatusOutcome::Rejoined => {
+                    changed = true;
+                    // Tell it the session and the position at once.
+                    let hb = self.sender.heartbeat();
+                    let to = if self.cfg.scheme == Scheme::Mcast {
+                        SocketAddr::V4(self.cfg.addr)
+                    } else {
+                        from
+                    };
+                    let _ = send_retrying(&self.sock, &hb, to);
+                }
+                StatusOutcome::Left => changed = true,
+                StatusOutcome::Updated | StatusOutcome::Ignored => {}
+            }
+        }
+        if self.table.expire(self.now_ns) > 0 {
+            changed = true;
+        }
+        if changed && self.cfg.scheme == Scheme::Udp {
+            self.dests.clear();
+            for a in self.table.addrs() {
+                if !self.dests.contains(&a) {
+                    self.dests.push(a);
+                }
+            }
+        }
+        self.sender
+            .set_limit(self.table.limit().unwrap_or(u64::MAX));
+        n
+    }
+
+    pub fn max_message_len(&self) -> usize {
+        NET_MAX_MESSAGE_LEN
+    }
+    /// Receivers that registered (STATUS) and have not left or gone silent.
+    pub fn subscriber_count(&self) -> usize {
+        self.table.len()
+    }
+    pub fn session_id(&self) -> u32 {
+        self.sender.config().session_id
+    }
+    pub fn counters(&self) -> PublisherCounters {
+        let s = self.sender.stats();
+        PublisherCounters {
+            messages: s.messages,
+            bytes: s.bytes,
+            back_pressured: s.back_pressured,
+            subscribers_reaped: self.table.timed_out,
+        }
+    }
+    /// Sends what is batched and a BYE to every receiver; later offers fail with `Closed`.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        let _ = self.flush();
+        let mut bye = [0u8; BYE_LEN];
+        let cfg = self.sender.config();
+        ByeRepr {
+            session_id: cfg.session_id,
+            stream_id: cfg.stream_id,
+            final_next_sequence: self.sender.next_sequence(),
+        }
+        .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
+        for &to in &self.dests {
+            let _ = send_retrying(&self.sock, &bye, to);
+        }
+        self.closed = true;
+    }
+}
+
+impl Drop for UdpPublisher {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The subscriber of one stream over UDP unicast or multicast.
+#[derive(Debug)]
+pub struct UdpSubscriber {
+    cfg: NetConfig,
+    sock: UdpSocket,
+    ring: Box<sys::RecvRing>,
+    /// Next datagram of the ring to process and the byte offset in it.
+    cursor: Option<(usize, usize)>,
+    receiver: Receiver,
+    /// Unicast: the publisher's address (JOIN frames go there until it answers).
+    target: Option<SocketAddr>,
+    next_join_ns: u64,
+    join_interval_ns: u64,
+    now_ns: u64,
+    polls: u32,
+    rcvbuf_actual: usize,
+}
+
+impl UdpSubscriber {
+    pub fn new(cfg: &NetConfig, uri: &str, stream_id: u32) -> Result<Self, OpenError> {
+        let mcast = cfg.scheme == Scheme::Mcast;
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+            .map_err(|e| sock_err(uri, "cannot create a UDP socket", e))?;
+        let rcvbuf_actual = set_buffer(&sock, true, cfg.rcvbuf);
+        set_buffer(&sock, false, 1 << 20);
+        if mcast {
+            let iface = cfg.iface.unwrap_or(Ipv4Addr::LOCALHOST);
+            check_iface(uri, iface)?;
+            sock.set_reuse_address(true)
+                .map_err(|e| sock_err(uri, "cannot set SO_REUSEADDR", e))?;
+            // Binding to the group (not INADDR_ANY) keeps other groups on this port out.
+            sock.bind(&SockAddr::from(cfg.addr))
+                .map_err(|e| bind_error(uri, cfg.addr, e))?;
+            sock.join_multicast_v4(cfg.addr.ip(), &iface).map_err(|e| {
+                sock_err(
+                    uri,
+                    format!("cannot join group {} on iface={iface}", cfg.addr.ip()),
+                    e,
+                )
+            })?;
+            sock.set_multicast_if_v4(&iface)
+                .map_err(|e| sock_err(uri, format!("cannot use iface={iface}"), e))?;
+        } else {
+            let bind = SocketAddrV4::new(cfg.iface.unwrap_or(Ipv4Addr::UNSPECIFIED), 0);
+            if let Some(iface) = cfg.iface {
+                check_iface(uri, iface)?;
+            }
+            sock.bind(&SockAddr::from(bind))
+                .map_err(|e| bind_error(uri, bind, e))?;
+            sock.connect(&SockAddr::from(cfg.addr)).map_err(|e| {
+                sock_err(
+                    uri,
+                    format!("cannot reach the publisher's address {}", cfg.addr),
+                    e,
+                )
+            })?;
+        }
+        sock.set_nonblocking(true)
+            .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
+        let receiver_id = loop {
+            let r = crate::random_u32();
+            if r != 0 {
+                break r;
+            }
+        };
+        let rcfg = ReceiverConfig {
+            session_timeout_ns: cfg.timeout_ns,
+            window_frames: cfg.window_frames(rcvbuf_actual),
+            max_message_len: NET_MAX_MESSAGE_LEN,
+            ..ReceiverConfig::new(stream_id, receiver_id)
+        };
+        Ok(UdpSubscriber {
+            cfg: cfg.clone(),
+            sock: sock.into(),
+            ring: Box::new(sys::RecvRing::new()),
+            cursor: None,
+            receiver: Receiver::new(rcfg),
+            target: if mcast {
+                None
+            } else {
+                Some(SocketAddr::V4(cfg.addr))
+            },
+            next_join_ns: 0,
+            join_interval_ns: 10_000_000,
+            now_ns: now_ns(),
+            polls: 0,
+            rcvbuf_actual,
+        })
+    }
+
+    /// The receive buffer the kernel granted (bytes, as it reports them).
+    pub fn rcvbuf(&self) -> usize {
+        self.rcvbuf_actual
+    }
+    pub fn receiver_stats(&self) -> ReceiverStats {
+        self.receiver.stats()
+    }
+
+    /// Delivers up to `limit` messages; never blocks.
+    pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let mut n = 0;
+        while n < limit {
+            let Some((i, off)) = self.cursor else {
+                match self.ring.recv(self.sock.as_raw_fd()) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        self.cursor = Some((0, 0));
+                        continue;
+                    }
+                }
+            };
+            let (d, src) = self.ring.get(i);
+            let (k, p) = self
+                .receiver
+                .on_datagram(d, off, src, self.now_ns, handler, limit - n);
+            n += k;
+            self.cursor = match p {
+                Progress::Resume(o) => Some((i, o)),
+                Progress::Done if i + 1 < self.ring.count => Some((i + 1, 0)),
+                Progress::Done => None,
+            };
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if n == 0 || self.polls & 1023 == 0 {
+            self.now_ns = now_ns();
+            self.timers();
+        } else if self.cfg.window_frames(self.rcvbuf_actual) > 0 {
+            self.send_status();
+        }
+        n
+    }
+
+    fn send_status(&mut self) {
+        let Self {
+            receiver,
+            sock,
+            target,
+            now_ns,
+            ..
+        } = self;
+        receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
+            let _ = if target.is_some() {
+                sock.send(frame)
+            } else {
+                sock.send_to(frame, to)
+            };
+        });
+    }
+
+    fn timers(&mut self) {
+        self.send_status();
+        if let Some(to) = self.target {
+            if !self.receiver.is_connected() && self.now_ns >= self.next_join_ns {
+                let join = self.receiver.join_frame();
+                let _ = self.sock.send_to(&join, to);
+                self.next_join_ns = self.now_ns + self.join_interval_ns;
+                self.join_interval_ns = (self.join_interval_ns * 2).min(1_000_000_000);
+            } else if self.receiver.is_connected() {
+                self.join_interval_ns = 10_000_000;
+            }
+        }
+    }
+
+    pub fn next_event(&mut self) -> Option<SubscriberEvent> {
+        self.receiver.next_event()
+    }
+    pub fn is_connected(&self) -> bool {
+        self.receiver.is_connected()
+    }
+    pub fn counters(&self) -> SubscriberCounters {
+        self.receiver.counters()
+    }
+}
+
+impl Drop for UdpSubscriber {
+    fn drop(&mut self) {
+        let Self {
+            receiver,
+            sock,
+            target,
+            ..
+        } = self;
+        receiver.leave(&mut |to: SocketAddr, frame: &[u8]| {
+            let _ = if target.is_some() {
+                sock.send(frame)
+            } else {
+                sock.send_to(frame, to)
+            };
+        });
+    }
+}
+
+impl peregrine_agent::Wake for UdpSubscriber {
+    fn prepare_wait(&mut self) {}
+    fn wait(&mut self, timeout_ns: u64) {
+        if self.cursor.is_some() {
+            return;
+        }
+        // Wake at least every 100 ms for STATUS keep-alives and timeouts.
+        let ms = timeout_ns.div_ceil(1_000_000).clamp(1, 100) as i32;
+        sys::wait_readable(&[self.sock.as_raw_fd()], ms);
+    }
+    fn cancel_wait(&mut self) {}
+}

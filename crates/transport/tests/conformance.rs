@@ -1,0 +1,462 @@
+//! One conformance suite, run against every transport: ipc, udp, mcast, tcp.
+//!
+//! Each check is written once against `TransportPublisher` / `TransportSubscriber`; a
+//! `Transport` value knows how to make a fresh publisher and subscriber pair (real sockets on
+//! loopback, real shared memory) for it.
+
+use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
+use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::net::NetConfig;
+use peregrine_transport::{
+    random_u32, Message, OfferError, SubscriberEvent, TransportPublisher, TransportSubscriber, Uri,
+};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+const STREAM: u32 = 77;
+const TOPIC: &str = "conformance";
+
+/// A free port on loopback (bound and released).
+fn free_port(tcp: bool) -> u16 {
+    if tcp {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    } else {
+        UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+}
+
+/// A URI of a fresh address for `scheme`, with extra parameters.
+fn fresh_uri(scheme: &str, params: &str) -> String {
+    let q = if params.is_empty() {
+        String::new()
+    } else {
+        format!("?{params}")
+    };
+    match scheme {
+        "ipc" => format!("ipc://conf-{}-{:08x}{q}", std::process::id(), random_u32()),
+        "udp" => format!("udp://127.0.0.1:{}{q}", free_port(false)),
+        "tcp" => format!("tcp://127.0.0.1:{}{q}", free_port(true)),
+        "mcast" => {
+            let r = random_u32();
+            format!(
+                "mcast://239.255.{}.{}:{}{q}",
+                (r >> 8) & 0xff,
+                (r & 0xff).max(1),
+                20_000 + (r >> 16) % 40_000
+            )
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn cfg(uri: &str) -> NetConfig {
+    NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
+}
+
+/// Runs `check` with a publisher and subscriber of `uri`.
+fn with_pair(uri: &str, check: &mut dyn FnMut(&mut dyn Pair)) {
+    let parsed = Uri::parse(uri).unwrap();
+    match parsed.scheme.name() {
+        "ipc" => {
+            let c = IpcConfig::from_uri(&parsed).unwrap();
+            let p = IpcPublisher::create(&c, TOPIC, STREAM).unwrap();
+            let s = IpcSubscriber::new(&c, TOPIC, false).unwrap();
+            check(&mut Both {
+                p,
+                s,
+                uri: uri.into(),
+            });
+        }
+        "udp" | "mcast" => {
+            let c = cfg(uri);
+            let p = UdpPublisher::create(&c, uri, random_u32(), STREAM).unwrap();
+            let s = UdpSubscriber::new(&c, uri, STREAM).unwrap();
+            check(&mut Both {
+                p,
+                s,
+                uri: uri.into(),
+            });
+        }
+        "tcp" => {
+            let c = cfg(uri);
+            let p = TcpPublisher::create(&c, uri, random_u32(), STREAM).unwrap();
+            let s = TcpSubscriber::new(&c, uri, STREAM).unwrap();
+            check(&mut Both {
+                p,
+                s,
+                uri: uri.into(),
+            });
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// The operations the checks use, over a concrete pair.
+trait Pair {
+    fn uri(&self) -> &str;
+    fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError>;
+    fn flush(&mut self);
+    fn do_work(&mut self);
+    fn poll(&mut self, got: &mut Vec<(u64, Vec<u8>)>, limit: usize) -> usize;
+    fn event(&mut self) -> Option<SubscriberEvent>;
+    fn subscriber_count(&self) -> usize;
+    fn connected(&self) -> bool;
+    fn max_message_len(&self) -> usize;
+}
+
+struct Both<P, S> {
+    p: P,
+    s: S,
+    uri: String,
+}
+
+impl<P: TransportPublisher, S: TransportSubscriber> Pair for Both<P, S> {
+    fn uri(&self) -> &str {
+        &self.uri
+    }
+    fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        self.p.offer(payload)
+    }
+    fn flush(&mut self) {
+        self.p.flush().unwrap();
+    }
+    fn do_work(&mut self) {
+        self.p.do_work();
+    }
+    fn poll(&mut self, got: &mut Vec<(u64, Vec<u8>)>, limit: usize) -> usize {
+        self.s.poll(
+            &mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())),
+            limit,
+        )
+    }
+    fn event(&mut self) -> Option<SubscriberEvent> {
+        self.s.next_event()
+    }
+    fn subscriber_count(&self) -> usize {
+        self.p.subscriber_count()
+    }
+    fn connected(&self) -> bool {
+        self.s.is_connected()
+    }
+    fn max_message_len(&self) -> usize {
+        self.p.max_message_len()
+    }
+}
+
+fn until(what: &str, pair: &mut dyn Pair, mut done: impl FnMut(&mut dyn Pair) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(pair) {
+        assert!(
+            Instant::now() < deadline,
+            "{}: timed out waiting for {what}",
+            pair.uri()
+        );
+        pair.do_work();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn connect(pair: &mut dyn Pair) {
+    let mut sink = Vec::new();
+    until("the subscriber to connect", pair, |p| {
+        p.poll(&mut sink, 16);
+        p.subscriber_count() >= 1 && p.connected()
+    });
+    assert!(sink.is_empty());
+}
+
+/// Sends every message (retrying on back-pressure while the subscriber polls) and returns
+/// what arrived.
+fn exchange(pair: &mut dyn Pair, messages: &[Vec<u8>]) -> Vec<(u64, Vec<u8>)> {
+    let mut got = Vec::new();
+    for m in messages {
+        loop {
+            match pair.offer(m) {
+                Ok(_) => break,
+                Err(OfferError::BackPressured) => {
+                    pair.poll(&mut got, usize::MAX);
+                    pair.do_work();
+                }
+                Err(e) => panic!("{}: offer of {} bytes: {e}", pair.uri(), m.len()),
+            }
+        }
+    }
+    pair.flush();
+    let want = messages.len();
+    until("every message", pair, |p| {
+        p.poll(&mut got, usize::MAX);
+        got.len() >= want
+    });
+    got
+}
+
+const SCHEMES: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
+
+#[test]
+fn messages_arrive_in_order_and_intact_on_every_transport() {
+    for scheme in SCHEMES {
+        for params in ["", if scheme == "ipc" { "" } else { "mode=urgent" }] {
+            with_pair(&fresh_uri(scheme, params), &mut |pair| {
+                connect(pair);
+                let messages: Vec<Vec<u8>> = (0..5000u32)
+                    .map(|i| {
+                        let len = 8 + (i as usize * 7919) % 600;
+                        let mut m = vec![(i % 251) as u8; len];
+                        m[..4].copy_from_slice(&i.to_le_bytes());
+                        m
+                    })
+                    .collect();
+                let got = exchange(pair, &messages);
+                assert_eq!(got.len(), messages.len(), "{}", pair.uri());
+                for (i, (g, m)) in got.iter().zip(&messages).enumerate() {
+                    assert_eq!(&g.1, m, "{}: message {i}", pair.uri());
+                }
+                assert!(
+                    got.windows(2).all(|w| w[0].0 < w[1].0),
+                    "{}: sequences rise",
+                    pair.uri()
+                );
+                while let Some(e) = pair.event() {
+                    assert!(
+                        matches!(e, SubscriberEvent::Connected { .. }),
+                        "{}: {e:?}",
+                        pair.uri()
+                    );
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn fragmentation_and_reassembly_at_the_edge_sizes() {
+    for scheme in SCHEMES {
+        let params = match scheme {
+            "ipc" => "capacity=16m",
+            "tcp" => "frame=1472",
+            _ => "",
+        };
+        with_pair(&fresh_uri(scheme, params), &mut |pair| {
+            connect(pair);
+            // One datagram (or TCP frame) carries 1472 - 32 bytes of payload.
+            let d = 1472 - 32;
+            let sizes = [0, 1, d - 1, d, d + 1, 64 << 10, 1 << 20];
+            let messages: Vec<Vec<u8>> = sizes
+                .iter()
+                .map(|&n| (0..n).map(|i| (i * 131 + n) as u8).collect())
+                .collect();
+            assert!(pair.max_message_len() >= 1 << 20);
+            let got = exchange(pair, &messages);
+            assert_eq!(got.len(), sizes.len(), "{}", pair.uri());
+            for (g, m) in got.iter().zip(&messages) {
+                assert!(
+                    g.1 == *m,
+                    "{}: a message of {} bytes came back as {} bytes or changed",
+                    pair.uri(),
+                    m.len(),
+                    g.1.len()
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn poll_never_delivers_more_than_its_limit() {
+    for scheme in SCHEMES {
+        with_pair(&fresh_uri(scheme, ""), &mut |pair| {
+            connect(pair);
+            for i in 0..50u32 {
+                pair.offer(&i.to_le_bytes()).unwrap();
+            }
+            pair.flush();
+            let mut got = Vec::new();
+            until("50 messages three at a time", pair, |p| {
+                let n = p.poll(&mut got, 3);
+                assert!(n <= 3, "{}: poll(limit 3) delivered {n}", p.uri());
+                got.len() == 50
+            });
+            let order: Vec<u32> = got
+                .iter()
+                .map(|g| u32::from_le_bytes(g.1[..4].try_into().unwrap()))
+                .collect();
+            assert_eq!(order, (0..50).collect::<Vec<_>>());
+        });
+    }
+}
+
+#[test]
+fn a_subscriber_started_before_its_publisher_connects_when_it_appears() {
+    for scheme in ["udp", "mcast", "tcp"] {
+        let uri = fresh_uri(scheme, "");
+        let c = cfg(&uri);
+        let mut got = Vec::new();
+        match scheme {
+            "tcp" => {
+                let mut s = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+                for _ in 0..20 {
+                    s.poll(&mut |_m: Message<'_>| {}, 16);
+                }
+                let mut p = TcpPublisher::create(&c, &uri, 5, STREAM).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !(p.subscriber_count() == 1 && s.is_connected()) {
+                    assert!(Instant::now() < deadline, "{uri}: no connection");
+                    p.do_work();
+                    s.poll(&mut |_m: Message<'_>| {}, 16);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                p.offer(b"hello").unwrap();
+                p.flush().unwrap();
+                while got.is_empty() {
+                    assert!(Instant::now() < deadline);
+                    s.poll(
+                        &mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())),
+                        16,
+                    );
+                }
+            }
+            _ => {
+                let mut s = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+                for _ in 0..20 {
+                    s.poll(&mut |_m: Message<'_>| {}, 16);
+                }
+                let mut p = UdpPublisher::create(&c, &uri, 5, STREAM).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !(p.subscriber_count() == 1 && s.is_connected()) {
+                    assert!(Instant::now() < deadline, "{uri}: no connection");
+                    p.do_work();
+                    s.poll(&mut |_m: Message<'_>| {}, 16);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                p.offer(b"hello").unwrap();
+                p.flush().unwrap();
+                while got.is_empty() {
+                    assert!(Instant::now() < deadline);
+                    s.poll(
+                        &mut |m: Message<'_>| got.push((m.sequence, m.payload.to_vec())),
+                        16,
+                    );
+                }
+            }
+        }
+        assert_eq!(got, vec![(0, b"hello".to_vec())], "{uri}");
+    }
+}
+
+#[test]
+fn closing_the_publisher_tells_the_subscriber_after_the_last_message() {
+    for scheme in ["udp", "mcast", "tcp"] {
+        let uri = fresh_uri(scheme, "");
+        let c = cfg(&uri);
+        let mut events = Vec::new();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        macro_rules! run {
+            ($p:expr, $s:expr) => {{
+                let mut p = $p;
+                let mut s = $s;
+                while !(p.subscriber_count() == 1 && s.is_connected()) {
+                    assert!(Instant::now() < deadline, "{uri}: no connection");
+                    p.do_work();
+                    s.poll(&mut |_m: Message<'_>| {}, 16);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                p.offer(b"last words").unwrap();
+                drop(p);
+                loop {
+                    assert!(Instant::now() < deadline, "{uri}: no close event");
+                    s.poll(&mut |m: Message<'_>| got.push(m.payload.to_vec()), 16);
+                    while let Some(e) = s.next_event() {
+                        events.push(e);
+                    }
+                    if events
+                        .iter()
+                        .any(|e| matches!(e, SubscriberEvent::PublisherClosed { .. }))
+                    {
+                        break;
+                    }
+                }
+            }};
+        }
+        match scheme {
+            "tcp" => run!(
+                TcpPublisher::create(&c, &uri, 9, STREAM).unwrap(),
+                TcpSubscriber::new(&c, &uri, STREAM).unwrap()
+            ),
+            _ => run!(
+                UdpPublisher::create(&c, &uri, 9, STREAM).unwrap(),
+                UdpSubscriber::new(&c, &uri, STREAM).unwrap()
+            ),
+        }
+        assert_eq!(got, vec![b"last words".to_vec()], "{uri}");
+        assert_eq!(
+            events,
+            vec![
+                SubscriberEvent::Connected {
+                    session_id: 9,
+                    first_sequence: 0
+                },
+                SubscriberEvent::PublisherClosed { session_id: 9 }
+            ],
+            "{uri}"
+        );
+    }
+}
+
+#[test]
+fn bad_addresses_give_clear_errors() {
+    // A port in use.
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let uri = format!("udp://{}", taken.local_addr().unwrap());
+    let e = UdpPublisher::create(&cfg(&uri), &uri, 1, STREAM)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("port is in use") && e.contains(&uri), "{e}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("tcp://{}", taken.local_addr().unwrap());
+    let e = TcpPublisher::create(&cfg(&uri), &uri, 1, STREAM)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("port is in use"), "{e}");
+    // An address this host does not have.
+    let uri = "udp://192.0.2.1:4000";
+    let e = UdpPublisher::create(&cfg(uri), uri, 1, STREAM)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("192.0.2.1 is not an address of this host"),
+        "{e}"
+    );
+    // A missing interface.
+    let uri = "mcast://239.255.1.1:4000?iface=192.0.2.1";
+    let e = UdpSubscriber::new(&cfg(uri), uri, STREAM)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("iface=192.0.2.1 is not an address of this host"),
+        "{e}"
+    );
+    let e = UdpPublisher::create(&cfg(uri), uri, 1, STREAM)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("iface=192.0.2.1"), "{e}");
+    // A group that is not multicast, and multicast on udp://.
+    for (uri, needle) in [
+        ("mcast://10.1.2.3:4000", "10.1.2.3 is not a multicast group"),
+        ("udp://239.1.2.3:4000", "use mcast://"),
+    ] {
+        let e = NetConfig::from_uri(&Uri::parse(uri).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+}
