@@ -30,6 +30,9 @@
 
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
+use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::net::NetConfig;
 use peregrine_transport::{Scheme, TransportPublisher, TransportSubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
@@ -62,18 +65,51 @@ impl Context {
     }
 
     /// A publisher of `topic` on the transport `uri`.
+    ///
+    /// On `udp://` and `tcp://` the publisher binds the address (port 0: any free port, see
+    /// [`Publisher::uri`]); on `mcast://` it sends to the group.
     pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
-        let uri = Uri::parse(uri)?;
-        let inner = match uri.scheme {
+        peregrine_transport::validate_topic(topic)?;
+        let parsed = Uri::parse(uri)?;
+        let session_id = peregrine_transport::random_u32();
+        let inner = match parsed.scheme {
             Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create(
-                &IpcConfig::from_uri(&uri)?,
+                &IpcConfig::from_uri(&parsed)?,
                 topic,
                 stream_id(topic),
             )?),
+            Scheme::Udp | Scheme::Mcast => {
+                let cfg = NetConfig::from_uri(&parsed)?;
+                PublisherInner::Udp(UdpPublisher::create(
+                    &cfg,
+                    uri,
+                    session_id,
+                    stream_id(topic),
+                )?)
+            }
+            Scheme::Tcp => {
+                let cfg = NetConfig::from_uri(&parsed)?;
+                PublisherInner::Tcp(TcpPublisher::create(
+                    &cfg,
+                    uri,
+                    session_id,
+                    stream_id(topic),
+                )?)
+            }
+        };
+        let local_port = match &inner {
+            PublisherInner::Ipc(_) => None,
+            PublisherInner::Udp(p) => Some(p.local_addr()),
+            PublisherInner::Tcp(p) => Some(p.local_addr()),
+        };
+        let uri = match local_port {
+            Some(a) if parsed.scheme != Scheme::Mcast => with_address(&parsed, &a.to_string()),
+            _ => uri.to_string(),
         };
         Ok(Publisher {
             inner,
             topic: topic.to_string(),
+            uri,
         })
     }
 
@@ -85,13 +121,22 @@ impl Context {
         uri: &str,
         idle: IdleKind,
     ) -> Result<Subscriber, OpenError> {
-        let uri = Uri::parse(uri)?;
-        let inner = match uri.scheme {
+        peregrine_transport::validate_topic(topic)?;
+        let parsed = Uri::parse(uri)?;
+        let inner = match parsed.scheme {
             Scheme::Ipc => SubscriberInner::Ipc(IpcSubscriber::new(
-                &IpcConfig::from_uri(&uri)?,
+                &IpcConfig::from_uri(&parsed)?,
                 topic,
                 idle == IdleKind::Block,
             )?),
+            Scheme::Udp | Scheme::Mcast => {
+                let cfg = NetConfig::from_uri(&parsed)?;
+                SubscriberInner::Udp(UdpSubscriber::new(&cfg, uri, stream_id(topic))?)
+            }
+            Scheme::Tcp => {
+                let cfg = NetConfig::from_uri(&parsed)?;
+                SubscriberInner::Tcp(TcpSubscriber::new(&cfg, uri, stream_id(topic))?)
+            }
         };
         Ok(Subscriber {
             inner,
@@ -101,6 +146,18 @@ impl Context {
     }
 }
 
+/// `uri` with its address replaced (the port a publisher bound for `:0`).
+fn with_address(uri: &Uri, address: &str) -> String {
+    let mut s = format!("{}://{address}", uri.scheme.name());
+    for (i, (k, v)) in uri.params.iter().enumerate() {
+        s.push(if i == 0 { '?' } else { '&' });
+        s.push_str(k);
+        s.push('=');
+        s.push_str(v);
+    }
+    s
+}
+
 /// The stream id a topic name maps to inside a session (FNV-1a of the name).
 pub fn stream_id(topic: &str) -> u32 {
     topic.bytes().fold(0x811c_9dc5u32, |h, b| {
@@ -108,16 +165,34 @@ pub fn stream_id(topic: &str) -> u32 {
     })
 }
 
+macro_rules! each {
+    ($inner:expr, $enum:ident, $x:ident => $e:expr) => {
+        match $inner {
+            $enum::Ipc($x) => $e,
+            $enum::Udp($x) => $e,
+            $enum::Tcp($x) => $e,
+        }
+    };
+}
+
 #[derive(Debug)]
 enum PublisherInner {
     Ipc(IpcPublisher),
+    Udp(UdpPublisher),
+    Tcp(TcpPublisher),
 }
 
 /// Publishes messages on one topic. `offer` never blocks.
+///
+/// On the network transports, messages in `normal` mode are batched: a batch leaves when it
+/// reaches `batch_bytes`, on [`flush`](Self::flush), or when [`do_work`](Self::do_work) (or a
+/// later `offer`) finds its oldest message older than `batch_interval_us`. `do_work` also
+/// answers subscribers joining and sends heartbeats: call it from the idle loop.
 #[derive(Debug)]
 pub struct Publisher {
     inner: PublisherInner,
     topic: String,
+    uri: String,
 }
 
 impl Publisher {
@@ -125,9 +200,7 @@ impl Publisher {
     /// ([`OfferError::BackPressured`]: try again after the subscribers make room).
     #[inline]
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
-        match &mut self.inner {
-            PublisherInner::Ipc(p) => p.offer(payload),
-        }
+        each!(&mut self.inner, PublisherInner, p => p.offer(payload))
     }
 
     /// Publishes a message of `len` bytes written in place by `fill` (zero copy).
@@ -137,46 +210,46 @@ impl Publisher {
         len: usize,
         fill: F,
     ) -> Result<u64, OfferError> {
-        match &mut self.inner {
-            PublisherInner::Ipc(p) => p.offer_with(len, fill),
-        }
+        each!(&mut self.inner, PublisherInner, p => p.offer_with(len, fill))
     }
 
     /// Sends whatever is batched.
     pub fn flush(&mut self) -> Result<(), OfferError> {
-        match &mut self.inner {
-            PublisherInner::Ipc(p) => TransportPublisher::flush(p),
-        }
+        each!(&mut self.inner, PublisherInner, p => TransportPublisher::flush(p))
+    }
+
+    /// The duty cycle (network transports): sends a batch whose interval passed, heartbeats
+    /// while idle, reads subscribers' joins and windows. Returns the work done.
+    pub fn do_work(&mut self) -> usize {
+        each!(&mut self.inner, PublisherInner, p => TransportPublisher::do_work(p))
     }
 
     pub fn topic(&self) -> &str {
         &self.topic
     }
+    /// The URI subscribers use: as given, with the bound port when it was given as 0.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
     pub fn max_message_len(&self) -> usize {
-        match &self.inner {
-            PublisherInner::Ipc(p) => p.max_message_len(),
-        }
+        each!(&self.inner, PublisherInner, p => TransportPublisher::max_message_len(p))
     }
     pub fn subscriber_count(&self) -> usize {
-        match &self.inner {
-            PublisherInner::Ipc(p) => p.subscriber_count(),
-        }
+        each!(&self.inner, PublisherInner, p => TransportPublisher::subscriber_count(p))
     }
     pub fn session_id(&self) -> u32 {
-        match &self.inner {
-            PublisherInner::Ipc(p) => p.session_id(),
-        }
+        each!(&self.inner, PublisherInner, p => TransportPublisher::session_id(p))
     }
     pub fn counters(&self) -> PublisherCounters {
-        match &self.inner {
-            PublisherInner::Ipc(p) => TransportPublisher::counters(p),
-        }
+        each!(&self.inner, PublisherInner, p => TransportPublisher::counters(p))
     }
 }
 
 #[derive(Debug)]
 enum SubscriberInner {
     Ipc(IpcSubscriber),
+    Udp(UdpSubscriber),
+    Tcp(TcpSubscriber),
 }
 
 /// Receives messages of one topic, in order, through `poll`.
@@ -190,38 +263,31 @@ pub struct Subscriber {
 impl Subscriber {
     /// Calls `handler` for up to `limit` messages and returns how many. Never blocks. The
     /// message borrows the transport's buffer (shared memory in place, on `ipc` with
-    /// back-pressure) and is valid only during the call.
+    /// back-pressure; the receive buffer on the network transports) and is valid only during
+    /// the call.
     #[inline]
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
-        match &mut self.inner {
-            SubscriberInner::Ipc(s) => s.poll(handler, limit),
-        }
+        each!(&mut self.inner, SubscriberInner, s => TransportSubscriber::poll(s, handler, limit))
     }
 
-    /// Applies the idle strategy after a poll that returned `work_count` messages.
+    /// Applies the idle strategy after a poll that returned `work_count` messages: spin, yield,
+    /// back off, or block (a futex on `ipc`, `poll(2)` on the socket otherwise).
     #[inline]
     pub fn idle(&mut self, work_count: usize) {
-        match &mut self.inner {
-            SubscriberInner::Ipc(s) => self.idle.idle(work_count, s),
-        }
+        let idle = &mut self.idle;
+        each!(&mut self.inner, SubscriberInner, s => idle.idle(work_count, s))
     }
 
     /// The next connection or loss event, if any.
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
-        match &mut self.inner {
-            SubscriberInner::Ipc(s) => s.next_event(),
-        }
+        each!(&mut self.inner, SubscriberInner, s => TransportSubscriber::next_event(s))
     }
 
     pub fn is_connected(&self) -> bool {
-        match &self.inner {
-            SubscriberInner::Ipc(s) => s.is_connected(),
-        }
+        each!(&self.inner, SubscriberInner, s => TransportSubscriber::is_connected(s))
     }
     pub fn counters(&self) -> SubscriberCounters {
-        match &self.inner {
-            SubscriberInner::Ipc(s) => TransportSubscriber::counters(s),
-        }
+        each!(&self.inner, SubscriberInner, s => TransportSubscriber::counters(s))
     }
     pub fn topic(&self) -> &str {
         &self.topic

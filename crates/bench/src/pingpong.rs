@@ -4,7 +4,7 @@
 
 use crate::clock::Clock;
 use crate::floor::with_cpu;
-use crate::proc::{say_ready, say_result, Helper};
+use crate::proc::{say_ready_with, say_result, Helper};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{Context, IdleKind, OfferError, Publisher, Subscriber};
@@ -24,7 +24,14 @@ pub struct PingPongConfig {
     pub name: String,
     /// How long to wait for the other side (longer when the sides are started by hand).
     pub connect_timeout: Duration,
+    /// The ping stream's URI (default: from `transport` and `name`, on loopback).
+    pub ping_uri: Option<String>,
+    /// The pong stream's URI.
+    pub pong_uri: Option<String>,
 }
+
+/// The transports ping-pong runs over.
+pub const TRANSPORTS: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 
 /// What a ping-pong run measured.
 #[derive(Debug, Clone)]
@@ -34,23 +41,70 @@ pub struct PingPongResult {
     pub pong_cpu_s: Option<f64>,
 }
 
-fn uris(cfg: &PingPongConfig) -> (String, String) {
+/// The ping and pong URIs: given ones (with `mode=urgent` added when they name no mode, so each
+/// ping leaves at once), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
+/// binds a free port and the pong side announces its URI on its `ready` line.
+pub fn uris(cfg: &PingPongConfig) -> (String, String) {
+    let hash = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let default = |which: u16| -> String {
+        match cfg.transport.as_str() {
+            "udp" => "udp://127.0.0.1:0".to_string(),
+            "tcp" => "tcp://127.0.0.1:0".to_string(),
+            "mcast" => format!(
+                "mcast://239.255.{}.{}:{}",
+                (hash >> 8) & 0xff,
+                (hash & 0xff).max(1),
+                30_000 + (hash >> 16) % 20_000 + u32::from(which)
+            ),
+            _ => format!(
+                "ipc://{}-{}",
+                cfg.name,
+                if which == 0 { "ping" } else { "pong" }
+            ),
+        }
+    };
+    let urgent = |uri: String| -> String {
+        if uri.starts_with("ipc://") || uri.contains("mode=") {
+            uri
+        } else if uri.contains('?') {
+            format!("{uri}&mode=urgent")
+        } else {
+            format!("{uri}?mode=urgent")
+        }
+    };
     (
-        format!("ipc://{}-ping", cfg.name),
-        format!("ipc://{}-pong", cfg.name),
+        urgent(cfg.ping_uri.clone().unwrap_or_else(|| default(0))),
+        urgent(cfg.pong_uri.clone().unwrap_or_else(|| default(1))),
     )
 }
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
-    if cfg.transport != "ipc" {
+    if !TRANSPORTS.contains(&cfg.transport.as_str()) {
         return Err(BenchError::Config(format!(
-            "--transport {} is not available yet: this build supports --transport ipc",
-            cfg.transport
+            "--transport {} is not accepted: use one of {}",
+            cfg.transport,
+            TRANSPORTS.join(", ")
         )));
     }
-    // Ping-pong uses the default log capacity.
-    let max = peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY);
+    for (flag, uri) in [("--ping-uri", &cfg.ping_uri), ("--pong-uri", &cfg.pong_uri)] {
+        if let Some(u) = uri {
+            if !u.starts_with(&format!("{}://", cfg.transport)) {
+                return Err(BenchError::Config(format!(
+                    "{flag} {u} does not match --transport {}: give a {}:// URI",
+                    cfg.transport, cfg.transport
+                )));
+            }
+        }
+    }
+    // Ping-pong uses the default log capacity on ipc.
+    let max = if cfg.transport == "ipc" {
+        peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY)
+    } else {
+        1 << 20
+    };
     if cfg.size < 8 || cfg.size > max {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted for ping-pong: give 8 to {max} bytes (each ping carries its 8-byte number)",
@@ -72,6 +126,8 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let ctx = Context::new();
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
+    // The URI as bound (a free port in place of :0) goes to the pong side.
+    let ping_uri = publ.uri().to_string();
     let args: Vec<String> = [
         "bench",
         "pingpong",
@@ -87,11 +143,20 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         &cfg.cpus.to_arg(),
         "--idle",
         cfg.idle.name(),
+        "--ping-uri",
+        &ping_uri,
+        "--pong-uri",
+        &pong_uri,
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let helper = Helper::start(exe, &args)?;
+    let pong_uri = if helper.ready_info.is_empty() {
+        pong_uri
+    } else {
+        helper.ready_info.clone()
+    };
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
     let summary = ping_loop(cfg, clock, publ, sub)?;
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
@@ -119,13 +184,14 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
 }
 
 fn wait_connected(
-    publ: &Publisher,
+    publ: &mut Publisher,
     sub: &mut Subscriber,
     timeout: Duration,
     who: &str,
 ) -> Result<(), BenchError> {
     let start = Instant::now();
     while publ.subscriber_count() == 0 || !sub.is_connected() {
+        publ.do_work();
         sub.poll(&mut |_m| {}, 1);
         if start.elapsed() > timeout {
             return Err(BenchError::Child(format!(
@@ -144,7 +210,7 @@ fn ping_loop(
     mut publ: Publisher,
     mut sub: Subscriber,
 ) -> Result<Summary, BenchError> {
-    wait_connected(&publ, &mut sub, cfg.connect_timeout, "pong")?;
+    wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "pong")?;
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
     let result = with_cpu(cfg.cpus.a, || -> Result<(), BenchError> {
@@ -202,15 +268,14 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     let mut publ = ctx.publisher("bench.pong", &pong_uri)?;
     let mut sub = ctx.subscriber("bench.ping", &ping_uri, cfg.idle)?;
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
-    let start = Instant::now();
-    while !sub.is_connected() {
-        sub.poll(&mut |_m| {}, 1);
-        if start.elapsed() > cfg.connect_timeout {
-            return Err(BenchError::Child("the ping side never appeared".into()));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    say_ready();
+    // Ready as soon as the endpoints exist (telling the URI bound), so the ping side can
+    // subscribe; then both sides wait for each other.
+    say_ready_with(if cfg.transport == "ipc" {
+        ""
+    } else {
+        publ.uri()
+    });
+    wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
     let mut failed = None;
     loop {
         let n = sub.poll(
@@ -229,8 +294,11 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
         if let Some(e) = failed {
             return Err(BenchError::Child(format!("echo failed: {e}")));
         }
-        if n == 0 && !sub.is_connected() {
-            break;
+        if n == 0 {
+            if !sub.is_connected() {
+                break;
+            }
+            publ.do_work();
         }
         sub.idle(n);
     }

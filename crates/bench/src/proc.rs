@@ -1,7 +1,8 @@
 //! The helper processes of a benchmark: this same binary started again with `--role ...`.
 //!
-//! Protocol on the helper's stdout: one line `ready` once it is set up, then at exit one JSON
-//! line with what it measured. Its stderr passes through to ours.
+//! Protocol on the helper's stdout: one line `ready` (or `ready INFO`, e.g. the URI it bound)
+//! once it is set up, then at exit one JSON line with what it measured. Its stderr passes
+//! through to ours.
 
 use crate::BenchError;
 use std::io::{BufRead, BufReader};
@@ -13,6 +14,8 @@ pub struct Helper {
     child: Child,
     out: BufReader<ChildStdout>,
     what: String,
+    /// What followed `ready` on the helper's first line (empty if nothing).
+    pub ready_info: String,
 }
 
 impl Helper {
@@ -27,9 +30,17 @@ impl Helper {
             .spawn()
             .map_err(|e| BenchError::Child(format!("could not start `{what}`: {e}")))?;
         let out = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut h = Helper { child, out, what };
+        let mut h = Helper {
+            child,
+            out,
+            what,
+            ready_info: String::new(),
+        };
         let line = h.read_line()?;
-        if line.trim() != "ready" {
+        let line = line.trim();
+        if let Some(info) = line.strip_prefix("ready ") {
+            h.ready_info = info.trim().to_string();
+        } else if line != "ready" {
             return Err(BenchError::Child(format!(
                 "`{}` said '{}' instead of 'ready'",
                 h.what,
@@ -88,9 +99,18 @@ impl Drop for Helper {
 
 /// Announces readiness to the parent (the helper side of the protocol).
 pub fn say_ready() {
+    say_ready_with("");
+}
+
+/// Announces readiness with information for the parent (e.g. the URI bound).
+pub fn say_ready_with(info: &str) {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "ready");
+    let _ = if info.is_empty() {
+        writeln!(o, "ready")
+    } else {
+        writeln!(o, "ready {info}")
+    };
     let _ = o.flush();
 }
 

@@ -28,6 +28,8 @@ pub struct ThroughputConfig {
     pub connect_timeout: Duration,
     /// What subscribers do when there is nothing to read.
     pub idle: IdleKind,
+    /// The stream's URI (default: from `transport` and `name`, on loopback).
+    pub uri: Option<String>,
 }
 
 /// What one subscriber process saw.
@@ -82,23 +84,70 @@ impl ThroughputResult {
     }
 }
 
+/// The publisher's URI: the one given, or a loopback default (`udp` and `tcp` bind a free port,
+/// which the subscribers are told).
 pub fn uri(cfg: &ThroughputConfig) -> String {
-    format!(
-        "ipc://{}?policy={}&capacity={}",
-        cfg.name,
-        cfg.policy.name(),
-        cfg.capacity
-    )
+    if let Some(u) = &cfg.uri {
+        return u.clone();
+    }
+    let hash = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    match cfg.transport.as_str() {
+        "udp" => "udp://127.0.0.1:0".into(),
+        "tcp" => "tcp://127.0.0.1:0".into(),
+        "mcast" => format!(
+            "mcast://239.255.{}.{}:{}",
+            (hash >> 8) & 0xff,
+            (hash & 0xff).max(1),
+            30_000 + (hash >> 16) % 20_000
+        ),
+        _ => format!(
+            "ipc://{}?policy={}&capacity={}",
+            cfg.name,
+            cfg.policy.name(),
+            cfg.capacity
+        ),
+    }
+}
+
+/// Sequence numbers one message takes (fragments on the network transports, default sizes).
+fn frames_per_message(cfg: &ThroughputConfig) -> u64 {
+    let per_frame = match cfg.transport.as_str() {
+        "udp" | "mcast" => 1472 - 32,
+        "tcp" => 65_536 - 32,
+        _ => return 1,
+    };
+    cfg.size.div_ceil(per_frame).max(1) as u64
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    if cfg.transport != "ipc" {
+    if !crate::pingpong::TRANSPORTS.contains(&cfg.transport.as_str()) {
         return Err(BenchError::Config(format!(
-            "--transport {} is not available yet: this build supports --transport ipc",
-            cfg.transport
+            "--transport {} is not accepted: use one of {}",
+            cfg.transport,
+            crate::pingpong::TRANSPORTS.join(", ")
         )));
     }
-    let max = peregrine::ipc_max_message_len(cfg.capacity);
+    if let Some(u) = &cfg.uri {
+        if !u.starts_with(&format!("{}://", cfg.transport)) {
+            return Err(BenchError::Config(format!(
+                "--uri {u} does not match --transport {}: give a {}:// URI",
+                cfg.transport, cfg.transport
+            )));
+        }
+    }
+    let max = if cfg.transport == "ipc" {
+        peregrine::ipc_max_message_len(cfg.capacity)
+    } else {
+        1 << 20
+    };
+    if cfg.size > max && cfg.transport != "ipc" {
+        return Err(BenchError::Config(format!(
+            "--size {} is not accepted: give 0 to {max} bytes",
+            cfg.size
+        )));
+    }
     if cfg.size > max {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted: give 0 to {max} bytes (an eighth of the {}-byte log; raise --capacity)",
@@ -120,7 +169,7 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
+fn sub_args(cfg: &ThroughputConfig, uri: &str) -> Vec<String> {
     let mut a: Vec<String> = [
         "bench",
         "throughput",
@@ -138,6 +187,10 @@ fn sub_args(cfg: &ThroughputConfig) -> Vec<String> {
     .collect();
     a.push("--idle".into());
     a.push(cfg.idle.name().into());
+    if cfg.transport != "ipc" {
+        a.push("--uri".into());
+        a.push(uri.into());
+    }
     if let (Some(c), 1) = (cfg.cpus, cfg.subscribers) {
         a.push("--cpus".into());
         a.push(c.to_arg());
@@ -151,9 +204,10 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     let cpu_before = crate::cpu_seconds_self();
     let ctx = Context::new();
     let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
+    let bound = publ.uri().to_string();
     let mut helpers = Vec::new();
     for _ in 0..cfg.subscribers {
-        helpers.push(Helper::start(exe, &sub_args(cfg))?);
+        helpers.push(Helper::start(exe, &sub_args(cfg, &bound))?);
     }
     let (sent, refused, rate) = publish(cfg, publ)?;
     let mut subscribers = Vec::new();
@@ -187,6 +241,7 @@ fn publish(
 ) -> Result<(u64, u64, f64), BenchError> {
     let start = Instant::now();
     while publ.subscriber_count() < cfg.subscribers as usize {
+        publ.do_work();
         if start.elapsed() > cfg.connect_timeout {
             return Err(BenchError::Child(format!(
                 "only {} of {} subscribers attached within {} s",
@@ -195,6 +250,13 @@ fn publish(
                 cfg.connect_timeout.as_secs()
             )));
         }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Subscribers of a network transport may still be learning the session: give them the
+    // heartbeat that answers their join before the first message.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(if cfg.transport == "ipc" { 0 } else { 20 }) {
+        publ.do_work();
         std::thread::sleep(Duration::from_millis(1));
     }
     let size = cfg.size;
@@ -228,6 +290,9 @@ fn publish(
                 break;
             }
         }
+        if let Err(e) = publ.flush() {
+            panic!("flush failed: {e}");
+        }
         let secs = t0.elapsed().as_secs_f64();
         (seq, refused, seq as f64 / secs)
     };
@@ -241,35 +306,40 @@ fn publish(
 
 /// The subscriber side: receives until the publisher closes, then prints its report.
 pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    let mut sub =
-        Context::new().subscriber("bench.throughput", &format!("ipc://{}", cfg.name), cfg.idle)?;
+    let uri = match &cfg.uri {
+        Some(u) => u.clone(),
+        None => format!("ipc://{}", cfg.name),
+    };
+    let mut sub = Context::new().subscriber("bench.throughput", &uri, cfg.idle)?;
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
+    // Ready once the subscriber exists: a network publisher answers its join in its own wait.
+    say_ready();
     let start = Instant::now();
     while !sub.is_connected() {
         sub.poll(&mut |_m| {}, 1);
         if start.elapsed() > cfg.connect_timeout {
             return Err(BenchError::Child(format!(
-                "no publisher on ipc://{} within {} s",
-                cfg.name,
+                "no publisher on {uri} within {} s",
                 cfg.connect_timeout.as_secs()
             )));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    say_ready();
     let mut r = SubscriberReport::default();
     // Where the subscriber joined: the first sequence it may receive.
     let mut expected: Option<u64> = None;
     let mut lost_events: Vec<(u64, u64)> = Vec::new();
+    // Message k of the session has sequence k * fpm (its fragments take the numbers between).
+    let fpm = frames_per_message(cfg);
     let drain_events = |sub: &mut peregrine::Subscriber,
                         expected: &mut Option<u64>,
                         lost_events: &mut Vec<(u64, u64)>| {
         while let Some(ev) = sub.next_event() {
             match ev {
                 SubscriberEvent::Connected { first_sequence, .. } if expected.is_none() => {
-                    *expected = Some(first_sequence)
+                    *expected = Some(first_sequence.next_multiple_of(fpm))
                 }
                 SubscriberEvent::Lost {
                     from_sequence,
@@ -298,11 +368,11 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
                 if check_payload {
                     let mut b = [0u8; 8];
                     b.copy_from_slice(&m.payload[..8]);
-                    if u64::from_le_bytes(b) != m.sequence {
+                    if u64::from_le_bytes(b) * fpm != m.sequence || m.payload.len() != cfg.size {
                         r.corrupt += 1;
                     }
                 }
-                expected = Some(m.sequence + 1);
+                expected = Some(m.sequence + fpm);
                 r.received += 1;
             },
             256,

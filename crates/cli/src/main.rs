@@ -87,9 +87,18 @@ struct FloorArgs {
 
 #[derive(Args, Debug)]
 struct PingPongArgs {
-    /// Transport: ipc (shared memory).
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --ping-uri and
+    /// --pong-uri say otherwise).
     #[arg(long, default_value = "ipc")]
     transport: String,
+    /// URI of the ping stream (ping side publishes, pong side subscribes), e.g.
+    /// udp://10.0.0.1:40001: for two hosts, give the same --ping-uri and --pong-uri to both
+    /// sides. `mode=urgent` is added unless the URI names a mode.
+    #[arg(long)]
+    ping_uri: Option<String>,
+    /// URI of the pong stream (pong side publishes, ping side subscribes).
+    #[arg(long)]
+    pong_uri: Option<String>,
     /// Message size in bytes (at least 8).
     #[arg(long, default_value_t = 32)]
     size: usize,
@@ -111,9 +120,12 @@ struct PingPongArgs {
 
 #[derive(Args, Debug)]
 struct ThroughputArgs {
-    /// Transport: ipc (shared memory).
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says otherwise).
     #[arg(long, default_value = "ipc")]
     transport: String,
+    /// The stream's URI, for sides started by hand or on two hosts (the publisher binds it).
+    #[arg(long)]
+    uri: Option<String>,
     /// Message size in bytes.
     #[arg(long, default_value_t = 32)]
     size: usize,
@@ -219,8 +231,26 @@ fn bench(b: BenchArgs) -> Result<()> {
                     .clone()
                     .unwrap_or_else(|| peregrine_bench::run_name("pp")),
                 connect_timeout: connect_timeout(&a.common),
+                ping_uri: a.ping_uri.clone(),
+                pong_uri: a.pong_uri.clone(),
             };
             peregrine_bench::pingpong::validate(&cfg)?;
+            if a.common.role == Some(Role::Ping)
+                && cfg.transport == "ipc"
+                && a.common.name.is_none()
+            {
+                bail!("--role ping needs --name NAME, the same as the pong side's");
+            }
+            if a.common.role.is_some()
+                && cfg.transport != "ipc"
+                && (cfg.ping_uri.is_none() || cfg.pong_uri.is_none())
+            {
+                bail!(
+                    "--role {:?} over {} needs --ping-uri and --pong-uri, the same on both sides (each side binds the address of the stream it publishes)",
+                    a.common.role.unwrap(),
+                    cfg.transport
+                );
+            }
             if a.common.role == Some(Role::Pong) {
                 return Ok(peregrine_bench::pingpong::pong(&cfg)?);
             }
@@ -229,9 +259,6 @@ fn bench(b: BenchArgs) -> Result<()> {
                     "--role {:?} is not a ping-pong role: use --role ping or --role pong",
                     a.common.role.unwrap()
                 );
-            }
-            if a.common.role.is_some() && a.common.name.is_none() {
-                bail!("--role ping needs --name NAME, the same as the pong side's");
             }
             let clock = Clock::calibrate(Duration::from_millis(50));
             let floor = if a.no_floor || a.common.role.is_some() {
@@ -266,6 +293,7 @@ fn bench(b: BenchArgs) -> Result<()> {
                     .unwrap_or_else(|| peregrine_bench::run_name("tp")),
                 connect_timeout: connect_timeout(&a.common),
                 idle: a.idle,
+                uri: a.uri.clone(),
             };
             if a.common.role.is_some() && a.common.name.is_none() {
                 bail!("--role needs --name NAME, the same on the publisher and subscriber sides");
@@ -405,6 +433,8 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             idle: IdleKind::Spin,
             name: peregrine_bench::run_name("pp"),
             connect_timeout: Duration::from_secs(20),
+            ping_uri: None,
+            pong_uri: None,
         };
         out.print(&pingpong(&cfg, None, Some(&floor), &clock)?);
     }
@@ -421,6 +451,7 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             name: peregrine_bench::run_name("tp"),
             connect_timeout: Duration::from_secs(20),
             idle: IdleKind::Spin,
+            uri: None,
         };
         out.print(&throughput(&cfg)?);
     }

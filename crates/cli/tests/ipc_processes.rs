@@ -360,8 +360,20 @@ fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
     let cases: &[(&[&str], &[&str])] = &[
         (&["bench", "pingpong", "--size", "4"], &["--size 4", "8 to"]),
         (
-            &["bench", "pingpong", "--transport", "udp"],
-            &["--transport udp", "--transport ipc"],
+            &["bench", "pingpong", "--transport", "sctp"],
+            &["--transport sctp", "ipc, udp, mcast, tcp"],
+        ),
+        (
+            &["bench", "pingpong", "--transport", "udp", "--role", "pong"],
+            &["--ping-uri and --pong-uri"],
+        ),
+        (
+            &["bench", "pingpong", "--transport", "udp", "--ping-uri", "tcp://127.0.0.1:1"],
+            &["--ping-uri tcp://127.0.0.1:1", "give a udp:// URI"],
+        ),
+        (
+            &["bench", "throughput", "--transport", "mcast", "--uri", "mcast://10.0.0.1:5000"],
+            &["10.0.0.1 is not a multicast group"],
         ),
         (
             &["bench", "pingpong", "--cpus", "0,99"],

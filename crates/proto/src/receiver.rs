@@ -106,6 +106,8 @@ pub struct Receiver {
     /// Sessions that went away without a BYE (timeout, lost connection) and where they stood,
     /// so a session that comes back reports exactly what it lost in between.
     departed: VecDeque<(u32, u64)>,
+    /// Index of the session of the last frame (a cache: checked before use).
+    last_session: usize,
 }
 
 /// Departed sessions remembered.
@@ -120,6 +122,7 @@ impl Receiver {
             counters: SubscriberCounters::default(),
             stats: ReceiverStats::default(),
             departed: VecDeque::new(),
+            last_session: 0,
         }
     }
 
@@ -196,8 +199,8 @@ impl Receiver {
     ) -> Result<usize, WireError> {
         match ty {
             FrameType::Data => {
-                let f = DataFrame::new_checked(bytes)?;
-                let d = DataRepr::parse(&f)?;
+                // `Frames` checked the common header; check the rest once.
+                let d = DataRepr::parse_checked_header(&DataFrame::new_unchecked(bytes))?;
                 if d.stream_id != self.cfg.stream_id {
                     self.stats.other_streams += 1;
                     return Ok(0);
@@ -258,11 +261,20 @@ impl Receiver {
         source: SocketAddr,
         now_ns: u64,
     ) -> Option<usize> {
+        // Most frames belong to the session of the frame before.
+        if let Some(s) = self.sessions.get_mut(self.last_session) {
+            if s.session_id == session_id {
+                s.last_heard_ns = now_ns;
+                s.source = source;
+                return Some(self.last_session);
+            }
+        }
         if let Some(i) = self
             .sessions
             .iter()
             .position(|s| s.session_id == session_id)
         {
+            self.last_session = i;
             let s = &mut self.sessions[i];
             s.last_heard_ns = now_ns;
             s.source = source;

@@ -81,7 +81,28 @@ impl<T: AsRef<[u8]>> DataFrame<T> {
         } else {
             FrameType::Data
         };
-        let len = check_typed(b, expected, DATA_HEADER_LEN)?;
+        check_typed(b, expected, DATA_HEADER_LEN)?;
+        self.check_body()
+    }
+
+    /// The checks of [`check`](Self::check) after the common header, for a frame whose header
+    /// was already checked ([`Header::check`], e.g. by [`Frames`](crate::header::Frames)) and
+    /// whose type is DATA or PAD: a receiver's fast path checks the header once, not twice.
+    /// On a buffer whose header was not checked it may panic (a short buffer) or accept a frame
+    /// `check` rejects; it never reads past `frame_length`.
+    pub fn check_body(&self) -> Result<(), WireError> {
+        let len = self.frame_length() as usize;
+        if len < DATA_HEADER_LEN {
+            return Err(WireError::BadLength {
+                frame_length: len as u32,
+                reason: "smaller than the fixed part of this frame type",
+            });
+        }
+        let expected = if self.is_pad() {
+            FrameType::Pad
+        } else {
+            FrameType::Data
+        };
         let fl = self.flags();
         let payload_len = (len - DATA_HEADER_LEN) as u64;
         let msg_len = self.message_length() as u64;
@@ -184,6 +205,15 @@ impl<'a> DataRepr<'a> {
     /// borrows the frame's buffer.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &DataFrame<&'a T>) -> Result<Self, WireError> {
         frame.check()?;
+        Self::parse_checked_header(frame)
+    }
+
+    /// [`parse`](Self::parse) for a frame whose common header was already checked (see
+    /// [`DataFrame::check_body`]).
+    pub fn parse_checked_header<T: AsRef<[u8]> + ?Sized>(
+        frame: &DataFrame<&'a T>,
+    ) -> Result<Self, WireError> {
+        frame.check_body()?;
         if frame.is_pad() {
             return Err(WireError::WrongFrameType {
                 expected: FrameType::Data as u8,

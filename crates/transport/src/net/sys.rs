@@ -16,12 +16,20 @@ pub const RECV_BATCH: usize = 32;
 pub const MAX_DATAGRAM: usize = 65_536;
 
 /// Buffers for `recvmmsg`: `RECV_BATCH` datagrams of up to `MAX_DATAGRAM` bytes.
+///
+/// Adaptive: while datagrams arrive one at a time (a ping-pong, a low rate) it reads with one
+/// `recvfrom`, the cheapest empty poll; once a read finds more than one datagram waiting it
+/// switches to `recvmmsg` (32 per call) until the queue runs dry again.
 pub struct RecvRing {
     /// One allocation; buffer `i` starts at `i * MAX_DATAGRAM` (8-byte aligned since the
     /// allocation is of u64).
     storage: Vec<u64>,
     lens: [usize; RECV_BATCH],
     addrs: [libc::sockaddr_in; RECV_BATCH],
+    iov: [libc::iovec; RECV_BATCH],
+    hdrs: [libc::mmsghdr; RECV_BATCH],
+    /// Use `recvmmsg` (the last read found a backlog).
+    batch: bool,
     /// Datagrams received by the last `recv`.
     pub count: usize,
 }
@@ -35,14 +43,30 @@ impl std::fmt::Debug for RecvRing {
 }
 
 impl RecvRing {
-    pub fn new() -> Self {
-        RecvRing {
+    /// A ring on the heap: its message headers point into itself, so it never moves.
+    pub fn new() -> Box<Self> {
+        // SAFETY: sockaddr_in, iovec and mmsghdr are plain old data; all zeroes is valid.
+        let mut r = Box::new(RecvRing {
             storage: vec![0u64; RECV_BATCH * MAX_DATAGRAM / 8],
             lens: [0; RECV_BATCH],
-            // SAFETY: sockaddr_in is plain old data; all zeroes is a valid value.
             addrs: unsafe { zeroed() },
+            iov: unsafe { zeroed() },
+            hdrs: unsafe { zeroed() },
+            batch: false,
             count: 0,
+        });
+        let base = r.storage.as_mut_ptr().cast::<u8>();
+        for i in 0..RECV_BATCH {
+            // SAFETY: `storage` holds RECV_BATCH * MAX_DATAGRAM bytes, so the offset is inside.
+            r.iov[i].iov_base = unsafe { base.add(i * MAX_DATAGRAM) }.cast();
+            r.iov[i].iov_len = MAX_DATAGRAM;
+            let iov: *mut libc::iovec = &mut r.iov[i];
+            let name: *mut libc::sockaddr_in = &mut r.addrs[i];
+            r.hdrs[i].msg_hdr.msg_iov = iov;
+            r.hdrs[i].msg_hdr.msg_iovlen = 1;
+            r.hdrs[i].msg_hdr.msg_name = name.cast();
         }
+        r
     }
 
     /// Datagram `i` of the last receive and its source.
@@ -55,59 +79,70 @@ impl RecvRing {
         (&bytes[start..start + self.lens[i]], addr)
     }
 
-    /// Reads up to `RECV_BATCH` datagrams without blocking. Returns how many (0: none waiting).
+    /// Reads the datagrams waiting, up to `RECV_BATCH`, without blocking. Returns how many
+    /// (0: none waiting).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
-        // The headers point into `self`; they are rebuilt on every call (cheap: 32 small
-        // structs) so no self-referential pointer outlives it.
-        let base = self.storage.as_mut_ptr().cast::<u8>();
-        // SAFETY: iovec and mmsghdr are plain old data; all zeroes is valid.
-        let mut iov: [libc::iovec; RECV_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
-        for i in 0..RECV_BATCH {
-            // SAFETY: `storage` holds RECV_BATCH * MAX_DATAGRAM bytes, so the offset is inside.
-            iov[i].iov_base = unsafe { base.add(i * MAX_DATAGRAM) }.cast();
-            iov[i].iov_len = MAX_DATAGRAM;
-            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
-            hdrs[i].msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-            hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        self.count = 0;
+        if !self.batch {
+            let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            // SAFETY: buffer 0 is MAX_DATAGRAM bytes inside `storage`; `addrs[0]` is a live
+            // sockaddr_in of the stated length.
+            let n = unsafe {
+                libc::recvfrom(
+                    fd,
+                    self.storage.as_mut_ptr().cast(),
+                    MAX_DATAGRAM,
+                    libc::MSG_DONTWAIT,
+                    (&mut self.addrs[0] as *mut libc::sockaddr_in).cast(),
+                    &mut len,
+                )
+            };
+            if n < 0 {
+                return Self::empty_or_error();
+            }
+            self.lens[0] = n as usize;
+            self.count = 1;
+            // Another datagram behind this one? Read the next ones in batches.
+            self.batch = true;
+            return Ok(1);
         }
-        // SAFETY: every header points at a live buffer of the length it states and at a
-        // sockaddr_in of the length it states; all live until the call returns.
+        for h in &mut self.hdrs {
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        }
+        // SAFETY: the headers were pointed at live buffers, iovecs and addresses of `self`
+        // (boxed, never moved) by `new`, with the lengths they state.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
-                hdrs.as_mut_ptr(),
+                self.hdrs.as_mut_ptr(),
                 RECV_BATCH as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
         if n < 0 {
-            let e = io::Error::last_os_error();
-            self.count = 0;
-            return match e.kind() {
-                io::ErrorKind::WouldBlock => Ok(0),
-                // An ICMP error for an earlier send on a connected socket: not a receive error.
-                io::ErrorKind::ConnectionRefused => Ok(0),
-                _ => Err(e),
-            };
+            self.batch = false;
+            return Self::empty_or_error();
         }
         let n = n as usize;
-        for (i, h) in hdrs.iter().enumerate().take(n) {
-            // A datagram longer than MAX_DATAGRAM cannot exist (UDP's own limit); a truncated
-            // one would be rejected by the frame parser anyway.
-            self.lens[i] = (h.msg_len as usize).min(MAX_DATAGRAM);
+        for i in 0..n {
+            // A datagram longer than MAX_DATAGRAM cannot exist (UDP's own limit).
+            self.lens[i] = (self.hdrs[i].msg_len as usize).min(MAX_DATAGRAM);
         }
+        // A short batch means the queue is drained: back to single reads.
+        self.batch = n == RECV_BATCH;
         self.count = n;
         Ok(n)
     }
-}
 
-impl Default for RecvRing {
-    fn default() -> Self {
-        Self::new()
+    fn empty_or_error() -> io::Result<usize> {
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            // An ICMP error for an earlier send on a connected socket: not a receive error.
+            io::ErrorKind::ConnectionRefused => Ok(0),
+            _ => Err(e),
+        }
     }
 }
 

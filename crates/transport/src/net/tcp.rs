@@ -303,7 +303,7 @@ impl TcpPublisher {
                 work += 1;
             }
         }
-        if self.sender.pending_len() == 0 {
+        if self.sender.pending_len() == 0 && self.now_ns >= self.next_control_ns {
             work += self.control();
         }
         work

@@ -313,7 +313,12 @@ impl UdpPublisher {
     /// reads STATUS frames. Returns the work done (0 when there was nothing to do).
     pub fn do_work(&mut self) -> usize {
         self.now_ns = now_ns();
-        let mut work = self.poll_control();
+        // STATUS frames are read at most every millisecond here (a receive system call per
+        // idle spin would delay the next offer); flow control reads them at once when it holds.
+        let mut work = 0;
+        if self.now_ns >= self.next_control_ns {
+            work += self.poll_control();
+        }
         let Self {
             sender,
             sock,
@@ -524,7 +529,7 @@ impl UdpSubscriber {
         Ok(UdpSubscriber {
             cfg: cfg.clone(),
             sock: sock.into(),
-            ring: Box::new(sys::RecvRing::new()),
+            ring: sys::RecvRing::new(),
             cursor: None,
             receiver: Receiver::new(rcfg),
             target: if mcast {
