@@ -28,6 +28,9 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod config;
+pub use config::{Config, ConfigError};
+
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
 use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
@@ -55,7 +58,7 @@ pub use peregrine_transport::{
 /// One process's handle: configuration and the factory of publishers and subscribers.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
-    _private: (),
+    config: Config,
 }
 
 impl Context {
@@ -64,12 +67,28 @@ impl Context {
         Context::default()
     }
 
+    /// A context whose URI parameters default to `config` (see [`config`]).
+    pub fn with_config(config: Config) -> Self {
+        Context { config }
+    }
+
+    /// The configuration of the environment: the file named by `PEREGRINE_CONFIG` if set, then
+    /// `PEREGRINE_<TRANSPORT>_<KEY>` variables over it.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let file = match std::env::var_os("PEREGRINE_CONFIG") {
+            Some(p) => Config::from_file(std::path::Path::new(&p))?,
+            None => Config::default(),
+        };
+        Ok(Context::with_config(file.with_env(std::env::vars())?))
+    }
+
     /// A publisher of `topic` on the transport `uri`.
     ///
     /// On `udp://` and `tcp://` the publisher binds the address (port 0: any free port, see
     /// [`Publisher::uri`]); on `mcast://` it sends to the group.
     pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
         peregrine_transport::validate_topic(topic)?;
+        let uri = &self.config.apply(uri)?;
         let parsed = Uri::parse(uri)?;
         let session_id = peregrine_transport::random_u32();
         let inner = match parsed.scheme {
@@ -122,6 +141,7 @@ impl Context {
         idle: IdleKind,
     ) -> Result<Subscriber, OpenError> {
         peregrine_transport::validate_topic(topic)?;
+        let uri = &self.config.apply(uri)?;
         let parsed = Uri::parse(uri)?;
         let inner = match parsed.scheme {
             Scheme::Ipc => SubscriberInner::Ipc(IpcSubscriber::new(

@@ -30,6 +30,12 @@ pub struct PingPongConfig {
     pub pong_uri: Option<String>,
 }
 
+/// The context of a benchmark process: the configuration of the environment
+/// (`PEREGRINE_CONFIG`, `PEREGRINE_<TRANSPORT>_<KEY>`), which helper processes inherit.
+pub(crate) fn context() -> Result<Context, BenchError> {
+    Context::from_env().map_err(|e| BenchError::Config(e.to_string()))
+}
+
 /// The transports ping-pong runs over.
 pub const TRANSPORTS: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 
@@ -123,7 +129,7 @@ pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
 pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongResult, BenchError> {
     validate(cfg)?;
     let cpu_before = crate::cpu_seconds_self();
-    let ctx = Context::new();
+    let ctx = context()?;
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     // The URI as bound (a free port in place of :0) goes to the pong side.
@@ -171,7 +177,7 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
 /// The ping side alone (`--role ping`): the pong side runs elsewhere with the same `--name`.
 pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, BenchError> {
     validate(cfg)?;
-    let ctx = Context::new();
+    let ctx = context()?;
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
@@ -263,7 +269,7 @@ fn ping_loop(
 /// The pong side: echoes every ping until the ping side closes.
 pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     validate(cfg)?;
-    let ctx = Context::new();
+    let ctx = context()?;
     let (ping_uri, pong_uri) = uris(cfg);
     let mut publ = ctx.publisher("bench.pong", &pong_uri)?;
     let mut sub = ctx.subscriber("bench.ping", &ping_uri, cfg.idle)?;

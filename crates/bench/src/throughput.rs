@@ -5,7 +5,7 @@
 use crate::floor::with_cpu;
 use crate::proc::{say_ready, say_result, Helper};
 use crate::{BenchError, CpuPair};
-use peregrine::{Context, IdleKind, OfferError, SlowSubscriberPolicy, SubscriberEvent};
+use peregrine::{IdleKind, OfferError, SlowSubscriberPolicy, SubscriberEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -202,7 +202,7 @@ fn sub_args(cfg: &ThroughputConfig, uri: &str) -> Vec<String> {
 pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, BenchError> {
     validate(cfg)?;
     let cpu_before = crate::cpu_seconds_self();
-    let ctx = Context::new();
+    let ctx = crate::pingpong::context()?;
     let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
     let bound = publ.uri().to_string();
     let mut helpers = Vec::new();
@@ -231,7 +231,7 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
 /// closes. Returns (sent, refused offers, publish rate).
 pub fn publish_role(cfg: &ThroughputConfig) -> Result<(u64, u64, f64), BenchError> {
     validate(cfg)?;
-    let publ = Context::new().publisher("bench.throughput", &uri(cfg))?;
+    let publ = crate::pingpong::context()?.publisher("bench.throughput", &uri(cfg))?;
     publish(cfg, publ)
 }
 
@@ -310,7 +310,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         Some(u) => u.clone(),
         None => format!("ipc://{}", cfg.name),
     };
-    let mut sub = Context::new().subscriber("bench.throughput", &uri, cfg.idle)?;
+    let mut sub = crate::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }

@@ -38,7 +38,8 @@ pub struct IpcConfig {
 impl IpcConfig {
     pub const DEFAULT_CAPACITY: u64 = 16 << 20;
     pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
-    const KEYS: [&'static str; 3] = ["capacity", "policy", "max_subscribers"];
+    /// The URI parameters `ipc://` accepts.
+    pub const KEYS: [&'static str; 3] = ["capacity", "policy", "max_subscribers"];
 
     /// A default configuration for segment `name`.
     pub fn new(name: &str) -> Self {
