@@ -241,15 +241,13 @@ fn bench(b: BenchArgs) -> Result<()> {
             {
                 bail!("--role ping needs --name NAME, the same as the pong side's");
             }
-            if a.common.role.is_some()
-                && cfg.transport != "ipc"
-                && (cfg.ping_uri.is_none() || cfg.pong_uri.is_none())
-            {
-                bail!(
-                    "--role {:?} over {} needs --ping-uri and --pong-uri, the same on both sides (each side binds the address of the stream it publishes)",
-                    a.common.role.unwrap(),
-                    cfg.transport
-                );
+            if let Some(role) = a.common.role {
+                if cfg.transport != "ipc" && (cfg.ping_uri.is_none() || cfg.pong_uri.is_none()) {
+                    bail!(
+                        "--role {role:?} over {} needs --ping-uri and --pong-uri, the same on both sides (each side binds the address of the stream it publishes)",
+                        cfg.transport
+                    );
+                }
             }
             if a.common.role == Some(Role::Pong) {
                 return Ok(peregrine_bench::pingpong::pong(&cfg)?);

@@ -45,13 +45,18 @@ impl std::fmt::Debug for RecvRing {
 impl RecvRing {
     /// A ring on the heap: its message headers point into itself, so it never moves.
     pub fn new() -> Box<Self> {
-        // SAFETY: sockaddr_in, iovec and mmsghdr are plain old data; all zeroes is valid.
+        // SAFETY: sockaddr_in is plain old data; all zeroes is a valid value.
+        let addrs = unsafe { zeroed() };
+        // SAFETY: iovec is plain old data (a null pointer and a zero length).
+        let iov = unsafe { zeroed() };
+        // SAFETY: mmsghdr is plain old data (null pointers and zero lengths).
+        let hdrs = unsafe { zeroed() };
         let mut r = Box::new(RecvRing {
             storage: vec![0u64; RECV_BATCH * MAX_DATAGRAM / 8],
             lens: [0; RECV_BATCH],
-            addrs: unsafe { zeroed() },
-            iov: unsafe { zeroed() },
-            hdrs: unsafe { zeroed() },
+            addrs,
+            iov,
+            hdrs,
             batch: false,
             count: 0,
         });

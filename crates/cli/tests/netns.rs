@@ -1,0 +1,114 @@
+//! Ping-pong across a veth pair between two network namespaces, through
+//! `scripts/netns-pingpong.sh`: udp, mcast and tcp over a real (virtual) link rather than
+//! loopback.
+//!
+//! Needs root and iproute2 (`ip netns`). It is not skipped when they are missing: it fails and
+//! says what is needed, so a run without them cannot pass silently.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const COUNT: u64 = 3000;
+const WARMUP: u64 = 300;
+const TRANSPORTS: [&str; 3] = ["udp", "mcast", "tcp"];
+
+/// The effective user id, from `/proc/self/status` (no libc needed).
+fn euid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Fails, saying what is missing, unless this process is root and `ip netns` works.
+fn require_root_and_ip_netns() {
+    match euid() {
+        Some(0) => {}
+        Some(uid) => panic!(
+            "the netns ping-pong test needs root (it creates network namespaces and a veth pair); \
+             running as uid {uid}: run the tests as root"
+        ),
+        None => {
+            panic!("the netns ping-pong test needs root and cannot read /proc/self/status to check")
+        }
+    }
+    match Command::new("ip").args(["netns", "list"]).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "the netns ping-pong test needs `ip netns` (iproute2) to work; `ip netns list` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!(
+            "the netns ping-pong test needs iproute2 (`ip`): cannot run `ip netns list` ({e}); \
+             install it with `apt-get install -y iproute2`"
+        ),
+    }
+}
+
+#[test]
+fn pingpong_across_veth_between_namespaces() {
+    require_root_and_ip_netns();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-pingpong.sh");
+    assert!(script.exists(), "missing {}", script.display());
+
+    let start = Instant::now();
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_peregrine"))
+        .env("TRANSPORTS", TRANSPORTS.join(" "))
+        .env("COUNT", COUNT.to_string())
+        .env("WARMUP", WARMUP.to_string())
+        .env("SIZE", "64")
+        .env("IDLE", "spin")
+        .env("CPUS", "0,1")
+        // Each side of each transport; the whole run normally takes a few seconds.
+        .env("TIMEOUT", "20")
+        .output()
+        .expect("cannot run bash");
+    let elapsed = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        script.display(),
+        out.status
+    );
+    assert!(
+        elapsed < Duration::from_secs(60),
+        "the script took {elapsed:?}: far longer than expected"
+    );
+
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\n--- stderr\n{stderr}"))
+        })
+        .collect();
+    for t in TRANSPORTS {
+        let line = lines
+            .iter()
+            .find(|v| v["kind"] == "pingpong" && v["transport"] == t)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no pingpong result line for {t}:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+                )
+            });
+        assert_eq!(
+            line["samples"].as_u64(),
+            Some(COUNT),
+            "{t}: samples in {line}"
+        );
+        let median_ns = line["median_ns"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{t}: no numeric median_ns in {line}"));
+        assert!(
+            median_ns > 0.0,
+            "{t}: median {median_ns} ns is not positive in {line}"
+        );
+        eprintln!("{t}: median {:.2} us across the veth", median_ns / 1000.0);
+    }
+}
