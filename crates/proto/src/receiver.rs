@@ -42,6 +42,10 @@ pub struct ReceiverConfig {
     /// Flow-control window announced in STATUS frames, in frames past the next expected one
     /// (0: no window, the sender is not held back by this receiver).
     pub window_frames: u32,
+    /// With `window_frames` 0: a window of this many bytes (the receive buffer this receiver
+    /// may fill), announced in frames of the average length seen so far (1472 bytes until a
+    /// thousand frames were seen, at least 64). 0: no window.
+    pub window_bytes: u64,
 }
 
 impl ReceiverConfig {
@@ -54,6 +58,7 @@ impl ReceiverConfig {
             session_timeout_ns: 5_000_000_000,
             status_interval_ns: 100_000_000,
             window_frames: 0,
+            window_bytes: 0,
         }
     }
 }
@@ -108,6 +113,9 @@ pub struct Receiver {
     departed: VecDeque<(u32, u64)>,
     /// Index of the session of the last frame (a cache: checked before use).
     last_session: usize,
+    /// DATA frames seen and their bytes (8-byte aligned), for the byte-based window.
+    frames_seen: u64,
+    frame_bytes_seen: u64,
 }
 
 /// Departed sessions remembered.
@@ -123,6 +131,8 @@ impl Receiver {
             stats: ReceiverStats::default(),
             departed: VecDeque::new(),
             last_session: 0,
+            frames_seen: 0,
+            frame_bytes_seen: 0,
         }
     }
 
@@ -334,12 +344,27 @@ impl Receiver {
         });
     }
 
+    /// The flow-control window announced now, in frames (0: none).
+    pub fn window(&self) -> u32 {
+        if self.cfg.window_frames > 0 || self.cfg.window_bytes == 0 {
+            return self.cfg.window_frames;
+        }
+        let avg = if self.frames_seen >= 1000 {
+            (self.frame_bytes_seen / self.frames_seen).max(64)
+        } else {
+            1472
+        };
+        (self.cfg.window_bytes / avg).clamp(16, u64::from(u32::MAX)) as u32
+    }
+
     fn on_data<F: FnMut(Message<'_>)>(
         &mut self,
         i: usize,
         d: &DataRepr<'_>,
         handler: &mut F,
     ) -> usize {
+        self.frames_seen += 1;
+        self.frame_bytes_seen += (32 + d.payload.len()).next_multiple_of(8) as u64;
         let s = &mut self.sessions[i];
         if d.sequence < s.next_sequence {
             self.stats.duplicates += 1;
@@ -432,14 +457,15 @@ impl Receiver {
             }
             i += 1;
         }
-        let quarter = u64::from(self.cfg.window_frames / 4).max(1);
+        let window = self.window();
+        let quarter = u64::from(window / 4).max(1);
         for s in &mut self.sessions {
             let keepalive = s
                 .last_status_ns
                 .is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.status_interval_ns);
-            let window = self.cfg.window_frames > 0 && s.next_sequence - s.reported_next >= quarter;
-            if keepalive || window {
-                let frame = status_frame(&self.cfg, s.session_id, s.next_sequence, 0);
+            let update = window > 0 && s.next_sequence - s.reported_next >= quarter;
+            if keepalive || update {
+                let frame = status_frame(&self.cfg, s.session_id, s.next_sequence, 0, window);
                 emit(s.source, &frame);
                 s.last_status_ns = Some(now_ns);
                 s.reported_next = s.next_sequence;
@@ -481,6 +507,7 @@ impl Receiver {
                 s.session_id,
                 s.next_sequence,
                 status_flags::LEAVE,
+                0,
             );
             emit(s.source, &frame);
         }
@@ -489,7 +516,7 @@ impl Receiver {
     /// A STATUS JOIN frame asking a publisher (whose session is not known yet) to take this
     /// receiver on.
     pub fn join_frame(&self) -> [u8; STATUS_LEN] {
-        status_frame(&self.cfg, 0, 0, status_flags::JOIN)
+        status_frame(&self.cfg, 0, 0, status_flags::JOIN, self.window())
     }
 }
 
@@ -500,6 +527,7 @@ fn status_frame(
     session_id: u32,
     next_sequence: u64,
     fl: u16,
+    window: u32,
 ) -> [u8; STATUS_LEN] {
     let mut b = [0u8; STATUS_LEN];
     StatusRepr {
@@ -507,11 +535,7 @@ fn status_frame(
         stream_id: cfg.stream_id,
         receiver_id: cfg.receiver_id,
         next_sequence,
-        window: if fl & status_flags::LEAVE != 0 {
-            0
-        } else {
-            cfg.window_frames
-        },
+        window,
         flags: fl,
     }
     .emit(&mut StatusFrame::new_unchecked(&mut b[..]));

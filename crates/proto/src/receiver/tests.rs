@@ -308,3 +308,31 @@ proptest::proptest! {
         r.poll(u64::MAX, &mut |_, _| {});
     }
 }
+
+#[test]
+fn a_byte_window_is_announced_in_frames_of_the_average_size_seen() {
+    let cfg = ReceiverConfig {
+        window_bytes: 64_000,
+        ..ReceiverConfig::new(7, 1)
+    };
+    let mut r = Receiver::new(cfg);
+    // Before enough frames are seen, assume full 1472-byte frames (the cautious guess).
+    assert_eq!(r.window(), 64_000 / 1472);
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 65_000,
+            batch_interval_ns: u64::MAX,
+        },
+        ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    let msgs: Vec<Vec<u8>> = (0..1000).map(|_| vec![0u8; 32]).collect();
+    deliver(&mut r, &datagrams(&mut s, &msgs));
+    assert_eq!(r.window(), 64_000 / 64, "1000 frames of 64 bytes");
+    let fixed = Receiver::new(ReceiverConfig {
+        window_frames: 10,
+        window_bytes: 64_000,
+        ..ReceiverConfig::new(7, 1)
+    });
+    assert_eq!(fixed.window(), 10, "a window in frames wins");
+}

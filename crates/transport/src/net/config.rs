@@ -285,12 +285,16 @@ impl NetConfig {
         Ok(cfg)
     }
 
-    /// The subscriber's flow-control window in frames: the setting, or a quarter of the
-    /// receive buffer counted in the smallest frames (64 bytes) with room for the kernel's
-    /// per-datagram overhead.
-    pub fn window_frames(&self, rcvbuf_actual: usize) -> u32 {
-        self.window
-            .unwrap_or_else(|| (rcvbuf_actual / 4 / 64).clamp(64, u32::MAX as usize) as u32)
+    /// The subscriber's flow-control window: `(frames, bytes)` for
+    /// [`ReceiverConfig`](peregrine_proto::receiver::ReceiverConfig): the `window` setting in
+    /// frames, or by default a quarter of the receive buffer the kernel granted, in bytes (the
+    /// kernel reports about twice the payload it holds, and counts its own overhead per
+    /// datagram).
+    pub fn window(&self, rcvbuf_actual: usize) -> (u32, u64) {
+        match self.window {
+            Some(frames) => (frames, 0),
+            None => (0, (rcvbuf_actual / 4).max(64 << 10) as u64),
+        }
     }
 }
 

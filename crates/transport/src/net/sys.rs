@@ -28,6 +28,13 @@ pub struct RecvRing {
     addrs: [libc::sockaddr_in; RECV_BATCH],
     iov: [libc::iovec; RECV_BATCH],
     hdrs: [libc::mmsghdr; RECV_BATCH],
+    /// Control-message space per datagram (the UDP_GRO segment size).
+    ctrl: [[u64; 8]; RECV_BATCH],
+    /// Segment size of each buffer: with UDP_GRO one buffer may hold several datagrams of this
+    /// size (the last may be shorter); otherwise its whole length.
+    segs: [usize; RECV_BATCH],
+    /// UDP_GRO is on: read with `recvmsg` (control messages) rather than `recvfrom`.
+    gro: bool,
     /// Use `recvmmsg` (the last read found a backlog).
     batch: bool,
     /// Datagrams received by the last `recv`.
@@ -44,7 +51,7 @@ impl std::fmt::Debug for RecvRing {
 
 impl RecvRing {
     /// A ring on the heap: its message headers point into itself, so it never moves.
-    pub fn new() -> Box<Self> {
+    pub fn new(gro: bool) -> Box<Self> {
         // SAFETY: sockaddr_in is plain old data; all zeroes is a valid value.
         let addrs = unsafe { zeroed() };
         // SAFETY: iovec is plain old data (a null pointer and a zero length).
@@ -57,6 +64,9 @@ impl RecvRing {
             addrs,
             iov,
             hdrs,
+            ctrl: [[0; 8]; RECV_BATCH],
+            segs: [0; RECV_BATCH],
+            gro,
             batch: false,
             count: 0,
         });
@@ -70,8 +80,51 @@ impl RecvRing {
             r.hdrs[i].msg_hdr.msg_iov = iov;
             r.hdrs[i].msg_hdr.msg_iovlen = 1;
             r.hdrs[i].msg_hdr.msg_name = name.cast();
+            if gro {
+                let ctrl: *mut [u64; 8] = &mut r.ctrl[i];
+                r.hdrs[i].msg_hdr.msg_control = ctrl.cast();
+            }
         }
         r
+    }
+
+    /// The segment size of buffer `i`: the datagrams it holds are this long (the last may be
+    /// shorter).
+    pub fn segment(&self, i: usize) -> usize {
+        self.segs[i]
+    }
+
+    /// Resets the in/out lengths of header `i` before a receive.
+    fn reset(&mut self, i: usize) {
+        let h = &mut self.hdrs[i].msg_hdr;
+        h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if self.gro {
+            h.msg_controllen = size_of::<[u64; 8]>() as _;
+        }
+    }
+
+    /// Reads the UDP_GRO segment size of buffer `i` from its control messages.
+    fn read_segment(&mut self, i: usize) {
+        let len = self.lens[i];
+        self.segs[i] = len.max(1);
+        if !self.gro {
+            return;
+        }
+        let h: *const libc::msghdr = &self.hdrs[i].msg_hdr;
+        // SAFETY: `h` is a header the kernel just filled: its control pointer and length
+        // describe `ctrl[i]`, and the CMSG_* functions stay within that length.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                    let seg = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    if seg > 0 {
+                        self.segs[i] = seg as usize;
+                    }
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
     }
 
     /// Datagram `i` of the last receive and its source.
@@ -89,30 +142,38 @@ impl RecvRing {
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         self.count = 0;
         if !self.batch {
-            let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            // SAFETY: buffer 0 is MAX_DATAGRAM bytes inside `storage`; `addrs[0]` is a live
-            // sockaddr_in of the stated length.
-            let n = unsafe {
-                libc::recvfrom(
-                    fd,
-                    self.storage.as_mut_ptr().cast(),
-                    MAX_DATAGRAM,
-                    libc::MSG_DONTWAIT,
-                    (&mut self.addrs[0] as *mut libc::sockaddr_in).cast(),
-                    &mut len,
-                )
+            let n = if self.gro {
+                self.reset(0);
+                // SAFETY: header 0 points at buffer 0, `addrs[0]` and `ctrl[0]` of `self`
+                // (boxed, never moved) with the lengths it states.
+                unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) }
+            } else {
+                let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                // SAFETY: buffer 0 is MAX_DATAGRAM bytes inside `storage`; `addrs[0]` is a live
+                // sockaddr_in of the stated length.
+                unsafe {
+                    libc::recvfrom(
+                        fd,
+                        self.storage.as_mut_ptr().cast(),
+                        MAX_DATAGRAM,
+                        libc::MSG_DONTWAIT,
+                        (&mut self.addrs[0] as *mut libc::sockaddr_in).cast(),
+                        &mut len,
+                    )
+                }
             };
             if n < 0 {
                 return Self::empty_or_error();
             }
             self.lens[0] = n as usize;
+            self.read_segment(0);
             self.count = 1;
             // Another datagram behind this one? Read the next ones in batches.
             self.batch = true;
             return Ok(1);
         }
-        for h in &mut self.hdrs {
-            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        for i in 0..RECV_BATCH {
+            self.reset(i);
         }
         // SAFETY: the headers were pointed at live buffers, iovecs and addresses of `self`
         // (boxed, never moved) by `new`, with the lengths they state.
@@ -133,6 +194,7 @@ impl RecvRing {
         for i in 0..n {
             // A datagram longer than MAX_DATAGRAM cannot exist (UDP's own limit).
             self.lens[i] = (self.hdrs[i].msg_len as usize).min(MAX_DATAGRAM);
+            self.read_segment(i);
         }
         // A short batch means the queue is drained: back to single reads.
         self.batch = n == RECV_BATCH;
@@ -154,6 +216,14 @@ impl RecvRing {
 fn as_bytes(v: &[u64]) -> &[u8] {
     // SAFETY: u64 has no padding and any byte pattern is a valid u8; the length is exact.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 8) }
+}
+
+const UDP_GRO: libc::c_int = 104;
+
+/// Sets `UDP_GRO`: the kernel may hand over several datagrams of one sender in one buffer (on
+/// loopback, a whole GSO send without splitting it), with their size in a control message.
+pub fn set_udp_gro(sock: &impl AsRawFd) -> io::Result<()> {
+    setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, UDP_GRO, 1)
 }
 
 /// Sets `UDP_SEGMENT` (generic segmentation offload) on the socket: a send of more than

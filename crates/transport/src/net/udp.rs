@@ -2,8 +2,9 @@
 //!
 //! See the [parent module](super) for who binds what. The publisher's socket sends batches
 //! (one UDP GSO send per batch and destination when the kernel supports it, else one send per
-//! datagram) and receives STATUS frames; the subscriber's socket receives with `recvmmsg` (32
-//! datagrams per call, non-blocking) and sends STATUS frames back.
+//! datagram) and receives STATUS frames; the subscriber's socket receives with `recvfrom` or
+//! `recvmmsg` (32 datagrams per call, non-blocking), with UDP_GRO when the kernel has it (a GSO
+//! batch then arrives in one buffer on loopback), and sends STATUS frames back.
 
 use super::config::NetConfig;
 use super::{now_ns, sys};
@@ -514,6 +515,7 @@ impl UdpSubscriber {
         }
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
+        let gro = cfg.gso && sys::set_udp_gro(&sock).is_ok();
         let receiver_id = loop {
             let r = crate::random_u32();
             if r != 0 {
@@ -522,14 +524,15 @@ impl UdpSubscriber {
         };
         let rcfg = ReceiverConfig {
             session_timeout_ns: cfg.timeout_ns,
-            window_frames: cfg.window_frames(rcvbuf_actual),
+            window_frames: cfg.window(rcvbuf_actual).0,
+            window_bytes: cfg.window(rcvbuf_actual).1,
             max_message_len: NET_MAX_MESSAGE_LEN,
             ..ReceiverConfig::new(stream_id, receiver_id)
         };
         Ok(UdpSubscriber {
             cfg: cfg.clone(),
             sock: sock.into(),
-            ring: sys::RecvRing::new(),
+            ring: sys::RecvRing::new(gro),
             cursor: None,
             receiver: Receiver::new(rcfg),
             target: if mcast {
@@ -566,13 +569,23 @@ impl UdpSubscriber {
                     }
                 }
             };
-            let (d, src) = self.ring.get(i);
-            let (k, p) = self
-                .receiver
-                .on_datagram(d, off, src, self.now_ns, handler, limit - n);
+            // A buffer holds one datagram, or with UDP_GRO several of `segment` bytes each.
+            let (buf, src) = self.ring.get(i);
+            let seg = self.ring.segment(i);
+            let start = off - off % seg;
+            let end = (start + seg).min(buf.len());
+            let (k, p) = self.receiver.on_datagram(
+                &buf[start..end],
+                off - start,
+                src,
+                self.now_ns,
+                handler,
+                limit - n,
+            );
             n += k;
             self.cursor = match p {
-                Progress::Resume(o) => Some((i, o)),
+                Progress::Resume(o) => Some((i, start + o)),
+                Progress::Done if end < buf.len() => Some((i, end)),
                 Progress::Done if i + 1 < self.ring.count => Some((i + 1, 0)),
                 Progress::Done => None,
             };
@@ -581,7 +594,7 @@ impl UdpSubscriber {
         if n == 0 || self.polls & 1023 == 0 {
             self.now_ns = now_ns();
             self.timers();
-        } else if self.cfg.window_frames(self.rcvbuf_actual) > 0 {
+        } else if self.cfg.window != Some(0) {
             self.send_status();
         }
         n
