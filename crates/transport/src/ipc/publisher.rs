@@ -126,7 +126,9 @@ impl IpcPublisher {
 
     /// Publishes a message of `len` bytes that `fill` writes straight into the log (zero copy).
     /// `fill` gets exactly `len` bytes, whose previous content is unspecified.
-    #[inline]
+    // Always inlined: when a caller's loop grew (e.g. the api's dispatch over the network
+    // transports), the compiler stopped inlining it and ipc throughput fell by a fifth.
+    #[inline(always)]
     pub fn offer_with<F: FnOnce(&mut [u8])>(
         &mut self,
         len: usize,
