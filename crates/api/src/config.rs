@@ -35,15 +35,25 @@ pub struct Config {
 /// Why a configuration was rejected.
 #[derive(Debug)]
 pub enum ConfigError {
-    Read { path: PathBuf, source: std::io::Error },
-    Invalid { origin: String, problem: String },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Invalid {
+        origin: String,
+        problem: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::Read { path, source } => {
-                write!(f, "cannot read configuration file {}: {source}", path.display())
+                write!(
+                    f,
+                    "cannot read configuration file {}: {source}",
+                    path.display()
+                )
             }
             ConfigError::Invalid { origin, problem } => write!(f, "{origin}: {problem}"),
         }
@@ -100,10 +110,12 @@ impl Config {
 
     /// Parses TOML text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Invalid {
-            origin: origin.to_string(),
-            problem: format!("not valid TOML: {}", e.message()),
-        })?;
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    problem: format!("not valid TOML: {}", e.message()),
+                })?;
         let mut cfg = Config::default();
         for (section, body) in &table {
             let scheme = Scheme::ALL
@@ -118,7 +130,9 @@ impl Config {
             let toml::Value::Table(body) = body else {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
-                    problem: format!("'{section}' must be a table: write [{section}] and keys under it"),
+                    problem: format!(
+                        "'{section}' must be a table: write [{section}] and keys under it"
+                    ),
                 });
             };
             for (key, value) in body {
@@ -144,7 +158,10 @@ impl Config {
     }
 
     /// Applies `PEREGRINE_<TRANSPORT>_<KEY>` variables from `vars` over these values.
-    pub fn with_env(mut self, vars: impl Iterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+    pub fn with_env(
+        mut self,
+        vars: impl Iterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
         for (name, value) in vars {
             let Some(rest) = name.strip_prefix("PEREGRINE_") else {
                 continue;
@@ -165,8 +182,12 @@ impl Config {
 
     fn set(&mut self, scheme: Scheme, key: &str, value: &str, origin: &str) {
         self.entries.retain(|e| !(e.0 == scheme && e.1 == key));
-        self.entries
-            .push((scheme, key.to_string(), value.to_string(), origin.to_string()));
+        self.entries.push((
+            scheme,
+            key.to_string(),
+            value.to_string(),
+            origin.to_string(),
+        ));
     }
 
     /// `uri` with the configured defaults added for the parameters it does not give.
@@ -206,7 +227,10 @@ mod tests {
             c.apply("mcast://239.1.1.1:5000?ttl=2").unwrap(),
             "mcast://239.1.1.1:5000?ttl=2&iface=127.0.0.1&loop=1"
         );
-        assert_eq!(c.apply("udp://127.0.0.1:1").unwrap(), "udp://127.0.0.1:1?datagram=8192");
+        assert_eq!(
+            c.apply("udp://127.0.0.1:1").unwrap(),
+            "udp://127.0.0.1:1?datagram=8192"
+        );
         assert_eq!(c.apply("tcp://127.0.0.1:1").unwrap(), "tcp://127.0.0.1:1");
     }
 
@@ -222,18 +246,33 @@ mod tests {
                 .into_iter(),
             )
             .unwrap();
-        assert_eq!(c.apply("udp://127.0.0.1:1").unwrap(), "udp://127.0.0.1:1?rcvbuf=32m");
+        assert_eq!(
+            c.apply("udp://127.0.0.1:1").unwrap(),
+            "udp://127.0.0.1:1?rcvbuf=32m"
+        );
     }
 
     #[test]
     fn bad_entries_name_the_place_the_key_the_value_and_the_fix() {
         let cases = [
             ("[udp]\nttl = 4\n", "f.toml", "unknown key 'ttl' for [udp]"),
-            ("[mcast]\nttl = 300\n", "f.toml: [mcast] ttl = 300", "0 to 255"),
+            (
+                "[mcast]\nttl = 300\n",
+                "f.toml: [mcast] ttl = 300",
+                "0 to 255",
+            ),
             ("[smtp]\nx = 1\n", "f.toml", "unknown section [smtp]"),
-            ("[udp]\ndatagram = 1.5\n", "f.toml", "give a string, a whole number"),
+            (
+                "[udp]\ndatagram = 1.5\n",
+                "f.toml",
+                "give a string, a whole number",
+            ),
             ("[udp\n", "f.toml", "not valid TOML"),
-            ("[ipc]\ncapacity = \"3k\"\n", "[ipc] capacity = 3k", "power of two"),
+            (
+                "[ipc]\ncapacity = \"3k\"\n",
+                "[ipc] capacity = 3k",
+                "power of two",
+            ),
         ];
         for (text, origin, needle) in cases {
             let e = Config::from_toml(text, "f.toml").unwrap_err().to_string();
@@ -243,6 +282,9 @@ mod tests {
             .with_env([("PEREGRINE_TCP_SLOW".to_string(), "drop".to_string())].into_iter())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("PEREGRINE_TCP_SLOW=drop") && e.contains("slow=backpressure"), "{e}");
+        assert!(
+            e.contains("PEREGRINE_TCP_SLOW=drop") && e.contains("slow=backpressure"),
+            "{e}"
+        );
     }
 }

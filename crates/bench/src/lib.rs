@@ -7,6 +7,8 @@
 //! - [`floor`]: the machine's own floor, a cache-line ping-pong between two processes.
 //! - [`pingpong`]: half round trip over a transport, with its ratio to the floor.
 //! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
+//! - [`raw`]: the same ping-pong over bare udp, mcast and tcp sockets, Peregrine's own baseline.
+//! - [`sockperf`]: the peer baseline, `sockperf` ping-pong over loopback, parsed into the columns.
 #![deny(unsafe_code)]
 
 pub mod clock;
@@ -14,6 +16,8 @@ pub mod floor;
 pub mod output;
 pub mod pingpong;
 pub mod proc;
+pub mod raw;
+pub mod sockperf;
 pub mod stats;
 pub mod throughput;
 

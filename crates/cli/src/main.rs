@@ -10,6 +10,8 @@ use peregrine_bench::clock::Clock;
 use peregrine_bench::floor::FloorConfig;
 use peregrine_bench::output::{Printer, ResultLine};
 use peregrine_bench::pingpong::PingPongConfig;
+use peregrine_bench::raw::RawConfig;
+use peregrine_bench::sockperf::SockperfConfig;
 use peregrine_bench::stats::Summary;
 use peregrine_bench::throughput::ThroughputConfig;
 use peregrine_bench::CpuPair;
@@ -111,9 +113,17 @@ struct PingPongArgs {
     /// What a side does when there is nothing to read: spin, yield, backoff or block.
     #[arg(long, default_value = "spin", value_parser = parse_idle)]
     idle: IdleKind,
-    /// Do not measure the floor first (no ratio column).
+    /// Do not measure the floor first (no ratio column). The floor of ipc is the cache-line
+    /// ping-pong; the floor of udp, mcast and tcp is the bare-socket ping-pong (--raw).
     #[arg(long)]
     no_floor: bool,
+    /// Only the bare-socket ping-pong (udp, mcast, tcp): the baseline of Peregrine's overhead.
+    #[arg(long)]
+    raw: bool,
+    /// Also run another implementation's ping-pong with the same size, transport, busy-poll
+    /// mode and CPUs, and print its row and the ratios: `sockperf` (the Debian package).
+    #[arg(long, value_parser = ["sockperf"])]
+    compare: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -249,7 +259,29 @@ fn bench(b: BenchArgs) -> Result<()> {
                     );
                 }
             }
+            let net = cfg.transport != "ipc";
+            if (a.raw || a.compare.is_some()) && !net {
+                bail!(
+                    "--raw and --compare apply to the network transports: give --transport udp, mcast or tcp (the floor of ipc is `peregrine bench floor`)"
+                );
+            }
+            let raw_cfg = RawConfig {
+                transport: cfg.transport.clone(),
+                size: cfg.size,
+                count: cfg.count,
+                warmup: cfg.warmup,
+                cpus: cfg.cpus,
+                busy_poll: cfg.idle != IdleKind::Block,
+            };
             if a.common.role == Some(Role::Pong) {
+                if a.raw {
+                    let (ping, pong) = (cfg.ping_uri.as_deref(), cfg.pong_uri.as_deref());
+                    return Ok(peregrine_bench::raw::pong(
+                        &raw_cfg,
+                        ping.unwrap_or_default(),
+                        pong.unwrap_or_default(),
+                    )?);
+                }
                 return Ok(peregrine_bench::pingpong::pong(&cfg)?);
             }
             if matches!(a.common.role, Some(Role::Pub | Role::Sub)) {
@@ -258,9 +290,41 @@ fn bench(b: BenchArgs) -> Result<()> {
                     a.common.role.unwrap()
                 );
             }
+            if a.raw && a.common.role.is_some() {
+                bail!("--raw runs both sides itself on this host: drop --role");
+            }
+            let sockperf_cfg = match &a.compare {
+                Some(_) => {
+                    if peregrine_bench::sockperf::available().is_none() {
+                        bail!("--compare sockperf needs the sockperf program: install it with `apt-get install sockperf`");
+                    }
+                    let c = SockperfConfig {
+                        transport: cfg.transport.clone(),
+                        size: cfg.size,
+                        cpus: cfg.cpus,
+                        busy_poll: cfg.idle != IdleKind::Block,
+                        seconds: 3,
+                        port: peregrine_bench::sockperf::free_port(&cfg.transport)?,
+                    };
+                    peregrine_bench::sockperf::validate(&c)?;
+                    Some(c)
+                }
+                None => None,
+            };
             let clock = Clock::calibrate(Duration::from_millis(50));
+            if a.raw {
+                peregrine_bench::raw::validate(&raw_cfg)?;
+                let s = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
+                out.print(&raw_line(&raw_cfg, &s));
+                return Ok(());
+            }
             let floor = if a.no_floor || a.common.role.is_some() {
                 None
+            } else if net {
+                peregrine_bench::raw::validate(&raw_cfg)?;
+                let s = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
+                out.print(&raw_line(&raw_cfg, &s));
+                Some(s)
             } else {
                 let s = run_floor(
                     a.count.min(1_000_000),
@@ -271,7 +335,32 @@ fn bench(b: BenchArgs) -> Result<()> {
                 out.print(&floor_line(&s, cfg.cpus));
                 Some(s)
             };
-            out.print(&pingpong(&cfg, a.common.role, floor.as_ref(), &clock)?);
+            let mut ours = pingpong(&cfg, a.common.role, floor.as_ref(), &clock)?;
+            if let Some(sc) = sockperf_cfg {
+                let theirs = peregrine_bench::sockperf::run(&sc)?;
+                let (server, client) = peregrine_bench::sockperf::command_lines(&sc);
+                let line = ResultLine::latency("sockperf", &cfg.transport, cfg.size, &theirs)
+                    .detail("server", server)
+                    .detail("client", client.clone());
+                if let (Some(m), Some(p)) = (ours.median_ns, ours.p999_ns) {
+                    ours = ours
+                        .detail("median_x_sockperf", round3(m / theirs.median_ns))
+                        .detail("p999_x_sockperf", round3(p / theirs.p999_ns));
+                }
+                out.print(&ours);
+                out.print(&line);
+                if !out.json {
+                    if let (Some(m), Some(p)) = (ours.median_ns, ours.p999_ns) {
+                        println!(
+                            "peregrine / sockperf: median {:.2}x, 99.9th {:.2}x   (sockperf: {client})",
+                            m / theirs.median_ns,
+                            p / theirs.p999_ns
+                        );
+                    }
+                }
+            } else {
+                out.print(&ours);
+            }
             Ok(())
         }
         Some(Scenario::Throughput(a)) => {
@@ -338,6 +427,12 @@ fn run_floor(count: u64, warmup: u64, cpus: CpuPair, clock: &Clock) -> Result<Su
     )?)
 }
 
+fn raw_line(cfg: &RawConfig, s: &Summary) -> ResultLine {
+    ResultLine::latency("raw", &cfg.transport, cfg.size, s)
+        .detail("cpus", cfg.cpus.to_arg())
+        .detail("busy_poll", cfg.busy_poll)
+}
+
 fn floor_line(s: &Summary, cpus: CpuPair) -> ResultLine {
     ResultLine::latency("floor", "cacheline", 8, s).detail("cpus", cpus.to_arg())
 }
@@ -363,7 +458,11 @@ fn pingpong(
     if cfg.idle == IdleKind::Block {
         line = line.detail(
             "note",
-            "blocking receive: each message wakes a sleeping process (futex), which costs ~30 us across cores on a KVM guest",
+            if cfg.transport == "ipc" {
+                "blocking receive: each message wakes a sleeping process (futex), which costs ~30 us across cores on a KVM guest"
+            } else {
+                "blocking receive: each message wakes a process sleeping in poll(2), which costs ~30 us across cores on a KVM guest"
+            },
         );
     }
     if let Some(f) = floor {
@@ -411,8 +510,9 @@ fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-/// `peregrine bench` with no subcommand: floor, IPC ping-pong at 32 and 256 bytes, IPC
-/// throughput at 32 and 256 bytes.
+/// `peregrine bench` with no subcommand: floor, IPC ping-pong at 32 and 256 bytes, UDP
+/// ping-pong at 64 bytes against the bare-socket ping-pong, IPC and UDP throughput at 32 and
+/// 256 bytes.
 fn default_suite(out: &mut Printer) -> Result<()> {
     let cpus = CpuPair::default_pair();
     let clock = Clock::calibrate(Duration::from_millis(50));
@@ -436,9 +536,33 @@ fn default_suite(out: &mut Printer) -> Result<()> {
         };
         out.print(&pingpong(&cfg, None, Some(&floor), &clock)?);
     }
-    for size in [32, 256] {
+    // UDP on loopback: the bare-socket ping-pong is the floor of the network path.
+    let raw_cfg = RawConfig {
+        transport: "udp".into(),
+        size: 64,
+        count: 200_000,
+        warmup: 20_000,
+        cpus,
+        busy_poll: true,
+    };
+    let raw = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
+    out.print(&raw_line(&raw_cfg, &raw));
+    let cfg = PingPongConfig {
+        transport: "udp".into(),
+        size: 64,
+        count: 200_000,
+        warmup: 20_000,
+        cpus,
+        idle: IdleKind::Spin,
+        name: peregrine_bench::run_name("pp"),
+        connect_timeout: Duration::from_secs(20),
+        ping_uri: None,
+        pong_uri: None,
+    };
+    out.print(&pingpong(&cfg, None, Some(&raw), &clock)?);
+    for (transport, size) in [("ipc", 32), ("ipc", 256), ("udp", 32), ("udp", 256)] {
         let cfg = ThroughputConfig {
-            transport: "ipc".into(),
+            transport: transport.into(),
             size,
             seconds: 3.0,
             count: None,

@@ -368,11 +368,25 @@ fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
             &["--ping-uri and --pong-uri"],
         ),
         (
-            &["bench", "pingpong", "--transport", "udp", "--ping-uri", "tcp://127.0.0.1:1"],
+            &[
+                "bench",
+                "pingpong",
+                "--transport",
+                "udp",
+                "--ping-uri",
+                "tcp://127.0.0.1:1",
+            ],
             &["--ping-uri tcp://127.0.0.1:1", "give a udp:// URI"],
         ),
         (
-            &["bench", "throughput", "--transport", "mcast", "--uri", "mcast://10.0.0.1:5000"],
+            &[
+                "bench",
+                "throughput",
+                "--transport",
+                "mcast",
+                "--uri",
+                "mcast://10.0.0.1:5000",
+            ],
             &["10.0.0.1 is not a multicast group"],
         ),
         (
