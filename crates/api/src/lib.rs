@@ -132,6 +132,18 @@ impl Context {
         })
     }
 
+    /// The payload one frame carries on `uri` with this context's configuration, for the
+    /// network transports (a longer message takes one sequence number per frame); `None` for
+    /// `ipc://`, where every message is one frame.
+    pub fn frame_payload(&self, uri: &str) -> Result<Option<usize>, OpenError> {
+        let uri = self.config.apply(uri)?;
+        let parsed = Uri::parse(&uri)?;
+        Ok(match parsed.scheme {
+            Scheme::Ipc => None,
+            _ => Some(NetConfig::from_uri(&parsed)?.segment_len - 32),
+        })
+    }
+
     /// A subscriber of `topic` on the transport `uri`, idling with `idle` in [`Subscriber::idle`].
     /// It may be created before its publisher exists: it attaches when the publisher appears.
     pub fn subscriber(

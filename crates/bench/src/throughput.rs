@@ -111,14 +111,12 @@ pub fn uri(cfg: &ThroughputConfig) -> String {
     }
 }
 
-/// Sequence numbers one message takes (fragments on the network transports, default sizes).
-fn frames_per_message(cfg: &ThroughputConfig) -> u64 {
-    let per_frame = match cfg.transport.as_str() {
-        "udp" | "mcast" => 1472 - 32,
-        "tcp" => 65_536 - 32,
-        _ => return 1,
-    };
-    cfg.size.div_ceil(per_frame).max(1) as u64
+/// Sequence numbers one message takes on `uri` (fragments on the network transports).
+fn frames_per_message(cfg: &ThroughputConfig, uri: &str) -> Result<u64, BenchError> {
+    Ok(match crate::pingpong::context()?.frame_payload(uri)? {
+        Some(per_frame) => cfg.size.div_ceil(per_frame).max(1) as u64,
+        None => 1,
+    })
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
@@ -332,7 +330,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     let mut expected: Option<u64> = None;
     let mut lost_events: Vec<(u64, u64)> = Vec::new();
     // Message k of the session has sequence k * fpm (its fragments take the numbers between).
-    let fpm = frames_per_message(cfg);
+    let fpm = frames_per_message(cfg, &uri)?;
     let drain_events = |sub: &mut peregrine::Subscriber,
                         expected: &mut Option<u64>,
                         lost_events: &mut Vec<(u64, u64)>| {

@@ -460,3 +460,198 @@ fn bad_addresses_give_clear_errors() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+/// A TCP subscriber that stops reading: `slow=disconnect` drops it (the other subscriber gets
+/// everything, the publisher never waits), and when it reads again it gets what was queued,
+/// `PublisherDied`, reconnects, and is told exactly which sequence numbers it missed.
+#[test]
+fn a_stalled_tcp_subscriber_is_disconnected_and_told_exactly_what_it_missed() {
+    let uri = fresh_uri(
+        "tcp",
+        "max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&slow=disconnect",
+    );
+    let c = cfg(&uri);
+    let mut p = TcpPublisher::create(&c, &uri, 21, STREAM).unwrap();
+    let mut fast = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let mut slow = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.subscriber_count() < 2 || !fast.is_connected() || !slow.is_connected() {
+        assert!(Instant::now() < deadline, "no connection");
+        p.do_work();
+        fast.poll(&mut |_m: Message<'_>| {}, 16);
+        slow.poll(&mut |_m: Message<'_>| {}, 16);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let total = 100_000u64;
+    let mut fast_got = Vec::new();
+    for i in 0..total {
+        let mut m = [0u8; 100];
+        m[..8].copy_from_slice(&i.to_le_bytes());
+        assert_eq!(p.offer(&m), Ok(i), "slow=disconnect never refuses");
+        fast.poll(&mut |m: Message<'_>| fast_got.push(m.sequence), usize::MAX);
+    }
+    assert!(p.disconnected >= 1, "the stalled subscriber was dropped");
+    // Later messages reach the reconnected subscriber.
+    let mut slow_got: Vec<u64> = Vec::new();
+    let mut events = Vec::new();
+    let mut next = total;
+    while Instant::now() < deadline {
+        p.do_work();
+        if next < total + 1000 {
+            let mut m = [0u8; 100];
+            m[..8].copy_from_slice(&next.to_le_bytes());
+            p.offer(&m).unwrap();
+            next += 1;
+        }
+        fast.poll(&mut |m: Message<'_>| fast_got.push(m.sequence), usize::MAX);
+        slow.poll(&mut |m: Message<'_>| slow_got.push(m.sequence), usize::MAX);
+        while let Some(e) = slow.next_event() {
+            events.push(e);
+        }
+        if next == total + 1000
+            && slow_got.last() == Some(&(next - 1))
+            && fast_got.len() as u64 == next
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        fast_got,
+        (0..next).collect::<Vec<_>>(),
+        "the fast subscriber got everything"
+    );
+    assert_eq!(
+        slow_got.last(),
+        Some(&(next - 1)),
+        "the slow one caught up after reconnecting: {events:?}"
+    );
+    // What it got plus what it was told it lost is every sequence number exactly once.
+    let mut covered: Vec<u64> = slow_got.clone();
+    for e in &events {
+        if let SubscriberEvent::Lost {
+            from_sequence,
+            count,
+            ..
+        } = e
+        {
+            covered.extend(*from_sequence..from_sequence + count);
+        }
+    }
+    covered.sort_unstable();
+    assert_eq!(covered, (0..next).collect::<Vec<_>>(), "events: {events:?}");
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, SubscriberEvent::PublisherDied { session_id: 21 })));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, SubscriberEvent::Lost { session_id: 21, .. })));
+}
+
+/// With `slow=backpressure` a stalled TCP subscriber makes `offer` refuse once its queue is
+/// full; nothing is dropped, and both subscribers get everything once it reads again.
+#[test]
+fn a_stalled_tcp_subscriber_back_pressures_the_publisher_and_loses_nothing() {
+    let uri = fresh_uri(
+        "tcp",
+        "max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&slow=backpressure",
+    );
+    let c = cfg(&uri);
+    let mut p = TcpPublisher::create(&c, &uri, 22, STREAM).unwrap();
+    let mut fast = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let mut slow = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.subscriber_count() < 2 || !fast.is_connected() || !slow.is_connected() {
+        assert!(Instant::now() < deadline, "no connection");
+        p.do_work();
+        fast.poll(&mut |_m: Message<'_>| {}, 16);
+        slow.poll(&mut |_m: Message<'_>| {}, 16);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut fast_got = Vec::new();
+    let mut sent = 0u64;
+    loop {
+        match p.offer(&[7u8; 100]) {
+            Ok(s) => {
+                assert_eq!(s, sent);
+                sent += 1;
+            }
+            Err(OfferError::BackPressured) => break,
+            Err(e) => panic!("{e}"),
+        }
+        fast.poll(&mut |m: Message<'_>| fast_got.push(m.sequence), usize::MAX);
+        assert!(sent < 10_000_000, "never back-pressured");
+    }
+    assert!(p.counters().back_pressured >= 1);
+    let mut slow_got = Vec::new();
+    while (slow_got.len() as u64) < sent || (fast_got.len() as u64) < sent {
+        assert!(
+            Instant::now() < deadline,
+            "{} / {} / {sent}",
+            slow_got.len(),
+            fast_got.len()
+        );
+        p.do_work();
+        fast.poll(&mut |m: Message<'_>| fast_got.push(m.sequence), usize::MAX);
+        slow.poll(&mut |m: Message<'_>| slow_got.push(m.sequence), usize::MAX);
+    }
+    assert_eq!(slow_got, (0..sent).collect::<Vec<_>>());
+    assert_eq!(fast_got, (0..sent).collect::<Vec<_>>());
+    assert_eq!(p.disconnected, 0);
+}
+
+/// A peer that is not a Peregrine publisher: garbage on a TCP stream and in UDP datagrams is
+/// rejected and counted, never delivered, never a panic.
+#[test]
+fn garbage_from_the_network_is_rejected_and_counted() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("tcp://{}", listener.local_addr().unwrap());
+    let mut s = TcpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    listener.set_nonblocking(true).unwrap();
+    let mut conn = loop {
+        s.poll(&mut |_m: Message<'_>| panic!("garbage delivered"), 16);
+        if let Ok((c, _)) = listener.accept() {
+            break c;
+        }
+        assert!(Instant::now() < deadline);
+    };
+    let mut junk = vec![0u8; 4096];
+    let mut x = 0x9e37_79b9u32;
+    for b in &mut junk {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    conn.write_all(&junk).unwrap();
+    while s.corrupt_streams == 0 {
+        s.poll(&mut |_m: Message<'_>| panic!("garbage delivered"), 16);
+        assert!(Instant::now() < deadline, "garbage not detected");
+    }
+    assert_eq!(s.counters().messages, 0);
+
+    // UDP: a subscriber of a multicast group receiving datagrams of junk and of truncated frames.
+    let uri = fresh_uri("mcast", "");
+    let c = cfg(&uri);
+    let mut sub = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.set_multicast_loop_v4(true).unwrap();
+    let mut frame = vec![0u8; 48];
+    frame[..4].copy_from_slice(&100u32.to_le_bytes()); // claims 100 bytes, has 48
+    frame[4..6].copy_from_slice(&0x4750u16.to_le_bytes());
+    frame[6] = 1;
+    frame[7] = 1;
+    for _ in 0..20 {
+        tx.send_to(&junk[..300], c.addr).unwrap();
+        tx.send_to(&frame, c.addr).unwrap();
+    }
+    while sub.counters().corrupt_frames < 40 {
+        sub.poll(&mut |_m: Message<'_>| panic!("garbage delivered"), 16);
+        assert!(Instant::now() < deadline, "{:?}", sub.counters());
+    }
+    assert_eq!(sub.counters().messages, 0);
+    let stats = sub.receiver_stats();
+    assert!(stats.wire_errors.iter().sum::<u64>() >= 40, "{stats:?}");
+}

@@ -1,0 +1,242 @@
+//! Multi-process tests of the network transports through the `peregrine` binary: real
+//! processes, real sockets on loopback.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_peregrine"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("peregrine runs")
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
+        .collect()
+}
+
+fn ok(out: &Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    json_lines(&out.stdout)
+}
+
+#[test]
+fn one_publisher_and_three_subscriber_processes_lose_nothing_over_each_network_transport() {
+    for transport in ["udp", "mcast", "tcp"] {
+        let out = run(
+            &[
+                "bench",
+                "throughput",
+                "--transport",
+                transport,
+                "--count",
+                "1000000",
+                "--subscribers",
+                "3",
+                "--size",
+                "100",
+                "--json",
+            ],
+            &[],
+        );
+        let lines = ok(&out);
+        assert_eq!(lines.len(), 1, "{transport}");
+        let r = &lines[0];
+        assert_eq!(r["transport"], transport);
+        assert_eq!(
+            r["samples"], 1_000_000u64,
+            "{transport}: messages published"
+        );
+        // Every subscriber checked every sequence number and payload (the command fails on any
+        // out-of-order or corrupt message) and received every message.
+        assert_eq!(r["lost"], 0, "{transport}");
+    }
+}
+
+#[test]
+fn fragmented_messages_cross_processes_intact() {
+    // 5000-byte messages: 4 datagrams each on udp and mcast.
+    for transport in ["udp", "mcast", "tcp"] {
+        let out = run(
+            &[
+                "bench",
+                "throughput",
+                "--transport",
+                transport,
+                "--count",
+                "20000",
+                "--size",
+                "5000",
+                "--json",
+            ],
+            &[],
+        );
+        let r = &ok(&out)[0];
+        assert_eq!(r["samples"], 20_000u64, "{transport}");
+        assert_eq!(r["lost"], 0, "{transport}");
+    }
+}
+
+#[test]
+fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
+    // No flow control and a small receive buffer: the publisher overruns the subscriber. The
+    // subscriber process checks that the gaps it sees are exactly the ranges of its `Lost`
+    // events (the command fails otherwise), and the parent that received + lost == sent.
+    let out = run(
+        &[
+            "bench",
+            "throughput",
+            "--transport",
+            "udp",
+            "--uri",
+            "udp://127.0.0.1:0?window=0&rcvbuf=64k&mode=urgent",
+            "--count",
+            "300000",
+            "--size",
+            "64",
+            "--json",
+        ],
+        &[],
+    );
+    let r = &ok(&out)[0];
+    let lost = r["lost"].as_u64().unwrap();
+    assert!(
+        lost > 0,
+        "a 64 KiB buffer without flow control should overflow: {r}"
+    );
+    assert!(lost < 300_000, "{r}");
+}
+
+#[test]
+fn pingpong_prints_the_raw_floor_and_compares_with_sockperf() {
+    let out = run(
+        &[
+            "bench",
+            "pingpong",
+            "--transport",
+            "udp",
+            "--size",
+            "64",
+            "--count",
+            "3000",
+            "--warmup",
+            "300",
+            "--compare",
+            "sockperf",
+            "--json",
+        ],
+        &[],
+    );
+    let lines = ok(&out);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["raw", "pingpong", "sockperf"]);
+    for l in &lines {
+        assert_eq!(l["transport"], "udp");
+        assert_eq!(l["size_bytes"], 64);
+        assert!(l["median_ns"].as_f64().unwrap() > 0.0, "{l}");
+    }
+    assert_eq!(lines[0]["samples"], 3000);
+    assert_eq!(lines[1]["samples"], 3000);
+    assert!(lines[2]["samples"].as_u64().unwrap() > 0);
+    let ours = &lines[1];
+    assert!(
+        ours["median_x_floor"].as_f64().unwrap() > 0.0,
+        "ratio to the raw floor: {ours}"
+    );
+    assert!(
+        ours["detail"]["median_x_sockperf"].as_f64().unwrap() > 0.0,
+        "{ours}"
+    );
+    assert!(lines[2]["detail"]["client"]
+        .as_str()
+        .unwrap()
+        .contains("sockperf ping-pong"));
+}
+
+#[test]
+fn raw_pingpong_runs_over_every_network_transport() {
+    for transport in ["udp", "mcast", "tcp"] {
+        let out = run(
+            &[
+                "bench",
+                "pingpong",
+                "--raw",
+                "--transport",
+                transport,
+                "--size",
+                "64",
+                "--count",
+                "2000",
+                "--warmup",
+                "200",
+                "--json",
+            ],
+            &[],
+        );
+        let lines = ok(&out);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["kind"], "raw");
+        assert_eq!(lines[0]["samples"], 2000, "{transport}");
+    }
+}
+
+#[test]
+fn configuration_from_file_and_environment_is_validated_and_named() {
+    let out = run(
+        &["bench", "pingpong", "--transport", "mcast", "--count", "10"],
+        &[("PEREGRINE_MCAST_TTL", "300")],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("PEREGRINE_MCAST_TTL=300") && err.contains("0 to 255"),
+        "{err}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("peregrine-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "[udp]\ndatagram = 1500\n").unwrap();
+    let out = run(
+        &["bench", "pingpong", "--transport", "udp", "--count", "10"],
+        &[("PEREGRINE_CONFIG", file.to_str().unwrap())],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml: [udp] datagram = 1500") && err.contains("multiple of 8"),
+        "{err}"
+    );
+
+    // A good file is used: an 8 KiB datagram carries 5000-byte messages unfragmented.
+    let file = dir.join("good.toml");
+    std::fs::write(&file, "[udp]\ndatagram = 8192\n").unwrap();
+    let out = run(
+        &[
+            "bench",
+            "throughput",
+            "--transport",
+            "udp",
+            "--count",
+            "2000",
+            "--size",
+            "5000",
+            "--json",
+        ],
+        &[("PEREGRINE_CONFIG", file.to_str().unwrap())],
+    );
+    let r = &ok(&out)[0];
+    assert_eq!(r["lost"], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
