@@ -13,7 +13,8 @@
 //! | `ttl` | mcast | 1 | multicast TTL (0 to 255) |
 //! | `loop` | mcast | 1 | multicast loopback (1: subscribers on the sending host receive) |
 //! | `window` | udp, mcast | from `rcvbuf` | subscriber's flow-control window in frames; 0: none |
-//! | `gso` | udp, mcast | 1 | use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
+//! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
+//! | `gro` | udp, mcast | 1 | subscriber: use UDP GRO (a GSO batch arrives in one buffer on loopback) |
 //! | `timeout_ms` | all | 5000 | a silent publisher (or receiver) is declared gone after this long |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full; `disconnect`: drop that subscriber |
@@ -45,6 +46,7 @@ pub struct NetConfig {
     /// `None`: computed from the receive buffer.
     pub window: Option<u32>,
     pub gso: bool,
+    pub gro: bool,
     pub timeout_ns: u64,
     pub max_pending: usize,
     pub slow: SlowPolicy,
@@ -67,6 +69,7 @@ impl NetConfig {
                 "rcvbuf",
                 "window",
                 "gso",
+                "gro",
                 "timeout_ms",
             ],
             Scheme::Mcast => &[
@@ -79,6 +82,7 @@ impl NetConfig {
                 "rcvbuf",
                 "window",
                 "gso",
+                "gro",
                 "timeout_ms",
                 "ttl",
                 "loop",
@@ -146,6 +150,7 @@ impl NetConfig {
             loopback: true,
             window: None,
             gso: true,
+            gro: true,
             timeout_ns: 5_000_000_000,
             max_pending: 16 << 20,
             slow: SlowPolicy::BackPressure,
@@ -241,6 +246,10 @@ impl NetConfig {
         if let Some(v) = uri.param("gso") {
             cfg.gso = parse_bool(v)
                 .ok_or_else(|| uri.error(format!("gso={v} is not accepted: use gso=1 or gso=0")))?;
+        }
+        if let Some(v) = uri.param("gro") {
+            cfg.gro = parse_bool(v)
+                .ok_or_else(|| uri.error(format!("gro={v} is not accepted: use gro=1 or gro=0")))?;
         }
         if let Some(v) = uri.param("window") {
             cfg.window = Some(v.parse::<u32>().map_err(|_| {

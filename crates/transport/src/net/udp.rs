@@ -515,7 +515,7 @@ impl UdpSubscriber {
         }
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
-        let gro = cfg.gso && sys::set_udp_gro(&sock).is_ok();
+        let gro = cfg.gro && sys::set_udp_gro(&sock).is_ok();
         let receiver_id = loop {
             let r = crate::random_u32();
             if r != 0 {
