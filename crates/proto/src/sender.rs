@@ -160,6 +160,8 @@ pub struct Sender {
     last_end: usize,
     /// When the oldest batched frame was written.
     first_pending_ns: Option<u64>,
+    /// Sequence number of the oldest batched (not yet sent) frame.
+    first_pending_sequence: Option<u64>,
     /// Flow control: frames with sequence `>= limit` may not be sent yet.
     limit: u64,
     heartbeat_interval_ns: u64,
@@ -204,6 +206,7 @@ impl Sender {
             sealed: false,
             last_end: 0,
             first_pending_ns: None,
+            first_pending_sequence: None,
             limit: u64::MAX,
             heartbeat_interval_ns: cfg.heartbeat_min_ns,
             heartbeat_deadline_ns: cfg.heartbeat_min_ns,
@@ -405,6 +408,7 @@ impl Sender {
         self.last_end = at + frame_len;
         if self.first_pending_ns.is_none() {
             self.first_pending_ns = Some(now_ns);
+            self.first_pending_sequence = Some(self.next_sequence);
         }
         Ok(at)
     }
@@ -438,6 +442,7 @@ impl Sender {
         self.seg_start = 0;
         self.sealed = false;
         self.first_pending_ns = None;
+        self.first_pending_sequence = None;
         self.stats.batches += 1;
         self.stats.datagrams += segments;
         self.on_sent(now_ns);
@@ -485,14 +490,23 @@ impl Sender {
         })
     }
 
-    /// The HEARTBEAT frame for this stream now.
+    /// The sequence number of the next frame not yet handed to the sink (batched frames are
+    /// not sent yet).
+    pub fn sent_next_sequence(&self) -> u64 {
+        self.first_pending_sequence.unwrap_or(self.next_sequence)
+    }
+
+    /// The HEARTBEAT frame for this stream now. It announces only what was sent: a frame still
+    /// in the batch would otherwise look lost to a receiver, which would then drop it as a
+    /// duplicate when it comes.
     pub fn heartbeat(&self) -> [u8; HEARTBEAT_LEN] {
         let mut b = [0u8; HEARTBEAT_LEN];
+        let next = self.sent_next_sequence();
         HeartbeatRepr {
             session_id: self.cfg.session_id,
             stream_id: self.cfg.stream_id,
-            next_sequence: self.next_sequence,
-            oldest_retained: self.next_sequence,
+            next_sequence: next,
+            oldest_retained: next,
         }
         .emit(&mut HeartbeatFrame::new_unchecked(&mut b[..]));
         b

@@ -655,3 +655,89 @@ fn garbage_from_the_network_is_rejected_and_counted() {
     let stats = sub.receiver_stats();
     assert!(stats.wire_errors.iter().sum::<u64>() >= 40, "{stats:?}");
 }
+
+/// A subscriber arriving while a publisher in normal (batching) mode offers without pause and
+/// never calls `do_work`: it is still taken on, and starts on a message boundary.
+#[test]
+fn a_late_subscriber_joins_a_publisher_that_never_stops_offering() {
+    for scheme in ["udp", "mcast", "tcp"] {
+        let uri = fresh_uri(scheme, "");
+        let c = cfg(&uri);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let mut events: Vec<SubscriberEvent> = Vec::new();
+        let mut last_counters = String::new();
+        macro_rules! run {
+            ($p:expr, $s:expr) => {{
+                let mut p = $p;
+                let mut s = None;
+                let mut i = 0u64;
+                while got.len() < 1000 {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{uri}: the late subscriber got {} messages",
+                        got.len()
+                    );
+                    let mut m = vec![0u8; 3000]; // two frames each: joining mid-message is possible
+                    m[..8].copy_from_slice(&i.to_le_bytes());
+                    match p.offer(&m) {
+                        Ok(_) => i += 1,
+                        Err(OfferError::BackPressured) => {}
+                        Err(e) => panic!("{uri}: {e}"),
+                    }
+                    if i == 1000 && s.is_none() {
+                        s = Some($s);
+                    }
+                    if let Some(s) = s.as_mut() {
+                        s.poll(
+                            &mut |m: Message<'_>| got.push(m.payload.to_vec()),
+                            usize::MAX,
+                        );
+                        while let Some(e) = s.next_event() {
+                            events.push(e);
+                        }
+                        last_counters = format!("{:?}", s.counters());
+                    }
+                }
+            }};
+        }
+        match scheme {
+            "tcp" => run!(
+                TcpPublisher::create(&c, &uri, 3, STREAM).unwrap(),
+                TcpSubscriber::new(&c, &uri, STREAM).unwrap()
+            ),
+            _ => run!(
+                UdpPublisher::create(&c, &uri, 3, STREAM).unwrap(),
+                UdpSubscriber::new(&c, &uri, STREAM).unwrap()
+            ),
+        }
+        // Whole, consecutive messages from wherever it joined, and no loss. (This test found a
+        // heartbeat announcing frames still in the batch, which the subscriber then reported
+        // lost and dropped as duplicates: had anything been lost, every missing message must
+        // have a frame inside a `Lost` range.)
+        let lost: Vec<(u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                SubscriberEvent::Lost {
+                    from_sequence,
+                    count,
+                    ..
+                } => Some((*from_sequence, *count)),
+                _ => None,
+            })
+            .collect();
+        let index = |m: &Vec<u8>| u64::from_le_bytes(m[..8].try_into().unwrap());
+        for w in got.windows(2) {
+            assert_eq!(w[1].len(), 3000, "{uri}");
+            let (a, b) = (index(&w[0]), index(&w[1]));
+            assert!(b > a, "{uri}: {a} then {b}");
+            for missing in a + 1..b {
+                // Message k takes sequence numbers 3k, 3k+1, 3k+2 (3000 bytes in 1440-byte frames).
+                let reported = (3 * missing..3 * missing + 3)
+                    .any(|q| lost.iter().any(|&(f, c)| q >= f && q < f + c));
+                assert!(reported, "{uri}: message {missing} missing without a Lost event: {events:?} {last_counters}");
+            }
+        }
+        assert!(lost.is_empty(), "{uri}: {events:?}");
+    }
+}

@@ -243,3 +243,34 @@ fn too_large_messages_are_refused() {
     assert!(matches!(r, Err(SendError::TooLarge { .. })));
     assert_eq!(s.next_sequence(), 0);
 }
+
+#[test]
+fn a_heartbeat_announces_only_frames_already_sent() {
+    // Regression: a heartbeat sent while a batch was pending announced the batched frames, and
+    // a receiver reported them lost, then dropped them as duplicates when the batch came.
+    let mut batches = Vec::new();
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 1 << 20,
+            batch_interval_ns: u64::MAX,
+        },
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    s.offer(b"a", 0, &mut collect(&mut batches)).unwrap();
+    s.flush(0, &mut collect(&mut batches)).unwrap();
+    s.offer(b"b", 0, &mut collect(&mut batches)).unwrap();
+    s.offer(&[0; 3000], 0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(s.next_sequence(), 5);
+    let next = |hb: [u8; 40]| match FrameRepr::parse(&hb).unwrap() {
+        FrameRepr::Heartbeat(h) => h.next_sequence,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        next(s.heartbeat()),
+        1,
+        "sequences 1..5 are batched, not sent"
+    );
+    s.flush(0, &mut collect(&mut batches)).unwrap();
+    assert_eq!(next(s.heartbeat()), 5);
+}

@@ -204,7 +204,10 @@ impl TcpPublisher {
         self.offers = self.offers.wrapping_add(1);
         if self.sender.pending_len() == 0 || self.offers & 63 == 0 {
             self.now_ns = now_ns();
-            if self.now_ns >= self.next_control_ns && self.sender.pending_len() == 0 {
+            if self.now_ns >= self.next_control_ns {
+                // New subscribers join between batches: send what is batched (at most once a
+                // millisecond), so a steady stream of offers never starves them.
+                self.send_pending();
                 self.control();
             }
         }
@@ -253,8 +256,8 @@ impl TcpPublisher {
             })
     }
 
-    pub fn flush(&mut self) -> Result<(), OfferError> {
-        self.now_ns = now_ns();
+    /// Hands the pending batch to the connections.
+    fn send_pending(&mut self) {
         let Self {
             sender,
             conns,
@@ -268,6 +271,11 @@ impl TcpPublisher {
             Ok(())
         };
         let _ = sender.flush(*now_ns, &mut sink);
+    }
+
+    pub fn flush(&mut self) -> Result<(), OfferError> {
+        self.now_ns = now_ns();
+        self.send_pending();
         Ok(())
     }
 
@@ -303,7 +311,8 @@ impl TcpPublisher {
                 work += 1;
             }
         }
-        if self.sender.pending_len() == 0 && self.now_ns >= self.next_control_ns {
+        if self.now_ns >= self.next_control_ns {
+            self.send_pending();
             work += self.control();
         }
         work
