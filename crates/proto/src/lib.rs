@@ -16,4 +16,5 @@ pub mod counters;
 pub mod events;
 pub mod receiver;
 pub mod receivers;
+pub mod retention;
 pub mod sender;

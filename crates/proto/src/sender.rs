@@ -41,10 +41,13 @@
 //! assert_eq!(datagrams, 3);
 //! ```
 
+use crate::retention::RetentionBuffer;
 use peregrine_wire::align_frame;
 use peregrine_wire::data::{emit_pad, DataFrame, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
+use peregrine_wire::header::Frames;
 use peregrine_wire::header::{flags, FrameType, Header};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr, HEARTBEAT_LEN};
+use std::collections::VecDeque;
 
 /// How frames are laid out in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +85,15 @@ pub struct SenderConfig {
     /// First heartbeat after the last send, doubling up to `heartbeat_max_ns` while idle.
     pub heartbeat_min_ns: u64,
     pub heartbeat_max_ns: u64,
+    /// Retention for retransmission: bytes of sent DATA frames kept (0: none)...
+    pub retain_bytes: usize,
+    /// ...and their largest age.
+    pub retain_age_ns: u64,
+    /// A range is not retransmitted again within this time of its last retransmission (a NAK
+    /// from another receiver for the same loss is answered by the same retransmission).
+    pub retransmit_linger_ns: u64,
+    /// Most frames retransmitted for one NAK (the rest of its ranges are ignored and counted).
+    pub retransmit_max_frames: u64,
 }
 
 impl SenderConfig {
@@ -96,6 +108,10 @@ impl SenderConfig {
             mode: SendMode::Urgent,
             heartbeat_min_ns: 100_000,
             heartbeat_max_ns: 100_000_000,
+            retain_bytes: 0,
+            retain_age_ns: 0,
+            retransmit_linger_ns: 1_000_000,
+            retransmit_max_frames: 4096,
         }
     }
 }
@@ -167,6 +183,11 @@ pub struct Sender {
     heartbeat_interval_ns: u64,
     heartbeat_deadline_ns: u64,
     stats: SenderStats,
+    retention: Option<RetentionBuffer>,
+    /// Ranges retransmitted lately: (start, end, when).
+    recent_retransmits: VecDeque<(u64, u64, u64)>,
+    /// Retransmission batch buffer (datagram packing).
+    rtx: Vec<u8>,
 }
 
 /// What a sender counted.
@@ -179,6 +200,17 @@ pub struct SenderStats {
     pub datagrams: u64,
     pub heartbeats: u64,
     pub back_pressured: u64,
+    pub naks_received: u64,
+    /// Frames sent again.
+    pub retransmitted: u64,
+    /// Requested frames no longer retained (the receiver reports them lost).
+    pub nak_unavailable: u64,
+    /// Requested frames not sent yet (a confused or hostile receiver).
+    pub nak_future: u64,
+    /// Requested frames retransmitted moments ago (answered by that retransmission).
+    pub nak_lingering: u64,
+    /// Requested frames beyond the per-NAK cap.
+    pub nak_capped: u64,
 }
 
 impl Sender {
@@ -211,6 +243,10 @@ impl Sender {
             heartbeat_interval_ns: cfg.heartbeat_min_ns,
             heartbeat_deadline_ns: cfg.heartbeat_min_ns,
             stats: SenderStats::default(),
+            retention: (cfg.retain_bytes > 0)
+                .then(|| RetentionBuffer::new(cfg.retain_bytes, cfg.retain_age_ns)),
+            recent_retransmits: VecDeque::new(),
+            rtx: Vec::new(),
         }
     }
 
@@ -437,6 +473,9 @@ impl Sender {
         };
         let segments = batch.segments() as u64;
         let r = sink(batch);
+        if let Some(ret) = self.retention.as_mut() {
+            retain(ret, &batch, now_ns);
+        }
         self.len = 0;
         self.last_end = 0;
         self.seg_start = 0;
@@ -506,7 +545,7 @@ impl Sender {
             session_id: self.cfg.session_id,
             stream_id: self.cfg.stream_id,
             next_sequence: next,
-            oldest_retained: next,
+            oldest_retained: self.oldest_retained(),
         }
         .emit(&mut HeartbeatFrame::new_unchecked(&mut b[..]));
         b
@@ -519,6 +558,152 @@ impl Sender {
         self.heartbeat_interval_ns =
             (self.heartbeat_interval_ns * 2).min(self.cfg.heartbeat_max_ns);
         self.heartbeat_deadline_ns = now_ns + self.heartbeat_interval_ns;
+    }
+}
+
+/// Keeps the DATA frames of a batch just sent.
+fn retain(ret: &mut RetentionBuffer, batch: &Batch<'_>, now_ns: u64) {
+    for d in batch.datagrams() {
+        for (ty, bytes) in Frames::new(d).flatten() {
+            if ty == FrameType::Data {
+                let seq = DataFrame::new_unchecked(bytes).sequence();
+                ret.push(seq, bytes, now_ns);
+            }
+        }
+    }
+    ret.expire(now_ns);
+}
+
+impl Sender {
+    /// The oldest sequence number that can still be retransmitted (the next unsent one when
+    /// nothing is retained).
+    pub fn oldest_retained(&self) -> u64 {
+        match &self.retention {
+            Some(r) if !r.is_empty() => r.oldest(),
+            _ => self.sent_next_sequence(),
+        }
+    }
+
+    /// Answers a NAK: sends the retained frames of `ranges` (start, count) again, with the
+    /// RETRANSMIT flag, through `sink` (the driver decides where: the asking receiver, or the
+    /// group so that other receivers' NAKs for the same loss are answered too). Bounded work:
+    /// at most `retransmit_max_frames` frames per NAK, nothing not yet sent, nothing
+    /// retransmitted within `retransmit_linger_ns`; everything else is counted.
+    pub fn on_nak<E, S, I>(
+        &mut self,
+        ranges: I,
+        now_ns: u64,
+        sink: &mut S,
+    ) -> Result<u64, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+        I: IntoIterator<Item = (u64, u64)>,
+    {
+        self.stats.naks_received += 1;
+        let Some(ret) = self.retention.as_mut() else {
+            for (_, count) in ranges {
+                self.stats.nak_unavailable += count;
+            }
+            return Ok(0);
+        };
+        ret.expire(now_ns);
+        let linger = self.cfg.retransmit_linger_ns;
+        self.recent_retransmits
+            .retain(|&(_, _, at)| now_ns.saturating_sub(at) < linger);
+        let sent_next = self.first_pending_sequence.unwrap_or(self.next_sequence);
+        let seg = self.cfg.segment_len;
+        let cap_frames = self.cfg.retransmit_max_frames;
+        let cap = (self.cfg.max_batch_len / seg).max(1) * seg;
+        if self.rtx.len() != cap {
+            self.rtx = vec![0; cap];
+        }
+        let mut len = 0usize; // bytes used in rtx
+        let mut last_end = 0usize;
+        let mut sent = 0u64;
+        for (start, count) in ranges {
+            let end = start.saturating_add(count);
+            // Not sent yet: a receiver cannot have lost it.
+            if end > sent_next {
+                self.stats.nak_future += end - start.max(sent_next);
+            }
+            let end = end.min(sent_next);
+            if start >= end {
+                continue;
+            }
+            let oldest = ret.oldest();
+            if start < oldest {
+                self.stats.nak_unavailable += end.min(oldest) - start;
+            }
+            let mut q = start.max(oldest);
+            while q < end {
+                if sent >= cap_frames {
+                    self.stats.nak_capped += end - q;
+                    break;
+                }
+                if let Some(&(_, e, _)) = self
+                    .recent_retransmits
+                    .iter()
+                    .find(|&&(s0, e0, _)| s0 <= q && q < e0)
+                {
+                    let skip = e.min(end) - q;
+                    self.stats.nak_lingering += skip;
+                    q += skip;
+                    continue;
+                }
+                let Some(frame) = ret.get(q) else { break };
+                let flen = frame.len();
+                let seg_start = len - len % seg;
+                let used = len - seg_start;
+                if used + flen > seg || (used == 0 && len + seg > cap && len > 0) {
+                    // Next segment: pad this one, or end the batch.
+                    let left = seg - used;
+                    if used > 0 && left >= DATA_HEADER_LEN && len + left + seg <= cap {
+                        emit_pad(
+                            &mut self.rtx[len..len + left],
+                            self.cfg.session_id,
+                            sent_next,
+                            left as u32,
+                        );
+                        self.rtx[len + DATA_HEADER_LEN..len + left].fill(0);
+                        len += left;
+                    } else if len > 0 {
+                        let b = Batch {
+                            bytes: &self.rtx[..last_end],
+                            segment_len: seg,
+                        };
+                        sink(b).map_err(SendError::Sink)?;
+                        len = 0;
+                    }
+                }
+                self.rtx[len..len + flen].copy_from_slice(frame);
+                let f =
+                    u16::from_le_bytes([self.rtx[len + 8], self.rtx[len + 9]]) | flags::RETRANSMIT;
+                self.rtx[len + 8..len + 10].copy_from_slice(&f.to_le_bytes());
+                last_end = len + flen;
+                let aligned = align_frame(flen);
+                self.rtx[last_end..(len + aligned).min(cap)].fill(0);
+                len = (len + aligned).min(cap);
+                sent += 1;
+                q += 1;
+            }
+            let done_to = q.min(end);
+            if done_to > start.max(oldest) {
+                self.recent_retransmits
+                    .push_back((start.max(oldest), done_to, now_ns));
+                if self.recent_retransmits.len() > 256 {
+                    self.recent_retransmits.pop_front();
+                }
+            }
+        }
+        if len > 0 {
+            sink(Batch {
+                bytes: &self.rtx[..last_end],
+                segment_len: seg,
+            })
+            .map_err(SendError::Sink)?;
+        }
+        self.stats.retransmitted += sent;
+        Ok(sent)
     }
 }
 

@@ -274,3 +274,109 @@ fn a_heartbeat_announces_only_frames_already_sent() {
     s.flush(0, &mut collect(&mut batches)).unwrap();
     assert_eq!(next(s.heartbeat()), 5);
 }
+
+fn retaining(retain_bytes: usize) -> Sender {
+    Sender::new(SenderConfig {
+        retain_bytes,
+        retain_age_ns: 1_000_000_000,
+        retransmit_linger_ns: 1000,
+        retransmit_max_frames: 50,
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    })
+}
+
+#[test]
+fn a_nak_is_answered_with_the_retained_frames_flagged_retransmit() {
+    let mut batches = Vec::new();
+    let mut s = retaining(1 << 20);
+    for i in 0..100u32 {
+        s.offer(&i.to_le_bytes(), 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    assert_eq!(s.oldest_retained(), 0);
+    let mut rtx = Vec::new();
+    let n = s
+        .on_nak([(10, 3), (40, 1)], 5, &mut collect(&mut rtx))
+        .unwrap();
+    assert_eq!(n, 4);
+    let frames = data_frames(&rtx);
+    assert_eq!(
+        frames.iter().map(|f| f.0).collect::<Vec<_>>(),
+        vec![10, 11, 12, 40]
+    );
+    for f in &frames {
+        assert_eq!(f.1 & flags::RETRANSMIT, flags::RETRANSMIT);
+        assert_eq!(f.3, (f.0 as u32).to_le_bytes().to_vec(), "same payload");
+    }
+    // The same loss reported by another receiver moments later is not sent again...
+    let mut again = Vec::new();
+    assert_eq!(
+        s.on_nak([(10, 3)], 500, &mut collect(&mut again)).unwrap(),
+        0
+    );
+    assert!(again.is_empty());
+    assert_eq!(s.stats().nak_lingering, 3);
+    // ...but it is once the linger time has passed.
+    assert_eq!(
+        s.on_nak([(10, 3)], 2000, &mut collect(&mut again)).unwrap(),
+        3
+    );
+}
+
+#[test]
+fn hostile_naks_cause_bounded_counted_work() {
+    let mut batches = Vec::new();
+    let mut s = retaining(64 * 40); // 40 frames of 64 bytes
+    for i in 0..100u32 {
+        s.offer(&[i as u8; 32], 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    assert_eq!(s.oldest_retained(), 60);
+    let mut rtx = Vec::new();
+    // Evicted, future and huge ranges.
+    let n = s
+        .on_nak(
+            [(0, 10), (100, 5), (u64::MAX - 3, 3), (0, u64::MAX)],
+            0,
+            &mut collect(&mut rtx),
+        )
+        .unwrap();
+    let st = s.stats();
+    assert_eq!(n, 40, "only what is retained, once");
+    assert_eq!(st.nak_unavailable, 10 + 60);
+    assert_eq!(st.nak_future, 5 + 3 + (u64::MAX - 100));
+    assert_eq!(data_frames(&rtx).len(), 40);
+    // The per-NAK cap.
+    let mut s = retaining(1 << 20);
+    for i in 0..1000u32 {
+        s.offer(&[i as u8; 8], 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    let mut rtx = Vec::new();
+    assert_eq!(
+        s.on_nak([(0, 1000)], 0, &mut collect(&mut rtx)).unwrap(),
+        50
+    );
+    assert_eq!(s.stats().nak_capped, 950);
+}
+
+#[test]
+fn retransmissions_pack_into_gso_ready_datagrams() {
+    let mut batches = Vec::new();
+    let mut s = retaining(1 << 20);
+    for i in 0..200u32 {
+        s.offer(&[i as u8; 300], 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    let mut rtx = Vec::new();
+    s.on_nak([(0, 200)], 0, &mut collect(&mut rtx)).unwrap();
+    for (bytes, seg) in &rtx {
+        assert_eq!(*seg, 1472);
+        // Every datagram but the last of a batch is full length.
+        let n = bytes.len().div_ceil(*seg);
+        assert!(bytes.len() > (n - 1) * seg);
+    }
+    let f = data_frames(&rtx);
+    assert_eq!(f.len(), 50, "the cap");
+    assert!(f.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+}
