@@ -20,9 +20,10 @@ use peregrine_wire::bye::{ByeFrame, ByeRepr};
 use peregrine_wire::data::{DataFrame, DataRepr};
 use peregrine_wire::header::{flags, FrameType, Frames};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
+use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr, MAX_NAK_RANGES};
 use peregrine_wire::status::{StatusFrame, StatusRepr, STATUS_LEN};
 use peregrine_wire::WireError;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
 /// A receiver's settings.
@@ -46,6 +47,55 @@ pub struct ReceiverConfig {
     /// may fill), announced in frames of the average length seen so far (1472 bytes until a
     /// thousand frames were seen, at least 64). 0: no window.
     pub window_bytes: u64,
+    /// Loss repair by NAK (`None`: a gap is reported as `Lost` at once).
+    pub nak: Option<NakConfig>,
+}
+
+/// How a receiver asks for lost frames (docs/architecture.md, "Loss repair").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NakConfig {
+    /// Multicast: the first NAK for a gap waits a random time up to `backoff_max_ns`, and a
+    /// NAK from another receiver for the same frames counts as ours (suppression). Unicast: it
+    /// waits `delay_ns`, so frames merely reordered can still arrive.
+    pub multicast: bool,
+    pub delay_ns: u64,
+    pub backoff_max_ns: u64,
+    /// A NAK not answered is repeated after this long...
+    pub retry_ns: u64,
+    /// ...at most this many times in all; then the frames are reported lost.
+    pub max_tries: u32,
+    /// A gap is never waited for longer than this: then it is reported lost and delivery
+    /// carries on.
+    pub max_stall_ns: u64,
+    /// Bytes of frames held behind gaps; past it, the oldest gap is given up.
+    pub max_buffered_bytes: usize,
+}
+
+impl NakConfig {
+    /// Defaults: 50 us unicast delay, multicast back-off up to 500 us, retries every 2 ms, up
+    /// to 50 tries and at most 1 s stalled, 32 MiB held.
+    pub fn new(multicast: bool) -> Self {
+        NakConfig {
+            multicast,
+            delay_ns: 50_000,
+            backoff_max_ns: 500_000,
+            retry_ns: 2_000_000,
+            max_tries: 50,
+            max_stall_ns: 1_000_000_000,
+            max_buffered_bytes: 32 << 20,
+        }
+    }
+}
+
+/// A range of missing sequence numbers of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Gap {
+    start: u64,
+    end: u64,
+    detected_ns: u64,
+    nak_at_ns: u64,
+    tries: u32,
+    gave_up: bool,
 }
 
 impl ReceiverConfig {
@@ -59,6 +109,7 @@ impl ReceiverConfig {
             status_interval_ns: 100_000_000,
             window_frames: 0,
             window_bytes: 0,
+            nak: None,
         }
     }
 }
@@ -76,6 +127,11 @@ struct Session {
     /// When the last STATUS went to this session's sender (`None`: never, send one now).
     last_status_ns: Option<u64>,
     reported_next: u64,
+    /// Loss repair: one past the highest sequence seen; frames held behind gaps; the gaps
+    /// (sorted, disjoint). `[next_sequence, high)` is exactly the held frames and the gaps.
+    high: u64,
+    held: BTreeMap<u64, Vec<u8>>,
+    gaps: Vec<Gap>,
 }
 
 /// Counts beyond [`SubscriberCounters`].
@@ -87,6 +143,18 @@ pub struct ReceiverStats {
     /// Frames of sessions beyond `max_sessions`.
     pub sessions_refused: u64,
     pub status_sent: u64,
+    /// Gaps found (frames missing), NAK frames sent and the ranges they carried.
+    pub gaps_detected: u64,
+    pub naks_sent: u64,
+    pub nak_ranges_sent: u64,
+    /// NAKs not sent because another receiver's NAK asked for the same frames.
+    pub naks_suppressed: u64,
+    /// Missing frames that arrived later (retransmitted or reordered).
+    pub recovered: u64,
+    /// Frames received with the RETRANSMIT flag.
+    pub retransmits_received: u64,
+    /// Frames given up: past the retention of the sender, out of tries, or stalled too long.
+    pub unrecoverable: u64,
     /// Rejected frames by [`WireError::index`].
     pub wire_errors: [u64; WireError::NAMES.len()],
 }
@@ -116,6 +184,12 @@ pub struct Receiver {
     /// DATA frames seen and their bytes (8-byte aligned), for the byte-based window.
     frames_seen: u64,
     frame_bytes_seen: u64,
+    /// Bytes of frames held behind gaps, over all sessions.
+    held_bytes: usize,
+    /// The multicast NAK back-off's random state (seeded from `receiver_id`).
+    rng: u64,
+    /// Detection-to-repair times of recovered frames, when `record_recovery` is on.
+    recovery_ns: Option<Vec<u64>>,
 }
 
 /// Departed sessions remembered.
@@ -133,6 +207,9 @@ impl Receiver {
             last_session: 0,
             frames_seen: 0,
             frame_bytes_seen: 0,
+            held_bytes: 0,
+            rng: u64::from(cfg.receiver_id) | 1,
+            recovery_ns: None,
         }
     }
 
@@ -218,7 +295,7 @@ impl Receiver {
                 let Some(i) = self.session(d.session_id, d.sequence, source, now_ns) else {
                     return Ok(0);
                 };
-                Ok(self.on_data(i, &d, handler))
+                Ok(self.on_data(i, &d, bytes, now_ns, handler))
             }
             FrameType::Heartbeat => {
                 let h = HeartbeatRepr::parse(&HeartbeatFrame::new_checked(bytes)?)?;
@@ -227,6 +304,9 @@ impl Receiver {
                     return Ok(0);
                 }
                 if let Some(i) = self.session(h.session_id, h.next_sequence, source, now_ns) {
+                    if self.cfg.nak.is_some() {
+                        return Ok(self.on_heartbeat_repaired(i, &h, now_ns, handler));
+                    }
                     self.tail_loss(i, h.next_sequence);
                 }
                 Ok(0)
@@ -242,11 +322,23 @@ impl Receiver {
                     .iter()
                     .position(|s| s.session_id == b.session_id)
                 {
+                    // The publisher has gone: nothing more can be repaired. Deliver what was
+                    // held behind gaps, reporting the gaps lost.
+                    let mut n = 0;
+                    if self.cfg.nak.is_some() {
+                        for g in &mut self.sessions[i].gaps {
+                            g.gave_up = true;
+                        }
+                        n = self.skip_given_up(i, handler);
+                        let s = &mut self.sessions[i];
+                        s.next_sequence = s.next_sequence.max(s.high);
+                    }
                     self.tail_loss(i, b.final_next_sequence);
-                    self.sessions.swap_remove(i);
+                    self.remove_session(i);
                     self.events.push_back(SubscriberEvent::PublisherClosed {
                         session_id: b.session_id,
                     });
+                    return Ok(n);
                 }
                 Ok(0)
             }
@@ -254,8 +346,35 @@ impl Receiver {
                 DataFrame::new_checked(bytes)?;
                 Ok(0)
             }
-            // Other receivers' STATUS and NAK frames on a shared multicast group, resolver
-            // traffic: checked and ignored.
+            // Another receiver's NAK on a multicast group: the frames it asks for will be
+            // retransmitted to the group, so do not ask for them too (suppression).
+            FrameType::Nak => {
+                let n = NakRepr::parse(&NakFrame::new_checked(bytes)?)?;
+                if n.stream_id != self.cfg.stream_id || n.receiver_id == self.cfg.receiver_id {
+                    return Ok(0);
+                }
+                let Some(nak) = self.cfg.nak.filter(|c| c.multicast) else {
+                    return Ok(0);
+                };
+                if let Some(s) = self
+                    .sessions
+                    .iter_mut()
+                    .find(|s| s.session_id == n.session_id)
+                {
+                    for r in n.ranges.iter() {
+                        let end = r.start.saturating_add(u64::from(r.count));
+                        for g in s.gaps.iter_mut() {
+                            if g.start < end && r.start < g.end && !g.gave_up {
+                                g.nak_at_ns = g.nak_at_ns.max(now_ns + nak.retry_ns);
+                                self.stats.naks_suppressed += 1;
+                            }
+                        }
+                    }
+                }
+                Ok(0)
+            }
+            // Other receivers' STATUS frames on a shared multicast group, resolver traffic:
+            // checked and ignored.
             _ => {
                 peregrine_wire::FrameRepr::parse(bytes)?;
                 Ok(0)
@@ -312,12 +431,143 @@ impl Receiver {
             last_heard_ns: now_ns,
             last_status_ns: None,
             reported_next: first_sequence,
+            high: first_sequence,
+            held: BTreeMap::new(),
+            gaps: Vec::new(),
         });
         self.events.push_back(SubscriberEvent::Connected {
             session_id,
             first_sequence,
         });
         Some(self.sessions.len() - 1)
+    }
+
+    /// A HEARTBEAT with loss repair on: frames up to its `next_sequence` we have not seen are
+    /// a gap to ask for (tail loss); frames below its `oldest_retained` can no longer be
+    /// retransmitted, so gaps there are given up at once.
+    fn on_heartbeat_repaired<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        h: &HeartbeatRepr,
+        now_ns: u64,
+        handler: &mut F,
+    ) -> usize {
+        let nak = self.cfg.nak.expect("loss repair is on");
+        if h.next_sequence > self.sessions[i].high {
+            let delay = self.nak_delay(&nak);
+            let s = &mut self.sessions[i];
+            s.gaps.push(Gap {
+                start: s.high,
+                end: h.next_sequence,
+                detected_ns: now_ns,
+                nak_at_ns: now_ns + delay,
+                tries: 0,
+                gave_up: false,
+            });
+            s.high = h.next_sequence;
+            self.stats.gaps_detected += 1;
+        }
+        let s = &mut self.sessions[i];
+        let mut split = Vec::new();
+        for g in s.gaps.iter_mut() {
+            if g.end <= h.oldest_retained {
+                g.gave_up = true;
+            } else if g.start < h.oldest_retained {
+                split.push(Gap {
+                    start: h.oldest_retained,
+                    ..*g
+                });
+                g.end = h.oldest_retained;
+                g.gave_up = true;
+            }
+        }
+        if !split.is_empty() {
+            s.gaps.extend(split);
+            s.gaps.sort_by_key(|g| g.start);
+        }
+        self.skip_given_up(i, handler)
+    }
+
+    /// Loss repair timers: sends the NAKs that are due (through `emit`, to each session's
+    /// sender), gives up gaps out of tries or stalled too long, and delivers what that
+    /// unblocks. Returns the messages delivered.
+    pub fn poll_repair<F: FnMut(Message<'_>), E: FnMut(SocketAddr, &[u8])>(
+        &mut self,
+        now_ns: u64,
+        handler: &mut F,
+        emit: &mut E,
+    ) -> usize {
+        let Some(nak) = self.cfg.nak else {
+            return 0;
+        };
+        let mut delivered = 0;
+        let mut buf = [0u8; 32 + 16 * MAX_NAK_RANGES];
+        for i in 0..self.sessions.len() {
+            let mut ranges: Vec<NakRange> = Vec::new();
+            let s = &mut self.sessions[i];
+            let mut gave_up = false;
+            for g in s.gaps.iter_mut() {
+                if g.gave_up || g.nak_at_ns > now_ns {
+                    continue;
+                }
+                if g.tries >= nak.max_tries
+                    || now_ns.saturating_sub(g.detected_ns) >= nak.max_stall_ns
+                {
+                    g.gave_up = true;
+                    gave_up = true;
+                    continue;
+                }
+                g.tries += 1;
+                g.nak_at_ns = now_ns + nak.retry_ns;
+                let mut start = g.start;
+                while start < g.end {
+                    let count = (g.end - start).min(u64::from(u32::MAX)) as u32;
+                    ranges.push(NakRange { start, count });
+                    start += u64::from(count);
+                }
+            }
+            let (session_id, source) = (s.session_id, s.source);
+            for chunk in ranges.chunks(MAX_NAK_RANGES) {
+                let Ok(rs) = NakRanges::new(chunk) else {
+                    continue;
+                };
+                let repr = NakRepr {
+                    session_id,
+                    stream_id: self.cfg.stream_id,
+                    receiver_id: self.cfg.receiver_id,
+                    ranges: rs,
+                };
+                let len = repr.buffer_len();
+                repr.emit(&mut NakFrame::new_unchecked(&mut buf[..len]));
+                emit(source, &buf[..len]);
+                self.stats.naks_sent += 1;
+                self.stats.nak_ranges_sent += chunk.len() as u64;
+            }
+            if gave_up {
+                delivered += self.skip_given_up(i, handler);
+            }
+        }
+        delivered
+    }
+
+    /// The earliest NAK deadline (for a blocking driver's timeout).
+    pub fn next_repair_ns(&self) -> Option<u64> {
+        self.sessions
+            .iter()
+            .flat_map(|s| s.gaps.iter().filter(|g| !g.gave_up).map(|g| g.nak_at_ns))
+            .min()
+    }
+
+    /// Starts recording detection-to-repair times of recovered frames (tests, benchmarks).
+    pub fn record_recovery(&mut self) {
+        self.recovery_ns.get_or_insert_with(Vec::new);
+    }
+    /// The recorded detection-to-repair times, emptied.
+    pub fn take_recovery_ns(&mut self) -> Vec<u64> {
+        self.recovery_ns
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// A HEARTBEAT or BYE says the stream reached `next`: anything we have not seen below it
@@ -361,14 +611,22 @@ impl Receiver {
         &mut self,
         i: usize,
         d: &DataRepr<'_>,
+        frame: &[u8],
+        now_ns: u64,
         handler: &mut F,
     ) -> usize {
         self.frames_seen += 1;
         self.frame_bytes_seen += (32 + d.payload.len()).next_multiple_of(8) as u64;
+        if d.flags & flags::RETRANSMIT != 0 {
+            self.stats.retransmits_received += 1;
+        }
         let s = &mut self.sessions[i];
         if d.sequence < s.next_sequence {
             self.stats.duplicates += 1;
             return 0;
+        }
+        if self.cfg.nak.is_some() {
+            return self.on_data_repaired(i, d, frame, now_ns, handler);
         }
         if d.sequence > s.next_sequence {
             let from = s.next_sequence;
@@ -378,6 +636,144 @@ impl Receiver {
             let session_id = s.session_id;
             self.lost(session_id, from, d.sequence - from);
         }
+        self.deliver(i, d, handler)
+    }
+
+    /// A DATA frame at or after `next_sequence` with loss repair on: delivered if it is next
+    /// (then whatever it unblocks), held if a gap is in front of it.
+    fn on_data_repaired<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        d: &DataRepr<'_>,
+        frame: &[u8],
+        now_ns: u64,
+        handler: &mut F,
+    ) -> usize {
+        let nak = self.cfg.nak.expect("loss repair is on");
+        let s = &mut self.sessions[i];
+        let q = d.sequence;
+        if q >= s.high {
+            if q > s.high {
+                let delay = self.nak_delay(&nak);
+                let s = &mut self.sessions[i];
+                s.gaps.push(Gap {
+                    start: s.high,
+                    end: q,
+                    detected_ns: now_ns,
+                    nak_at_ns: now_ns + delay,
+                    tries: 0,
+                    gave_up: false,
+                });
+                self.stats.gaps_detected += 1;
+            }
+            let s = &mut self.sessions[i];
+            s.high = q + 1;
+        } else if s.held.contains_key(&q) {
+            self.stats.duplicates += 1;
+            return 0;
+        } else {
+            // It fills (part of) a gap.
+            if let Some(k) = s.gaps.iter().position(|g| g.start <= q && q < g.end) {
+                let g = s.gaps[k];
+                let mut parts = Vec::with_capacity(2);
+                if g.start < q {
+                    parts.push(Gap { end: q, ..g });
+                }
+                if q + 1 < g.end {
+                    parts.push(Gap { start: q + 1, ..g });
+                }
+                s.gaps.splice(k..=k, parts);
+                self.stats.recovered += 1;
+                if let Some(log) = self.recovery_ns.as_mut() {
+                    log.push(now_ns.saturating_sub(g.detected_ns));
+                }
+            }
+        }
+        let s = &mut self.sessions[i];
+        if q > s.next_sequence {
+            // Hold it until the gap before it is filled or given up.
+            if self.held_bytes + frame.len() > nak.max_buffered_bytes {
+                self.give_up_front(i);
+            }
+            let s = &mut self.sessions[i];
+            if q > s.next_sequence {
+                self.held_bytes += frame.len();
+                s.held.insert(q, frame.to_vec());
+                return 0;
+            }
+        }
+        let n = self.deliver(i, d, handler);
+        n + self.drain_held(i, handler)
+    }
+
+    /// Delivers held frames that are next in order.
+    fn drain_held<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
+        let mut n = 0;
+        loop {
+            let s = &mut self.sessions[i];
+            let next = s.next_sequence;
+            let Some(bytes) = s.held.remove(&next) else {
+                break;
+            };
+            self.held_bytes -= bytes.len();
+            // Held frames were checked when they arrived.
+            if let Ok(d) = DataRepr::parse_checked_header(&DataFrame::new_unchecked(&bytes[..])) {
+                n += self.deliver(i, &d, handler);
+            }
+        }
+        n
+    }
+
+    /// Gives up the first gap of session `i` (reports it lost) and delivers what it blocked.
+    fn give_up_front(&mut self, i: usize) {
+        let s = &mut self.sessions[i];
+        if s.gaps.is_empty() {
+            return;
+        }
+        s.gaps[0].gave_up = true;
+        self.skip_given_up(i, &mut |_m: Message<'_>| {});
+    }
+
+    /// Reports given-up gaps at the front as lost and delivers the frames behind them.
+    fn skip_given_up<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
+        let mut n = 0;
+        loop {
+            let s = &mut self.sessions[i];
+            match s.gaps.first() {
+                Some(g) if g.gave_up && g.start == s.next_sequence => {
+                    let g = s.gaps.remove(0);
+                    s.next_sequence = g.end;
+                    s.reassembly = None;
+                    s.need_begin = true;
+                    let session_id = s.session_id;
+                    self.stats.unrecoverable += g.end - g.start;
+                    self.lost(session_id, g.start, g.end - g.start);
+                    n += self.drain_held(i, handler);
+                }
+                _ => return n,
+            }
+        }
+    }
+
+    fn nak_delay(&mut self, nak: &NakConfig) -> u64 {
+        if !nak.multicast || nak.backoff_max_ns == 0 {
+            return nak.delay_ns;
+        }
+        // xorshift64: a deterministic spread of back-offs; not security related.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % nak.backoff_max_ns
+    }
+
+    /// The in-order delivery of frame `d`, next in sequence: whole messages, fragments,
+    /// reassembly.
+    fn deliver<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        d: &DataRepr<'_>,
+        handler: &mut F,
+    ) -> usize {
         let s = &mut self.sessions[i];
         s.next_sequence = d.sequence + 1;
         let begin = d.flags & flags::BEGIN != 0;
@@ -475,8 +871,16 @@ impl Receiver {
     }
 
     /// Removes session `i` as gone without a BYE: `PublisherDied`, and remember its position.
-    fn depart(&mut self, i: usize) {
+    /// Removes session `i`, releasing what it held.
+    fn remove_session(&mut self, i: usize) -> Session {
         let s = self.sessions.swap_remove(i);
+        self.held_bytes -= s.held.values().map(Vec::len).sum::<usize>();
+        self.last_session = 0;
+        s
+    }
+
+    fn depart(&mut self, i: usize) {
+        let s = self.remove_session(i);
         if self.departed.len() == DEPARTED_KEPT {
             self.departed.pop_front();
         }
