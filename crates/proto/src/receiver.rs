@@ -689,20 +689,21 @@ impl Receiver {
                 }
             }
         }
+        let mut n = 0;
         let s = &mut self.sessions[i];
         if q > s.next_sequence {
             // Hold it until the gap before it is filled or given up.
             if self.held_bytes + frame.len() > nak.max_buffered_bytes {
-                self.give_up_front(i);
+                n += self.give_up_front(i, handler);
             }
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
                 self.held_bytes += frame.len();
                 s.held.insert(q, frame.to_vec());
-                return 0;
+                return n;
             }
         }
-        let n = self.deliver(i, d, handler);
+        n += self.deliver(i, d, handler);
         n + self.drain_held(i, handler)
     }
 
@@ -725,13 +726,13 @@ impl Receiver {
     }
 
     /// Gives up the first gap of session `i` (reports it lost) and delivers what it blocked.
-    fn give_up_front(&mut self, i: usize) {
+    fn give_up_front<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
         let s = &mut self.sessions[i];
         if s.gaps.is_empty() {
-            return;
+            return 0;
         }
         s.gaps[0].gave_up = true;
-        self.skip_given_up(i, &mut |_m: Message<'_>| {});
+        self.skip_given_up(i, handler)
     }
 
     /// Reports given-up gaps at the front as lost and delivers the frames behind them.

@@ -1,6 +1,7 @@
 use super::*;
 use crate::sender::{Batch, Packing, SendMode, Sender, SenderConfig};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
+use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr};
 
 const SRC: &str = "127.0.0.1:5000";
 
@@ -335,4 +336,216 @@ fn a_byte_window_is_announced_in_frames_of_the_average_size_seen() {
         ..ReceiverConfig::new(7, 1)
     });
     assert_eq!(fixed.window(), 10, "a window in frames wins");
+}
+
+fn repairing(multicast: bool) -> Receiver {
+    Receiver::new(ReceiverConfig {
+        nak: Some(NakConfig {
+            delay_ns: 100,
+            backoff_max_ns: 1000,
+            retry_ns: 1000,
+            max_tries: 3,
+            max_stall_ns: 1_000_000,
+            ..NakConfig::new(multicast)
+        }),
+        ..ReceiverConfig::new(7, 1)
+    })
+}
+
+/// The NAK ranges `poll_repair` emits at `now`.
+fn naks_at(r: &mut Receiver, now: u64, got: &mut Vec<u64>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    r.poll_repair(
+        now,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        &mut |_, f: &[u8]| {
+            let n = NakRepr::parse(&NakFrame::new_checked(f).unwrap()).unwrap();
+            assert_eq!((n.session_id, n.stream_id, n.receiver_id), (9, 7, 1));
+            out.extend(n.ranges.iter().map(|x| (x.start, u64::from(x.count))));
+        },
+    );
+    out
+}
+
+fn feed(r: &mut Receiver, d: &[u8], now: u64, got: &mut Vec<u64>) {
+    r.on_datagram(
+        d,
+        0,
+        src(),
+        now,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        usize::MAX,
+    );
+}
+
+#[test]
+fn a_gap_is_nakked_after_the_delay_and_filled_by_the_retransmission() {
+    let mut s = Sender::new(SenderConfig {
+        retain_bytes: 1 << 20,
+        retain_age_ns: u64::MAX,
+        ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+    });
+    let msgs: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 8]).collect();
+    let d = datagrams(&mut s, &msgs);
+    let mut r = repairing(false);
+    let mut got = Vec::new();
+    for k in [0, 1, 4, 5] {
+        feed(&mut r, &d[k], 0, &mut got);
+    }
+    assert_eq!(got, vec![0, 1], "4 and 5 are held behind the gap");
+    assert!(
+        naks_at(&mut r, 50, &mut got).is_empty(),
+        "not before the delay"
+    );
+    assert_eq!(naks_at(&mut r, 100, &mut got), vec![(2, 2)]);
+    let mut rtx = Vec::new();
+    s.on_nak([(2, 2)], 0, &mut |b: Batch<'_>| -> Result<(), ()> {
+        rtx.extend(b.datagrams().map(|x| x.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    for x in &rtx {
+        feed(&mut r, x, 200, &mut got);
+    }
+    assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(r.counters().lost, 0);
+    assert_eq!(r.stats().recovered, 2);
+    assert_eq!(r.stats().retransmits_received, 2);
+    assert!(naks_at(&mut r, 5000, &mut got).is_empty());
+}
+
+#[test]
+fn unanswered_naks_give_up_with_an_exact_loss_and_delivery_carries_on() {
+    let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let d = datagrams(&mut s, &(0..5u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+    let mut r = repairing(false);
+    let mut got = Vec::new();
+    for k in [0, 3, 4] {
+        feed(&mut r, &d[k], 0, &mut got);
+    }
+    assert_eq!(naks_at(&mut r, 100, &mut got), vec![(1, 2)]);
+    assert_eq!(naks_at(&mut r, 1100, &mut got), vec![(1, 2)]);
+    assert_eq!(naks_at(&mut r, 2100, &mut got), vec![(1, 2)]);
+    assert!(
+        naks_at(&mut r, 3100, &mut got).is_empty(),
+        "three tries, then it gives up"
+    );
+    assert_eq!(got, vec![0, 3, 4]);
+    assert_eq!(
+        events(&mut r).last(),
+        Some(&SubscriberEvent::Lost {
+            session_id: 9,
+            from_sequence: 1,
+            count: 2
+        })
+    );
+    assert_eq!(r.stats().unrecoverable, 2);
+}
+
+#[test]
+fn frames_below_the_senders_retention_are_reported_lost_at_once() {
+    let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let d = datagrams(&mut s, &(0..5u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+    let mut r = repairing(false);
+    let mut got = Vec::new();
+    feed(&mut r, &d[0], 0, &mut got);
+    feed(&mut r, &d[4], 0, &mut got);
+    // A heartbeat saying only 3.. is still retained: 1 and 2 are gone, 3 can be asked for.
+    let mut hb = [0u8; 40];
+    HeartbeatRepr {
+        session_id: 9,
+        stream_id: 7,
+        next_sequence: 5,
+        oldest_retained: 3,
+    }
+    .emit(&mut HeartbeatFrame::new_unchecked(&mut hb[..]));
+    feed(&mut r, &hb, 10, &mut got);
+    assert!(events(&mut r).contains(&SubscriberEvent::Lost {
+        session_id: 9,
+        from_sequence: 1,
+        count: 2
+    }));
+    assert_eq!(naks_at(&mut r, 200, &mut got), vec![(3, 1)]);
+    feed(&mut r, &d[3], 300, &mut got);
+    assert_eq!(got, vec![0, 3, 4]);
+}
+
+#[test]
+fn multicast_naks_back_off_randomly_and_are_suppressed_by_other_receivers_naks() {
+    let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let d = datagrams(&mut s, &(0..3u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+    let mut r = repairing(true);
+    let mut got = Vec::new();
+    feed(&mut r, &d[0], 0, &mut got);
+    feed(&mut r, &d[2], 0, &mut got);
+    // Another receiver (id 2) asks for frame 1 first.
+    let mut buf = [0u8; 48];
+    let ranges = [NakRange { start: 1, count: 1 }];
+    let other = NakRepr {
+        session_id: 9,
+        stream_id: 7,
+        receiver_id: 2,
+        ranges: NakRanges::new(&ranges).unwrap(),
+    };
+    other.emit(&mut NakFrame::new_unchecked(&mut buf[..]));
+    feed(&mut r, &buf, 0, &mut got);
+    assert_eq!(r.stats().naks_suppressed, 1);
+    // Within the back-off (< 1000) and the retry time after the other's NAK: nothing sent.
+    for t in (0..1000).step_by(50) {
+        assert!(naks_at(&mut r, t, &mut got).is_empty(), "at {t}");
+    }
+    // The retransmission never came: after the retry time it asks itself.
+    assert_eq!(naks_at(&mut r, 1000, &mut got), vec![(1, 1)]);
+    // Back-offs differ between receivers (seeded by receiver id) but stay below the maximum.
+    let delay_of = |id: u32| {
+        let mut r = Receiver::new(ReceiverConfig {
+            nak: Some(NakConfig {
+                backoff_max_ns: 1000,
+                ..NakConfig::new(true)
+            }),
+            ..ReceiverConfig::new(7, id)
+        });
+        let mut got = Vec::new();
+        feed(&mut r, &d[0], 0, &mut got);
+        feed(&mut r, &d[2], 0, &mut got);
+        (0..=1000)
+            .find(|&t| !naks_at_any(&mut r, t).is_empty())
+            .unwrap()
+    };
+    let delays: Vec<u64> = (1..6).map(delay_of).collect();
+    assert!(delays.iter().all(|&x| x < 1000), "{delays:?}");
+    assert!(delays.windows(2).any(|w| w[0] != w[1]), "{delays:?}");
+}
+
+fn naks_at_any(r: &mut Receiver, now: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    r.poll_repair(now, &mut |_m: Message<'_>| {}, &mut |_, f: &[u8]| {
+        out.push(f.len() as u64)
+    });
+    out
+}
+
+#[test]
+fn holding_past_the_byte_limit_gives_up_the_oldest_gap() {
+    let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let d = datagrams(&mut s, &(0..10u8).map(|i| vec![i; 100]).collect::<Vec<_>>());
+    let mut r = Receiver::new(ReceiverConfig {
+        nak: Some(NakConfig {
+            max_buffered_bytes: 300,
+            ..NakConfig::new(false)
+        }),
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    feed(&mut r, &d[0], 0, &mut got);
+    for k in 2..10 {
+        feed(&mut r, &d[k], 0, &mut got);
+    }
+    // Frames of 132 bytes: two fit under 300; the third forces frame 1 to be given up.
+    assert!(events(&mut r).contains(&SubscriberEvent::Lost {
+        session_id: 9,
+        from_sequence: 1,
+        count: 1
+    }));
+    assert_eq!(got, (0..10).filter(|&k| k != 1).collect::<Vec<u64>>());
 }
