@@ -3,17 +3,21 @@
 //!
 //! - [`sender`]: numbering, fragmentation, datagram/stream batching, heartbeat schedule and the
 //!   flow-control limit of one network session;
-//! - [`receiver`]: per-session ordering, reassembly, loss accounting and STATUS scheduling of
-//!   one subscribed stream;
+//! - [`receiver`]: per-session ordering, reassembly, loss repair (NAK scheduling, held frames,
+//!   give-up), loss accounting and STATUS scheduling of one subscribed stream;
+//! - [`retention`]: the sender's buffer of sent frames for retransmission;
 //! - [`receivers`]: the publisher's table of its receivers (joins, keep-alives, windows);
-//! - [`events`] and [`counters`]: what every transport reports.
+//! - [`events`] and [`counters`]: what every transport reports;
+//! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
+//! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
 //!
-//! The reliability units (NAK scheduler, retransmit buffer, rate limiter) and the resolver land
-//! here next.
+//! The resolver lands here next.
 #![forbid(unsafe_code)]
 
 pub mod counters;
 pub mod events;
+pub mod lossgen;
+pub mod rate;
 pub mod receiver;
 pub mod receivers;
 pub mod retention;

@@ -538,8 +538,8 @@ fn holding_past_the_byte_limit_gives_up_the_oldest_gap() {
     });
     let mut got = Vec::new();
     feed(&mut r, &d[0], 0, &mut got);
-    for k in 2..10 {
-        feed(&mut r, &d[k], 0, &mut got);
+    for x in &d[2..10] {
+        feed(&mut r, x, 0, &mut got);
     }
     // Frames of 132 bytes: two fit under 300; the third forces frame 1 to be given up.
     assert!(events(&mut r).contains(&SubscriberEvent::Lost {
