@@ -312,8 +312,13 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
-    // Ready once the subscriber exists: a network publisher answers its join in its own wait.
-    say_ready();
+    // A network subscriber is ready once it exists (its publisher answers the join while it
+    // waits for subscribers); a shared-memory one once it has attached, so that a parent which
+    // stops it after `ready` stops an attached subscriber.
+    let net = cfg.transport != "ipc";
+    if net {
+        say_ready();
+    }
     let start = Instant::now();
     while !sub.is_connected() {
         sub.poll(&mut |_m| {}, 1);
@@ -324,6 +329,9 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             )));
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+    if !net {
+        say_ready();
     }
     let mut r = SubscriberReport::default();
     // Where the subscriber joined: the first sequence it may receive.

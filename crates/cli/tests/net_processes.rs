@@ -90,7 +90,8 @@ fn fragmented_messages_cross_processes_intact() {
 
 #[test]
 fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
-    // No flow control and a small receive buffer: the publisher overruns the subscriber. The
+    // No flow control, no loss repair (`nak=0`) and a small receive buffer: the publisher
+    // overruns the subscriber. The
     // subscriber process checks that the gaps it sees are exactly the ranges of its `Lost`
     // events (the command fails otherwise), and the parent that received + lost == sent.
     let out = run(
@@ -100,7 +101,7 @@ fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
             "--transport",
             "udp",
             "--uri",
-            "udp://127.0.0.1:0?window=0&rcvbuf=64k&mode=urgent",
+            "udp://127.0.0.1:0?window=0&rcvbuf=64k&mode=urgent&nak=0",
             "--count",
             "300000",
             "--size",

@@ -15,6 +15,8 @@
 //! | `window` | udp, mcast | from `rcvbuf` | subscriber's flow-control window in frames; 0: none |
 //! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
 //! | `gro` | udp, mcast | 1 | subscriber: use UDP GRO (a GSO batch arrives in one buffer on loopback) |
+//! | `nak` | udp, mcast | 0 | subscriber: repair loss by NAK (0: report it as `Lost` at once) |
+//! | `retain`, `retain_ms` | udp, mcast | 0, 10000 | publisher: sent frames kept for retransmission, by bytes and age (0: none) |
 //! | `timeout_ms` | all | 5000 | a silent publisher (or receiver) is declared gone after this long |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full; `disconnect`: drop that subscriber |
@@ -47,6 +49,11 @@ pub struct NetConfig {
     pub window: Option<u32>,
     pub gso: bool,
     pub gro: bool,
+    /// Subscriber: repair loss by NAK.
+    pub nak: bool,
+    /// Publisher: bytes and age of sent frames kept for retransmission (0: none).
+    pub retain_bytes: usize,
+    pub retain_age_ns: u64,
     pub timeout_ns: u64,
     pub max_pending: usize,
     pub slow: SlowPolicy,
@@ -71,6 +78,9 @@ impl NetConfig {
                 "gso",
                 "gro",
                 "timeout_ms",
+                "nak",
+                "retain",
+                "retain_ms",
             ],
             Scheme::Mcast => &[
                 "iface",
@@ -86,6 +96,9 @@ impl NetConfig {
                 "timeout_ms",
                 "ttl",
                 "loop",
+                "nak",
+                "retain",
+                "retain_ms",
             ],
             Scheme::Tcp => &[
                 "frame",
@@ -151,6 +164,11 @@ impl NetConfig {
             window: None,
             gso: true,
             gro: true,
+            // Loss repair is opt-in until retention keeps whole datagrams: kept frame by frame
+            // it halves UDP throughput (measured 13-15 M against 27-30 M msgs/s at 32 B).
+            nak: false,
+            retain_bytes: 0,
+            retain_age_ns: 10_000_000_000,
             timeout_ns: 5_000_000_000,
             max_pending: 16 << 20,
             slow: SlowPolicy::BackPressure,
@@ -246,6 +264,35 @@ impl NetConfig {
         if let Some(v) = uri.param("gso") {
             cfg.gso = parse_bool(v)
                 .ok_or_else(|| uri.error(format!("gso={v} is not accepted: use gso=1 or gso=0")))?;
+        }
+        if let Some(v) = uri.param("nak") {
+            cfg.nak = parse_bool(v).ok_or_else(|| {
+                uri.error(format!(
+                    "nak={v} is not accepted: use nak=1 (repair loss) or nak=0 (report it only)"
+                ))
+            })?;
+        }
+        if let Some(v) = uri.param("retain") {
+            cfg.retain_bytes = parse_bytes(v)
+                .map(|n| n as usize)
+                .filter(|n| *n <= 1 << 30)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "retain={v} is not accepted: give 0 (no retransmission) to 1g bytes, for example retain=16m"
+                    ))
+                })?;
+        }
+        if let Some(v) = uri.param("retain_ms") {
+            cfg.retain_age_ns = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=3_600_000).contains(n))
+                .map(|ms| ms * 1_000_000)
+                .ok_or_else(|| {
+                    uri.error(format!(
+                        "retain_ms={v} is not accepted: give 1 to 3600000 milliseconds"
+                    ))
+                })?;
         }
         if let Some(v) = uri.param("gro") {
             cfg.gro = parse_bool(v)

@@ -11,10 +11,12 @@ use super::{now_ns, sys};
 use crate::error::{OfferError, OpenError};
 use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
-use peregrine_proto::receiver::{Progress, Receiver, ReceiverConfig, ReceiverStats};
+use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
+use peregrine_wire::header::FrameType;
+use peregrine_wire::nak::{NakFrame, NakRepr};
 use peregrine_wire::status::{StatusFrame, StatusRepr};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
@@ -196,6 +198,8 @@ impl UdpPublisher {
         let sock: UdpSocket = sock.into();
         let sender = Sender::new(SenderConfig {
             mode: cfg.mode,
+            retain_bytes: cfg.retain_bytes,
+            retain_age_ns: cfg.retain_age_ns,
             ..SenderConfig::new(session_id, stream_id, Packing::Datagrams, cfg.segment_len)
         });
         Ok(UdpPublisher {
@@ -362,9 +366,12 @@ impl UdpPublisher {
                 Err(_) => break,
             };
             n += 1;
-            let repr = match StatusFrame::new_checked(&self.control_buf[..len])
-                .and_then(|f| StatusRepr::parse(&f))
-            {
+            let bytes = &self.control_buf[..len];
+            if bytes.get(7) == Some(&(FrameType::Nak as u8)) {
+                self.answer_nak(len, from);
+                continue;
+            }
+            let repr = match StatusFrame::new_checked(bytes).and_then(|f| StatusRepr::parse(&f)) {
                 Ok(r) => r,
                 Err(_) => {
                     self.bad_control_frames += 1;
@@ -408,6 +415,42 @@ impl UdpPublisher {
         self.sender
             .set_limit(self.table.limit().unwrap_or(u64::MAX));
         n
+    }
+
+    /// Answers the NAK in `control_buf[..len]` from `from`: the retained frames go to the
+    /// asking receiver (unicast) or to the group, where they also answer the NAKs other
+    /// receivers suppressed (multicast).
+    fn answer_nak(&mut self, len: usize, from: SocketAddr) {
+        let Ok(nak) =
+            NakFrame::new_checked(&self.control_buf[..len]).and_then(|f| NakRepr::parse(&f))
+        else {
+            self.bad_control_frames += 1;
+            return;
+        };
+        let cfg = self.sender.config();
+        if nak.session_id != cfg.session_id || nak.stream_id != cfg.stream_id {
+            self.bad_control_frames += 1;
+            return;
+        }
+        let to = if self.cfg.scheme == Scheme::Mcast {
+            SocketAddr::V4(self.cfg.addr)
+        } else {
+            from
+        };
+        let ranges: Vec<(u64, u64)> = nak
+            .ranges
+            .iter()
+            .map(|r| (r.start, u64::from(r.count)))
+            .collect();
+        let Self {
+            sender,
+            sock,
+            gso,
+            now_ns,
+            ..
+        } = self;
+        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch(sock, gso, &b, to) };
+        let _ = sender.on_nak(ranges, *now_ns, &mut sink);
     }
 
     pub fn max_message_len(&self) -> usize {
@@ -523,6 +566,7 @@ impl UdpSubscriber {
             }
         };
         let rcfg = ReceiverConfig {
+            nak: cfg.nak.then(|| NakConfig::new(mcast)),
             session_timeout_ns: cfg.timeout_ns,
             window_frames: cfg.window(rcvbuf_actual).0,
             window_bytes: cfg.window(rcvbuf_actual).1,
@@ -594,10 +638,35 @@ impl UdpSubscriber {
         if n == 0 || self.polls & 1023 == 0 {
             self.now_ns = now_ns();
             self.timers();
+            n += self.repair(handler);
         } else if self.cfg.window != Some(0) {
             self.send_status();
         }
         n
+    }
+
+    /// Sends the NAKs that are due (to the publisher; on multicast also to the group, so other
+    /// subscribers missing the same frames hold theirs back), and delivers what giving up a gap
+    /// unblocked.
+    fn repair<F: FnMut(Message<'_>)>(&mut self, handler: &mut F) -> usize {
+        let group = (self.cfg.scheme == Scheme::Mcast).then_some(SocketAddr::V4(self.cfg.addr));
+        let Self {
+            receiver,
+            sock,
+            target,
+            now_ns,
+            ..
+        } = self;
+        receiver.poll_repair(*now_ns, handler, &mut |to: SocketAddr, frame: &[u8]| {
+            let _ = if target.is_some() {
+                sock.send(frame)
+            } else {
+                sock.send_to(frame, to)
+            };
+            if let Some(g) = group {
+                let _ = sock.send_to(frame, g);
+            }
+        })
     }
 
     fn send_status(&mut self) {
