@@ -110,7 +110,7 @@ impl fmt::Display for OfferError {
                 "message of {len} bytes exceeds this transport's maximum of {max} bytes (on ipc:// raise ?capacity=)"
             ),
             OfferError::Closed => f.write_str("the publisher is closed"),
-            OfferError::Send { errno } if *errno == 90 => write!(
+            OfferError::Send { errno } if *errno == libc::EMSGSIZE => write!(
                 f,
                 "network send failed: {} (the datagram is larger than the path MTU: lower ?datagram=)",
                 io::Error::from_raw_os_error(*errno)
