@@ -36,6 +36,24 @@ pub(crate) fn context() -> Result<Context, BenchError> {
     Context::from_env().map_err(|e| BenchError::Config(e.to_string()))
 }
 
+/// A loopback URI for a benchmark stream of run `name`: `udp` and `tcp` bind a free port
+/// (`:0`); `mcast` takes a group and port derived from the name (`offset` apart for a second
+/// stream), so runs with different names do not meet.
+pub(crate) fn loopback_uri(transport: &str, name: &str, offset: u16) -> String {
+    match transport {
+        "mcast" => {
+            let hash = peregrine::stream_id(name);
+            format!(
+                "mcast://239.255.{}.{}:{}",
+                (hash >> 8) & 0xff,
+                (hash & 0xff).max(1),
+                30_000 + (hash >> 16) % 20_000 + u32::from(offset)
+            )
+        }
+        t => format!("{t}://127.0.0.1:0"),
+    }
+}
+
 /// The transports ping-pong runs over.
 pub const TRANSPORTS: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 
@@ -51,19 +69,9 @@ pub struct PingPongResult {
 /// do not set them), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
 /// binds a free port and the pong side announces its URI on its `ready` line.
 pub fn uris(cfg: &PingPongConfig) -> (String, String) {
-    let hash = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
     let default = |which: u16| -> String {
         match cfg.transport.as_str() {
-            "udp" => "udp://127.0.0.1:0".to_string(),
-            "tcp" => "tcp://127.0.0.1:0".to_string(),
-            "mcast" => format!(
-                "mcast://239.255.{}.{}:{}",
-                (hash >> 8) & 0xff,
-                (hash & 0xff).max(1),
-                30_000 + (hash >> 16) % 20_000 + u32::from(which)
-            ),
+            t @ ("udp" | "tcp" | "mcast") => loopback_uri(t, &cfg.name, which),
             _ => format!(
                 "ipc://{}-{}",
                 cfg.name,

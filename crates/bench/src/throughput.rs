@@ -90,18 +90,8 @@ pub fn uri(cfg: &ThroughputConfig) -> String {
     if let Some(u) = &cfg.uri {
         return u.clone();
     }
-    let hash = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
     match cfg.transport.as_str() {
-        "udp" => "udp://127.0.0.1:0".into(),
-        "tcp" => "tcp://127.0.0.1:0".into(),
-        "mcast" => format!(
-            "mcast://239.255.{}.{}:{}",
-            (hash >> 8) & 0xff,
-            (hash & 0xff).max(1),
-            30_000 + (hash >> 16) % 20_000
-        ),
+        t @ ("udp" | "tcp" | "mcast") => crate::pingpong::loopback_uri(t, &cfg.name, 0),
         _ => format!(
             "ipc://{}?policy={}&capacity={}",
             cfg.name,

@@ -454,18 +454,7 @@ impl Receiver {
     ) -> usize {
         let nak = self.cfg.nak.expect("loss repair is on");
         if h.next_sequence > self.sessions[i].high {
-            let delay = self.nak_delay(&nak);
-            let s = &mut self.sessions[i];
-            s.gaps.push(Gap {
-                start: s.high,
-                end: h.next_sequence,
-                detected_ns: now_ns,
-                nak_at_ns: now_ns + delay,
-                tries: 0,
-                gave_up: false,
-            });
-            s.high = h.next_sequence;
-            self.stats.gaps_detected += 1;
+            self.open_gap(i, h.next_sequence, &nak, now_ns);
         }
         let s = &mut self.sessions[i];
         let mut split = Vec::new();
@@ -654,20 +643,9 @@ impl Receiver {
         let q = d.sequence;
         if q >= s.high {
             if q > s.high {
-                let delay = self.nak_delay(&nak);
-                let s = &mut self.sessions[i];
-                s.gaps.push(Gap {
-                    start: s.high,
-                    end: q,
-                    detected_ns: now_ns,
-                    nak_at_ns: now_ns + delay,
-                    tries: 0,
-                    gave_up: false,
-                });
-                self.stats.gaps_detected += 1;
+                self.open_gap(i, q, &nak, now_ns);
             }
-            let s = &mut self.sessions[i];
-            s.high = q + 1;
+            self.sessions[i].high = q + 1;
         } else if s.held.contains_key(&q) {
             self.stats.duplicates += 1;
             return 0;
@@ -754,6 +732,23 @@ impl Receiver {
                 _ => return n,
             }
         }
+    }
+
+    /// Records the frames from the session's `high` up to `end` as missing, first NAK due after
+    /// the configured delay, and moves `high` to `end`.
+    fn open_gap(&mut self, i: usize, end: u64, nak: &NakConfig, now_ns: u64) {
+        let delay = self.nak_delay(nak);
+        let s = &mut self.sessions[i];
+        s.gaps.push(Gap {
+            start: s.high,
+            end,
+            detected_ns: now_ns,
+            nak_at_ns: now_ns + delay,
+            tries: 0,
+            gave_up: false,
+        });
+        s.high = end;
+        self.stats.gaps_detected += 1;
     }
 
     fn nak_delay(&mut self, nak: &NakConfig) -> u64 {

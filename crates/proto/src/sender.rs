@@ -296,9 +296,13 @@ impl Sender {
     where
         S: FnMut(Batch<'_>) -> Result<(), E>,
     {
-        self.offer_with(payload.len(), now_ns, sink, |dst| {
-            dst.copy_from_slice(payload)
-        })
+        self.offer_inner(
+            payload.len(),
+            now_ns,
+            sink,
+            |dst| dst.copy_from_slice(payload),
+            Some(payload),
+        )
     }
 
     /// Publishes a message of `len` bytes written in place by `fill` (zero copy when it fits in
@@ -309,6 +313,24 @@ impl Sender {
         now_ns: u64,
         sink: &mut S,
         fill: F,
+    ) -> Result<u64, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+        F: FnOnce(&mut [u8]),
+    {
+        self.offer_inner(len, now_ns, sink, fill, None)
+    }
+
+    /// `fill` writes a message that fits in one frame; a longer one is fragmented from `whole`
+    /// when the caller has it as a slice, else from a temporary buffer `fill` writes.
+    #[inline]
+    fn offer_inner<E, S, F>(
+        &mut self,
+        len: usize,
+        now_ns: u64,
+        sink: &mut S,
+        fill: F,
+        whole: Option<&[u8]>,
     ) -> Result<u64, SendError<E>>
     where
         S: FnMut(Batch<'_>) -> Result<(), E>,
@@ -336,8 +358,16 @@ impl Sender {
             self.write_data_header(at, flags::BEGIN | flags::END | urgent, len, len);
             fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
         } else {
-            let mut whole = vec![0u8; len];
-            fill(&mut whole);
+            let owned;
+            let whole = match whole {
+                Some(w) => w,
+                None => {
+                    let mut v = vec![0u8; len];
+                    fill(&mut v);
+                    owned = v;
+                    &owned[..]
+                }
+            };
             let chunk = self.max_frame_payload();
             let mut off = 0;
             while off < len {

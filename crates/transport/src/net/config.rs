@@ -191,40 +191,30 @@ impl NetConfig {
                     ))
                 })?;
         }
-        if let Some(v) = uri.param("frame") {
-            cfg.segment_len = parse_bytes(v)
-                .map(|n| n as usize)
-                .filter(|n| (64..=(16 << 20)).contains(n) && n % 8 == 0)
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "frame={v} is not accepted: give a multiple of 8 from 64 bytes to 16m, for example frame=64k"
-                    ))
-                })?;
+        if let Some(n) = bytes_param(
+            uri,
+            "frame",
+            64..=16 << 20,
+            8,
+            "a multiple of 8 from 64 bytes to 16m, for example frame=64k",
+        )? {
+            cfg.segment_len = n;
         }
-        let mut batch_bytes = 65_000usize;
-        let mut interval_ns = 100_000u64;
-        if let Some(v) = uri.param("batch_bytes") {
-            batch_bytes = parse_bytes(v)
-                .map(|n| n as usize)
-                .filter(|n| (1..=(64 << 20)).contains(n))
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "batch_bytes={v} is not accepted: give 1 to 64m bytes, for example batch_bytes=64k"
-                    ))
-                })?;
-        }
-        if let Some(v) = uri.param("batch_interval_us") {
-            interval_ns = v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=10_000_000).contains(n))
-                .map(|us| us * 1000)
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "batch_interval_us={v} is not accepted: give 1 to 10000000 microseconds, for example batch_interval_us=100"
-                    ))
-                })?;
-        }
+        let batch_bytes = bytes_param(
+            uri,
+            "batch_bytes",
+            1..=64 << 20,
+            1,
+            "1 to 64m bytes, for example batch_bytes=64k",
+        )?
+        .unwrap_or(65_000);
+        let interval_ns = num_param(
+            uri,
+            "batch_interval_us",
+            1..=10_000_000,
+            "1 to 10000000 microseconds, for example batch_interval_us=100",
+        )?
+        .map_or(100_000, |us| us * 1000);
         cfg.mode = match uri.param("mode").unwrap_or("normal") {
             "normal" => SendMode::Normal {
                 batch_bytes,
@@ -238,94 +228,74 @@ impl NetConfig {
             }
         };
         for (key, slot) in [("sndbuf", &mut cfg.sndbuf), ("rcvbuf", &mut cfg.rcvbuf)] {
-            if let Some(v) = uri.param(key) {
-                *slot = parse_bytes(v)
-                    .map(|n| n as usize)
-                    .filter(|n| (4096..=(1 << 30)).contains(n))
-                    .ok_or_else(|| {
-                        uri.error(format!(
-                            "{key}={v} is not accepted: give 4k to 1g bytes, for example {key}=16m"
-                        ))
-                    })?;
+            if let Some(n) = bytes_param(
+                uri,
+                key,
+                4096..=1 << 30,
+                1,
+                &format!("4k to 1g bytes, for example {key}=16m"),
+            )? {
+                *slot = n;
             }
         }
-        if let Some(v) = uri.param("ttl") {
-            cfg.ttl = v.parse::<u32>().ok().filter(|n| *n <= 255).ok_or_else(|| {
-                uri.error(format!(
-                    "ttl={v} is not accepted: give a whole number from 0 to 255 (1 keeps traffic on the local network)"
-                ))
-            })?;
+        if let Some(n) = num_param(
+            uri,
+            "ttl",
+            0..=255,
+            "a whole number from 0 to 255 (1 keeps traffic on the local network)",
+        )? {
+            cfg.ttl = n as u32;
         }
-        if let Some(v) = uri.param("loop") {
-            cfg.loopback = parse_bool(v).ok_or_else(|| {
-                uri.error(format!("loop={v} is not accepted: use loop=1 or loop=0"))
-            })?;
-        }
-        if let Some(v) = uri.param("gso") {
-            cfg.gso = parse_bool(v)
-                .ok_or_else(|| uri.error(format!("gso={v} is not accepted: use gso=1 or gso=0")))?;
-        }
-        if let Some(v) = uri.param("nak") {
-            cfg.nak = parse_bool(v).ok_or_else(|| {
-                uri.error(format!(
-                    "nak={v} is not accepted: use nak=1 (repair loss) or nak=0 (report it only)"
-                ))
-            })?;
-        }
-        if let Some(v) = uri.param("retain") {
-            cfg.retain_bytes = parse_bytes(v)
-                .map(|n| n as usize)
-                .filter(|n| *n <= 1 << 30)
-                .ok_or_else(|| {
+        for (key, slot, hint) in [
+            ("loop", &mut cfg.loopback, ""),
+            ("gso", &mut cfg.gso, ""),
+            ("gro", &mut cfg.gro, ""),
+            ("nak", &mut cfg.nak, " (1: repair loss, 0: report it only)"),
+        ] {
+            if let Some(v) = uri.param(key) {
+                *slot = parse_bool(v).ok_or_else(|| {
                     uri.error(format!(
-                        "retain={v} is not accepted: give 0 (no retransmission) to 1g bytes, for example retain=16m"
+                        "{key}={v} is not accepted: use {key}=1 or {key}=0{hint}"
                     ))
                 })?;
+            }
         }
-        if let Some(v) = uri.param("retain_ms") {
-            cfg.retain_age_ns = v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=3_600_000).contains(n))
-                .map(|ms| ms * 1_000_000)
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "retain_ms={v} is not accepted: give 1 to 3600000 milliseconds"
-                    ))
-                })?;
+        if let Some(n) = bytes_param(
+            uri,
+            "retain",
+            0..=1 << 30,
+            1,
+            "0 (no retransmission) to 1g bytes, for example retain=16m",
+        )? {
+            cfg.retain_bytes = n;
         }
-        if let Some(v) = uri.param("gro") {
-            cfg.gro = parse_bool(v)
-                .ok_or_else(|| uri.error(format!("gro={v} is not accepted: use gro=1 or gro=0")))?;
+        if let Some(ms) = num_param(uri, "retain_ms", 1..=3_600_000, "1 to 3600000 milliseconds")? {
+            cfg.retain_age_ns = ms * 1_000_000;
         }
-        if let Some(v) = uri.param("window") {
-            cfg.window = Some(v.parse::<u32>().map_err(|_| {
-                uri.error(format!(
-                    "window={v} is not accepted: give a number of frames from 0 (no flow control) to 4294967295"
-                ))
-            })?);
+        if let Some(n) = num_param(
+            uri,
+            "window",
+            0..=u64::from(u32::MAX),
+            "a number of frames from 0 (no flow control) to 4294967295",
+        )? {
+            cfg.window = Some(n as u32);
         }
-        if let Some(v) = uri.param("timeout_ms") {
-            cfg.timeout_ns = v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (10..=3_600_000).contains(n))
-                .map(|ms| ms * 1_000_000)
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "timeout_ms={v} is not accepted: give 10 to 3600000 milliseconds"
-                    ))
-                })?;
+        if let Some(ms) = num_param(
+            uri,
+            "timeout_ms",
+            10..=3_600_000,
+            "10 to 3600000 milliseconds",
+        )? {
+            cfg.timeout_ns = ms * 1_000_000;
         }
-        if let Some(v) = uri.param("max_pending") {
-            cfg.max_pending = parse_bytes(v)
-                .map(|n| n as usize)
-                .filter(|n| (64 << 10..=(1 << 30)).contains(n))
-                .ok_or_else(|| {
-                    uri.error(format!(
-                        "max_pending={v} is not accepted: give 64k to 1g bytes, for example max_pending=16m"
-                    ))
-                })?;
+        if let Some(n) = bytes_param(
+            uri,
+            "max_pending",
+            64 << 10..=1 << 30,
+            1,
+            "64k to 1g bytes, for example max_pending=16m",
+        )? {
+            cfg.max_pending = n;
         }
         if let Some(v) = uri.param("slow") {
             cfg.slow = match v {
@@ -352,6 +322,42 @@ impl NetConfig {
             None => (0, (rcvbuf_actual / 4).max(64 << 10) as u64),
         }
     }
+}
+
+/// Parameter `key` as a byte size (suffixes k, m, g) within `range` and a multiple of
+/// `multiple`; `accepted` says what is accepted in the error.
+fn bytes_param(
+    uri: &Uri,
+    key: &str,
+    range: std::ops::RangeInclusive<usize>,
+    multiple: usize,
+    accepted: &str,
+) -> Result<Option<usize>, UriError> {
+    let Some(v) = uri.param(key) else {
+        return Ok(None);
+    };
+    parse_bytes(v)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| range.contains(n) && n % multiple == 0)
+        .map(Some)
+        .ok_or_else(|| uri.error(format!("{key}={v} is not accepted: give {accepted}")))
+}
+
+/// Parameter `key` as a whole number within `range`; `accepted` says what is accepted.
+fn num_param(
+    uri: &Uri,
+    key: &str,
+    range: std::ops::RangeInclusive<u64>,
+    accepted: &str,
+) -> Result<Option<u64>, UriError> {
+    let Some(v) = uri.param(key) else {
+        return Ok(None);
+    };
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .map(Some)
+        .ok_or_else(|| uri.error(format!("{key}={v} is not accepted: give {accepted}")))
 }
 
 fn parse_bool(v: &str) -> Option<bool> {

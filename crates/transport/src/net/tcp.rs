@@ -101,6 +101,19 @@ impl Conn {
     }
 }
 
+/// The sink that writes a batch to every connection. It cannot fail: a connection that fails
+/// is marked dead and reaped, the others carry on.
+fn to_all(
+    conns: &mut [Conn],
+) -> impl FnMut(Batch<'_>) -> Result<(), std::convert::Infallible> + '_ {
+    move |b| {
+        for c in conns.iter_mut() {
+            c.send(b.bytes);
+        }
+        Ok(())
+    }
+}
+
 /// The publisher of one stream over TCP.
 #[derive(Debug)]
 pub struct TcpPublisher {
@@ -184,13 +197,25 @@ impl TcpPublisher {
     }
 
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
-        self.offer_with(payload.len(), |b| b.copy_from_slice(payload))
+        self.offer_inner(payload.len(), |b| b.copy_from_slice(payload), Some(payload))
     }
 
     pub fn offer_with<F: FnOnce(&mut [u8])>(
         &mut self,
         len: usize,
         fill: F,
+    ) -> Result<u64, OfferError> {
+        self.offer_inner(len, fill, None)
+    }
+
+    /// `offer` passes its slice as `whole`, so a fragmented message is cut from it directly
+    /// (`offer_with` has to fill a temporary buffer first).
+    #[inline]
+    fn offer_inner<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+        whole: Option<&[u8]>,
     ) -> Result<u64, OfferError> {
         if self.closed {
             return Err(OfferError::Closed);
@@ -239,21 +264,16 @@ impl TcpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> Result<(), io::Error> {
-            for c in conns.iter_mut() {
-                c.send(b.bytes);
-            }
-            Ok(())
-        };
-        sender
-            .offer_with(len, *now_ns, &mut sink, fill)
-            .map_err(|e| match e {
-                SendError::TooLarge { len, max } => OfferError::TooLarge { len, max },
-                SendError::BackPressured => OfferError::BackPressured,
-                SendError::Sink(e) => OfferError::Send {
-                    errno: e.raw_os_error().unwrap_or(libc::EIO),
-                },
-            })
+        let mut sink = to_all(conns);
+        match whole {
+            Some(payload) => sender.offer(payload, *now_ns, &mut sink),
+            None => sender.offer_with(len, *now_ns, &mut sink, fill),
+        }
+        .map_err(|e| match e {
+            SendError::TooLarge { len, max } => OfferError::TooLarge { len, max },
+            SendError::BackPressured => OfferError::BackPressured,
+            SendError::Sink(never) => match never {},
+        })
     }
 
     /// Hands the pending batch to the connections.
@@ -264,12 +284,7 @@ impl TcpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> Result<(), ()> {
-            for c in conns.iter_mut() {
-                c.send(b.bytes);
-            }
-            Ok(())
-        };
+        let mut sink = to_all(conns);
         let _ = sender.flush(*now_ns, &mut sink);
     }
 
@@ -289,14 +304,9 @@ impl TcpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> Result<(), ()> {
-            for c in conns.iter_mut() {
-                c.send(b.bytes);
-            }
-            Ok(())
-        };
         let mut work = 0;
-        if let Ok(out) = sender.poll(*now_ns, &mut sink) {
+        let polled = sender.poll(*now_ns, &mut to_all(conns));
+        if let Ok(out) = polled {
             if out.heartbeat_due {
                 let hb = sender.heartbeat();
                 for c in conns.iter_mut() {

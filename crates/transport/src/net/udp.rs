@@ -125,7 +125,21 @@ fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<(
     }
 }
 
-fn map_send_error(e: SendError<io::Error>) -> OfferError {
+/// The sink that sends a batch to every destination.
+fn to_all<'a>(
+    sock: &'a UdpSocket,
+    gso: &'a mut bool,
+    dests: &'a [SocketAddr],
+) -> impl FnMut(Batch<'_>) -> io::Result<()> + 'a {
+    move |b| {
+        for &to in dests {
+            send_batch(sock, gso, &b, to)?;
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn map_send_error(e: SendError<io::Error>) -> OfferError {
     match e {
         SendError::TooLarge { len, max } => OfferError::TooLarge { len, max },
         SendError::BackPressured => OfferError::BackPressured,
@@ -244,7 +258,7 @@ impl UdpPublisher {
     /// send buffer is waited out, it drains at wire speed).
     #[inline]
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
-        self.offer_with(payload.len(), |b| b.copy_from_slice(payload))
+        self.offer_inner(payload.len(), |b| b.copy_from_slice(payload), Some(payload))
     }
 
     /// Publishes a message of `len` bytes written in place by `fill`.
@@ -252,6 +266,18 @@ impl UdpPublisher {
         &mut self,
         len: usize,
         fill: F,
+    ) -> Result<u64, OfferError> {
+        self.offer_inner(len, fill, None)
+    }
+
+    /// `offer` passes its slice as `whole`, so a fragmented message is cut from it directly
+    /// (`offer_with` has to fill a temporary buffer first).
+    #[inline]
+    fn offer_inner<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+        whole: Option<&[u8]>,
     ) -> Result<u64, OfferError> {
         if self.closed {
             return Err(OfferError::Closed);
@@ -283,15 +309,12 @@ impl UdpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> {
-            for &to in dests.iter() {
-                send_batch(sock, gso, &b, to)?;
-            }
-            Ok(())
-        };
-        sender
-            .offer_with(len, *now_ns, &mut sink, fill)
-            .map_err(map_send_error)
+        let mut sink = to_all(sock, gso, dests);
+        match whole {
+            Some(payload) => sender.offer(payload, *now_ns, &mut sink),
+            None => sender.offer_with(len, *now_ns, &mut sink, fill),
+        }
+        .map_err(map_send_error)
     }
 
     /// Sends whatever is batched.
@@ -305,12 +328,7 @@ impl UdpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> {
-            for &to in dests.iter() {
-                send_batch(sock, gso, &b, to)?;
-            }
-            Ok(())
-        };
+        let mut sink = to_all(sock, gso, dests);
         sender.flush(*now_ns, &mut sink).map_err(map_send_error)
     }
 
@@ -332,12 +350,7 @@ impl UdpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> {
-            for &to in dests.iter() {
-                send_batch(sock, gso, &b, to)?;
-            }
-            Ok(())
-        };
+        let mut sink = to_all(sock, gso, dests);
         let pending = sender.pending_len();
         if let Ok(out) = sender.poll(*now_ns, &mut sink) {
             if pending > 0 && sender.pending_len() == 0 {
@@ -658,11 +671,7 @@ impl UdpSubscriber {
             ..
         } = self;
         receiver.poll_repair(*now_ns, handler, &mut |to: SocketAddr, frame: &[u8]| {
-            let _ = if target.is_some() {
-                sock.send(frame)
-            } else {
-                sock.send_to(frame, to)
-            };
+            send_control(sock, target.is_some(), to, frame);
             if let Some(g) = group {
                 let _ = sock.send_to(frame, g);
             }
@@ -678,11 +687,7 @@ impl UdpSubscriber {
             ..
         } = self;
         receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
-            let _ = if target.is_some() {
-                sock.send(frame)
-            } else {
-                sock.send_to(frame, to)
-            };
+            send_control(sock, target.is_some(), to, frame);
         });
     }
 
@@ -711,6 +716,16 @@ impl UdpSubscriber {
     }
 }
 
+/// Sends a control frame to `to`: on a connected socket (unicast, `connected`), to its peer.
+/// Best effort: a lost control frame is sent again by its timer.
+fn send_control(sock: &UdpSocket, connected: bool, to: SocketAddr, frame: &[u8]) {
+    let _ = if connected {
+        sock.send(frame)
+    } else {
+        sock.send_to(frame, to)
+    };
+}
+
 impl Drop for UdpSubscriber {
     fn drop(&mut self) {
         let Self {
@@ -720,11 +735,7 @@ impl Drop for UdpSubscriber {
             ..
         } = self;
         receiver.leave(&mut |to: SocketAddr, frame: &[u8]| {
-            let _ = if target.is_some() {
-                sock.send(frame)
-            } else {
-                sock.send_to(frame, to)
-            };
+            send_control(sock, target.is_some(), to, frame);
         });
     }
 }
