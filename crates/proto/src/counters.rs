@@ -10,8 +10,20 @@ pub struct PublisherCounters {
     pub bytes: u64,
     /// Offers refused because the slowest subscriber had not made room.
     pub back_pressured: u64,
-    /// Subscriber slots freed because their process died without detaching.
+    /// Subscriber slots freed because their process died without detaching (shared memory),
+    /// or receivers dropped after going silent (network).
     pub subscribers_reaped: u64,
+    /// Offers refused by the rate limit (`rate=`).
+    pub rate_limited: u64,
+    /// NAK frames received (network).
+    pub naks_received: u64,
+    /// Frames sent again in answer to NAKs.
+    pub retransmitted: u64,
+    /// Frames asked for that had left the retention buffer (the receiver reports them lost).
+    pub retransmit_unavailable: u64,
+    /// Frames asked for and not retransmitted to bound the work: already retransmitted
+    /// moments ago, beyond the per-NAK cap, over the retransmission rate, or never sent.
+    pub retransmit_refused: u64,
 }
 
 /// What a subscriber counted on one session.
@@ -27,6 +39,14 @@ pub struct SubscriberCounters {
     pub lost: u64,
     /// Frames that broke the layout or the protocol and were rejected.
     pub corrupt_frames: u64,
+    /// Frames received twice (a retransmission or a duplicated datagram) and dropped.
+    pub duplicates: u64,
+    /// NAK frames sent (network, loss repair on).
+    pub naks_sent: u64,
+    /// Frames received with the RETRANSMIT flag.
+    pub retransmits_received: u64,
+    /// Missing frames that arrived later (retransmitted or reordered): gaps repaired.
+    pub recovered: u64,
 }
 
 impl SubscriberCounters {
@@ -37,5 +57,9 @@ impl SubscriberCounters {
         self.gaps += other.gaps;
         self.lost += other.lost;
         self.corrupt_frames += other.corrupt_frames;
+        self.duplicates += other.duplicates;
+        self.naks_sent += other.naks_sent;
+        self.retransmits_received += other.retransmits_received;
+        self.recovered += other.recovered;
     }
 }

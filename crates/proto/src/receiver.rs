@@ -127,6 +127,7 @@ struct Session {
     /// When the last STATUS went to this session's sender (`None`: never, send one now).
     last_status_ns: Option<u64>,
     reported_next: u64,
+    counters: SubscriberCounters,
     /// Loss repair: one past the highest sequence seen; frames held behind gaps; the gaps
     /// (sorted, disjoint). `[next_sequence, high)` is exactly the held frames and the gaps.
     high: u64,
@@ -137,7 +138,6 @@ struct Session {
 /// Counts beyond [`SubscriberCounters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReceiverStats {
-    pub duplicates: u64,
     /// Frames of other streams (topics) sharing the socket.
     pub other_streams: u64,
     /// Frames of sessions beyond `max_sessions`.
@@ -145,14 +145,9 @@ pub struct ReceiverStats {
     pub status_sent: u64,
     /// Gaps found (frames missing), NAK frames sent and the ranges they carried.
     pub gaps_detected: u64,
-    pub naks_sent: u64,
     pub nak_ranges_sent: u64,
     /// NAKs not sent because another receiver's NAK asked for the same frames.
     pub naks_suppressed: u64,
-    /// Missing frames that arrived later (retransmitted or reordered).
-    pub recovered: u64,
-    /// Frames received with the RETRANSMIT flag.
-    pub retransmits_received: u64,
     /// Frames given up: past the retention of the sender, out of tries, or stalled too long.
     pub unrecoverable: u64,
     /// Rejected frames by [`WireError::index`].
@@ -218,6 +213,11 @@ impl Receiver {
     }
     pub fn counters(&self) -> SubscriberCounters {
         self.counters
+    }
+    /// The counters of each session followed now, by session id (those of sessions that
+    /// ended are in [`counters`](Self::counters) only).
+    pub fn session_counters(&self) -> impl Iterator<Item = (u32, SubscriberCounters)> + '_ {
+        self.sessions.iter().map(|s| (s.session_id, s.counters))
     }
     pub fn stats(&self) -> ReceiverStats {
         self.stats
@@ -431,6 +431,7 @@ impl Receiver {
             last_heard_ns: now_ns,
             last_status_ns: None,
             reported_next: first_sequence,
+            counters: SubscriberCounters::default(),
             high: first_sequence,
             held: BTreeMap::new(),
             gaps: Vec::new(),
@@ -529,7 +530,7 @@ impl Receiver {
                 let len = repr.buffer_len();
                 repr.emit(&mut NakFrame::new_unchecked(&mut buf[..len]));
                 emit(source, &buf[..len]);
-                self.stats.naks_sent += 1;
+                self.count(i, |c| c.naks_sent += 1);
                 self.stats.nak_ranges_sent += chunk.len() as u64;
             }
             if gave_up {
@@ -568,14 +569,22 @@ impl Receiver {
             s.next_sequence = next;
             s.reassembly = None;
             s.need_begin = true;
-            let session_id = s.session_id;
-            self.lost(session_id, from, next - from);
+            self.lost(i, from, next - from);
         }
     }
 
-    fn lost(&mut self, session_id: u32, from_sequence: u64, count: u64) {
-        self.counters.gaps += 1;
-        self.counters.lost += count;
+    /// Counts on session `i` and on the receiver as a whole.
+    fn count(&mut self, i: usize, f: impl Fn(&mut SubscriberCounters)) {
+        f(&mut self.counters);
+        f(&mut self.sessions[i].counters);
+    }
+
+    fn lost(&mut self, i: usize, from_sequence: u64, count: u64) {
+        let session_id = self.sessions[i].session_id;
+        self.count(i, |c| {
+            c.gaps += 1;
+            c.lost += count;
+        });
         self.events.push_back(SubscriberEvent::Lost {
             session_id,
             from_sequence,
@@ -607,11 +616,11 @@ impl Receiver {
         self.frames_seen += 1;
         self.frame_bytes_seen += (32 + d.payload.len()).next_multiple_of(8) as u64;
         if d.flags & flags::RETRANSMIT != 0 {
-            self.stats.retransmits_received += 1;
+            self.count(i, |c| c.retransmits_received += 1);
         }
         let s = &mut self.sessions[i];
         if d.sequence < s.next_sequence {
-            self.stats.duplicates += 1;
+            self.count(i, |c| c.duplicates += 1);
             return 0;
         }
         if self.cfg.nak.is_some() {
@@ -622,8 +631,7 @@ impl Receiver {
             s.next_sequence = d.sequence;
             s.reassembly = None;
             s.need_begin = true;
-            let session_id = s.session_id;
-            self.lost(session_id, from, d.sequence - from);
+            self.lost(i, from, d.sequence - from);
         }
         self.deliver(i, d, handler)
     }
@@ -647,7 +655,7 @@ impl Receiver {
             }
             self.sessions[i].high = q + 1;
         } else if s.held.contains_key(&q) {
-            self.stats.duplicates += 1;
+            self.count(i, |c| c.duplicates += 1);
             return 0;
         } else {
             // It fills (part of) a gap.
@@ -661,7 +669,8 @@ impl Receiver {
                     parts.push(Gap { start: q + 1, ..g });
                 }
                 s.gaps.splice(k..=k, parts);
-                self.stats.recovered += 1;
+                self.sessions[i].counters.recovered += 1;
+                self.counters.recovered += 1;
                 if let Some(log) = self.recovery_ns.as_mut() {
                     log.push(now_ns.saturating_sub(g.detected_ns));
                 }
@@ -724,9 +733,8 @@ impl Receiver {
                     s.next_sequence = g.end;
                     s.reassembly = None;
                     s.need_begin = true;
-                    let session_id = s.session_id;
                     self.stats.unrecoverable += g.end - g.start;
-                    self.lost(session_id, g.start, g.end - g.start);
+                    self.lost(i, g.start, g.end - g.start);
                     n += self.drain_held(i, handler);
                 }
                 _ => return n,
@@ -781,8 +789,11 @@ impl Receiver {
         }
         if begin && end {
             s.reassembly = None;
-            self.counters.messages += 1;
-            self.counters.bytes += d.payload.len() as u64;
+            let n = d.payload.len() as u64;
+            self.count(i, |c| {
+                c.messages += 1;
+                c.bytes += n;
+            });
             handler(Message {
                 payload: d.payload,
                 sequence: d.sequence,
@@ -794,7 +805,7 @@ impl Receiver {
         if begin {
             if len > self.cfg.max_message_len {
                 s.need_begin = true;
-                self.counters.corrupt_frames += 1;
+                self.count(i, |c| c.corrupt_frames += 1);
                 return 0;
             }
             let mut buf = s.reassembly.take().map(|r| r.2).unwrap_or_default();
@@ -814,7 +825,7 @@ impl Receiver {
         {
             // Fragments that do not add up: drop the message.
             s.need_begin = true;
-            self.counters.corrupt_frames += 1;
+            self.count(i, |c| c.corrupt_frames += 1);
             return 0;
         }
         buf.extend_from_slice(d.payload);
@@ -822,8 +833,11 @@ impl Receiver {
             s.reassembly = Some((first, total, buf));
             return 0;
         }
-        self.counters.messages += 1;
-        self.counters.bytes += buf.len() as u64;
+        let n = buf.len() as u64;
+        self.count(i, |c| {
+            c.messages += 1;
+            c.bytes += n;
+        });
         handler(Message {
             payload: &buf,
             sequence: first,

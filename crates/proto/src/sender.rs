@@ -44,7 +44,6 @@
 use crate::retention::RetentionBuffer;
 use peregrine_wire::align_frame;
 use peregrine_wire::data::{emit_pad, DataFrame, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
-use peregrine_wire::header::Frames;
 use peregrine_wire::header::{flags, FrameType, Header};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr, HEARTBEAT_LEN};
 use std::collections::VecDeque;
@@ -504,7 +503,9 @@ impl Sender {
         let segments = batch.segments() as u64;
         let r = sink(batch);
         if let Some(ret) = self.retention.as_mut() {
-            retain(ret, &batch, now_ns);
+            let first = self.first_pending_sequence.unwrap_or(self.next_sequence);
+            ret.push(batch.bytes, segment_len, first, now_ns);
+            ret.expire(now_ns);
         }
         self.len = 0;
         self.last_end = 0;
@@ -589,19 +590,6 @@ impl Sender {
             (self.heartbeat_interval_ns * 2).min(self.cfg.heartbeat_max_ns);
         self.heartbeat_deadline_ns = now_ns + self.heartbeat_interval_ns;
     }
-}
-
-/// Keeps the DATA frames of a batch just sent.
-fn retain(ret: &mut RetentionBuffer, batch: &Batch<'_>, now_ns: u64) {
-    for d in batch.datagrams() {
-        for (ty, bytes) in Frames::new(d).flatten() {
-            if ty == FrameType::Data {
-                let seq = DataFrame::new_unchecked(bytes).sequence();
-                ret.push(seq, bytes, now_ns);
-            }
-        }
-    }
-    ret.expire(now_ns);
 }
 
 impl Sender {

@@ -209,7 +209,7 @@ fn run(sc: Scenario, seed: u64) -> Outcome {
     Outcome {
         delivered: expected,
         retransmitted: sender.stats().retransmitted,
-        naks: st.naks_sent,
+        naks: receiver.counters().naks_sent,
         gaps: st.gaps_detected,
         recovery_ns: receiver.take_recovery_ns(),
         virtual_ns: now,

@@ -128,7 +128,7 @@ fn duplicates_are_dropped_and_counted() {
     let mut r = Receiver::new(ReceiverConfig::new(7, 1));
     let twice = [d[0].clone(), d[0].clone(), d[1].clone(), d[0].clone()];
     assert_eq!(deliver(&mut r, &twice).len(), 2);
-    assert_eq!(r.stats().duplicates, 2);
+    assert_eq!(r.counters().duplicates, 2);
 }
 
 #[test]
@@ -409,8 +409,8 @@ fn a_gap_is_nakked_after_the_delay_and_filled_by_the_retransmission() {
     }
     assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
     assert_eq!(r.counters().lost, 0);
-    assert_eq!(r.stats().recovered, 2);
-    assert_eq!(r.stats().retransmits_received, 2);
+    assert_eq!(r.counters().recovered, 2);
+    assert_eq!(r.counters().retransmits_received, 2);
     assert!(naks_at(&mut r, 5000, &mut got).is_empty());
 }
 
