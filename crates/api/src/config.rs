@@ -157,11 +157,20 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Applies `PEREGRINE_<TRANSPORT>_<KEY>` variables from `vars` over these values.
+    /// Applies `PEREGRINE_<TRANSPORT>_<KEY>` variables from `vars` over these values, and
+    /// `PEREGRINE_LOSS` (the test loss generator, `loss` of udp and mcast) below those.
     pub fn with_env(
         mut self,
         vars: impl Iterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.collect();
+        for (name, value) in vars.iter().filter(|v| v.0 == "PEREGRINE_LOSS") {
+            let at = format!("environment variable {name}={value}");
+            for scheme in [Scheme::Udp, Scheme::Mcast] {
+                check(scheme, "loss", value, &at)?;
+                self.set(scheme, "loss", value, &at);
+            }
+        }
         for (name, value) in vars {
             let Some(rest) = name.strip_prefix("PEREGRINE_") else {
                 continue;

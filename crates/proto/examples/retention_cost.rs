@@ -34,7 +34,11 @@ fn main() {
     let n = 50_000_000;
     for _ in 0..3 {
         for retain in [0usize, 4 << 20, 8 << 20, 16 << 20] {
-            println!("retain={:>9} bytes: {:.2} ns/message", retain, run(retain, n));
+            println!(
+                "retain={:>9} bytes: {:.2} ns/message",
+                retain,
+                run(retain, n)
+            );
         }
     }
 }

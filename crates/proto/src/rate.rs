@@ -120,6 +120,24 @@ impl TokenBucket {
         true
     }
 
+    /// Takes `bytes` unconditionally, leaving a debt when they are not there: for bytes that
+    /// leave anyway (a batch whose messages were already accepted). A debt is repaid by
+    /// refilling before [`has_credit`](Self::has_credit) is true again, so the long-run rate
+    /// holds.
+    pub fn charge(&mut self, bytes: u64, now_ns: u64) {
+        self.refill(now_ns);
+        if self.rate_bytes_per_s != 0 {
+            self.balance_bytes -= i128::from(bytes);
+        }
+    }
+
+    /// Whether the balance is positive at `now_ns` (always, when unlimited): the admission test
+    /// of a sender that [`charge`](Self::charge)s what it sends.
+    pub fn has_credit(&mut self, now_ns: u64) -> bool {
+        self.refill(now_ns);
+        self.rate_bytes_per_s == 0 || self.balance_bytes > 0
+    }
+
     /// The earliest time at which [`try_take`](Self::try_take)`(bytes, t)` succeeds if nothing
     /// else is taken meanwhile: `now_ns` when it would succeed now, else the instant the refill
     /// covers the shortfall. Never before the latest time seen (time that went backwards
@@ -281,6 +299,30 @@ mod tests {
         }
         assert_eq!(b.balance_bytes(S), 7);
         assert!(b.try_take(7, S));
+    }
+
+    #[test]
+    fn charging_leaves_a_debt_repaid_at_the_rate() {
+        // 1 MB/s, 64 KiB burst: a sender that sends 100 KB batches whenever it has credit gets
+        // 1 MB/s over a second, give or take the first burst and one batch.
+        let mut b = TokenBucket::new(1_000_000, 65_536, 0);
+        let mut sent = 0u64;
+        let mut now = 0;
+        while now <= S {
+            if b.has_credit(now) {
+                b.charge(100_000, now);
+                sent += 100_000;
+            }
+            now += 10_000;
+        }
+        assert!(
+            (1_000_000..=1_000_000 + 65_536 + 100_000).contains(&sent),
+            "{sent}"
+        );
+        assert!(!b.has_credit(now));
+        let mut free = TokenBucket::new(0, 0, 0);
+        free.charge(u64::MAX, 0);
+        assert!(free.has_credit(0));
     }
 
     #[test]

@@ -127,6 +127,9 @@ struct Session {
     /// When the last STATUS went to this session's sender (`None`: never, send one now).
     last_status_ns: Option<u64>,
     reported_next: u64,
+    /// The highest `next_sequence` a HEARTBEAT announced: once delivery reaches it, a STATUS
+    /// confirms it at once (a closing publisher waits for that).
+    announced: u64,
     counters: SubscriberCounters,
     /// Loss repair: one past the highest sequence seen; frames held behind gaps; the gaps
     /// (sorted, disjoint). `[next_sequence, high)` is exactly the held frames and the gaps.
@@ -304,6 +307,8 @@ impl Receiver {
                     return Ok(0);
                 }
                 if let Some(i) = self.session(h.session_id, h.next_sequence, source, now_ns) {
+                    let s = &mut self.sessions[i];
+                    s.announced = s.announced.max(h.next_sequence);
                     if self.cfg.nak.is_some() {
                         return Ok(self.on_heartbeat_repaired(i, &h, now_ns, handler));
                     }
@@ -431,6 +436,7 @@ impl Receiver {
             last_heard_ns: now_ns,
             last_status_ns: None,
             reported_next: first_sequence,
+            announced: first_sequence,
             counters: SubscriberCounters::default(),
             high: first_sequence,
             held: BTreeMap::new(),
@@ -870,7 +876,9 @@ impl Receiver {
                 .last_status_ns
                 .is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.status_interval_ns);
             let update = window > 0 && s.next_sequence - s.reported_next >= quarter;
-            if keepalive || update {
+            // Caught up with what the sender announced (it is idle or closing): say so now.
+            let caught_up = s.announced > s.reported_next && s.next_sequence >= s.announced;
+            if keepalive || update || caught_up {
                 let frame = status_frame(&self.cfg, s.session_id, s.next_sequence, 0, window);
                 emit(s.source, &frame);
                 s.last_status_ns = Some(now_ns);

@@ -156,6 +156,12 @@ impl ReceiverTable {
             .min()
     }
 
+    /// The lowest `next_sequence` confirmed by a receiver (`None` without receivers): a
+    /// closing publisher lingers until it reaches its last sequence.
+    pub fn lowest_next(&self) -> Option<u64> {
+        self.entries.iter().map(|e| e.next_sequence).min()
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -197,6 +203,7 @@ mod tests {
             StatusOutcome::Joined
         );
         assert_eq!(t.limit(), Some(60));
+        assert_eq!(t.lowest_next(), Some(10));
         assert_eq!(
             t.on_status(b, &st(5, 2, 40, 50, 0), 5, 45, 500),
             StatusOutcome::Updated

@@ -41,6 +41,7 @@
 //! assert_eq!(datagrams, 3);
 //! ```
 
+use crate::rate::TokenBucket;
 use crate::retention::RetentionBuffer;
 use peregrine_wire::align_frame;
 use peregrine_wire::data::{emit_pad, DataFrame, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
@@ -93,6 +94,13 @@ pub struct SenderConfig {
     pub retransmit_linger_ns: u64,
     /// Most frames retransmitted for one NAK (the rest of its ranges are ignored and counted).
     pub retransmit_max_frames: u64,
+    /// Data rate limit in bytes per second, datagrams as sent (0: none): `offer` refuses with
+    /// `BackPressured` while the batches sent are ahead of it. Bursts up to 1 ms of the rate or
+    /// one batch, whichever is larger.
+    pub rate_bytes_per_s: u64,
+    /// Retransmission rate limit in bytes per second (0: none): NAKs are answered only within
+    /// it, so a flood of NAKs cannot turn into a flood of data.
+    pub retransmit_rate_bytes_per_s: u64,
 }
 
 impl SenderConfig {
@@ -111,6 +119,8 @@ impl SenderConfig {
             retain_age_ns: 0,
             retransmit_linger_ns: 1_000_000,
             retransmit_max_frames: 4096,
+            rate_bytes_per_s: 0,
+            retransmit_rate_bytes_per_s: 0,
         }
     }
 }
@@ -187,6 +197,8 @@ pub struct Sender {
     recent_retransmits: VecDeque<(u64, u64, u64)>,
     /// Retransmission batch buffer (datagram packing).
     rtx: Vec<u8>,
+    rate: Option<TokenBucket>,
+    retransmit_rate: Option<TokenBucket>,
 }
 
 /// What a sender counted.
@@ -210,6 +222,10 @@ pub struct SenderStats {
     pub nak_lingering: u64,
     /// Requested frames beyond the per-NAK cap.
     pub nak_capped: u64,
+    /// Requested frames not retransmitted for the retransmission rate limit.
+    pub nak_rate_limited: u64,
+    /// Offers refused by the data rate limit.
+    pub rate_limited: u64,
 }
 
 impl Sender {
@@ -246,6 +262,8 @@ impl Sender {
                 .then(|| RetentionBuffer::new(cfg.retain_bytes, cfg.retain_age_ns)),
             recent_retransmits: VecDeque::new(),
             rtx: Vec::new(),
+            rate: bucket(cfg.rate_bytes_per_s, cfg.max_batch_len),
+            retransmit_rate: bucket(cfg.retransmit_rate_bytes_per_s, cfg.max_batch_len),
         }
     }
 
@@ -345,6 +363,12 @@ impl Sender {
         if self.limit != u64::MAX && self.next_sequence + frames > self.limit {
             self.stats.back_pressured += 1;
             return Err(SendError::BackPressured);
+        }
+        if let Some(b) = self.rate.as_mut() {
+            if !b.has_credit(now_ns) {
+                self.stats.rate_limited += 1;
+                return Err(SendError::BackPressured);
+            }
         }
         let first = self.next_sequence;
         if frames == 1 {
@@ -502,6 +526,9 @@ impl Sender {
         };
         let segments = batch.segments() as u64;
         let r = sink(batch);
+        if let Some(b) = self.rate.as_mut() {
+            b.charge(len as u64, now_ns);
+        }
         if let Some(ret) = self.retention.as_mut() {
             let first = self.first_pending_sequence.unwrap_or(self.next_sequence);
             ret.push(batch.bytes, segment_len, first, now_ns);
@@ -670,6 +697,13 @@ impl Sender {
                 }
                 let Some(frame) = ret.get(q) else { break };
                 let flen = frame.len();
+                if let Some(b) = self.retransmit_rate.as_mut() {
+                    if !b.has_credit(now_ns) {
+                        self.stats.nak_rate_limited += end - q;
+                        break;
+                    }
+                    b.charge(align_frame(flen) as u64, now_ns);
+                }
                 let seg_start = len - len % seg;
                 let used = len - seg_start;
                 if used + flen > seg || (used == 0 && len + seg > cap && len > 0) {
@@ -684,6 +718,9 @@ impl Sender {
                         );
                         self.rtx[len + DATA_HEADER_LEN..len + left].fill(0);
                         len += left;
+                        if let Some(b) = self.retransmit_rate.as_mut() {
+                            b.charge(left as u64, now_ns);
+                        }
                     } else if len > 0 {
                         let b = Batch {
                             bytes: &self.rtx[..last_end],
@@ -723,6 +760,17 @@ impl Sender {
         self.stats.retransmitted += sent;
         Ok(sent)
     }
+}
+
+/// A rate limiter for `rate_bytes_per_s` (none for 0), bursting 1 ms of the rate or one batch.
+fn bucket(rate_bytes_per_s: u64, max_batch_len: usize) -> Option<TokenBucket> {
+    (rate_bytes_per_s > 0).then(|| {
+        TokenBucket::new(
+            rate_bytes_per_s,
+            (rate_bytes_per_s / 1000).max(max_batch_len as u64),
+            0,
+        )
+    })
 }
 
 /// What [`Sender::poll`] found.

@@ -380,3 +380,76 @@ fn retransmissions_pack_into_gso_ready_datagrams() {
     assert_eq!(f.len(), 50, "the cap");
     assert!(f.windows(2).all(|w| w[1].0 == w[0].0 + 1));
 }
+
+#[test]
+fn the_rate_limit_holds_the_long_run_rate_and_refuses_offers_beyond_it() {
+    // 10 MB/s in urgent mode, 1000-byte messages (1032-byte datagrams) offered every 10 us for
+    // one virtual second: 100 MB offered, about 10 MB may leave.
+    let rate = 10_000_000u64;
+    let mut s = Sender::new(SenderConfig {
+        rate_bytes_per_s: rate,
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    });
+    let mut sent_bytes = 0u64;
+    let mut sink = |b: Batch<'_>| -> Result<(), ()> {
+        sent_bytes += b.bytes.len() as u64;
+        Ok(())
+    };
+    let (mut accepted, mut refused) = (0u64, 0u64);
+    let mut now = 0;
+    while now < 1_000_000_000 {
+        match s.offer(&[0u8; 1000], now, &mut sink) {
+            Ok(_) => accepted += 1,
+            Err(SendError::BackPressured) => refused += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+        now += 10_000;
+    }
+    // The burst (one 65000-byte batch, more than 1 ms at 10 MB/s) plus the rate, plus at most
+    // one datagram of debt.
+    assert!(
+        (rate..=rate + 65_000 + 1032).contains(&sent_bytes),
+        "{sent_bytes}"
+    );
+    assert_eq!(accepted * 1032, sent_bytes);
+    assert_eq!(s.stats().rate_limited, refused);
+    assert_eq!(accepted + refused, 100_000);
+}
+
+#[test]
+fn the_retransmission_rate_limit_bounds_what_naks_can_cause() {
+    let mut batches = Vec::new();
+    let mut s = Sender::new(SenderConfig {
+        retain_bytes: 16 << 20,
+        retain_age_ns: u64::MAX,
+        retransmit_linger_ns: 0,
+        retransmit_rate_bytes_per_s: 1_000_000, // bursts of one batch: 65000 bytes
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    });
+    for i in 0..5000u32 {
+        s.offer(&[i as u8; 1000], 0, &mut collect(&mut batches))
+            .unwrap();
+    }
+    // A flood: 1000 NAKs for everything, all at the same instant.
+    let mut rtx = Vec::new();
+    for _ in 0..1000 {
+        s.on_nak([(0, 5000)], 1, &mut collect(&mut rtx)).unwrap();
+    }
+    let rtx_bytes: usize = rtx.iter().map(|b| b.0.len()).sum();
+    let st = s.stats();
+    // One burst's worth (plus the frame that went into debt), no more.
+    assert!(st.retransmitted <= 65_000 / 1032 + 1, "{st:?}");
+    assert!(rtx_bytes <= 65_000 + 1472, "{rtx_bytes}");
+    assert_eq!(st.naks_received, 1000);
+    // Every frame asked for is accounted for: sent, capped or refused by the rate.
+    assert_eq!(
+        st.retransmitted + st.nak_capped + st.nak_rate_limited,
+        1000 * 5000
+    );
+    // A second later the bucket has refilled: a NAK is answered again.
+    assert!(
+        s.on_nak([(0, 10)], 1_000_000_001, &mut collect(&mut rtx))
+            .unwrap()
+            > 0
+    );
+}

@@ -399,6 +399,7 @@ impl TcpPublisher {
             bytes: s.bytes,
             back_pressured: s.back_pressured,
             subscribers_reaped: self.disconnected,
+            ..PublisherCounters::default()
         }
     }
 

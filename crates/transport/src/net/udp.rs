@@ -11,6 +11,7 @@ use super::{now_ns, sys};
 use crate::error::{OfferError, OpenError};
 use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
@@ -85,13 +86,28 @@ fn check_iface(uri: &str, iface: Ipv4Addr) -> Result<(), OpenError> {
     })
 }
 
-/// Sends one batch to one destination: a GSO send, or one send per datagram.
+/// The loss generator of a driver, when `loss=` or `PEREGRINE_LOSS` set one.
+fn loss_generator(cfg: &Option<LossConfig>) -> Option<Box<LossGenerator>> {
+    cfg.map(|c| Box::new(LossGenerator::new(c)))
+}
+
+/// Sends one batch to one destination: a GSO send, or one send per datagram (always so with a
+/// loss generator, which drops datagram by datagram).
 fn send_batch(
     sock: &UdpSocket,
     gso: &mut bool,
+    loss: &mut Option<Box<LossGenerator>>,
     batch: &Batch<'_>,
     to: SocketAddr,
 ) -> io::Result<()> {
+    if let Some(l) = loss.as_mut() {
+        for d in batch.datagrams() {
+            if !l.drop_datagram(Direction::Send, d) {
+                send_retrying(sock, d, to)?;
+            }
+        }
+        return Ok(());
+    }
     if *gso && batch.segments() > 1 {
         match send_retrying(sock, batch.bytes, to) {
             Ok(()) => return Ok(()),
@@ -129,14 +145,34 @@ fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<(
 fn to_all<'a>(
     sock: &'a UdpSocket,
     gso: &'a mut bool,
+    loss: &'a mut Option<Box<LossGenerator>>,
     dests: &'a [SocketAddr],
 ) -> impl FnMut(Batch<'_>) -> io::Result<()> + 'a {
     move |b| {
         for &to in dests {
-            send_batch(sock, gso, &b, to)?;
+            send_batch(sock, gso, loss, &b, to)?;
         }
         Ok(())
     }
+}
+
+/// Sends a control frame (HEARTBEAT, BYE, NAK, STATUS) unless the loss generator drops it.
+fn send_frame(
+    sock: &UdpSocket,
+    loss: &mut Option<Box<LossGenerator>>,
+    frame: &[u8],
+    to: Option<SocketAddr>,
+) {
+    if let Some(l) = loss.as_mut() {
+        if l.drop_datagram(Direction::Send, frame) {
+            return;
+        }
+    }
+    // Best effort: a lost control frame is sent again by its timer.
+    let _ = match to {
+        Some(to) => send_retrying(sock, frame, to),
+        None => sock.send(frame).map(drop),
+    };
 }
 
 pub(super) fn map_send_error(e: SendError<io::Error>) -> OfferError {
@@ -166,6 +202,7 @@ pub struct UdpPublisher {
     control_buf: Box<[u8; 2048]>,
     local: SocketAddrV4,
     closed: bool,
+    loss: Option<Box<LossGenerator>>,
     /// STATUS frames that failed to parse.
     pub bad_control_frames: u64,
 }
@@ -214,6 +251,8 @@ impl UdpPublisher {
             mode: cfg.mode,
             retain_bytes: cfg.retain_bytes,
             retain_age_ns: cfg.retain_age_ns,
+            rate_bytes_per_s: cfg.rate_bytes_per_s,
+            retransmit_rate_bytes_per_s: cfg.retransmit_rate_bytes_per_s,
             ..SenderConfig::new(session_id, stream_id, Packing::Datagrams, cfg.segment_len)
         });
         Ok(UdpPublisher {
@@ -234,6 +273,7 @@ impl UdpPublisher {
             control_buf: Box::new([0; 2048]),
             local,
             closed: false,
+            loss: loss_generator(&cfg.loss),
             bad_control_frames: 0,
         })
     }
@@ -306,10 +346,11 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
+            loss,
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, dests);
+        let mut sink = to_all(sock, gso, loss, dests);
         match whole {
             Some(payload) => sender.offer(payload, *now_ns, &mut sink),
             None => sender.offer_with(len, *now_ns, &mut sink, fill),
@@ -325,10 +366,11 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
+            loss,
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, dests);
+        let mut sink = to_all(sock, gso, loss, dests);
         sender.flush(*now_ns, &mut sink).map_err(map_send_error)
     }
 
@@ -347,19 +389,20 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
+            loss,
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, dests);
         let pending = sender.pending_len();
-        if let Ok(out) = sender.poll(*now_ns, &mut sink) {
+        let polled = sender.poll(*now_ns, &mut to_all(sock, gso, loss, dests));
+        if let Ok(out) = polled {
             if pending > 0 && sender.pending_len() == 0 {
                 work += 1;
             }
             if out.heartbeat_due {
                 let hb = sender.heartbeat();
                 for &to in dests.iter() {
-                    let _ = send_retrying(sock, &hb, to);
+                    send_frame(sock, loss, &hb, Some(to));
                 }
                 sender.heartbeat_sent(*now_ns);
             }
@@ -380,6 +423,11 @@ impl UdpPublisher {
             };
             n += 1;
             let bytes = &self.control_buf[..len];
+            if let Some(l) = self.loss.as_mut() {
+                if l.drop_datagram(Direction::Receive, bytes) {
+                    continue;
+                }
+            }
             if bytes.get(7) == Some(&(FrameType::Nak as u8)) {
                 self.answer_nak(len, from);
                 continue;
@@ -408,7 +456,7 @@ impl UdpPublisher {
                     } else {
                         from
                     };
-                    let _ = send_retrying(&self.sock, &hb, to);
+                    send_frame(&self.sock, &mut self.loss, &hb, Some(to));
                 }
                 StatusOutcome::Left => changed = true,
                 StatusOutcome::Updated | StatusOutcome::Ignored => {}
@@ -459,10 +507,11 @@ impl UdpPublisher {
             sender,
             sock,
             gso,
+            loss,
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch(sock, gso, &b, to) };
+        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch(sock, gso, loss, &b, to) };
         let _ = sender.on_nak(ranges, *now_ns, &mut sink);
     }
 
@@ -483,14 +532,41 @@ impl UdpPublisher {
             bytes: s.bytes,
             back_pressured: s.back_pressured,
             subscribers_reaped: self.table.timed_out,
+            rate_limited: s.rate_limited,
+            naks_received: s.naks_received,
+            retransmitted: s.retransmitted,
+            retransmit_unavailable: s.nak_unavailable,
+            retransmit_refused: s.nak_lingering + s.nak_capped + s.nak_rate_limited + s.nak_future,
         }
     }
-    /// Sends what is batched and a BYE to every receiver; later offers fail with `Closed`.
+    /// What the loss generator saw and dropped (`None`: no loss generator).
+    pub fn loss_counters(&self) -> Option<LossCounters> {
+        self.loss.as_ref().map(|l| l.counters())
+    }
+
+    /// Sends what is batched, lingers (answering NAKs, sending heartbeats that announce the
+    /// last sequence) until every receiver confirmed the last message or `linger_ms` passed,
+    /// then sends a BYE to every receiver; later offers fail with `Closed`.
     pub fn close(&mut self) {
         if self.closed {
             return;
         }
         let _ = self.flush();
+        let last = self.sender.next_sequence();
+        self.now_ns = now_ns();
+        let deadline_ns = self.now_ns + self.cfg.linger_ns;
+        if self.cfg.retain_bytes > 0 {
+            loop {
+                self.poll_control();
+                if self.table.lowest_next().is_none_or(|n| n >= last) || self.now_ns >= deadline_ns
+                {
+                    break;
+                }
+                self.do_work();
+                sys::wait_readable(&[self.sock.as_raw_fd()], 1);
+                self.now_ns = now_ns();
+            }
+        }
         let mut bye = [0u8; BYE_LEN];
         let cfg = self.sender.config();
         ByeRepr {
@@ -500,7 +576,7 @@ impl UdpPublisher {
         }
         .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
         for &to in &self.dests {
-            let _ = send_retrying(&self.sock, &bye, to);
+            send_frame(&self.sock, &mut self.loss, &bye, Some(to));
         }
         self.closed = true;
     }
@@ -528,6 +604,7 @@ pub struct UdpSubscriber {
     now_ns: u64,
     polls: u32,
     rcvbuf_actual: usize,
+    loss: Option<Box<LossGenerator>>,
 }
 
 impl UdpSubscriber {
@@ -602,6 +679,7 @@ impl UdpSubscriber {
             now_ns: now_ns(),
             polls: 0,
             rcvbuf_actual,
+            loss: loss_generator(&cfg.loss),
         })
     }
 
@@ -631,6 +709,20 @@ impl UdpSubscriber {
             let seg = self.ring.segment(i);
             let start = off - off % seg;
             let end = (start + seg).min(buf.len());
+            if off == start {
+                if let Some(l) = self.loss.as_mut() {
+                    if l.drop_datagram(Direction::Receive, &buf[start..end]) {
+                        self.cursor = if end < buf.len() {
+                            Some((i, end))
+                        } else if i + 1 < self.ring.count {
+                            Some((i + 1, 0))
+                        } else {
+                            None
+                        };
+                        continue;
+                    }
+                }
+            }
             let (k, p) = self.receiver.on_datagram(
                 &buf[start..end],
                 off - start,
@@ -668,12 +760,13 @@ impl UdpSubscriber {
             sock,
             target,
             now_ns,
+            loss,
             ..
         } = self;
         receiver.poll_repair(*now_ns, handler, &mut |to: SocketAddr, frame: &[u8]| {
-            send_control(sock, target.is_some(), to, frame);
+            send_frame(sock, loss, frame, target.is_none().then_some(to));
             if let Some(g) = group {
-                let _ = sock.send_to(frame, g);
+                send_frame(sock, loss, frame, Some(g));
             }
         })
     }
@@ -684,10 +777,11 @@ impl UdpSubscriber {
             sock,
             target,
             now_ns,
+            loss,
             ..
         } = self;
         receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
-            send_control(sock, target.is_some(), to, frame);
+            send_frame(sock, loss, frame, target.is_none().then_some(to));
         });
     }
 
@@ -696,7 +790,7 @@ impl UdpSubscriber {
         if let Some(to) = self.target {
             if !self.receiver.is_connected() && self.now_ns >= self.next_join_ns {
                 let join = self.receiver.join_frame();
-                let _ = self.sock.send_to(&join, to);
+                send_frame(&self.sock, &mut self.loss, &join, Some(to));
                 self.next_join_ns = self.now_ns + self.join_interval_ns;
                 self.join_interval_ns = (self.join_interval_ns * 2).min(1_000_000_000);
             } else if self.receiver.is_connected() {
@@ -714,16 +808,23 @@ impl UdpSubscriber {
     pub fn counters(&self) -> SubscriberCounters {
         self.receiver.counters()
     }
-}
-
-/// Sends a control frame to `to`: on a connected socket (unicast, `connected`), to its peer.
-/// Best effort: a lost control frame is sent again by its timer.
-fn send_control(sock: &UdpSocket, connected: bool, to: SocketAddr, frame: &[u8]) {
-    let _ = if connected {
-        sock.send(frame)
-    } else {
-        sock.send_to(frame, to)
-    };
+    /// The counters of each session followed now, by session id.
+    pub fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
+        self.receiver.session_counters().collect()
+    }
+    /// What the loss generator saw and dropped (`None`: no loss generator).
+    pub fn loss_counters(&self) -> Option<LossCounters> {
+        self.loss.as_ref().map(|l| l.counters())
+    }
+    /// Starts recording how long each repaired frame was missing (gap detected to frame
+    /// received), for benchmarks.
+    pub fn record_recovery(&mut self) {
+        self.receiver.record_recovery();
+    }
+    /// The recovery times recorded since the last call, in nanoseconds.
+    pub fn take_recovery_ns(&mut self) -> Vec<u64> {
+        self.receiver.take_recovery_ns()
+    }
 }
 
 impl Drop for UdpSubscriber {
@@ -732,10 +833,11 @@ impl Drop for UdpSubscriber {
             receiver,
             sock,
             target,
+            loss,
             ..
         } = self;
         receiver.leave(&mut |to: SocketAddr, frame: &[u8]| {
-            send_control(sock, target.is_some(), to, frame);
+            send_frame(sock, loss, frame, target.is_none().then_some(to));
         });
     }
 }
