@@ -39,8 +39,10 @@ use peregrine_transport::net::NetConfig;
 use peregrine_transport::{Scheme, TransportPublisher, TransportSubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
+pub use peregrine_proto::lossgen::LossCounters;
 pub use peregrine_transport::ipc::segment::shm_dir;
 pub use peregrine_transport::ipc::SlowSubscriberPolicy;
+pub use peregrine_transport::net::parse_loss;
 pub use peregrine_transport::uri::parse_bytes;
 
 /// Largest message an `ipc://` log of `capacity` bytes accepts.
@@ -318,6 +320,26 @@ impl Publisher {
     pub fn counters(&self) -> PublisherCounters {
         each!(&self.inner, PublisherInner, p => TransportPublisher::counters(p))
     }
+
+    /// Ends the session: sends what is batched and tells subscribers the stream ended (on UDP
+    /// and multicast after lingering, answering NAKs, until every subscriber confirmed the last
+    /// message or `linger_ms` passed). Dropping the publisher does the same; closing first
+    /// keeps [`counters`](Self::counters) readable afterwards. Later offers fail with `Closed`.
+    pub fn close(&mut self) {
+        match &mut self.inner {
+            PublisherInner::Ipc(_) => {}
+            PublisherInner::Udp(p) => p.close(),
+            PublisherInner::Tcp(p) => p.close(),
+        }
+    }
+
+    /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.
+    pub fn loss_counters(&self) -> Option<LossCounters> {
+        match &self.inner {
+            PublisherInner::Udp(p) => p.loss_counters(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -366,6 +388,40 @@ impl Subscriber {
     }
     pub fn counters(&self) -> SubscriberCounters {
         each!(&self.inner, SubscriberInner, s => TransportSubscriber::counters(s))
+    }
+    /// The counters of each publisher session followed now, by session id (on shared memory,
+    /// the one session).
+    pub fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
+        match &self.inner {
+            SubscriberInner::Ipc(s) => s
+                .session_id()
+                .map(|id| vec![(id, s.counters())])
+                .unwrap_or_default(),
+            SubscriberInner::Udp(s) => s.session_counters(),
+            SubscriberInner::Tcp(s) => s.session_counters(),
+        }
+    }
+    /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.
+    pub fn loss_counters(&self) -> Option<LossCounters> {
+        match &self.inner {
+            SubscriberInner::Udp(s) => s.loss_counters(),
+            _ => None,
+        }
+    }
+    /// Starts recording, on UDP and multicast, how long each repaired frame was missing (from
+    /// the gap's detection to the frame's arrival); see
+    /// [`take_recovery_ns`](Self::take_recovery_ns).
+    pub fn record_recovery(&mut self) {
+        if let SubscriberInner::Udp(s) = &mut self.inner {
+            s.record_recovery();
+        }
+    }
+    /// The recovery times recorded since the last call, in nanoseconds.
+    pub fn take_recovery_ns(&mut self) -> Vec<u64> {
+        match &mut self.inner {
+            SubscriberInner::Udp(s) => s.take_recovery_ns(),
+            _ => Vec::new(),
+        }
     }
     pub fn topic(&self) -> &str {
         &self.topic

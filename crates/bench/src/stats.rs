@@ -4,6 +4,16 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+/// The nearest-rank `q` quantile of sorted samples (0 when there are none): the smallest
+/// sample with at least a fraction `q` of the samples at or below it.
+pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 /// Collects latency samples in nanoseconds.
 #[derive(Debug, Clone)]
 pub struct LatencyRecorder {
@@ -139,6 +149,17 @@ mod tests {
                 "p{p}: {got} vs {want}"
             );
         }
+    }
+
+    #[test]
+    fn nearest_rank_picks_the_smallest_sample_covering_the_fraction() {
+        let v: Vec<u64> = (1..=1000).collect();
+        assert_eq!(nearest_rank(&v, 0.5), 500);
+        assert_eq!(nearest_rank(&v, 0.999), 999);
+        assert_eq!(nearest_rank(&v, 0.9991), 1000);
+        assert_eq!(nearest_rank(&v, 1.0), 1000);
+        assert_eq!(nearest_rank(&v, 0.0), 1);
+        assert_eq!(nearest_rank(&[], 0.5), 0);
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct ThroughputConfig {
     pub idle: IdleKind,
     /// The stream's URI (default: from `transport` and `name`, on loopback).
     pub uri: Option<String>,
+    /// udp, mcast: each subscriber drops this fraction of the datagrams it receives (its own
+    /// seeded loss generator, `loss=` on its URI), and repairs them by NAK.
+    pub loss: Option<String>,
 }
 
 /// What one subscriber process saw.
@@ -45,6 +48,28 @@ pub struct SubscriberReport {
     pub first_ns: u64,
     pub last_ns: u64,
     pub cpu_s: f64,
+    /// Loss repair (udp, mcast): datagrams the loss generator dropped, NAKs sent, frames
+    /// received twice, retransmitted frames received, missing frames repaired.
+    #[serde(default)]
+    pub dropped: u64,
+    #[serde(default)]
+    pub naks_sent: u64,
+    #[serde(default)]
+    pub duplicates: u64,
+    #[serde(default)]
+    pub retransmits_received: u64,
+    #[serde(default)]
+    pub recovered: u64,
+    /// Recovery times (gap detected to frame received), nanoseconds: median, 99th, 99.9th
+    /// percentile and maximum.
+    #[serde(default)]
+    pub recovery_ns: [u64; 4],
+    /// Sequence number after the last message delivered, and after the last range reported
+    /// lost.
+    #[serde(default)]
+    pub end_sequence: u64,
+    #[serde(default)]
+    pub lost_end_sequence: u64,
 }
 
 impl SubscriberReport {
@@ -64,6 +89,7 @@ pub struct ThroughputResult {
     pub refused: u64,
     pub publisher_msgs_per_s: f64,
     pub publisher_cpu_s: f64,
+    pub publisher: peregrine::PublisherCounters,
     pub subscribers: Vec<SubscriberReport>,
 }
 
@@ -148,6 +174,19 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             cfg.seconds
         )));
     }
+    if let Some(l) = &cfg.loss {
+        if !matches!(cfg.transport.as_str(), "udp" | "mcast") {
+            return Err(BenchError::Config(format!(
+                "--loss {l} is not accepted with --transport {}: loss is injected and repaired on udp and mcast only",
+                cfg.transport
+            )));
+        }
+        if peregrine::parse_loss(l).is_err() || l.contains([',', '=', '&']) {
+            return Err(BenchError::Config(format!(
+                "--loss {l} is not accepted: give the fraction of datagrams each subscriber drops, 0 to 100%, for example --loss 1% or --loss 0.01"
+            )));
+        }
+    }
     if cfg.subscribers == 0 || cfg.subscribers > 64 {
         return Err(BenchError::Config(format!(
             "--subscribers {} is not accepted: give 1 to 64",
@@ -155,6 +194,19 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         )));
     }
     Ok(())
+}
+
+/// The URI subscriber `k` uses: with `--loss`, its own seeded loss generator on received
+/// datagrams.
+fn sub_uri(cfg: &ThroughputConfig, uri: &str, k: u32) -> String {
+    match &cfg.loss {
+        Some(l) => format!(
+            "{uri}{}loss=rate={l},seed={},dir=recv",
+            if uri.contains('?') { '&' } else { '?' },
+            k + 1
+        ),
+        None => uri.to_string(),
+    }
 }
 
 fn sub_args(cfg: &ThroughputConfig, uri: &str) -> Vec<String> {
@@ -194,10 +246,13 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
     let bound = publ.uri().to_string();
     let mut helpers = Vec::new();
-    for _ in 0..cfg.subscribers {
-        helpers.push(Helper::start(exe, &sub_args(cfg, &bound))?);
+    for k in 0..cfg.subscribers {
+        helpers.push(Helper::start(
+            exe,
+            &sub_args(cfg, &sub_uri(cfg, &bound, k)),
+        )?);
     }
-    let (sent, refused, rate) = publish(cfg, publ)?;
+    let (sent, refused, rate, publisher) = publish(cfg, publ)?;
     let mut subscribers = Vec::new();
     for h in helpers {
         let v = h.finish()?;
@@ -211,6 +266,7 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
         refused,
         publisher_msgs_per_s: rate,
         publisher_cpu_s: crate::cpu_seconds_self() - cpu_before,
+        publisher,
         subscribers,
     })
 }
@@ -220,13 +276,15 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
 pub fn publish_role(cfg: &ThroughputConfig) -> Result<(u64, u64, f64), BenchError> {
     validate(cfg)?;
     let publ = crate::pingpong::context()?.publisher("bench.throughput", &uri(cfg))?;
-    publish(cfg, publ)
+    publish(cfg, publ).map(|r| (r.0, r.1, r.2))
 }
 
+/// Publishes, then closes (lingering for repairs on udp and mcast). Returns (sent, refused
+/// offers, publish rate, the publisher's counters after closing).
 fn publish(
     cfg: &ThroughputConfig,
     mut publ: peregrine::Publisher,
-) -> Result<(u64, u64, f64), BenchError> {
+) -> Result<(u64, u64, f64, peregrine::PublisherCounters), BenchError> {
     let start = Instant::now();
     while publ.subscriber_count() < cfg.subscribers as usize {
         publ.do_work();
@@ -288,8 +346,8 @@ fn publish(
         (Some(c), 1) => with_cpu(c.a, body)?,
         _ => body(),
     };
-    drop(publ); // closes the session: subscribers drain and report
-    Ok(r)
+    publ.close(); // ends the session: subscribers drain and report
+    Ok((r.0, r.1, r.2, publ.counters()))
 }
 
 /// The subscriber side: receives until the publisher closes, then prints its report.
@@ -299,6 +357,8 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         None => format!("ipc://{}", cfg.name),
     };
     let mut sub = crate::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
+    sub.record_recovery();
+    let mut recovery_ns: Vec<u64> = Vec::new();
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
@@ -381,8 +441,11 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             r.last_ns = now;
         }
         drain_events(&mut sub, &mut expected, &mut lost_events);
-        if n == 0 && !sub.is_connected() {
-            break;
+        if n == 0 {
+            recovery_ns.append(&mut sub.take_recovery_ns());
+            if !sub.is_connected() {
+                break;
+            }
         }
         sub.idle(n);
     }
@@ -393,12 +456,23 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         }
     }
     r.lost = lost_events.iter().map(|&(_, c)| c).sum();
+    r.end_sequence = expected.unwrap_or(0);
+    r.lost_end_sequence = lost_events.iter().map(|&(f, c)| f + c).max().unwrap_or(0);
     r.gaps = lost_events.len() as u64;
     if merge_ranges(&observed_gaps) != merge_ranges(&lost_events) {
         eprintln!("gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}");
         r.out_of_order += 1;
     }
     r.cpu_s = crate::cpu_seconds_self();
+    let c = sub.counters();
+    r.naks_sent = c.naks_sent;
+    r.duplicates = c.duplicates;
+    r.retransmits_received = c.retransmits_received;
+    r.recovered = c.recovered;
+    r.dropped = sub.loss_counters().map_or(0, |l| l.dropped_total());
+    recovery_ns.append(&mut sub.take_recovery_ns());
+    recovery_ns.sort_unstable();
+    r.recovery_ns = [0.5, 0.99, 0.999, 1.0].map(|q| crate::stats::nearest_rank(&recovery_ns, q));
     say_result(&serde_json::to_value(&r).expect("report serialises"));
     Ok(())
 }

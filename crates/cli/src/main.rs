@@ -157,6 +157,10 @@ struct ThroughputArgs {
     /// What subscribers do when there is nothing to read: spin, yield, backoff or block.
     #[arg(long, default_value = "spin", value_parser = parse_idle)]
     idle: IdleKind,
+    /// udp, mcast: each subscriber drops this fraction of the datagrams it receives (a seeded
+    /// loss generator) and repairs them by NAK, e.g. 1%.
+    #[arg(long)]
+    loss: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -381,6 +385,7 @@ fn bench(b: BenchArgs) -> Result<()> {
                 connect_timeout: connect_timeout(&a.common),
                 idle: a.idle,
                 uri: a.uri.clone(),
+                loss: a.loss.clone(),
             };
             if a.common.role.is_some() && a.common.name.is_none() {
                 bail!("--role needs --name NAME, the same on the publisher and subscriber sides");
@@ -503,6 +508,51 @@ fn throughput(cfg: &ThroughputConfig) -> Result<ResultLine> {
     if let Some(c) = cfg.cpus.filter(|_| cfg.subscribers == 1) {
         line = line.detail("cpus", c.to_arg());
     }
+    if matches!(cfg.transport.as_str(), "udp" | "mcast") {
+        // Loss repair, summed over subscribers; recovery times of the slowest one.
+        let sum = |f: fn(&peregrine_bench::throughput::SubscriberReport) -> u64| -> u64 {
+            r.subscribers.iter().map(f).sum()
+        };
+        let p = &r.publisher;
+        let frames = p.messages.max(1) as f64;
+        let worst = |i: usize| {
+            r.subscribers
+                .iter()
+                .map(|s| s.recovery_ns[i])
+                .max()
+                .unwrap_or(0)
+        };
+        line = line
+            .detail("loss", cfg.loss.clone().unwrap_or_else(|| "0".into()))
+            .detail("dropped", sum(|s| s.dropped))
+            .detail(
+                "dropped_each",
+                r.subscribers.iter().map(|s| s.dropped).collect::<Vec<_>>(),
+            )
+            .detail(
+                "recovered_each",
+                r.subscribers
+                    .iter()
+                    .map(|s| s.recovered)
+                    .collect::<Vec<_>>(),
+            )
+            .detail("naks_sent", sum(|s| s.naks_sent))
+            .detail("naks_received", p.naks_received)
+            .detail("retransmitted", p.retransmitted)
+            .detail(
+                "retransmitted_pct_of_msgs",
+                round3(100.0 * p.retransmitted as f64 / frames),
+            )
+            .detail("retransmit_unavailable", p.retransmit_unavailable)
+            .detail("retransmit_refused", p.retransmit_refused)
+            .detail("recovered", sum(|s| s.recovered))
+            .detail("duplicates", sum(|s| s.duplicates))
+            .detail("unrecoverable", reported_lost)
+            .detail("recovery_p50_us", round3(worst(0) as f64 / 1e3))
+            .detail("recovery_p99_us", round3(worst(1) as f64 / 1e3))
+            .detail("recovery_p999_us", round3(worst(2) as f64 / 1e3))
+            .detail("recovery_max_us", round3(worst(3) as f64 / 1e3));
+    }
     Ok(line)
 }
 
@@ -574,6 +624,7 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             connect_timeout: Duration::from_secs(20),
             idle: IdleKind::Spin,
             uri: None,
+            loss: None,
         };
         out.print(&throughput(&cfg)?);
     }

@@ -2,8 +2,9 @@
 //! processes, real segments in /dev/shm, real signals.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+mod common;
+use common::Role;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn exe() -> &'static str {
@@ -31,54 +32,6 @@ fn json_lines(out: &[u8]) -> Vec<Value> {
         .filter(|l| l.starts_with('{'))
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
         .collect()
-}
-
-/// A role process started by hand, speaking the ready/result protocol on stdout.
-struct Role {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Role {
-    fn start(args: &[&str]) -> Role {
-        let mut child = Command::new(exe())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        Role { child, out }
-    }
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.out.read_line(&mut l).unwrap();
-        l
-    }
-    fn expect_ready(&mut self) {
-        assert_eq!(self.line().trim(), "ready");
-    }
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} failed");
-    }
-    fn result(mut self) -> Value {
-        let l = self.line();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "role failed: {status}");
-        serde_json::from_str(l.trim()).unwrap_or_else(|e| panic!("bad result line '{l}': {e}"))
-    }
-}
-
-impl Drop for Role {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {

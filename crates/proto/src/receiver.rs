@@ -184,11 +184,17 @@ pub struct Receiver {
     frame_bytes_seen: u64,
     /// Bytes of frames held behind gaps, over all sessions.
     held_bytes: usize,
+    /// Buffers of held frames already delivered, for the next ones (holding allocates nothing
+    /// once warm).
+    spare: Vec<Vec<u8>>,
     /// The multicast NAK back-off's random state (seeded from `receiver_id`).
     rng: u64,
     /// Detection-to-repair times of recovered frames, when `record_recovery` is on.
     recovery_ns: Option<Vec<u64>>,
 }
+
+/// Spare held-frame buffers kept.
+const SPARE_KEPT: usize = 65_536;
 
 /// Departed sessions remembered.
 const DEPARTED_KEPT: usize = 16;
@@ -206,6 +212,7 @@ impl Receiver {
             frames_seen: 0,
             frame_bytes_seen: 0,
             held_bytes: 0,
+            spare: Vec::new(),
             rng: u64::from(cfg.receiver_id) | 1,
             recovery_ns: None,
         }
@@ -546,6 +553,12 @@ impl Receiver {
         delivered
     }
 
+    /// Whether loss repair has gaps open (then [`poll_repair`](Self::poll_repair) has work
+    /// coming, and the driver should call it even while data streams in).
+    pub fn is_repairing(&self) -> bool {
+        self.cfg.nak.is_some() && self.sessions.iter().any(|s| !s.gaps.is_empty())
+    }
+
     /// The earliest NAK deadline (for a blocking driver's timeout).
     pub fn next_repair_ns(&self) -> Option<u64> {
         self.sessions
@@ -692,7 +705,10 @@ impl Receiver {
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
                 self.held_bytes += frame.len();
-                s.held.insert(q, frame.to_vec());
+                let mut b = self.spare.pop().unwrap_or_default();
+                b.clear();
+                b.extend_from_slice(frame);
+                s.held.insert(q, b);
                 return n;
             }
         }
@@ -713,6 +729,9 @@ impl Receiver {
             // Held frames were checked when they arrived.
             if let Ok(d) = DataRepr::parse_checked_header(&DataFrame::new_unchecked(&bytes[..])) {
                 n += self.deliver(i, &d, handler);
+            }
+            if self.spare.len() < SPARE_KEPT {
+                self.spare.push(bytes);
             }
         }
         n

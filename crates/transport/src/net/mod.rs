@@ -23,7 +23,7 @@ pub mod sys;
 pub mod tcp;
 pub mod udp;
 
-pub use config::{NetConfig, SlowPolicy};
+pub use config::{parse_loss, NetConfig, SlowPolicy};
 
 /// Monotonic time in nanoseconds (the drivers' only clock).
 #[inline]

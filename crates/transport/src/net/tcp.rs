@@ -659,6 +659,10 @@ impl TcpSubscriber {
     pub fn counters(&self) -> SubscriberCounters {
         self.receiver.counters()
     }
+    /// The counters of each session followed now, by session id.
+    pub fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
+        self.receiver.session_counters().collect()
+    }
 }
 
 impl peregrine_agent::Wake for TcpSubscriber {
