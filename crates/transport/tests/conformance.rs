@@ -800,3 +800,134 @@ fn an_overrun_subscriber_repairs_its_loss_by_nak() {
         assert!(p.sender_stats().retransmitted > 0);
     }
 }
+
+/// Hostile control traffic over real sockets: while a subscriber receives 50 000 messages, an
+/// attacker floods the publisher's socket with garbage, NAKs for other sessions, and NAKs of
+/// the right session for random, future, evicted and huge ranges. The work it causes is
+/// bounded (retransmissions stay within the retransmission rate limit) and counted; the
+/// subscriber still gets every message in order; nothing panics.
+#[test]
+fn a_flood_of_hostile_naks_is_bounded_and_counted() {
+    use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr};
+    for scheme in ["udp", "mcast"] {
+        // 1 MB/s of retransmission allowed: bursts of one 65000-byte batch.
+        let uri = fresh_uri(scheme, "retain=1m&retransmit_rate=1m");
+        let c = cfg(&uri);
+        let mut p = UdpPublisher::create(&c, &uri, 41, STREAM).unwrap();
+        let mut s = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.subscriber_count() == 0 || !s.is_connected() {
+            assert!(Instant::now() < deadline, "{uri}: no connection");
+            p.do_work();
+            s.poll(&mut |_m: Message<'_>| {}, 16);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let target = p.local_addr();
+        let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+        attacker.set_nonblocking(true).unwrap();
+        let session = p.session_id();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut nak = |session_id: u32, ranges: &[NakRange]| -> Vec<u8> {
+            let repr = NakRepr {
+                session_id,
+                stream_id: STREAM,
+                receiver_id: 666,
+                ranges: NakRanges::new(ranges).unwrap(),
+            };
+            let mut b = vec![0u8; repr.buffer_len()];
+            repr.emit(&mut NakFrame::new_unchecked(&mut b[..]));
+            b
+        };
+        let total = 50_000u64;
+        let mut got = Vec::new();
+        let started = Instant::now();
+        let mut sent_attacks = 0u64;
+        let mut i = 0u64;
+        while (got.len() as u64) < total {
+            assert!(Instant::now() < deadline, "{uri}: {} of {total}", got.len());
+            if i < total && p.offer(&i.to_le_bytes()).is_ok() {
+                i += 1;
+            }
+            if i % 16 == 0 || i == total {
+                // A burst of attacks per 16 messages.
+                for k in 0..8 {
+                    let start = next() % (i + 1000);
+                    let frame = match k {
+                        0 => vec![0xA5; (next() % 200) as usize],
+                        1 => nak(session ^ 1, &[NakRange { start, count: 10 }]),
+                        2 => nak(
+                            session,
+                            &[NakRange {
+                                start: 1 << 60,
+                                count: u32::MAX,
+                            }],
+                        ),
+                        3 => nak(
+                            session,
+                            &[NakRange {
+                                start: 0,
+                                count: u32::MAX,
+                            }],
+                        ),
+                        _ => {
+                            let ranges: Vec<NakRange> = (0..64)
+                                .map(|_| NakRange {
+                                    start: next() % (i + 1),
+                                    count: (next() % 100) as u32 + 1,
+                                })
+                                .collect();
+                            nak(session, &ranges)
+                        }
+                    };
+                    if attacker.send_to(&frame, target).is_ok() {
+                        sent_attacks += 1;
+                    }
+                }
+                p.do_work();
+            }
+            if i == total {
+                p.flush().unwrap();
+                p.do_work();
+            }
+            s.poll(
+                &mut |m: Message<'_>| {
+                    got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                },
+                usize::MAX,
+            );
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
+        assert_eq!(got, (0..total).collect::<Vec<_>>(), "{uri}");
+        assert_eq!(s.counters().lost, 0, "{uri}");
+        let st = p.sender_stats();
+        let pc = p.counters();
+        assert!(
+            sent_attacks > 10_000,
+            "{uri}: the flood was small: {sent_attacks}"
+        );
+        assert!(
+            p.bad_control_frames > 0,
+            "{uri}: garbage and foreign NAKs are counted"
+        );
+        assert!(st.naks_received > 1000, "{uri}: {st:?}");
+        assert!(
+            st.nak_future > 0 && st.nak_rate_limited > 0,
+            "{uri}: future ranges and the rate limit are counted: {st:?}"
+        );
+        assert!(pc.retransmit_refused > 0, "{uri}: {pc:?}");
+        // Retransmitted bytes stay within the rate limit over the run: one burst (a 65000-byte
+        // batch, and one datagram of debt) plus 1 MiB/s. A frame here is 40 bytes.
+        let allowed_bytes = 65_000.0 + 1472.0 + elapsed_s * f64::from(1u32 << 20);
+        assert!(
+            (st.retransmitted * 40) as f64 <= allowed_bytes,
+            "{uri}: {} frames retransmitted in {elapsed_s:.2} s",
+            st.retransmitted
+        );
+    }
+}

@@ -549,3 +549,91 @@ fn holding_past_the_byte_limit_gives_up_the_oldest_gap() {
     }));
     assert_eq!(got, (0..10).filter(|&k| k != 1).collect::<Vec<u64>>());
 }
+
+#[test]
+fn counters_are_kept_per_session_and_in_total() {
+    let mut a = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let mut b = Sender::new(SenderConfig::new(10, 7, Packing::Datagrams, 1472));
+    let da = datagrams(&mut a, &(0..5u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+    let db = datagrams(&mut b, &(0..3u8).map(|i| vec![i; 16]).collect::<Vec<_>>());
+    let mut r = Receiver::new(ReceiverConfig::new(7, 1));
+    // Session 9 loses frame 2 and gets frame 0 twice; session 10 gets everything.
+    deliver(
+        &mut r,
+        &[
+            da[0].clone(),
+            da[0].clone(),
+            da[1].clone(),
+            da[3].clone(),
+            da[4].clone(),
+        ],
+    );
+    deliver(&mut r, &db);
+    let mut per: Vec<(u32, SubscriberCounters)> = r.session_counters().collect();
+    per.sort_by_key(|p| p.0);
+    let (s9, s10) = (per[0].1, per[1].1);
+    assert_eq!(
+        (per[0].0, s9.messages, s9.bytes, s9.duplicates),
+        (9, 4, 32, 1)
+    );
+    assert_eq!((s9.gaps, s9.lost), (1, 1));
+    assert_eq!(
+        (per[1].0, s10.messages, s10.bytes, s10.lost),
+        (10, 3, 48, 0)
+    );
+    let total = r.counters();
+    assert_eq!(total.messages, s9.messages + s10.messages);
+    assert_eq!(total.bytes, s9.bytes + s10.bytes);
+    assert_eq!((total.duplicates, total.lost), (1, 1));
+}
+
+#[test]
+fn reaching_an_announced_position_is_confirmed_at_once() {
+    // A closing publisher waits for every receiver to confirm its last sequence: a receiver
+    // that reaches the position a HEARTBEAT announced sends a STATUS without waiting for the
+    // keep-alive interval.
+    let mut s = Sender::new(SenderConfig {
+        retain_bytes: 1 << 20,
+        retain_age_ns: u64::MAX,
+        ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+    });
+    let d = datagrams(&mut s, &(0..4u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+    let mut r = repairing(false);
+    let mut got = Vec::new();
+    let mut statuses = Vec::new();
+    let mut status_at = |r: &mut Receiver, now: u64, out: &mut Vec<u64>| {
+        r.poll(now, &mut |_, f: &[u8]| {
+            out.push(
+                StatusRepr::parse(&StatusFrame::new_checked(f).unwrap())
+                    .unwrap()
+                    .next_sequence,
+            )
+        })
+    };
+    feed(&mut r, &d[0], 0, &mut got);
+    status_at(&mut r, 0, &mut statuses); // the first STATUS goes at once
+    feed(&mut r, &d[1], 10, &mut got);
+    feed(&mut r, &d[3], 10, &mut got); // frame 2 lost, frame 3 held
+    let hb = s.heartbeat(); // announces 4
+    feed(&mut r, &hb, 20, &mut got);
+    status_at(&mut r, 30, &mut statuses);
+    assert_eq!(
+        statuses,
+        vec![1],
+        "not caught up yet: nothing new to confirm"
+    );
+    // The retransmission fills the gap: delivery reaches 4, and the receiver says so now,
+    // long before the 100 ms keep-alive.
+    let mut rtx = Vec::new();
+    s.on_nak([(2, 1)], 40, &mut |b: Batch<'_>| -> Result<(), ()> {
+        rtx.extend(b.datagrams().map(|x| x.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    feed(&mut r, &rtx[0], 50, &mut got);
+    assert_eq!(got, vec![0, 1, 2, 3]);
+    status_at(&mut r, 60, &mut statuses);
+    assert_eq!(statuses, vec![1, 4]);
+    status_at(&mut r, 70, &mut statuses);
+    assert_eq!(statuses, vec![1, 4], "confirmed once");
+}
