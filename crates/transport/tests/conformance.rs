@@ -833,7 +833,7 @@ fn a_flood_of_hostile_naks_is_bounded_and_counted() {
             rng ^= rng << 17;
             rng
         };
-        let mut nak = |session_id: u32, ranges: &[NakRange]| -> Vec<u8> {
+        let nak = |session_id: u32, ranges: &[NakRange]| -> Vec<u8> {
             let repr = NakRepr {
                 session_id,
                 stream_id: STREAM,

@@ -601,7 +601,7 @@ fn reaching_an_announced_position_is_confirmed_at_once() {
     let mut r = repairing(false);
     let mut got = Vec::new();
     let mut statuses = Vec::new();
-    let mut status_at = |r: &mut Receiver, now: u64, out: &mut Vec<u64>| {
+    let status_at = |r: &mut Receiver, now: u64, out: &mut Vec<u64>| {
         r.poll(now, &mut |_, f: &[u8]| {
             out.push(
                 StatusRepr::parse(&StatusFrame::new_checked(f).unwrap())
