@@ -5,6 +5,7 @@
 //!   flow-control limit of one network session;
 //! - [`receiver`]: per-session ordering, reassembly, loss repair (NAK scheduling, held frames,
 //!   give-up), loss accounting and STATUS scheduling of one subscribed stream;
+//! - [`held`]: the receiver's reorder buffer of frames held behind gaps;
 //! - [`retention`]: the sender's buffer of sent frames for retransmission;
 //! - [`receivers`]: the publisher's table of its receivers (joins, keep-alives, windows);
 //! - [`events`] and [`counters`]: what every transport reports;
@@ -16,6 +17,7 @@
 
 pub mod counters;
 pub mod events;
+pub mod held;
 pub mod lossgen;
 pub mod rate;
 pub mod receiver;

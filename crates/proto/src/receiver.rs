@@ -16,6 +16,7 @@
 
 use crate::counters::SubscriberCounters;
 use crate::events::{Message, SubscriberEvent};
+use crate::held::HeldFrames;
 use peregrine_wire::bye::{ByeFrame, ByeRepr};
 use peregrine_wire::data::{DataFrame, DataRepr};
 use peregrine_wire::header::{flags, FrameType, Frames};
@@ -23,7 +24,7 @@ use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
 use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr, MAX_NAK_RANGES};
 use peregrine_wire::status::{StatusFrame, StatusRepr, STATUS_LEN};
 use peregrine_wire::WireError;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 /// A receiver's settings.
@@ -134,7 +135,7 @@ struct Session {
     /// Loss repair: one past the highest sequence seen; frames held behind gaps; the gaps
     /// (sorted, disjoint). `[next_sequence, high)` is exactly the held frames and the gaps.
     high: u64,
-    held: BTreeMap<u64, Vec<u8>>,
+    held: HeldFrames,
     gaps: Vec<Gap>,
 }
 
@@ -184,17 +185,12 @@ pub struct Receiver {
     frame_bytes_seen: u64,
     /// Bytes of frames held behind gaps, over all sessions.
     held_bytes: usize,
-    /// Buffers of held frames already delivered, for the next ones (holding allocates nothing
-    /// once warm).
-    spare: Vec<Vec<u8>>,
+
     /// The multicast NAK back-off's random state (seeded from `receiver_id`).
     rng: u64,
     /// Detection-to-repair times of recovered frames, when `record_recovery` is on.
     recovery_ns: Option<Vec<u64>>,
 }
-
-/// Spare held-frame buffers kept.
-const SPARE_KEPT: usize = 65_536;
 
 /// Departed sessions remembered.
 const DEPARTED_KEPT: usize = 16;
@@ -212,7 +208,7 @@ impl Receiver {
             frames_seen: 0,
             frame_bytes_seen: 0,
             held_bytes: 0,
-            spare: Vec::new(),
+
             rng: u64::from(cfg.receiver_id) | 1,
             recovery_ns: None,
         }
@@ -446,7 +442,7 @@ impl Receiver {
             announced: first_sequence,
             counters: SubscriberCounters::default(),
             high: first_sequence,
-            held: BTreeMap::new(),
+            held: HeldFrames::default(),
             gaps: Vec::new(),
         });
         self.events.push_back(SubscriberEvent::Connected {
@@ -673,7 +669,7 @@ impl Receiver {
                 self.open_gap(i, q, &nak, now_ns);
             }
             self.sessions[i].high = q + 1;
-        } else if s.held.contains_key(&q) {
+        } else if s.held.contains(q) {
             self.count(i, |c| c.duplicates += 1);
             return 0;
         } else {
@@ -705,10 +701,7 @@ impl Receiver {
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
                 self.held_bytes += frame.len();
-                let mut b = self.spare.pop().unwrap_or_default();
-                b.clear();
-                b.extend_from_slice(frame);
-                s.held.insert(q, b);
+                s.held.insert(q, frame);
                 return n;
             }
         }
@@ -719,21 +712,24 @@ impl Receiver {
     /// Delivers held frames that are next in order.
     fn drain_held<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
         let mut n = 0;
+        // Out of the session while its frames are delivered (delivery needs the receiver).
+        let mut held = std::mem::take(&mut self.sessions[i].held);
         loop {
-            let s = &mut self.sessions[i];
-            let next = s.next_sequence;
-            let Some(bytes) = s.held.remove(&next) else {
+            let next = self.sessions[i].next_sequence;
+            held.skip_to(next);
+            let Some(bytes) = held.front(next) else {
                 break;
             };
             self.held_bytes -= bytes.len();
             // Held frames were checked when they arrived.
-            if let Ok(d) = DataRepr::parse_checked_header(&DataFrame::new_unchecked(&bytes[..])) {
+            if let Ok(d) = DataRepr::parse_checked_header(&DataFrame::new_unchecked(bytes)) {
                 n += self.deliver(i, &d, handler);
+            } else {
+                self.sessions[i].next_sequence = next + 1;
             }
-            if self.spare.len() < SPARE_KEPT {
-                self.spare.push(bytes);
-            }
+            held.pop_front();
         }
+        self.sessions[i].held = held;
         n
     }
 
@@ -911,7 +907,7 @@ impl Receiver {
     /// Removes session `i`, releasing what it held.
     fn remove_session(&mut self, i: usize) -> Session {
         let s = self.sessions.swap_remove(i);
-        self.held_bytes -= s.held.values().map(Vec::len).sum::<usize>();
+        self.held_bytes -= s.held.bytes();
         self.last_session = 0;
         s
     }
