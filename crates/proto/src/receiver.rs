@@ -7,9 +7,13 @@
 //! message, in sequence order per session, borrowing the driver's buffer when a message sits in
 //! one frame and its own reassembly buffer when it was fragmented.
 //!
-//! Loss handling today is detection only: a sequence number jump is reported at once as a
-//! [`SubscriberEvent::Lost`] with the exact range. The NAK and retransmission machinery (the next
-//! step) sits between frame arrival and this accounting.
+//! **Loss.** Without repair ([`ReceiverConfig::nak`] `None`) a sequence number jump is reported
+//! at once as a [`SubscriberEvent::Lost`] with the exact range. With repair, frames after a gap
+//! are held (in [`HeldFrames`]), the gap is asked for by NAK
+//! ([`poll_repair`](Receiver::poll_repair): a fixed delay on unicast, a random back-off with
+//! suppression by other receivers' NAKs on multicast, retries), filled by retransmissions, and
+//! given up with an exact `Lost` when the sender no longer retains it, the tries or the stall
+//! limit run out, or the held bytes reach their limit.
 //!
 //! A receiver joining a session mid-stream starts at the first frame it sees; fragments before
 //! the first BEGIN are dropped (docs/protocol.md §12).
