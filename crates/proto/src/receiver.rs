@@ -187,8 +187,6 @@ pub struct Receiver {
     /// DATA frames seen and their bytes (8-byte aligned), for the byte-based window.
     frames_seen: u64,
     frame_bytes_seen: u64,
-    /// Bytes of frames held behind gaps, over all sessions.
-    held_bytes: usize,
 
     /// The multicast NAK back-off's random state (seeded from `receiver_id`).
     rng: u64,
@@ -211,7 +209,6 @@ impl Receiver {
             last_session: 0,
             frames_seen: 0,
             frame_bytes_seen: 0,
-            held_bytes: 0,
 
             rng: u64::from(cfg.receiver_id) | 1,
             recovery_ns: None,
@@ -592,6 +589,11 @@ impl Receiver {
         }
     }
 
+    /// Bytes of frames held behind gaps, over all sessions.
+    fn held_bytes(&self) -> usize {
+        self.sessions.iter().map(|s| s.held.bytes()).sum()
+    }
+
     /// Counts on session `i` and on the receiver as a whole.
     fn count(&mut self, i: usize, f: impl Fn(&mut SubscriberCounters)) {
         f(&mut self.counters);
@@ -688,8 +690,7 @@ impl Receiver {
                     parts.push(Gap { start: q + 1, ..g });
                 }
                 s.gaps.splice(k..=k, parts);
-                self.sessions[i].counters.recovered += 1;
-                self.counters.recovered += 1;
+                self.count(i, |c| c.recovered += 1);
                 if let Some(log) = self.recovery_ns.as_mut() {
                     log.push(now_ns.saturating_sub(g.detected_ns));
                 }
@@ -699,12 +700,11 @@ impl Receiver {
         let s = &mut self.sessions[i];
         if q > s.next_sequence {
             // Hold it until the gap before it is filled or given up.
-            if self.held_bytes + frame.len() > nak.max_buffered_bytes {
+            if self.held_bytes() + frame.len() > nak.max_buffered_bytes {
                 n += self.give_up_front(i, handler);
             }
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
-                self.held_bytes += frame.len();
                 s.held.insert(q, frame);
                 return n;
             }
@@ -724,12 +724,9 @@ impl Receiver {
             let Some(bytes) = held.front(next) else {
                 break;
             };
-            self.held_bytes -= bytes.len();
             // Held frames were checked when they arrived.
             if let Ok(d) = DataRepr::parse_checked_header(&DataFrame::new_unchecked(bytes)) {
                 n += self.deliver(i, &d, handler);
-            } else {
-                self.sessions[i].next_sequence = next + 1;
             }
             held.pop_front();
         }
@@ -911,7 +908,6 @@ impl Receiver {
     /// Removes session `i`, releasing what it held.
     fn remove_session(&mut self, i: usize) -> Session {
         let s = self.sessions.swap_remove(i);
-        self.held_bytes -= s.held.bytes();
         self.last_session = 0;
         s
     }

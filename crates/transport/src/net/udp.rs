@@ -558,14 +558,14 @@ impl UdpPublisher {
         let deadline_ns = self.now_ns + self.cfg.linger_ns;
         if self.cfg.retain_bytes > 0 {
             loop {
-                self.poll_control();
+                // Read every STATUS and NAK that woke us, answer, send due heartbeats.
+                self.next_control_ns = 0;
+                self.do_work();
                 if self.table.lowest_next().is_none_or(|n| n >= last) || self.now_ns >= deadline_ns
                 {
                     break;
                 }
-                self.do_work();
                 sys::wait_readable(&[self.sock.as_raw_fd()], 1);
-                self.now_ns = now_ns();
             }
         }
         let mut bye = [0u8; BYE_LEN];
