@@ -14,6 +14,7 @@
 pub mod clock;
 pub mod floor;
 pub mod output;
+pub mod pacer;
 pub mod pingpong;
 pub mod proc;
 pub mod raw;

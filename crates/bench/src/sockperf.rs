@@ -496,7 +496,12 @@ pub fn parse_output(text: &str) -> Result<SockperfReport, BenchError> {
             samples: n,
             min_ns: us(min),
             mean_ns: us(avg),
+            // sockperf prints no 1st percentile: the box plot's lower whisker is its minimum.
+            p1_ns: us(min),
+            p25_ns: pct(25.0).map_or(f64::NAN, |v| v * 1000.0),
             median_ns: us(pct(50.0)),
+            p75_ns: pct(75.0).map_or(f64::NAN, |v| v * 1000.0),
+            p90_ns: pct(90.0).map_or(f64::NAN, |v| v * 1000.0),
             p99_ns: us(pct(99.0)),
             p999_ns: us(pct(99.9)),
             p9999_ns: us(pct(99.99)),

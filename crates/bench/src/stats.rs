@@ -73,7 +73,11 @@ impl LatencyRecorder {
             samples: self.count,
             min_ns: self.min,
             mean_ns: self.mean,
+            p1_ns: q(0.01),
+            p25_ns: q(0.25),
             median_ns: q(0.5),
+            p75_ns: q(0.75),
+            p90_ns: q(0.9),
             p99_ns: q(0.99),
             p999_ns: q(0.999),
             p9999_ns: q(0.9999),
@@ -83,13 +87,37 @@ impl LatencyRecorder {
     }
 }
 
-/// The seeds' columns, in nanoseconds.
+impl From<Summary> for peregrine_report::model::Latency {
+    fn from(s: Summary) -> Self {
+        peregrine_report::model::Latency {
+            samples: s.samples,
+            min_ns: s.min_ns,
+            mean_ns: s.mean_ns,
+            p1_ns: s.p1_ns,
+            p25_ns: s.p25_ns,
+            median_ns: s.median_ns,
+            p75_ns: s.p75_ns,
+            p90_ns: s.p90_ns,
+            p99_ns: s.p99_ns,
+            p999_ns: s.p999_ns,
+            p9999_ns: s.p9999_ns,
+            max_ns: s.max_ns,
+            stddev_ns: s.stddev_ns,
+        }
+    }
+}
+
+/// The seeds' columns (and the quartiles and 1st percentile of a box plot), in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Summary {
     pub samples: u64,
     pub min_ns: f64,
     pub mean_ns: f64,
+    pub p1_ns: f64,
+    pub p25_ns: f64,
     pub median_ns: f64,
+    pub p75_ns: f64,
+    pub p90_ns: f64,
     pub p99_ns: f64,
     pub p999_ns: f64,
     pub p9999_ns: f64,
@@ -137,7 +165,11 @@ mod tests {
         assert_eq!(s.min_ns, samples[0]);
         assert_eq!(s.max_ns, *samples.last().unwrap());
         for (got, p) in [
+            (s.p1_ns, 0.01),
+            (s.p25_ns, 0.25),
             (s.median_ns, 0.5),
+            (s.p75_ns, 0.75),
+            (s.p90_ns, 0.9),
             (s.p99_ns, 0.99),
             (s.p999_ns, 0.999),
             (s.p9999_ns, 0.9999),
