@@ -7,7 +7,7 @@
 
 use crate::clock::Clock;
 use crate::proc::{say_ready, say_result, Helper};
-use crate::stats::{LatencyRecorder, Summary};
+use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -54,7 +54,11 @@ fn line_path(name: &str) -> PathBuf {
 }
 
 /// Runs the floor: spawns the pong process with `exe`, pins itself, measures.
-pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<Summary, BenchError> {
+pub fn run(
+    cfg: &FloorConfig,
+    exe: &Path,
+    clock: &Clock,
+) -> Result<LatencyRecorder, BenchError> {
     let name = crate::run_name("floor");
     let path = line_path(&name);
     let line = Line::open(&path, true)?;
@@ -91,7 +95,7 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<Summary, Benc
         word.store(STOP, Ordering::Release);
     })?;
     helper.finish()?;
-    Ok(rec.summary())
+    Ok(rec)
 }
 
 /// The pong side: answers every odd number with the next even one until told to stop.

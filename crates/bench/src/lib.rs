@@ -14,10 +14,12 @@
 pub mod clock;
 pub mod floor;
 pub mod output;
+pub mod load;
 pub mod pacer;
 pub mod pingpong;
 pub mod proc;
 pub mod raw;
+pub mod results;
 pub mod sockperf;
 pub mod stats;
 pub mod throughput;

@@ -61,6 +61,8 @@ pub const TRANSPORTS: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 #[derive(Debug, Clone)]
 pub struct PingPongResult {
     pub summary: Summary,
+    /// The samples (half round trips, nanoseconds).
+    pub recorder: LatencyRecorder,
     pub ping_cpu_s: f64,
     pub pong_cpu_s: Option<f64>,
 }
@@ -187,11 +189,12 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         helper.ready_info.clone()
     };
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
-    let summary = ping_loop(cfg, clock, publ, sub)?;
+    let recorder = ping_loop(cfg, clock, publ, sub)?;
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let r = helper.finish()?;
     Ok(PingPongResult {
-        summary,
+        summary: recorder.summary(),
+        recorder,
         ping_cpu_s,
         pong_cpu_s: r["cpu_s"].as_f64(),
     })
@@ -204,15 +207,16 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
-    let summary = ping_loop(cfg, clock, publ, sub)?;
+    let recorder = ping_loop(cfg, clock, publ, sub)?;
     Ok(PingPongResult {
-        summary,
+        summary: recorder.summary(),
+        recorder,
         ping_cpu_s: crate::cpu_seconds_self(),
         pong_cpu_s: None,
     })
 }
 
-fn wait_connected(
+pub(crate) fn wait_connected(
     publ: &mut Publisher,
     sub: &mut Subscriber,
     timeout: Duration,
@@ -238,7 +242,7 @@ fn ping_loop(
     clock: &Clock,
     mut publ: Publisher,
     mut sub: Subscriber,
-) -> Result<Summary, BenchError> {
+) -> Result<LatencyRecorder, BenchError> {
     wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "pong")?;
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
@@ -286,7 +290,7 @@ fn ping_loop(
         Ok(())
     })?;
     result?;
-    Ok(rec.summary())
+    Ok(rec)
 }
 
 /// The pong side: echoes every ping until the ping side closes.

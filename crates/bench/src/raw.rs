@@ -17,7 +17,7 @@
 use crate::clock::Clock;
 use crate::floor::with_cpu;
 use crate::proc::{say_ready, say_result, Helper};
-use crate::stats::{LatencyRecorder, Summary};
+use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::fmt;
@@ -226,7 +226,7 @@ fn endpoints(
 }
 
 /// Runs both sides: spawns the pong process with `exe`, then pings from this one (on `cpus.a`).
-pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<Summary, BenchError> {
+pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder, BenchError> {
     validate(cfg)?;
     let (ping_uri, pong_uri) = local_uris(&cfg.transport)?;
     let (ping_ep, pong_ep) = endpoints(cfg, &ping_uri, &pong_uri)?;
@@ -240,7 +240,7 @@ pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<Summary, BenchE
     let r = helper.finish()?;
     let sent = cfg.warmup + cfg.count;
     match r["echoed"].as_u64() {
-        Some(n) if n == sent => Ok(rec.summary()),
+        Some(n) if n == sent => Ok(rec),
         other => Err(BenchError::Child(format!(
             "the raw {} pong side reports {other:?} echoes of the {sent} pings sent",
             cfg.transport

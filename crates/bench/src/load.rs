@@ -1,0 +1,814 @@
+//! Load with pings (Ultra Messaging's lbmpubload / lbmsubload), and one-way latency from
+//! embedded timestamps (the RMDS method).
+//!
+//! **Load with pings.** This process publishes a stream at a requested rate, paced by
+//! [`crate::pacer`]. About one message in `ping_every` is a *ping*; the subscriber process
+//! discards the load, checks every message's number, and reflects each ping on a second stream,
+//! which this process reads between batches. Latency is half the round trip from the ping's
+//! actual send time, and, in a second distribution, the time the ping waited behind the
+//! schedule (its actual minus its scheduled send time) plus half the round trip: that one is
+//! corrected for coordinated omission, since a sender that falls behind delays every ping
+//! it has not yet sent.
+//!
+//! The outer loop's sleep (when the next message is more than 1 ms away) is spent reading
+//! reflected pings: in lbmpubload a context thread reads them; here the one thread does both,
+//! so the run needs exactly two busy threads on a 2-core machine.
+//!
+//! **Embedded timestamps.** The roles swap: a publisher process paces the stream and writes the
+//! time of each send into the message; this process subscribes and records, for every message,
+//! its arrival time minus the time written in it. Both processes read the same TSC (invariant
+//! and synchronised across cores: checked before the TSC is chosen, see [`crate::clock`]), and
+//! the publisher converts with this process's calibration, passed on its command line.
+//!
+//! Message layout (little-endian): word 0 is the message number with [`PING`] and
+//! [`MEASURED`] flags in its top bits (MEASURED: sent after the warm-up); in embedded mode,
+//! word 1 is the send time in clock ticks.
+
+use crate::clock::Clock;
+use crate::floor::with_cpu;
+use crate::pacer::{Pacer, PingPicker, Step};
+use crate::proc::{say_ready_with, say_result, Helper};
+use crate::stats::LatencyRecorder;
+use crate::{BenchError, CpuPair};
+use peregrine::{IdleKind, OfferError, Publisher, Subscriber};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Word 0's flag: this message is a ping, to be reflected.
+pub const PING: u64 = 1 << 63;
+/// Word 0's flag: this message was scheduled after the warm-up (it counts).
+pub const MEASURED: u64 = 1 << 62;
+const NUMBER: u64 = MEASURED - 1;
+
+/// Which measurement a load run makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Pings reflected by the subscriber: RTT / 2.
+    Pings,
+    /// Every message carries its send time: one-way latency read by the subscriber.
+    Embedded,
+}
+
+/// Settings of a load run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub transport: String,
+    pub size: usize,
+    pub rate_msgs_per_s: f64,
+    /// One ping per this many messages ([`Method::Pings`]).
+    pub ping_every: u64,
+    /// The measured interval, after the warm-up.
+    pub seconds: f64,
+    pub warmup_seconds: f64,
+    pub cpus: CpuPair,
+    /// What the subscriber does when there is nothing to read.
+    pub idle: IdleKind,
+    pub method: Method,
+    pub name: String,
+    pub connect_timeout: Duration,
+    /// The load stream's URI (default: loopback, from `transport` and `name`).
+    pub uri: Option<String>,
+}
+
+/// What a load run measured.
+#[derive(Debug, Clone)]
+pub struct LoadResult {
+    /// Messages published in the measured interval, and in all.
+    pub sent: u64,
+    pub sent_total: u64,
+    /// The measured interval's length and the rate achieved in it.
+    pub seconds: f64,
+    pub achieved_msgs_per_s: f64,
+    /// Messages the subscriber received (all, warm-up included), never received, received
+    /// twice, and received out of order.
+    pub received: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    /// Offers refused by back-pressure in the measured interval (each retried).
+    pub refused: u64,
+    /// Latency from the actual send time (RTT / 2, or one-way), and from the scheduled one.
+    pub latency: LatencyRecorder,
+    pub latency_from_schedule: LatencyRecorder,
+    /// Pings sent in the measured interval, and pings whose reflection never came back.
+    pub pings: u64,
+    pub pings_unanswered: u64,
+    /// Application batches (inner loops), the largest, and outer-loop sleeps.
+    pub batches: u64,
+    pub max_batch: u64,
+    pub sleeps: u64,
+    pub publisher_cpu_s: f64,
+    pub subscriber_cpu_s: f64,
+}
+
+impl LoadResult {
+    /// The rate held within 1% with nothing lost, duplicated or out of order.
+    pub fn sustained(&self, rate_msgs_per_s: f64) -> bool {
+        self.achieved_msgs_per_s >= 0.99 * rate_msgs_per_s
+            && self.lost == 0
+            && self.duplicates == 0
+            && self.out_of_order == 0
+            && self.pings_unanswered == 0
+    }
+}
+
+/// Checks the settings, naming any value that is not accepted.
+pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
+    if !crate::pingpong::TRANSPORTS.contains(&cfg.transport.as_str()) {
+        return Err(BenchError::Config(format!(
+            "--transport {} is not accepted: use one of {}",
+            cfg.transport,
+            crate::pingpong::TRANSPORTS.join(", ")
+        )));
+    }
+    if let Some(u) = &cfg.uri {
+        if !u.starts_with(&format!("{}://", cfg.transport)) {
+            return Err(BenchError::Config(format!(
+                "--uri {u} does not match --transport {}: give a {}:// URI",
+                cfg.transport, cfg.transport
+            )));
+        }
+    }
+    let min = match cfg.method {
+        Method::Pings => 8,
+        Method::Embedded => 16,
+    };
+    let max = if cfg.transport == "ipc" {
+        peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY)
+    } else {
+        1 << 20
+    };
+    if cfg.size < min || cfg.size > max {
+        return Err(BenchError::Config(format!(
+            "--size {} is not accepted: give {min} to {max} bytes (each message carries its {}-byte header)",
+            cfg.size,
+            min
+        )));
+    }
+    if !(cfg.rate_msgs_per_s.is_finite()
+        && cfg.rate_msgs_per_s >= 1.0
+        && cfg.rate_msgs_per_s <= 1e9)
+    {
+        return Err(BenchError::Config(format!(
+            "--rate {} is not accepted: give 1 to 1g messages per second (suffixes k, m, g), for example --rate 1m",
+            cfg.rate_msgs_per_s
+        )));
+    }
+    if cfg.ping_every == 0 {
+        return Err(BenchError::Config(
+            "--ping-every 0 is not accepted: give 1 (every message) or more".into(),
+        ));
+    }
+    if !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
+        return Err(BenchError::Config(format!(
+            "--seconds {} is not accepted: give more than 0 and at most 3600",
+            cfg.seconds
+        )));
+    }
+    if !(cfg.warmup_seconds >= 0.0 && cfg.warmup_seconds <= 600.0) {
+        return Err(BenchError::Config(format!(
+            "--warmup-seconds {} is not accepted: give 0 to 600",
+            cfg.warmup_seconds
+        )));
+    }
+    Ok(())
+}
+
+/// The load stream's URI and the reflected stream's (loopback defaults). The reflected stream
+/// is latency-critical (`mode=urgent`, and `gro=0` on UDP); the load stream keeps the
+/// transport's defaults, batching included.
+fn uris(cfg: &LoadConfig) -> (String, String) {
+    match cfg.transport.as_str() {
+        "ipc" => (
+            cfg.uri
+                .clone()
+                .unwrap_or_else(|| format!("ipc://{}-load", cfg.name)),
+            format!("ipc://{}-reflect", cfg.name),
+        ),
+        t => {
+            let load = cfg
+                .uri
+                .clone()
+                .unwrap_or_else(|| crate::pingpong::loopback_uri(t, &cfg.name, 0));
+            let mut reflect = crate::pingpong::loopback_uri(t, &cfg.name, 1);
+            reflect.push_str(if t == "tcp" {
+                "?mode=urgent"
+            } else {
+                "?mode=urgent&gro=0"
+            });
+            (load, reflect)
+        }
+    }
+}
+
+fn helper_args(cfg: &LoadConfig, load_uri: &str, clock: &Clock) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "bench",
+        "load",
+        "--role",
+        if cfg.method == Method::Pings {
+            "sub"
+        } else {
+            "pub"
+        },
+        "--transport",
+        &cfg.transport,
+        "--name",
+        &cfg.name,
+        "--size",
+        &cfg.size.to_string(),
+        "--rate",
+        &cfg.rate_msgs_per_s.to_string(),
+        "--ping-every",
+        &cfg.ping_every.to_string(),
+        "--seconds",
+        &cfg.seconds.to_string(),
+        "--warmup-seconds",
+        &cfg.warmup_seconds.to_string(),
+        "--cpus",
+        &cfg.cpus.to_arg(),
+        "--idle",
+        cfg.idle.name(),
+        "--uri",
+        load_uri,
+        "--clock-ns-per-tick",
+        &clock.ns_per_tick.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if cfg.method == Method::Embedded {
+        a.push("--embedded".into());
+    }
+    a
+}
+
+/// What a subscriber process reports.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct SubReport {
+    pub received: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub corrupt: u64,
+    pub reflected: u64,
+    pub cpu_s: f64,
+}
+
+/// What a paced publisher process reports (embedded mode).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PubReport {
+    pub stats: PacedStats,
+    pub cpu_s: f64,
+}
+
+/// Runs a load test: this process publishes (pings) or subscribes (embedded); the other side
+/// is `exe` started with `--role`.
+pub fn run(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, BenchError> {
+    validate(cfg)?;
+    match cfg.method {
+        Method::Pings => run_pings(cfg, exe, clock),
+        Method::Embedded => run_embedded(cfg, exe, clock),
+    }
+}
+
+fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, BenchError> {
+    let cpu_before = crate::cpu_seconds_self();
+    let ctx = crate::pingpong::context()?;
+    let (load_uri, _) = uris(cfg);
+    let mut publ = ctx.publisher("bench.load", &load_uri)?;
+    let bound = publ.uri().to_string();
+    let first_measured_ping = Cell::new(u64::MAX);
+    let helper = Helper::start(exe, &helper_args(cfg, &bound, clock))?;
+    let reflect_uri = if helper.ready_info.is_empty() {
+        uris(cfg).1
+    } else {
+        helper.ready_info.clone()
+    };
+    let mut sub = ctx.subscriber("bench.reflect", &reflect_uri, IdleKind::Spin)?;
+    crate::pingpong::wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "subscriber")?;
+
+    let mut latency = LatencyRecorder::new();
+    let mut from_schedule = LatencyRecorder::new();
+    // Pings in flight, oldest first: (number, send ticks, scheduled ns since the start). Both
+    // the sending side (`on_ping`) and the reading side (`service`) reach it.
+    let in_flight: RefCell<VecDeque<(u64, u64, u64)>> = RefCell::new(VecDeque::new());
+    let mut unanswered = 0u64;
+    let mut bad_echo: Option<String> = None;
+    let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
+    let picker = PingPicker::new(cfg.ping_every, 0x5eed ^ cfg.rate_msgs_per_s as u64);
+    let stats = with_cpu(cfg.cpus.a, || -> Result<PacedStats, BenchError> {
+        let t0 = clock.now();
+        let mut reflect = |sub: &mut Subscriber| {
+            sub.poll(
+                &mut |m| {
+                    let now = clock.now();
+                    let Some(word) = m.payload.get(..8) else {
+                        bad_echo = Some(format!("a {}-byte reflection", m.payload.len()));
+                        return;
+                    };
+                    let number = u64::from_le_bytes(word.try_into().expect("8 bytes")) & NUMBER;
+                    let mut in_flight = in_flight.borrow_mut();
+                    // Reflections come back in order: a ping older than this one was lost.
+                    while let Some((n, sent, sched)) = in_flight.pop_front() {
+                        if n == number {
+                            let rtt_half_ns = clock.ticks_to_ns(now - sent) / 2.0;
+                            let sent_ns = clock.ticks_to_ns(sent - t0);
+                            let behind_ns = (sent_ns - sched as f64).max(0.0);
+                            latency.record(rtt_half_ns);
+                            from_schedule.record(behind_ns + rtt_half_ns);
+                            return;
+                        }
+                        unanswered += 1;
+                    }
+                    // Warm-up pings are not kept: their reflections are ignored.
+                    if number >= first_measured_ping.get() {
+                        bad_echo = Some(format!("a reflection of ping {number}, never sent"));
+                    }
+                },
+                64,
+            )
+        };
+        let stats = paced_publish(
+            &mut publ,
+            clock,
+            t0,
+            cfg,
+            Some(picker),
+            |buf, word| buf[..8].copy_from_slice(&word.to_le_bytes()),
+            |i, sent_ticks, sched_ns| {
+                if sched_ns >= warmup_ns {
+                    if first_measured_ping.get() == u64::MAX {
+                        first_measured_ping.set(i);
+                    }
+                    in_flight.borrow_mut().push_back((i, sent_ticks, sched_ns));
+                }
+            },
+            |publ| {
+                if reflect(&mut sub) == 0 {
+                    publ.do_work();
+                }
+            },
+        )?;
+        // The last pings' reflections.
+        let wait = Instant::now();
+        while !in_flight.borrow().is_empty() && wait.elapsed() < Duration::from_secs(2) {
+            if reflect(&mut sub) == 0 {
+                publ.do_work();
+            }
+        }
+        Ok(stats)
+    })??;
+    if let Some(e) = bad_echo {
+        return Err(BenchError::Child(format!(
+            "the subscriber reflected {e}: this is a bug, please report it"
+        )));
+    }
+    unanswered += in_flight.borrow().len() as u64;
+    publ.close();
+    let publisher_cpu_s = crate::cpu_seconds_self() - cpu_before;
+    let report: SubReport = serde_json::from_value(helper.finish()?)
+        .map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?;
+    if report.corrupt > 0 {
+        return Err(BenchError::Child(format!(
+            "{} messages arrived corrupted: this is a bug, please report it",
+            report.corrupt
+        )));
+    }
+    Ok(LoadResult {
+        sent: stats.measured_sent,
+        sent_total: stats.sent_total,
+        seconds: stats.measured_seconds(),
+        achieved_msgs_per_s: stats.achieved_msgs_per_s(),
+        received: report.received,
+        // Every message sent and not received once (gaps and a lost tail alike).
+        lost: stats
+            .sent_total
+            .saturating_sub(report.received - report.duplicates),
+        duplicates: report.duplicates,
+        out_of_order: report.out_of_order,
+        refused: stats.refused,
+        pings: stats.pings,
+        pings_unanswered: unanswered,
+        latency,
+        latency_from_schedule: from_schedule,
+        batches: stats.batches,
+        max_batch: stats.max_batch,
+        sleeps: stats.sleeps,
+        publisher_cpu_s,
+        subscriber_cpu_s: report.cpu_s,
+    })
+}
+
+fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, BenchError> {
+    let cpu_before = crate::cpu_seconds_self();
+    let ctx = crate::pingpong::context()?;
+    let (load_uri, _) = uris(cfg);
+    // The publisher binds: with udp://...:0 its helper tells the port on its ready line.
+    let helper = Helper::start(exe, &helper_args(cfg, &load_uri, clock))?;
+    let uri = if helper.ready_info.is_empty() {
+        load_uri
+    } else {
+        helper.ready_info.clone()
+    };
+    let mut sub = ctx.subscriber("bench.load", &uri, cfg.idle)?;
+    let mut latency = LatencyRecorder::new();
+    let mut check = SequenceCheck::default();
+    let mut corrupt = 0u64;
+    with_cpu(cfg.cpus.a, || {
+        subscribe_loop(&mut sub, cfg.connect_timeout, |payload| {
+            let now = clock.now();
+            let Some(head) = payload.get(..16) else {
+                corrupt += 1;
+                return;
+            };
+            let word = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+            let sent = u64::from_le_bytes(head[8..].try_into().expect("8 bytes"));
+            check.see(word & NUMBER);
+            if payload.len() != cfg.size {
+                corrupt += 1;
+            }
+            if word & MEASURED != 0 {
+                latency.record(clock.ticks_to_ns(now.wrapping_sub(sent)));
+            }
+        })
+    })??;
+    let subscriber_cpu_s = crate::cpu_seconds_self() - cpu_before;
+    let report: PubReport = serde_json::from_value(helper.finish()?)
+        .map_err(|e| BenchError::Child(format!("bad publisher report: {e}")))?;
+    if corrupt > 0 {
+        return Err(BenchError::Child(format!(
+            "{corrupt} messages arrived corrupted: this is a bug, please report it"
+        )));
+    }
+    let s = report.stats;
+    Ok(LoadResult {
+        sent: s.measured_sent,
+        sent_total: s.sent_total,
+        seconds: s.measured_seconds(),
+        achieved_msgs_per_s: s.achieved_msgs_per_s(),
+        received: check.received,
+        lost: s
+            .sent_total
+            .saturating_sub(check.received - check.duplicates),
+        duplicates: check.duplicates,
+        out_of_order: check.out_of_order,
+        refused: s.refused,
+        pings: 0,
+        pings_unanswered: 0,
+        latency_from_schedule: LatencyRecorder::new(),
+        latency,
+        batches: s.batches,
+        max_batch: s.max_batch,
+        sleeps: s.sleeps,
+        publisher_cpu_s: report.cpu_s,
+        subscriber_cpu_s,
+    })
+}
+
+/// Counts of the paced publisher.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PacedStats {
+    pub sent_total: u64,
+    /// Messages sent in the measured interval, and the interval's ends (ns since the start).
+    pub measured_sent: u64,
+    pub measured_from_ns: u64,
+    pub measured_to_ns: u64,
+    /// Refusals in the measured interval.
+    pub refused: u64,
+    pub pings: u64,
+    pub batches: u64,
+    pub max_batch: u64,
+    pub sleeps: u64,
+}
+
+impl PacedStats {
+    pub fn measured_seconds(&self) -> f64 {
+        self.measured_to_ns.saturating_sub(self.measured_from_ns) as f64 / 1e9
+    }
+    pub fn achieved_msgs_per_s(&self) -> f64 {
+        let s = self.measured_seconds();
+        if s > 0.0 {
+            self.measured_sent as f64 / s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The paced publisher: the outer loop of [`crate::pacer`] around `publ`.
+///
+/// - `picker` chooses the pings (none: no message is a ping);
+/// - `fill(buf, word)` writes a message whose word 0 is `word` (number and flags);
+/// - `on_ping(number, sent_ticks, scheduled_ns)` is told each ping's send time;
+/// - `service(publ)` runs between batches, while an offer is refused, and while the loop
+///   waits (reading reflected pings, answering the transport's control traffic).
+fn paced_publish(
+    publ: &mut Publisher,
+    clock: &Clock,
+    t0: u64,
+    cfg: &LoadConfig,
+    mut picker: Option<PingPicker>,
+    mut fill: impl FnMut(&mut [u8], u64),
+    mut on_ping: impl FnMut(u64, u64, u64),
+    mut service: impl FnMut(&mut Publisher),
+) -> Result<PacedStats, BenchError> {
+    let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
+    let end_ns = warmup_ns + (cfg.seconds * 1e9) as u64;
+    let mut pacer = Pacer::new(cfg.rate_msgs_per_s, 0, u64::MAX);
+    let mut st = PacedStats::default();
+    let ns = |ticks: u64| clock.ticks_to_ns(ticks.wrapping_sub(t0)) as u64;
+    let mut measured_first: Option<u64> = None;
+    let size = cfg.size;
+    // Steps 1-6 of the pacer's doc. The clock is read once per outer loop, and once more for
+    // each ping (its own send time).
+    loop {
+        let now_ns = ns(clock.now());
+        if now_ns >= end_ns {
+            st.measured_to_ns = now_ns;
+            break;
+        }
+        if measured_first.is_none() && now_ns >= warmup_ns {
+            measured_first = Some(pacer.sent());
+            st.measured_from_ns = now_ns;
+        }
+        match pacer.step(now_ns) {
+            Step::Send { first, count } => {
+                for i in first..first + count {
+                    let sched_ns = pacer.scheduled_ns(i);
+                    let measured = sched_ns >= warmup_ns;
+                    let ping = picker.as_mut().is_some_and(|p| p.is_ping(i));
+                    let word =
+                        i | if ping { PING } else { 0 } | if measured { MEASURED } else { 0 };
+                    let sent_ticks = if ping { clock.now() } else { 0 };
+                    loop {
+                        match publ.offer_with(size, |buf| fill(buf, word)) {
+                            Ok(_) => break,
+                            Err(OfferError::BackPressured) => {
+                                if measured_first.is_some() {
+                                    st.refused += 1;
+                                }
+                                service(publ);
+                            }
+                            Err(e) => return Err(BenchError::Child(format!("offer failed: {e}"))),
+                        }
+                    }
+                    if ping {
+                        on_ping(i, sent_ticks, sched_ns);
+                        if measured {
+                            st.pings += 1;
+                        }
+                    }
+                    pacer.sent_one();
+                }
+                publ.flush()
+                    .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
+                st.batches += 1;
+                st.max_batch = st.max_batch.max(count);
+                service(publ);
+            }
+            Step::Sleep { until_ns } => {
+                st.sleeps += 1;
+                while ns(clock.now()) < until_ns.min(end_ns) {
+                    service(publ);
+                }
+            }
+            Step::Spin { .. } => service(publ),
+            Step::Done => break,
+        }
+    }
+    st.sent_total = pacer.sent();
+    st.measured_sent = pacer.sent() - measured_first.unwrap_or(pacer.sent());
+    Ok(st)
+}
+
+/// Sequence checking of a stream of numbered messages: gaps, duplicates, reordering.
+#[derive(Debug, Default, Clone)]
+pub struct SequenceCheck {
+    /// The number expected next.
+    next: u64,
+    pub received: u64,
+    /// Messages missing when a later one arrived (a later arrival of one is out of order).
+    pub gaps: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    /// Numbers missed and not yet seen (a bounded record of the latest gaps).
+    missing: VecDeque<(u64, u64)>,
+}
+
+impl SequenceCheck {
+    /// Accounts message number `n`.
+    #[inline]
+    pub fn see(&mut self, n: u64) {
+        self.received += 1;
+        if n == self.next {
+            self.next += 1;
+            return;
+        }
+        if n > self.next {
+            self.gaps += n - self.next;
+            self.missing.push_back((self.next, n));
+            if self.missing.len() > 1024 {
+                self.missing.pop_front();
+            }
+            self.next = n + 1;
+            return;
+        }
+        // An old number: a late arrival fills a recorded gap; anything else is a duplicate.
+        if let Some(k) = self.missing.iter().position(|&(a, b)| (a..b).contains(&n)) {
+            let (a, b) = self.missing[k];
+            self.out_of_order += 1;
+            self.gaps -= 1;
+            self.missing.remove(k);
+            if a < n {
+                self.missing.insert(k, (a, n));
+            }
+            if n + 1 < b {
+                self.missing.insert(k + usize::from(a < n), (n + 1, b));
+            }
+        } else {
+            self.duplicates += 1;
+        }
+    }
+}
+
+/// Runs `on_message` for every message until the publisher ends the session.
+fn subscribe_loop(
+    sub: &mut Subscriber,
+    connect_timeout: Duration,
+    mut on_message: impl FnMut(&[u8]),
+) -> Result<(), BenchError> {
+    let start = Instant::now();
+    while !sub.is_connected() {
+        sub.poll(&mut |m| on_message(m.payload), 1);
+        if start.elapsed() > connect_timeout {
+            return Err(BenchError::Child(format!(
+                "no publisher within {} s",
+                connect_timeout.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    loop {
+        let n = sub.poll(&mut |m| on_message(m.payload), 256);
+        // Losses show in the sequence check (the numbers in the messages); the transport's
+        // events are drained so they do not pile up.
+        while sub.next_event().is_some() {}
+        if n == 0 && !sub.is_connected() {
+            return Ok(());
+        }
+        sub.idle(n);
+    }
+}
+
+/// The subscriber process of a ping run (`--role sub`): discards the load, reflects pings.
+pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
+    validate(cfg)?;
+    let ctx = crate::pingpong::context()?;
+    let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
+    let mut reflect = ctx.publisher("bench.reflect", &uris(cfg).1)?;
+    let mut sub = ctx.subscriber("bench.load", &load_uri, cfg.idle)?;
+    peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
+    say_ready_with(if cfg.transport == "ipc" {
+        ""
+    } else {
+        reflect.uri()
+    });
+    crate::pingpong::wait_connected(&mut reflect, &mut sub, cfg.connect_timeout, "publisher")?;
+    let mut r = SubReport::default();
+    let mut check = SequenceCheck::default();
+    let mut failed: Option<OfferError> = None;
+    let size = cfg.size;
+    loop {
+        let n = sub.poll(
+            &mut |m| {
+                let Some(head) = m.payload.get(..8) else {
+                    r.corrupt += 1;
+                    return;
+                };
+                let word = u64::from_le_bytes(head.try_into().expect("8 bytes"));
+                check.see(word & NUMBER);
+                if m.payload.len() != size {
+                    r.corrupt += 1;
+                }
+                if word & PING != 0 {
+                    loop {
+                        match reflect.offer(m.payload) {
+                            Ok(_) => break,
+                            Err(OfferError::BackPressured) => std::hint::spin_loop(),
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    r.reflected += 1;
+                }
+            },
+            256,
+        );
+        if let Some(e) = failed {
+            return Err(BenchError::Child(format!("reflecting a ping failed: {e}")));
+        }
+        if n == 0 {
+            if !sub.is_connected() {
+                break;
+            }
+            reflect.do_work();
+        }
+        sub.idle(n);
+    }
+    r.received = check.received;
+    r.lost = check.gaps;
+    r.duplicates = check.duplicates;
+    r.out_of_order = check.out_of_order;
+    r.cpu_s = crate::cpu_seconds_self();
+    say_result(&serde_json::to_value(&r).expect("report serialises"));
+    Ok(())
+}
+
+/// The publisher process of an embedded-timestamp run (`--role pub`): paces the stream and
+/// writes each message's send time (clock ticks) into it.
+pub fn publish_role(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
+    validate(cfg)?;
+    let ctx = crate::pingpong::context()?;
+    let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
+    let mut publ = ctx.publisher("bench.load", &load_uri)?;
+    peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
+    say_ready_with(if cfg.transport == "ipc" {
+        ""
+    } else {
+        publ.uri()
+    });
+    let start = Instant::now();
+    while publ.subscriber_count() == 0 {
+        publ.do_work();
+        if start.elapsed() > cfg.connect_timeout {
+            return Err(BenchError::Child(format!(
+                "no subscriber within {} s",
+                cfg.connect_timeout.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(20) {
+        publ.do_work();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t0 = clock.now();
+    let stats = paced_publish(
+        &mut publ,
+        clock,
+        t0,
+        cfg,
+        None,
+        |buf, word| {
+            buf[..8].copy_from_slice(&word.to_le_bytes());
+            buf[8..16].copy_from_slice(&clock.now().to_le_bytes());
+        },
+        |_, _, _| {},
+        |publ| {
+            publ.do_work();
+        },
+    )?;
+    publ.close();
+    say_result(
+        &serde_json::to_value(PubReport {
+            stats,
+            cpu_s: crate::cpu_seconds_self(),
+        })
+        .expect("report serialises"),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SequenceCheck;
+
+    #[test]
+    fn sequence_check_counts_gaps_late_arrivals_and_duplicates() {
+        let mut c = SequenceCheck::default();
+        for n in [0, 1, 2, 5, 6, 3, 6, 4, 9] {
+            c.see(n);
+        }
+        // 3 and 4 were missing, then arrived late; 7 and 8 never came; 6 came twice.
+        assert_eq!(c.received, 9);
+        assert_eq!(c.out_of_order, 2);
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.gaps, 2);
+    }
+
+    #[test]
+    fn an_in_order_stream_counts_nothing_but_receipts() {
+        let mut c = SequenceCheck::default();
+        (0..10_000).for_each(|n| c.see(n));
+        assert_eq!(
+            (c.received, c.gaps, c.duplicates, c.out_of_order),
+            (10_000, 0, 0, 0)
+        );
+    }
+}
