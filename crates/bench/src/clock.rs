@@ -91,6 +91,33 @@ impl Clock {
         ticks as f64 * self.ns_per_tick
     }
 
+    /// The clock as a helper process's argument (`tsc:NS_PER_TICK` or `raw`), so both sides
+    /// of a one-way measurement read the same clock with the same calibration.
+    pub fn to_arg(&self) -> String {
+        match self.source {
+            Source::Tsc => format!("tsc:{}", self.ns_per_tick),
+            Source::MonotonicRaw => "raw".to_string(),
+        }
+    }
+
+    /// The clock [`to_arg`](Self::to_arg) described (`None` for anything else, or a TSC
+    /// clock on a machine without one).
+    pub fn from_arg(arg: &str) -> Option<Clock> {
+        if arg == "raw" {
+            return Some(Clock {
+                source: Source::MonotonicRaw,
+                ns_per_tick: 1.0,
+            });
+        }
+        let ns_per_tick: f64 = arg.strip_prefix("tsc:")?.parse().ok()?;
+        (cfg!(target_arch = "x86_64") && ns_per_tick.is_finite() && ns_per_tick > 0.0).then_some(
+            Clock {
+                source: Source::Tsc,
+                ns_per_tick,
+            },
+        )
+    }
+
     /// For reports: "TSC (2.600 GHz, calibrated)" or "CLOCK_MONOTONIC_RAW".
     pub fn describe(&self) -> String {
         match self.source {
@@ -116,6 +143,15 @@ fn tsc() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_passes_to_a_helper_as_an_argument() {
+        let c = Clock::calibrate(Duration::from_millis(5));
+        let back = Clock::from_arg(&c.to_arg()).unwrap();
+        assert_eq!((back.source, back.ns_per_tick), (c.source, c.ns_per_tick));
+        assert!(Clock::from_arg("tsc:-1").is_none());
+        assert!(Clock::from_arg("sundial").is_none());
+    }
 
     #[test]
     fn calibrated_clock_agrees_with_the_raw_clock_over_an_interval() {

@@ -22,6 +22,7 @@ pub mod raw;
 pub mod results;
 pub mod sockperf;
 pub mod stats;
+pub mod sweep;
 pub mod throughput;
 
 use std::fmt;

@@ -233,8 +233,8 @@ fn helper_args(cfg: &LoadConfig, load_uri: &str, clock: &Clock) -> Vec<String> {
         cfg.idle.name(),
         "--uri",
         load_uri,
-        "--clock-ns-per-tick",
-        &clock.ns_per_tick.to_string(),
+        "--clock",
+        &clock.to_arg(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -310,9 +310,17 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
                         return;
                     };
                     let number = u64::from_le_bytes(word.try_into().expect("8 bytes")) & NUMBER;
+                    // Warm-up pings are not kept: their reflections are ignored.
+                    if number < first_measured_ping.get() {
+                        return;
+                    }
                     let mut in_flight = in_flight.borrow_mut();
                     // Reflections come back in order: a ping older than this one was lost.
-                    while let Some((n, sent, sched)) = in_flight.pop_front() {
+                    while let Some(&(n, sent, sched)) = in_flight.front() {
+                        if n > number {
+                            break;
+                        }
+                        in_flight.pop_front();
                         if n == number {
                             let rtt_half_ns = clock.ticks_to_ns(now - sent) / 2.0;
                             let sent_ns = clock.ticks_to_ns(sent - t0);
@@ -323,10 +331,9 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
                         }
                         unanswered += 1;
                     }
-                    // Warm-up pings are not kept: their reflections are ignored.
-                    if number >= first_measured_ping.get() {
-                        bad_echo = Some(format!("a reflection of ping {number}, never sent"));
-                    }
+                    bad_echo = Some(format!(
+                        "a reflection of ping {number}, which was not sent or was answered before"
+                    ));
                 },
                 64,
             )
@@ -367,7 +374,10 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         )));
     }
     unanswered += in_flight.borrow().len() as u64;
+    // Ends the session (a shared-memory publisher ends it when dropped): the subscriber
+    // drains and reports.
     publ.close();
+    drop(publ);
     let publisher_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let report: SubReport = serde_json::from_value(helper.finish()?)
         .map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?;

@@ -8,13 +8,19 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine::{IdleKind, SlowSubscriberPolicy};
 use peregrine_bench::clock::Clock;
 use peregrine_bench::floor::FloorConfig;
-use peregrine_bench::output::{Printer, ResultLine};
+use peregrine_bench::load::{LoadConfig, Method};
+use peregrine_bench::output::{format_rate, Printer, ResultLine};
+use peregrine_bench::pacer::default_ping_every;
+use peregrine_bench::sweep::{load_cell, rate_label, search_max};
 use peregrine_bench::pingpong::PingPongConfig;
 use peregrine_bench::raw::RawConfig;
 use peregrine_bench::sockperf::SockperfConfig;
 use peregrine_bench::stats::Summary;
 use peregrine_bench::throughput::ThroughputConfig;
 use peregrine_bench::CpuPair;
+use peregrine_bench::results::ResultsFolder;
+use peregrine_bench::stats::LatencyRecorder;
+use peregrine_report::model::{Cell, Scenario as CellKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,7 +38,17 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Measure latency and throughput on this machine (no subcommand: the default suite).
+    /// Every run writes a results folder and renders its report.
     Bench(BenchArgs),
+    /// Render a results folder from its saved data: text tables, SVG and PNG charts, and one
+    /// self-contained HTML page.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// The results folder (it holds results.json).
+    dir: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -42,6 +58,10 @@ struct BenchArgs {
     /// Print one JSON object per result line instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// The results folder to write (a new one; default: a dated folder under
+    /// $PEREGRINE_RESULTS, else ./peregrine-results).
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -52,6 +72,128 @@ enum Scenario {
     Pingpong(PingPongArgs),
     /// One publisher, N subscriber processes: messages per second, every sequence checked.
     Throughput(ThroughputArgs),
+    /// Load with pings at a requested rate (lbmpubload's method): latency from the actual and
+    /// from the scheduled send time, achieved rate, loss, CPU time of each side.
+    Load(LoadArgs),
+    /// The size x rate matrix of load runs, printed as the seeds' "Full Results" tables.
+    Sweep(SweepArgs),
+    /// The highest rate each size sustains with no loss and no refusals, searched up and down.
+    Max(MaxArgs),
+    /// One-way latency from timestamps embedded by the publisher (the RMDS method), over a
+    /// list of update rates.
+    Latency(LatencyArgs),
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    /// Transport: ipc, udp, mcast or tcp (loopback unless --uri says otherwise).
+    #[arg(long, default_value = "ipc")]
+    transport: String,
+    /// The load stream's URI (the publisher binds it).
+    #[arg(long)]
+    uri: Option<String>,
+    /// Message size in bytes (at least 8; 16 with --embedded).
+    #[arg(long, default_value_t = 32)]
+    size: usize,
+    /// Messages per second (suffixes k, m: 100k, 1.5m).
+    #[arg(long, default_value = "100k", value_parser = parse_rate)]
+    rate: f64,
+    /// One ping per this many messages (default: about 5000 pings per second).
+    #[arg(long)]
+    ping_every: Option<u64>,
+    /// The measured interval, in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Seconds at the rate before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    warmup_seconds: f64,
+    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = parse_idle)]
+    idle: IdleKind,
+    /// (helper processes) the measuring side's clock and its calibration.
+    #[arg(long, hide = true)]
+    clock: Option<String>,
+    /// (helper processes) embedded-timestamp mode.
+    #[arg(long, hide = true)]
+    embedded: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    /// Transports, comma-separated: ipc, udp, mcast, tcp.
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
+    transports: Vec<String>,
+    /// Message sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "32,128,256,512,1024,1472,2048")]
+    sizes: Vec<usize>,
+    /// Rates in messages per second, comma-separated (suffixes k, m).
+    #[arg(long, value_delimiter = ',', default_value = "10k,100k,250k,500k,1m,1.5m,2m", value_parser = parse_rate)]
+    rates: Vec<f64>,
+    /// The measured interval of each cell, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Seconds at the rate before measuring, in each cell.
+    #[arg(long, default_value_t = 0.5)]
+    warmup_seconds: f64,
+    /// One ping per this many messages (default: about 5000 pings per second).
+    #[arg(long)]
+    ping_every: Option<u64>,
+    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
+struct MaxArgs {
+    /// Transports, comma-separated: ipc, udp, mcast, tcp.
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
+    transports: Vec<String>,
+    /// Message sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "32,256,1024")]
+    sizes: Vec<usize>,
+    /// The first rate tried (suffixes k, m).
+    #[arg(long, default_value = "1m", value_parser = parse_rate)]
+    start_rate: f64,
+    /// The measured interval of each probe, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Seconds at the rate before measuring, in each probe.
+    #[arg(long, default_value_t = 0.5)]
+    warmup_seconds: f64,
+    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
+struct LatencyArgs {
+    /// Embedded timestamps: the publisher writes each message's send time, the subscriber on
+    /// the same host reads it (the only method of this command; ping-pong is `bench pingpong`).
+    #[arg(long)]
+    embedded: bool,
+    /// Transport: ipc, udp, mcast or tcp.
+    #[arg(long, default_value = "ipc")]
+    transport: String,
+    /// Message size in bytes (at least 16).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Update rates, comma-separated (suffixes k, m).
+    #[arg(long, value_delimiter = ',', default_value = "1k,10k,50k,100k,250k,500k,1m", value_parser = parse_rate)]
+    rates: Vec<f64>,
+    /// The measured interval of each rate, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Seconds at the rate before measuring.
+    #[arg(long, default_value_t = 0.5)]
+    warmup_seconds: f64,
+    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = parse_idle)]
+    idle: IdleKind,
+    /// Two CPUs, `A,B`: subscriber on A, publisher on B.
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuPair>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -165,6 +307,23 @@ struct ThroughputArgs {
     common: Common,
 }
 
+/// `100000`, `100k`, `1.5m`, `2M`: messages per second.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v * mult >= 1.0 && v * mult <= 1e9 => Ok(v * mult),
+        _ => Err(format!(
+            "'{s}' is not a rate: give messages per second from 1 to 1g, with an optional k or m, for example 100k or 1.5m"
+        )),
+    }
+}
+
 fn parse_cpus(s: &str) -> Result<CpuPair, String> {
     CpuPair::parse(s).map_err(|e| e.to_string())
 }
@@ -199,6 +358,13 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(b) => bench(b),
+        Command::Report(r) => {
+            let rendered = peregrine_report::render(&r.dir)?;
+            print!("{}", rendered.text);
+            println!();
+            println!("report: {}", rendered.html_path.display());
+            Ok(())
+        }
     }
 }
 
@@ -211,10 +377,97 @@ fn connect_timeout(common: &Common) -> Duration {
     Duration::from_secs(if common.role.is_some() { 120 } else { 20 })
 }
 
+/// Where a run's cells go: its results folder (none for helper processes).
+struct Recorder {
+    folder: Option<ResultsFolder>,
+}
+
+impl Recorder {
+    fn add(
+        &mut self,
+        cell: Cell,
+        from_send: Option<&LatencyRecorder>,
+        from_schedule: Option<&LatencyRecorder>,
+    ) -> Result<()> {
+        if let Some(f) = &mut self.folder {
+            f.add(cell, from_send, from_schedule)?;
+        }
+        Ok(())
+    }
+}
+
 fn bench(b: BenchArgs) -> Result<()> {
     let mut out = Printer::new(b.json);
-    match b.scenario {
-        None => default_suite(&mut out),
+    let (role, cpus, label) = match &b.scenario {
+        None => (false, None, "suite"),
+        Some(Scenario::Floor(a)) => (a.common.role.is_some(), a.common.cpus, "floor"),
+        Some(Scenario::Pingpong(a)) => (a.common.role.is_some(), a.common.cpus, "pingpong"),
+        Some(Scenario::Throughput(a)) => (a.common.role.is_some(), a.common.cpus, "throughput"),
+        Some(Scenario::Load(a)) => (a.common.role.is_some(), a.common.cpus, "load"),
+        Some(Scenario::Sweep(a)) => (false, a.cpus, "sweep"),
+        Some(Scenario::Max(a)) => (false, a.cpus, "max"),
+        Some(Scenario::Latency(a)) => (false, a.cpus, "latency"),
+    };
+    if role {
+        return bench_scenario(b.scenario, &mut out, &mut Recorder { folder: None });
+    }
+    let clock = Clock::calibrate(Duration::from_millis(50));
+    let folder = ResultsFolder::create(
+        b.out.as_deref(),
+        label,
+        std::env::args().collect(),
+        &clock,
+        cpus.unwrap_or_else(CpuPair::default_pair),
+    )?;
+    let dir = folder.dir().to_path_buf();
+    let mut rec = Recorder {
+        folder: Some(folder),
+    };
+    // The seeds' tables are the output of the scenarios that make them.
+    let tables = matches!(
+        b.scenario,
+        None | Some(Scenario::Load(_) | Scenario::Sweep(_) | Scenario::Max(_) | Scenario::Latency(_))
+    );
+    let result = bench_scenario(b.scenario, &mut out, &mut rec);
+    let measured = rec.folder.as_ref().is_some_and(|f| !f.results().cells.is_empty());
+    if !measured {
+        // Nothing was measured (a rejected flag, a failure before the first cell).
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
+    match peregrine_report::render(&dir) {
+        Ok(r) => {
+            if tables && !out.json {
+                println!();
+                print!("{}", r.text);
+            }
+            let say = format!(
+                "results: {}\nreport:  {}",
+                dir.display(),
+                r.html_path.display()
+            );
+            if out.json {
+                eprintln!("{say}");
+            } else {
+                println!();
+                println!("{say}");
+            }
+        }
+        Err(e) => eprintln!(
+            "results: {} (the report could not be rendered: {e})",
+            dir.display()
+        ),
+    }
+    result
+}
+
+fn bench_scenario(
+    scenario: Option<Scenario>,
+    out: &mut Printer,
+    rec: &mut Recorder,
+) -> Result<()> {
+    match scenario {
+        None => default_suite(out, rec),
         Some(Scenario::Floor(a)) => {
             let cpus = a.common.cpus.unwrap_or_else(CpuPair::default_pair);
             match a.common.role {
@@ -225,9 +478,10 @@ fn bench(b: BenchArgs) -> Result<()> {
                 Some(r) => bail!("--role {r:?} is not a floor role: the floor has --role pong only (its ping side is `peregrine bench floor`)"),
                 None => {
                     let clock = Clock::calibrate(Duration::from_millis(50));
-                    let s = run_floor(a.count, a.warmup, cpus, &clock)?;
-                    out.print(&floor_line(&s, cpus));
-                    Ok(())
+                    let r = run_floor(a.count, a.warmup, cpus, &clock)?;
+                    let line = floor_line(&r.summary(), cpus);
+                    out.print(&line);
+                    rec.add(latency_cell(CellKind::Floor, &line, &r), Some(&r), None)
                 }
             }
         }
@@ -318,28 +572,25 @@ fn bench(b: BenchArgs) -> Result<()> {
             let clock = Clock::calibrate(Duration::from_millis(50));
             if a.raw {
                 peregrine_bench::raw::validate(&raw_cfg)?;
-                let s = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
-                out.print(&raw_line(&raw_cfg, &s));
+                raw_measured(&raw_cfg, &clock, out, rec)?;
                 return Ok(());
             }
             let floor = if a.no_floor || a.common.role.is_some() {
                 None
             } else if net {
                 peregrine_bench::raw::validate(&raw_cfg)?;
-                let s = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
-                out.print(&raw_line(&raw_cfg, &s));
-                Some(s)
+                Some(raw_measured(&raw_cfg, &clock, out, rec)?)
             } else {
-                let s = run_floor(
+                Some(floor_measured(
                     a.count.min(1_000_000),
                     a.warmup.min(100_000),
                     cfg.cpus,
                     &clock,
-                )?;
-                out.print(&floor_line(&s, cfg.cpus));
-                Some(s)
+                    out,
+                    rec,
+                )?)
             };
-            let mut ours = pingpong(&cfg, a.common.role, floor.as_ref(), &clock)?;
+            let (mut ours, samples) = pingpong(&cfg, a.common.role, floor.as_ref(), &clock)?;
             if let Some(sc) = sockperf_cfg {
                 let theirs = peregrine_bench::sockperf::run(&sc)?;
                 let (server, client) = peregrine_bench::sockperf::command_lines(&sc);
@@ -351,6 +602,18 @@ fn bench(b: BenchArgs) -> Result<()> {
                         .detail("median_x_sockperf", round3(m / theirs.median_ns))
                         .detail("p999_x_sockperf", round3(p / theirs.p999_ns));
                 }
+                // sockperf's own samples are not ours to log: its figures go with our cell.
+                let mut cell = latency_cell(CellKind::Pingpong, &ours, &samples);
+                for (k, v) in [
+                    ("sockperf_median_ns", theirs.median_ns),
+                    ("sockperf_p99_ns", theirs.p99_ns),
+                    ("sockperf_p999_ns", theirs.p999_ns),
+                    ("sockperf_mean_ns", theirs.mean_ns),
+                ] {
+                    cell.detail.insert(k.into(), round3(v).into());
+                }
+                cell.detail.insert("sockperf_client".into(), client.clone().into());
+                rec.add(cell, Some(&samples), None)?;
                 out.print(&ours);
                 out.print(&line);
                 if !out.json {
@@ -364,6 +627,13 @@ fn bench(b: BenchArgs) -> Result<()> {
                 }
             } else {
                 out.print(&ours);
+                if a.common.role.is_none() {
+                    rec.add(
+                        latency_cell(CellKind::Pingpong, &ours, &samples),
+                        Some(&samples),
+                        None,
+                    )?;
+                }
             }
             Ok(())
         }
@@ -412,15 +682,32 @@ fn bench(b: BenchArgs) -> Result<()> {
                     bail!("--role {r:?} is not a throughput role: use --role pub or --role sub")
                 }
                 None => {
-                    out.print(&throughput(&cfg)?);
-                    Ok(())
+                    let line = throughput(&cfg)?;
+                    out.print(&line);
+                    rec.add(throughput_cell(&line), None, None)
                 }
             }
         }
+        Some(Scenario::Load(a)) => load_command(a, out, rec),
+        Some(Scenario::Sweep(a)) => {
+            let clock = Clock::calibrate(Duration::from_millis(50));
+            let plan = SweepPlan {
+                transports: a.transports,
+                sizes: a.sizes,
+                rates: a.rates,
+                seconds: a.seconds,
+                warmup_seconds: a.warmup_seconds,
+                ping_every: a.ping_every,
+                cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+            };
+            sweep(&plan, &clock, out, rec)
+        }
+        Some(Scenario::Max(a)) => max_command(a, out, rec),
+        Some(Scenario::Latency(a)) => embedded_command(a, out, rec),
     }
 }
 
-fn run_floor(count: u64, warmup: u64, cpus: CpuPair, clock: &Clock) -> Result<Summary> {
+fn run_floor(count: u64, warmup: u64, cpus: CpuPair, clock: &Clock) -> Result<LatencyRecorder> {
     Ok(peregrine_bench::floor::run(
         &FloorConfig {
             count,
@@ -442,12 +729,97 @@ fn floor_line(s: &Summary, cpus: CpuPair) -> ResultLine {
     ResultLine::latency("floor", "cacheline", 8, s).detail("cpus", cpus.to_arg())
 }
 
+/// Runs the floor, prints and records it; returns its summary.
+fn floor_measured(
+    count: u64,
+    warmup: u64,
+    cpus: CpuPair,
+    clock: &Clock,
+    out: &mut Printer,
+    rec: &mut Recorder,
+) -> Result<Summary> {
+    let r = run_floor(count, warmup, cpus, clock)?;
+    let s = r.summary();
+    let line = floor_line(&s, cpus);
+    out.print(&line);
+    rec.add(latency_cell(CellKind::Floor, &line, &r), Some(&r), None)?;
+    Ok(s)
+}
+
+/// Runs the bare-socket ping-pong, prints and records it; returns its summary.
+fn raw_measured(
+    cfg: &RawConfig,
+    clock: &Clock,
+    out: &mut Printer,
+    rec: &mut Recorder,
+) -> Result<Summary> {
+    let r = peregrine_bench::raw::run(cfg, &exe()?, clock)?;
+    let s = r.summary();
+    let line = raw_line(cfg, &s);
+    out.print(&line);
+    rec.add(latency_cell(CellKind::Raw, &line, &r), Some(&r), None)?;
+    Ok(s)
+}
+
+/// A latency result line as a results cell (CPU seconds from its `*_cpu_s` details).
+fn latency_cell(kind: CellKind, line: &ResultLine, samples: &LatencyRecorder) -> Cell {
+    let s = samples.summary();
+    let mut detail = line.detail.clone();
+    let mut cpu_s = std::collections::BTreeMap::new();
+    detail.retain(|k, v| match (k.strip_suffix("_cpu_s"), v.as_f64()) {
+        (Some(role), Some(secs)) => {
+            cpu_s.insert(role.to_string(), secs);
+            false
+        }
+        _ => true,
+    });
+    if let Some(x) = line.median_x_floor {
+        detail.insert("median_x_floor".into(), round3(x).into());
+    }
+    Cell {
+        id: format!("{}-{}-{}B", line.kind, line.transport, line.size_bytes),
+        scenario: Some(kind),
+        transport: line.transport.clone(),
+        size_bytes: line.size_bytes,
+        sent: s.samples,
+        received: s.samples,
+        latency: Some(s.into()),
+        cpu_s,
+        detail,
+        ..Default::default()
+    }
+}
+
+/// A throughput result line as a results cell.
+fn throughput_cell(line: &ResultLine) -> Cell {
+    let mut detail = line.detail.clone();
+    let mut cpu_s = std::collections::BTreeMap::new();
+    if let Some(p) = detail.remove("pub_cpu_s").and_then(|v| v.as_f64()) {
+        cpu_s.insert("publisher".to_string(), p);
+    }
+    let refused = detail.get("refused").and_then(|v| v.as_u64()).unwrap_or(0);
+    let lost = line.lost.unwrap_or(0);
+    Cell {
+        id: format!("throughput-{}-{}B", line.transport, line.size_bytes),
+        scenario: Some(CellKind::Throughput),
+        transport: line.transport.clone(),
+        size_bytes: line.size_bytes,
+        rate_achieved_msgs_per_s: line.msgs_per_s,
+        sent: line.samples,
+        lost,
+        refused,
+        cpu_s,
+        detail,
+        ..Default::default()
+    }
+}
+
 fn pingpong(
     cfg: &PingPongConfig,
     role: Option<Role>,
     floor: Option<&Summary>,
     clock: &Clock,
-) -> Result<ResultLine> {
+) -> Result<(ResultLine, LatencyRecorder)> {
     let r = if role == Some(Role::Ping) {
         peregrine_bench::pingpong::ping(cfg, clock)?
     } else {
@@ -473,7 +845,7 @@ fn pingpong(
     if let Some(f) = floor {
         line.against_floor(f);
     }
-    Ok(line)
+    Ok((line, r.recorder))
 }
 
 fn throughput(cfg: &ThroughputConfig) -> Result<ResultLine> {
@@ -560,48 +932,22 @@ fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-/// `peregrine bench` with no subcommand: floor, IPC ping-pong at 32 and 256 bytes, UDP
-/// ping-pong at 64 bytes against the bare-socket ping-pong, IPC and UDP throughput at 32 and
-/// 256 bytes.
-fn default_suite(out: &mut Printer) -> Result<()> {
+/// `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
+/// ping-pong at 32 bytes against the bare-socket ping-pong, a short IPC and UDP load sweep
+/// (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), and IPC and UDP throughput. About
+/// a minute and a half on 2 cores.
+fn default_suite(out: &mut Printer, rec: &mut Recorder) -> Result<()> {
     let cpus = CpuPair::default_pair();
     let clock = Clock::calibrate(Duration::from_millis(50));
     if !out.json {
         print_machine(&clock, cpus);
     }
-    let floor = run_floor(1_000_000, 100_000, cpus, &clock)?;
-    out.print(&floor_line(&floor, cpus));
-    for size in [32, 256] {
-        let cfg = PingPongConfig {
-            transport: "ipc".into(),
-            size,
-            count: 1_000_000,
-            warmup: 100_000,
-            cpus,
-            idle: IdleKind::Spin,
-            name: peregrine_bench::run_name("pp"),
-            connect_timeout: Duration::from_secs(20),
-            ping_uri: None,
-            pong_uri: None,
-        };
-        out.print(&pingpong(&cfg, None, Some(&floor), &clock)?);
-    }
-    // UDP on loopback: the bare-socket ping-pong is the floor of the network path.
-    let raw_cfg = RawConfig {
-        transport: "udp".into(),
-        size: 64,
-        count: 200_000,
-        warmup: 20_000,
-        cpus,
-        busy_poll: true,
-    };
-    let raw = peregrine_bench::raw::run(&raw_cfg, &exe()?, &clock)?;
-    out.print(&raw_line(&raw_cfg, &raw));
-    let cfg = PingPongConfig {
-        transport: "udp".into(),
-        size: 64,
-        count: 200_000,
-        warmup: 20_000,
+    let floor = floor_measured(1_000_000, 100_000, cpus, &clock, out, rec)?;
+    let pp = |transport: &str, size: usize, count: u64| PingPongConfig {
+        transport: transport.into(),
+        size,
+        count,
+        warmup: count / 10,
         cpus,
         idle: IdleKind::Spin,
         name: peregrine_bench::run_name("pp"),
@@ -609,12 +955,47 @@ fn default_suite(out: &mut Printer) -> Result<()> {
         ping_uri: None,
         pong_uri: None,
     };
-    out.print(&pingpong(&cfg, None, Some(&raw), &clock)?);
+    for size in [32, 256] {
+        let (line, samples) = pingpong(&pp("ipc", size, 1_000_000), None, Some(&floor), &clock)?;
+        out.print(&line);
+        rec.add(
+            latency_cell(CellKind::Pingpong, &line, &samples),
+            Some(&samples),
+            None,
+        )?;
+    }
+    // UDP on loopback: the bare-socket ping-pong is the floor of the network path.
+    let raw_cfg = RawConfig {
+        transport: "udp".into(),
+        size: 32,
+        count: 200_000,
+        warmup: 20_000,
+        cpus,
+        busy_poll: true,
+    };
+    let raw = raw_measured(&raw_cfg, &clock, out, rec)?;
+    let (line, samples) = pingpong(&pp("udp", 32, 200_000), None, Some(&raw), &clock)?;
+    out.print(&line);
+    rec.add(
+        latency_cell(CellKind::Pingpong, &line, &samples),
+        Some(&samples),
+        None,
+    )?;
+    let plan = SweepPlan {
+        transports: vec!["ipc".into(), "udp".into()],
+        sizes: vec![32, 256, 1024],
+        rates: vec![100_000.0, 500_000.0, 1_000_000.0],
+        seconds: 2.0,
+        warmup_seconds: 0.5,
+        ping_every: None,
+        cpus,
+    };
+    sweep(&plan, &clock, out, rec)?;
     for (transport, size) in [("ipc", 32), ("ipc", 256), ("udp", 32), ("udp", 256)] {
         let cfg = ThroughputConfig {
             transport: transport.into(),
             size,
-            seconds: 3.0,
+            seconds: 2.0,
             count: None,
             subscribers: 1,
             policy: SlowSubscriberPolicy::BackPressure,
@@ -626,9 +1007,347 @@ fn default_suite(out: &mut Printer) -> Result<()> {
             uri: None,
             loss: None,
         };
-        out.print(&throughput(&cfg)?);
+        let line = throughput(&cfg)?;
+        out.print(&line);
+        rec.add(throughput_cell(&line), None, None)?;
     }
     Ok(())
+}
+
+/// A load run's settings from the command line's.
+#[allow(clippy::too_many_arguments)]
+fn load_config(
+    transport: &str,
+    size: usize,
+    rate: f64,
+    ping_every: Option<u64>,
+    seconds: f64,
+    warmup_seconds: f64,
+    cpus: CpuPair,
+    idle: IdleKind,
+    method: Method,
+) -> LoadConfig {
+    LoadConfig {
+        transport: transport.to_string(),
+        size,
+        rate_msgs_per_s: rate,
+        ping_every: match method {
+            Method::Pings => ping_every.unwrap_or_else(|| default_ping_every(rate)),
+            Method::Embedded => 1,
+        },
+        seconds,
+        warmup_seconds,
+        cpus,
+        idle,
+        method,
+        name: peregrine_bench::run_name("ld"),
+        connect_timeout: Duration::from_secs(20),
+        uri: None,
+    }
+}
+
+/// `bench load`: one load run, or one side of it (`--role`).
+fn load_command(a: LoadArgs, out: &mut Printer, rec: &mut Recorder) -> Result<()> {
+    let method = if a.embedded {
+        Method::Embedded
+    } else {
+        Method::Pings
+    };
+    let mut cfg = load_config(
+        &a.transport,
+        a.size,
+        a.rate,
+        a.ping_every,
+        a.seconds,
+        a.warmup_seconds,
+        a.common.cpus.unwrap_or_else(CpuPair::default_pair),
+        a.idle,
+        method,
+    );
+    cfg.uri = a.uri.clone();
+    cfg.connect_timeout = connect_timeout(&a.common);
+    if let Some(n) = &a.common.name {
+        cfg.name = n.clone();
+    }
+    peregrine_bench::load::validate(&cfg)?;
+    match a.common.role {
+        Some(Role::Sub) => Ok(peregrine_bench::load::subscribe_role(&cfg)?),
+        Some(Role::Pub) => {
+            let spec = a.clock.as_deref().unwrap_or("");
+            let clock = Clock::from_arg(spec).with_context(|| {
+                format!("--clock '{spec}' is not accepted: the publisher of an embedded-timestamp run takes its clock from the measuring side (tsc:NS_PER_TICK or raw)")
+            })?;
+            Ok(peregrine_bench::load::publish_role(&cfg, &clock)?)
+        }
+        Some(r) => bail!("--role {r:?} is not a load role: use --role pub or --role sub"),
+        None => {
+            if a.embedded {
+                bail!("--embedded is the one-way method of `peregrine bench latency --embedded`");
+            }
+            let clock = Clock::calibrate(Duration::from_millis(50));
+            let r = peregrine_bench::load::run(&cfg, &exe()?, &clock)?;
+            let cell = load_cell(&cfg, &r, CellKind::Load);
+            print_cell(out, &cell);
+            rec.add(cell, Some(&r.latency), Some(&r.latency_from_schedule))
+        }
+    }
+}
+
+/// A sweep's matrix.
+#[derive(Debug)]
+struct SweepPlan {
+    transports: Vec<String>,
+    sizes: Vec<usize>,
+    rates: Vec<f64>,
+    seconds: f64,
+    warmup_seconds: f64,
+    ping_every: Option<u64>,
+    cpus: CpuPair,
+}
+
+fn progress(len: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} runs, about {eta} left  {msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Runs the sweep: per transport and size, rates in increasing order until one is not
+/// sustained (the size is "CPU-bound after" the last one that was).
+fn sweep(plan: &SweepPlan, clock: &Clock, out: &mut Printer, rec: &mut Recorder) -> Result<()> {
+    let mut rates = plan.rates.clone();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let cfg = |t: &str, size: usize, rate: f64| {
+        load_config(
+            t,
+            size,
+            rate,
+            plan.ping_every,
+            plan.seconds,
+            plan.warmup_seconds,
+            plan.cpus,
+            IdleKind::Spin,
+            Method::Pings,
+        )
+    };
+    // Every cell's settings are checked before the first runs.
+    for t in &plan.transports {
+        for &size in &plan.sizes {
+            for &rate in &rates {
+                peregrine_bench::load::validate(&cfg(t, size, rate))?;
+            }
+        }
+    }
+    let cells = (plan.transports.len() * plan.sizes.len() * rates.len()) as u64;
+    let bar = progress(cells);
+    if out.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    for t in &plan.transports {
+        for &size in &plan.sizes {
+            for (k, &rate) in rates.iter().enumerate() {
+                bar.set_message(format!("{t} {size}B at {} msgs/s", rate_label(rate)));
+                let c = cfg(t, size, rate);
+                let r = peregrine_bench::load::run(&c, &exe()?, clock)?;
+                let cell = load_cell(&c, &r, CellKind::Load);
+                let held = cell.sustained == Some(true);
+                bar.suspend(|| print_cell(out, &cell));
+                rec.add(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
+                bar.inc(1);
+                if !held {
+                    // Higher rates of this size are not tried.
+                    let skipped = (rates.len() - k - 1) as u64;
+                    bar.set_length(bar.length().unwrap_or(cells) - skipped);
+                    break;
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// `bench max`: the maximum sustainable rate of each transport and size.
+fn max_command(a: MaxArgs, out: &mut Printer, rec: &mut Recorder) -> Result<()> {
+    let clock = Clock::calibrate(Duration::from_millis(50));
+    let cpus = a.cpus.unwrap_or_else(CpuPair::default_pair);
+    let cfg = |t: &str, size: usize, rate: f64| {
+        load_config(
+            t,
+            size,
+            rate,
+            None,
+            a.seconds,
+            a.warmup_seconds,
+            cpus,
+            IdleKind::Spin,
+            Method::Pings,
+        )
+    };
+    for t in &a.transports {
+        for &size in &a.sizes {
+            peregrine_bench::load::validate(&cfg(t, size, a.start_rate))?;
+        }
+    }
+    const FLOOR_MSGS_PER_S: f64 = 1_000.0;
+    const CAP_MSGS_PER_S: f64 = 200_000_000.0;
+    let bar = progress(0);
+    if out.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    for t in &a.transports {
+        for &size in &a.sizes {
+            let mut probes = 0u64;
+            let best = search_max(
+                a.start_rate,
+                FLOOR_MSGS_PER_S,
+                CAP_MSGS_PER_S,
+                0.05,
+                |rate| -> Result<bool> {
+                    bar.set_message(format!("{t} {size}B: trying {} msgs/s", rate_label(rate)));
+                    bar.inc_length(1);
+                    let c = cfg(t, size, rate);
+                    let r = peregrine_bench::load::run(&c, &exe()?, &clock)?;
+                    let cell = load_cell(&c, &r, CellKind::MaxProbe);
+                    let held = cell.sustained == Some(true);
+                    bar.suspend(|| print_cell(out, &cell));
+                    rec.add(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
+                    bar.inc(1);
+                    probes += 1;
+                    Ok(held)
+                },
+            )?;
+            let mut detail = serde_json::Map::new();
+            detail.insert("probes".into(), probes.into());
+            detail.insert("tolerance".into(), 0.05.into());
+            let cell = Cell {
+                id: format!("max-{t}-{size}B"),
+                scenario: Some(CellKind::Max),
+                transport: t.clone(),
+                size_bytes: size,
+                rate_achieved_msgs_per_s: best,
+                sustained: Some(best.is_some()),
+                detail,
+                ..Default::default()
+            };
+            bar.suspend(|| match best {
+                Some(r) if !out.json => println!(
+                    "max       {t:<9} {size:>6}  {} msgs/s ({:.1} MB/s) held for {} s with no loss and no refusals ({probes} probes)",
+                    format_rate(r),
+                    r * size as f64 / 1e6,
+                    a.seconds
+                ),
+                None if !out.json => println!(
+                    "max       {t:<9} {size:>6}  not even {} msgs/s held",
+                    format_rate(FLOOR_MSGS_PER_S)
+                ),
+                _ => println!("{}", serde_json::to_string(&cell).expect("cells serialise")),
+            });
+            rec.add(cell, None, None)?;
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// `bench latency --embedded`: one-way latency at each update rate.
+fn embedded_command(a: LatencyArgs, out: &mut Printer, rec: &mut Recorder) -> Result<()> {
+    if !a.embedded {
+        bail!("`peregrine bench latency` measures one-way latency from embedded timestamps: add --embedded (for the half round trip, use `peregrine bench pingpong`)");
+    }
+    let clock = Clock::calibrate(Duration::from_millis(50));
+    let cpus = a.cpus.unwrap_or_else(CpuPair::default_pair);
+    let mut rates = a.rates.clone();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let cfg = |rate: f64| {
+        load_config(
+            &a.transport,
+            a.size,
+            rate,
+            None,
+            a.seconds,
+            a.warmup_seconds,
+            cpus,
+            a.idle,
+            Method::Embedded,
+        )
+    };
+    for &rate in &rates {
+        peregrine_bench::load::validate(&cfg(rate))?;
+    }
+    let bar = progress(rates.len() as u64);
+    if out.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    for &rate in &rates {
+        bar.set_message(format!("{} updates/s", rate_label(rate)));
+        let c = cfg(rate);
+        let r = peregrine_bench::load::run(&c, &exe()?, &clock)?;
+        let cell = load_cell(&c, &r, CellKind::Embedded);
+        bar.suspend(|| print_cell(out, &cell));
+        rec.add(cell, Some(&r.latency), None)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// One line per paced cell as it completes (the tables follow at the end of the run).
+fn print_cell(out: &Printer, c: &Cell) {
+    if out.json {
+        println!("{}", serde_json::to_string(c).expect("cells serialise"));
+        return;
+    }
+    let us = |v: f64| format!("{:.2}", v / 1e3);
+    let req = c.rate_requested_msgs_per_s.unwrap_or(0.0);
+    let got = c.rate_achieved_msgs_per_s.unwrap_or(0.0);
+    let mut line = format!(
+        "{:<9} {:<5} {:>5}B {:>5}/s  achieved {} ({:.1}%)  lost {} dup {} ooo {} refused {}",
+        c.id.split('-').next().unwrap_or(""),
+        c.transport,
+        c.size_bytes,
+        rate_label(req),
+        format_rate(got),
+        100.0 * got / req.max(1.0),
+        c.lost,
+        c.duplicates,
+        c.out_of_order,
+        c.refused,
+    );
+    if let Some(l) = &c.latency {
+        line += &format!(
+            "  | us: median {} 99.9th {} max {}",
+            us(l.median_ns),
+            us(l.p999_ns),
+            us(l.max_ns)
+        );
+    }
+    if let Some(l) = &c.latency_from_schedule {
+        line += &format!(
+            "  | from schedule: median {} 99.9th {}",
+            us(l.median_ns),
+            us(l.p999_ns)
+        );
+    }
+    line += &format!(
+        "  | cpu s: {}",
+        c.cpu_s
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if c.sustained == Some(false) {
+        line += "  NOT SUSTAINED";
+    }
+    println!("{line}");
 }
 
 fn print_machine(clock: &Clock, cpus: CpuPair) {

@@ -1,4 +1,96 @@
-//! Peregrine's benchmark results: the [`model`] of a results folder.
+//! Peregrine's benchmark results: the [`model`] of a results folder, and the report rendered
+//! from it by [`render`]: `report.txt`, `charts/*.{svg,png}` and one self-contained
+//! `report.html`.
+//!
+//! Each table and chart follows one of the reports in `shared/seeds/`:
+//!
+//! | output | follows |
+//! | --- | --- |
+//! | text "Ping-pong latency (half round trip)" | seed 002 (sockperf) and 004 (Reflex): RTT / 2, with a ratio to the machine's own floor (DESIGN.md section 6) |
+//! | text "Full Results", per transport and size, `32B/100K` rows, "CPU-bound after N msgs/sec" | seed 001 (Ultra Messaging), Full Results |
+//! | text "Corrected for coordinated omission" | DESIGN.md section 6: load latency from the scheduled send time |
+//! | text "Maximum sustainable throughput" | seed 001, per-transport single-threaded message rates |
+//! | text "One-way latency from embedded timestamps" | seed 003 (STAC RMDS), Table 2 |
+//! | text "Throughput" | seed 002, throughput runs |
+//! | chart `latency_vs_size` (Avg and 99.9th) | seed 001, "Latency Versus Message Size" |
+//! | chart `latency_vs_rate` (Avg and 99.9th) | seed 001, "Latency Versus Message Rate" |
+//! | charts `stddev_<transport>` (bars by size and rate, blank when not sustained) | seed 001, "Standard Deviation (Jitter)" |
+//! | chart `boxplot` (centre = mean, box = quartiles, whiskers = 1st and 99th percentiles) | seed 004 |
+//! | chart `embedded` (mean and std dev vs update rate) | seed 003, Figures 3-2 and 3-3 |
+//!
+//! Latencies are shown in microseconds with two decimals; the model keeps nanoseconds.
 #![deny(unsafe_code)]
 
+mod charts;
+mod error;
+mod html;
+mod load;
 pub mod model;
+mod tables;
+mod text;
+
+pub use charts::{charts, Chart};
+pub use error::ReportError;
+pub use html::html;
+pub use load::{load, RESULTS_FILE};
+pub use text::text;
+
+use std::path::{Path, PathBuf};
+
+/// The text report's file name in a results folder.
+pub const TEXT_FILE: &str = "report.txt";
+/// The HTML report's file name in a results folder.
+pub const HTML_FILE: &str = "report.html";
+/// The charts' folder in a results folder.
+pub const CHARTS_DIR: &str = "charts";
+
+/// What [`render`] wrote.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The text report, as written to `text_path`.
+    pub text: String,
+    /// `DIR/report.txt`.
+    pub text_path: PathBuf,
+    /// `DIR/report.html`.
+    pub html_path: PathBuf,
+    /// The charts written to `DIR/charts/`, in report order.
+    pub charts: Vec<Chart>,
+}
+
+impl Rendered {
+    /// Every file written: `report.txt`, each chart's SVG and PNG, `report.html`.
+    pub fn files(&self) -> Vec<&Path> {
+        let mut files = vec![self.text_path.as_path()];
+        for chart in &self.charts {
+            files.push(&chart.svg_path);
+            files.push(&chart.png_path);
+        }
+        files.push(&self.html_path);
+        files
+    }
+}
+
+/// Loads `dir/results.json` and writes the report beside it: `report.txt`, `charts/*.svg` and
+/// `charts/*.png` (one pair per chart the data allows), and `report.html`.
+pub fn render(dir: &Path) -> Result<Rendered, ReportError> {
+    let results = load(dir)?;
+    let text = text(&results);
+    let text_path = dir.join(TEXT_FILE);
+    write(&text_path, &text)?;
+    let charts = charts(&results, &dir.join(CHARTS_DIR))?;
+    let html_path = dir.join(HTML_FILE);
+    write(&html_path, &html(&results, &charts))?;
+    Ok(Rendered {
+        text,
+        text_path,
+        html_path,
+        charts,
+    })
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), ReportError> {
+    std::fs::write(path, contents).map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,930 @@
+//! The report's charts, drawn with plotters as SVG (inlined in `report.html`) and PNG.
+//!
+//! Choosing what to draw ([`plan`]) is separate from drawing it, so the choice can be tested
+//! without pixels. Text is set in DejaVu Sans, compiled into the binary (the `dejavu` crate), so
+//! the charts render the same on a machine with no fonts installed.
+
+use crate::error::ReportError;
+use crate::model::{Cell, Results, Scenario};
+use crate::tables::{self, rate_label, shown};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::register_font;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One chart written by [`charts`]: the same drawing as SVG and as PNG.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    /// The file stem, also the chart's `data-name` in `report.html`: `latency_vs_size`,
+    /// `stddev_udp`.
+    pub name: String,
+    /// What the chart shows, as in its caption.
+    pub title: String,
+    /// The SVG document, as written to `svg_path`.
+    pub svg: String,
+    /// `charts/<name>.svg`.
+    pub svg_path: PathBuf,
+    /// `charts/<name>.png`.
+    pub png_path: PathBuf,
+}
+
+/// The font family name the charts ask plotters for; registered from DejaVu Sans.
+const FONT: &str = "sans-serif";
+
+/// Ten colours that stay apart from each other (Tableau 10). Transports keep one colour in
+/// every chart.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Draws every chart the results have data for into `charts_dir` (created if needed), each as
+/// `<name>.svg` and `<name>.png`, and returns them in report order. Charts without data are
+/// not drawn and not returned.
+pub fn charts(results: &Results, charts_dir: &Path) -> Result<Vec<Chart>, ReportError> {
+    register_fonts()?;
+    let planned = plan(results);
+    if planned.is_empty() {
+        return Ok(Vec::new());
+    }
+    std::fs::create_dir_all(charts_dir).map_err(|source| ReportError::Write {
+        path: charts_dir.to_path_buf(),
+        source,
+    })?;
+    planned
+        .into_iter()
+        .map(|p| write_chart(charts_dir, p))
+        .collect()
+}
+
+fn register_fonts() -> Result<(), ReportError> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+            && register_font(FONT, FontStyle::Bold, dejavu::sans::bold()).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ReportError::Font)
+    }
+}
+
+/// A chart to draw: its file stem, title and data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Planned {
+    pub name: String,
+    pub title: String,
+    pub plot: Plot,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Plot {
+    /// Line charts side by side, all with a logarithmic x axis.
+    Lines(Vec<LinePanel>),
+    Bars(Bars),
+    Boxes(Vec<BoxStat>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LinePanel {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    /// Where the x axis has ticks, and their labels (the data's own x values).
+    pub x_ticks: Vec<(f64, String)>,
+    pub series: Vec<Series>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Series {
+    /// The legend: `udp Avg`, `udp 99.9th`.
+    pub name: String,
+    pub colour: usize,
+    pub dashed: bool,
+    /// (x, y in microseconds), ascending x.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Grouped bars: one group per size, one bar per rate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Bars {
+    pub groups: Vec<String>,
+    /// The legend: one entry per rate.
+    pub bars: Vec<String>,
+    /// `values[bar][group]`, microseconds; `None` leaves the slot blank.
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+/// A box of seed 004's box plot, in microseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BoxStat {
+    pub label: String,
+    pub colour: usize,
+    pub p1: f64,
+    pub p25: f64,
+    pub mean: f64,
+    pub p75: f64,
+    pub p99: f64,
+}
+
+fn us(ns: f64) -> f64 {
+    ns / 1000.0
+}
+
+fn same_rate(a: f64, b: f64) -> bool {
+    (a - b).abs() < 0.5
+}
+
+/// Load cells that count as measurements: sustained (or not judged) and with latency.
+fn load_points(results: &Results) -> Vec<&Cell> {
+    results
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(Scenario::Load) && shown(c) && c.latency.is_some())
+        .collect()
+}
+
+/// The rate of the latency-vs-size chart and of the box plot's load boxes: 100K when measured
+/// (seed 001 uses 100,000 msgs/sec), else the lowest rate measured at every size, else the rate
+/// measured at the most sizes.
+pub(crate) fn chart_rate(load: &[&Cell]) -> Option<f64> {
+    let mut rates: Vec<f64> = load
+        .iter()
+        .filter_map(|c| c.rate_requested_msgs_per_s)
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup_by(|a, b| same_rate(*a, *b));
+    if let Some(r) = rates.iter().find(|r| same_rate(**r, 100_000.0)) {
+        return Some(*r);
+    }
+    let sizes = tables::sizes(load);
+    let coverage = |r: f64| {
+        sizes
+            .iter()
+            .filter(|&&s| {
+                load.iter().any(|c| {
+                    c.size_bytes == s
+                        && c.rate_requested_msgs_per_s.is_some_and(|x| same_rate(x, r))
+                })
+            })
+            .count()
+    };
+    // Ties go to the lowest rate: `max_by_key` keeps the last maximum, so scan from the top.
+    rates.iter().rev().copied().max_by_key(|r| coverage(*r))
+}
+
+/// Every transport in the results, in order of first appearance: its index is its colour.
+fn colour_of(results: &Results, transport: &str) -> usize {
+    let all: Vec<&Cell> = results.cells.iter().collect();
+    tables::transports(&all)
+        .iter()
+        .position(|t| *t == transport)
+        .unwrap_or(0)
+}
+
+/// "Avg" and "99.9th" lines per transport, x from `x_of`.
+fn avg_and_p999(
+    results: &Results,
+    cells: &[&Cell],
+    x_of: impl Fn(&Cell) -> Option<f64>,
+) -> Vec<Series> {
+    let mut series = Vec::new();
+    for transport in tables::transports(cells) {
+        let mut points: Vec<(f64, f64, f64)> = cells
+            .iter()
+            .filter(|c| c.transport == transport)
+            .filter_map(|c| Some((x_of(c)?, c.latency?)))
+            .map(|(x, l)| (x, us(l.mean_ns), us(l.p999_ns)))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let colour = colour_of(results, transport);
+        series.push(Series {
+            name: format!("{transport} Avg"),
+            colour,
+            dashed: false,
+            points: points.iter().map(|p| (p.0, p.1)).collect(),
+        });
+        series.push(Series {
+            name: format!("{transport} 99.9th"),
+            colour,
+            dashed: true,
+            points: points.iter().map(|p| (p.0, p.2)).collect(),
+        });
+    }
+    series
+}
+
+fn size_ticks(cells: &[&Cell]) -> Vec<(f64, String)> {
+    tables::sizes(cells)
+        .into_iter()
+        .map(|s| (s as f64, s.to_string()))
+        .collect()
+}
+
+fn rate_ticks(cells: &[&Cell]) -> Vec<(f64, String)> {
+    let mut rates: Vec<f64> = cells
+        .iter()
+        .filter_map(|c| c.rate_requested_msgs_per_s)
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup_by(|a, b| same_rate(*a, *b));
+    rates.into_iter().map(|r| (r, rate_label(r))).collect()
+}
+
+/// A file-name-safe form of a transport name.
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The charts the results have data for, in report order.
+pub(crate) fn plan(results: &Results) -> Vec<Planned> {
+    let mut out = Vec::new();
+    let load = load_points(results);
+    let rate = chart_rate(&load);
+
+    // Seed 001, "Latency Versus Message Size": Avg and 99.9th at one rate.
+    let at_rate: Vec<&Cell> = match rate {
+        Some(r) => load
+            .iter()
+            .copied()
+            .filter(|c| c.rate_requested_msgs_per_s.is_some_and(|x| same_rate(x, r)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let (by_size, title) = if let (Some(r), false) = (rate, at_rate.is_empty()) {
+        (
+            at_rate.clone(),
+            format!(
+                "Latency vs message size at {} msgs/sec (load with pings)",
+                rate_label(r)
+            ),
+        )
+    } else {
+        let pingpong: Vec<&Cell> = results
+            .cells
+            .iter()
+            .filter(|c| c.scenario == Some(Scenario::Pingpong) && c.latency.is_some())
+            .collect();
+        (
+            pingpong,
+            "Latency vs message size (ping-pong, half round trip)".to_string(),
+        )
+    };
+    if !by_size.is_empty() {
+        out.push(Planned {
+            name: "latency_vs_size".to_string(),
+            title: title.clone(),
+            plot: Plot::Lines(vec![LinePanel {
+                title,
+                x_desc: "message size (bytes)".to_string(),
+                y_desc: "latency (microseconds)".to_string(),
+                x_ticks: size_ticks(&by_size),
+                series: avg_and_p999(results, &by_size, |c| Some(c.size_bytes as f64)),
+            }]),
+        });
+    }
+
+    // Seed 001, "Latency Versus Message Rate": the smallest size at every rate.
+    if let Some(size) = load.iter().map(|c| c.size_bytes).min() {
+        let smallest: Vec<&Cell> = load
+            .iter()
+            .copied()
+            .filter(|c| c.size_bytes == size && c.rate_requested_msgs_per_s.is_some())
+            .collect();
+        if !smallest.is_empty() {
+            let title = format!("Latency vs message rate, {size}-byte messages");
+            out.push(Planned {
+                name: "latency_vs_rate".to_string(),
+                title: title.clone(),
+                plot: Plot::Lines(vec![LinePanel {
+                    title,
+                    x_desc: "requested rate (msgs/sec)".to_string(),
+                    y_desc: "latency (microseconds)".to_string(),
+                    x_ticks: rate_ticks(&smallest),
+                    series: avg_and_p999(results, &smallest, |c| c.rate_requested_msgs_per_s),
+                }]),
+            });
+        }
+    }
+
+    // Seed 001, "Standard Deviation (Jitter)": blank where a rate was not sustained.
+    let all_load: Vec<&Cell> = results
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(Scenario::Load))
+        .collect();
+    for transport in tables::transports(&all_load) {
+        let cells: Vec<&Cell> = all_load
+            .iter()
+            .copied()
+            .filter(|c| c.transport == transport)
+            .collect();
+        let sizes = tables::sizes(&cells);
+        let rates = rate_ticks(&cells);
+        let values: Vec<Vec<Option<f64>>> = rates
+            .iter()
+            .map(|(rate, _)| {
+                sizes
+                    .iter()
+                    .map(|&size| {
+                        cells
+                            .iter()
+                            .find(|c| {
+                                c.size_bytes == size
+                                    && shown(c)
+                                    && c.rate_requested_msgs_per_s
+                                        .is_some_and(|x| same_rate(x, *rate))
+                            })
+                            .and_then(|c| c.latency)
+                            .map(|l| us(l.stddev_ns))
+                    })
+                    .collect()
+            })
+            .collect();
+        if values.iter().flatten().all(Option::is_none) {
+            continue;
+        }
+        out.push(Planned {
+            name: format!("stddev_{}", file_safe(transport)),
+            title: format!(
+                "Standard deviation (jitter), {}",
+                tables::transport_title(transport, &cells)
+            ),
+            plot: Plot::Bars(Bars {
+                groups: sizes.iter().map(|s| format!("{s}B")).collect(),
+                bars: rates.into_iter().map(|(_, label)| label).collect(),
+                values,
+            }),
+        });
+    }
+
+    // Seed 004: mean, quartiles, 1st and 99th percentiles.
+    let mut boxed: Vec<&Cell> = results
+        .cells
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.scenario,
+                Some(Scenario::Floor | Scenario::Raw | Scenario::Pingpong)
+            )
+        })
+        .collect();
+    boxed.sort_by_key(|c| match c.scenario {
+        Some(Scenario::Floor) => 0,
+        Some(Scenario::Raw) => 1,
+        _ => 2,
+    });
+    let mut at_rate = at_rate;
+    at_rate.sort_by_key(|c| (colour_of(results, &c.transport), c.size_bytes));
+    boxed.extend(at_rate);
+    let boxes: Vec<BoxStat> = boxed
+        .iter()
+        .filter_map(|c| {
+            let l = c.latency?;
+            let label = match (c.scenario, c.rate_requested_msgs_per_s) {
+                (Some(Scenario::Floor), _) => format!("floor {}B", c.size_bytes),
+                (Some(Scenario::Raw), _) => format!("{} {}B raw", c.transport, c.size_bytes),
+                (Some(Scenario::Load), Some(r)) => {
+                    format!("{} {}B @{}", c.transport, c.size_bytes, rate_label(r))
+                }
+                _ => format!("{} {}B", c.transport, c.size_bytes),
+            };
+            Some(BoxStat {
+                label,
+                colour: colour_of(results, &c.transport),
+                p1: us(l.p1_ns),
+                p25: us(l.p25_ns),
+                mean: us(l.mean_ns),
+                p75: us(l.p75_ns),
+                p99: us(l.p99_ns),
+            })
+        })
+        .collect();
+    if !boxes.is_empty() {
+        out.push(Planned {
+            name: "boxplot".to_string(),
+            title: "Latency distribution: box = quartiles, centre line = mean, whiskers = 1st \
+                    and 99th percentiles"
+                .to_string(),
+            plot: Plot::Boxes(boxes),
+        });
+    }
+
+    // Seed 003, Figures 3-2 and 3-3: mean and standard deviation vs update rate.
+    let embedded: Vec<&Cell> = results
+        .cells
+        .iter()
+        .filter(|c| {
+            c.scenario == Some(Scenario::Embedded)
+                && c.latency.is_some()
+                && c.rate_requested_msgs_per_s
+                    .or(c.rate_achieved_msgs_per_s)
+                    .is_some()
+        })
+        .collect();
+    if !embedded.is_empty() {
+        let rate_of = |c: &Cell| c.rate_requested_msgs_per_s.or(c.rate_achieved_msgs_per_s);
+        let mut mean = Vec::new();
+        let mut stddev = Vec::new();
+        for (transport, size, group) in tables::embedded_groups(&embedded) {
+            let mut points: Vec<(f64, f64, f64)> = group
+                .iter()
+                .filter_map(|c| Some((rate_of(c)?, c.latency?)))
+                .map(|(r, l)| (r, us(l.mean_ns), us(l.stddev_ns)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let name = format!("{transport} {size}B");
+            let colour = colour_of(results, transport);
+            mean.push(Series {
+                name: name.clone(),
+                colour,
+                dashed: false,
+                points: points.iter().map(|p| (p.0, p.1)).collect(),
+            });
+            stddev.push(Series {
+                name,
+                colour,
+                dashed: false,
+                points: points.iter().map(|p| (p.0, p.2)).collect(),
+            });
+        }
+        let mut rates: Vec<f64> = embedded.iter().filter_map(|c| rate_of(c)).collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup_by(|a, b| same_rate(*a, *b));
+        let ticks: Vec<(f64, String)> = rates.into_iter().map(|r| (r, rate_label(r))).collect();
+        let panel = |title: &str, y_desc: &str, series| LinePanel {
+            title: title.to_string(),
+            x_desc: "update rate (msgs/sec)".to_string(),
+            y_desc: y_desc.to_string(),
+            x_ticks: ticks.clone(),
+            series,
+        };
+        out.push(Planned {
+            name: "embedded".to_string(),
+            title: "One-way latency from embedded timestamps vs update rate".to_string(),
+            plot: Plot::Lines(vec![
+                panel("Mean latency", "mean (microseconds)", mean),
+                panel(
+                    "Latency standard deviation",
+                    "std dev (microseconds)",
+                    stddev,
+                ),
+            ]),
+        });
+    }
+    out
+}
+
+impl Plot {
+    /// The picture's size in pixels.
+    fn size(&self) -> (u32, u32) {
+        match self {
+            Plot::Lines(panels) if panels.len() > 1 => (1200, 520),
+            Plot::Boxes(boxes) => (960, (120 + 40 * boxes.len() as u32).max(360)),
+            _ => (960, 540),
+        }
+    }
+}
+
+fn write_chart(dir: &Path, planned: Planned) -> Result<Chart, ReportError> {
+    let size = planned.plot.size();
+    let svg_path = dir.join(format!("{}.svg", planned.name));
+    let png_path = dir.join(format!("{}.png", planned.name));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        draw(&root, &planned).map_err(|e| ReportError::Chart {
+            path: svg_path.clone(),
+            detail: e.to_string(),
+        })?;
+    }
+    std::fs::write(&svg_path, &svg).map_err(|source| ReportError::Write {
+        path: svg_path.clone(),
+        source,
+    })?;
+    {
+        let root = BitMapBackend::new(&png_path, size).into_drawing_area();
+        draw(&root, &planned).map_err(|e| ReportError::Chart {
+            path: png_path.clone(),
+            detail: e.to_string(),
+        })?;
+    }
+    Ok(Chart {
+        name: planned.name,
+        title: planned.title,
+        svg,
+        svg_path,
+        png_path,
+    })
+}
+
+/// A linear axis from 0 to `slots` with one tick in the middle of each unit slot, for bar
+/// groups and boxes (labels come from the chart's formatter).
+#[derive(Debug, Clone, Copy)]
+struct SlotAxis {
+    slots: usize,
+}
+
+impl Ranged for SlotAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = f64::from(limit.1 - limit.0);
+        limit.0 + (span * value / self.slots.max(1) as f64).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            (0..self.slots).map(|i| i as f64 + 0.5).collect()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        0.0..self.slots.max(1) as f64
+    }
+}
+
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, planned: &Planned) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    match &planned.plot {
+        Plot::Lines(panels) if panels.len() > 1 => {
+            let area = root.titled(&planned.title, (FONT, 22))?;
+            let parts = area.split_evenly((1, panels.len()));
+            for (part, panel) in parts.iter().zip(panels) {
+                draw_lines(part, panel)?;
+            }
+        }
+        Plot::Lines(panels) => {
+            for panel in panels {
+                draw_lines(root, panel)?;
+            }
+        }
+        Plot::Bars(bars) => draw_bars(root, &planned.title, bars)?,
+        Plot::Boxes(boxes) => draw_boxes(root, &planned.title, boxes)?,
+    }
+    root.present()
+}
+
+/// Axis numbers with as many decimals as the axis' scale needs.
+fn axis_number(v: f64, top: f64) -> String {
+    if top < 1.0 {
+        format!("{v:.2}")
+    } else if top < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// The label of the tick nearest `v` (ticks are the data's own x values).
+fn tick_label(ticks: &[(f64, String)], v: f64) -> String {
+    ticks
+        .iter()
+        .find(|(x, _)| (x - v).abs() <= x.abs() * 1e-9 + 1e-9)
+        .map(|(_, label)| label.clone())
+        .unwrap_or_default()
+}
+
+fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &LinePanel) -> DrawResult<DB> {
+    let xs = p.x_ticks.iter().map(|t| t.0);
+    let x_min = xs.clone().fold(f64::INFINITY, f64::min);
+    let x_max = xs.fold(f64::NEG_INFINITY, f64::max);
+    let (x_min, x_max) = if x_min.is_finite() && x_min > 0.0 {
+        (x_min / 1.5, x_max * 1.5)
+    } else {
+        (1.0, 10.0)
+    };
+    let y_top = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|pt| pt.1))
+        .fold(0.0, f64::max);
+    // Headroom above the data for the legend.
+    let y_top = if y_top > 0.0 { y_top * 1.35 } else { 1.0 };
+    let ticks: Vec<f64> = p.x_ticks.iter().map(|t| t.0).collect();
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, (FONT, 20))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(64)
+        .build_cartesian_2d(
+            (x_min..x_max).log_scale().with_key_points(ticks),
+            0f64..y_top,
+        )?;
+    let x_label = |v: &f64| tick_label(&p.x_ticks, *v);
+    let y_label = |v: &f64| axis_number(*v, y_top);
+    chart
+        .configure_mesh()
+        .x_desc(p.x_desc.as_str())
+        .y_desc(p.y_desc.as_str())
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()?;
+    for s in &p.series {
+        let c = colour(s.colour);
+        let line = c.stroke_width(2);
+        if s.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(s.points.clone(), 8, 5, line))?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (7, 0)], line)
+                        + PathElement::new(vec![(12, 0), (19, 0)], line)
+                        + TriangleMarker::new((10, 0), 4, c.filled())
+                });
+            chart.draw_series(
+                s.points
+                    .iter()
+                    .map(|&pt| TriangleMarker::new(pt, 5, c.filled())),
+            )?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), line))?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (19, 0)], line)
+                        + Circle::new((10, 0), 3, c.filled())
+                });
+            chart.draw_series(s.points.iter().map(|&pt| Circle::new(pt, 4, c.filled())))?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 13))
+        .draw()
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    b: &Bars,
+) -> DrawResult<DB> {
+    let groups = b.groups.len().max(1);
+    let top = b
+        .values
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(0.0, |a: f64, &v| a.max(v));
+    let top = if top > 0.0 { top * 1.35 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 20))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(64)
+        .build_cartesian_2d(SlotAxis { slots: groups }, 0f64..top)?;
+    let x_label = |v: &f64| {
+        b.groups
+            .get(v.floor() as usize)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let y_label = |v: &f64| axis_number(*v, top);
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("message size")
+        .y_desc("std dev (microseconds)")
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()?;
+    let slot = 0.8 / b.bars.len().max(1) as f64;
+    for (i, (name, values)) in b.bars.iter().zip(&b.values).enumerate() {
+        let c = colour(i);
+        let rects = values.iter().enumerate().filter_map(|(g, v)| {
+            let v = (*v)?;
+            let x0 = g as f64 + 0.1 + i as f64 * slot;
+            Some(Rectangle::new(
+                [(x0, 0.0), (x0 + slot * 0.9, v)],
+                c.filled(),
+            ))
+        });
+        chart
+            .draw_series(rects)?
+            .label(format!("{name} msgs/sec"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 13))
+        .draw()
+}
+
+fn draw_boxes<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    boxes: &[BoxStat],
+) -> DrawResult<DB> {
+    let n = boxes.len().max(1);
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    let lo = boxes
+        .iter()
+        .flat_map(|b| [b.p1, b.p25, b.mean])
+        .filter(|v| positive(*v))
+        .fold(f64::INFINITY, f64::min);
+    let hi = boxes
+        .iter()
+        .flat_map(|b| [b.p99, b.p75, b.mean])
+        .filter(|v| positive(*v))
+        .fold(0.0, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        (0.01, 1.0)
+    };
+    // A log axis cannot show zero: values at or below the axis start sit on it.
+    let clamp = |v: f64| if positive(v) { v.max(lo) } else { lo };
+    let longest = boxes
+        .iter()
+        .map(|b| b.label.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 18))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(16 + 8 * longest)
+        .build_cartesian_2d((lo..hi).log_scale(), SlotAxis { slots: n })?;
+    // The first box at the top.
+    let row_y = |i: usize| (n - 1 - i) as f64 + 0.5;
+    let y_label = |v: &f64| {
+        let row = v.floor() as usize;
+        boxes
+            .get(n.saturating_sub(1).saturating_sub(row))
+            .map(|b| b.label.clone())
+            .unwrap_or_default()
+    };
+    let x_label = |v: &f64| {
+        if *v >= 10.0 {
+            format!("{v:.0}")
+        } else if *v >= 1.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("latency (microseconds, log scale)")
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()?;
+    for (i, b) in boxes.iter().enumerate() {
+        let c = colour(b.colour);
+        let y = row_y(i);
+        let (p1, p25, mean, p75, p99) = (
+            clamp(b.p1),
+            clamp(b.p25),
+            clamp(b.mean),
+            clamp(b.p75),
+            clamp(b.p99),
+        );
+        let whisker = BLACK.stroke_width(1);
+        chart.draw_series([
+            PathElement::new(vec![(p1, y), (p25, y)], whisker),
+            PathElement::new(vec![(p75, y), (p99, y)], whisker),
+            PathElement::new(vec![(p1, y - 0.15), (p1, y + 0.15)], whisker),
+            PathElement::new(vec![(p99, y - 0.15), (p99, y + 0.15)], whisker),
+        ])?;
+        chart.draw_series([
+            Rectangle::new([(p25, y - 0.3), (p75, y + 0.3)], c.mix(0.35).filled()),
+            Rectangle::new([(p25, y - 0.3), (p75, y + 0.3)], c.stroke_width(1)),
+        ])?;
+        chart.draw_series([PathElement::new(
+            vec![(mean, y - 0.3), (mean, y + 0.3)],
+            BLACK.stroke_width(3),
+        )])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(transport: &str, size: usize, rate: f64, sustained: bool) -> Cell {
+        Cell {
+            scenario: Some(Scenario::Load),
+            transport: transport.into(),
+            size_bytes: size,
+            rate_requested_msgs_per_s: Some(rate),
+            sustained: Some(sustained),
+            latency: Some(Default::default()),
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn chart_rate_prefers_100k() {
+        let cells = [load("udp", 32, 10e3, true), load("udp", 32, 100e3, true)];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(chart_rate(&refs), Some(100e3));
+    }
+
+    #[test]
+    fn chart_rate_falls_back_to_the_lowest_rate_every_size_has() {
+        let cells = [
+            load("udp", 32, 10e3, true),
+            load("udp", 32, 500e3, true),
+            load("udp", 32, 1e6, true),
+            load("udp", 1024, 500e3, true),
+            load("udp", 1024, 1e6, true),
+        ];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(chart_rate(&refs), Some(500e3));
+    }
+
+    #[test]
+    fn chart_rate_without_a_common_rate_takes_the_best_covered_lowest() {
+        let cells = [
+            load("udp", 32, 10e3, true),
+            load("udp", 256, 250e3, true),
+            load("udp", 1024, 250e3, true),
+            load("udp", 2048, 2e6, true),
+        ];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(chart_rate(&refs), Some(250e3));
+    }
+
+    #[test]
+    fn stddev_bars_are_blank_where_a_rate_was_not_sustained() {
+        let results = Results {
+            format: crate::model::FORMAT_VERSION,
+            peregrine_version: "test".into(),
+            started_utc: String::new(),
+            command_line: vec![],
+            machine: Default::default(),
+            cells: vec![
+                load("udp", 32, 100e3, true),
+                load("udp", 32, 1e6, true),
+                load("udp", 256, 100e3, true),
+                load("udp", 256, 1e6, false),
+            ],
+        };
+        let planned = plan(&results);
+        let bars = planned
+            .iter()
+            .find(|p| p.name == "stddev_udp")
+            .expect("a stddev chart for udp");
+        let Plot::Bars(bars) = &bars.plot else {
+            panic!("stddev is a bar chart");
+        };
+        assert_eq!(bars.groups, ["32B", "256B"]);
+        assert_eq!(bars.bars, ["100K", "1M"]);
+        assert_eq!(bars.values[1][0], Some(0.0));
+        assert_eq!(bars.values[1][1], None);
+        assert!(planned.iter().all(|p| p.name != "embedded"));
+    }
+
+    #[test]
+    fn file_names_keep_only_safe_characters() {
+        assert_eq!(file_safe("udp"), "udp");
+        assert_eq!(file_safe("tcp/v6 x"), "tcp_v6_x");
+    }
+}

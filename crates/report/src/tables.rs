@@ -1,0 +1,738 @@
+//! The report's tables as data: built once from [`Results`], written out by [`crate::text`]
+//! (aligned plain text) and [`crate::html`] (HTML tables), so both show the same numbers.
+
+use crate::model::{Cell, Latency, Results, Scenario};
+use std::cmp::Ordering;
+
+/// One titled part of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Section {
+    pub title: String,
+    /// A sentence under the title (units, what the numbers mean).
+    pub intro: Option<String>,
+    pub tables: Vec<Table>,
+}
+
+/// A table whose header may repeat inside it, as in seed 001's "Full Results" (one header per
+/// message size).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Table {
+    pub caption: Option<String>,
+    /// How many leading columns hold labels (left-aligned); the rest hold numbers.
+    pub left: usize,
+    pub rows: Vec<Row>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Row {
+    Header(Vec<String>),
+    Cells(Vec<String>),
+    /// A line inside the table, under the number columns: "CPU-bound after 1M msgs/sec".
+    Note(String),
+}
+
+/// The machine block: (label, value) pairs, in display order.
+pub(crate) fn machine(results: &Results) -> Vec<(&'static str, String)> {
+    let m = &results.machine;
+    let mut cpus = format!(
+        "{} online, allowed {}",
+        m.cpus_online,
+        cpu_list(&m.cpus_allowed)
+    );
+    if !m.cpus_used.is_empty() {
+        cpus.push_str(&format!(", pinned to {}", m.cpus_used));
+    }
+    vec![
+        ("peregrine", results.peregrine_version.clone()),
+        ("started", results.started_utc.clone()),
+        ("host", m.hostname.clone()),
+        ("cpu", m.cpu_model.clone()),
+        ("cpus", cpus),
+        (
+            "memory",
+            format!("{:.1} GiB", m.memory_bytes as f64 / (1u64 << 30) as f64),
+        ),
+        ("kernel", m.kernel.clone()),
+        ("clocksource", m.clocksource.clone()),
+        ("clock", m.clock.clone()),
+        ("command", command_line(&results.command_line)),
+    ]
+}
+
+/// Every section that has cells, in report order.
+pub(crate) fn sections(results: &Results) -> Vec<Section> {
+    [
+        pingpong(results),
+        full_results(results),
+        max_throughput(results),
+        embedded(results),
+        throughput(results),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn of(results: &Results, scenario: Scenario) -> Vec<&Cell> {
+    results
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(scenario))
+        .collect()
+}
+
+/// Transports in the order they first appear.
+pub(crate) fn transports<'a>(cells: &[&'a Cell]) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for c in cells {
+        if !out.contains(&c.transport.as_str()) {
+            out.push(&c.transport);
+        }
+    }
+    out
+}
+
+/// Sizes, ascending, without repeats.
+pub(crate) fn sizes(cells: &[&Cell]) -> Vec<usize> {
+    let mut out: Vec<usize> = cells.iter().map(|c| c.size_bytes).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Orders by requested rate, unpaced cells last.
+pub(crate) fn by_rate(a: &&Cell, b: &&Cell) -> Ordering {
+    match (a.rate_requested_msgs_per_s, b.rate_requested_msgs_per_s) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+}
+
+/// A cell shown as a measurement: not one that failed to hold its rate.
+pub(crate) fn shown(c: &Cell) -> bool {
+    c.sustained != Some(false)
+}
+
+fn pingpong(results: &Results) -> Option<Section> {
+    let rank = |c: &Cell| match c.scenario {
+        Some(Scenario::Floor) => 0,
+        Some(Scenario::Raw) => 1,
+        _ => 2,
+    };
+    let mut cells: Vec<&Cell> = results
+        .cells
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.scenario,
+                Some(Scenario::Floor | Scenario::Raw | Scenario::Pingpong)
+            )
+        })
+        .collect();
+    if cells.is_empty() {
+        return None;
+    }
+    cells.sort_by_key(|c| rank(c));
+    let mut rows = vec![header(&[
+        "test",
+        "transport",
+        "size",
+        "samples",
+        "Min",
+        "Avg",
+        "Median",
+        "99th",
+        "99.9th",
+        "Max",
+        "Std Dev",
+        "x floor",
+    ])];
+    for c in &cells {
+        let mut row = vec![
+            scenario_name(c.scenario).to_string(),
+            c.transport.clone(),
+            c.size_bytes.to_string(),
+        ];
+        match &c.latency {
+            Some(l) => {
+                row.push(thousands(l.samples));
+                row.extend(
+                    [
+                        l.min_ns,
+                        l.mean_ns,
+                        l.median_ns,
+                        l.p99_ns,
+                        l.p999_ns,
+                        l.max_ns,
+                        l.stddev_ns,
+                    ]
+                    .map(us),
+                );
+            }
+            None => row.extend(std::iter::repeat_n(dash(), 8)),
+        }
+        row.push(
+            x_floor(results, c)
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(dash),
+        );
+        rows.push(Row::Cells(row));
+    }
+    Some(Section {
+        title: "Ping-pong latency (half round trip), microseconds".to_string(),
+        intro: Some(
+            "x floor: median over the machine's floor median (the cache-line ping-pong for ipc, \
+             the bare-socket ping-pong of the same transport for network transports)."
+                .to_string(),
+        ),
+        tables: vec![Table {
+            caption: None,
+            left: 2,
+            rows,
+        }],
+    })
+}
+
+/// The cell a ping-pong cell is compared with: the cache-line floor for `ipc`, the raw socket
+/// ping-pong of the same transport otherwise; the same size when there is one.
+pub(crate) fn floor_of<'a>(results: &'a Results, cell: &Cell) -> Option<&'a Cell> {
+    if matches!(cell.scenario, Some(Scenario::Floor | Scenario::Raw)) {
+        return None;
+    }
+    let candidates: Vec<&Cell> = if cell.transport == "ipc" {
+        of(results, Scenario::Floor)
+    } else {
+        of(results, Scenario::Raw)
+            .into_iter()
+            .filter(|c| c.transport == cell.transport)
+            .collect()
+    };
+    let with_latency = |c: &&Cell| c.latency.is_some();
+    candidates
+        .iter()
+        .copied()
+        .filter(with_latency)
+        .find(|c| c.size_bytes == cell.size_bytes)
+        .or_else(|| candidates.iter().copied().find(with_latency))
+}
+
+/// Median over the floor's median, when both exist.
+pub(crate) fn x_floor(results: &Results, cell: &Cell) -> Option<f64> {
+    let floor = floor_of(results, cell)?.latency?.median_ns;
+    let median = cell.latency?.median_ns;
+    (floor > 0.0).then(|| median / floor)
+}
+
+const FULL_HEADER: [&str; 7] = [
+    "Message Size/Rate",
+    "Min",
+    "Avg",
+    "Max",
+    "Median",
+    "99.9th %",
+    "Std. Dev",
+];
+
+fn full_results(results: &Results) -> Option<Section> {
+    let load = of(results, Scenario::Load);
+    if load.is_empty() {
+        return None;
+    }
+    let mut tables = Vec::new();
+    for transport in transports(&load) {
+        let cells: Vec<&Cell> = load
+            .iter()
+            .copied()
+            .filter(|c| c.transport == transport)
+            .collect();
+        let title = transport_title(transport, &cells);
+        let mut rows = Vec::new();
+        let mut corrected = vec![header(&[
+            "Message Size/Rate",
+            "Median",
+            "99th",
+            "99.9th",
+            "Max",
+            "Achieved msgs/s",
+            "Lost",
+            "Refused",
+        ])];
+        for size in sizes(&cells) {
+            let mut block: Vec<&Cell> = cells
+                .iter()
+                .copied()
+                .filter(|c| c.size_bytes == size)
+                .collect();
+            block.sort_by(by_rate);
+            rows.push(header(&FULL_HEADER));
+            for c in block.iter().filter(|c| shown(c)) {
+                let mut row = vec![size_rate_label(c)];
+                row.extend(latency_values(c.latency.as_ref(), |l| {
+                    [
+                        l.min_ns,
+                        l.mean_ns,
+                        l.max_ns,
+                        l.median_ns,
+                        l.p999_ns,
+                        l.stddev_ns,
+                    ]
+                }));
+                rows.push(Row::Cells(row));
+                let mut row = vec![size_rate_label(c)];
+                row.extend(latency_values(c.latency_from_schedule.as_ref(), |l| {
+                    [l.median_ns, l.p99_ns, l.p999_ns, l.max_ns]
+                }));
+                row.push(
+                    c.rate_achieved_msgs_per_s
+                        .map(|r| thousands(r.round() as u64))
+                        .unwrap_or_else(dash),
+                );
+                row.push(thousands(c.lost));
+                row.push(thousands(c.refused));
+                corrected.push(Row::Cells(row));
+            }
+            if let Some(note) = cpu_bound_note(&block) {
+                rows.push(Row::Note(note));
+            }
+        }
+        tables.push(Table {
+            caption: Some(format!("{title}, load with pings")),
+            left: 1,
+            rows,
+        });
+        tables.push(Table {
+            caption: Some(format!(
+                "Corrected for coordinated omission (from scheduled send time): {title}"
+            )),
+            left: 1,
+            rows: corrected,
+        });
+    }
+    Some(Section {
+        title: "Full Results".to_string(),
+        intro: Some(
+            "All values are latency in microseconds (half round trip of the pings), measured \
+             from each ping's actual send time; the second table of each transport measures \
+             from the time the ping was scheduled to be sent."
+                .to_string(),
+        ),
+        tables,
+    })
+}
+
+/// `CPU-bound after 1M msgs/sec` when some rate of this size could not be sustained.
+/// `block` holds one transport's cells of one size.
+pub(crate) fn cpu_bound_note(block: &[&Cell]) -> Option<String> {
+    if !block.iter().any(|c| c.sustained == Some(false)) {
+        return None;
+    }
+    let highest_sustained = block
+        .iter()
+        .filter(|c| shown(c))
+        .filter_map(|c| c.rate_requested_msgs_per_s)
+        .max_by(f64::total_cmp);
+    Some(match highest_sustained {
+        Some(r) => format!("CPU-bound after {} msgs/sec", rate_label(r)),
+        None => {
+            let lowest = block
+                .iter()
+                .filter_map(|c| c.rate_requested_msgs_per_s)
+                .min_by(f64::total_cmp);
+            match lowest {
+                Some(r) => format!(
+                    "CPU-bound below the lowest rate tried ({} msgs/sec)",
+                    rate_label(r)
+                ),
+                None => "CPU-bound below the lowest rate tried".to_string(),
+            }
+        }
+    })
+}
+
+fn latency_values<const N: usize>(
+    latency: Option<&Latency>,
+    pick: impl Fn(&Latency) -> [f64; N],
+) -> Vec<String> {
+    match latency {
+        Some(l) => pick(l).map(us).to_vec(),
+        None => vec![dash(); N],
+    }
+}
+
+fn max_throughput(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::Max);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut rows = vec![header(&["transport", "size", "msgs/s", "MB/s"])];
+    for c in cells {
+        let (rate, mb) = rate_and_mb(c);
+        rows.push(Row::Cells(vec![
+            c.transport.clone(),
+            c.size_bytes.to_string(),
+            rate,
+            mb,
+        ]));
+    }
+    Some(Section {
+        title: "Maximum sustainable throughput".to_string(),
+        intro: Some(
+            "The highest rate held for the whole measured interval with nothing lost and no \
+             back-pressure refusals."
+                .to_string(),
+        ),
+        tables: vec![Table {
+            caption: None,
+            left: 1,
+            rows,
+        }],
+    })
+}
+
+fn embedded(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::Embedded);
+    if cells.is_empty() {
+        return None;
+    }
+    let tables = embedded_groups(&cells)
+        .into_iter()
+        .map(|(transport, size, mut group)| {
+            group.sort_by(by_rate);
+            let mut rows = vec![Row::Header(vec![
+                format!("Update Rate [{size}-byte messages/sec]"),
+                "Mean Latency (us)".to_string(),
+                "Std Deviation (us)".to_string(),
+                "Maximum Latency (us)".to_string(),
+                "Minimum Latency (us)".to_string(),
+                "Number of Latency Points".to_string(),
+            ])];
+            for c in &group {
+                let rate = c
+                    .rate_requested_msgs_per_s
+                    .or(c.rate_achieved_msgs_per_s)
+                    .map(|r| thousands(r.round() as u64))
+                    .unwrap_or_else(dash);
+                let mut row = vec![rate];
+                row.extend(latency_values(c.latency.as_ref(), |l| {
+                    [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
+                }));
+                row.push(
+                    c.latency
+                        .map(|l| l.samples.to_string())
+                        .unwrap_or_else(dash),
+                );
+                rows.push(Row::Cells(row));
+            }
+            Table {
+                caption: Some(transport_title(transport, &group)),
+                left: 0,
+                rows,
+            }
+        })
+        .collect();
+    Some(Section {
+        title: "One-way latency from embedded timestamps".to_string(),
+        intro: Some(
+            "Publisher and subscriber on one host; the subscriber subtracts the timestamp the \
+             publisher embedded in each update."
+                .to_string(),
+        ),
+        tables,
+    })
+}
+
+/// Embedded cells grouped by (transport, size), in the order the groups first appear.
+pub(crate) fn embedded_groups<'a>(cells: &[&'a Cell]) -> Vec<(&'a str, usize, Vec<&'a Cell>)> {
+    let mut groups: Vec<(&str, usize, Vec<&Cell>)> = Vec::new();
+    for c in cells {
+        match groups
+            .iter_mut()
+            .find(|(t, s, _)| *t == c.transport && *s == c.size_bytes)
+        {
+            Some(g) => g.2.push(c),
+            None => groups.push((&c.transport, c.size_bytes, vec![c])),
+        }
+    }
+    groups
+}
+
+fn throughput(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::Throughput);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut rows = vec![header(&["transport", "size", "msgs/s", "MB/s", "lost"])];
+    for c in cells {
+        let (rate, mb) = rate_and_mb(c);
+        rows.push(Row::Cells(vec![
+            c.transport.clone(),
+            c.size_bytes.to_string(),
+            rate,
+            mb,
+            thousands(c.lost),
+        ]));
+    }
+    Some(Section {
+        title: "Throughput".to_string(),
+        intro: Some(
+            "Unpaced: the publisher sends as fast as it can; the rate is the slowest \
+             subscriber's."
+                .to_string(),
+        ),
+        tables: vec![Table {
+            caption: None,
+            left: 1,
+            rows,
+        }],
+    })
+}
+
+fn rate_and_mb(c: &Cell) -> (String, String) {
+    match c.rate_achieved_msgs_per_s {
+        Some(r) => (
+            thousands(r.round() as u64),
+            format!("{:.1}", r * c.size_bytes as f64 / 1e6),
+        ),
+        None => (dash(), dash()),
+    }
+}
+
+fn header(names: &[&str]) -> Row {
+    Row::Header(names.iter().map(|s| s.to_string()).collect())
+}
+
+fn dash() -> String {
+    "-".to_string()
+}
+
+/// The name of a scenario as in `results.json`.
+pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
+    match s {
+        Some(Scenario::Floor) => "floor",
+        Some(Scenario::Raw) => "raw",
+        Some(Scenario::Pingpong) => "pingpong",
+        Some(Scenario::Load) => "load",
+        Some(Scenario::MaxProbe) => "max_probe",
+        Some(Scenario::Max) => "max",
+        Some(Scenario::Embedded) => "embedded",
+        Some(Scenario::Throughput) => "throughput",
+        None => "-",
+    }
+}
+
+/// Nanoseconds as microseconds with two decimals: `5421.7` -> `5.42`.
+pub(crate) fn us(ns: f64) -> String {
+    format!("{:.2}", ns / 1000.0)
+}
+
+/// A message rate as the seeds write it: `100K`, `1.5M`, `2M`, `730K`, `500`.
+pub(crate) fn rate_label(msgs_per_s: f64) -> String {
+    let (value, suffix) = if msgs_per_s >= 1e6 {
+        (msgs_per_s / 1e6, "M")
+    } else if msgs_per_s >= 1e3 {
+        (msgs_per_s / 1e3, "K")
+    } else {
+        (msgs_per_s, "")
+    };
+    let digits = format!("{value:.2}");
+    let digits = digits.trim_end_matches('0').trim_end_matches('.');
+    format!("{digits}{suffix}")
+}
+
+/// A row label of seed 001's Full Results: `32B/100K`.
+pub(crate) fn size_rate_label(cell: &Cell) -> String {
+    match cell.rate_requested_msgs_per_s {
+        Some(r) => format!("{}B/{}", cell.size_bytes, rate_label(r)),
+        None => format!("{}B/unpaced", cell.size_bytes),
+    }
+}
+
+/// An integer with thousands separators: `1,000,000`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// A transport's title: `UDP (loopback)`. The part in brackets is the cells' `detail.path`
+/// when all of them name the same one.
+pub(crate) fn transport_title(transport: &str, cells: &[&Cell]) -> String {
+    let name = match transport {
+        "ipc" => "IPC (shared memory)".to_string(),
+        "udp" => "UDP".to_string(),
+        "mcast" => "UDP multicast".to_string(),
+        "tcp" => "TCP".to_string(),
+        "cacheline" => "Cache line".to_string(),
+        other => other.to_uppercase(),
+    };
+    let paths: Vec<Option<&str>> = cells
+        .iter()
+        .map(|c| c.detail.get("path").and_then(|p| p.as_str()))
+        .collect();
+    match paths.first() {
+        Some(Some(first)) if paths.iter().all(|p| p == &Some(*first)) => {
+            format!("{name} ({first})")
+        }
+        _ => name,
+    }
+}
+
+/// CPU numbers as ranges: `0-3,6`.
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// The command line as a shell would take it back: arguments with spaces or quotes are
+/// single-quoted.
+fn command_line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./,=:+@%".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_labels_follow_the_seed() {
+        assert_eq!(rate_label(10_000.0), "10K");
+        assert_eq!(rate_label(100_000.0), "100K");
+        assert_eq!(rate_label(250_000.0), "250K");
+        assert_eq!(rate_label(730_000.0), "730K");
+        assert_eq!(rate_label(1_000_000.0), "1M");
+        assert_eq!(rate_label(1_500_000.0), "1.5M");
+        assert_eq!(rate_label(1_250_000.0), "1.25M");
+        assert_eq!(rate_label(2_000_000.0), "2M");
+        assert_eq!(rate_label(500.0), "500");
+    }
+
+    #[test]
+    fn thousands_separators_every_three_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(600_000), "600,000");
+        assert_eq!(thousands(18_520_000), "18,520,000");
+    }
+
+    #[test]
+    fn microseconds_have_two_decimals() {
+        assert_eq!(us(5421.7), "5.42");
+        assert_eq!(us(49.8), "0.05");
+        assert_eq!(us(1_840_000.0), "1840.00");
+    }
+
+    #[test]
+    fn cpu_lists_collapse_into_ranges() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(cpu_list(&[3, 0, 2, 6]), "0,2-3,6");
+        assert_eq!(cpu_list(&[]), "-");
+    }
+
+    #[test]
+    fn command_lines_quote_what_a_shell_would_split() {
+        let args = ["peregrine", "bench", "--note", "two words", "it's"].map(String::from);
+        assert_eq!(
+            command_line(&args),
+            r"peregrine bench --note 'two words' 'it'\''s'"
+        );
+    }
+
+    fn load_cell(size: usize, rate: f64, sustained: Option<bool>) -> Cell {
+        Cell {
+            scenario: Some(Scenario::Load),
+            transport: "udp".into(),
+            size_bytes: size,
+            rate_requested_msgs_per_s: Some(rate),
+            sustained,
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn cpu_bound_note_names_the_highest_sustained_rate() {
+        let cells = [
+            load_cell(256, 100e3, Some(true)),
+            load_cell(256, 1e6, Some(false)),
+            load_cell(256, 500e3, Some(true)),
+        ];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(
+            cpu_bound_note(&refs).as_deref(),
+            Some("CPU-bound after 500K msgs/sec")
+        );
+    }
+
+    #[test]
+    fn cpu_bound_note_when_no_rate_was_sustained() {
+        let cells = [
+            load_cell(2048, 1e6, Some(false)),
+            load_cell(2048, 250e3, Some(false)),
+        ];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(
+            cpu_bound_note(&refs).as_deref(),
+            Some("CPU-bound below the lowest rate tried (250K msgs/sec)")
+        );
+    }
+
+    #[test]
+    fn no_cpu_bound_note_when_every_rate_held() {
+        let cells = [load_cell(32, 1e6, Some(true)), load_cell(32, 2e6, None)];
+        let refs: Vec<&Cell> = cells.iter().collect();
+        assert_eq!(cpu_bound_note(&refs), None);
+    }
+
+    #[test]
+    fn transport_title_carries_a_common_path() {
+        let mut a = load_cell(32, 1e5, Some(true));
+        a.detail.insert("path".into(), "loopback".into());
+        let b = a.clone();
+        assert_eq!(transport_title("udp", &[&a, &b]), "UDP (loopback)");
+        let c = load_cell(32, 1e5, Some(true));
+        assert_eq!(transport_title("udp", &[&a, &c]), "UDP");
+        assert_eq!(transport_title("ipc", &[&c]), "IPC (shared memory)");
+    }
+}

@@ -1,0 +1,463 @@
+//! The text report: seed 001's Full Results shape, the other sections, and values formatted
+//! from the sample's cells.
+
+mod common;
+
+use common::{cells, rate_label, sample, thousands, transports, us};
+use peregrine_report::model::{Cell, Results, Scenario};
+use peregrine_report::text;
+
+/// The lines of the section titled `title` (title and underline excluded), up to the next
+/// section; panics when the section is absent.
+fn section<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
+    let lines: Vec<&str> = report.lines().collect();
+    let is_title = |i: usize| {
+        lines
+            .get(i + 1)
+            .is_some_and(|next| !next.is_empty() && next.chars().all(|c| c == '-'))
+    };
+    let start = (0..lines.len())
+        .find(|&i| lines[i] == title && is_title(i))
+        .unwrap_or_else(|| panic!("no section {title:?} in:\n{report}"));
+    let end = (start + 2..lines.len())
+        .find(|&i| is_title(i))
+        .unwrap_or(lines.len());
+    lines[start + 2..end].to_vec()
+}
+
+fn has_section(report: &str, title: &str) -> bool {
+    report
+        .lines()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[0] == title && w[1].chars().all(|c| c == '-') && !w[1].is_empty())
+}
+
+fn tokens(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// The line whose first token is `label`, among `lines`.
+fn row<'a>(lines: &[&'a str], label: &str) -> Option<&'a str> {
+    lines
+        .iter()
+        .copied()
+        .find(|l| l.split_whitespace().next() == Some(label))
+}
+
+fn label(c: &Cell) -> String {
+    format!(
+        "{}B/{}",
+        c.size_bytes,
+        rate_label(c.rate_requested_msgs_per_s.expect("load cells have a rate"))
+    )
+}
+
+const SEED_HEADER: [&str; 10] = [
+    "Message",
+    "Size/Rate",
+    "Min",
+    "Avg",
+    "Max",
+    "Median",
+    "99.9th",
+    "%",
+    "Std.",
+    "Dev",
+];
+
+/// Full Results lines of one transport: from its title to the coordinated-omission caption.
+fn full_block<'a>(full: &[&'a str], transport_title_prefix: &str) -> Vec<&'a str> {
+    let start = full
+        .iter()
+        .position(|l| l.starts_with(transport_title_prefix) && l.ends_with(", load with pings"))
+        .unwrap_or_else(|| panic!("no Full Results title for {transport_title_prefix}"));
+    let end = (start + 1..full.len())
+        .find(|&i| full[i].starts_with("Corrected for coordinated omission"))
+        .expect("each transport has a corrected table");
+    full[start + 1..end].to_vec()
+}
+
+/// The corrected table of one transport: from its caption to the next blank line.
+fn corrected_block<'a>(full: &[&'a str], transport_title_prefix: &str) -> Vec<&'a str> {
+    let caption = format!(
+        "Corrected for coordinated omission (from scheduled send time): {transport_title_prefix}"
+    );
+    let start = full
+        .iter()
+        .position(|l| l.starts_with(&caption))
+        .unwrap_or_else(|| panic!("no corrected table for {transport_title_prefix}"));
+    let end = (start + 1..full.len())
+        .find(|&i| full[i].is_empty())
+        .unwrap_or(full.len());
+    full[start + 1..end].to_vec()
+}
+
+fn title_prefix(transport: &str) -> &'static str {
+    match transport {
+        "ipc" => "IPC",
+        "udp" => "UDP",
+        other => panic!("the sample has no {other} load cells"),
+    }
+}
+
+#[test]
+fn header_block_names_machine_command_and_start() {
+    let r = sample();
+    let t = text(&r);
+    let head: Vec<&str> = t.lines().take_while(|l| !l.is_empty()).collect();
+    let head = head.join("\n");
+    for needle in [
+        &r.machine.cpu_model,
+        &r.machine.kernel,
+        &r.machine.clocksource,
+        &r.machine.clock,
+        &r.started_utc,
+        &r.machine.cpus_online.to_string(),
+    ] {
+        assert!(head.contains(needle.as_str()), "{needle:?} not in:\n{head}");
+    }
+    assert!(
+        head.contains(&r.command_line.join(" ")),
+        "the command line is shown:\n{head}"
+    );
+}
+
+#[test]
+fn full_results_have_one_seed_header_per_transport_and_size() {
+    let r = sample();
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let load = cells(&r, Scenario::Load);
+    let mut groups: Vec<(String, usize)> = load
+        .iter()
+        .map(|c| (c.transport.clone(), c.size_bytes))
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let headers = full.iter().filter(|l| tokens(l) == SEED_HEADER).count();
+    assert_eq!(headers, groups.len(), "{}", full.join("\n"));
+    let titles = full
+        .iter()
+        .filter(|l| l.ends_with(", load with pings"))
+        .count();
+    assert_eq!(titles, transports(&load).len());
+    // A transport's title carries the path its cells name in `detail.path`.
+    let udp_paths: Vec<Option<&str>> = load
+        .iter()
+        .filter(|c| c.transport == "udp")
+        .map(|c| c.detail.get("path").and_then(|p| p.as_str()))
+        .collect();
+    let expected = match udp_paths.first() {
+        Some(Some(path)) if udp_paths.iter().all(|p| p == &Some(*path)) => {
+            format!("UDP ({path}), load with pings")
+        }
+        _ => "UDP, load with pings".to_string(),
+    };
+    assert!(full.contains(&expected.as_str()), "no {expected:?}");
+}
+
+#[test]
+fn full_results_rows_are_the_sustained_cells_with_seed_labels() {
+    let r = sample();
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let load = cells(&r, Scenario::Load);
+    for transport in transports(&load) {
+        let block = full_block(&full, title_prefix(&transport));
+        let ours: Vec<&Cell> = load
+            .iter()
+            .copied()
+            .filter(|c| c.transport == transport)
+            .collect();
+        for c in &ours {
+            let present = row(&block, &label(c)).is_some();
+            assert_eq!(
+                present,
+                c.sustained != Some(false),
+                "{} {}: row shown iff sustained",
+                transport,
+                label(c)
+            );
+        }
+        // Rows of a size come after that size's header, rates ascending.
+        let labels: Vec<&str> = block
+            .iter()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|t| t.contains("B/"))
+            .collect();
+        let mut expected: Vec<&Cell> = ours
+            .iter()
+            .copied()
+            .filter(|c| c.sustained != Some(false))
+            .collect();
+        expected.sort_by(|a, b| {
+            (a.size_bytes, a.rate_requested_msgs_per_s.unwrap_or(0.0))
+                .partial_cmp(&(b.size_bytes, b.rate_requested_msgs_per_s.unwrap_or(0.0)))
+                .unwrap()
+        });
+        let expected: Vec<String> = expected.iter().map(|c| label(c)).collect();
+        assert_eq!(labels, expected);
+    }
+}
+
+#[test]
+fn cpu_bound_line_follows_the_size_that_could_not_keep_up() {
+    let r = sample();
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let load = cells(&r, Scenario::Load);
+    let failed: Vec<&Cell> = load
+        .iter()
+        .copied()
+        .filter(|c| c.sustained == Some(false))
+        .collect();
+    assert!(!failed.is_empty());
+    let notes: Vec<&str> = full
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| l.starts_with("CPU-bound"))
+        .collect();
+    let mut failed_groups: Vec<(String, usize)> = failed
+        .iter()
+        .map(|c| (c.transport.clone(), c.size_bytes))
+        .collect();
+    failed_groups.dedup();
+    assert_eq!(notes.len(), failed_groups.len(), "{notes:?}");
+    for (transport, size) in failed_groups {
+        let highest = load
+            .iter()
+            .filter(|c| {
+                c.transport == transport && c.size_bytes == size && c.sustained != Some(false)
+            })
+            .filter_map(|c| c.rate_requested_msgs_per_s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let expected = format!("CPU-bound after {} msgs/sec", rate_label(highest));
+        let block = full_block(&full, title_prefix(&transport));
+        // The note comes right after the last row of that size.
+        let last_row = block
+            .iter()
+            .rposition(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|t| t.starts_with(&format!("{size}B/")))
+            })
+            .expect("the size has a sustained row");
+        assert_eq!(block[last_row + 1].trim(), expected);
+    }
+    // The sample's one failure: udp 256B at 1M after 100K held.
+    assert!(notes.contains(&"CPU-bound after 100K msgs/sec"));
+}
+
+fn load_cell<'a>(r: &'a Results, transport: &str, size: usize, rate: f64) -> &'a Cell {
+    r.cells
+        .iter()
+        .find(|c| {
+            c.scenario == Some(Scenario::Load)
+                && c.transport == transport
+                && c.size_bytes == size
+                && c.rate_requested_msgs_per_s == Some(rate)
+        })
+        .unwrap_or_else(|| panic!("the sample has load {transport} {size}B at {rate}"))
+}
+
+#[test]
+fn a_known_cell_is_printed_in_microseconds_with_two_decimals() {
+    let r = sample();
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let c = load_cell(&r, "udp", 32, 100_000.0);
+    let l = c.latency.expect("latency");
+    let block = full_block(&full, "UDP");
+    let line = row(&block, "32B/100K").expect("a 32B/100K row");
+    let expected: Vec<String> = [
+        l.min_ns,
+        l.mean_ns,
+        l.max_ns,
+        l.median_ns,
+        l.p999_ns,
+        l.stddev_ns,
+    ]
+    .map(us)
+    .to_vec();
+    assert_eq!(tokens(line)[1..], expected[..], "{line}");
+
+    let corrected = corrected_block(&full, "UDP");
+    let line = row(&corrected, "32B/100K").expect("a corrected 32B/100K row");
+    let s = c.latency_from_schedule.expect("latency from schedule");
+    let mut expected: Vec<String> = [s.median_ns, s.p99_ns, s.p999_ns, s.max_ns]
+        .map(us)
+        .to_vec();
+    expected.push(thousands(
+        c.rate_achieved_msgs_per_s.expect("achieved").round() as u64,
+    ));
+    expected.push(thousands(c.lost));
+    expected.push(thousands(c.refused));
+    assert_eq!(tokens(line)[1..], expected[..], "{line}");
+}
+
+#[test]
+fn full_results_columns_are_aligned() {
+    let r = sample();
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let block = full_block(&full, "UDP");
+    let widths: Vec<usize> = block
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("CPU-bound") && !l.is_empty())
+        .map(|l| l.chars().count())
+        .collect();
+    assert!(widths.len() > 2);
+    assert!(
+        widths.iter().all(|w| *w == widths[0]),
+        "right-aligned columns end together:\n{}",
+        block.join("\n")
+    );
+}
+
+#[test]
+fn pingpong_rows_carry_the_ratio_to_their_floor() {
+    let r = sample();
+    let t = text(&r);
+    let pp = section(&t, "Ping-pong latency (half round trip), microseconds");
+    let median = |scenario: Scenario, transport: &str| {
+        cells(&r, scenario)
+            .into_iter()
+            .find(|c| c.transport == transport)
+            .and_then(|c| c.latency)
+            .map(|l| l.median_ns)
+            .unwrap_or_else(|| panic!("no {scenario:?} {transport}"))
+    };
+    let floor = cells(&r, Scenario::Floor)[0].latency.unwrap().median_ns;
+    let find = |test: &str, transport: &str| {
+        pp.iter()
+            .copied()
+            .find(|l| tokens(l).first() == Some(&test) && tokens(l).get(1) == Some(&transport))
+            .unwrap_or_else(|| panic!("no {test} {transport} row in\n{}", pp.join("\n")))
+    };
+    let ipc = find("pingpong", "ipc");
+    let ratio = median(Scenario::Pingpong, "ipc") / floor;
+    assert_eq!(tokens(ipc).last(), Some(&format!("{ratio:.2}").as_str()));
+    let udp = find("pingpong", "udp");
+    let ratio = median(Scenario::Pingpong, "udp") / median(Scenario::Raw, "udp");
+    assert_eq!(tokens(udp).last(), Some(&format!("{ratio:.2}").as_str()));
+    // The floors themselves have no ratio.
+    assert_eq!(tokens(find("floor", "cacheline")).last(), Some(&"-"));
+    assert_eq!(tokens(find("raw", "udp")).last(), Some(&"-"));
+    let header = tokens(pp.iter().find(|l| l.starts_with("test")).unwrap()).join(" ");
+    assert_eq!(
+        header,
+        "test transport size samples Min Avg Median 99th 99.9th Max Std Dev x floor"
+    );
+}
+
+#[test]
+fn max_and_throughput_rows_show_rate_and_megabytes() {
+    let r = sample();
+    let t = text(&r);
+    let max = section(&t, "Maximum sustainable throughput");
+    for c in cells(&r, Scenario::Max) {
+        let rate = c.rate_achieved_msgs_per_s.unwrap();
+        let expected = [
+            c.transport.clone(),
+            c.size_bytes.to_string(),
+            thousands(rate.round() as u64),
+            format!("{:.1}", rate * c.size_bytes as f64 / 1e6),
+        ];
+        assert!(
+            max.iter().any(|l| tokens(l) == expected),
+            "{expected:?} not in\n{}",
+            max.join("\n")
+        );
+    }
+    let tp = section(&t, "Throughput");
+    for c in cells(&r, Scenario::Throughput) {
+        let rate = c.rate_achieved_msgs_per_s.unwrap();
+        let expected = [
+            c.transport.clone(),
+            c.size_bytes.to_string(),
+            thousands(rate.round() as u64),
+            format!("{:.1}", rate * c.size_bytes as f64 / 1e6),
+            thousands(c.lost),
+        ];
+        assert!(tp.iter().any(|l| tokens(l) == expected), "{expected:?}");
+    }
+}
+
+#[test]
+fn embedded_table_follows_seed_003_table_2() {
+    let r = sample();
+    let t = text(&r);
+    let emb = section(&t, "One-way latency from embedded timestamps");
+    let all = emb.join("\n");
+    let size = cells(&r, Scenario::Embedded)[0].size_bytes;
+    for heading in [
+        format!("Update Rate [{size}-byte messages/sec]"),
+        "Mean Latency (us)".to_string(),
+        "Std Deviation (us)".to_string(),
+        "Maximum Latency (us)".to_string(),
+        "Minimum Latency (us)".to_string(),
+        "Number of Latency Points".to_string(),
+    ] {
+        assert!(all.contains(&heading), "{heading} not in\n{all}");
+    }
+    for c in cells(&r, Scenario::Embedded) {
+        let l = c.latency.unwrap();
+        let rate = thousands(c.rate_requested_msgs_per_s.unwrap().round() as u64);
+        let line = row(&emb, &rate).unwrap_or_else(|| panic!("no row {rate}"));
+        let mut expected: Vec<String> = [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
+            .map(us)
+            .to_vec();
+        expected.push(l.samples.to_string());
+        assert_eq!(tokens(line)[1..], expected[..]);
+    }
+    // Thousands separators as in the seed.
+    assert_eq!(thousands(1_000), "1,000");
+    assert_eq!(thousands(100_000), "100,000");
+}
+
+#[test]
+fn sections_without_cells_are_left_out() {
+    let mut r = sample();
+    r.cells.retain(|c| c.scenario == Some(Scenario::Pingpong));
+    let t = text(&r);
+    assert!(has_section(
+        &t,
+        "Ping-pong latency (half round trip), microseconds"
+    ));
+    for absent in [
+        "Full Results",
+        "Maximum sustainable throughput",
+        "One-way latency from embedded timestamps",
+        "Throughput",
+    ] {
+        assert!(!has_section(&t, absent), "{absent} shown with no cells");
+    }
+    // No floor or raw cell: no ratio.
+    let pp = section(&t, "Ping-pong latency (half round trip), microseconds");
+    assert!(pp
+        .iter()
+        .filter(|l| l.starts_with("pingpong"))
+        .all(|l| l.ends_with(" -")));
+}
+
+#[test]
+fn a_size_with_no_sustained_rate_says_so() {
+    let mut r = sample();
+    for c in &mut r.cells {
+        if c.scenario == Some(Scenario::Load) && c.transport == "udp" && c.size_bytes == 256 {
+            c.sustained = Some(false);
+        }
+    }
+    let t = text(&r);
+    let full = section(&t, "Full Results");
+    let block = full_block(&full, "UDP");
+    assert!(row(&block, "256B/100K").is_none());
+    assert!(
+        block
+            .iter()
+            .any(|l| l.trim() == "CPU-bound below the lowest rate tried (100K msgs/sec)"),
+        "{}",
+        block.join("\n")
+    );
+}
