@@ -54,11 +54,7 @@ fn line_path(name: &str) -> PathBuf {
 }
 
 /// Runs the floor: spawns the pong process with `exe`, pins itself, measures.
-pub fn run(
-    cfg: &FloorConfig,
-    exe: &Path,
-    clock: &Clock,
-) -> Result<LatencyRecorder, BenchError> {
+pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder, BenchError> {
     let name = crate::run_name("floor");
     let path = line_path(&name);
     let line = Line::open(&path, true)?;

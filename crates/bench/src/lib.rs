@@ -13,8 +13,8 @@
 
 pub mod clock;
 pub mod floor;
-pub mod output;
 pub mod load;
+pub mod output;
 pub mod pacer;
 pub mod pingpong;
 pub mod proc;

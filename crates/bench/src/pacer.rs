@@ -277,7 +277,11 @@ mod tests {
         assert!(steady.iter().all(|&b| (13..=16).contains(&b)), "{steady:?}");
         // The rate holds exactly: what is due is sent, to within the batch in flight.
         let want = expected(2_000_000.0, r.end_ns);
-        assert!(r.sent <= want && want - r.sent <= 16, "{} vs {want}", r.sent);
+        assert!(
+            r.sent <= want && want - r.sent <= 16,
+            "{} vs {want}",
+            r.sent
+        );
     }
 
     #[test]

@@ -112,10 +112,11 @@ impl ResultsFolder {
             k += 1;
         }
         cell.id = id;
-        let hists: Vec<(&str, &LatencyRecorder)> = [("from-send", from_send), ("from-schedule", from_schedule)]
-            .into_iter()
-            .filter_map(|(t, r)| r.filter(|r| r.summary().samples > 0).map(|r| (t, r)))
-            .collect();
+        let hists: Vec<(&str, &LatencyRecorder)> =
+            [("from-send", from_send), ("from-schedule", from_schedule)]
+                .into_iter()
+                .filter_map(|(t, r)| r.filter(|r| r.summary().samples > 0).map(|r| (t, r)))
+                .collect();
         if !hists.is_empty() {
             let rel = format!("hdr/{}.hlog", cell.id);
             self.write_hlog(&self.dir.join(&rel), &cell, &hists)?;
@@ -368,7 +369,11 @@ mod tests {
             latency: Some(rec.summary().into()),
             ..Default::default()
         };
-        let id = f.add(cell.clone(), Some(&rec), Some(&rec)).unwrap().id.clone();
+        let id = f
+            .add(cell.clone(), Some(&rec), Some(&rec))
+            .unwrap()
+            .id
+            .clone();
         assert_eq!(id, "load-udp-32B_1M");
         let id2 = f.add(cell, None, None).unwrap().id.clone();
         assert_eq!(id2, "load-udp-32B_1M-2");
@@ -381,7 +386,10 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
         let columns = CSV_HEADER.split(',').count();
-        assert!(lines.iter().all(|l| l.split(',').count() == columns), "{csv}");
+        assert!(
+            lines.iter().all(|l| l.split(',').count() == columns),
+            "{csv}"
+        );
         assert!(lines[1].starts_with("load-udp-32B_1M,load,udp,32,"));
 
         // The log holds both histograms, tagged, with every sample.
@@ -394,7 +402,10 @@ mod tests {
                     .deserialize(&mut bytes.as_slice())
                     .unwrap();
                 assert_eq!(hist.len(), 1000);
-                assert_eq!(hist.value_at_quantile(0.5), rec.histogram().value_at_quantile(0.5));
+                assert_eq!(
+                    hist.value_at_quantile(0.5),
+                    rec.histogram().value_at_quantile(0.5)
+                );
                 tags.push(h.tag().unwrap().as_str().to_string());
             }
         }
@@ -412,7 +423,10 @@ mod tests {
         let e = ResultsFolder::create(Some(&base), "t", vec![], &clock, CpuPair::default_pair())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--out") && e.contains("not an empty folder"), "{e}");
+        assert!(
+            e.contains("--out") && e.contains("not an empty folder"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 

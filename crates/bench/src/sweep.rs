@@ -41,7 +41,8 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     let mut cpu_s = BTreeMap::new();
     cpu_s.insert("publisher".to_string(), round3(r.publisher_cpu_s));
     cpu_s.insert("subscriber".to_string(), round3(r.subscriber_cpu_s));
-    let sustained = r.sustained(cfg.rate_msgs_per_s) && (scenario != Scenario::MaxProbe || r.refused == 0);
+    let sustained =
+        r.sustained(cfg.rate_msgs_per_s) && (scenario != Scenario::MaxProbe || r.refused == 0);
     let kind = match scenario {
         Scenario::Embedded => "embedded",
         Scenario::MaxProbe => "max-probe",
@@ -49,6 +50,15 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     };
     let mut detail = serde_json::Map::new();
     detail.insert("idle".into(), cfg.idle.name().into());
+    if cfg.transport != "ipc" {
+        // The report titles a transport with its path when all its cells share one.
+        let path = if cfg.uri.is_none() {
+            "loopback"
+        } else {
+            "given URI"
+        };
+        detail.insert("path".into(), path.into());
+    }
     detail.insert("cpus".into(), cfg.cpus.to_arg().into());
     detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
     detail.insert("batches".into(), r.batches.into());
@@ -161,7 +171,7 @@ mod tests {
     fn the_search_goes_up_by_doubling_then_bisects() {
         let (r, tried) = search(3_300_000.0, 1_000_000.0);
         let r = r.unwrap();
-        assert!(r <= 3_300_000.0 && r >= 3_300_000.0 / 1.05, "{r}");
+        assert!((3_300_000.0 / 1.05..=3_300_000.0).contains(&r), "{r}");
         assert_eq!(&tried[..3], &[1e6, 2e6, 4e6]);
         assert!(tried.len() <= 8, "{tried:?}");
     }
@@ -170,7 +180,7 @@ mod tests {
     fn the_search_goes_down_when_the_start_fails() {
         let (r, tried) = search(180_000.0, 1_000_000.0);
         let r = r.unwrap();
-        assert!(r <= 180_000.0 && r >= 180_000.0 / 1.05, "{r} {tried:?}");
+        assert!((180_000.0 / 1.05..=180_000.0).contains(&r), "{r} {tried:?}");
         assert_eq!(&tried[..4], &[1e6, 5e5, 2.5e5, 1.25e5]);
     }
 

@@ -11,15 +11,15 @@ use peregrine_bench::floor::FloorConfig;
 use peregrine_bench::load::{LoadConfig, Method};
 use peregrine_bench::output::{format_rate, Printer, ResultLine};
 use peregrine_bench::pacer::default_ping_every;
-use peregrine_bench::sweep::{load_cell, rate_label, search_max};
 use peregrine_bench::pingpong::PingPongConfig;
 use peregrine_bench::raw::RawConfig;
+use peregrine_bench::results::ResultsFolder;
 use peregrine_bench::sockperf::SockperfConfig;
+use peregrine_bench::stats::LatencyRecorder;
 use peregrine_bench::stats::Summary;
+use peregrine_bench::sweep::{load_cell, rate_label, search_max};
 use peregrine_bench::throughput::ThroughputConfig;
 use peregrine_bench::CpuPair;
-use peregrine_bench::results::ResultsFolder;
-use peregrine_bench::stats::LatencyRecorder;
 use peregrine_report::model::{Cell, Scenario as CellKind};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,7 +126,11 @@ struct SweepArgs {
     #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
     transports: Vec<String>,
     /// Message sizes in bytes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "32,128,256,512,1024,1472,2048")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "32,128,256,512,1024,1472,2048"
+    )]
     sizes: Vec<usize>,
     /// Rates in messages per second, comma-separated (suffixes k, m).
     #[arg(long, value_delimiter = ',', default_value = "10k,100k,250k,500k,1m,1.5m,2m", value_parser = parse_rate)]
@@ -156,6 +160,9 @@ struct MaxArgs {
     /// The first rate tried (suffixes k, m).
     #[arg(long, default_value = "1m", value_parser = parse_rate)]
     start_rate: f64,
+    /// The highest rate tried (suffixes k, m).
+    #[arg(long, default_value = "200m", value_parser = parse_rate)]
+    max_rate: f64,
     /// The measured interval of each probe, in seconds.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
@@ -426,10 +433,15 @@ fn bench(b: BenchArgs) -> Result<()> {
     // The seeds' tables are the output of the scenarios that make them.
     let tables = matches!(
         b.scenario,
-        None | Some(Scenario::Load(_) | Scenario::Sweep(_) | Scenario::Max(_) | Scenario::Latency(_))
+        None | Some(
+            Scenario::Load(_) | Scenario::Sweep(_) | Scenario::Max(_) | Scenario::Latency(_)
+        )
     );
     let result = bench_scenario(b.scenario, &mut out, &mut rec);
-    let measured = rec.folder.as_ref().is_some_and(|f| !f.results().cells.is_empty());
+    let measured = rec
+        .folder
+        .as_ref()
+        .is_some_and(|f| !f.results().cells.is_empty());
     if !measured {
         // Nothing was measured (a rejected flag, a failure before the first cell).
         let _ = std::fs::remove_dir_all(&dir);
@@ -461,11 +473,7 @@ fn bench(b: BenchArgs) -> Result<()> {
     result
 }
 
-fn bench_scenario(
-    scenario: Option<Scenario>,
-    out: &mut Printer,
-    rec: &mut Recorder,
-) -> Result<()> {
+fn bench_scenario(scenario: Option<Scenario>, out: &mut Printer, rec: &mut Recorder) -> Result<()> {
     match scenario {
         None => default_suite(out, rec),
         Some(Scenario::Floor(a)) => {
@@ -612,7 +620,8 @@ fn bench_scenario(
                 ] {
                     cell.detail.insert(k.into(), round3(v).into());
                 }
-                cell.detail.insert("sockperf_client".into(), client.clone().into());
+                cell.detail
+                    .insert("sockperf_client".into(), client.clone().into());
                 rec.add(cell, Some(&samples), None)?;
                 out.print(&ours);
                 out.print(&line);
@@ -1196,7 +1205,13 @@ fn max_command(a: MaxArgs, out: &mut Printer, rec: &mut Recorder) -> Result<()> 
         }
     }
     const FLOOR_MSGS_PER_S: f64 = 1_000.0;
-    const CAP_MSGS_PER_S: f64 = 200_000_000.0;
+    if a.max_rate < a.start_rate {
+        bail!(
+            "--max-rate {} is not accepted: give at least --start-rate ({})",
+            format_rate(a.max_rate),
+            format_rate(a.start_rate)
+        );
+    }
     let bar = progress(0);
     if out.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -1206,8 +1221,8 @@ fn max_command(a: MaxArgs, out: &mut Printer, rec: &mut Recorder) -> Result<()> 
             let mut probes = 0u64;
             let best = search_max(
                 a.start_rate,
-                FLOOR_MSGS_PER_S,
-                CAP_MSGS_PER_S,
+                FLOOR_MSGS_PER_S.min(a.start_rate),
+                a.max_rate,
                 0.05,
                 |rate| -> Result<bool> {
                     bar.set_message(format!("{t} {size}B: trying {} msgs/s", rate_label(rate)));

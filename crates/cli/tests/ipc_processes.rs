@@ -22,6 +22,7 @@ fn unique(tag: &str) -> String {
 fn run(args: &[&str]) -> Output {
     Command::new(exe())
         .args(args)
+        .env("PEREGRINE_RESULTS", common::results_base())
         .output()
         .expect("peregrine runs")
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_peregrine"));
-    c.args(args);
+    c.args(args)
+        .env("PEREGRINE_RESULTS", common::results_base());
     for (k, v) in env {
         c.env(k, v);
     }

@@ -51,3 +51,8 @@ impl Drop for Role {
         let _ = self.child.wait();
     }
 }
+
+/// Where the benchmark runs of the tests write their results folders (not the source tree).
+pub fn results_base() -> std::path::PathBuf {
+    std::env::temp_dir().join("peregrine-test-results")
+}
