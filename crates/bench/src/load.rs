@@ -289,6 +289,13 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     };
     let mut sub = ctx.subscriber("bench.reflect", &reflect_uri, IdleKind::Spin)?;
     crate::pingpong::wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "subscriber")?;
+    // A network subscriber may still be learning the session (the heartbeat answering its
+    // join): let it, so that it joins at message 0 rather than at a later position.
+    let settle = Instant::now();
+    while cfg.transport != "ipc" && settle.elapsed() < Duration::from_millis(20) {
+        publ.do_work();
+        std::thread::sleep(Duration::from_millis(1));
+    }
 
     let mut latency = LatencyRecorder::new();
     let mut from_schedule = LatencyRecorder::new();
