@@ -1365,35 +1365,20 @@ fn print_cell(out: &Printer, c: &Cell) {
     println!("{line}");
 }
 
+/// The suite's header: what `results.json` records of the machine.
 fn print_machine(clock: &Clock, cpus: CpuPair) {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let cs =
-        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .unwrap_or_default();
+    let m = peregrine_bench::results::machine(clock, cpus);
     println!("Peregrine {} benchmark", env!("CARGO_PKG_VERSION"));
     println!(
-        "machine: {model}, {} CPUs allowed, kernel {}, clocksource {}",
-        peregrine_agent_cpus(),
-        kernel.trim(),
-        cs.trim()
+        "machine: {}, {} CPUs allowed, kernel {}, clocksource {}",
+        m.cpu_model,
+        m.cpus_allowed.len(),
+        m.kernel,
+        m.clocksource
     );
-    println!("clock:   {}", clock.describe());
+    println!("clock:   {}", m.clock);
     println!(
         "cpus:    measuring side on {}, other side on {}",
         cpus.a, cpus.b
     );
-}
-
-fn peregrine_agent_cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
