@@ -12,7 +12,8 @@
 //! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
 //!
-//! The resolver lands here next.
+//! - [`resolver`]: topic resolution (advertisements, queries, wildcard subscriptions, expiry);
+//! - [`resolverd`]: the relay of `peregrine resolverd`, for networks without multicast.
 #![forbid(unsafe_code)]
 
 pub mod counters;
@@ -22,5 +23,7 @@ pub mod lossgen;
 pub mod rate;
 pub mod receiver;
 pub mod receivers;
+pub mod resolver;
+pub mod resolverd;
 pub mod retention;
 pub mod sender;

@@ -1,0 +1,1094 @@
+//! Topic resolution, sans I/O: publishers advertise `(topic, transport URI, session)`,
+//! subscribers query for topic names or patterns, and every context keeps a table of the
+//! sources it has heard of, expiring those that stop advertising.
+//!
+//! The model is Ultra Messaging's resolver:
+//!
+//! - **Advertisements** of each publication follow a [`Schedule`]: an *initial phase* whose
+//!   interval starts at `min_initial_interval_ns` and doubles up to `max_initial_interval_ns`
+//!   for `initial_duration_ns`, then a *sustain phase* of one advertisement every
+//!   `sustain_interval_ns` for as long as the publication lives. (UM's
+//!   `resolver_advertisement_minimum_initial_interval`, `..._maximum_initial_interval`,
+//!   `..._minimum_initial_duration` and `..._sustain_interval`.) Each carries a TTL; a receiver
+//!   that hears nothing for that long expires the source. A closed publication sends one
+//!   advertisement with TTL 0, which withdraws it at once.
+//! - **Queries** of each subscription follow their own schedule. An exact subscription stops
+//!   querying once a source answers and starts again when its last source is lost; a wildcard
+//!   subscription queries through its initial phase only (matching topics that appear later
+//!   are found by their own advertisements). A query brings the matching publications' next
+//!   advertisement forward to now, at most once per `min_initial_interval_ns` each.
+//! - **Bounded traffic**: advertisements of one publication travel together in one datagram,
+//!   datagrams are packed up to `datagram_len` (sustain-phase advertisements due within a tenth
+//!   of the sustain interval are sent early to fill a datagram), and a token bucket caps advertisements per
+//!   second (`max_advertisements_per_s`). An advertisement held back by the cap is sent late,
+//!   never dropped.
+//!
+//! Inputs: [`Resolver::advertise`], [`Resolver::withdraw`], [`Resolver::subscribe`],
+//! [`Resolver::unsubscribe`] and [`Resolver::on_datagram`], each with `now_ns`. Outputs:
+//! datagrams from [`Resolver::poll_transmit`], the next deadline from
+//! [`Resolver::poll_timeout`], and [`ResolverEvent`]s from [`Resolver::poll_event`]. Local
+//! publications match local subscriptions directly, with no datagram.
+//!
+//! Every received datagram is checked frame by frame. Malformed frames are counted by
+//! [`WireError`] kind; well-formed frames that cannot be true (a stream id that is not the
+//! topic's, a URI with no known scheme, a TTL above `max_ttl_ms`, a session that changes topic, a
+//! claim to one of this context's own sessions) are rejected and counted too
+//! ([`ResolverCounters`]). Nothing a peer sends can make the table grow past `max_sources`.
+//!
+//! ```
+//! use peregrine_proto::resolver::{Pattern, Resolver, ResolverConfig, ResolverEvent};
+//! use peregrine_wire::query::PatternKind;
+//!
+//! let mut publisher = Resolver::new(ResolverConfig::new(1));
+//! let mut subscriber = Resolver::new(ResolverConfig::new(2));
+//! publisher.advertise("md.eq.AAPL", 0xAB, &["udp://10.0.0.1:4000".into()], 0).unwrap();
+//! let sub = subscriber.subscribe(Pattern::new(PatternKind::Glob, "md.eq.*").unwrap(), 0);
+//!
+//! // Carry datagrams both ways, as a socket would.
+//! let mut buf = [0u8; 1472];
+//! while let Some(n) = subscriber.poll_transmit(0, &mut buf) {
+//!     publisher.on_datagram(&buf[..n], 0);
+//! }
+//! while let Some(n) = publisher.poll_transmit(0, &mut buf) {
+//!     subscriber.on_datagram(&buf[..n], 0);
+//! }
+//! match subscriber.poll_event() {
+//!     Some(ResolverEvent::SourceFound { subscription, source }) => {
+//!         assert_eq!(subscription, sub);
+//!         assert_eq!(source.topic, "md.eq.AAPL");
+//!         assert_eq!(source.uris, ["udp://10.0.0.1:4000"]);
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+use crate::rate::TokenBucket;
+use peregrine_wire::advertise::{check_topic, check_uri, AdvertiseFrame, AdvertiseRepr};
+use peregrine_wire::header::{FrameType, Frames};
+use peregrine_wire::query::{check_pattern, PatternKind, QueryFrame, QueryRepr};
+use peregrine_wire::{align_frame, WireError};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::fmt;
+
+/// The stream id of a topic inside a session: FNV-1a of its name. Receivers check it against
+/// the advertised topic, so a corrupted or forged pairing is rejected.
+pub fn stream_id_of(topic: &str) -> u32 {
+    topic.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The URI schemes an advertisement may name.
+pub const SCHEMES: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
+
+/// The shortest TTL honoured: shorter ones are raised to it, so a peer cannot make this
+/// context rescan its table every few microseconds.
+pub const MIN_TTL_MS: u32 = 100;
+/// How many distinct incoming query patterns are kept compiled.
+const PATTERN_CACHE: usize = 256;
+
+/// When advertisements (or queries) are sent: an initial phase of doubling intervals, then a
+/// steady sustain interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// The first interval of the initial phase.
+    pub min_initial_interval_ns: u64,
+    /// The interval doubles after each send up to this.
+    pub max_initial_interval_ns: u64,
+    /// How long the initial phase lasts, from the first send.
+    pub initial_duration_ns: u64,
+    /// The interval after the initial phase.
+    pub sustain_interval_ns: u64,
+}
+
+impl Schedule {
+    /// The defaults of advertisements: 10 ms doubling to 500 ms for 5 s, then every second.
+    pub const ADVERTISE: Schedule = Schedule {
+        min_initial_interval_ns: 10_000_000,
+        max_initial_interval_ns: 500_000_000,
+        initial_duration_ns: 5_000_000_000,
+        sustain_interval_ns: 1_000_000_000,
+    };
+    /// The defaults of queries: 20 ms doubling to 200 ms for 5 s, then every second (exact
+    /// subscriptions still unresolved only).
+    pub const QUERY: Schedule = Schedule {
+        min_initial_interval_ns: 20_000_000,
+        max_initial_interval_ns: 200_000_000,
+        initial_duration_ns: 5_000_000_000,
+        sustain_interval_ns: 1_000_000_000,
+    };
+
+    /// When the next send is due, given the first send at `start_ns`, the latest at `last_ns`
+    /// and `sends` sends so far (at least 1).
+    pub fn next_ns(&self, start_ns: u64, last_ns: u64, sends: u32) -> u64 {
+        if last_ns.saturating_sub(start_ns) < self.initial_duration_ns {
+            let doublings = sends.saturating_sub(1).min(40);
+            let interval = self
+                .min_initial_interval_ns
+                .saturating_mul(1u64 << doublings)
+                .min(self.max_initial_interval_ns);
+            last_ns.saturating_add(interval)
+        } else {
+            last_ns.saturating_add(self.sustain_interval_ns)
+        }
+    }
+
+    /// Whether the initial phase is over after a send at `last_ns`.
+    pub fn in_initial_phase(&self, start_ns: u64, last_ns: u64) -> bool {
+        last_ns.saturating_sub(start_ns) < self.initial_duration_ns
+    }
+
+    /// Checks the values: every interval positive and the maximum at least the minimum.
+    pub fn check(&self) -> Result<(), String> {
+        if self.min_initial_interval_ns == 0 || self.sustain_interval_ns == 0 {
+            return Err("intervals must be above 0".into());
+        }
+        if self.max_initial_interval_ns < self.min_initial_interval_ns {
+            return Err(format!(
+                "the maximum initial interval ({} ms) is below the minimum ({} ms)",
+                self.max_initial_interval_ns / 1_000_000,
+                self.min_initial_interval_ns / 1_000_000
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A resolver's settings. [`ResolverConfig::new`] gives the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolverConfig {
+    /// This context's id: the `session_id` of its QUERY frames.
+    pub context_id: u32,
+    pub advertise: Schedule,
+    pub query: Schedule,
+    /// The TTL this context's advertisements carry (default 5 s: five sustain intervals).
+    pub ttl_ms: u32,
+    /// Advertisements with a longer TTL are rejected (default one hour).
+    pub max_ttl_ms: u32,
+    /// Largest datagram sent (default 1472: one Ethernet frame).
+    pub datagram_len: usize,
+    /// Advertisements per second at most (default 20 000; 0: unlimited), with a burst of
+    /// `advertisement_burst`.
+    pub max_advertisements_per_s: u64,
+    pub advertisement_burst: u64,
+    /// Most remote sources kept (default 100 000); advertisements of new ones beyond it are
+    /// rejected and counted.
+    pub max_sources: usize,
+}
+
+impl ResolverConfig {
+    pub fn new(context_id: u32) -> Self {
+        ResolverConfig {
+            context_id,
+            advertise: Schedule::ADVERTISE,
+            query: Schedule::QUERY,
+            ttl_ms: 5_000,
+            max_ttl_ms: 3_600_000,
+            datagram_len: 1472,
+            max_advertisements_per_s: 20_000,
+            advertisement_burst: 1_000,
+            max_sources: 100_000,
+        }
+    }
+}
+
+/// A topic pattern: an exact name, a glob (`*` any run of characters, `?` one character) or a
+/// regular expression that must match the whole name.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    kind: PatternKind,
+    text: String,
+    regex: Option<regex::Regex>,
+}
+
+/// Why a pattern was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    pub pattern: String,
+    pub problem: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid topic pattern '{}': {}",
+            self.pattern, self.problem
+        )
+    }
+}
+impl std::error::Error for PatternError {}
+
+impl Pattern {
+    /// Compiles a pattern; the text follows the rules of a topic name (1 to 1024 bytes of
+    /// UTF-8 without NUL). A regular expression is limited to 1 MiB compiled.
+    pub fn new(kind: PatternKind, text: &str) -> Result<Pattern, PatternError> {
+        let err = |problem: String| PatternError {
+            pattern: text.chars().take(80).collect(),
+            problem,
+        };
+        check_pattern(text).map_err(|e| err(e.to_string()))?;
+        let regex = match kind {
+            PatternKind::Regex => Some(
+                regex::RegexBuilder::new(&format!("^(?:{text})$"))
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| err(format!("not a regular expression: {e}")))?,
+            ),
+            _ => None,
+        };
+        Ok(Pattern {
+            kind,
+            text: text.to_string(),
+            regex,
+        })
+    }
+
+    /// An exact name, or a glob when `text` holds `*` or `?`.
+    pub fn exact_or_glob(text: &str) -> Result<Pattern, PatternError> {
+        let kind = if text.contains(['*', '?']) {
+            PatternKind::Glob
+        } else {
+            PatternKind::Exact
+        };
+        Pattern::new(kind, text)
+    }
+
+    pub fn kind(&self) -> PatternKind {
+        self.kind
+    }
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+    /// True for globs and regular expressions.
+    pub fn is_wildcard(&self) -> bool {
+        self.kind != PatternKind::Exact
+    }
+
+    pub fn matches(&self, topic: &str) -> bool {
+        match (&self.kind, &self.regex) {
+            (PatternKind::Exact, _) => self.text == topic,
+            (PatternKind::Glob, _) => glob_match(&self.text, topic),
+            (PatternKind::Regex, Some(r)) => r.is_match(topic),
+            (PatternKind::Regex, None) => false,
+        }
+    }
+}
+
+/// Shell-style glob over characters, without path semantics (`*` crosses dots): topic names
+/// are not paths, which is why this is not `globset`. Linear backtracking on the last `*`.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Names a local publication.
+pub type PublicationId = u64;
+/// Names a local subscription.
+pub type SubscriptionId = u64;
+
+/// A source as a subscriber learns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceInfo {
+    pub topic: String,
+    pub session_id: u32,
+    pub stream_id: u32,
+    /// Every transport the publisher offers, in the order it advertised them.
+    pub uris: Vec<String>,
+    /// Published by this very context.
+    pub local: bool,
+}
+
+/// Why a source went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostReason {
+    /// No advertisement arrived within its TTL.
+    Expired,
+    /// The publisher withdrew it (closed).
+    Withdrawn,
+}
+
+impl LostReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            LostReason::Expired => "expired",
+            LostReason::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+/// What the resolver tells its subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolverEvent {
+    /// A source of a matching topic appeared (or was already known when the subscription was
+    /// made).
+    SourceFound {
+        subscription: SubscriptionId,
+        source: SourceInfo,
+    },
+    /// A source this subscription was told of is gone.
+    SourceLost {
+        subscription: SubscriptionId,
+        topic: String,
+        session_id: u32,
+        stream_id: u32,
+        reason: LostReason,
+    },
+}
+
+/// What a resolver counted. Field names are stable (JSON output, docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResolverCounters {
+    pub datagrams_received: u64,
+    pub advertisements_received: u64,
+    pub queries_received: u64,
+    /// Advertisements with TTL 0 that removed a known source.
+    pub withdrawals_received: u64,
+    /// This context's own frames heard back (multicast loops them back).
+    pub own_frames: u64,
+    /// Malformed frames, by [`WireError::index`] (see [`WireError::NAMES`]): wrong sizes,
+    /// over-long texts, unknown versions and types, bad magic...
+    pub malformed: [u64; WireError::KINDS],
+    /// Well-formed frames of a type the resolver does not take (DATA on the resolver port).
+    pub unexpected_frames: u64,
+    /// Advertisements whose stream id is not their topic's.
+    pub bad_stream_id: u64,
+    /// Advertisements whose URI names no known transport.
+    pub bad_uri: u64,
+    /// Advertisements whose TTL is above `max_ttl_ms`.
+    pub bad_ttl: u64,
+    /// Advertisements of a known session under another topic.
+    pub conflicts: u64,
+    /// Advertisements claiming one of this context's sessions with another topic or URI.
+    pub spoofed_own: u64,
+    /// Queries whose regular expression does not compile.
+    pub bad_patterns: u64,
+    /// Advertisements of new sources refused because the table was full.
+    pub table_full: u64,
+    pub datagrams_sent: u64,
+    pub advertisements_sent: u64,
+    pub queries_sent: u64,
+    /// Advertisements brought forward to answer a query.
+    pub query_responses: u64,
+    /// Times the advertisement rate limit held a due advertisement back.
+    pub advertisements_delayed: u64,
+    pub sources_found: u64,
+    pub sources_expired: u64,
+    pub sources_withdrawn: u64,
+}
+
+impl ResolverCounters {
+    /// Every frame rejected: malformed, unexpected or not believable.
+    pub fn rejected(&self) -> u64 {
+        self.malformed.iter().sum::<u64>()
+            + self.unexpected_frames
+            + self.bad_stream_id
+            + self.bad_uri
+            + self.bad_ttl
+            + self.conflicts
+            + self.spoofed_own
+            + self.bad_patterns
+            + self.table_full
+    }
+}
+
+/// Why a publication could not be advertised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdvertiseError {
+    /// The topic or a URI breaks the wire rules.
+    Invalid(WireError),
+    /// No URI given, or one with no known scheme.
+    BadUri(String),
+    /// The advertisements of one publication must fit in one datagram.
+    TooLong { needed: usize, datagram_len: usize },
+    /// This session already advertises this topic.
+    Duplicate,
+}
+
+impl fmt::Display for AdvertiseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdvertiseError::Invalid(e) => write!(f, "cannot advertise: {e}"),
+            AdvertiseError::BadUri(u) => write!(
+                f,
+                "cannot advertise URI '{u}': expected one of {}:// followed by an address",
+                SCHEMES.join("://, ")
+            ),
+            AdvertiseError::TooLong {
+                needed,
+                datagram_len,
+            } => write!(
+                f,
+                "the topic and URIs need {needed} bytes of advertisements, above the resolver datagram of {datagram_len} bytes: shorten them or raise the datagram size"
+            ),
+            AdvertiseError::Duplicate => write!(f, "this session already advertises the topic"),
+        }
+    }
+}
+impl std::error::Error for AdvertiseError {}
+
+#[derive(Debug)]
+struct Publication {
+    topic: String,
+    session_id: u32,
+    stream_id: u32,
+    uris: Vec<String>,
+    start_ns: u64,
+    last_ns: u64,
+    sends: u32,
+    next_ns: u64,
+}
+
+/// Where frames of `lens` end when packed from `at`, each at an 8-byte aligned offset.
+fn packed_end(at: usize, lens: impl Iterator<Item = usize>) -> usize {
+    lens.fold(at, |end, len| align_frame(end) + len)
+}
+
+fn advertise_len(topic: &str, uri: &str) -> usize {
+    peregrine_wire::advertise::ADVERTISE_HEADER_LEN + topic.len() + uri.len()
+}
+
+#[derive(Debug)]
+struct Subscription {
+    pattern: Pattern,
+    query_id: u32,
+    start_ns: u64,
+    last_ns: u64,
+    sends: u32,
+    /// When the next query is due; `None`: not querying.
+    next_ns: Option<u64>,
+    /// Sources this subscription was told of.
+    sources: usize,
+}
+
+#[derive(Debug)]
+struct Source {
+    topic: String,
+    /// (uri, expires_ns); local sources never expire.
+    uris: Vec<(String, u64)>,
+    local: bool,
+    /// Subscriptions told of this source.
+    told: Vec<SubscriptionId>,
+}
+
+type SourceKey = (u32, u32);
+
+/// One context's resolver: its publications, subscriptions and table of sources.
+#[derive(Debug)]
+pub struct Resolver {
+    cfg: ResolverConfig,
+    publications: HashMap<PublicationId, Publication>,
+    subscriptions: HashMap<SubscriptionId, Subscription>,
+    sources: HashMap<SourceKey, Source>,
+    remote_sources: usize,
+    /// (due_ns, id) of every publication.
+    ads_due: BTreeSet<(u64, PublicationId)>,
+    /// (due_ns, id) of every subscription that queries.
+    queries_due: BTreeSet<(u64, SubscriptionId)>,
+    /// TTL-0 advertisements still to send: (topic, session, stream, uri).
+    withdrawals: VecDeque<(String, u32, u32, String)>,
+    events: VecDeque<ResolverEvent>,
+    bucket: TokenBucket,
+    /// The rate limit stopped advertisements at this time; retry one token later.
+    limited_at_ns: Option<u64>,
+    /// No remote source expires before this.
+    next_expiry_ns: u64,
+    next_id: u64,
+    patterns: HashMap<(u8, String), Option<Pattern>>,
+    counters: ResolverCounters,
+}
+
+impl Resolver {
+    pub fn new(cfg: ResolverConfig) -> Self {
+        let bucket = TokenBucket::new(cfg.max_advertisements_per_s, cfg.advertisement_burst, 0);
+        Resolver {
+            cfg,
+            publications: HashMap::new(),
+            subscriptions: HashMap::new(),
+            sources: HashMap::new(),
+            remote_sources: 0,
+            ads_due: BTreeSet::new(),
+            queries_due: BTreeSet::new(),
+            withdrawals: VecDeque::new(),
+            events: VecDeque::new(),
+            bucket,
+            limited_at_ns: None,
+            next_expiry_ns: u64::MAX,
+            next_id: 1,
+            patterns: HashMap::new(),
+            counters: ResolverCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &ResolverConfig {
+        &self.cfg
+    }
+    pub fn counters(&self) -> ResolverCounters {
+        self.counters
+    }
+    /// Remote sources currently known.
+    pub fn remote_sources(&self) -> usize {
+        self.remote_sources
+    }
+    pub fn publications(&self) -> usize {
+        self.publications.len()
+    }
+
+    /// Starts advertising `topic`, published by `session_id` and reachable at each of `uris`.
+    /// The first advertisement is due at once; local subscriptions that match are told now.
+    pub fn advertise(
+        &mut self,
+        topic: &str,
+        session_id: u32,
+        uris: &[String],
+        now_ns: u64,
+    ) -> Result<PublicationId, AdvertiseError> {
+        check_topic(topic).map_err(AdvertiseError::Invalid)?;
+        if uris.is_empty() {
+            return Err(AdvertiseError::BadUri(String::new()));
+        }
+        for u in uris {
+            check_uri(u).map_err(AdvertiseError::Invalid)?;
+            if !known_scheme(u) {
+                return Err(AdvertiseError::BadUri(u.clone()));
+            }
+        }
+        let stream_id = stream_id_of(topic);
+        if self.sources.contains_key(&(session_id, stream_id)) {
+            return Err(AdvertiseError::Duplicate);
+        }
+        let p = Publication {
+            topic: topic.to_string(),
+            session_id,
+            stream_id,
+            uris: uris.to_vec(),
+            start_ns: now_ns,
+            last_ns: now_ns,
+            sends: 0,
+            next_ns: now_ns,
+        };
+        let needed = packed_end(0, p.uris.iter().map(|u| advertise_len(&p.topic, u)));
+        if needed > self.cfg.datagram_len {
+            return Err(AdvertiseError::TooLong {
+                needed,
+                datagram_len: self.cfg.datagram_len,
+            });
+        }
+        let id = self.take_id();
+        self.ads_due.insert((now_ns, id));
+        self.publications.insert(id, p);
+        let source = Source {
+            topic: topic.to_string(),
+            uris: uris.iter().map(|u| (u.clone(), u64::MAX)).collect(),
+            local: true,
+            told: Vec::new(),
+        };
+        self.sources.insert((session_id, stream_id), source);
+        self.tell_matching((session_id, stream_id));
+        Ok(id)
+    }
+
+    /// Stops advertising: one TTL-0 advertisement per URI goes out, and local subscriptions
+    /// are told the source was withdrawn.
+    pub fn withdraw(&mut self, id: PublicationId, now_ns: u64) {
+        let Some(p) = self.publications.remove(&id) else {
+            return;
+        };
+        self.ads_due.remove(&(p.next_ns, id));
+        for uri in &p.uris {
+            self.withdrawals
+                .push_back((p.topic.clone(), p.session_id, p.stream_id, uri.clone()));
+        }
+        self.remove_source((p.session_id, p.stream_id), LostReason::Withdrawn, now_ns);
+    }
+
+    /// Subscribes to the topics `pattern` matches. Known sources that match are reported at
+    /// once; the first query is due now.
+    pub fn subscribe(&mut self, pattern: Pattern, now_ns: u64) -> SubscriptionId {
+        let id = self.take_id();
+        let query_id = id as u32;
+        self.subscriptions.insert(
+            id,
+            Subscription {
+                pattern,
+                query_id,
+                start_ns: now_ns,
+                last_ns: now_ns,
+                sends: 0,
+                next_ns: None,
+                sources: 0,
+            },
+        );
+        let keys: Vec<SourceKey> = self.sources.keys().copied().collect();
+        for key in keys {
+            self.tell_one(key, id);
+        }
+        let s = &self.subscriptions[&id];
+        if s.pattern.is_wildcard() || s.sources == 0 {
+            self.start_queries(id, now_ns);
+        }
+        id
+    }
+
+    /// Ends a subscription; it gets no more events.
+    pub fn unsubscribe(&mut self, id: SubscriptionId) {
+        if let Some(s) = self.subscriptions.remove(&id) {
+            if let Some(due) = s.next_ns {
+                self.queries_due.remove(&(due, id));
+            }
+            for src in self.sources.values_mut() {
+                src.told.retain(|&t| t != id);
+            }
+            self.events.retain(|e| match e {
+                ResolverEvent::SourceFound { subscription, .. }
+                | ResolverEvent::SourceLost { subscription, .. } => *subscription != id,
+            });
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<ResolverEvent> {
+        self.events.pop_front()
+    }
+
+    /// The earliest time something is due: a datagram to send or a source to expire.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if !self.withdrawals.is_empty() {
+            return Some(0);
+        }
+        let mut t = self.next_expiry_ns;
+        if let Some(&(due, _)) = self.ads_due.first() {
+            let due = match self.limited_at_ns {
+                Some(at) => due.max(at + 1_000_000_000 / self.cfg.max_advertisements_per_s.max(1)),
+                None => due,
+            };
+            t = t.min(due);
+        }
+        if let Some(&(due, _)) = self.queries_due.first() {
+            t = t.min(due);
+        }
+        (t != u64::MAX).then_some(t)
+    }
+
+    /// Expires the remote sources whose TTL ran out by `now_ns`; called by
+    /// [`poll_transmit`](Self::poll_transmit) too.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        if now_ns < self.next_expiry_ns {
+            return;
+        }
+        let mut next = u64::MAX;
+        let mut gone = Vec::new();
+        for (key, src) in self.sources.iter_mut() {
+            if src.local {
+                continue;
+            }
+            src.uris.retain(|(_, exp)| *exp > now_ns);
+            match src.uris.iter().map(|u| u.1).min() {
+                Some(e) => next = next.min(e),
+                None => gone.push(*key),
+            }
+        }
+        self.next_expiry_ns = next;
+        for key in gone {
+            self.remove_source(key, LostReason::Expired, now_ns);
+        }
+    }
+
+    /// Writes the next datagram due at `now_ns` into `buf` and returns its length, or `None`
+    /// when nothing is due. Call until `None`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than `datagram_len`.
+    pub fn poll_transmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<usize> {
+        self.handle_timeout(now_ns);
+        let cap = self.cfg.datagram_len;
+        let buf = &mut buf[..cap];
+        let mut at = 0usize;
+        // Withdrawals go first and are not rate limited (one per closed publication).
+        while let Some((topic, session_id, stream_id, uri)) = self.withdrawals.front() {
+            let len = advertise_len(topic, uri);
+            if align_frame(at) + len > cap {
+                break;
+            }
+            at = align_frame(at);
+            let repr = AdvertiseRepr {
+                session_id: *session_id,
+                stream_id: *stream_id,
+                ttl_ms: 0,
+                topic,
+                uri,
+            };
+            buf[at..align_frame(at + len).min(cap)].fill(0);
+            repr.emit(&mut AdvertiseFrame::new_unchecked(&mut buf[at..at + len]));
+            at += len;
+            self.counters.advertisements_sent += 1;
+            self.withdrawals.pop_front();
+        }
+        // Sustain-phase advertisements due within a tenth of the sustain interval ride along in
+        // a datagram that leaves anyway, so the sustain traffic of many topics packs into full
+        // datagrams instead of one datagram per topic.
+        let ride_along_ns = self.cfg.advertise.sustain_interval_ns / 10;
+        while let Some(&(due, id)) = self.ads_due.first() {
+            let p = &self.publications[&id];
+            let sustaining =
+                p.sends > 0 && !self.cfg.advertise.in_initial_phase(p.start_ns, p.last_ns);
+            if due > now_ns && !(at > 0 && sustaining && due <= now_ns + ride_along_ns) {
+                break;
+            }
+            if packed_end(at, p.uris.iter().map(|u| advertise_len(&p.topic, u))) > cap {
+                break;
+            }
+            if !self.bucket.try_take(p.uris.len() as u64, now_ns) {
+                if self.limited_at_ns.is_none() {
+                    self.counters.advertisements_delayed += 1;
+                }
+                self.limited_at_ns = Some(now_ns);
+                break;
+            }
+            self.limited_at_ns = None;
+            for uri in &p.uris {
+                at = align_frame(at);
+                let len = advertise_len(&p.topic, uri);
+                let repr = AdvertiseRepr {
+                    session_id: p.session_id,
+                    stream_id: p.stream_id,
+                    ttl_ms: self.cfg.ttl_ms,
+                    topic: &p.topic,
+                    uri,
+                };
+                buf[at..align_frame(at + len).min(cap)].fill(0);
+                repr.emit(&mut AdvertiseFrame::new_unchecked(&mut buf[at..at + len]));
+                at += len;
+                self.counters.advertisements_sent += 1;
+            }
+            self.ads_due.remove(&(due, id));
+            let sched = self.cfg.advertise;
+            let p = self
+                .publications
+                .get_mut(&id)
+                .expect("due publication exists");
+            if p.sends == 0 {
+                p.start_ns = now_ns;
+            }
+            p.sends += 1;
+            p.last_ns = now_ns;
+            p.next_ns = sched.next_ns(p.start_ns, now_ns, p.sends);
+            self.ads_due.insert((p.next_ns, id));
+        }
+        while let Some(&(due, id)) = self.queries_due.first() {
+            if due > now_ns {
+                break;
+            }
+            let s = &self.subscriptions[&id];
+            let len = peregrine_wire::query::QUERY_HEADER_LEN + s.pattern.text.len();
+            if align_frame(at) + len > cap {
+                break;
+            }
+            at = align_frame(at);
+            let repr = QueryRepr {
+                session_id: self.cfg.context_id,
+                query_id: s.query_id,
+                kind: s.pattern.kind,
+                pattern: &s.pattern.text,
+            };
+            buf[at..align_frame(at + len).min(cap)].fill(0);
+            repr.emit(&mut QueryFrame::new_unchecked(&mut buf[at..at + len]));
+            at += len;
+            self.counters.queries_sent += 1;
+            self.queries_due.remove(&(due, id));
+            let sched = self.cfg.query;
+            let s = self
+                .subscriptions
+                .get_mut(&id)
+                .expect("due subscription exists");
+            if s.sends == 0 {
+                s.start_ns = now_ns;
+            }
+            s.sends += 1;
+            s.last_ns = now_ns;
+            // A wildcard queries through its initial phase; an exact name until it resolves.
+            let keep_on = !s.pattern.is_wildcard() || sched.in_initial_phase(s.start_ns, now_ns);
+            s.next_ns = keep_on.then(|| sched.next_ns(s.start_ns, now_ns, s.sends));
+            if let Some(next) = s.next_ns {
+                self.queries_due.insert((next, id));
+            }
+        }
+        if at == 0 {
+            return None;
+        }
+        self.counters.datagrams_sent += 1;
+        Some(at)
+    }
+
+    /// Takes one received datagram: every frame in it is checked, counted and applied.
+    pub fn on_datagram(&mut self, datagram: &[u8], now_ns: u64) {
+        self.counters.datagrams_received += 1;
+        let mut fresh: Vec<SourceKey> = Vec::new();
+        for frame in Frames::new(datagram) {
+            let (ty, bytes) = match frame {
+                Ok(f) => f,
+                Err(e) => {
+                    self.counters.malformed[e.index()] += 1;
+                    break;
+                }
+            };
+            match ty {
+                FrameType::Advertise => {
+                    match AdvertiseFrame::new_checked(bytes).and_then(|f| {
+                        AdvertiseRepr::parse(&f).map(|r| self.on_advertise(&r, now_ns))
+                    }) {
+                        Ok(Some(key)) if !fresh.contains(&key) => fresh.push(key),
+                        Ok(_) => {}
+                        Err(e) => self.counters.malformed[e.index()] += 1,
+                    }
+                }
+                FrameType::Query => match QueryFrame::new_checked(bytes)
+                    .and_then(|f| QueryRepr::parse(&f).map(|r| self.on_query(&r, now_ns)))
+                {
+                    Ok(()) => {}
+                    Err(e) => self.counters.malformed[e.index()] += 1,
+                },
+                _ => self.counters.unexpected_frames += 1,
+            }
+        }
+        // A publisher's advertisements travel in one datagram: tell subscriptions once all of
+        // its URIs are known, so they can choose among them.
+        for key in fresh {
+            self.tell_matching(key);
+        }
+    }
+
+    /// Applies one advertisement; returns the key of a source it created.
+    fn on_advertise(&mut self, ad: &AdvertiseRepr<'_>, now_ns: u64) -> Option<SourceKey> {
+        self.counters.advertisements_received += 1;
+        let key = (ad.session_id, ad.stream_id);
+        if let Some(src) = self.sources.get(&key) {
+            if src.local {
+                if src.topic == ad.topic && src.uris.iter().any(|u| u.0 == ad.uri) {
+                    self.counters.own_frames += 1;
+                } else {
+                    self.counters.spoofed_own += 1;
+                }
+                return None;
+            }
+            if src.topic != ad.topic {
+                self.counters.conflicts += 1;
+                return None;
+            }
+        }
+        if ad.stream_id != stream_id_of(ad.topic) {
+            self.counters.bad_stream_id += 1;
+            return None;
+        }
+        if !known_scheme(ad.uri) {
+            self.counters.bad_uri += 1;
+            return None;
+        }
+        if ad.ttl_ms > self.cfg.max_ttl_ms {
+            self.counters.bad_ttl += 1;
+            return None;
+        }
+        if ad.ttl_ms == 0 {
+            if let Some(src) = self.sources.get_mut(&key) {
+                src.uris.retain(|u| u.0 != ad.uri);
+                if src.uris.is_empty() {
+                    self.counters.withdrawals_received += 1;
+                    self.remove_source(key, LostReason::Withdrawn, now_ns);
+                }
+            }
+            return None;
+        }
+        let expires_ns = now_ns.saturating_add(u64::from(ad.ttl_ms.max(MIN_TTL_MS)) * 1_000_000);
+        self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+        match self.sources.get_mut(&key) {
+            Some(src) => {
+                let room = src.uris.len() < SCHEMES.len() * 2;
+                match src.uris.iter_mut().find(|u| u.0 == ad.uri) {
+                    Some(u) => u.1 = expires_ns,
+                    None if room => src.uris.push((ad.uri.to_string(), expires_ns)),
+                    None => self.counters.table_full += 1,
+                }
+                None
+            }
+            None => {
+                if self.remote_sources >= self.cfg.max_sources {
+                    self.counters.table_full += 1;
+                    return None;
+                }
+                self.remote_sources += 1;
+                self.counters.sources_found += 1;
+                self.sources.insert(
+                    key,
+                    Source {
+                        topic: ad.topic.to_string(),
+                        uris: vec![(ad.uri.to_string(), expires_ns)],
+                        local: false,
+                        told: Vec::new(),
+                    },
+                );
+                Some(key)
+            }
+        }
+    }
+
+    fn on_query(&mut self, q: &QueryRepr<'_>, now_ns: u64) {
+        self.counters.queries_received += 1;
+        if q.session_id == self.cfg.context_id {
+            self.counters.own_frames += 1;
+            return;
+        }
+        if self.publications.is_empty() {
+            return;
+        }
+        let cache_key = (q.kind as u8, q.pattern.to_string());
+        if !self.patterns.contains_key(&cache_key) {
+            if self.patterns.len() >= PATTERN_CACHE {
+                self.patterns.clear();
+            }
+            let compiled = Pattern::new(q.kind, q.pattern).ok();
+            self.patterns.insert(cache_key.clone(), compiled);
+        }
+        let Some(pattern) = &self.patterns[&cache_key] else {
+            self.counters.bad_patterns += 1;
+            return;
+        };
+        let holdoff_ns = self.cfg.advertise.min_initial_interval_ns;
+        let mut moved = Vec::new();
+        for (&id, p) in &self.publications {
+            if p.next_ns > now_ns
+                && (p.sends == 0 || now_ns.saturating_sub(p.last_ns) >= holdoff_ns)
+                && pattern.matches(&p.topic)
+            {
+                moved.push((id, p.next_ns));
+            }
+        }
+        for (id, due) in moved {
+            self.ads_due.remove(&(due, id));
+            self.ads_due.insert((now_ns, id));
+            self.publications.get_mut(&id).expect("listed").next_ns = now_ns;
+            self.counters.query_responses += 1;
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn start_queries(&mut self, id: SubscriptionId, now_ns: u64) {
+        let s = self
+            .subscriptions
+            .get_mut(&id)
+            .expect("subscription exists");
+        if let Some(due) = s.next_ns.take() {
+            self.queries_due.remove(&(due, id));
+        }
+        s.sends = 0;
+        s.start_ns = now_ns;
+        s.next_ns = Some(now_ns);
+        self.queries_due.insert((now_ns, id));
+    }
+
+    fn stop_queries(&mut self, id: SubscriptionId) {
+        let s = self
+            .subscriptions
+            .get_mut(&id)
+            .expect("subscription exists");
+        if let Some(due) = s.next_ns.take() {
+            self.queries_due.remove(&(due, id));
+        }
+    }
+
+    /// Tells every matching subscription of the source `key`.
+    fn tell_matching(&mut self, key: SourceKey) {
+        let ids: Vec<SubscriptionId> = self.subscriptions.keys().copied().collect();
+        for id in ids {
+            self.tell_one(key, id);
+        }
+    }
+
+    fn tell_one(&mut self, key: SourceKey, id: SubscriptionId) {
+        let (Some(src), Some(sub)) = (self.sources.get_mut(&key), self.subscriptions.get_mut(&id))
+        else {
+            return;
+        };
+        if src.told.contains(&id) || !sub.pattern.matches(&src.topic) {
+            return;
+        }
+        src.told.push(id);
+        sub.sources += 1;
+        let exact = !sub.pattern.is_wildcard();
+        self.events.push_back(ResolverEvent::SourceFound {
+            subscription: id,
+            source: SourceInfo {
+                topic: src.topic.clone(),
+                session_id: key.0,
+                stream_id: key.1,
+                uris: src.uris.iter().map(|u| u.0.clone()).collect(),
+                local: src.local,
+            },
+        });
+        if exact {
+            self.stop_queries(id);
+        }
+    }
+
+    fn remove_source(&mut self, key: SourceKey, reason: LostReason, now_ns: u64) {
+        let Some(src) = self.sources.remove(&key) else {
+            return;
+        };
+        if !src.local {
+            self.remote_sources -= 1;
+            match reason {
+                LostReason::Expired => self.counters.sources_expired += 1,
+                LostReason::Withdrawn => self.counters.sources_withdrawn += 1,
+            }
+        }
+        for id in src.told {
+            let Some(sub) = self.subscriptions.get_mut(&id) else {
+                continue;
+            };
+            sub.sources -= 1;
+            let requery = sub.sources == 0 && !sub.pattern.is_wildcard();
+            self.events.push_back(ResolverEvent::SourceLost {
+                subscription: id,
+                topic: src.topic.clone(),
+                session_id: key.0,
+                stream_id: key.1,
+                reason,
+            });
+            if requery {
+                // An exact name with no source left queries again, from a fresh schedule.
+                self.start_queries(id, now_ns);
+            }
+        }
+    }
+}
+
+fn known_scheme(uri: &str) -> bool {
+    match uri.split_once("://") {
+        Some((scheme, rest)) => SCHEMES.contains(&scheme) && !rest.is_empty(),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;
