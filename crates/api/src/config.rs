@@ -19,17 +19,189 @@
 //! default. Every value is validated when the configuration is loaded, with the same rules and
 //! messages as a URI parameter, naming the file or variable.
 
+use peregrine_proto::resolver::ResolverConfig;
 use peregrine_transport::ipc::IpcConfig;
 use peregrine_transport::net::NetConfig;
+use peregrine_transport::resolver::{ResolverPath, DEFAULT_DAEMON_PORT, DEFAULT_GROUP};
 use peregrine_transport::{Scheme, Uri};
 use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
-/// Defaults for URI parameters, per transport.
+/// Defaults for URI parameters, per transport; topic resolution settings; explicit URIs per
+/// topic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     /// (scheme, key, value, where it came from)
     entries: Vec<(Scheme, String, String, String)>,
+    /// `[resolver]` keys, checked: (key, value).
+    resolver: Vec<(String, String)>,
+    /// `[topics]`: (topic, URI).
+    topics: Vec<(String, String)>,
+}
+
+/// How topic resolution runs in a context (the `[resolver]` section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolverSettings {
+    /// The multicast group or the daemon.
+    pub path: ResolverPath,
+    /// Schedules, TTL, datagram size, rate limit (`context_id` is drawn at start).
+    pub resolver: ResolverConfig,
+    /// Offer (and prefer) shared memory to subscribers on this host (`local = "ipc"`).
+    pub local_ipc: bool,
+    /// What publishers by topic offer to other hosts (`remote`).
+    pub remote: Remote,
+    /// The address publishers bind and advertise, and the resolver's interface (`iface`).
+    pub iface: Ipv4Addr,
+}
+
+/// What a publisher by topic offers to subscribers on other hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    /// `udp://IFACE:PORT`, one port per publisher (the default).
+    Udp,
+    /// `tcp://IFACE:PORT`, one port per publisher.
+    Tcp,
+    /// One multicast URI shared by every publisher of the context.
+    Mcast(String),
+    /// Nothing: this host only.
+    None,
+}
+
+/// The keys of `[resolver]`.
+pub const RESOLVER_KEYS: [&str; 17] = [
+    "group",
+    "iface",
+    "multicast_ttl",
+    "daemon",
+    "local",
+    "remote",
+    "source_ttl_ms",
+    "datagram",
+    "max_advertisements_per_s",
+    "advertise_min_initial_interval_ms",
+    "advertise_max_initial_interval_ms",
+    "advertise_initial_duration_ms",
+    "advertise_sustain_interval_ms",
+    "query_min_initial_interval_ms",
+    "query_max_initial_interval_ms",
+    "query_initial_duration_ms",
+    "query_sustain_interval_ms",
+];
+
+impl Default for ResolverSettings {
+    fn default() -> Self {
+        ResolverSettings {
+            path: ResolverPath::Multicast {
+                group: DEFAULT_GROUP,
+                iface: Ipv4Addr::LOCALHOST,
+                ttl: 1,
+            },
+            resolver: ResolverConfig::new(0),
+            local_ipc: true,
+            remote: Remote::Udp,
+            iface: Ipv4Addr::LOCALHOST,
+        }
+    }
+}
+
+impl ResolverSettings {
+    /// Settings from `(key, value)` pairs in order (later ones win); errors name the key, the
+    /// value and what is accepted.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<ResolverSettings, String> {
+        let mut s = ResolverSettings::default();
+        let mut group = DEFAULT_GROUP;
+        let mut daemon: Option<SocketAddrV4> = None;
+        let mut ttl = 1u32;
+        let ms = |key: &str, v: &str, min: u64, max: u64| -> Result<u64, String> {
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| format!("{key} = {v} is not accepted: give a whole number of milliseconds from {min} to {max}"))
+        };
+        for (key, v) in pairs {
+            let r = &mut s.resolver;
+            match key {
+                "group" => {
+                    group = v
+                        .parse::<SocketAddrV4>()
+                        .ok()
+                        .filter(|a| a.ip().is_multicast() && a.port() != 0)
+                        .ok_or_else(|| format!("group = {v} is not accepted: give a multicast GROUP:PORT, for example {DEFAULT_GROUP}"))?
+                }
+                "iface" => {
+                    s.iface = v.parse().map_err(|_| {
+                        format!("iface = {v} is not accepted: give an IPv4 address of this host, for example 127.0.0.1")
+                    })?
+                }
+                "multicast_ttl" => ttl = ms(key, v, 0, 255)? as u32,
+                "daemon" => {
+                    daemon = Some(v.parse::<SocketAddrV4>().ok().filter(|a| a.port() != 0).ok_or_else(|| {
+                        format!("daemon = {v} is not accepted: give the HOST:PORT of a peregrine resolverd, for example 10.0.0.1:{DEFAULT_DAEMON_PORT}")
+                    })?)
+                }
+                "local" => {
+                    s.local_ipc = match v {
+                        "ipc" => true,
+                        "none" => false,
+                        _ => return Err(format!("local = {v} is not accepted: use \"ipc\" or \"none\"")),
+                    }
+                }
+                "remote" => {
+                    s.remote = match v {
+                        "udp" => Remote::Udp,
+                        "tcp" => Remote::Tcp,
+                        "none" => Remote::None,
+                        m if m.starts_with("mcast://") => {
+                            let u = Uri::parse(m).map_err(|e| format!("remote = {v}: {e}"))?;
+                            NetConfig::from_uri(&u).map_err(|e| format!("remote = {v}: {}", e.problem))?;
+                            Remote::Mcast(m.to_string())
+                        }
+                        _ => return Err(format!("remote = {v} is not accepted: use \"udp\", \"tcp\", \"none\" or a mcast://GROUP:PORT URI")),
+                    }
+                }
+                "source_ttl_ms" => r.ttl_ms = ms(key, v, 100, 3_600_000)? as u32,
+                "datagram" => r.datagram_len = ms(key, v, 1200, 65000).map_err(|_| format!("datagram = {v} is not accepted: give a size in bytes from 1200 to 65000"))? as usize,
+                "max_advertisements_per_s" => r.max_advertisements_per_s = v.parse().map_err(|_| format!("max_advertisements_per_s = {v} is not accepted: give a whole number (0: unlimited)"))?,
+                "advertise_min_initial_interval_ms" => r.advertise.min_initial_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                "advertise_max_initial_interval_ms" => r.advertise.max_initial_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                "advertise_initial_duration_ms" => r.advertise.initial_duration_ns = ms(key, v, 0, 3_600_000)? * 1_000_000,
+                "advertise_sustain_interval_ms" => r.advertise.sustain_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                "query_min_initial_interval_ms" => r.query.min_initial_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                "query_max_initial_interval_ms" => r.query.max_initial_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                "query_initial_duration_ms" => r.query.initial_duration_ns = ms(key, v, 0, 3_600_000)? * 1_000_000,
+                "query_sustain_interval_ms" => r.query.sustain_interval_ns = ms(key, v, 1, 3_600_000)? * 1_000_000,
+                _ => {
+                    return Err(format!(
+                        "unknown key '{key}' for [resolver]: accepted keys are {}",
+                        RESOLVER_KEYS.join(", ")
+                    ))
+                }
+            }
+        }
+        s.resolver
+            .advertise
+            .check()
+            .map_err(|e| format!("advertise schedule: {e}"))?;
+        s.resolver
+            .query
+            .check()
+            .map_err(|e| format!("query schedule: {e}"))?;
+        s.path = match daemon {
+            Some(daemon) => ResolverPath::Daemon {
+                daemon,
+                iface: s.iface,
+            },
+            None => ResolverPath::Multicast {
+                group,
+                iface: s.iface,
+                ttl,
+            },
+        };
+        Ok(s)
+    }
 }
 
 /// Why a configuration was rejected.
@@ -118,13 +290,17 @@ impl Config {
                 })?;
         let mut cfg = Config::default();
         for (section, body) in &table {
+            if section == "resolver" || section == "topics" {
+                cfg.read_section(section, body, origin)?;
+                continue;
+            }
             let scheme = Scheme::ALL
                 .into_iter()
                 .find(|s| s.name() == section)
                 .ok_or_else(|| ConfigError::Invalid {
                     origin: origin.to_string(),
                     problem: format!(
-                        "unknown section [{section}]: sections are [ipc], [udp], [mcast] and [tcp]"
+                        "unknown section [{section}]: sections are [ipc], [udp], [mcast], [tcp], [resolver] and [topics]"
                     ),
                 })?;
             let toml::Value::Table(body) = body else {
@@ -175,6 +351,11 @@ impl Config {
             let Some(rest) = name.strip_prefix("PEREGRINE_") else {
                 continue;
             };
+            if let Some(key) = rest.strip_prefix("RESOLVER_") {
+                let at = format!("environment variable {name}={value}");
+                self.set_resolver(&key.to_ascii_lowercase(), &value, &at)?;
+                continue;
+            }
             let Some(scheme) = Scheme::ALL
                 .into_iter()
                 .find(|s| rest.starts_with(&format!("{}_", s.name().to_ascii_uppercase())))
@@ -187,6 +368,109 @@ impl Config {
             self.set(scheme, &key, &value, &at);
         }
         Ok(self)
+    }
+
+    /// Reads `[resolver]` or `[topics]`.
+    fn read_section(
+        &mut self,
+        section: &str,
+        body: &toml::Value,
+        origin: &str,
+    ) -> Result<(), ConfigError> {
+        let invalid = |problem: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            problem,
+        };
+        let toml::Value::Table(body) = body else {
+            return Err(invalid(format!(
+                "'{section}' must be a table: write [{section}] and keys under it"
+            )));
+        };
+        for (key, value) in body {
+            let value = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                other => {
+                    return Err(invalid(format!(
+                        "[{section}] {key} = {other}: give a string or a whole number"
+                    )))
+                }
+            };
+            let at = format!("{origin}: [{section}] {key} = {value}");
+            if section == "topics" {
+                peregrine_transport::validate_topic(key).map_err(|e| ConfigError::Invalid {
+                    origin: at.clone(),
+                    problem: e.to_string(),
+                })?;
+                let uri = self.apply(&value).map_err(|e| ConfigError::Invalid {
+                    origin: at.clone(),
+                    problem: e.problem,
+                })?;
+                check_uri(&uri).map_err(|problem| ConfigError::Invalid {
+                    origin: at,
+                    problem,
+                })?;
+                self.topics.retain(|t| &t.0 != key);
+                self.topics.push((key.clone(), value));
+            } else {
+                self.set_resolver(key, &value, &at)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_resolver(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
+        let mut next = self.resolver.clone();
+        next.retain(|e| e.0 != key);
+        next.push((key.to_string(), value.to_string()));
+        ResolverSettings::from_pairs(next.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(
+            |problem| ConfigError::Invalid {
+                origin: origin.to_string(),
+                problem,
+            },
+        )?;
+        self.resolver = next;
+        Ok(())
+    }
+
+    /// Sets a `[resolver]` key, checked as the file's are (for programs and tests).
+    pub fn with_resolver(mut self, key: &str, value: &str) -> Result<Config, ConfigError> {
+        self.set_resolver(key, value, &format!("resolver {key} = {value}"))?;
+        Ok(self)
+    }
+
+    /// Gives `topic` an explicit transport URI (a `[topics]` entry).
+    pub fn with_topic(mut self, topic: &str, uri: &str) -> Result<Config, ConfigError> {
+        let at = format!("topic {topic} = {uri}");
+        peregrine_transport::validate_topic(topic).map_err(|e| ConfigError::Invalid {
+            origin: at.clone(),
+            problem: e.to_string(),
+        })?;
+        let applied = self.apply(uri).map_err(|e| ConfigError::Invalid {
+            origin: at.clone(),
+            problem: e.problem,
+        })?;
+        check_uri(&applied).map_err(|problem| ConfigError::Invalid {
+            origin: at,
+            problem,
+        })?;
+        self.topics.retain(|t| t.0 != topic);
+        self.topics.push((topic.to_string(), uri.to_string()));
+        Ok(self)
+    }
+
+    /// The topic resolution settings.
+    pub fn resolver(&self) -> ResolverSettings {
+        ResolverSettings::from_pairs(self.resolver.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .expect("[resolver] entries are checked as they are set")
+    }
+
+    /// The explicit URI of `topic`, if `[topics]` gives one.
+    pub fn topic_uri(&self, topic: &str) -> Option<&str> {
+        self.topics
+            .iter()
+            .find(|t| t.0 == topic)
+            .map(|t| t.1.as_str())
     }
 
     fn set(&mut self, scheme: Scheme, key: &str, value: &str, origin: &str) {
@@ -217,8 +501,18 @@ impl Config {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.resolver.is_empty() && self.topics.is_empty()
     }
+}
+
+/// Checks a complete transport URI as its transport will.
+fn check_uri(uri: &str) -> Result<(), String> {
+    let parsed = Uri::parse(uri).map_err(|e| e.problem)?;
+    match parsed.scheme {
+        Scheme::Ipc => IpcConfig::from_uri(&parsed).map(drop),
+        _ => NetConfig::from_uri(&parsed).map(drop),
+    }
+    .map_err(|e| e.problem)
 }
 
 #[cfg(test)]

@@ -29,7 +29,12 @@
 #![deny(unsafe_code)]
 
 pub mod config;
-pub use config::{Config, ConfigError};
+mod resolve;
+pub use config::{Config, ConfigError, Remote, ResolverSettings};
+pub use peregrine_proto::resolver::{
+    LostReason, Pattern, PatternError, ResolverCounters, Schedule,
+};
+pub use peregrine_wire::query::PatternKind;
 
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
@@ -57,10 +62,12 @@ pub use peregrine_transport::{
     UriError,
 };
 
-/// One process's handle: configuration and the factory of publishers and subscribers.
+/// One process's handle: configuration, topic resolution, and the factory of publishers and
+/// subscribers. Clones share one resolver.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     config: Config,
+    resolver: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<resolve::Handle>>>>,
 }
 
 impl Context {
@@ -71,33 +78,150 @@ impl Context {
 
     /// A context whose URI parameters default to `config` (see [`config`]).
     pub fn with_config(config: Config) -> Self {
-        Context { config }
+        Context {
+            config,
+            resolver: Default::default(),
+        }
     }
 
-    /// The configuration of the environment: the file named by `PEREGRINE_CONFIG` if set, then
-    /// `PEREGRINE_<TRANSPORT>_<KEY>` variables over it.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let file = match std::env::var_os("PEREGRINE_CONFIG") {
-            Some(p) => Config::from_file(std::path::Path::new(&p))?,
-            None => Config::default(),
-        };
-        Ok(Context::with_config(file.with_env(std::env::vars())?))
+    /// The context's resolver, started on first use.
+    fn resolver(&self) -> Result<std::sync::Arc<resolve::Handle>, OpenError> {
+        let mut slot = self.resolver.lock().expect("resolver slot");
+        if let Some(h) = &*slot {
+            return Ok(h.clone());
+        }
+        let h = resolve::Handle::start(self.config.resolver())?;
+        *slot = Some(h.clone());
+        Ok(h)
     }
 
-    /// A publisher of `topic` on the transport `uri`.
+    /// What this context's resolver counted (sent, received, rejected), once started.
+    pub fn resolver_counters(&self) -> Option<ResolverCounters> {
+        let slot = self.resolver.lock().expect("resolver slot");
+        slot.as_ref().map(|h| h.counters().0)
+    }
+
+    /// A publisher of `topic` found by name: subscribers anywhere find it through topic
+    /// resolution, with no URI to share.
     ///
-    /// On `udp://` and `tcp://` the publisher binds the address (port 0: any free port, see
-    /// [`Publisher::uri`]); on `mcast://` it sends to the group.
-    pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
+    /// By default it offers shared memory to subscribers on this host and UDP to the others
+    /// (`[resolver] local` and `remote` change that); a `[topics]` entry for the topic makes it
+    /// use exactly that URI. It joins the context's resolver, which advertises it until it is
+    /// closed or dropped.
+    pub fn publish(&self, topic: &str) -> Result<Publisher, OpenError> {
         peregrine_transport::validate_topic(topic)?;
+        let handle = self.resolver()?;
+        let session_id = resolve::new_session_id();
+        let stream = stream_id(topic);
+        let (ipc, net, uris) = if let Some(uri) = self.config.topic_uri(topic) {
+            let (inner, uri) = self.open_publisher(topic, uri, session_id)?;
+            let (ipc, net) = match inner {
+                PublisherInner::Ipc(p) => (Some(p), None),
+                PublisherInner::Udp(p) => (None, Some(resolve::NetPublisher::Udp(p))),
+                PublisherInner::Tcp(p) => (None, Some(resolve::NetPublisher::Tcp(p))),
+                PublisherInner::Multi(_) => unreachable!("open_publisher opens one transport"),
+            };
+            let uri = match ipc {
+                Some(_) => with_param(&uri, "host", &handle.host_id),
+                None => uri,
+            };
+            (ipc, net, vec![uri])
+        } else {
+            let settings = &handle.settings;
+            let mut uris = Vec::new();
+            let mut ipc = None;
+            if settings.local_ipc {
+                let uri = format!("ipc://pg.{session_id:08x}.{stream:08x}");
+                let (inner, uri) = self.open_publisher(topic, &uri, session_id)?;
+                if let PublisherInner::Ipc(p) = inner {
+                    ipc = Some(p);
+                }
+                uris.push(with_param(&uri, "host", &handle.host_id));
+            }
+            let remote = match &settings.remote {
+                config::Remote::Udp => Some(format!("udp://{}:0", settings.iface)),
+                config::Remote::Tcp => Some(format!("tcp://{}:0", settings.iface)),
+                config::Remote::Mcast(u) => Some(u.clone()),
+                config::Remote::None => None,
+            };
+            let mut net = None;
+            if let Some(remote) = remote {
+                let (inner, uri) = self.open_publisher(topic, &remote, session_id)?;
+                net = match inner {
+                    PublisherInner::Udp(p) => Some(resolve::NetPublisher::Udp(p)),
+                    PublisherInner::Tcp(p) => Some(resolve::NetPublisher::Tcp(p)),
+                    _ => None,
+                };
+                uris.push(uri);
+            }
+            if uris.is_empty() {
+                return Err(OpenError::InvalidTopic(format!(
+                    "cannot publish '{topic}': [resolver] local = \"none\" and remote = \"none\" leave no transport"
+                )));
+            }
+            (ipc, net, uris)
+        };
+        let publication = handle.advertise(topic, session_id, &uris)?;
+        Ok(Publisher {
+            inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
+                ipc,
+                net,
+                handle,
+                publication,
+                session_id,
+            ))),
+            topic: topic.to_string(),
+            uri: uris.join(" "),
+        })
+    }
+
+    /// A subscriber of every topic `pattern` matches, found by topic resolution: an exact
+    /// name, or a glob when the pattern holds `*` or `?` (`md.eq.*`). It joins matching
+    /// publishers as they appear (several per topic), at their current position, and reports
+    /// them as [`SubscriberEvent::SourceFound`] and [`SubscriberEvent::SourceLost`].
+    pub fn subscribe(&self, pattern: &str, idle: IdleKind) -> Result<Subscriber, OpenError> {
+        let p =
+            Pattern::exact_or_glob(pattern).map_err(|e| OpenError::InvalidTopic(e.to_string()))?;
+        self.subscribe_pattern(p, idle)
+    }
+
+    /// [`subscribe`](Self::subscribe) with a compiled [`Pattern`] (for regular expressions:
+    /// `Pattern::new(PatternKind::Regex, r"md\.(eq|fx)\..*")`).
+    pub fn subscribe_pattern(
+        &self,
+        pattern: Pattern,
+        idle: IdleKind,
+    ) -> Result<Subscriber, OpenError> {
+        let handle = self.resolver()?;
+        let text = pattern.text().to_string();
+        Ok(Subscriber {
+            inner: SubscriberInner::Multi(Box::new(resolve::MultiSubscriber::new(
+                handle,
+                pattern,
+                self.config.clone(),
+                idle == IdleKind::Block,
+            ))),
+            idle: Idle::new(idle),
+            topic: text,
+        })
+    }
+
+    /// Opens one publishing transport for `uri` with `session_id`; returns it and the URI
+    /// subscribers use (with the bound port).
+    fn open_publisher(
+        &self,
+        topic: &str,
+        uri: &str,
+        session_id: u32,
+    ) -> Result<(PublisherInner, String), OpenError> {
         let uri = &self.config.apply(uri)?;
         let parsed = Uri::parse(uri)?;
-        let session_id = peregrine_transport::random_u32();
         let inner = match parsed.scheme {
-            Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create(
+            Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create_with_session(
                 &IpcConfig::from_uri(&parsed)?,
                 topic,
                 stream_id(topic),
+                session_id,
             )?),
             Scheme::Udp | Scheme::Mcast => {
                 let cfg = NetConfig::from_uri(&parsed)?;
@@ -119,14 +243,34 @@ impl Context {
             }
         };
         let local_port = match &inner {
-            PublisherInner::Ipc(_) => None,
             PublisherInner::Udp(p) => Some(p.local_addr()),
             PublisherInner::Tcp(p) => Some(p.local_addr()),
+            _ => None,
         };
         let uri = match local_port {
             Some(a) if parsed.scheme != Scheme::Mcast => with_address(&parsed, &a.to_string()),
             _ => uri.to_string(),
         };
+        Ok((inner, uri))
+    }
+
+    /// The configuration of the environment: the file named by `PEREGRINE_CONFIG` if set, then
+    /// `PEREGRINE_<TRANSPORT>_<KEY>` variables over it.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let file = match std::env::var_os("PEREGRINE_CONFIG") {
+            Some(p) => Config::from_file(std::path::Path::new(&p))?,
+            None => Config::default(),
+        };
+        Ok(Context::with_config(file.with_env(std::env::vars())?))
+    }
+
+    /// A publisher of `topic` on the transport `uri`.
+    ///
+    /// On `udp://` and `tcp://` the publisher binds the address (port 0: any free port, see
+    /// [`Publisher::uri`]); on `mcast://` it sends to the group.
+    pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
+        peregrine_transport::validate_topic(topic)?;
+        let (inner, uri) = self.open_publisher(topic, uri, resolve::new_session_id())?;
         Ok(Publisher {
             inner,
             topic: topic.to_string(),
@@ -192,19 +336,25 @@ fn with_address(uri: &Uri, address: &str) -> String {
     s
 }
 
-/// The stream id a topic name maps to inside a session (FNV-1a of the name).
-pub fn stream_id(topic: &str) -> u32 {
-    topic.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+/// `uri` with `key=value` added.
+fn with_param(uri: &str, key: &str, value: &str) -> String {
+    let sep = if uri.contains('?') { '&' } else { '?' };
+    format!("{uri}{sep}{key}={value}")
 }
 
+/// The stream id a topic name maps to inside a session (FNV-1a of the name).
+pub fn stream_id(topic: &str) -> u32 {
+    peregrine_proto::resolver::stream_id_of(topic)
+}
+
+/// The arms of one transport; callers handle `Multi` (topic resolution) first.
 macro_rules! each {
     ($inner:expr, $enum:ident, $x:ident => $e:expr) => {
         match $inner {
             $enum::Ipc($x) => $e,
             $enum::Udp($x) => $e,
             $enum::Tcp($x) => $e,
+            $enum::Multi(_) => unreachable!("handled by the caller"),
         }
     };
 }
@@ -222,12 +372,16 @@ fn cold_offer<F: FnOnce(&mut [u8])>(
         PublisherInner::Ipc(p) => p.offer_with(len, fill),
         PublisherInner::Udp(p) => p.offer_with(len, fill),
         PublisherInner::Tcp(p) => p.offer_with(len, fill),
+        PublisherInner::Multi(p) => p.offer_with(len, fill),
     }
 }
 
 #[inline(never)]
 fn cold_flush(inner: &mut PublisherInner) -> Result<(), OfferError> {
-    each!(inner, PublisherInner, p => TransportPublisher::flush(p))
+    match inner {
+        PublisherInner::Multi(p) => p.flush(),
+        other => each!(other, PublisherInner, p => TransportPublisher::flush(p)),
+    }
 }
 
 #[inline(never)]
@@ -240,6 +394,7 @@ fn cold_poll<F: FnMut(Message<'_>)>(
         SubscriberInner::Ipc(s) => s.poll(handler, limit),
         SubscriberInner::Udp(s) => s.poll(handler, limit),
         SubscriberInner::Tcp(s) => s.poll(handler, limit),
+        SubscriberInner::Multi(s) => s.poll(&mut |_, m| handler(m), limit),
     }
 }
 
@@ -248,6 +403,7 @@ enum PublisherInner {
     Ipc(IpcPublisher),
     Udp(UdpPublisher),
     Tcp(TcpPublisher),
+    Multi(Box<resolve::MultiPublisher>),
 }
 
 /// Publishes messages on one topic. `offer` never blocks.
@@ -298,27 +454,43 @@ impl Publisher {
     /// The duty cycle (network transports): sends a batch whose interval passed, heartbeats
     /// while idle, reads subscribers' joins and windows. Returns the work done.
     pub fn do_work(&mut self) -> usize {
-        each!(&mut self.inner, PublisherInner, p => TransportPublisher::do_work(p))
+        match &mut self.inner {
+            PublisherInner::Multi(p) => p.do_work(),
+            other => each!(other, PublisherInner, p => TransportPublisher::do_work(p)),
+        }
     }
 
     pub fn topic(&self) -> &str {
         &self.topic
     }
-    /// The URI subscribers use: as given, with the bound port when it was given as 0.
+    /// The URI subscribers use: as given, with the bound port when it was given as 0. (A
+    /// publisher by topic: every URI it advertises, separated by spaces.)
     pub fn uri(&self) -> &str {
         &self.uri
     }
     pub fn max_message_len(&self) -> usize {
-        each!(&self.inner, PublisherInner, p => TransportPublisher::max_message_len(p))
+        match &self.inner {
+            PublisherInner::Multi(p) => p.max_message_len(),
+            other => each!(other, PublisherInner, p => TransportPublisher::max_message_len(p)),
+        }
     }
     pub fn subscriber_count(&self) -> usize {
-        each!(&self.inner, PublisherInner, p => TransportPublisher::subscriber_count(p))
+        match &self.inner {
+            PublisherInner::Multi(p) => p.subscriber_count(),
+            other => each!(other, PublisherInner, p => TransportPublisher::subscriber_count(p)),
+        }
     }
     pub fn session_id(&self) -> u32 {
-        each!(&self.inner, PublisherInner, p => TransportPublisher::session_id(p))
+        match &self.inner {
+            PublisherInner::Multi(p) => p.session_id(),
+            other => each!(other, PublisherInner, p => TransportPublisher::session_id(p)),
+        }
     }
     pub fn counters(&self) -> PublisherCounters {
-        each!(&self.inner, PublisherInner, p => TransportPublisher::counters(p))
+        match &self.inner {
+            PublisherInner::Multi(p) => p.counters(),
+            other => each!(other, PublisherInner, p => TransportPublisher::counters(p)),
+        }
     }
 
     /// Ends the session: sends what is batched and tells subscribers the stream ended (on UDP
@@ -330,6 +502,7 @@ impl Publisher {
             PublisherInner::Ipc(_) => {}
             PublisherInner::Udp(p) => p.close(),
             PublisherInner::Tcp(p) => p.close(),
+            PublisherInner::Multi(p) => p.close(),
         }
     }
 
@@ -347,6 +520,7 @@ enum SubscriberInner {
     Ipc(IpcSubscriber),
     Udp(UdpSubscriber),
     Tcp(TcpSubscriber),
+    Multi(Box<resolve::MultiSubscriber>),
 }
 
 /// Receives messages of one topic, in order, through `poll`.
@@ -375,19 +549,61 @@ impl Subscriber {
     #[inline]
     pub fn idle(&mut self, work_count: usize) {
         let idle = &mut self.idle;
-        each!(&mut self.inner, SubscriberInner, s => idle.idle(work_count, s))
+        match &mut self.inner {
+            SubscriberInner::Multi(s) => idle.idle(work_count, &mut **s),
+            other => each!(other, SubscriberInner, s => idle.idle(work_count, s)),
+        }
     }
 
-    /// The next connection or loss event, if any.
+    /// Like [`poll`](Self::poll), with the topic of each message: for subscribers by pattern,
+    /// whose messages come from several topics.
+    pub fn poll_topic<F: FnMut(&str, Message<'_>)>(
+        &mut self,
+        handler: &mut F,
+        limit: usize,
+    ) -> usize {
+        match &mut self.inner {
+            SubscriberInner::Multi(s) => s.poll(handler, limit),
+            other => {
+                let topic = &self.topic;
+                cold_poll(other, &mut |m| handler(topic, m), limit)
+            }
+        }
+    }
+
+    /// The next connection, loss or resolution event, if any.
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
-        each!(&mut self.inner, SubscriberInner, s => TransportSubscriber::next_event(s))
+        match &mut self.inner {
+            SubscriberInner::Multi(s) => s.next_event(),
+            other => each!(other, SubscriberInner, s => TransportSubscriber::next_event(s)),
+        }
     }
 
     pub fn is_connected(&self) -> bool {
-        each!(&self.inner, SubscriberInner, s => TransportSubscriber::is_connected(s))
+        match &self.inner {
+            SubscriberInner::Multi(s) => s.is_connected(),
+            other => each!(other, SubscriberInner, s => TransportSubscriber::is_connected(s)),
+        }
     }
     pub fn counters(&self) -> SubscriberCounters {
-        each!(&self.inner, SubscriberInner, s => TransportSubscriber::counters(s))
+        match &self.inner {
+            SubscriberInner::Multi(s) => s.counters(),
+            other => each!(other, SubscriberInner, s => TransportSubscriber::counters(s)),
+        }
+    }
+    /// The sources a subscriber by pattern follows now: (session id, topic, URI).
+    pub fn sources(&self) -> Vec<(u32, String, String)> {
+        match &self.inner {
+            SubscriberInner::Multi(s) => s.sources(),
+            _ => Vec::new(),
+        }
+    }
+    /// What the context's resolver counted, for a subscriber by pattern.
+    pub fn resolver_counters(&self) -> Option<ResolverCounters> {
+        match &self.inner {
+            SubscriberInner::Multi(s) => Some(s.resolver_counters()),
+            _ => None,
+        }
     }
     /// The counters of each publisher session followed now, by session id (on shared memory,
     /// the one session).
@@ -399,6 +615,7 @@ impl Subscriber {
                 .unwrap_or_default(),
             SubscriberInner::Udp(s) => s.session_counters(),
             SubscriberInner::Tcp(s) => s.session_counters(),
+            SubscriberInner::Multi(s) => s.session_counters(),
         }
     }
     /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.

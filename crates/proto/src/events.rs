@@ -29,4 +29,17 @@ pub enum SubscriberEvent {
     PublisherDied { session_id: u32 },
     /// Attaching failed for a reason that will not pass by itself (retried less often).
     AttachFailed { reason: String },
+    /// Topic resolution found a publisher of a matching topic; messages follow from `uri`.
+    SourceFound {
+        topic: String,
+        session_id: u32,
+        uri: String,
+    },
+    /// A publisher found by topic resolution went away: `"withdrawn"` (it closed) or
+    /// `"expired"` (its advertisements stopped). Messages already sent are still delivered.
+    SourceLost {
+        topic: String,
+        session_id: u32,
+        reason: &'static str,
+    },
 }

@@ -12,6 +12,7 @@
 pub mod error;
 pub mod ipc;
 pub mod net;
+pub mod resolver;
 pub mod uri;
 
 pub use error::{OfferError, OpenError};

@@ -33,13 +33,16 @@ pub struct IpcConfig {
     pub capacity: u64,
     pub policy: SlowSubscriberPolicy,
     pub max_subscribers: u32,
+    /// `host=`: the host that owns the segment (see [`crate::resolver::host_id`]). Topic
+    /// resolution advertises it so a subscriber elsewhere does not try to map the segment.
+    pub host: Option<String>,
 }
 
 impl IpcConfig {
     pub const DEFAULT_CAPACITY: u64 = 16 << 20;
     pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
     /// The URI parameters `ipc://` accepts.
-    pub const KEYS: [&'static str; 3] = ["capacity", "policy", "max_subscribers"];
+    pub const KEYS: [&'static str; 4] = ["capacity", "policy", "max_subscribers", "host"];
 
     /// A default configuration for segment `name`.
     pub fn new(name: &str) -> Self {
@@ -48,6 +51,7 @@ impl IpcConfig {
             capacity: Self::DEFAULT_CAPACITY,
             policy: SlowSubscriberPolicy::BackPressure,
             max_subscribers: Self::DEFAULT_MAX_SUBSCRIBERS,
+            host: None,
         }
     }
 
@@ -89,6 +93,17 @@ impl IpcConfig {
                         "max_subscribers={v} is not accepted: give a whole number from 1 to 1024"
                     ))
                 })?;
+        }
+        if let Some(v) = uri.param("host") {
+            if v.is_empty()
+                || v.len() > 64
+                || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                return Err(uri.error(format!(
+                    "host={v} is not accepted: a host id is 1 to 64 letters, digits and '-' (topic resolution writes it)"
+                )));
+            }
+            cfg.host = Some(v.to_string());
         }
         Ok(cfg)
     }

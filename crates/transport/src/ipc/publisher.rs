@@ -45,8 +45,18 @@ unsafe impl Send for IpcPublisher {}
 impl IpcPublisher {
     /// Creates the segment named by the configuration (replacing one whose publisher died).
     pub fn create(cfg: &IpcConfig, topic: &str, stream_id: u32) -> Result<Self, OpenError> {
+        Self::create_with_session(cfg, topic, stream_id, crate::random_u32())
+    }
+
+    /// [`create`](Self::create) with a session id chosen by the caller (topic resolution
+    /// advertises one session on several transports).
+    pub fn create_with_session(
+        cfg: &IpcConfig,
+        topic: &str,
+        stream_id: u32,
+        session_id: u32,
+    ) -> Result<Self, OpenError> {
         crate::validate_topic(topic)?;
-        let session_id = crate::random_u32();
         let spec = SegmentSpec {
             name: cfg.name.clone(),
             capacity: cfg.capacity,

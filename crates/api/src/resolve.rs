@@ -1,0 +1,775 @@
+//! Topic resolution in a [`Context`](crate::Context): publishers and subscribers by topic name
+//! or pattern alone.
+//!
+//! The first [`Context::publish`](crate::Context::publish) or
+//! [`Context::subscribe`](crate::Context::subscribe) starts the context's resolver: one socket
+//! (the multicast group, or a `peregrine resolverd`) and one thread that sleeps in `poll(2)`
+//! until a datagram arrives or the next advertisement, query or expiry is due. The thread never
+//! touches data: messages still move only in the application's own `offer` and `poll` calls.
+//! It hands what it learns to each subscriber through an inbox that the subscriber's `poll`
+//! checks with one relaxed atomic load.
+//!
+//! A publisher by topic opens, by default, a shared-memory log (for subscribers on this host)
+//! and a UDP endpoint (for the others) under one session id, and advertises both. A subscriber
+//! takes the shared-memory log when the advertisement says it is on this host, the network
+//! otherwise. `[resolver] local` and `remote`, or an explicit URI per topic (`[topics]`), change
+//! that.
+
+use crate::config::ResolverSettings;
+use peregrine_agent::Wake;
+use peregrine_proto::resolver::{
+    LostReason, Pattern, PublicationId, Resolver, ResolverConfig, ResolverCounters, ResolverEvent,
+    SourceInfo, SubscriptionId,
+};
+use peregrine_proto::resolverd::{keepalive, KEEPALIVE_INTERVAL_NS};
+use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
+use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::net::{sys, NetConfig};
+use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
+use peregrine_transport::{
+    Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters, SubscriberEvent,
+    TransportPublisher, TransportSubscriber, Uri,
+};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// How long a subscriber keeps reading a source's transport after the resolver lost the
+/// source, so messages published just before a close are still delivered.
+const CLOSE_GRACE_NS: u64 = 2_000_000_000;
+
+fn now_ns() -> u64 {
+    peregrine_agent::monotonic_ns()
+}
+
+/// What the resolver thread hands one subscription.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    pending: AtomicBool,
+    events: Mutex<Vec<ResolverEvent>>,
+}
+
+struct State {
+    resolver: Resolver,
+    socket: ResolverSocket,
+    inboxes: HashMap<SubscriptionId, Arc<Inbox>>,
+    buf: Vec<u8>,
+    last_send_ns: u64,
+}
+
+impl State {
+    /// Receives, applies, sends and routes everything due; returns the next deadline.
+    fn do_work(&mut self, now_ns: u64) -> u64 {
+        while let Some(n) = self.socket.recv(&mut self.buf) {
+            self.resolver.on_datagram(&self.buf[..n], now_ns);
+        }
+        while let Some(n) = self.resolver.poll_transmit(now_ns, &mut self.buf) {
+            self.socket.send(&self.buf[..n]);
+            self.last_send_ns = now_ns;
+        }
+        let mut next = self.resolver.poll_timeout().unwrap_or(u64::MAX);
+        if self.socket.is_daemon() {
+            if now_ns.saturating_sub(self.last_send_ns) >= KEEPALIVE_INTERVAL_NS {
+                self.socket
+                    .send(&keepalive(self.resolver.config().context_id));
+                self.last_send_ns = now_ns;
+            }
+            next = next.min(self.last_send_ns + KEEPALIVE_INTERVAL_NS);
+        }
+        while let Some(ev) = self.resolver.poll_event() {
+            let id = match &ev {
+                ResolverEvent::SourceFound { subscription, .. }
+                | ResolverEvent::SourceLost { subscription, .. } => *subscription,
+            };
+            if let Some(inbox) = self.inboxes.get(&id) {
+                inbox.events.lock().expect("inbox lock").push(ev);
+                inbox.pending.store(true, Ordering::Release);
+            }
+        }
+        next
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stop: AtomicBool,
+    wake_tx: UnixDatagram,
+}
+
+/// A context's running resolver; dropping the last reference stops its thread.
+pub(crate) struct Handle {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) host_id: String,
+    pub(crate) settings: ResolverSettings,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver")
+            .field("host_id", &self.host_id)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    pub(crate) fn start(settings: ResolverSettings) -> Result<Arc<Handle>, OpenError> {
+        let socket = ResolverSocket::open(&settings.path)?;
+        let socket_fd = socket.fd();
+        let cfg = ResolverConfig {
+            context_id: nonzero_random(),
+            ..settings.resolver.clone()
+        };
+        let (wake_tx, wake_rx) = UnixDatagram::pair().map_err(|e| OpenError::Socket {
+            uri: "resolver".into(),
+            what: "cannot create the resolver thread's wake-up socket pair".into(),
+            source: e,
+        })?;
+        wake_rx.set_nonblocking(true).ok();
+        wake_tx.set_nonblocking(true).ok();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                resolver: Resolver::new(cfg),
+                socket,
+                inboxes: HashMap::new(),
+                buf: vec![0; MAX_DATAGRAM],
+                last_send_ns: 0,
+            }),
+            stop: AtomicBool::new(false),
+            wake_tx,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("peregrine-resolver".into())
+            .spawn(move || {
+                let mut drain = [0u8; 64];
+                while !s.stop.load(Ordering::Acquire) {
+                    let now = now_ns();
+                    let next = s.state.lock().expect("resolver lock").do_work(now);
+                    let wait_ms = (next.saturating_sub(now_ns()) / 1_000_000 + 1).min(1000) as i32;
+                    sys::wait_readable(&[socket_fd, wake_rx.as_raw_fd()], wait_ms);
+                    while wake_rx.recv(&mut drain).is_ok() {}
+                }
+            })
+            .map_err(|e| OpenError::Socket {
+                uri: "resolver".into(),
+                what: "cannot start the resolver thread".into(),
+                source: e,
+            })?;
+        Ok(Arc::new(Handle {
+            shared,
+            thread: Mutex::new(Some(thread)),
+            host_id: peregrine_transport::resolver::host_id(),
+            settings,
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock().expect("resolver lock")
+    }
+
+    /// Runs the resolver now (the caller changed something) and wakes the thread so it
+    /// recomputes its deadline.
+    fn kick(&self, state: &mut State) {
+        state.do_work(now_ns());
+        let _ = self.shared.wake_tx.send(&[1]);
+    }
+
+    pub(crate) fn advertise(
+        &self,
+        topic: &str,
+        session_id: u32,
+        uris: &[String],
+    ) -> Result<PublicationId, OpenError> {
+        let mut st = self.lock();
+        let id = st
+            .resolver
+            .advertise(topic, session_id, uris, now_ns())
+            .map_err(|e| OpenError::InvalidTopic(e.to_string()))?;
+        self.kick(&mut st);
+        Ok(id)
+    }
+
+    pub(crate) fn withdraw(&self, id: PublicationId) {
+        let mut st = self.lock();
+        st.resolver.withdraw(id, now_ns());
+        self.kick(&mut st);
+    }
+
+    pub(crate) fn subscribe(&self, pattern: Pattern) -> (SubscriptionId, Arc<Inbox>) {
+        let mut st = self.lock();
+        let id = st.resolver.subscribe(pattern, now_ns());
+        let inbox = Arc::new(Inbox::default());
+        st.inboxes.insert(id, inbox.clone());
+        self.kick(&mut st);
+        (id, inbox)
+    }
+
+    pub(crate) fn unsubscribe(&self, id: SubscriptionId) {
+        let mut st = self.lock();
+        st.resolver.unsubscribe(id);
+        st.inboxes.remove(&id);
+    }
+
+    pub(crate) fn counters(&self) -> (ResolverCounters, u64) {
+        let st = self.lock();
+        (st.resolver.counters(), st.socket.send_errors)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.shared.wake_tx.send(&[1]);
+        if let Some(t) = self.thread.lock().expect("thread lock").take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn nonzero_random() -> u32 {
+    loop {
+        let r = peregrine_transport::random_u32();
+        if r != 0 {
+            return r;
+        }
+    }
+}
+
+/// A random session id for a publisher by topic.
+pub(crate) fn new_session_id() -> u32 {
+    nonzero_random()
+}
+
+/// The network side of a publisher by topic.
+#[derive(Debug)]
+pub(crate) enum NetPublisher {
+    Udp(UdpPublisher),
+    Tcp(TcpPublisher),
+}
+
+macro_rules! net {
+    ($e:expr, $p:ident => $body:expr) => {
+        match $e {
+            NetPublisher::Udp($p) => $body,
+            NetPublisher::Tcp($p) => $body,
+        }
+    };
+}
+
+/// A publisher by topic: one session on shared memory and/or the network.
+///
+/// Every message goes to the shared-memory log; it goes to the network only while a network
+/// subscriber is registered. When the network refuses a message the log already took, the
+/// message is kept and sent before the next one, so both sides see every message once, in order.
+#[derive(Debug)]
+pub(crate) struct MultiPublisher {
+    pub(crate) ipc: Option<IpcPublisher>,
+    pub(crate) net: Option<NetPublisher>,
+    pending: Option<Vec<u8>>,
+    scratch: Vec<u8>,
+    registration: Option<(Arc<Handle>, PublicationId)>,
+    session_id: u32,
+    closed: bool,
+}
+
+impl MultiPublisher {
+    pub(crate) fn new(
+        ipc: Option<IpcPublisher>,
+        net: Option<NetPublisher>,
+        handle: Arc<Handle>,
+        publication: PublicationId,
+        session_id: u32,
+    ) -> Self {
+        MultiPublisher {
+            ipc,
+            net,
+            pending: None,
+            scratch: Vec::new(),
+            registration: Some((handle, publication)),
+            session_id,
+            closed: false,
+        }
+    }
+
+    fn net_active(&self) -> bool {
+        self.net
+            .as_ref()
+            .is_some_and(|n| net!(n, p => p.subscriber_count() > 0))
+    }
+
+    /// Sends the message the network refused last time; false while it still refuses.
+    fn retry_pending(&mut self) -> Result<(), OfferError> {
+        if let (Some(msg), Some(net)) = (&self.pending, &mut self.net) {
+            net!(net, p => p.offer(msg))?;
+            self.pending = None;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn offer_with<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
+        if self.closed {
+            return Err(OfferError::Closed);
+        }
+        self.retry_pending()?;
+        if !self.net_active() {
+            return match (&mut self.ipc, &mut self.net) {
+                (Some(ipc), _) => ipc.offer_with(len, fill),
+                (None, Some(net)) => net!(net, p => p.offer_with(len, fill)),
+                (None, None) => Err(OfferError::Closed),
+            };
+        }
+        let max = self.max_message_len();
+        if len > max {
+            return Err(OfferError::TooLarge { len, max });
+        }
+        self.scratch.clear();
+        self.scratch.resize(len, 0);
+        fill(&mut self.scratch);
+        let seq = match &mut self.ipc {
+            Some(ipc) => Some(ipc.offer(&self.scratch)?),
+            None => None,
+        };
+        let net = self.net.as_mut().expect("net_active");
+        match (net!(net, p => p.offer(&self.scratch)), seq) {
+            (Ok(s), None) => Ok(s),
+            (Ok(_), Some(s)) => Ok(s),
+            (Err(e), None) => Err(e),
+            (Err(_), Some(s)) => {
+                self.pending = Some(std::mem::take(&mut self.scratch));
+                Ok(s)
+            }
+        }
+    }
+
+    pub(crate) fn flush(&mut self) -> Result<(), OfferError> {
+        self.retry_pending()?;
+        match &mut self.net {
+            Some(n) => net!(n, p => TransportPublisher::flush(p)),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn do_work(&mut self) -> usize {
+        let _ = self.retry_pending();
+        match &mut self.net {
+            Some(n) => net!(n, p => p.do_work()),
+            None => 0,
+        }
+    }
+
+    pub(crate) fn max_message_len(&self) -> usize {
+        let a = self.ipc.as_ref().map(|p| p.max_message_len());
+        let b = self
+            .net
+            .as_ref()
+            .map(|n| net!(n, p => TransportPublisher::max_message_len(p)));
+        a.into_iter().chain(b).min().unwrap_or(0)
+    }
+
+    pub(crate) fn subscriber_count(&self) -> usize {
+        self.ipc
+            .as_ref()
+            .map_or(0, TransportPublisher::subscriber_count)
+            + self
+                .net
+                .as_ref()
+                .map_or(0, |n| net!(n, p => p.subscriber_count()))
+    }
+
+    pub(crate) fn session_id(&self) -> u32 {
+        self.session_id
+    }
+
+    /// Messages are counted once (the shared-memory side when there is one); the network's
+    /// retransmission and NAK counters are added.
+    pub(crate) fn counters(&self) -> PublisherCounters {
+        let net = self.net.as_ref().map(|n| net!(n, p => p.counters()));
+        match (self.ipc.as_ref().map(TransportPublisher::counters), net) {
+            (Some(mut c), Some(n)) => {
+                c.naks_received += n.naks_received;
+                c.retransmitted += n.retransmitted;
+                c.retransmit_unavailable += n.retransmit_unavailable;
+                c.retransmit_refused += n.retransmit_refused;
+                c.subscribers_reaped += n.subscribers_reaped;
+                c
+            }
+            (Some(c), None) | (None, Some(c)) => c,
+            (None, None) => PublisherCounters::default(),
+        }
+    }
+
+    pub(crate) fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        let _ = self.retry_pending();
+        if let Some(n) = &mut self.net {
+            net!(n, p => p.close());
+        }
+        // Dropping the log marks it closed for its subscribers and unlinks its name.
+        self.ipc = None;
+        if let Some((h, id)) = self.registration.take() {
+            h.withdraw(id);
+        }
+        self.closed = true;
+    }
+}
+
+impl Drop for MultiPublisher {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// One transport a subscriber by pattern reads.
+#[derive(Debug)]
+enum LegSub {
+    Ipc(IpcSubscriber),
+    Udp(UdpSubscriber),
+    Tcp(TcpSubscriber),
+}
+
+macro_rules! leg {
+    ($e:expr, $s:ident => $body:expr) => {
+        match $e {
+            LegSub::Ipc($s) => $body,
+            LegSub::Udp($s) => $body,
+            LegSub::Tcp($s) => $body,
+        }
+    };
+}
+
+#[derive(Debug)]
+struct Leg {
+    uri: String,
+    topic: String,
+    sub: LegSub,
+    /// Sources (session ids) read through this transport.
+    sessions: Vec<u32>,
+    /// Since when no source is left: the leg is read for a grace period, then closed.
+    orphaned_ns: Option<u64>,
+    /// Its publisher said goodbye (or died): nothing more will come.
+    ended: bool,
+}
+
+/// A subscriber by topic pattern: one transport per source it found.
+#[derive(Debug)]
+pub(crate) struct MultiSubscriber {
+    handle: Arc<Handle>,
+    subscription: SubscriptionId,
+    inbox: Arc<Inbox>,
+    config: crate::Config,
+    blocking: bool,
+    legs: Vec<Leg>,
+    /// session id -> leg uri, for the sources followed.
+    sources: HashMap<u32, (String, String)>,
+    next_leg: usize,
+    events: VecDeque<SubscriberEvent>,
+    /// Counters of the legs already closed.
+    closed_counters: SubscriberCounters,
+    polls: u32,
+}
+
+impl MultiSubscriber {
+    pub(crate) fn new(
+        handle: Arc<Handle>,
+        pattern: Pattern,
+        config: crate::Config,
+        blocking: bool,
+    ) -> Self {
+        let (subscription, inbox) = handle.subscribe(pattern);
+        MultiSubscriber {
+            handle,
+            subscription,
+            inbox,
+            config,
+            blocking,
+            legs: Vec::new(),
+            sources: HashMap::new(),
+            next_leg: 0,
+            events: VecDeque::new(),
+            closed_counters: SubscriberCounters::default(),
+            polls: 0,
+        }
+    }
+
+    /// The URI to read `source` through: this host's shared memory when offered and allowed,
+    /// else the first network transport.
+    fn choose(&self, source: &SourceInfo) -> Option<String> {
+        let settings = &self.handle.settings;
+        let local = |u: &String| {
+            Uri::parse(u).ok().is_some_and(|p| {
+                p.scheme == Scheme::Ipc && p.param("host").is_none_or(|h| h == self.handle.host_id)
+            })
+        };
+        if settings.local_ipc || source.local {
+            if let Some(u) = source.uris.iter().find(|u| local(u)) {
+                return Some(u.clone());
+            }
+        }
+        source
+            .uris
+            .iter()
+            .find(|u| !u.starts_with("ipc://"))
+            .cloned()
+    }
+
+    fn open_leg(&self, uri: &str, topic: &str) -> Result<LegSub, OpenError> {
+        let parsed = Uri::parse(uri)?;
+        let stream_id = peregrine_proto::resolver::stream_id_of(topic);
+        Ok(match parsed.scheme {
+            Scheme::Ipc => LegSub::Ipc(IpcSubscriber::new(
+                &IpcConfig::from_uri(&parsed)?,
+                topic,
+                self.blocking,
+            )?),
+            Scheme::Udp | Scheme::Mcast => {
+                let uri = self.config.apply(uri)?;
+                let cfg = NetConfig::from_uri(&Uri::parse(&uri)?)?;
+                LegSub::Udp(UdpSubscriber::new(&cfg, &uri, stream_id)?)
+            }
+            Scheme::Tcp => {
+                let uri = self.config.apply(uri)?;
+                let cfg = NetConfig::from_uri(&Uri::parse(&uri)?)?;
+                LegSub::Tcp(TcpSubscriber::new(&cfg, &uri, stream_id)?)
+            }
+        })
+    }
+
+    fn apply_resolver_events(&mut self) {
+        let events = std::mem::take(&mut *self.inbox.events.lock().expect("inbox lock"));
+        for ev in events {
+            match ev {
+                ResolverEvent::SourceFound { source, .. } => self.found(source),
+                ResolverEvent::SourceLost {
+                    topic,
+                    session_id,
+                    reason,
+                    ..
+                } => self.lost(topic, session_id, reason),
+            }
+        }
+    }
+
+    fn found(&mut self, source: SourceInfo) {
+        let Some(uri) = self.choose(&source) else {
+            self.events.push_back(SubscriberEvent::AttachFailed {
+                reason: format!(
+                    "topic '{}' (session {:08x}) offers no transport this host can use: {}",
+                    source.topic,
+                    source.session_id,
+                    source.uris.join(", ")
+                ),
+            });
+            return;
+        };
+        let at = self
+            .legs
+            .iter()
+            .position(|l| l.uri == uri && l.topic == source.topic);
+        let at = match at {
+            Some(i) => i,
+            None => match self.open_leg(&uri, &source.topic) {
+                Ok(sub) => {
+                    self.legs.push(Leg {
+                        uri: uri.clone(),
+                        topic: source.topic.clone(),
+                        sub,
+                        sessions: Vec::new(),
+                        orphaned_ns: None,
+                        ended: false,
+                    });
+                    self.legs.len() - 1
+                }
+                Err(e) => {
+                    self.events.push_back(SubscriberEvent::AttachFailed {
+                        reason: format!("topic '{}' at {uri}: {e}", source.topic),
+                    });
+                    return;
+                }
+            },
+        };
+        let leg = &mut self.legs[at];
+        leg.sessions.push(source.session_id);
+        leg.orphaned_ns = None;
+        self.sources
+            .insert(source.session_id, (uri.clone(), source.topic.clone()));
+        self.events.push_back(SubscriberEvent::SourceFound {
+            topic: source.topic,
+            session_id: source.session_id,
+            uri,
+        });
+    }
+
+    fn lost(&mut self, topic: String, session_id: u32, reason: LostReason) {
+        let Some((uri, _)) = self.sources.remove(&session_id) else {
+            return;
+        };
+        if let Some(leg) = self
+            .legs
+            .iter_mut()
+            .find(|l| l.uri == uri && l.topic == topic)
+        {
+            leg.sessions.retain(|&s| s != session_id);
+            if leg.sessions.is_empty() {
+                leg.orphaned_ns = Some(now_ns());
+            }
+        }
+        self.events.push_back(SubscriberEvent::SourceLost {
+            topic,
+            session_id,
+            reason: reason.name(),
+        });
+    }
+
+    /// Closes the legs with no source left whose publisher ended or whose grace passed.
+    fn reap_legs(&mut self) {
+        let now = now_ns();
+        let mut i = 0;
+        while i < self.legs.len() {
+            let l = &self.legs[i];
+            let done = l
+                .orphaned_ns
+                .is_some_and(|t| l.ended || now.saturating_sub(t) >= CLOSE_GRACE_NS);
+            if done {
+                let leg = self.legs.swap_remove(i);
+                let c = leg!(&leg.sub, s => TransportSubscriber::counters(s));
+                self.closed_counters.accumulate(&c);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    pub(crate) fn poll<F: FnMut(&str, Message<'_>)>(
+        &mut self,
+        handler: &mut F,
+        limit: usize,
+    ) -> usize {
+        if self.inbox.pending.load(Ordering::Relaxed) {
+            self.inbox.pending.store(false, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            self.apply_resolver_events();
+        }
+        let legs = self.legs.len();
+        let mut n = 0;
+        for k in 0..legs {
+            if n >= limit {
+                break;
+            }
+            let i = (self.next_leg + k) % legs;
+            let leg = &mut self.legs[i];
+            let topic = &leg.topic;
+            n += leg!(&mut leg.sub, s => s.poll(&mut |m| handler(topic, m), limit - n));
+            while let Some(ev) = leg!(&mut leg.sub, s => TransportSubscriber::next_event(s)) {
+                if matches!(
+                    ev,
+                    SubscriberEvent::PublisherClosed { .. } | SubscriberEvent::PublisherDied { .. }
+                ) {
+                    leg.ended = leg.sessions.is_empty() || leg.uri.starts_with("ipc://");
+                }
+                self.events.push_back(ev);
+            }
+        }
+        if legs > 0 {
+            self.next_leg = (self.next_leg + 1) % legs;
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % 256 == 0 && self.legs.iter().any(|l| l.orphaned_ns.is_some()) {
+            self.reap_legs();
+        }
+        n
+    }
+
+    pub(crate) fn next_event(&mut self) -> Option<SubscriberEvent> {
+        if self.inbox.pending.load(Ordering::Relaxed) {
+            self.inbox.pending.store(false, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            self.apply_resolver_events();
+        }
+        self.events.pop_front()
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.legs
+            .iter()
+            .any(|l| leg!(&l.sub, s => TransportSubscriber::is_connected(s)))
+    }
+
+    pub(crate) fn counters(&self) -> SubscriberCounters {
+        let mut c = self.closed_counters;
+        for l in &self.legs {
+            c.accumulate(&leg!(&l.sub, s => TransportSubscriber::counters(s)));
+        }
+        c
+    }
+
+    /// Counters per source followed now, by session id.
+    pub(crate) fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
+        let mut v = Vec::new();
+        for l in &self.legs {
+            match &l.sub {
+                LegSub::Ipc(s) => v.extend(s.session_id().map(|id| (id, s.counters()))),
+                LegSub::Udp(s) => v.extend(s.session_counters()),
+                LegSub::Tcp(s) => v.extend(s.session_counters()),
+            }
+        }
+        v
+    }
+
+    /// The topic of each source followed now.
+    pub(crate) fn sources(&self) -> Vec<(u32, String, String)> {
+        let mut v: Vec<_> = self
+            .sources
+            .iter()
+            .map(|(s, (u, t))| (*s, t.clone(), u.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn resolver_counters(&self) -> ResolverCounters {
+        self.handle.counters().0
+    }
+}
+
+impl Drop for MultiSubscriber {
+    fn drop(&mut self) {
+        self.handle.unsubscribe(self.subscription);
+    }
+}
+
+/// Blocking idle over several transports: with one transport, its own wake-up; otherwise (or
+/// with none yet) a short sleep, since a futex and sockets cannot be waited on together.
+impl Wake for MultiSubscriber {
+    fn prepare_wait(&mut self) {
+        if let [leg] = &mut self.legs[..] {
+            leg!(&mut leg.sub, s => s.prepare_wait());
+        }
+    }
+    fn wait(&mut self, timeout_ns: u64) {
+        if self.inbox.pending.load(Ordering::Relaxed) {
+            return;
+        }
+        match &mut self.legs[..] {
+            [leg] => leg!(&mut leg.sub, s => s.wait(timeout_ns.min(100_000_000))),
+            _ => std::thread::sleep(std::time::Duration::from_nanos(timeout_ns.min(200_000))),
+        }
+    }
+    fn cancel_wait(&mut self) {
+        if let [leg] = &mut self.legs[..] {
+            leg!(&mut leg.sub, s => s.cancel_wait());
+        }
+    }
+}
