@@ -3,6 +3,8 @@
 //! Flags are defined once, here, with clap; their values are validated into the benchmark
 //! configurations, and every rejected value is named together with what is accepted.
 
+mod topics;
+
 use anyhow::{bail, Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine::{IdleKind, SlowSubscriberPolicy};
@@ -43,6 +45,15 @@ enum Command {
     /// Render a results folder from its saved data: text tables, SVG and PNG charts, and one
     /// self-contained HTML page.
     Report(ReportArgs),
+    /// Publish on a topic found by name (no URI): prints what it sends with --print and a
+    /// rate line every second.
+    Pub(topics::PubArgs),
+    /// Subscribe to a topic, a glob (md.eq.*) or with --regex a regular expression: prints
+    /// what it receives with --print, sources as they come and go, and a rate line every second.
+    Sub(topics::SubArgs),
+    /// Relay topic resolution between hosts where multicast does not reach; clients name it
+    /// with PEREGRINE_RESOLVER_DAEMON=HOST:PORT.
+    Resolverd(topics::ResolverdArgs),
 }
 
 #[derive(Args, Debug)]
@@ -372,6 +383,9 @@ fn run(cli: Cli) -> Result<()> {
             println!("report: {}", rendered.html_path.display());
             Ok(())
         }
+        Command::Pub(a) => topics::publish(a),
+        Command::Sub(a) => topics::subscribe(a),
+        Command::Resolverd(a) => topics::resolverd(a),
     }
 }
 
