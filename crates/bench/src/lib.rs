@@ -19,6 +19,7 @@ pub mod pacer;
 pub mod pingpong;
 pub mod proc;
 pub mod raw;
+pub mod resolver_traffic;
 pub mod results;
 pub mod sockperf;
 pub mod stats;

@@ -93,6 +93,26 @@ enum Scenario {
     /// One-way latency from timestamps embedded by the publisher (the RMDS method), over a
     /// list of update rates.
     Latency(LatencyArgs),
+    /// Topic resolution traffic: packets, advertisements and bytes per second on the resolver
+    /// group while one context advertises N topics, and how long a wildcard subscriber takes
+    /// to learn them all (prints its table; writes no results folder).
+    Resolver(ResolverTrafficArgs),
+}
+
+#[derive(Args, Debug)]
+struct ResolverTrafficArgs {
+    /// Topics advertised.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    topics: u32,
+    /// Seconds to run (the initial phase lasts 5 s).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(2..=600))]
+    seconds: u32,
+    /// A multicast group of the run's own (loopback).
+    #[arg(long, default_value = "239.255.90.200:14499")]
+    group: std::net::SocketAddrV4,
+    /// Advertisements per second at most (0: unlimited).
+    #[arg(long, default_value_t = 20_000)]
+    max_advertisements_per_s: u64,
 }
 
 #[derive(Args, Debug)]
@@ -389,6 +409,69 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+fn resolver_traffic(a: &ResolverTrafficArgs, json: bool) -> Result<()> {
+    use peregrine_bench::resolver_traffic::{run, TrafficConfig};
+    if !a.group.ip().is_multicast() {
+        bail!(
+            "--group {}: give a multicast GROUP:PORT, for example 239.255.90.200:14499",
+            a.group
+        );
+    }
+    let mut resolver = peregrine_proto::resolver::ResolverConfig::new(1);
+    resolver.max_advertisements_per_s = a.max_advertisements_per_s;
+    let cfg = TrafficConfig {
+        topics: a.topics,
+        seconds: a.seconds,
+        group: a.group,
+        resolver,
+    };
+    eprintln!(
+        "advertising {} topics for {} s on {} ...",
+        a.topics, a.seconds, a.group
+    );
+    let r = run(&cfg).map_err(anyhow::Error::msg)?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!(
+        "Resolver traffic, {} topics (one publishing context, loopback multicast)",
+        r.topics
+    );
+    println!();
+    println!("| second | packets | advertisements | queries | bytes |");
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    for s in &r.per_second {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            s.second, s.datagrams, s.advertisements, s.queries, s.bytes
+        );
+    }
+    println!();
+    println!(
+        "initial phase: {:.0} packets/s on average, {} at peak",
+        r.initial_packets_per_s, r.initial_peak_packets_per_s
+    );
+    println!(
+        "sustain phase: {:.0} packets/s, {:.0} advertisements/s, {:.1} KB/s",
+        r.sustain_packets_per_s,
+        r.sustain_advertisements_per_s,
+        r.sustain_bytes_per_s / 1e3
+    );
+    match r.resolved_all_s {
+        Some(t) => println!(
+            "a wildcard subscriber knew all {} topics after {t:.2} s",
+            r.topics
+        ),
+        None => println!(
+            "a wildcard subscriber knew {} of {} topics at the end",
+            r.resolved, r.topics
+        ),
+    }
+    println!("subscriber rejected {} frames", r.subscriber_rejected);
+    Ok(())
+}
+
 fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find this program's own path to start helper processes")
 }
@@ -419,6 +502,9 @@ impl Recorder {
 
 fn bench(b: BenchArgs) -> Result<()> {
     let mut out = Printer::new(b.json);
+    if let Some(Scenario::Resolver(a)) = &b.scenario {
+        return resolver_traffic(a, b.json);
+    }
     let (role, cpus, label) = match &b.scenario {
         None => (false, None, "suite"),
         Some(Scenario::Floor(a)) => (a.common.role.is_some(), a.common.cpus, "floor"),
@@ -428,6 +514,7 @@ fn bench(b: BenchArgs) -> Result<()> {
         Some(Scenario::Sweep(a)) => (false, a.cpus, "sweep"),
         Some(Scenario::Max(a)) => (false, a.cpus, "max"),
         Some(Scenario::Latency(a)) => (false, a.cpus, "latency"),
+        Some(Scenario::Resolver(_)) => unreachable!("handled above"),
     };
     if role {
         return bench_scenario(b.scenario, &mut out, &mut Recorder { folder: None });
@@ -727,6 +814,7 @@ fn bench_scenario(scenario: Option<Scenario>, out: &mut Printer, rec: &mut Recor
         }
         Some(Scenario::Max(a)) => max_command(a, out, rec),
         Some(Scenario::Latency(a)) => embedded_command(a, out, rec),
+        Some(Scenario::Resolver(_)) => unreachable!("bench() runs it before any results folder"),
     }
 }
 

@@ -675,8 +675,10 @@ impl Resolver {
         }
         let mut t = self.next_expiry_ns;
         if let Some(&(due, _)) = self.ads_due.first() {
+            // Held back by the rate limit: retry once a millisecond's tokens have built up, so
+            // the backlog leaves in full datagrams rather than one or two frames at a time.
             let due = match self.limited_at_ns {
-                Some(at) => due.max(at + 1_000_000_000 / self.cfg.max_advertisements_per_s.max(1)),
+                Some(at) => due.max(at + self.limit_retry_ns()),
                 None => due,
             };
             t = t.min(due);
@@ -745,7 +747,10 @@ impl Resolver {
         // a datagram that leaves anyway, so the sustain traffic of many topics packs into full
         // datagrams instead of one datagram per topic.
         let ride_along_ns = self.cfg.advertise.sustain_interval_ns / 10;
-        while let Some(&(due, id)) = self.ads_due.first() {
+        let held = self
+            .limited_at_ns
+            .is_some_and(|at| now_ns < at + self.limit_retry_ns());
+        while let Some(&(due, id)) = self.ads_due.first().filter(|_| !held) {
             let p = &self.publications[&id];
             let sustaining =
                 p.sends > 0 && !self.cfg.advertise.in_initial_phase(p.start_ns, p.last_ns);
@@ -985,6 +990,12 @@ impl Resolver {
             self.publications.get_mut(&id).expect("listed").next_ns = now_ns;
             self.counters.query_responses += 1;
         }
+    }
+
+    /// How long advertisements wait after the rate limit stopped them: a millisecond, or one
+    /// token if that is longer.
+    fn limit_retry_ns(&self) -> u64 {
+        (1_000_000_000 / self.cfg.max_advertisements_per_s.max(1)).max(1_000_000)
     }
 
     fn take_id(&mut self) -> u64 {
