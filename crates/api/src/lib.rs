@@ -1,8 +1,10 @@
 //! Peregrine: broker-less publish/subscribe for trading and market data.
 //!
 //! A [`Context`] is one process's handle. It makes [`Publisher`]s and [`Subscriber`]s on
-//! *topics*; for now the transport of a topic is given by a URI (`ipc://NAME` for shared memory
-//! on one host). Topic resolution by name alone comes later and slots in behind the same calls.
+//! *topics*: by name alone through topic resolution ([`Context::publish`],
+//! [`Context::subscribe`] with a name or glob, [`Context::subscribe_pattern`] with a regular
+//! expression), or on a transport given by URI ([`Context::publisher`],
+//! [`Context::subscriber`]; `ipc://NAME` for shared memory on one host).
 //!
 //! No thread is started for you: your own `offer` and `poll` calls move the data, and an
 //! [`IdleKind`] decides what [`Subscriber::idle`] does when a poll found nothing.
