@@ -48,7 +48,7 @@ pub struct SubArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seconds)]
     seconds: Option<f64>,
     /// What to do when no message is waiting: spin, yield, backoff or block.
     #[arg(long, default_value = "backoff", value_parser = super::parse_idle)]
@@ -67,8 +67,17 @@ pub struct ResolverdArgs {
     #[arg(long, default_value_t = 10)]
     stats_every_s: u64,
     /// Stop after this many seconds (default: run until killed).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seconds)]
     seconds: Option<f64>,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a duration: give a number of seconds above 0, for example 10 or 0.5"
+        )),
+    }
 }
 
 fn context() -> Result<Context> {

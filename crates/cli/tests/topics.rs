@@ -504,3 +504,44 @@ fn hosts_find_each_other_through_resolverd_across_namespaces() {
         "the daemon relayed: {stats}"
     );
 }
+
+#[test]
+fn bad_flags_and_settings_are_rejected_with_the_value_and_the_fix() {
+    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+        (
+            &["sub", "x", "--seconds", "nan"],
+            &[],
+            "'nan' is not a duration",
+        ),
+        (
+            &["sub", "md.(", "--regex"],
+            &[],
+            "invalid topic pattern 'md.('",
+        ),
+        (&["pub", "x", "--rate", "0"], &[], "'0' is not a rate"),
+        (&["pub", "x", "--size", "0"], &[], "0"),
+        (
+            &["sub", "x"],
+            &[("PEREGRINE_RESOLVER_GROUP", "10.1.1.1:5")],
+            "group = 10.1.1.1:5 is not accepted",
+        ),
+        (&["resolverd", "--listen", "nowhere"], &[], "nowhere"),
+    ];
+    for (args, env, needle) in cases {
+        let mut c = Command::new(exe());
+        c.args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = finish(
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+            Duration::from_secs(10),
+        );
+        assert!(!o.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
