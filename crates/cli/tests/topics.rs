@@ -505,9 +505,16 @@ fn hosts_find_each_other_through_resolverd_across_namespaces() {
     );
 }
 
+/// (arguments, environment, what the error must say)
+type BadCase = (
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
 #[test]
 fn bad_flags_and_settings_are_rejected_with_the_value_and_the_fix() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+    let cases: [BadCase; 6] = [
         (
             &["sub", "x", "--seconds", "nan"],
             &[],
