@@ -352,7 +352,7 @@ pub fn resolverd(a: ResolverdArgs) -> Result<()> {
                 c.datagrams_forwarded,
                 c.copies_sent,
                 c.keepalives,
-                c.malformed.iter().sum::<u64>() + c.unexpected_frames + c.table_full
+                c.rejected()
             )?;
             out.flush()?;
             last = now;

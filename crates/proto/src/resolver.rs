@@ -457,6 +457,15 @@ struct Publication {
     next_ns: u64,
 }
 
+/// The room for a frame of `len` bytes at the next 8-byte aligned offset after `*at`, with the
+/// padding before it zeroed; `*at` moves past it.
+fn place<'b>(buf: &'b mut [u8], at: &mut usize, len: usize) -> &'b mut [u8] {
+    let start = align_frame(*at);
+    buf[*at..start].fill(0);
+    *at = start + len;
+    &mut buf[start..start + len]
+}
+
 /// Where frames of `lens` end when packed from `at`, each at an 8-byte aligned offset.
 fn packed_end(at: usize, lens: impl Iterator<Item = usize>) -> usize {
     lens.fold(at, |end, len| align_frame(end) + len)
@@ -471,7 +480,6 @@ struct Subscription {
     pattern: Pattern,
     query_id: u32,
     start_ns: u64,
-    last_ns: u64,
     sends: u32,
     /// When the next query is due; `None`: not querying.
     next_ns: Option<u64>,
@@ -547,9 +555,6 @@ impl Resolver {
     /// Remote sources currently known.
     pub fn remote_sources(&self) -> usize {
         self.remote_sources
-    }
-    pub fn publications(&self) -> usize {
-        self.publications.len()
     }
 
     /// Starts advertising `topic`, published by `session_id` and reachable at each of `uris`.
@@ -631,7 +636,6 @@ impl Resolver {
                 pattern,
                 query_id,
                 start_ns: now_ns,
-                last_ns: now_ns,
                 sends: 0,
                 next_ns: None,
                 sources: 0,
@@ -729,7 +733,6 @@ impl Resolver {
             if align_frame(at) + len > cap {
                 break;
             }
-            at = align_frame(at);
             let repr = AdvertiseRepr {
                 session_id: *session_id,
                 stream_id: *stream_id,
@@ -737,9 +740,7 @@ impl Resolver {
                 topic,
                 uri,
             };
-            buf[at..align_frame(at + len).min(cap)].fill(0);
-            repr.emit(&mut AdvertiseFrame::new_unchecked(&mut buf[at..at + len]));
-            at += len;
+            repr.emit(&mut AdvertiseFrame::new_unchecked(place(buf, &mut at, len)));
             self.counters.advertisements_sent += 1;
             self.withdrawals.pop_front();
         }
@@ -769,8 +770,6 @@ impl Resolver {
             }
             self.limited_at_ns = None;
             for uri in &p.uris {
-                at = align_frame(at);
-                let len = advertise_len(&p.topic, uri);
                 let repr = AdvertiseRepr {
                     session_id: p.session_id,
                     stream_id: p.stream_id,
@@ -778,9 +777,8 @@ impl Resolver {
                     topic: &p.topic,
                     uri,
                 };
-                buf[at..align_frame(at + len).min(cap)].fill(0);
-                repr.emit(&mut AdvertiseFrame::new_unchecked(&mut buf[at..at + len]));
-                at += len;
+                let room = place(buf, &mut at, repr.buffer_len());
+                repr.emit(&mut AdvertiseFrame::new_unchecked(room));
                 self.counters.advertisements_sent += 1;
             }
             self.ads_due.remove(&(due, id));
@@ -806,16 +804,13 @@ impl Resolver {
             if align_frame(at) + len > cap {
                 break;
             }
-            at = align_frame(at);
             let repr = QueryRepr {
                 session_id: self.cfg.context_id,
                 query_id: s.query_id,
                 kind: s.pattern.kind,
                 pattern: &s.pattern.text,
             };
-            buf[at..align_frame(at + len).min(cap)].fill(0);
-            repr.emit(&mut QueryFrame::new_unchecked(&mut buf[at..at + len]));
-            at += len;
+            repr.emit(&mut QueryFrame::new_unchecked(place(buf, &mut at, len)));
             self.counters.queries_sent += 1;
             self.queries_due.remove(&(due, id));
             let sched = self.cfg.query;
@@ -827,7 +822,6 @@ impl Resolver {
                 s.start_ns = now_ns;
             }
             s.sends += 1;
-            s.last_ns = now_ns;
             // A wildcard queries through its initial phase; an exact name until it resolves.
             let keep_on = !s.pattern.is_wildcard() || sched.in_initial_phase(s.start_ns, now_ns);
             s.next_ns = keep_on.then(|| sched.next_ns(s.start_ns, now_ns, s.sends));

@@ -83,6 +83,13 @@ pub struct RelayCounters {
     pub clients_expired: u64,
 }
 
+impl RelayCounters {
+    /// Every datagram dropped: malformed, unexpected, or from a client beyond the table.
+    pub fn rejected(&self) -> u64 {
+        self.malformed.iter().sum::<u64>() + self.unexpected_frames + self.table_full
+    }
+}
+
 #[derive(Debug)]
 struct Client {
     last_ns: u64,
