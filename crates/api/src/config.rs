@@ -289,20 +289,21 @@ impl Config {
                     problem: format!("not valid TOML: {}", e.message()),
                 })?;
         let mut cfg = Config::default();
-        for (section, body) in &table {
-            if section == "resolver" || section == "topics" {
-                cfg.read_section(section, body, origin)?;
-                continue;
-            }
-            let scheme = Scheme::ALL
-                .into_iter()
-                .find(|s| s.name() == section)
-                .ok_or_else(|| ConfigError::Invalid {
+        // [topics] last: its URIs are checked with the transports' defaults applied.
+        let sections = table
+            .iter()
+            .filter(|s| s.0 != "topics")
+            .chain(table.iter().filter(|s| s.0 == "topics"));
+        for (section, body) in sections {
+            let scheme = Scheme::ALL.into_iter().find(|s| s.name() == section);
+            if scheme.is_none() && section != "resolver" && section != "topics" {
+                return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
                     problem: format!(
                         "unknown section [{section}]: sections are [ipc], [udp], [mcast], [tcp], [resolver] and [topics]"
                     ),
-                })?;
+                });
+            }
             let toml::Value::Table(body) = body else {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
@@ -326,8 +327,14 @@ impl Config {
                     }
                 };
                 let at = format!("{origin}: [{section}] {key} = {value}");
-                check(scheme, key, &value, &at)?;
-                cfg.set(scheme, key, &value, &at);
+                match scheme {
+                    Some(scheme) => {
+                        check(scheme, key, &value, &at)?;
+                        cfg.set(scheme, key, &value, &at);
+                    }
+                    None if section == "topics" => cfg.set_topic(key, &value, &at)?,
+                    None => cfg.set_resolver(key, &value, &at)?,
+                }
             }
         }
         Ok(cfg)
@@ -370,55 +377,6 @@ impl Config {
         Ok(self)
     }
 
-    /// Reads `[resolver]` or `[topics]`.
-    fn read_section(
-        &mut self,
-        section: &str,
-        body: &toml::Value,
-        origin: &str,
-    ) -> Result<(), ConfigError> {
-        let invalid = |problem: String| ConfigError::Invalid {
-            origin: origin.to_string(),
-            problem,
-        };
-        let toml::Value::Table(body) = body else {
-            return Err(invalid(format!(
-                "'{section}' must be a table: write [{section}] and keys under it"
-            )));
-        };
-        for (key, value) in body {
-            let value = match value {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                other => {
-                    return Err(invalid(format!(
-                        "[{section}] {key} = {other}: give a string or a whole number"
-                    )))
-                }
-            };
-            let at = format!("{origin}: [{section}] {key} = {value}");
-            if section == "topics" {
-                peregrine_transport::validate_topic(key).map_err(|e| ConfigError::Invalid {
-                    origin: at.clone(),
-                    problem: e.to_string(),
-                })?;
-                let uri = self.apply(&value).map_err(|e| ConfigError::Invalid {
-                    origin: at.clone(),
-                    problem: e.problem,
-                })?;
-                check_uri(&uri).map_err(|problem| ConfigError::Invalid {
-                    origin: at,
-                    problem,
-                })?;
-                self.topics.retain(|t| &t.0 != key);
-                self.topics.push((key.clone(), value));
-            } else {
-                self.set_resolver(key, &value, &at)?;
-            }
-        }
-        Ok(())
-    }
-
     fn set_resolver(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
         let mut next = self.resolver.clone();
         next.retain(|e| e.0 != key);
@@ -441,22 +399,23 @@ impl Config {
 
     /// Gives `topic` an explicit transport URI (a `[topics]` entry).
     pub fn with_topic(mut self, topic: &str, uri: &str) -> Result<Config, ConfigError> {
-        let at = format!("topic {topic} = {uri}");
-        peregrine_transport::validate_topic(topic).map_err(|e| ConfigError::Invalid {
-            origin: at.clone(),
-            problem: e.to_string(),
-        })?;
-        let applied = self.apply(uri).map_err(|e| ConfigError::Invalid {
-            origin: at.clone(),
-            problem: e.problem,
-        })?;
-        check_uri(&applied).map_err(|problem| ConfigError::Invalid {
-            origin: at,
+        self.set_topic(topic, uri, &format!("topic {topic} = {uri}"))?;
+        Ok(self)
+    }
+
+    /// Sets a `[topics]` entry after checking the topic and the URI (with this configuration's
+    /// transport defaults applied) as a publisher will.
+    fn set_topic(&mut self, topic: &str, uri: &str, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |problem: String| ConfigError::Invalid {
+            origin: origin.to_string(),
             problem,
-        })?;
+        };
+        peregrine_transport::validate_topic(topic).map_err(|e| invalid(e.to_string()))?;
+        let applied = self.apply(uri).map_err(|e| invalid(e.problem))?;
+        check_uri(&applied).map_err(invalid)?;
         self.topics.retain(|t| t.0 != topic);
         self.topics.push((topic.to_string(), uri.to_string()));
-        Ok(self)
+        Ok(())
     }
 
     /// The topic resolution settings.

@@ -115,54 +115,48 @@ impl Context {
         let handle = self.resolver()?;
         let session_id = resolve::new_session_id();
         let stream = stream_id(topic);
-        let (ipc, net, uris) = if let Some(uri) = self.config.topic_uri(topic) {
-            let (inner, uri) = self.open_publisher(topic, uri, session_id)?;
-            let (ipc, net) = match inner {
-                PublisherInner::Ipc(p) => (Some(p), None),
-                PublisherInner::Udp(p) => (None, Some(resolve::NetPublisher::Udp(p))),
-                PublisherInner::Tcp(p) => (None, Some(resolve::NetPublisher::Tcp(p))),
-                PublisherInner::Multi(_) => unreachable!("open_publisher opens one transport"),
-            };
-            let uri = match ipc {
-                Some(_) => with_param(&uri, "host", &handle.host_id),
-                None => uri,
-            };
-            (ipc, net, vec![uri])
-        } else {
-            let settings = &handle.settings;
-            let mut uris = Vec::new();
-            let mut ipc = None;
-            if settings.local_ipc {
-                let uri = format!("ipc://pg.{session_id:08x}.{stream:08x}");
-                let (inner, uri) = self.open_publisher(topic, &uri, session_id)?;
-                if let PublisherInner::Ipc(p) = inner {
-                    ipc = Some(p);
-                }
-                uris.push(with_param(&uri, "host", &handle.host_id));
-            }
-            let remote = match &settings.remote {
-                config::Remote::Udp => Some(format!("udp://{}:0", settings.iface)),
-                config::Remote::Tcp => Some(format!("tcp://{}:0", settings.iface)),
-                config::Remote::Mcast(u) => Some(u.clone()),
-                config::Remote::None => None,
-            };
-            let mut net = None;
-            if let Some(remote) = remote {
-                let (inner, uri) = self.open_publisher(topic, &remote, session_id)?;
-                net = match inner {
-                    PublisherInner::Udp(p) => Some(resolve::NetPublisher::Udp(p)),
-                    PublisherInner::Tcp(p) => Some(resolve::NetPublisher::Tcp(p)),
-                    _ => None,
+        // The transports to open: the [topics] URI, or this host's log and the remote choice.
+        let settings = &handle.settings;
+        let targets: Vec<String> = match self.config.topic_uri(topic) {
+            Some(uri) => vec![uri.to_string()],
+            None => {
+                let local = settings
+                    .local_ipc
+                    .then(|| format!("ipc://pg.{session_id:08x}.{stream:08x}"));
+                let remote = match &settings.remote {
+                    config::Remote::Udp => Some(format!("udp://{}:0", settings.iface)),
+                    config::Remote::Tcp => Some(format!("tcp://{}:0", settings.iface)),
+                    config::Remote::Mcast(u) => Some(u.clone()),
+                    config::Remote::None => None,
                 };
-                uris.push(uri);
+                local.into_iter().chain(remote).collect()
             }
-            if uris.is_empty() {
-                return Err(OpenError::InvalidTopic(format!(
-                    "cannot publish '{topic}': [resolver] local = \"none\" and remote = \"none\" leave no transport"
-                )));
-            }
-            (ipc, net, uris)
         };
+        if targets.is_empty() {
+            return Err(OpenError::InvalidTopic(format!(
+                "cannot publish '{topic}': [resolver] local = \"none\" and remote = \"none\" leave no transport"
+            )));
+        }
+        let (mut ipc, mut net, mut uris) = (None, None, Vec::new());
+        for target in &targets {
+            let (inner, uri) = self.open_publisher(topic, target, session_id)?;
+            match inner {
+                PublisherInner::Ipc(p) => {
+                    ipc = Some(p);
+                    // Subscribers on other hosts must not try to map it.
+                    uris.push(with_param(&uri, "host", &handle.host_id));
+                }
+                PublisherInner::Udp(p) => {
+                    net = Some(resolve::NetPublisher::Udp(p));
+                    uris.push(uri);
+                }
+                PublisherInner::Tcp(p) => {
+                    net = Some(resolve::NetPublisher::Tcp(p));
+                    uris.push(uri);
+                }
+                PublisherInner::Multi(_) => unreachable!("open_publisher opens one transport"),
+            }
+        }
         let publication = handle.advertise(topic, session_id, &uris)?;
         Ok(Publisher {
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(

@@ -534,17 +534,26 @@ impl MultiSubscriber {
                 topic,
                 self.blocking,
             )?),
-            Scheme::Udp | Scheme::Mcast => {
+            scheme => {
                 let uri = self.config.apply(uri)?;
                 let cfg = NetConfig::from_uri(&Uri::parse(&uri)?)?;
-                LegSub::Udp(UdpSubscriber::new(&cfg, &uri, stream_id)?)
-            }
-            Scheme::Tcp => {
-                let uri = self.config.apply(uri)?;
-                let cfg = NetConfig::from_uri(&Uri::parse(&uri)?)?;
-                LegSub::Tcp(TcpSubscriber::new(&cfg, &uri, stream_id)?)
+                if scheme == Scheme::Tcp {
+                    LegSub::Tcp(TcpSubscriber::new(&cfg, &uri, stream_id)?)
+                } else {
+                    LegSub::Udp(UdpSubscriber::new(&cfg, &uri, stream_id)?)
+                }
             }
         })
+    }
+
+    /// Applies what the resolver thread handed over, if anything (one relaxed load otherwise).
+    #[inline]
+    fn check_inbox(&mut self) {
+        if self.inbox.pending.load(Ordering::Relaxed) {
+            self.inbox.pending.store(false, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            self.apply_resolver_events();
+        }
     }
 
     fn apply_resolver_events(&mut self) {
@@ -657,11 +666,7 @@ impl MultiSubscriber {
         handler: &mut F,
         limit: usize,
     ) -> usize {
-        if self.inbox.pending.load(Ordering::Relaxed) {
-            self.inbox.pending.store(false, Ordering::Relaxed);
-            std::sync::atomic::fence(Ordering::Acquire);
-            self.apply_resolver_events();
-        }
+        self.check_inbox();
         let legs = self.legs.len();
         let mut n = 0;
         for k in 0..legs {
@@ -693,11 +698,7 @@ impl MultiSubscriber {
     }
 
     pub(crate) fn next_event(&mut self) -> Option<SubscriberEvent> {
-        if self.inbox.pending.load(Ordering::Relaxed) {
-            self.inbox.pending.store(false, Ordering::Relaxed);
-            std::sync::atomic::fence(Ordering::Acquire);
-            self.apply_resolver_events();
-        }
+        self.check_inbox();
         self.events.pop_front()
     }
 
