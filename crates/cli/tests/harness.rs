@@ -109,13 +109,21 @@ fn a_short_sweep_writes_the_folder_and_prints_the_seed_tables() {
             );
         }
     }
-    // The seeds' table, a row per sustained cell.
+    // The seeds' table, a row per sustained cell. Whether a rate held depends on the
+    // machine's load, so the check is that the table agrees with the cells, whatever they say.
     assert!(stdout.contains("Full Results"), "{stdout}");
     assert!(stdout.contains("Message Size/Rate"), "{stdout}");
-    assert!(
-        stdout.contains("32B/10K") && stdout.contains("256B/10K"),
-        "{stdout}"
-    );
+    for size in [32, 256] {
+        for (rate, label) in [(10_000.0, "10K"), (50_000.0, "50K")] {
+            let held = load.iter().any(|c| {
+                c["size_bytes"] == size
+                    && c["rate_requested_msgs_per_s"] == rate
+                    && c["sustained"] == true
+            });
+            let row = format!("{size}B/{label}");
+            assert_eq!(stdout.contains(&row), held, "row {row}:\n{stdout}");
+        }
+    }
     let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), load.len() + 1);
     assert!(dir.join("report.html").exists() && dir.join("report.txt").exists());
@@ -232,7 +240,7 @@ fn embedded_timestamps_measure_every_message_at_each_rate() {
 }
 
 #[test]
-fn the_maximum_search_climbs_to_the_cap_when_every_rate_holds() {
+fn the_maximum_search_follows_each_probe_verdict_and_reports_the_highest_that_held() {
     let _one = serial();
     let dir = fresh_dir("max");
     ok(&run(&[
@@ -255,15 +263,47 @@ fn the_maximum_search_climbs_to_the_cap_when_every_rate_holds() {
     ]));
     let r = results(&dir);
     let probes = cells(&r, "max_probe");
-    let rates: Vec<f64> = probes
+    let tried: Vec<(f64, bool)> = probes
         .iter()
-        .map(|c| c["rate_requested_msgs_per_s"].as_f64().unwrap())
+        .map(|c| {
+            let held = c["sustained"].as_bool().expect("a probe has a verdict");
+            // A probe's verdict is the load verdict plus "nothing refused".
+            let clean = c["lost"] == 0
+                && c["duplicates"] == 0
+                && c["out_of_order"] == 0
+                && c["refused"] == 0
+                && c["rate_achieved_msgs_per_s"].as_f64().unwrap()
+                    >= 0.99 * c["rate_requested_msgs_per_s"].as_f64().unwrap();
+            assert!(!held || clean, "a probe that held must be clean: {c}");
+            (c["rate_requested_msgs_per_s"].as_f64().unwrap(), held)
+        })
         .collect();
-    assert_eq!(rates, [5_000.0, 10_000.0, 20_000.0]);
+    // Which rates hold depends on the machine's load (20K/s on a busy CI runner can fall
+    // short in 0.3 s), so the run is replayed: given the verdicts the probes recorded, the
+    // search must have asked for exactly these rates, in this order, and reported the
+    // highest that held. When every rate holds, that is 5K, 10K, 20K and a maximum of 20K.
+    let mut verdicts = tried.iter();
+    let mut asked = Vec::new();
+    let best = peregrine_bench::sweep::search_max::<()>(5_000.0, 1_000.0, 20_000.0, 0.05, |rate| {
+        asked.push(rate);
+        Ok(verdicts.next().map(|&(_, held)| held).unwrap_or(false))
+    })
+    .unwrap();
+    let requested: Vec<f64> = tried.iter().map(|&(rate, _)| rate).collect();
+    assert_eq!(asked, requested, "probes {tried:?}");
+    if tried.iter().all(|&(_, held)| held) {
+        assert_eq!(requested, [5_000.0, 10_000.0, 20_000.0]);
+    }
     let max = cells(&r, "max");
     assert_eq!(max.len(), 1);
-    assert_eq!(max[0]["rate_achieved_msgs_per_s"], 20_000.0);
-    assert_eq!(max[0]["detail"]["probes"], 3);
+    assert_eq!(
+        max[0]["rate_achieved_msgs_per_s"].as_f64(),
+        best,
+        "{}",
+        max[0]
+    );
+    assert_eq!(max[0]["sustained"], best.is_some());
+    assert_eq!(max[0]["detail"]["probes"], tried.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
