@@ -683,6 +683,33 @@ fn subscribe_loop(
     }
 }
 
+/// One message of a ping run's load stream, on the subscriber: checks its number and size,
+/// reflects it if it is a ping. An echo that fails is kept in `failed` (the first one).
+fn on_load_message(
+    payload: &[u8],
+    size: usize,
+    r: &mut SubReport,
+    check: &mut SequenceCheck,
+    reflect: &mut Publisher,
+    failed: &mut Option<OfferError>,
+) {
+    let Some(head) = payload.get(..8) else {
+        r.corrupt += 1;
+        return;
+    };
+    let word = u64::from_le_bytes(head.try_into().expect("8 bytes"));
+    check.see(word & NUMBER);
+    if payload.len() != size {
+        r.corrupt += 1;
+    }
+    if word & PING != 0 {
+        if failed.is_none() {
+            *failed = crate::pingpong::offer_spinning(reflect, payload).err();
+        }
+        r.reflected += 1;
+    }
+}
+
 /// The subscriber process of a ping run (`--role sub`): discards the load, reflects pings.
 pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
     validate(cfg)?;
@@ -696,36 +723,28 @@ pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
     } else {
         reflect.uri()
     });
-    crate::pingpong::wait_connected(&mut reflect, &mut sub, cfg.connect_timeout, "publisher")?;
+    // Load messages and pings that arrived while this side still waited for its own
+    // subscriber are handled first, in order.
+    let early =
+        crate::pingpong::wait_connected(&mut reflect, &mut sub, cfg.connect_timeout, "publisher")?;
     let mut r = SubReport::default();
     let mut check = SequenceCheck::default();
     let mut failed: Option<OfferError> = None;
     let size = cfg.size;
+    for payload in &early {
+        on_load_message(payload, size, &mut r, &mut check, &mut reflect, &mut failed);
+    }
     loop {
         let n = sub.poll(
             &mut |m| {
-                let Some(head) = m.payload.get(..8) else {
-                    r.corrupt += 1;
-                    return;
-                };
-                let word = u64::from_le_bytes(head.try_into().expect("8 bytes"));
-                check.see(word & NUMBER);
-                if m.payload.len() != size {
-                    r.corrupt += 1;
-                }
-                if word & PING != 0 {
-                    loop {
-                        match reflect.offer(m.payload) {
-                            Ok(_) => break,
-                            Err(OfferError::BackPressured) => std::hint::spin_loop(),
-                            Err(e) => {
-                                failed = Some(e);
-                                break;
-                            }
-                        }
-                    }
-                    r.reflected += 1;
-                }
+                on_load_message(
+                    m.payload,
+                    size,
+                    &mut r,
+                    &mut check,
+                    &mut reflect,
+                    &mut failed,
+                )
             },
             256,
         );

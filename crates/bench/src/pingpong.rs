@@ -216,16 +216,23 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
     })
 }
 
+/// Waits until `publ` has a subscriber and `sub` follows a publisher, driving both.
+///
+/// Returns (copied) the messages `sub` received while waiting: the two sides of a pair finish
+/// waiting at different moments, so the other side may already have sent its first message
+/// (a ping, a load message) while this one still waits for its own publisher's subscriber.
+/// Those must be handled, not dropped: a dropped ping is never echoed and the run hangs.
 pub(crate) fn wait_connected(
     publ: &mut Publisher,
     sub: &mut Subscriber,
     timeout: Duration,
     who: &str,
-) -> Result<(), BenchError> {
+) -> Result<Vec<Vec<u8>>, BenchError> {
     let start = Instant::now();
+    let mut early = Vec::new();
     while publ.subscriber_count() == 0 || !sub.is_connected() {
         publ.do_work();
-        sub.poll(&mut |_m| {}, 1);
+        sub.poll(&mut |m| early.push(m.payload.to_vec()), 16);
         if start.elapsed() > timeout {
             return Err(BenchError::Child(format!(
                 "the {who} side did not connect within {} s (is it running with the same --name?)",
@@ -234,8 +241,14 @@ pub(crate) fn wait_connected(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    Ok(())
+    Ok(early)
 }
+
+/// Empty polls between two duty cycles of the ping side's publisher while it waits for an
+/// echo. A round trip takes microseconds, far fewer polls, so a measured ping never waits on
+/// it; but if the echo is late the publisher still sends heartbeats, answers NAKs and drains
+/// queued bytes, so a lost ping is repaired instead of waited for until the session times out.
+const POLLS_PER_DUTY_CYCLE: u32 = 4096;
 
 fn ping_loop(
     cfg: &PingPongConfig,
@@ -243,21 +256,24 @@ fn ping_loop(
     mut publ: Publisher,
     mut sub: Subscriber,
 ) -> Result<LatencyRecorder, BenchError> {
-    wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "pong")?;
+    // The pong side sends nothing before the first ping.
+    let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "pong")?;
+    if !early.is_empty() {
+        return Err(BenchError::Child(format!(
+            "{} message(s) arrived from the pong side before the first ping",
+            early.len()
+        )));
+    }
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
     let result = with_cpu(cfg.cpus.a, || -> Result<(), BenchError> {
         for i in 0..cfg.warmup + cfg.count {
             buf[..8].copy_from_slice(&i.to_le_bytes());
             let t0 = clock.now();
-            loop {
-                match publ.offer(&buf) {
-                    Ok(_) => break,
-                    Err(OfferError::BackPressured) => std::hint::spin_loop(),
-                    Err(e) => return Err(BenchError::Child(format!("offer failed: {e}"))),
-                }
-            }
+            offer_spinning(&mut publ, &buf)
+                .map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
             let mut echoed = None;
+            let mut empty_polls = 0u32;
             loop {
                 let n = sub.poll(
                     &mut |m| {
@@ -272,7 +288,13 @@ fn ping_loop(
                 }
                 sub.idle(0);
                 if !sub.is_connected() {
-                    return Err(BenchError::Child("the pong side went away".into()));
+                    return Err(BenchError::Child(format!(
+                        "the pong side went away while ping {i} waited for its echo"
+                    )));
+                }
+                empty_polls += 1;
+                if empty_polls % POLLS_PER_DUTY_CYCLE == 0 {
+                    publ.do_work();
                 }
             }
             let t1 = clock.now();
@@ -293,6 +315,18 @@ fn ping_loop(
     Ok(rec)
 }
 
+/// Offers `payload`, spinning while the publisher is back-pressured.
+#[inline]
+pub(crate) fn offer_spinning(publ: &mut Publisher, payload: &[u8]) -> Result<(), OfferError> {
+    loop {
+        match publ.offer(payload) {
+            Ok(_) => return Ok(()),
+            Err(OfferError::BackPressured) => std::hint::spin_loop(),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The pong side: echoes every ping until the ping side closes.
 pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     validate(cfg)?;
@@ -308,18 +342,20 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     } else {
         publ.uri()
     });
-    wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
+    // Pings that arrived while this side still waited for its own subscriber are echoed
+    // first, in order.
+    let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
     let mut failed = None;
+    for payload in &early {
+        if let Err(e) = offer_spinning(&mut publ, payload) {
+            return Err(BenchError::Child(format!("echo failed: {e}")));
+        }
+    }
     loop {
         let n = sub.poll(
-            &mut |m| loop {
-                match publ.offer(m.payload) {
-                    Ok(_) => break,
-                    Err(OfferError::BackPressured) => std::hint::spin_loop(),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
+            &mut |m| {
+                if failed.is_none() {
+                    failed = offer_spinning(&mut publ, m.payload).err();
                 }
             },
             16,
@@ -339,4 +375,55 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
         &serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": sub.counters().messages }),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The race behind a hang seen under load: the ping side is ready (its publisher has the
+    /// pong's subscriber, its subscriber follows the pong's publisher) and sends ping 0 while
+    /// the pong side still waits for its own publisher's subscriber. The ping must come out of
+    /// the wait, to be echoed, not be dropped by it.
+    #[test]
+    fn a_message_that_arrives_while_waiting_is_handed_back_not_dropped() {
+        let name = format!("pg-wait-{}", std::process::id());
+        let (ping_uri, pong_uri) = (format!("ipc://{name}-ping"), format!("ipc://{name}-pong"));
+        let ctx = context().unwrap();
+        let mut ping_pub = ctx.publisher("bench.ping", &ping_uri).unwrap();
+        let mut pong_sub = ctx
+            .subscriber("bench.ping", &ping_uri, IdleKind::Spin)
+            .unwrap();
+        let start = Instant::now();
+        while !pong_sub.is_connected() {
+            assert_eq!(pong_sub.poll(&mut |_| {}, 1), 0);
+            assert!(start.elapsed() < Duration::from_secs(5), "never attached");
+        }
+        ping_pub.offer(b"ping 0 (early)").unwrap();
+        let mut pong_pub = ctx.publisher("bench.pong", &pong_uri).unwrap();
+
+        // The ping side's subscriber to the pong stream attaches only later.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let mut ping_sub = context()
+                .unwrap()
+                .subscriber("bench.pong", &pong_uri, IdleKind::Spin)
+                .unwrap();
+            while done_rx.try_recv().is_err() {
+                ping_sub.poll(&mut |_| {}, 1);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let early = wait_connected(
+            &mut pong_pub,
+            &mut pong_sub,
+            Duration::from_secs(10),
+            "ping",
+        );
+        done_tx.send(()).unwrap();
+        late.join().unwrap();
+        assert_eq!(early.unwrap(), vec![b"ping 0 (early)".to_vec()]);
+        assert_eq!(pong_sub.poll(&mut |_| {}, 16), 0, "delivered twice");
+    }
 }

@@ -370,8 +370,14 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         say_ready();
     }
     let start = Instant::now();
+    // Messages delivered by the poll that connects are kept and counted below, like any.
+    let mut early: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut early_ns = 0;
     while !sub.is_connected() {
-        sub.poll(&mut |_m| {}, 1);
+        if sub.poll(&mut |m| early.push((m.sequence, m.payload.to_vec())), 16) > 0 && early_ns == 0
+        {
+            early_ns = peregrine_agent::monotonic_ns();
+        }
         if start.elapsed() > cfg.connect_timeout {
             return Err(BenchError::Child(format!(
                 "no publisher on {uri} within {} s",
@@ -384,8 +390,6 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         say_ready();
     }
     let mut r = SubscriberReport::default();
-    // Where the subscriber joined: the first sequence it may receive.
-    let mut expected: Option<u64> = None;
     let mut lost_events: Vec<(u64, u64)> = Vec::new();
     // Message k of the session has sequence k * fpm (its fragments take the numbers between).
     let fpm = frames_per_message(cfg, &uri)?;
@@ -406,33 +410,25 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             }
         }
     };
-    drain_events(&mut sub, &mut expected, &mut lost_events);
     // Gaps seen in the sequence of delivered messages; at the end they must be exactly the
     // ranges the `Lost` events announced (events are read after a poll that may already have
     // delivered messages following the loss, so the two are compared at the end, not inline).
-    let mut observed_gaps: Vec<(u64, u64)> = Vec::new();
-    let check_payload = cfg.size >= 8;
+    let mut tally = Tally {
+        expected: None,
+        observed_gaps: Vec::new(),
+        fpm,
+        size: cfg.size,
+    };
+    for (sequence, payload) in &early {
+        tally.see(&mut r, *sequence, payload);
+    }
+    if !early.is_empty() {
+        r.first_ns = early_ns;
+        r.last_ns = early_ns;
+    }
+    drain_events(&mut sub, &mut tally.expected, &mut lost_events);
     loop {
-        let n = sub.poll(
-            &mut |m| {
-                let e = expected.unwrap_or(m.sequence);
-                if m.sequence > e {
-                    observed_gaps.push((e, m.sequence - e));
-                } else if m.sequence < e {
-                    r.out_of_order += 1;
-                }
-                if check_payload {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(&m.payload[..8]);
-                    if u64::from_le_bytes(b) * fpm != m.sequence || m.payload.len() != cfg.size {
-                        r.corrupt += 1;
-                    }
-                }
-                expected = Some(m.sequence + fpm);
-                r.received += 1;
-            },
-            256,
-        );
+        let n = sub.poll(&mut |m| tally.see(&mut r, m.sequence, m.payload), 256);
         if n > 0 {
             let now = peregrine_agent::monotonic_ns();
             if r.first_ns == 0 {
@@ -440,7 +436,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
             }
             r.last_ns = now;
         }
-        drain_events(&mut sub, &mut expected, &mut lost_events);
+        drain_events(&mut sub, &mut tally.expected, &mut lost_events);
         if n == 0 {
             recovery_ns.append(&mut sub.take_recovery_ns());
             if !sub.is_connected() {
@@ -450,6 +446,11 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         sub.idle(n);
     }
     // A loss after the last delivered message shows only as an event.
+    let Tally {
+        expected,
+        mut observed_gaps,
+        ..
+    } = tally;
     if let (Some(&(from, count)), Some(e)) = (lost_events.last(), expected) {
         if from + count > e {
             observed_gaps.push((e, from + count - e));
@@ -475,6 +476,39 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     r.recovery_ns = [0.5, 0.99, 0.999, 1.0].map(|q| crate::stats::nearest_rank(&recovery_ns, q));
     say_result(&serde_json::to_value(&r).expect("report serialises"));
     Ok(())
+}
+
+/// What the subscriber checks of each delivered message: its place in the sequence (gaps,
+/// and numbers going back) and, for sizes of 8 bytes and more, its number and size.
+struct Tally {
+    /// Where the next message should be: from the `Connected` event or the first message
+    /// seen, then the message after the last one seen.
+    expected: Option<u64>,
+    observed_gaps: Vec<(u64, u64)>,
+    /// Message k of the session has sequence k * fpm (its fragments take the numbers between).
+    fpm: u64,
+    size: usize,
+}
+
+impl Tally {
+    fn see(&mut self, r: &mut SubscriberReport, sequence: u64, payload: &[u8]) {
+        let e = self.expected.unwrap_or(sequence);
+        if sequence > e {
+            self.observed_gaps.push((e, sequence - e));
+        } else if sequence < e {
+            r.out_of_order += 1;
+        }
+        if self.size >= 8 {
+            let number = payload
+                .get(..8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+            if number.map(|n| n * self.fpm) != Some(sequence) || payload.len() != self.size {
+                r.corrupt += 1;
+            }
+        }
+        self.expected = Some(sequence + self.fpm);
+        r.received += 1;
+    }
 }
 
 /// Joins ranges `(from, count)` that touch, so two reports of one gap compare equal.
