@@ -288,7 +288,15 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         helper.ready_info.clone()
     };
     let mut sub = ctx.subscriber("bench.reflect", &reflect_uri, IdleKind::Spin)?;
-    crate::pingpong::wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "subscriber")?;
+    // The reflector sends nothing before the first ping, so nothing can arrive early here.
+    let early =
+        crate::pingpong::wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "subscriber")?;
+    if !early.is_empty() {
+        return Err(BenchError::Child(format!(
+            "{} message(s) arrived on the reflect stream before the first ping",
+            early.len()
+        )));
+    }
     // A network subscriber may still be learning the session (the heartbeat answering its
     // join): let it, so that it joins at message 0 rather than at a later position.
     let settle = Instant::now();
