@@ -8,7 +8,6 @@
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 const COUNT: u64 = 3000;
 const WARMUP: u64 = 300;
@@ -52,7 +51,6 @@ fn pingpong_across_veth_between_namespaces() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-pingpong.sh");
     assert!(script.exists(), "missing {}", script.display());
 
-    let start = Instant::now();
     let out = Command::new("bash")
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_peregrine"))
@@ -62,11 +60,11 @@ fn pingpong_across_veth_between_namespaces() {
         .env("SIZE", "64")
         .env("IDLE", "spin")
         .env("CPUS", "0,1")
-        // Each side of each transport; the whole run normally takes a few seconds.
+        // Each side of each transport is stopped after this long (a hang fails the run, named
+        // by the script); the whole run normally takes a few seconds.
         .env("TIMEOUT", "20")
         .output()
         .expect("cannot run bash");
-    let elapsed = start.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -74,10 +72,6 @@ fn pingpong_across_veth_between_namespaces() {
         "{} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         script.display(),
         out.status
-    );
-    assert!(
-        elapsed < Duration::from_secs(60),
-        "the script took {elapsed:?}: far longer than expected"
     );
 
     let lines: Vec<Value> = stdout

@@ -236,7 +236,6 @@ fn a_late_subscriber_joins_mid_stream_and_a_killed_publisher_expires() {
     thread::sleep(Duration::from_millis(1500));
     let (sub, out) = start_sub(peregrine(&["sub", &t, "--print", "--seconds", "4"], &[]));
     thread::sleep(Duration::from_millis(1500));
-    let killed_at = Instant::now();
     publ.kill().unwrap();
     let _ = publ.wait();
     let (ok, stdout) = finish_sub(sub, out, Duration::from_secs(10));
@@ -259,7 +258,6 @@ fn a_late_subscriber_joins_mid_stream_and_a_killed_publisher_expires() {
         stdout.contains("(expired)"),
         "the source expires:\n{stdout}"
     );
-    assert!(killed_at.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
