@@ -163,8 +163,9 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     first.signal("-KILL");
     drop(first);
     assert!(path.exists(), "kill -9 leaves the segment behind");
-    // The next publisher detects the dead owner and replaces the segment.
-    let mut second = Role::start(&args("1000"));
+    // A subscriber started now finds only the dead publisher's segment: it must not take it
+    // for a publisher (it would report a connection and its end, and nothing between), but
+    // wait. It says `ready` only once attached, so nothing may come yet.
     let mut sub = Role::start(&[
         "bench",
         "throughput",
@@ -175,6 +176,15 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
         "--size",
         "32",
     ]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(path.exists(), "the dead publisher's segment is still there");
+    assert!(
+        sub.child.try_wait().unwrap().is_none(),
+        "the subscriber ended on a dead publisher's segment instead of waiting"
+    );
+    // The next publisher detects the dead owner and replaces the segment; the waiting
+    // subscriber attaches to it and gets every message.
+    let mut second = Role::start(&args("1000"));
     sub.expect_ready();
     let r = sub.result();
     assert_eq!(

@@ -4,9 +4,11 @@
 //! `$PEREGRINE_SHM_DIR`), mode 0600, mapped shared by the publisher and its subscribers. The
 //! publisher holds an exclusive `flock` on it for as long as it lives; the kernel drops the lock
 //! when the process dies, however it dies. So:
-//! - a new publisher that can take the lock of an existing segment knows its owner is dead,
-//!   and replaces it atomically (`rename` of a fully initialised file over the old name);
-//! - a subscriber that can take a shared lock knows the publisher is gone.
+//! - a new publisher that can take a shared lock of an existing segment knows its owner is
+//!   dead, and replaces it atomically (`rename` of a fully initialised file over the old name);
+//!   creators take turns (an exclusive `flock` on the directory), so no two reclaim at once;
+//! - a subscriber that can take a shared lock knows the publisher is gone (and a reclaim in
+//!   progress, holding only a shared lock, does not make a dead segment look alive).
 //!
 //! A segment only becomes visible under its name once it is completely initialised (it is built
 //! under a temporary name and then `link`ed or `rename`d into place), so an opener never sees a
@@ -26,6 +28,37 @@ pub fn shm_dir() -> PathBuf {
     std::env::var_os("PEREGRINE_SHM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+}
+
+/// How long a creator waits for its turn before giving up (a creation takes milliseconds;
+/// only a creator stopped mid-way, e.g. by SIGSTOP, holds the turn longer).
+const CREATORS_TURN_WAIT_MS: u64 = 5_000;
+
+/// Takes the creators' lock on the segment directory: an exclusive `flock` on the directory
+/// itself, released when the returned file is dropped (or its process dies).
+fn creators_turn(dir: &Path) -> Result<File, OpenError> {
+    use rustix::fs::{flock, FlockOperation};
+    let io_err = |op: &'static str, e: io::Error| OpenError::Io {
+        op,
+        path: dir.to_path_buf(),
+        source: e,
+    };
+    let lock = File::open(dir).map_err(|e| io_err("open the directory", e))?;
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(CREATORS_TURN_WAIT_MS);
+    loop {
+        match flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(lock),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Err(io_err(
+                "lock (another process has been creating a segment for over 5 s; is it stopped?)",
+                io::ErrorKind::WouldBlock.into(),
+            )),
+            Err(e) => return Err(io_err("lock", e.into())),
+        }
+    }
 }
 
 /// The file of segment `name`.
@@ -163,21 +196,27 @@ impl Segment {
             path: p.to_path_buf(),
             source: e,
         };
+        // Creators take turns, for the few system calls of a creation (the lock goes with
+        // `_turn`). A reclaim is then never raced by another, so it can test the old owner
+        // with a *shared* lock: a subscriber testing the same file at the same moment still
+        // finds it as dead as it is. (An exclusive lock there is indistinguishable from a
+        // live publisher's: a subscriber would attach to the dead segment just before it is
+        // marked closed and replaced, and end without a message.)
+        let _turn = creators_turn(&dir)?;
         for _attempt in 0..8 {
             // 1. Is there a segment under this name, and is its owner alive?
             let stale = match OpenOptions::new().read(true).write(true).open(&path) {
                 Ok(f) => {
                     use rustix::fs::{flock, FlockOperation};
-                    if flock(&f, FlockOperation::NonBlockingLockExclusive).is_err() {
+                    if flock(&f, FlockOperation::NonBlockingLockShared).is_err() {
                         let pid = Segment::peek_pid(&f);
                         return Err(OpenError::InUse {
                             name: spec.name.clone(),
                             pid,
                         });
                     }
-                    // We hold its lock: its owner is dead and nobody else can reclaim it. Mark it
-                    // closed at once, so a subscriber that opens it while we hold the lock does not
-                    // take us for its live publisher.
+                    // No exclusive lock: its owner is dead, and no other creator can act now.
+                    // Mark it closed, so subscribers still attached to it learn it has ended.
                     Segment::mark_closed(&f);
                     Some(f)
                 }

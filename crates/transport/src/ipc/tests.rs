@@ -486,3 +486,53 @@ fn frames_longer_than_the_clean_ahead_distance_arrive_intact_across_laps() {
     sub.poll(&mut check, usize::MAX);
     assert_eq!(expected, 600);
 }
+
+/// A publisher that replaces a dead one's segment must never be mistaken, while it does so,
+/// for that dead publisher: a subscriber attaching at that moment would take the dead segment,
+/// see it closed a moment later and end without a message (seen in CI as a `bench throughput`
+/// subscriber reporting 0 of 1000 messages). Subscribers race each reclaim here, attaching in
+/// a tight loop; each must end up on the new publisher's session.
+#[test]
+fn a_subscriber_racing_a_reclaim_never_attaches_to_the_dead_segment() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    for round in 0..2000u32 {
+        let c = cfg("reclaim", 1 << 16, SlowSubscriberPolicy::BackPressure);
+        // The dead publisher's segment: made, then its lock released (as by the kernel when
+        // its process dies), never marked closed.
+        let dead = super::segment::SegmentSpec {
+            name: c.name.clone(),
+            capacity: c.capacity,
+            max_subscribers: c.max_subscribers,
+            policy: c.policy,
+            session_id: 1,
+            stream_id: 7,
+            topic: "reclaim".into(),
+        };
+        drop(super::segment::Segment::create(&dead).unwrap());
+        let go = Arc::new(AtomicBool::new(false));
+        let racer = {
+            let (c, go) = (c.clone(), go.clone());
+            std::thread::spawn(move || {
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                loop {
+                    let sub = IpcSubscriber::new(&c, "reclaim", false).unwrap();
+                    if sub.is_connected() {
+                        return sub.session_id();
+                    }
+                }
+            })
+        };
+        go.store(true, Ordering::Release);
+        let publ = IpcPublisher::create_with_session(&c, "reclaim", 7, 2).unwrap();
+        assert!(publ.reclaimed_stale_segment());
+        let attached_to = racer.join().unwrap();
+        assert_eq!(
+            attached_to,
+            Some(2),
+            "round {round}: a subscriber attached to the dead publisher's segment"
+        );
+    }
+}
