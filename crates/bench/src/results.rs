@@ -366,7 +366,7 @@ mod tests {
             transport: "udp".into(),
             size_bytes: 32,
             seconds: 1.0,
-            latency: Some(rec.summary().into()),
+            latency: Some(rec.summary()),
             ..Default::default()
         };
         let id = f

@@ -2,7 +2,6 @@
 //! standard deviation (so they are not rounded to histogram buckets).
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 /// The nearest-rank `q` quantile of sorted samples (0 when there are none): the smallest
 /// sample with at least a fraction `q` of the samples at or below it.
@@ -87,44 +86,9 @@ impl LatencyRecorder {
     }
 }
 
-impl From<Summary> for peregrine_report::model::Latency {
-    fn from(s: Summary) -> Self {
-        peregrine_report::model::Latency {
-            samples: s.samples,
-            min_ns: s.min_ns,
-            mean_ns: s.mean_ns,
-            p1_ns: s.p1_ns,
-            p25_ns: s.p25_ns,
-            median_ns: s.median_ns,
-            p75_ns: s.p75_ns,
-            p90_ns: s.p90_ns,
-            p99_ns: s.p99_ns,
-            p999_ns: s.p999_ns,
-            p9999_ns: s.p9999_ns,
-            max_ns: s.max_ns,
-            stddev_ns: s.stddev_ns,
-        }
-    }
-}
-
-/// The seeds' columns (and the quartiles and 1st percentile of a box plot), in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Summary {
-    pub samples: u64,
-    pub min_ns: f64,
-    pub mean_ns: f64,
-    pub p1_ns: f64,
-    pub p25_ns: f64,
-    pub median_ns: f64,
-    pub p75_ns: f64,
-    pub p90_ns: f64,
-    pub p99_ns: f64,
-    pub p999_ns: f64,
-    pub p9999_ns: f64,
-    pub max_ns: f64,
-    /// Population standard deviation.
-    pub stddev_ns: f64,
-}
+/// The seeds' columns (and the quartiles and 1st percentile of a box plot), in nanoseconds:
+/// the report's own latency record, so a summary goes into a results cell as it is.
+pub use peregrine_report::model::Latency as Summary;
 
 #[cfg(test)]
 mod tests {

@@ -894,7 +894,7 @@ fn latency_cell(kind: CellKind, line: &ResultLine, samples: &LatencyRecorder) ->
         size_bytes: line.size_bytes,
         sent: s.samples,
         received: s.samples,
-        latency: Some(s.into()),
+        latency: Some(s),
         cpu_s,
         detail,
         ..Default::default()
