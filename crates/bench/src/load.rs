@@ -116,21 +116,7 @@ impl LoadResult {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
-    if !crate::pingpong::TRANSPORTS.contains(&cfg.transport.as_str()) {
-        return Err(BenchError::Config(format!(
-            "--transport {} is not accepted: use one of {}",
-            cfg.transport,
-            crate::pingpong::TRANSPORTS.join(", ")
-        )));
-    }
-    if let Some(u) = &cfg.uri {
-        if !u.starts_with(&format!("{}://", cfg.transport)) {
-            return Err(BenchError::Config(format!(
-                "--uri {u} does not match --transport {}: give a {}:// URI",
-                cfg.transport, cfg.transport
-            )));
-        }
-    }
+    crate::pingpong::check_transport(&cfg.transport, &[("--uri", &cfg.uri)])?;
     let min = match cfg.method {
         Method::Pings => 8,
         Method::Embedded => 16,
@@ -692,18 +678,17 @@ fn subscribe_loop(
 }
 
 /// One message of a ping run's load stream, on the subscriber: checks its number and size,
-/// reflects it if it is a ping. An echo that fails is kept in `failed` (the first one).
+/// reflects it if it is a ping.
 fn on_load_message(
     payload: &[u8],
     size: usize,
     r: &mut SubReport,
     check: &mut SequenceCheck,
     reflect: &mut Publisher,
-    failed: &mut Option<OfferError>,
-) {
+) -> Result<(), OfferError> {
     let Some(head) = payload.get(..8) else {
         r.corrupt += 1;
-        return;
+        return Ok(());
     };
     let word = u64::from_le_bytes(head.try_into().expect("8 bytes"));
     check.see(word & NUMBER);
@@ -711,11 +696,10 @@ fn on_load_message(
         r.corrupt += 1;
     }
     if word & PING != 0 {
-        if failed.is_none() {
-            *failed = crate::pingpong::offer_spinning(reflect, payload).err();
-        }
+        crate::pingpong::offer_spinning(reflect, payload)?;
         r.reflected += 1;
     }
+    Ok(())
 }
 
 /// The subscriber process of a ping run (`--role sub`): discards the load, reflects pings.
@@ -737,36 +721,11 @@ pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
         crate::pingpong::wait_connected(&mut reflect, &mut sub, cfg.connect_timeout, "publisher")?;
     let mut r = SubReport::default();
     let mut check = SequenceCheck::default();
-    let mut failed: Option<OfferError> = None;
     let size = cfg.size;
-    for payload in &early {
-        on_load_message(payload, size, &mut r, &mut check, &mut reflect, &mut failed);
-    }
-    loop {
-        let n = sub.poll(
-            &mut |m| {
-                on_load_message(
-                    m.payload,
-                    size,
-                    &mut r,
-                    &mut check,
-                    &mut reflect,
-                    &mut failed,
-                )
-            },
-            256,
-        );
-        if let Some(e) = failed {
-            return Err(BenchError::Child(format!("reflecting a ping failed: {e}")));
-        }
-        if n == 0 {
-            if !sub.is_connected() {
-                break;
-            }
-            reflect.do_work();
-        }
-        sub.idle(n);
-    }
+    crate::pingpong::serve(&mut reflect, &mut sub, &early, 256, |reflect, payload| {
+        on_load_message(payload, size, &mut r, &mut check, reflect)
+    })
+    .map_err(|e| BenchError::Child(format!("reflecting a ping failed: {e}")))?;
     r.received = check.received;
     r.lost = check.gaps;
     r.duplicates = check.duplicates;

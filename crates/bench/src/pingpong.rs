@@ -67,6 +67,29 @@ pub struct PingPongResult {
     pub pong_cpu_s: Option<f64>,
 }
 
+/// Checks `--transport` and that each URI given (`(flag, uri)`) is of that transport.
+pub(crate) fn check_transport(
+    transport: &str,
+    uris: &[(&str, &Option<String>)],
+) -> Result<(), BenchError> {
+    if !TRANSPORTS.contains(&transport) {
+        return Err(BenchError::Config(format!(
+            "--transport {transport} is not accepted: use one of {}",
+            TRANSPORTS.join(", ")
+        )));
+    }
+    for (flag, uri) in uris {
+        if let Some(u) = uri {
+            if !u.starts_with(&format!("{transport}://")) {
+                return Err(BenchError::Config(format!(
+                    "{flag} {u} does not match --transport {transport}: give a {transport}:// URI"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The ping and pong URIs: given ones (with `mode=urgent`, and `gro=0` on UDP, added when they
 /// do not set them), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
 /// binds a free port and the pong side announces its URI on its `ready` line.
@@ -113,23 +136,10 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
-    if !TRANSPORTS.contains(&cfg.transport.as_str()) {
-        return Err(BenchError::Config(format!(
-            "--transport {} is not accepted: use one of {}",
-            cfg.transport,
-            TRANSPORTS.join(", ")
-        )));
-    }
-    for (flag, uri) in [("--ping-uri", &cfg.ping_uri), ("--pong-uri", &cfg.pong_uri)] {
-        if let Some(u) = uri {
-            if !u.starts_with(&format!("{}://", cfg.transport)) {
-                return Err(BenchError::Config(format!(
-                    "{flag} {u} does not match --transport {}: give a {}:// URI",
-                    cfg.transport, cfg.transport
-                )));
-            }
-        }
-    }
+    check_transport(
+        &cfg.transport,
+        &[("--ping-uri", &cfg.ping_uri), ("--pong-uri", &cfg.pong_uri)],
+    )?;
     // Ping-pong uses the default log capacity on ipc.
     let max = if cfg.transport == "ipc" {
         peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY)
@@ -327,6 +337,43 @@ pub(crate) fn offer_spinning(publ: &mut Publisher, payload: &[u8]) -> Result<(),
     }
 }
 
+/// The loop of a side that answers (the pong, the load reflector): hands `on_message` the
+/// messages that arrived while it connected (`early`, from [`wait_connected`]), then each one
+/// as it comes, running the publisher's duty cycle when idle, until the other side's
+/// publisher goes. Stops at the first error of `on_message`.
+pub(crate) fn serve(
+    publ: &mut Publisher,
+    sub: &mut Subscriber,
+    early: &[Vec<u8>],
+    batch: usize,
+    mut on_message: impl FnMut(&mut Publisher, &[u8]) -> Result<(), OfferError>,
+) -> Result<(), OfferError> {
+    for payload in early {
+        on_message(publ, payload)?;
+    }
+    let mut failed = None;
+    loop {
+        let n = sub.poll(
+            &mut |m| {
+                if failed.is_none() {
+                    failed = on_message(publ, m.payload).err();
+                }
+            },
+            batch,
+        );
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if n == 0 {
+            if !sub.is_connected() {
+                return Ok(());
+            }
+            publ.do_work();
+        }
+        sub.idle(n);
+    }
+}
+
 /// The pong side: echoes every ping until the ping side closes.
 pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     validate(cfg)?;
@@ -345,32 +392,8 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     // Pings that arrived while this side still waited for its own subscriber are echoed
     // first, in order.
     let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
-    let mut failed = None;
-    for payload in &early {
-        if let Err(e) = offer_spinning(&mut publ, payload) {
-            return Err(BenchError::Child(format!("echo failed: {e}")));
-        }
-    }
-    loop {
-        let n = sub.poll(
-            &mut |m| {
-                if failed.is_none() {
-                    failed = offer_spinning(&mut publ, m.payload).err();
-                }
-            },
-            16,
-        );
-        if let Some(e) = failed {
-            return Err(BenchError::Child(format!("echo failed: {e}")));
-        }
-        if n == 0 {
-            if !sub.is_connected() {
-                break;
-            }
-            publ.do_work();
-        }
-        sub.idle(n);
-    }
+    serve(&mut publ, &mut sub, &early, 16, offer_spinning)
+        .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
     say_result(
         &serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": sub.counters().messages }),
     );

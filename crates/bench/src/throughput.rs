@@ -136,21 +136,7 @@ fn frames_per_message(cfg: &ThroughputConfig, uri: &str) -> Result<u64, BenchErr
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    if !crate::pingpong::TRANSPORTS.contains(&cfg.transport.as_str()) {
-        return Err(BenchError::Config(format!(
-            "--transport {} is not accepted: use one of {}",
-            cfg.transport,
-            crate::pingpong::TRANSPORTS.join(", ")
-        )));
-    }
-    if let Some(u) = &cfg.uri {
-        if !u.starts_with(&format!("{}://", cfg.transport)) {
-            return Err(BenchError::Config(format!(
-                "--uri {u} does not match --transport {}: give a {}:// URI",
-                cfg.transport, cfg.transport
-            )));
-        }
-    }
+    crate::pingpong::check_transport(&cfg.transport, &[("--uri", &cfg.uri)])?;
     let max = if cfg.transport == "ipc" {
         peregrine::ipc_max_message_len(cfg.capacity)
     } else {
