@@ -23,6 +23,23 @@ pub struct Clock {
     pub ns_per_tick: f64,
 }
 
+impl serde::Serialize for Clock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_arg())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Clock {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Clock, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        Clock::from_arg(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "'{text}' is not a clock: tsc:NS_PER_TICK (on x86-64) or raw"
+            ))
+        })
+    }
+}
+
 /// `CLOCK_MONOTONIC_RAW` in nanoseconds.
 pub fn monotonic_raw_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicRaw);
@@ -91,8 +108,8 @@ impl Clock {
         ticks as f64 * self.ns_per_tick
     }
 
-    /// The clock as a helper process's argument (`tsc:NS_PER_TICK` or `raw`), so both sides
-    /// of a one-way measurement read the same clock with the same calibration.
+    /// The clock as text (`tsc:NS_PER_TICK` or `raw`), so both sides of a one-way measurement
+    /// read the same clock with the same calibration.
     pub fn to_arg(&self) -> String {
         match self.source {
             Source::Tsc => format!("tsc:{}", self.ns_per_tick),

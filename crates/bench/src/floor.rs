@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::clock::Clock;
-use crate::proc::{say_ready, say_result, Helper};
+use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use std::fs::OpenOptions;
@@ -15,11 +15,24 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of a floor run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FloorConfig {
     pub count: u64,
     pub warmup: u64,
     pub cpus: CpuPair,
+}
+
+/// The pong side of a floor run: the shared line's name and the CPUs (it runs on `cpus.b`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct FloorPong {
+    pub name: String,
+    pub cpus: CpuPair,
+}
+
+/// What the pong side reports at exit.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct FloorPongReport {
+    pub cpu_s: f64,
 }
 
 const STOP: u64 = u64::MAX;
@@ -59,20 +72,13 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecord
     let path = line_path(&name);
     let line = Line::open(&path, true)?;
     let _cleanup = RemoveOnDrop(path.clone());
-    let args: Vec<String> = [
-        "bench",
-        "floor",
-        "--role",
-        "pong",
-        "--name",
-        &name,
-        "--cpus",
-        &cfg.cpus.to_arg(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let helper = Helper::start(exe, &args)?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::FloorPong(FloorPong {
+            name,
+            cpus: cfg.cpus,
+        }),
+    )?;
     let word = line.word();
     let mut rec = LatencyRecorder::new();
     with_cpu(cfg.cpus.a, || {
@@ -90,14 +96,14 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecord
         }
         word.store(STOP, Ordering::Release);
     })?;
-    helper.finish()?;
+    helper.finish::<FloorPongReport>()?;
     Ok(rec)
 }
 
 /// The pong side: answers every odd number with the next even one until told to stop.
-pub fn pong(name: &str, cpus: CpuPair) -> Result<(), BenchError> {
-    let line = Line::open(&line_path(name), false)?;
-    peregrine_agent::pin_to_cpu(cpus.b)?;
+pub fn pong(p: &FloorPong) -> Result<(), BenchError> {
+    let line = Line::open(&line_path(&p.name), false)?;
+    peregrine_agent::pin_to_cpu(p.cpus.b)?;
     say_ready();
     let word = line.word();
     let mut last = 0;
@@ -112,7 +118,9 @@ pub fn pong(name: &str, cpus: CpuPair) -> Result<(), BenchError> {
         }
         std::hint::spin_loop();
     }
-    say_result(&serde_json::json!({ "cpu_s": crate::cpu_seconds_self() }));
+    say_result(&FloorPongReport {
+        cpu_s: crate::cpu_seconds_self(),
+    });
     Ok(())
 }
 

@@ -13,14 +13,15 @@
 
 pub mod clock;
 pub mod floor;
+pub mod helper;
 pub mod load;
 pub mod output;
 pub mod pacer;
 pub mod pingpong;
-pub mod proc;
 pub mod raw;
 pub mod resolver_traffic;
 pub mod results;
+pub mod scenario;
 pub mod sockperf;
 pub mod stats;
 pub mod sweep;
@@ -63,7 +64,7 @@ impl From<std::io::Error> for BenchError {
 }
 
 /// The two CPUs the two sides of a benchmark are pinned to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CpuPair {
     pub a: usize,
     pub b: usize,
@@ -102,6 +103,11 @@ impl CpuPair {
     }
 }
 
+/// `v` rounded to 3 decimals (figures kept in results and JSON lines).
+pub(crate) fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 /// A name unique to this run, for shared-memory segments.
 pub fn run_name(kind: &str) -> String {
     format!(
@@ -115,4 +121,46 @@ pub fn run_name(kind: &str) -> String {
 pub fn cpu_seconds_self() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// Settings the helper specs carry by name (the library's enums know no serde).
+pub(crate) mod by_name {
+    /// An [`IdleKind`](peregrine::IdleKind) as its name: `spin`, `yield`, `backoff`, `block`.
+    pub mod idle {
+        use peregrine::IdleKind;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(k: &IdleKind, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(k.name())
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IdleKind, D::Error> {
+            let name = String::deserialize(d)?;
+            name.parse().map_err(serde::de::Error::custom)
+        }
+    }
+
+    /// A [`SlowSubscriberPolicy`](peregrine::SlowSubscriberPolicy) as its name.
+    pub mod policy {
+        use peregrine::SlowSubscriberPolicy;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(p: &SlowSubscriberPolicy, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(p.name())
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<SlowSubscriberPolicy, D::Error> {
+            let name = String::deserialize(d)?;
+            crate::parse_policy(&name).map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+/// `backpressure` or `overwrite`.
+pub fn parse_policy(name: &str) -> Result<peregrine::SlowSubscriberPolicy, String> {
+    use peregrine::SlowSubscriberPolicy as P;
+    [P::BackPressure, P::Overwrite]
+        .into_iter()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| format!("'{name}' is not a policy: use backpressure or overwrite"))
 }

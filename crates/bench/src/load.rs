@@ -26,8 +26,8 @@
 
 use crate::clock::Clock;
 use crate::floor::with_cpu;
+use crate::helper::{say_ready_with, say_result, Helper, HelperSpec};
 use crate::pacer::{Pacer, PingPicker, Step};
-use crate::proc::{say_ready_with, say_result, Helper};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, OfferError, Publisher, Subscriber};
@@ -43,7 +43,8 @@ pub const MEASURED: u64 = 1 << 62;
 const NUMBER: u64 = MEASURED - 1;
 
 /// Which measurement a load run makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Method {
     /// Pings reflected by the subscriber: RTT / 2.
     Pings,
@@ -52,7 +53,7 @@ pub enum Method {
 }
 
 /// Settings of a load run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoadConfig {
     pub transport: String,
     pub size: usize,
@@ -64,6 +65,7 @@ pub struct LoadConfig {
     pub warmup_seconds: f64,
     pub cpus: CpuPair,
     /// What the subscriber does when there is nothing to read.
+    #[serde(with = "crate::by_name::idle")]
     pub idle: IdleKind,
     pub method: Method,
     pub name: String,
@@ -189,48 +191,6 @@ fn uris(cfg: &LoadConfig) -> (String, String) {
     }
 }
 
-fn helper_args(cfg: &LoadConfig, load_uri: &str, clock: &Clock) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "bench",
-        "load",
-        "--role",
-        if cfg.method == Method::Pings {
-            "sub"
-        } else {
-            "pub"
-        },
-        "--transport",
-        &cfg.transport,
-        "--name",
-        &cfg.name,
-        "--size",
-        &cfg.size.to_string(),
-        "--rate",
-        &cfg.rate_msgs_per_s.to_string(),
-        "--ping-every",
-        &cfg.ping_every.to_string(),
-        "--seconds",
-        &cfg.seconds.to_string(),
-        "--warmup-seconds",
-        &cfg.warmup_seconds.to_string(),
-        "--cpus",
-        &cfg.cpus.to_arg(),
-        "--idle",
-        cfg.idle.name(),
-        "--uri",
-        load_uri,
-        "--clock",
-        &clock.to_arg(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if cfg.method == Method::Embedded {
-        a.push("--embedded".into());
-    }
-    a
-}
-
 /// What a subscriber process reports.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SubReport {
@@ -267,7 +227,13 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     let bound = publ.uri().to_string();
     let first_measured_ping = Cell::new(u64::MAX);
-    let helper = Helper::start(exe, &helper_args(cfg, &bound, clock))?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::LoadReflector(LoadConfig {
+            uri: Some(bound.clone()),
+            ..cfg.clone()
+        }),
+    )?;
     let reflect_uri = if helper.ready_info.is_empty() {
         uris(cfg).1
     } else {
@@ -380,8 +346,7 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     publ.close();
     drop(publ);
     let publisher_cpu_s = crate::cpu_seconds_self() - cpu_before;
-    let report: SubReport = serde_json::from_value(helper.finish()?)
-        .map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?;
+    let report: SubReport = helper.finish()?;
     if report.corrupt > 0 {
         return Err(BenchError::Child(format!(
             "{} messages arrived corrupted: this is a bug, please report it",
@@ -418,7 +383,16 @@ fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResul
     let ctx = crate::pingpong::context()?;
     let (load_uri, _) = uris(cfg);
     // The publisher binds: with udp://...:0 its helper tells the port on its ready line.
-    let helper = Helper::start(exe, &helper_args(cfg, &load_uri, clock))?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::EmbeddedPublisher {
+            cfg: LoadConfig {
+                uri: Some(load_uri.clone()),
+                ..cfg.clone()
+            },
+            clock: *clock,
+        },
+    )?;
     let uri = if helper.ready_info.is_empty() {
         load_uri
     } else {
@@ -447,8 +421,7 @@ fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResul
         })
     })??;
     let subscriber_cpu_s = crate::cpu_seconds_self() - cpu_before;
-    let report: PubReport = serde_json::from_value(helper.finish()?)
-        .map_err(|e| BenchError::Child(format!("bad publisher report: {e}")))?;
+    let report: PubReport = helper.finish()?;
     if corrupt > 0 {
         return Err(BenchError::Child(format!(
             "{corrupt} messages arrived corrupted: this is a bug, please report it"
@@ -702,8 +675,8 @@ fn on_load_message(
     Ok(())
 }
 
-/// The subscriber process of a ping run (`--role sub`): discards the load, reflects pings.
-pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
+/// The subscriber process of a ping run: discards the load, reflects pings.
+pub fn reflect(cfg: &LoadConfig) -> Result<(), BenchError> {
     validate(cfg)?;
     let ctx = crate::pingpong::context()?;
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
@@ -731,13 +704,13 @@ pub fn subscribe_role(cfg: &LoadConfig) -> Result<(), BenchError> {
     r.duplicates = check.duplicates;
     r.out_of_order = check.out_of_order;
     r.cpu_s = crate::cpu_seconds_self();
-    say_result(&serde_json::to_value(&r).expect("report serialises"));
+    say_result(&r);
     Ok(())
 }
 
-/// The publisher process of an embedded-timestamp run (`--role pub`): paces the stream and
-/// writes each message's send time (clock ticks) into it.
-pub fn publish_role(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
+/// The publisher process of an embedded-timestamp run: paces the stream and writes each
+/// message's send time (clock ticks) into it.
+pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     validate(cfg)?;
     let ctx = crate::pingpong::context()?;
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
@@ -781,13 +754,10 @@ pub fn publish_role(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
         },
     )?;
     publ.close();
-    say_result(
-        &serde_json::to_value(PubReport {
-            stats,
-            cpu_s: crate::cpu_seconds_self(),
-        })
-        .expect("report serialises"),
-    );
+    say_result(&PubReport {
+        stats,
+        cpu_s: crate::cpu_seconds_self(),
+    });
     Ok(())
 }
 

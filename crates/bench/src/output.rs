@@ -1,10 +1,14 @@
 //! Result lines: a table in microseconds for people, JSON in nanoseconds for scripts.
 //!
+//! A scenario's result is a results-folder [`Cell`]; a [`ResultLine`] is how one is printed.
 //! JSON keys are stable: `kind`, `transport`, `size_bytes`, `samples`, `min_ns`, `mean_ns`,
 //! `median_ns`, `p99_ns`, `p999_ns`, `p9999_ns`, `max_ns`, `stddev_ns` on every line (null where a
-//! kind has no latency), and for throughput `msgs_per_s`, `bytes_per_s`, `lost`.
+//! kind has no latency), and for throughput `msgs_per_s`, `bytes_per_s`, `lost`. Paced cells
+//! (load, sweep, max, embedded) print as the cell itself.
 
 use crate::stats::Summary;
+use crate::sweep::rate_label;
+use peregrine_report::model::{Cell, Scenario};
 use serde::Serialize;
 
 /// One result: a latency distribution, a throughput, or both.
@@ -57,14 +61,48 @@ impl ResultLine {
         }
     }
 
-    /// Sets the ratios to a floor measured in the same run.
-    pub fn against_floor(&mut self, floor: &Summary) {
-        if let (Some(m), Some(p)) = (self.median_ns, self.p99_ns) {
-            if floor.median_ns > 0.0 {
-                self.median_x_floor = Some(m / floor.median_ns);
-                self.p99_x_floor = Some(p / floor.median_ns);
-            }
+    /// The printed form of a latency or throughput cell: its figures, the floor ratios the
+    /// cell carries (`detail.median_x_floor`, `detail.p99_x_floor`), its settings, and the CPU
+    /// seconds of each side as `<role>_cpu_s`.
+    pub fn from_cell(c: &Cell) -> ResultLine {
+        let kind = match c.scenario {
+            Some(Scenario::Floor) => "floor",
+            Some(Scenario::Raw) => "raw",
+            Some(Scenario::Pingpong) => "pingpong",
+            Some(Scenario::Throughput) => "throughput",
+            Some(Scenario::Load) => "load",
+            Some(Scenario::MaxProbe) => "max-probe",
+            Some(Scenario::Max) => "max",
+            Some(Scenario::Embedded) => "embedded",
+            None => "result",
+        };
+        let mut line = match &c.latency {
+            Some(l) => ResultLine::latency(kind, &c.transport, c.size_bytes, l),
+            None => ResultLine {
+                kind,
+                transport: c.transport.clone(),
+                size_bytes: c.size_bytes,
+                samples: c.sent,
+                ..Default::default()
+            },
+        };
+        if c.scenario == Some(Scenario::Throughput) {
+            let rate = c.rate_achieved_msgs_per_s.unwrap_or(0.0);
+            line.msgs_per_s = Some(rate);
+            line.bytes_per_s = Some(rate * c.size_bytes as f64);
+            line.lost = Some(c.lost);
         }
+        let mut detail = c.detail.clone();
+        let ratio = |d: &mut serde_json::Map<String, serde_json::Value>, k: &str| {
+            d.remove(k).and_then(|v| v.as_f64())
+        };
+        line.median_x_floor = ratio(&mut detail, "median_x_floor");
+        line.p99_x_floor = ratio(&mut detail, "p99_x_floor");
+        for (role, secs) in &c.cpu_s {
+            detail.insert(format!("{role}_cpu_s"), (*secs).into());
+        }
+        line.detail = detail;
+        line
     }
 
     pub fn detail(mut self, key: &str, value: impl Into<serde_json::Value>) -> Self {
@@ -87,6 +125,25 @@ impl Printer {
             json,
             ..Default::default()
         }
+    }
+
+    /// Prints a latency or throughput cell (see [`ResultLine::from_cell`]); paced cells as
+    /// [`paced`](Self::paced).
+    pub fn cell(&mut self, c: &Cell) {
+        match c.scenario {
+            Some(Scenario::Load | Scenario::MaxProbe | Scenario::Embedded) => self.paced(c),
+            _ => self.print(&ResultLine::from_cell(c)),
+        }
+    }
+
+    /// One line per paced cell as it completes (the seeds' tables follow at the end of the
+    /// run, rendered from the results folder), or the cell as JSON.
+    pub fn paced(&self, c: &Cell) {
+        if self.json {
+            println!("{}", serde_json::to_string(c).expect("cells serialise"));
+            return;
+        }
+        println!("{}", paced_line(c));
     }
 
     pub fn print(&mut self, r: &ResultLine) {
@@ -168,6 +225,53 @@ impl Printer {
             settings.join(" ")
         );
     }
+}
+
+/// A paced cell in one line: achieved rate, loss counts, latency and CPU seconds.
+fn paced_line(c: &Cell) -> String {
+    let us = |v: f64| format!("{:.2}", v / 1e3);
+    let req = c.rate_requested_msgs_per_s.unwrap_or(0.0);
+    let got = c.rate_achieved_msgs_per_s.unwrap_or(0.0);
+    let mut line = format!(
+        "{:<9} {:<5} {:>5}B {:>5}/s  achieved {} ({:.1}%)  lost {} dup {} ooo {} refused {}",
+        c.id.split('-').next().unwrap_or(""),
+        c.transport,
+        c.size_bytes,
+        rate_label(req),
+        format_rate(got),
+        100.0 * got / req.max(1.0),
+        c.lost,
+        c.duplicates,
+        c.out_of_order,
+        c.refused,
+    );
+    if let Some(l) = &c.latency {
+        line += &format!(
+            "  | us: median {} 99.9th {} max {}",
+            us(l.median_ns),
+            us(l.p999_ns),
+            us(l.max_ns)
+        );
+    }
+    if let Some(l) = &c.latency_from_schedule {
+        line += &format!(
+            "  | from schedule: median {} 99.9th {}",
+            us(l.median_ns),
+            us(l.p999_ns)
+        );
+    }
+    line += &format!(
+        "  | cpu s: {}",
+        c.cpu_s
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if c.sustained == Some(false) {
+        line += "  NOT SUSTAINED";
+    }
+    line
 }
 
 /// `63.2M`, `812.5K`, `950`.

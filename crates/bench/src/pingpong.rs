@@ -4,7 +4,7 @@
 
 use crate::clock::Clock;
 use crate::floor::with_cpu;
-use crate::proc::{say_ready_with, say_result, Helper};
+use crate::helper::{say_ready_with, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{Context, IdleKind, OfferError, Publisher, Subscriber};
@@ -12,13 +12,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Settings of a ping-pong run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PingPongConfig {
     pub transport: String,
     pub size: usize,
     pub count: u64,
     pub warmup: u64,
     pub cpus: CpuPair,
+    #[serde(with = "crate::by_name::idle")]
     pub idle: IdleKind,
     /// Base of the two segment names (`NAME-ping`, `NAME-pong`).
     pub name: String,
@@ -169,30 +170,14 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     // The URI as bound (a free port in place of :0) goes to the pong side.
     let ping_uri = publ.uri().to_string();
-    let args: Vec<String> = [
-        "bench",
-        "pingpong",
-        "--role",
-        "pong",
-        "--transport",
-        &cfg.transport,
-        "--name",
-        &cfg.name,
-        "--size",
-        &cfg.size.to_string(),
-        "--cpus",
-        &cfg.cpus.to_arg(),
-        "--idle",
-        cfg.idle.name(),
-        "--ping-uri",
-        &ping_uri,
-        "--pong-uri",
-        &pong_uri,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let helper = Helper::start(exe, &args)?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::Pong(PingPongConfig {
+            ping_uri: Some(ping_uri),
+            pong_uri: Some(pong_uri.clone()),
+            ..cfg.clone()
+        }),
+    )?;
     let pong_uri = if helper.ready_info.is_empty() {
         pong_uri
     } else {
@@ -201,12 +186,12 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
     let recorder = ping_loop(cfg, clock, publ, sub)?;
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
-    let r = helper.finish()?;
+    let r: EchoReport = helper.finish()?;
     Ok(PingPongResult {
         summary: recorder.summary(),
         recorder,
         ping_cpu_s,
-        pong_cpu_s: r["cpu_s"].as_f64(),
+        pong_cpu_s: Some(r.cpu_s),
     })
 }
 
@@ -394,9 +379,10 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
     serve(&mut publ, &mut sub, &early, 16, offer_spinning)
         .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
-    say_result(
-        &serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": sub.counters().messages }),
-    );
+    say_result(&EchoReport {
+        cpu_s: crate::cpu_seconds_self(),
+        echoed: sub.counters().messages,
+    });
     Ok(())
 }
 

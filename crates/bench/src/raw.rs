@@ -16,7 +16,7 @@
 
 use crate::clock::Clock;
 use crate::floor::with_cpu;
-use crate::proc::{say_ready, say_result, Helper};
+use crate::helper::{say_ready, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -41,7 +41,7 @@ const STOP_WAIT: Duration = Duration::from_millis(200);
 const STOP_TRIES: u32 = 5;
 
 /// Settings of a raw-socket ping-pong run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RawConfig {
     /// `udp`, `mcast` or `tcp`.
     pub transport: String,
@@ -179,33 +179,6 @@ pub fn local_uris(transport: &str) -> Result<(String, String), BenchError> {
     }
 }
 
-/// The arguments that start the pong side (this same binary).
-pub fn pong_args(cfg: &RawConfig, ping_uri: &str, pong_uri: &str) -> Vec<String> {
-    let idle = if cfg.busy_poll { "spin" } else { "block" };
-    [
-        "bench",
-        "pingpong",
-        "--raw",
-        "--role",
-        "pong",
-        "--transport",
-        &cfg.transport,
-        "--size",
-        &cfg.size.to_string(),
-        "--cpus",
-        &cfg.cpus.to_arg(),
-        "--idle",
-        idle,
-        "--ping-uri",
-        ping_uri,
-        "--pong-uri",
-        pong_uri,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
 /// Parses both URIs, checking they are of `cfg.transport`.
 fn endpoints(
     cfg: &RawConfig,
@@ -230,22 +203,29 @@ pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder
     validate(cfg)?;
     let (ping_uri, pong_uri) = local_uris(&cfg.transport)?;
     let (ping_ep, pong_ep) = endpoints(cfg, &ping_uri, &pong_uri)?;
-    let helper = Helper::start(exe, &pong_args(cfg, &ping_uri, &pong_uri))?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::RawPong {
+            cfg: cfg.clone(),
+            ping_uri: ping_uri.clone(),
+            pong_uri: pong_uri.clone(),
+        },
+    )?;
     let mut link = PingLink::open(cfg, ping_ep, pong_ep, PEER_TIMEOUT)?;
     let mut rec = LatencyRecorder::new();
     with_cpu(cfg.cpus.a, || {
         ping_loop(cfg, clock, &mut link, |ns| rec.record(ns))
     })??;
     link.stop()?;
-    let r = helper.finish()?;
+    let r: EchoReport = helper.finish()?;
     let sent = cfg.warmup + cfg.count;
-    match r["echoed"].as_u64() {
-        Some(n) if n == sent => Ok(rec),
-        other => Err(BenchError::Child(format!(
-            "the raw {} pong side reports {other:?} echoes of the {sent} pings sent",
-            cfg.transport
-        ))),
+    if r.echoed != sent {
+        return Err(BenchError::Child(format!(
+            "the raw {} pong side reports {} echoes of the {sent} pings sent",
+            cfg.transport, r.echoed
+        )));
     }
+    Ok(rec)
 }
 
 /// The echo side (`--raw --role pong`): sets up its sockets, says ready, echoes until told to
@@ -257,7 +237,10 @@ pub fn pong(cfg: &RawConfig, ping_addr: &str, pong_addr: &str) -> Result<(), Ben
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
     say_ready();
     let echoed = side.echo(cfg.size, cfg.busy_poll, PEER_TIMEOUT)?;
-    say_result(&serde_json::json!({ "cpu_s": crate::cpu_seconds_self(), "echoed": echoed }));
+    say_result(&EchoReport {
+        cpu_s: crate::cpu_seconds_self(),
+        echoed,
+    });
     Ok(())
 }
 
@@ -954,23 +937,6 @@ mod tests {
             let e = Endpoint::parse(uri).unwrap_err().to_string();
             assert!(e.contains(why) && e.contains(uri), "{uri}: {e}");
         }
-    }
-
-    #[test]
-    fn pong_args_carry_everything_the_pong_needs() {
-        let cfg = RawConfig {
-            cpus: CpuPair { a: 0, b: 1 },
-            ..config("mcast", 64, 1, true)
-        };
-        let args = pong_args(
-            &cfg,
-            "mcast://239.255.77.2:5000",
-            "mcast://239.255.77.2:5001",
-        );
-        assert_eq!(
-            args.join(" "),
-            "bench pingpong --raw --role pong --transport mcast --size 64 --cpus 0,1 --idle spin --ping-uri mcast://239.255.77.2:5000 --pong-uri mcast://239.255.77.2:5001"
-        );
     }
 
     #[test]

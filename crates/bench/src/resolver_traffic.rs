@@ -52,6 +52,55 @@ pub struct TrafficResult {
     pub subscriber_rejected: u64,
 }
 
+impl TrafficResult {
+    /// The result as a table and summary lines, in Markdown.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "Resolver traffic, {} topics (one publishing context, loopback multicast)\n",
+            self.topics
+        );
+        t.push_str("| second | packets | advertisements | queries | bytes |\n");
+        t.push_str("| ---: | ---: | ---: | ---: | ---: |\n");
+        for s in &self.per_second {
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {} | {} |",
+                s.second, s.datagrams, s.advertisements, s.queries, s.bytes
+            );
+        }
+        let _ = writeln!(
+            t,
+            "\ninitial phase: {:.0} packets/s on average, {} at peak",
+            self.initial_packets_per_s, self.initial_peak_packets_per_s
+        );
+        let _ = writeln!(
+            t,
+            "sustain phase: {:.0} packets/s, {:.0} advertisements/s, {:.1} KB/s",
+            self.sustain_packets_per_s,
+            self.sustain_advertisements_per_s,
+            self.sustain_bytes_per_s / 1e3
+        );
+        let _ = match self.resolved_all_s {
+            Some(t_s) => writeln!(
+                t,
+                "a wildcard subscriber knew all {} topics after {t_s:.2} s",
+                self.topics
+            ),
+            None => writeln!(
+                t,
+                "a wildcard subscriber knew {} of {} topics at the end",
+                self.resolved, self.topics
+            ),
+        };
+        let _ = writeln!(t, "subscriber rejected {} frames", self.subscriber_rejected);
+        t
+    }
+}
+
+/// Advertises `cfg.topics` topics for `cfg.seconds` and counts the group's traffic.
 pub fn run(cfg: &TrafficConfig) -> Result<TrafficResult, String> {
     let path = ResolverPath::Multicast {
         group: cfg.group,

@@ -1,13 +1,10 @@
-//! The size x rate sweep and the maximum-throughput search, over [`crate::load`] runs.
+//! The size x rate sweep's defaults and labels, and the maximum-throughput search (the runs
+//! themselves are [`crate::scenario::paced`]'s).
 //!
 //! The sweep runs, per transport and size, the rates in increasing order and stops a size at
 //! its first rate not sustained (the seeds' "CPU-bound after N msgs/sec"). The search for the
 //! maximum sustainable rate doubles a rate while it holds, then halves the interval between
 //! the highest rate that held and the lowest that did not ([`search_max`]).
-
-use crate::load::{LoadConfig, LoadResult};
-use peregrine_report::model::{Cell, Scenario};
-use std::collections::BTreeMap;
 
 /// The default sizes and rates (shared/DESIGN.md section 6).
 pub const DEFAULT_SIZES: [usize; 7] = [32, 128, 256, 512, 1024, 1472, 2048];
@@ -34,74 +31,6 @@ pub fn rate_label(r: f64) -> String {
     } else {
         trim(r)
     }
-}
-
-/// A load run as a results cell. `scenario` is `Load`, `MaxProbe` or `Embedded`.
-pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
-    let mut cpu_s = BTreeMap::new();
-    cpu_s.insert("publisher".to_string(), round3(r.publisher_cpu_s));
-    cpu_s.insert("subscriber".to_string(), round3(r.subscriber_cpu_s));
-    let sustained =
-        r.sustained(cfg.rate_msgs_per_s) && (scenario != Scenario::MaxProbe || r.refused == 0);
-    let kind = match scenario {
-        Scenario::Embedded => "embedded",
-        Scenario::MaxProbe => "max-probe",
-        _ => "load",
-    };
-    let mut detail = serde_json::Map::new();
-    detail.insert("idle".into(), cfg.idle.name().into());
-    if cfg.transport != "ipc" {
-        // The report titles a transport with its path when all its cells share one.
-        let path = if cfg.uri.is_none() {
-            "loopback"
-        } else {
-            "given URI"
-        };
-        detail.insert("path".into(), path.into());
-    }
-    detail.insert("cpus".into(), cfg.cpus.to_arg().into());
-    detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
-    detail.insert("batches".into(), r.batches.into());
-    detail.insert("max_batch".into(), r.max_batch.into());
-    detail.insert("sleeps".into(), r.sleeps.into());
-    detail.insert("sent_total".into(), r.sent_total.into());
-    if scenario != Scenario::Embedded {
-        detail.insert("ping_every".into(), cfg.ping_every.into());
-        detail.insert("pings".into(), r.pings.into());
-        detail.insert("pings_unanswered".into(), r.pings_unanswered.into());
-    }
-    let lat = r.latency.summary();
-    let sched = r.latency_from_schedule.summary();
-    Cell {
-        id: format!(
-            "{kind}-{}-{}B-{}",
-            cfg.transport,
-            cfg.size,
-            rate_label(cfg.rate_msgs_per_s)
-        ),
-        scenario: Some(scenario),
-        transport: cfg.transport.clone(),
-        size_bytes: cfg.size,
-        rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),
-        rate_achieved_msgs_per_s: Some(r.achieved_msgs_per_s),
-        seconds: r.seconds,
-        sent: r.sent,
-        received: r.received,
-        lost: r.lost,
-        duplicates: r.duplicates,
-        out_of_order: r.out_of_order,
-        refused: r.refused,
-        sustained: Some(sustained),
-        latency: (lat.samples > 0).then_some(lat),
-        latency_from_schedule: (sched.samples > 0).then_some(sched),
-        cpu_s,
-        hdr_log: None,
-        detail,
-    }
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 /// Searches the highest rate for which `holds(rate)` is true: up from `start` by doubling

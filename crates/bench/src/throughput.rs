@@ -3,14 +3,14 @@
 //! the payload), counts what it lost, and measures its own receive rate.
 
 use crate::floor::with_cpu;
-use crate::proc::{say_ready, say_result, Helper};
+use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, OfferError, SlowSubscriberPolicy, SubscriberEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Settings of a throughput run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ThroughputConfig {
     pub transport: String,
     pub size: usize,
@@ -19,6 +19,7 @@ pub struct ThroughputConfig {
     /// Publish exactly this many messages.
     pub count: Option<u64>,
     pub subscribers: u32,
+    #[serde(with = "crate::by_name::policy")]
     pub policy: SlowSubscriberPolicy,
     /// Log capacity in bytes (a power of two).
     pub capacity: u64,
@@ -27,6 +28,7 @@ pub struct ThroughputConfig {
     pub name: String,
     pub connect_timeout: Duration,
     /// What subscribers do when there is nothing to read.
+    #[serde(with = "crate::by_name::idle")]
     pub idle: IdleKind,
     /// The stream's URI (default: from `transport` and `name`, on loopback).
     pub uri: Option<String>,
@@ -195,35 +197,6 @@ fn sub_uri(cfg: &ThroughputConfig, uri: &str, k: u32) -> String {
     }
 }
 
-fn sub_args(cfg: &ThroughputConfig, uri: &str) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "bench",
-        "throughput",
-        "--role",
-        "sub",
-        "--transport",
-        &cfg.transport,
-        "--name",
-        &cfg.name,
-        "--size",
-        &cfg.size.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.push("--idle".into());
-    a.push(cfg.idle.name().into());
-    if cfg.transport != "ipc" {
-        a.push("--uri".into());
-        a.push(uri.into());
-    }
-    if let (Some(c), 1) = (cfg.cpus, cfg.subscribers) {
-        a.push("--cpus".into());
-        a.push(c.to_arg());
-    }
-    a
-}
-
 /// Runs the publisher here and `cfg.subscribers` subscriber processes started with `exe`.
 pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, BenchError> {
     validate(cfg)?;
@@ -235,17 +208,16 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     for k in 0..cfg.subscribers {
         helpers.push(Helper::start(
             exe,
-            &sub_args(cfg, &sub_uri(cfg, &bound, k)),
+            &HelperSpec::ThroughputSubscriber {
+                cfg: cfg.clone(),
+                uri: sub_uri(cfg, &bound, k),
+            },
         )?);
     }
     let (sent, refused, rate, publisher) = publish(cfg, publ)?;
     let mut subscribers = Vec::new();
     for h in helpers {
-        let v = h.finish()?;
-        subscribers.push(
-            serde_json::from_value(v)
-                .map_err(|e| BenchError::Child(format!("bad subscriber report: {e}")))?,
-        );
+        subscribers.push(h.finish::<SubscriberReport>()?);
     }
     Ok(ThroughputResult {
         sent,
@@ -336,12 +308,20 @@ fn publish(
     Ok((r.0, r.1, r.2, publ.counters()))
 }
 
-/// The subscriber side: receives until the publisher closes, then prints its report.
+/// The subscriber side started by hand (`--role sub`): the stream is `cfg.uri`, or on shared
+/// memory the segment `cfg.name`.
 pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     let uri = match &cfg.uri {
         Some(u) => u.clone(),
         None => format!("ipc://{}", cfg.name),
     };
+    subscribe(cfg, &uri)
+}
+
+/// The subscriber side: receives from `uri` until the publisher closes, then prints its
+/// report.
+pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
+    let uri = uri.to_string();
     let mut sub = crate::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
     sub.record_recovery();
     let mut recovery_ns: Vec<u64> = Vec::new();
@@ -460,7 +440,7 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
     recovery_ns.append(&mut sub.take_recovery_ns());
     recovery_ns.sort_unstable();
     r.recovery_ns = [0.5, 0.99, 0.999, 1.0].map(|q| crate::stats::nearest_rank(&recovery_ns, q));
-    say_result(&serde_json::to_value(&r).expect("report serialises"));
+    say_result(&r);
     Ok(())
 }
 

@@ -1,0 +1,324 @@
+//! Paced scenarios, made of [`crate::load`] runs: load with pings at one rate, the size x rate
+//! sweep ("CPU-bound after N"), the maximum sustainable rate, and one-way latency from
+//! embedded timestamps over a list of update rates.
+
+use super::{progress, Session};
+use crate::load::{LoadConfig, LoadResult, Method};
+use crate::output::format_rate;
+use crate::pacer::default_ping_every;
+use crate::sweep::{rate_label, search_max};
+use crate::{round3, BenchError, CpuPair};
+use peregrine::IdleKind;
+use peregrine_report::model::{Cell, Scenario};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The settings every paced cell of a sweep, search or latency list shares.
+#[derive(Debug, Clone)]
+pub struct Pacing {
+    /// The measured interval of each cell, and the warm-up before it, in seconds.
+    pub seconds: f64,
+    pub warmup_seconds: f64,
+    /// One ping per this many messages (default: about 5000 pings per second).
+    pub ping_every: Option<u64>,
+    pub cpus: CpuPair,
+    pub idle: IdleKind,
+}
+
+impl Pacing {
+    /// The load run of one cell.
+    pub fn cell(&self, transport: &str, size: usize, rate: f64, method: Method) -> LoadConfig {
+        LoadConfig {
+            transport: transport.to_string(),
+            size,
+            rate_msgs_per_s: rate,
+            ping_every: match method {
+                Method::Pings => self.ping_every.unwrap_or_else(|| default_ping_every(rate)),
+                Method::Embedded => 1,
+            },
+            seconds: self.seconds,
+            warmup_seconds: self.warmup_seconds,
+            cpus: self.cpus,
+            idle: self.idle,
+            method,
+            name: crate::run_name("ld"),
+            connect_timeout: Duration::from_secs(20),
+            uri: None,
+        }
+    }
+}
+
+/// A sweep's matrix.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    pub transports: Vec<String>,
+    pub sizes: Vec<usize>,
+    pub rates: Vec<f64>,
+    pub pacing: Pacing,
+}
+
+impl SweepPlan {
+    /// The rates in increasing order, once each.
+    fn rates(&self) -> Vec<f64> {
+        sorted(&self.rates)
+    }
+
+    /// Checks every cell's settings before the first runs.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        for t in &self.transports {
+            for &size in &self.sizes {
+                for rate in self.rates() {
+                    crate::load::validate(&self.pacing.cell(t, size, rate, Method::Pings))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The maximum-rate search of each transport and size.
+#[derive(Debug, Clone)]
+pub struct MaxPlan {
+    pub transports: Vec<String>,
+    pub sizes: Vec<usize>,
+    pub start_rate: f64,
+    pub max_rate: f64,
+    pub pacing: Pacing,
+}
+
+impl MaxPlan {
+    /// The lowest rate the search goes down to.
+    pub const FLOOR_MSGS_PER_S: f64 = 1_000.0;
+    /// How close the highest rate that held and the lowest that did not must come.
+    pub const TOLERANCE: f64 = 0.05;
+
+    pub fn validate(&self) -> Result<(), BenchError> {
+        for t in &self.transports {
+            for &size in &self.sizes {
+                crate::load::validate(&self.pacing.cell(t, size, self.start_rate, Method::Pings))?;
+            }
+        }
+        if self.max_rate < self.start_rate {
+            return Err(BenchError::Config(format!(
+                "--max-rate {} is not accepted: give at least --start-rate ({})",
+                format_rate(self.max_rate),
+                format_rate(self.start_rate)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One-way latency from embedded timestamps over a list of update rates.
+#[derive(Debug, Clone)]
+pub struct EmbeddedPlan {
+    pub transport: String,
+    pub size: usize,
+    pub rates: Vec<f64>,
+    pub pacing: Pacing,
+}
+
+impl EmbeddedPlan {
+    pub fn validate(&self) -> Result<(), BenchError> {
+        for rate in sorted(&self.rates) {
+            crate::load::validate(&self.pacing.cell(
+                &self.transport,
+                self.size,
+                rate,
+                Method::Embedded,
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+fn sorted(rates: &[f64]) -> Vec<f64> {
+    let mut r = rates.to_vec();
+    r.sort_by(f64::total_cmp);
+    r.dedup();
+    r
+}
+
+/// `bench load`: one load run.
+pub fn load(cfg: &LoadConfig, s: &mut Session) -> Result<(), BenchError> {
+    crate::load::validate(cfg)?;
+    let r = crate::load::run(cfg, s.exe(), s.clock())?;
+    let cell = load_cell(cfg, &r, Scenario::Load);
+    s.show_and_record(cell, Some(&r.latency), Some(&r.latency_from_schedule))
+}
+
+/// Runs one paced cell, prints and records it; returns whether it held its rate.
+fn paced_cell(
+    cfg: &LoadConfig,
+    scenario: Scenario,
+    s: &mut Session,
+    bar: &indicatif::ProgressBar,
+) -> Result<bool, BenchError> {
+    let r = crate::load::run(cfg, s.exe(), s.clock())?;
+    let cell = load_cell(cfg, &r, scenario);
+    let held = cell.sustained == Some(true);
+    bar.suspend(|| s.out.paced(&cell));
+    let from_schedule = (scenario != Scenario::Embedded).then_some(&r.latency_from_schedule);
+    s.record(cell, Some(&r.latency), from_schedule)?;
+    bar.inc(1);
+    Ok(held)
+}
+
+/// Runs the sweep: per transport and size, rates in increasing order until one is not
+/// sustained (the size is "CPU-bound after" the last one that was).
+pub fn sweep(plan: &SweepPlan, s: &mut Session) -> Result<(), BenchError> {
+    plan.validate()?;
+    let rates = plan.rates();
+    let cells = (plan.transports.len() * plan.sizes.len() * rates.len()) as u64;
+    let bar = progress(cells, s.out.json);
+    for t in &plan.transports {
+        for &size in &plan.sizes {
+            for (k, &rate) in rates.iter().enumerate() {
+                bar.set_message(format!("{t} {size}B at {} msgs/s", rate_label(rate)));
+                let cfg = plan.pacing.cell(t, size, rate, Method::Pings);
+                if !paced_cell(&cfg, Scenario::Load, s, &bar)? {
+                    // Higher rates of this size are not tried.
+                    let skipped = (rates.len() - k - 1) as u64;
+                    bar.set_length(bar.length().unwrap_or(cells) - skipped);
+                    break;
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// `bench max`: the maximum sustainable rate of each transport and size.
+pub fn max(plan: &MaxPlan, s: &mut Session) -> Result<(), BenchError> {
+    plan.validate()?;
+    let bar = progress(0, s.out.json);
+    for t in &plan.transports {
+        for &size in &plan.sizes {
+            let mut probes = 0u64;
+            let best = search_max(
+                plan.start_rate,
+                MaxPlan::FLOOR_MSGS_PER_S.min(plan.start_rate),
+                plan.max_rate,
+                MaxPlan::TOLERANCE,
+                |rate| -> Result<bool, BenchError> {
+                    bar.set_message(format!("{t} {size}B: trying {} msgs/s", rate_label(rate)));
+                    bar.inc_length(1);
+                    probes += 1;
+                    let cfg = plan.pacing.cell(t, size, rate, Method::Pings);
+                    paced_cell(&cfg, Scenario::MaxProbe, s, &bar)
+                },
+            )?;
+            let mut detail = serde_json::Map::new();
+            detail.insert("probes".into(), probes.into());
+            detail.insert("tolerance".into(), MaxPlan::TOLERANCE.into());
+            let cell = Cell {
+                id: format!("max-{t}-{size}B"),
+                scenario: Some(Scenario::Max),
+                transport: t.clone(),
+                size_bytes: size,
+                rate_achieved_msgs_per_s: best,
+                sustained: Some(best.is_some()),
+                detail,
+                ..Default::default()
+            };
+            let json = s.out.json;
+            bar.suspend(|| match best {
+                _ if json => println!("{}", serde_json::to_string(&cell).expect("cells serialise")),
+                Some(r) => println!(
+                    "max       {t:<9} {size:>6}  {} msgs/s ({:.1} MB/s) held for {} s with no loss and no refusals ({probes} probes)",
+                    format_rate(r),
+                    r * size as f64 / 1e6,
+                    plan.pacing.seconds
+                ),
+                None => println!(
+                    "max       {t:<9} {size:>6}  not even {} msgs/s held",
+                    format_rate(MaxPlan::FLOOR_MSGS_PER_S)
+                ),
+            });
+            s.record(cell, None, None)?;
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// `bench latency --embedded`: one-way latency at each update rate.
+pub fn embedded(plan: &EmbeddedPlan, s: &mut Session) -> Result<(), BenchError> {
+    plan.validate()?;
+    let rates = sorted(&plan.rates);
+    let bar = progress(rates.len() as u64, s.out.json);
+    for rate in rates {
+        bar.set_message(format!("{} updates/s", rate_label(rate)));
+        let cfg = plan
+            .pacing
+            .cell(&plan.transport, plan.size, rate, Method::Embedded);
+        paced_cell(&cfg, Scenario::Embedded, s, &bar)?;
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// A load run as a results cell. `scenario` is `Load`, `MaxProbe` or `Embedded`.
+pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
+    let mut cpu_s = BTreeMap::new();
+    cpu_s.insert("publisher".to_string(), round3(r.publisher_cpu_s));
+    cpu_s.insert("subscriber".to_string(), round3(r.subscriber_cpu_s));
+    let sustained =
+        r.sustained(cfg.rate_msgs_per_s) && (scenario != Scenario::MaxProbe || r.refused == 0);
+    let kind = match scenario {
+        Scenario::Embedded => "embedded",
+        Scenario::MaxProbe => "max-probe",
+        _ => "load",
+    };
+    let mut detail = serde_json::Map::new();
+    detail.insert("idle".into(), cfg.idle.name().into());
+    if cfg.transport != "ipc" {
+        // The report titles a transport with its path when all its cells share one.
+        let path = if cfg.uri.is_none() {
+            "loopback"
+        } else {
+            "given URI"
+        };
+        detail.insert("path".into(), path.into());
+    }
+    detail.insert("cpus".into(), cfg.cpus.to_arg().into());
+    detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
+    detail.insert("batches".into(), r.batches.into());
+    detail.insert("max_batch".into(), r.max_batch.into());
+    detail.insert("sleeps".into(), r.sleeps.into());
+    detail.insert("sent_total".into(), r.sent_total.into());
+    if scenario != Scenario::Embedded {
+        detail.insert("ping_every".into(), cfg.ping_every.into());
+        detail.insert("pings".into(), r.pings.into());
+        detail.insert("pings_unanswered".into(), r.pings_unanswered.into());
+    }
+    let lat = r.latency.summary();
+    let sched = r.latency_from_schedule.summary();
+    Cell {
+        id: format!(
+            "{kind}-{}-{}B-{}",
+            cfg.transport,
+            cfg.size,
+            rate_label(cfg.rate_msgs_per_s)
+        ),
+        scenario: Some(scenario),
+        transport: cfg.transport.clone(),
+        size_bytes: cfg.size,
+        rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),
+        rate_achieved_msgs_per_s: Some(r.achieved_msgs_per_s),
+        seconds: r.seconds,
+        sent: r.sent,
+        received: r.received,
+        lost: r.lost,
+        duplicates: r.duplicates,
+        out_of_order: r.out_of_order,
+        refused: r.refused,
+        sustained: Some(sustained),
+        latency: (lat.samples > 0).then_some(lat),
+        latency_from_schedule: (sched.samples > 0).then_some(sched),
+        cpu_s,
+        hdr_log: None,
+        detail,
+    }
+}

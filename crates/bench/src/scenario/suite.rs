@@ -1,0 +1,106 @@
+//! `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
+//! ping-pong at 32 bytes against the bare-socket ping-pong, a short IPC and UDP load sweep
+//! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), and IPC and UDP throughput. About
+//! a minute on 2 cores.
+
+use super::latency::{self, pingpong_cell, pingpong_config};
+use super::paced::{Pacing, SweepPlan};
+use super::Session;
+use crate::floor::FloorConfig;
+use crate::raw::RawConfig;
+use crate::throughput::ThroughputConfig;
+use crate::{BenchError, CpuPair};
+use peregrine::{IdleKind, SlowSubscriberPolicy};
+use std::time::Duration;
+
+/// Runs the default suite.
+pub fn run(s: &mut Session) -> Result<(), BenchError> {
+    let cpus = CpuPair::default_pair();
+    if !s.out.json {
+        print_machine(s, cpus);
+    }
+    let floor = latency::floor(
+        &FloorConfig {
+            count: 1_000_000,
+            warmup: 100_000,
+            cpus,
+        },
+        s,
+    )?;
+    for size in [32, 256] {
+        let cfg = pingpong_config("ipc", size, 1_000_000, cpus);
+        let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
+        s.show_and_record(
+            pingpong_cell(&cfg, &r, Some(&floor)),
+            Some(&r.recorder),
+            None,
+        )?;
+    }
+    // UDP on loopback: the bare-socket ping-pong is the floor of the network path.
+    let raw = latency::raw(
+        &RawConfig {
+            transport: "udp".into(),
+            size: 32,
+            count: 200_000,
+            warmup: 20_000,
+            cpus,
+            busy_poll: true,
+        },
+        s,
+    )?;
+    let cfg = pingpong_config("udp", 32, 200_000, cpus);
+    let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
+    s.show_and_record(pingpong_cell(&cfg, &r, Some(&raw)), Some(&r.recorder), None)?;
+    super::paced::sweep(
+        &SweepPlan {
+            transports: vec!["ipc".into(), "udp".into()],
+            sizes: vec![32, 256, 1024],
+            rates: vec![100_000.0, 500_000.0, 1_000_000.0],
+            pacing: Pacing {
+                seconds: 2.0,
+                warmup_seconds: 0.5,
+                ping_every: None,
+                cpus,
+                idle: IdleKind::Spin,
+            },
+        },
+        s,
+    )?;
+    for (transport, size) in [("ipc", 32), ("ipc", 256), ("udp", 32), ("udp", 256)] {
+        let cfg = ThroughputConfig {
+            transport: transport.into(),
+            size,
+            seconds: 2.0,
+            count: None,
+            subscribers: 1,
+            policy: SlowSubscriberPolicy::BackPressure,
+            capacity: peregrine::IPC_DEFAULT_CAPACITY,
+            cpus: Some(cpus),
+            name: crate::run_name("tp"),
+            connect_timeout: Duration::from_secs(20),
+            idle: IdleKind::Spin,
+            uri: None,
+            loss: None,
+        };
+        super::throughput::run(&cfg, s)?;
+    }
+    Ok(())
+}
+
+/// The suite's header: what `results.json` records of the machine.
+fn print_machine(s: &Session, cpus: CpuPair) {
+    let m = crate::results::machine(s.clock(), cpus);
+    println!("Peregrine {} benchmark", env!("CARGO_PKG_VERSION"));
+    println!(
+        "machine: {}, {} CPUs allowed, kernel {}, clocksource {}",
+        m.cpu_model,
+        m.cpus_allowed.len(),
+        m.kernel,
+        m.clocksource
+    );
+    println!("clock:   {}", m.clock);
+    println!(
+        "cpus:    measuring side on {}, other side on {}",
+        cpus.a, cpus.b
+    );
+}

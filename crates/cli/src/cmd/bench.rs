@@ -1,0 +1,279 @@
+//! `peregrine bench`: the flags become a [`Scenario`] of `peregrine-bench`, which measures,
+//! prints and writes the results folder; `--role` runs one side of a measurement started by
+//! hand (two hosts, or two terminals).
+
+use crate::flags::bench::{
+    BenchArgs, Common, FloorArgs, LatencyArgs, LoadArgs, MaxArgs, PingPongArgs,
+    ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
+};
+use anyhow::{bail, Context as _, Result};
+use peregrine::IdleKind;
+use peregrine_bench::floor::{FloorConfig, FloorPong};
+use peregrine_bench::load::Method;
+use peregrine_bench::pingpong::PingPongConfig;
+use peregrine_bench::scenario::latency::PingPongPlan;
+use peregrine_bench::scenario::paced::{EmbeddedPlan, MaxPlan, Pacing, SweepPlan};
+use peregrine_bench::scenario::{self, RunOptions, Scenario};
+use peregrine_bench::throughput::ThroughputConfig;
+use peregrine_bench::CpuPair;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub fn run(b: BenchArgs) -> Result<()> {
+    let scenario = match b.scenario {
+        None => Scenario::Suite,
+        Some(Flags::Resolver(a)) => return resolver_traffic(&a, b.json),
+        Some(Flags::Floor(a)) => match floor(a)? {
+            Some(cfg) => Scenario::Floor(cfg),
+            None => return Ok(()),
+        },
+        Some(Flags::Pingpong(a)) => match pingpong(a, b.json)? {
+            Some(plan) => Scenario::Pingpong(plan),
+            None => return Ok(()),
+        },
+        Some(Flags::Throughput(a)) => match throughput(a, b.json)? {
+            Some(cfg) => Scenario::Throughput(cfg),
+            None => return Ok(()),
+        },
+        Some(Flags::Load(a)) => Scenario::Load(load(a)?),
+        Some(Flags::Sweep(a)) => Scenario::Sweep(sweep(a)),
+        Some(Flags::Max(a)) => Scenario::Max(max(a)),
+        Some(Flags::Latency(a)) => Scenario::Latency(embedded(a)?),
+    };
+    scenario::run(
+        scenario,
+        RunOptions {
+            json: b.json,
+            out: b.out,
+            command_line: std::env::args().collect(),
+            exe: exe()?,
+        },
+    )?;
+    Ok(())
+}
+
+fn exe() -> Result<PathBuf> {
+    std::env::current_exe().context("cannot find this program's own path to start helper processes")
+}
+
+fn connect_timeout(common: &Common) -> Duration {
+    // Sides started by hand may be started far apart.
+    Duration::from_secs(if common.role.is_some() { 120 } else { 20 })
+}
+
+fn cpus(common: &Common) -> CpuPair {
+    common.cpus.unwrap_or_else(CpuPair::default_pair)
+}
+
+/// `bench floor`, or its pong side (`--role pong`); `None` when a role ran.
+fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
+    let cpus = cpus(&a.common);
+    match a.common.role {
+        Some(Role::Pong) => {
+            let name = a.common.name.context("--role pong needs --name")?;
+            peregrine_bench::floor::pong(&FloorPong { name, cpus })?;
+            Ok(None)
+        }
+        Some(r) => bail!("--role {r:?} is not a floor role: the floor has --role pong only (its ping side is `peregrine bench floor`)"),
+        None => Ok(Some(FloorConfig {
+            count: a.count,
+            warmup: a.warmup,
+            cpus,
+        })),
+    }
+}
+
+/// `bench pingpong`, or one of its sides (`--role ping|pong`); `None` when a role ran.
+fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
+    let role = a.common.role;
+    let cfg = PingPongConfig {
+        transport: a.transport.clone(),
+        size: a.size,
+        count: a.count,
+        warmup: a.warmup,
+        cpus: cpus(&a.common),
+        idle: a.idle,
+        name: a
+            .common
+            .name
+            .clone()
+            .unwrap_or_else(|| peregrine_bench::run_name("pp")),
+        connect_timeout: connect_timeout(&a.common),
+        ping_uri: a.ping_uri.clone(),
+        pong_uri: a.pong_uri.clone(),
+    };
+    peregrine_bench::pingpong::validate(&cfg)?;
+    let net = cfg.transport != "ipc";
+    if role == Some(Role::Ping) && !net && a.common.name.is_none() {
+        bail!("--role ping needs --name NAME, the same as the pong side's");
+    }
+    if let Some(role) = role {
+        if net && (cfg.ping_uri.is_none() || cfg.pong_uri.is_none()) {
+            bail!(
+                "--role {role:?} over {} needs --ping-uri and --pong-uri, the same on both sides (each side binds the address of the stream it publishes)",
+                cfg.transport
+            );
+        }
+    }
+    let plan = PingPongPlan {
+        floor: !a.no_floor,
+        raw_only: a.raw,
+        compare_sockperf: a.compare.is_some(),
+        cfg,
+    };
+    match role {
+        None => return Ok(Some(plan)),
+        Some(Role::Pub | Role::Sub) => {
+            bail!(
+                "--role {role:?} is not a ping-pong role: use --role ping or --role pong",
+                role = role.expect("a role")
+            )
+        }
+        Some(_) if a.compare.is_some() => {
+            bail!("--compare runs both sides itself on this host: drop --role")
+        }
+        Some(Role::Pong) if a.raw => {
+            peregrine_bench::raw::validate(&plan.raw_config())?;
+            let (ping, pong) = (plan.cfg.ping_uri.as_deref(), plan.cfg.pong_uri.as_deref());
+            peregrine_bench::raw::pong(
+                &plan.raw_config(),
+                ping.unwrap_or_default(),
+                pong.unwrap_or_default(),
+            )?;
+        }
+        Some(_) if a.raw => bail!("--raw runs both sides itself on this host: drop --role"),
+        Some(Role::Pong) => peregrine_bench::pingpong::pong(&plan.cfg)?,
+        Some(Role::Ping) => scenario::latency::ping_role(&plan.cfg, json)?,
+    }
+    Ok(None)
+}
+
+/// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
+fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
+    let cfg = ThroughputConfig {
+        transport: a.transport.clone(),
+        size: a.size,
+        seconds: a.seconds,
+        count: a.count,
+        subscribers: a.subscribers,
+        policy: a.policy,
+        capacity: a.capacity,
+        cpus: Some(cpus(&a.common)),
+        name: a
+            .common
+            .name
+            .clone()
+            .unwrap_or_else(|| peregrine_bench::run_name("tp")),
+        connect_timeout: connect_timeout(&a.common),
+        idle: a.idle,
+        uri: a.uri.clone(),
+        loss: a.loss.clone(),
+    };
+    if a.common.role.is_some() && a.common.name.is_none() {
+        bail!("--role needs --name NAME, the same on the publisher and subscriber sides");
+    }
+    match a.common.role {
+        None => return Ok(Some(cfg)),
+        Some(Role::Sub) => peregrine_bench::throughput::subscribe_role(&cfg)?,
+        Some(Role::Pub) => scenario::throughput::publish_role(&cfg, json)?,
+        Some(r) => bail!("--role {r:?} is not a throughput role: use --role pub or --role sub"),
+    }
+    Ok(None)
+}
+
+fn load(a: LoadArgs) -> Result<peregrine_bench::load::LoadConfig> {
+    let pacing = Pacing {
+        seconds: a.seconds,
+        warmup_seconds: a.warmup_seconds,
+        ping_every: a.ping_every,
+        cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+        idle: a.idle,
+    };
+    let mut cfg = pacing.cell(&a.transport, a.size, a.rate, Method::Pings);
+    cfg.uri = a.uri;
+    peregrine_bench::load::validate(&cfg)?;
+    Ok(cfg)
+}
+
+/// The pacing of the sweep and the search: a spinning subscriber.
+fn spinning(
+    seconds: f64,
+    warmup_seconds: f64,
+    ping_every: Option<u64>,
+    cpus: Option<CpuPair>,
+) -> Pacing {
+    Pacing {
+        seconds,
+        warmup_seconds,
+        ping_every,
+        cpus: cpus.unwrap_or_else(CpuPair::default_pair),
+        idle: IdleKind::Spin,
+    }
+}
+
+fn sweep(a: SweepArgs) -> SweepPlan {
+    SweepPlan {
+        transports: a.transports,
+        sizes: a.sizes,
+        rates: a.rates,
+        pacing: spinning(a.seconds, a.warmup_seconds, a.ping_every, a.cpus),
+    }
+}
+
+fn max(a: MaxArgs) -> MaxPlan {
+    MaxPlan {
+        transports: a.transports,
+        sizes: a.sizes,
+        start_rate: a.start_rate,
+        max_rate: a.max_rate,
+        pacing: spinning(a.seconds, a.warmup_seconds, None, a.cpus),
+    }
+}
+
+fn embedded(a: LatencyArgs) -> Result<EmbeddedPlan> {
+    if !a.embedded {
+        bail!("`peregrine bench latency` measures one-way latency from embedded timestamps: add --embedded (for the half round trip, use `peregrine bench pingpong`)");
+    }
+    Ok(EmbeddedPlan {
+        transport: a.transport,
+        size: a.size,
+        rates: a.rates,
+        pacing: Pacing {
+            seconds: a.seconds,
+            warmup_seconds: a.warmup_seconds,
+            ping_every: None,
+            cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+            idle: a.idle,
+        },
+    })
+}
+
+/// `bench resolver`: prints its table; writes no results folder.
+fn resolver_traffic(a: &ResolverTrafficArgs, json: bool) -> Result<()> {
+    use peregrine_bench::resolver_traffic::{run, TrafficConfig};
+    if !a.group.ip().is_multicast() {
+        bail!(
+            "--group {}: give a multicast GROUP:PORT, for example 239.255.90.200:14499",
+            a.group
+        );
+    }
+    let mut resolver = peregrine_proto::resolver::ResolverConfig::new(1);
+    resolver.max_advertisements_per_s = a.max_advertisements_per_s;
+    let cfg = TrafficConfig {
+        topics: a.topics,
+        seconds: a.seconds,
+        group: a.group,
+        resolver,
+    };
+    eprintln!(
+        "advertising {} topics for {} s on {} ...",
+        a.topics, a.seconds, a.group
+    );
+    let r = run(&cfg).map_err(anyhow::Error::msg)?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}

@@ -1,0 +1,45 @@
+//! `peregrine resolverd`: relays topic resolution between hosts where multicast does not
+//! reach (the role of Ultra Messaging's lbmrd).
+
+use crate::flags::topics::ResolverdArgs;
+use anyhow::Result;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub fn run(a: ResolverdArgs) -> Result<()> {
+    use peregrine_transport::resolver::Daemon;
+    let cfg = peregrine_proto::resolverd::RelayConfig {
+        client_timeout_ns: a.client_timeout_ms * 1_000_000,
+        ..Default::default()
+    };
+    let mut d = Daemon::bind(a.listen, cfg)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    writeln!(out, "resolverd listening on {}", d.local_addr())?;
+    out.flush()?;
+    let start = Instant::now();
+    let mut last = start;
+    loop {
+        d.run_once(100);
+        let now = Instant::now();
+        if a.stats_every_s > 0 && now - last >= Duration::from_secs(a.stats_every_s) {
+            let c = d.counters();
+            writeln!(
+                out,
+                "[resolverd {:.0}s] clients {}, received {}, forwarded {} ({} copies), keepalives {}, rejected {}",
+                (now - start).as_secs_f64(),
+                d.clients(),
+                c.datagrams_received,
+                c.datagrams_forwarded,
+                c.copies_sent,
+                c.keepalives,
+                c.rejected()
+            )?;
+            out.flush()?;
+            last = now;
+        }
+        if a.seconds.is_some_and(|s| (now - start).as_secs_f64() >= s) {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! `peregrine sub PATTERN`: subscribes by name, glob or regular expression and prints what
+//! comes: messages (with --print), sources as they come and go, losses, a rate line a second.
+
+use super::{context, shown};
+use crate::flags::topics::SubArgs;
+use anyhow::{bail, Result};
+use peregrine::{Pattern, PatternKind, SubscriberEvent};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub fn run(a: SubArgs) -> Result<()> {
+    let ctx = context()?;
+    let pattern = if a.regex {
+        Pattern::new(PatternKind::Regex, &a.pattern)
+    } else {
+        Pattern::exact_or_glob(&a.pattern)
+    }?;
+    let mut s = ctx.subscribe_pattern(pattern, a.idle)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    writeln!(out, "subscribed to {}", a.pattern)?;
+    out.flush()?;
+    let start = Instant::now();
+    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let want = a.count.unwrap_or(u64::MAX);
+    let mut received = 0u64;
+    let mut bytes = 0u64;
+    let mut last_line = start;
+    let mut received_at_line = 0u64;
+    let mut lines: Vec<String> = Vec::new();
+    while received < want {
+        let limit = (want - received).min(256) as usize;
+        let n = s.poll_topic(
+            &mut |topic, m| {
+                received += 1;
+                bytes += m.payload.len() as u64;
+                if a.print {
+                    lines.push(format!(
+                        "{topic} session={:08x} seq={} len={}: {}",
+                        m.session_id,
+                        m.sequence,
+                        m.payload.len(),
+                        shown(m.payload)
+                    ));
+                }
+            },
+            limit,
+        );
+        for l in lines.drain(..) {
+            writeln!(out, "{l}")?;
+        }
+        while let Some(ev) = s.next_event() {
+            match ev {
+                SubscriberEvent::SourceFound {
+                    topic,
+                    session_id,
+                    uri,
+                } => writeln!(
+                    out,
+                    "source found: {topic} session={session_id:08x} via {uri}"
+                )?,
+                SubscriberEvent::SourceLost {
+                    topic,
+                    session_id,
+                    reason,
+                } => writeln!(
+                    out,
+                    "source lost: {topic} session={session_id:08x} ({reason})"
+                )?,
+                SubscriberEvent::Lost {
+                    session_id,
+                    from_sequence,
+                    count,
+                } => writeln!(
+                    out,
+                    "LOST: session={session_id:08x} {count} message(s) from seq={from_sequence}"
+                )?,
+                SubscriberEvent::AttachFailed { reason } => {
+                    writeln!(out, "attach failed: {reason}")?
+                }
+                _ => {}
+            }
+        }
+        let now = Instant::now();
+        if now - last_line >= Duration::from_secs(1) {
+            let secs = (now - last_line).as_secs_f64();
+            let c = s.counters();
+            writeln!(
+                out,
+                "[sub {:.1}s] {:.0} msgs/s, {:.2} MB/s, total {received}, sources {}, lost {}",
+                (now - start).as_secs_f64(),
+                (received - received_at_line) as f64 / secs,
+                bytes as f64 / 1e6 / (now - start).as_secs_f64(),
+                s.sources().len(),
+                c.lost
+            )?;
+            out.flush()?;
+            last_line = now;
+            received_at_line = received;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        s.idle(n);
+    }
+    let c = s.counters();
+    let r = s.resolver_counters().unwrap_or_default();
+    writeln!(
+        out,
+        "done: received {received} messages from {} source(s) in {:.2} s, lost {}, resolver rejected {}",
+        s.sources().len(),
+        start.elapsed().as_secs_f64(),
+        c.lost,
+        r.rejected()
+    )?;
+    out.flush()?;
+    if received < want && a.count.is_some() {
+        bail!("received {received} of --count {want} messages before --seconds ran out");
+    }
+    Ok(())
+}

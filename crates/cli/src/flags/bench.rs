@@ -1,0 +1,285 @@
+//! The flags of `peregrine bench` and its scenarios.
+
+use super::values;
+use clap::{Args, Subcommand, ValueEnum};
+use peregrine::{IdleKind, SlowSubscriberPolicy};
+use peregrine_bench::CpuPair;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub scenario: Option<Scenario>,
+    /// Print one JSON object per result line instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The results folder to write (a new one; default: a dated folder under
+    /// $PEREGRINE_RESULTS, else ./peregrine-results).
+    #[arg(long, global = true)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Scenario {
+    /// The machine's floor: a cache-line ping-pong between two processes on two cores.
+    Floor(FloorArgs),
+    /// Half round trip over a transport between two processes, with its ratio to the floor.
+    Pingpong(PingPongArgs),
+    /// One publisher, N subscriber processes: messages per second, every sequence checked.
+    Throughput(ThroughputArgs),
+    /// Load with pings at a requested rate (lbmpubload's method): latency from the actual and
+    /// from the scheduled send time, achieved rate, loss, CPU time of each side.
+    Load(LoadArgs),
+    /// The size x rate matrix of load runs, printed as the seeds' "Full Results" tables.
+    Sweep(SweepArgs),
+    /// The highest rate each size sustains with no loss and no refusals, searched up and down.
+    Max(MaxArgs),
+    /// One-way latency from timestamps embedded by the publisher (the RMDS method), over a
+    /// list of update rates.
+    Latency(LatencyArgs),
+    /// Topic resolution traffic: packets, advertisements and bytes per second on the resolver
+    /// group while one context advertises N topics, and how long a wildcard subscriber takes
+    /// to learn them all (prints its table; writes no results folder).
+    Resolver(ResolverTrafficArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ResolverTrafficArgs {
+    /// Topics advertised.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub topics: u32,
+    /// Seconds to run (the initial phase lasts 5 s).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(2..=600))]
+    pub seconds: u32,
+    /// A multicast group of the run's own (loopback).
+    #[arg(long, default_value = "239.255.90.200:14499")]
+    pub group: std::net::SocketAddrV4,
+    /// Advertisements per second at most (0: unlimited).
+    #[arg(long, default_value_t = 20_000)]
+    pub max_advertisements_per_s: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Transport: ipc, udp, mcast or tcp (loopback unless --uri says otherwise).
+    #[arg(long, default_value = "ipc")]
+    pub transport: String,
+    /// The load stream's URI (the publisher binds it).
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// Message size in bytes (at least 8; 16 with --embedded).
+    #[arg(long, default_value_t = 32)]
+    pub size: usize,
+    /// Messages per second (suffixes k, m: 100k, 1.5m).
+    #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
+    pub rate: f64,
+    /// One ping per this many messages (default: about 5000 pings per second).
+    #[arg(long)]
+    pub ping_every: Option<u64>,
+    /// The measured interval, in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Seconds at the rate before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup_seconds: f64,
+    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
+    pub idle: IdleKind,
+    /// Two CPUs, `A,B`: publisher on A, subscriber on B (default: the first two).
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Transports, comma-separated: ipc, udp, mcast, tcp.
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
+    pub transports: Vec<String>,
+    /// Message sizes in bytes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "32,128,256,512,1024,1472,2048"
+    )]
+    pub sizes: Vec<usize>,
+    /// Rates in messages per second, comma-separated (suffixes k, m).
+    #[arg(long, value_delimiter = ',', default_value = "10k,100k,250k,500k,1m,1.5m,2m", value_parser = values::parse_rate)]
+    pub rates: Vec<f64>,
+    /// The measured interval of each cell, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Seconds at the rate before measuring, in each cell.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup_seconds: f64,
+    /// One ping per this many messages (default: about 5000 pings per second).
+    #[arg(long)]
+    pub ping_every: Option<u64>,
+    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
+pub struct MaxArgs {
+    /// Transports, comma-separated: ipc, udp, mcast, tcp.
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
+    pub transports: Vec<String>,
+    /// Message sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "32,256,1024")]
+    pub sizes: Vec<usize>,
+    /// The first rate tried (suffixes k, m).
+    #[arg(long, default_value = "1m", value_parser = values::parse_rate)]
+    pub start_rate: f64,
+    /// The highest rate tried (suffixes k, m).
+    #[arg(long, default_value = "200m", value_parser = values::parse_rate)]
+    pub max_rate: f64,
+    /// The measured interval of each probe, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Seconds at the rate before measuring, in each probe.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup_seconds: f64,
+    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
+pub struct LatencyArgs {
+    /// Embedded timestamps: the publisher writes each message's send time, the subscriber on
+    /// the same host reads it (the only method of this command; ping-pong is `bench pingpong`).
+    #[arg(long)]
+    pub embedded: bool,
+    /// Transport: ipc, udp, mcast or tcp.
+    #[arg(long, default_value = "ipc")]
+    pub transport: String,
+    /// Message size in bytes (at least 16).
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Update rates, comma-separated (suffixes k, m).
+    #[arg(long, value_delimiter = ',', default_value = "1k,10k,50k,100k,250k,500k,1m", value_parser = values::parse_rate)]
+    pub rates: Vec<f64>,
+    /// The measured interval of each rate, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Seconds at the rate before measuring.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup_seconds: f64,
+    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
+    pub idle: IdleKind,
+    /// Two CPUs, `A,B`: subscriber on A, publisher on B.
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Two CPUs, `A,B`: the measuring side runs on A, the other on B (default: the first two).
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+    /// Run one side only (the other side is started by hand with the same --name).
+    #[arg(long, value_enum)]
+    pub role: Option<Role>,
+    /// Name of the shared-memory segments, to pair sides started by hand.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Ping,
+    Pong,
+    Pub,
+    Sub,
+}
+
+#[derive(Args, Debug)]
+pub struct FloorArgs {
+    /// Measured round trips.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: u64,
+    /// Round trips before measuring.
+    #[arg(long, default_value_t = 100_000)]
+    pub warmup: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct PingPongArgs {
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --ping-uri and
+    /// --pong-uri say otherwise).
+    #[arg(long, default_value = "ipc")]
+    pub transport: String,
+    /// URI of the ping stream (ping side publishes, pong side subscribes), e.g.
+    /// udp://10.0.0.1:40001: for two hosts, give the same --ping-uri and --pong-uri to both
+    /// sides. `mode=urgent` is added unless the URI names a mode.
+    #[arg(long)]
+    pub ping_uri: Option<String>,
+    /// URI of the pong stream (pong side publishes, ping side subscribes).
+    #[arg(long)]
+    pub pong_uri: Option<String>,
+    /// Message size in bytes (at least 8).
+    #[arg(long, default_value_t = 32)]
+    pub size: usize,
+    /// Measured round trips.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: u64,
+    /// Round trips before measuring.
+    #[arg(long, default_value_t = 100_000)]
+    pub warmup: u64,
+    /// What a side does when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
+    pub idle: IdleKind,
+    /// Do not measure the floor first (no ratio column). The floor of ipc is the cache-line
+    /// ping-pong; the floor of udp, mcast and tcp is the bare-socket ping-pong (--raw).
+    #[arg(long)]
+    pub no_floor: bool,
+    /// Only the bare-socket ping-pong (udp, mcast, tcp): the baseline of Peregrine's overhead.
+    #[arg(long)]
+    pub raw: bool,
+    /// Also run another implementation's ping-pong with the same size, transport, busy-poll
+    /// mode and CPUs, and print its row and the ratios: `sockperf` (the Debian package).
+    #[arg(long, value_parser = ["sockperf"])]
+    pub compare: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct ThroughputArgs {
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says otherwise).
+    #[arg(long, default_value = "ipc")]
+    pub transport: String,
+    /// The stream's URI, for sides started by hand or on two hosts (the publisher binds it).
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 32)]
+    pub size: usize,
+    /// How long to publish.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Publish exactly this many messages instead of for --seconds.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Subscriber processes.
+    #[arg(long, default_value_t = 1)]
+    pub subscribers: u32,
+    /// What happens when a subscriber falls a whole log behind: backpressure or overwrite.
+    #[arg(long, default_value = "backpressure", value_parser = values::parse_policy)]
+    pub policy: SlowSubscriberPolicy,
+    /// Log size in bytes, a power of two from 64k to 4g (suffixes k, m, g).
+    #[arg(long, default_value = "16m", value_parser = values::parse_capacity)]
+    pub capacity: u64,
+    /// What subscribers do when there is nothing to read: spin, yield, backoff or block.
+    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
+    pub idle: IdleKind,
+    /// udp, mcast: each subscriber drops this fraction of the datagrams it receives (a seeded
+    /// loss generator) and repairs them by NAK, e.g. 1%.
+    #[arg(long)]
+    pub loss: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}

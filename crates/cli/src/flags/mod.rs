@@ -1,0 +1,55 @@
+//! Every flag of `peregrine`, defined once with clap: parsing, help and the value checks of
+//! single flags come from these definitions (ripgrep's model). Turning them into the settings
+//! of a run, with the checks that need several flags at once, is the job of [`crate::cmd`].
+
+pub mod bench;
+pub mod topics;
+pub mod values;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "peregrine",
+    version,
+    about = "Peregrine: low-latency publish/subscribe for trading and market data"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Measure latency and throughput on this machine (no subcommand: the default suite).
+    /// Every run writes a results folder and renders its report.
+    Bench(bench::BenchArgs),
+    /// Render a results folder from its saved data: text tables, SVG and PNG charts, and one
+    /// self-contained HTML page.
+    Report(ReportArgs),
+    /// Publish on a topic found by name (no URI): prints what it sends with --print and a
+    /// rate line every second.
+    Pub(topics::PubArgs),
+    /// Subscribe to a topic, a glob (md.eq.*) or with --regex a regular expression: prints
+    /// what it receives with --print, sources as they come and go, and a rate line every second.
+    Sub(topics::SubArgs),
+    /// Relay topic resolution between hosts where multicast does not reach; clients name it
+    /// with PEREGRINE_RESOLVER_DAEMON=HOST:PORT.
+    Resolverd(topics::ResolverdArgs),
+    /// (internal) One side of a benchmark, started by `peregrine bench` itself.
+    #[command(hide = true)]
+    Helper(HelperArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The results folder (it holds results.json).
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct HelperArgs {
+    /// The helper's settings, as JSON.
+    pub spec: String,
+}

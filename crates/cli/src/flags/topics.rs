@@ -1,0 +1,68 @@
+//! The flags of `peregrine pub`, `peregrine sub` and `peregrine resolverd`.
+
+use super::values;
+use clap::Args;
+use peregrine::IdleKind;
+use std::net::SocketAddrV4;
+
+#[derive(Args, Debug)]
+pub struct PubArgs {
+    /// The topic to publish.
+    pub topic: String,
+    /// Messages per second (k and m suffixes: 10k, 1.5m).
+    #[arg(long, default_value = "10", value_parser = values::parse_rate)]
+    pub rate: f64,
+    /// Payload bytes per message: "#N" (the message number) padded with dots.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub size: u32,
+    /// Messages to send, then stop (default: until interrupted).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Print every message sent.
+    #[arg(long)]
+    pub print: bool,
+    /// Wait until this many subscribers are attached before the first message (up to 30 s).
+    #[arg(long, default_value_t = 0)]
+    pub wait_subscribers: usize,
+    /// After the last message, keep serving subscribers (retransmissions) this long, then close.
+    #[arg(long, default_value_t = 500)]
+    pub linger_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct SubArgs {
+    /// A topic name, or a glob (`md.eq.*`; `*` any run of characters, `?` one), or with
+    /// --regex a regular expression matching whole topic names.
+    pub pattern: String,
+    /// Treat the pattern as a regular expression.
+    #[arg(long)]
+    pub regex: bool,
+    /// Print every message received.
+    #[arg(long)]
+    pub print: bool,
+    /// Stop after this many messages (exit status 1 if --seconds passes first).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_parser = values::parse_seconds)]
+    pub seconds: Option<f64>,
+    /// What to do when no message is waiting: spin, yield, backoff or block.
+    #[arg(long, default_value = "backoff", value_parser = values::parse_idle)]
+    pub idle: IdleKind,
+}
+
+#[derive(Args, Debug)]
+pub struct ResolverdArgs {
+    /// Address and port to serve.
+    #[arg(long, default_value = "0.0.0.0:14401")]
+    pub listen: SocketAddrV4,
+    /// Clients silent this long are dropped (they send keepalives every 5 s).
+    #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub client_timeout_ms: u64,
+    /// Print a statistics line this often (0: never).
+    #[arg(long, default_value_t = 10)]
+    pub stats_every_s: u64,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long, value_parser = values::parse_seconds)]
+    pub seconds: Option<f64>,
+}

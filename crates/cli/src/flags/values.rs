@@ -1,0 +1,52 @@
+//! Parsers of single flag values: each rejection names the value and what is accepted.
+
+use peregrine::{IdleKind, SlowSubscriberPolicy};
+use peregrine_bench::CpuPair;
+
+/// `100000`, `100k`, `1.5m`, `2M`: messages per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v * mult >= 1.0 && v * mult <= 1e9 => Ok(v * mult),
+        _ => Err(format!(
+            "'{s}' is not a rate: give messages per second from 1 to 1g, with an optional k or m, for example 100k or 1.5m"
+        )),
+    }
+}
+
+pub fn parse_cpus(s: &str) -> Result<CpuPair, String> {
+    CpuPair::parse(s).map_err(|e| e.to_string())
+}
+
+pub fn parse_idle(s: &str) -> Result<IdleKind, String> {
+    s.parse::<IdleKind>().map_err(|e| e.to_string())
+}
+
+pub fn parse_policy(s: &str) -> Result<SlowSubscriberPolicy, String> {
+    peregrine_bench::parse_policy(s)
+}
+
+/// A log capacity: a power of two from 64k to 4g.
+pub fn parse_capacity(s: &str) -> Result<u64, String> {
+    peregrine::parse_bytes(s)
+        .filter(|c| c.is_power_of_two() && (64 << 10..=1 << 32).contains(c))
+        .ok_or_else(|| {
+            format!("'{s}' is not accepted: give a power of two from 64k to 4g, for example 16m")
+        })
+}
+
+/// A positive number of seconds.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a duration: give a number of seconds above 0, for example 10 or 0.5"
+        )),
+    }
+}
