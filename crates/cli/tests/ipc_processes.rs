@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 mod common;
-use common::Role;
+use common::{Role, Signal};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -107,14 +107,14 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
         "32",
     ]);
     sub.expect_ready();
-    sub.signal("-STOP");
+    sub.signal(Signal::STOP);
     // The publisher never waits in overwrite mode: it finishes while the subscriber is stopped.
     let pub_line = publ.line();
     let p: Value = serde_json::from_str(pub_line.trim()).unwrap();
     assert!(publ.child.wait().unwrap().success());
     let sent = p["samples"].as_u64().unwrap();
     assert_eq!(sent, 2_000_000);
-    sub.signal("-CONT");
+    sub.signal(Signal::CONT);
     let r = sub.result();
     let (received, lost) = (r["received"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
     assert_eq!(r["out_of_order"], 0, "{r}");
@@ -160,7 +160,7 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
         err.contains("live publisher") && err.contains(&first.child.id().to_string()),
         "{err}"
     );
-    first.signal("-KILL");
+    first.signal(Signal::KILL);
     drop(first);
     assert!(path.exists(), "kill -9 leaves the segment behind");
     // A subscriber started now finds only the dead publisher's segment: it must not take it
@@ -233,7 +233,7 @@ fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_an
     ]);
     sub.expect_ready();
     std::thread::sleep(Duration::from_millis(300));
-    publ.signal("-KILL");
+    publ.signal(Signal::KILL);
     let r = sub.result();
     assert!(r["received"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(

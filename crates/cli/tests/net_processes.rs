@@ -2,7 +2,7 @@
 //! processes, real sockets on loopback.
 
 mod common;
-use common::Role;
+use common::{Role, Signal};
 use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -174,6 +174,9 @@ fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
 
 #[test]
 fn pingpong_prints_the_raw_floor_and_compares_with_sockperf() {
+    if peregrine_testkit::program("sockperf", "apt-get install sockperf").is_none() {
+        return;
+    }
     let out = run(
         &[
             "bench",
@@ -328,9 +331,9 @@ fn a_subscriber_stopped_past_the_retention_is_told_exactly_what_it_lost_and_carr
     let mut publ =
         Role::start(&[&common[..], &["--role", "pub", "--seconds", "5", "--json"]].concat());
     std::thread::sleep(Duration::from_secs(1));
-    sub.signal("-STOP");
+    sub.signal(Signal::STOP);
     std::thread::sleep(Duration::from_secs(3));
-    sub.signal("-CONT");
+    sub.signal(Signal::CONT);
     let p: Value = serde_json::from_str(publ.line().trim()).expect("the publisher's result");
     let sent = p["samples"].as_u64().unwrap();
     let s = sub.result();

@@ -2,8 +2,8 @@
 //! `scripts/netns-pingpong.sh`: udp, mcast and tcp over a real (virtual) link rather than
 //! loopback.
 //!
-//! Needs root and iproute2 (`ip netns`). It is not skipped when they are missing: it fails and
-//! says what is needed, so a run without them cannot pass silently.
+//! Needs root and iproute2 (`ip netns`): without them it says so and skips, except under
+//! `.ci/run` (`PEREGRINE_REQUIRE_TOOLS=1`), where it fails.
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -13,41 +13,11 @@ const COUNT: u64 = 3000;
 const WARMUP: u64 = 300;
 const TRANSPORTS: [&str; 3] = ["udp", "mcast", "tcp"];
 
-/// The effective user id, from `/proc/self/status` (no libc needed).
-fn euid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Fails, saying what is missing, unless this process is root and `ip netns` works.
-fn require_root_and_ip_netns() {
-    match euid() {
-        Some(0) => {}
-        Some(uid) => panic!(
-            "the netns ping-pong test needs root (it creates network namespaces and a veth pair); \
-             running as uid {uid}: run the tests as root"
-        ),
-        None => {
-            panic!("the netns ping-pong test needs root and cannot read /proc/self/status to check")
-        }
-    }
-    match Command::new("ip").args(["netns", "list"]).output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "the netns ping-pong test needs `ip netns` (iproute2) to work; `ip netns list` failed: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => panic!(
-            "the netns ping-pong test needs iproute2 (`ip`): cannot run `ip netns list` ({e}); \
-             install it with `apt-get install -y iproute2`"
-        ),
-    }
-}
-
 #[test]
 fn pingpong_across_veth_between_namespaces() {
-    require_root_and_ip_netns();
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-pingpong.sh");
     assert!(script.exists(), "missing {}", script.display());
 

@@ -1,30 +1,18 @@
 //! report.html opened in headless Chromium: every chart is laid out with a non-zero size and
 //! the page loads nothing from the network. Needs `chromium` on PATH (Debian package
-//! `chromium`; `.ci/run` installs it): without it this test fails, it never skips.
+//! `chromium`): without it the test says so and skips, except under `.ci/run`
+//! (`PEREGRINE_REQUIRE_TOOLS=1`), which installs it and where a missing Chromium fails.
 
 mod common;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("chromium"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "chromium is not on PATH: the HTML report test opens report.html in headless \
-                 Chromium; install it with `apt-get install chromium`"
-            )
-        })
-}
-
 /// Runs Chromium with `--dump-dom` on `page`; returns the serialised DOM after the load event.
-fn dump_dom(page: &Path, profile: &Path) -> String {
-    let mut child = Command::new(chromium())
+fn dump_dom(chromium: &Path, page: &Path, profile: &Path) -> String {
+    let mut child = Command::new(chromium)
         .args([
             "--headless",
             "--no-sandbox",
@@ -79,9 +67,16 @@ fn body_attribute(dom: &str, name: &str) -> Option<String> {
 
 #[test]
 fn chromium_lays_out_every_chart_and_fetches_nothing() {
+    let Some(chromium) = peregrine_testkit::program("chromium", "apt-get install chromium") else {
+        return;
+    };
     let dir = common::sample_copy("browser");
     let rendered = peregrine_report::render(&dir).expect("render the sample");
-    let dom = dump_dom(&rendered.html_path, &dir.join("chromium-profile"));
+    let dom = dump_dom(
+        &chromium,
+        &rendered.html_path,
+        &dir.join("chromium-profile"),
+    );
 
     let expected = body_attribute(&dom, "data-charts-expected").expect("data-charts-expected");
     let shown = body_attribute(&dom, "data-charts-rendered")

@@ -1,5 +1,6 @@
 //! Helpers shared by the multi-process tests.
 
+pub use rustix::process::Signal;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -29,13 +30,9 @@ impl Role {
     pub fn expect_ready(&mut self) {
         assert_eq!(self.line().trim(), "ready");
     }
-    pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} failed");
+    pub fn signal(&self, sig: Signal) {
+        peregrine_testkit::signal(self.child.id(), sig)
+            .unwrap_or_else(|e| panic!("sending {sig:?} to {}: {e}", self.child.id()));
     }
     pub fn result(mut self) -> Value {
         let l = self.line();

@@ -1,0 +1,132 @@
+//! What a test needs from outside the Rust toolchain, and a visible skip without it.
+//!
+//! A test that needs a program (sockperf, Chromium, nats-server, tshark, promtool, a C
+//! compiler, Python) or root asks here first:
+//!
+//! ```no_run
+//! # fn main() {
+//! let Some(sockperf) = peregrine_testkit::program("sockperf", "apt-get install sockperf") else {
+//!     return; // skipped, and said so
+//! };
+//! # let _ = sockperf;
+//! # }
+//! ```
+//!
+//! On a machine without it the test prints one line on the terminal, even under cargo's
+//! output capture, naming what is missing and how to get it:
+//!
+//! ```text
+//! skipped pingpong_compares_with_sockperf: sockperf not installed (apt-get install sockperf); .ci/run installs it
+//! ```
+//!
+//! and passes without running. `.ci/run`, which installs everything, sets
+//! [`REQUIRE_TOOLS_VAR`]`=1`: then a missing tool fails the test instead, so CI runs every test.
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The environment variable that turns a skip into a failure (set by `.ci/run`).
+pub const REQUIRE_TOOLS_VAR: &str = "PEREGRINE_REQUIRE_TOOLS";
+
+/// True when a missing tool must fail the test (`PEREGRINE_REQUIRE_TOOLS=1`).
+pub fn tools_required() -> bool {
+    std::env::var(REQUIRE_TOOLS_VAR).is_ok_and(|v| v == "1")
+}
+
+/// The path of `name` on `PATH`, or `None` after saying the test is skipped (`install` tells
+/// how to get it). Panics instead of skipping under [`REQUIRE_TOOLS_VAR`].
+pub fn program(name: &str, install: &str) -> Option<PathBuf> {
+    match find_program(name) {
+        Some(p) => Some(p),
+        None => {
+            skip(&format!("{name} not installed ({install})"));
+            None
+        }
+    }
+}
+
+/// `name` on `PATH`: an executable file of that name in one of its folders.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// True when this process runs as root; otherwise says the test is skipped (`why`: what it
+/// does that needs root). Panics instead of skipping under [`REQUIRE_TOOLS_VAR`].
+pub fn root(why: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    skip(&format!(
+        "needs root ({why}); running as uid {}",
+        rustix::process::geteuid().as_raw()
+    ));
+    false
+}
+
+/// True when this process is root and `ip netns` works (iproute2 installed, namespaces
+/// allowed); otherwise says the test is skipped. Panics instead under [`REQUIRE_TOOLS_VAR`].
+pub fn root_with_netns() -> bool {
+    if !root("it creates network namespaces and veth pairs") {
+        return false;
+    }
+    if program("ip", "apt-get install iproute2").is_none() {
+        return false;
+    }
+    match Command::new("ip").args(["netns", "list"]).output() {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            skip(&format!(
+                "`ip netns list` failed: {} (network namespaces are not available here)",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            false
+        }
+        Err(e) => {
+            skip(&format!("cannot run `ip netns list`: {e}"));
+            false
+        }
+    }
+}
+
+/// Says the current test is skipped because `what` is missing: one line straight to the
+/// terminal (cargo's capture holds back only `print!`/`eprint!`), or a panic under
+/// [`REQUIRE_TOOLS_VAR`].
+pub fn skip(what: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    if tools_required() {
+        panic!(
+            "{test}: {what}; {REQUIRE_TOOLS_VAR}=1 (set by .ci/run) makes a missing tool a failure"
+        );
+    }
+    let line = format!("skipped {test}: {what}; .ci/run installs it\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// Sends signal `sig` to process `pid`, without needing a `kill` program on the machine.
+pub fn signal(pid: u32, sig: rustix::process::Signal) -> std::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| std::io::Error::other(format!("{pid} is not a process id")))?;
+    rustix::process::kill_process(pid, sig).map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_on_path_is_found_and_a_missing_one_is_not() {
+        assert!(find_program("sh").is_some(), "no sh on PATH");
+        assert!(find_program("peregrine-no-such-program").is_none());
+    }
+}
