@@ -297,11 +297,19 @@ fn one_million_messages_arrive_complete_and_in_order_under_loss() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/loss_table.md");
     let header = "Loss repair in the deterministic simulator (crates/proto/tests/sim.rs): 1 M messages of 32 B at 10 M msgs/s, 20 us one-way latency, unicast NAKs after 50 us, retries every 2 ms. Recovery time is from the gap's detection to the frame's arrival.\n\n";
     let text = format!("{header}{table}");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !path.exists() {
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &text).unwrap();
     }
-    let snap = std::fs::read_to_string(&path).unwrap();
+    // A missing snapshot is a failure, never a pass: a test that writes what it then compares
+    // with would accept any table.
+    let snap = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read the snapshot {}: {e}; if it was never written, run \
+             `UPDATE_SNAPSHOTS=1 cargo test -p peregrine-proto --test sim` and review it",
+            path.display()
+        )
+    });
     assert_eq!(
         snap, text,
         "the loss table changed: review it, then rerun with UPDATE_SNAPSHOTS=1"
