@@ -1,13 +1,14 @@
-//! Duty-cycle agents and idle strategies.
+//! Idle strategies, the clock the drivers read, and CPU pinning.
 //!
-//! An *agent* does a bounded amount of work per call ([`Agent::do_work`] returns how much) and an
-//! [`IdleStrategy`] decides what to do when there was none: spin, yield the CPU, back off with
-//! growing pauses, or block until a peer wakes it. The choice trades latency for CPU: on this
+//! A duty-cycle loop (an application's own `poll` loop, or a driver's `do_work`) does a bounded
+//! amount of work per pass and reports how much; an [`IdleStrategy`] decides what to do when
+//! there was none: spin, yield the CPU, back off with growing pauses, or block until a peer
+//! wakes it. The choice trades latency for CPU: on this
 //! project's 2-core reference machine a busy-spinning receiver answers in ~0.15 us, a blocked one
 //! needs ~30 us to be woken (a hypervisor cost), and uses no CPU while idle.
 //!
 //! Blocking needs the help of the thing being waited on (a shared-memory segment's futex word,
-//! a socket's epoll): that is the [`Wake`] trait, implemented by transports.
+//! a socket waited on with `poll(2)`): that is the [`Wake`] trait, implemented by transports.
 //!
 //! ```
 //! use peregrine_agent::{Idle, IdleKind, IdleStrategy, NoWake};
@@ -22,8 +23,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What a [`Blocking`] idle strategy needs from the thing it waits on.
@@ -294,30 +293,6 @@ impl IdleStrategy for Idle {
         }
     }
 }
-
-/// A unit of work driven by a duty-cycle loop.
-pub trait Agent {
-    /// Does a bounded amount of work and returns how much (0 means idle).
-    fn do_work(&mut self, now_ns: u64) -> usize;
-    /// Name for thread names and diagnostics.
-    fn name(&self) -> &str;
-}
-
-/// Runs an agent on the calling thread until `stop` is set.
-pub fn run_agent<A: Agent, I: IdleStrategy, W: Wake>(
-    agent: &mut A,
-    idle: &mut I,
-    wake: &mut W,
-    stop: &AtomicBool,
-) {
-    while !stop.load(Ordering::Relaxed) {
-        let work = agent.do_work(monotonic_ns());
-        idle.idle(work, wake);
-    }
-}
-
-/// A stop flag shared with a running agent.
-pub type StopFlag = Arc<AtomicBool>;
 
 /// `CLOCK_MONOTONIC` in nanoseconds (for drivers; protocol code takes time as an argument).
 pub fn monotonic_ns() -> u64 {
