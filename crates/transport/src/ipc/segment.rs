@@ -351,8 +351,10 @@ impl Segment {
         // Invariant 2 of `layout`: every line starts uncommitted. This also faults in every page
         // of the log now rather than on the data path.
         for line in (0..capacity as usize).step_by(FRAME_ALIGN) {
-            // SAFETY: `line + 24` is in bounds and 8-byte aligned; nobody else maps the file yet.
-            unsafe { AtomicU64::from_ptr(log.add(line + 24).cast()) }.store(UNCOMMITTED, r);
+            // SAFETY: `line + COMMIT_WORD` is in bounds and 8-byte aligned (the log is
+            // page-aligned, lines are FRAME_ALIGN bytes); nobody else maps the file yet.
+            unsafe { AtomicU64::from_ptr(log.add(line + COMMIT_WORD).cast()) }
+                .store(UNCOMMITTED, r);
         }
         self.u64_at(TAIL_POSITION).store(0, r);
         self.u64_at(TAIL_SEQUENCE).store(0, r);
