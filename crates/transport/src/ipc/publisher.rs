@@ -36,8 +36,9 @@ pub struct IpcPublisher {
     reclaimed_stale: bool,
 }
 
-// SAFETY: `log` points into `seg`'s mapping, which moves with the publisher; a publisher is used
-// by one thread at a time (`&mut self` on every write).
+// SAFETY: `log` is the only field that is not `Send`; it points into `seg`'s mapping, which is
+// process-shared, not tied to a thread, and moves with the publisher. Not `Sync`: every write
+// takes `&mut self`, so one thread at a time writes.
 unsafe impl Send for IpcPublisher {}
 
 impl IpcPublisher {

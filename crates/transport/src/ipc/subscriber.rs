@@ -51,8 +51,9 @@ struct Attached {
     wake_seq_seen: u32,
 }
 
-// SAFETY: `log` points into `seg`'s mapping, which moves with the subscriber; a subscriber is used
-// by one thread at a time (`&mut self` on every read).
+// SAFETY: `Attached::log` is the only field that is not `Send`; it points into `seg`'s mapping,
+// which is process-shared, not tied to a thread, and moves with the subscriber. Not `Sync`: every
+// read takes `&mut self`.
 unsafe impl Send for IpcSubscriber {}
 
 impl IpcSubscriber {
@@ -444,13 +445,15 @@ impl Attached {
                 continue;
             }
             let len = frame_len - DATA_HEADER_LEN;
+            // Sized by `try_attach` for this segment's `max_frame`; the slicing checks it.
+            let copy = &mut scratch[..len];
             // SAFETY: source [off + 32, off + frame_len) is inside the log (checked against
-            // `room`), destination holds `max_frame >= len` bytes. The source may be concurrently
+            // `room`), destination is `copy`, exactly `len` bytes. The source may be concurrently
             // overwritten by the publisher in another process: the copy is then discarded below.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     self.log.add(off + DATA_HEADER_LEN),
-                    scratch.as_mut_ptr(),
+                    copy.as_mut_ptr(),
                     len,
                 )
             };
