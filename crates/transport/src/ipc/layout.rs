@@ -133,6 +133,14 @@ pub const fn max_message_for(capacity: u64) -> u64 {
     }
 }
 
+/// True when a publisher whose claim is `claim` may be writing over (or has written over) the
+/// byte at `position` of a ring of `capacity` bytes: its writes reach a lap beyond `position`
+/// (invariant 3).
+#[inline]
+pub const fn claim_overlaps(claim: u64, position: u64, capacity: u64) -> bool {
+    claim > position + capacity
+}
+
 /// Rounds a frame length up to [`FRAME_ALIGN`].
 #[inline]
 pub const fn align_frame(len: usize) -> usize {

@@ -478,7 +478,7 @@ impl Attached {
     fn lapped(&self) -> bool {
         fence(Ordering::Acquire);
         let claim = self.seg.u64_at(CLAIM_POSITION).load(Ordering::Relaxed);
-        claim > self.position + self.capacity
+        claim_overlaps(claim, self.position, self.capacity)
     }
 
     #[cold]
