@@ -46,12 +46,15 @@ pub fn monotonic_raw_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The CPU has an invariant TSC (`constant_tsc`, `nonstop_tsc`) and the `rdtscp` instruction
+/// (some hypervisors hide it).
 fn invariant_tsc() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|c| {
             c.lines().find(|l| l.starts_with("flags")).is_some_and(|l| {
-                l.split_whitespace().any(|f| f == "constant_tsc")
-                    && l.split_whitespace().any(|f| f == "nonstop_tsc")
+                ["constant_tsc", "nonstop_tsc", "rdtscp"]
+                    .iter()
+                    .all(|want| l.split_whitespace().any(|f| f == *want))
             })
         })
         .unwrap_or(false)
@@ -127,12 +130,14 @@ impl Clock {
             });
         }
         let ns_per_tick: f64 = arg.strip_prefix("tsc:")?.parse().ok()?;
-        (cfg!(target_arch = "x86_64") && ns_per_tick.is_finite() && ns_per_tick > 0.0).then_some(
-            Clock {
-                source: Source::Tsc,
-                ns_per_tick,
-            },
-        )
+        (cfg!(target_arch = "x86_64")
+            && ns_per_tick.is_finite()
+            && ns_per_tick > 0.0
+            && invariant_tsc())
+        .then_some(Clock {
+            source: Source::Tsc,
+            ns_per_tick,
+        })
     }
 
     /// For reports: "TSC (2.600 GHz, calibrated)" or "CLOCK_MONOTONIC_RAW".
@@ -152,8 +157,9 @@ impl Clock {
 #[inline(always)]
 fn tsc() -> u64 {
     let mut aux = 0u32;
-    // SAFETY: rdtscp has no memory effects besides writing `aux`; invariant TSC was checked in
-    // /proc/cpuinfo before this source was chosen.
+    // SAFETY: the intrinsic's only memory effect is writing the processor id to `aux`, a live
+    // local. (A CPU without RDTSCP would trap, not misbehave; `calibrate` and `from_arg` choose
+    // this source only when /proc/cpuinfo lists it.)
     unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
 }
 

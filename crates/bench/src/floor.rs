@@ -37,6 +37,9 @@ pub struct FloorPongReport {
 
 const STOP: u64 = u64::MAX;
 
+/// Bytes of the shared file and of its mapping.
+const LINE_FILE_LEN: u64 = 4096;
+
 struct Line {
     map: memmap2::MmapRaw,
 }
@@ -50,15 +53,26 @@ impl Line {
             .mode(0o600)
             .open(path)?;
         if create {
-            f.set_len(4096)?;
+            f.set_len(LINE_FILE_LEN)?;
+        } else if f.metadata()?.len() < LINE_FILE_LEN {
+            // A mapping beyond the end of the file faults on access.
+            return Err(BenchError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} is shorter than {LINE_FILE_LEN} bytes", path.display()),
+            )));
         }
-        let map = memmap2::MmapOptions::new().len(4096).map_raw(&f)?;
+        let map = memmap2::MmapOptions::new()
+            .len(LINE_FILE_LEN as usize)
+            .map_raw(&f)?;
         Ok(Line { map })
     }
     fn word(&self) -> &AtomicU64 {
-        // SAFETY: the mapping is 4096 bytes, page-aligned, shared, and lives as long as `self`;
-        // both processes access the word only atomically.
-        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().cast()) }
+        let p = self.map.as_mut_ptr();
+        debug_assert!(p as usize % 8 == 0);
+        // SAFETY: the mapping is LINE_FILE_LEN bytes of a file at least that long, shared, and
+        // lives as long as `self`; it is page-aligned, so its first word is 8-byte aligned as
+        // `AtomicU64` requires; both processes access the word only atomically.
+        unsafe { AtomicU64::from_ptr(p.cast()) }
     }
 }
 

@@ -49,6 +49,98 @@ pub const DATA_HEADER_LEN: usize = field::PAYLOAD;
 /// in `u32` arithmetic.
 pub const MAX_MESSAGE_LEN: u32 = 1 << 30;
 
+/// The fixed part of a DATA or PAD frame as four 8-byte words, for code that moves whole aligned
+/// words rather than fields: the shared-memory log writes a header with four 8-byte stores and
+/// commits the frame with the last one, the sequence.
+///
+/// A word's value is its eight bytes read as a little-endian `u64` (on a little-endian host,
+/// exactly what an aligned 8-byte load gives). Offsets and shifts come from the field ranges of
+/// [`header::field`](crate::header::field) and [`field`](super::field), so they cannot drift
+/// from the byte layout.
+pub mod words {
+    use super::field;
+    use crate::header::{field as hfield, FrameType, MAGIC, VERSION};
+
+    /// Byte offset of the word holding `frame_length`, magic, version and frame type.
+    pub const LENGTH_TYPE: usize = hfield::FRAME_LENGTH.start;
+    /// Byte offset of the word holding flags, the reserved field and `session_id`.
+    pub const FLAGS_SESSION: usize = hfield::FLAGS.start;
+    /// Byte offset of the word holding `stream_id` and `message_length`.
+    pub const STREAM_LENGTH: usize = field::STREAM_ID.start;
+    /// Byte offset of the `sequence` word (the value is the sequence itself).
+    pub const SEQUENCE: usize = field::SEQUENCE.start;
+
+    /// `value` shifted to byte `at` of the word that starts at byte `word`.
+    const fn place(value: u64, at: usize, word: usize) -> u64 {
+        value << (8 * (at - word))
+    }
+
+    /// The word at [`LENGTH_TYPE`]: magic and version of this build, the frame type and
+    /// `frame_length`. With constant `frame_type` it folds to one OR with a constant.
+    #[inline]
+    pub const fn length_type(frame_length: u32, frame_type: FrameType) -> u64 {
+        place(frame_length as u64, hfield::FRAME_LENGTH.start, LENGTH_TYPE)
+            | place(MAGIC as u64, hfield::MAGIC.start, LENGTH_TYPE)
+            | place(VERSION as u64, hfield::VERSION, LENGTH_TYPE)
+            | place(frame_type as u64, hfield::FRAME_TYPE, LENGTH_TYPE)
+    }
+
+    /// The word at [`FLAGS_SESSION`]: flags, a zero reserved field and `session_id`.
+    #[inline]
+    pub const fn flags_session(flags: u16, session_id: u32) -> u64 {
+        place(flags as u64, hfield::FLAGS.start, FLAGS_SESSION)
+            | place(session_id as u64, hfield::SESSION_ID.start, FLAGS_SESSION)
+    }
+
+    /// The word at [`STREAM_LENGTH`]: `stream_id` and `message_length`.
+    #[inline]
+    pub const fn stream_length(stream_id: u32, message_length: u32) -> u64 {
+        place(stream_id as u64, field::STREAM_ID.start, STREAM_LENGTH)
+            | place(
+                message_length as u64,
+                field::MESSAGE_LENGTH.start,
+                STREAM_LENGTH,
+            )
+    }
+
+    /// `frame_length` of a [`length_type`] word.
+    #[inline]
+    pub const fn frame_length(length_type: u64) -> u32 {
+        (length_type >> (8 * (hfield::FRAME_LENGTH.start - LENGTH_TYPE))) as u32
+    }
+
+    /// The frame type byte of a [`length_type`] word.
+    #[inline]
+    pub const fn frame_type(length_type: u64) -> u8 {
+        (length_type >> (8 * (hfield::FRAME_TYPE - LENGTH_TYPE))) as u8
+    }
+
+    /// True when byte range `f` lies inside the word starting at `word`.
+    const fn within(f: core::ops::Range<usize>, word: usize) -> bool {
+        word % 8 == 0 && f.start >= word && f.end <= word + 8
+    }
+
+    // Each field lies inside the word that carries it, and the words tile the fixed part.
+    const _: () = assert!(within(hfield::FRAME_LENGTH, LENGTH_TYPE));
+    const _: () = assert!(within(hfield::MAGIC, LENGTH_TYPE));
+    const _: () = assert!(within(hfield::VERSION..hfield::VERSION + 1, LENGTH_TYPE));
+    const _: () = assert!(within(
+        hfield::FRAME_TYPE..hfield::FRAME_TYPE + 1,
+        LENGTH_TYPE
+    ));
+    const _: () = assert!(within(hfield::FLAGS, FLAGS_SESSION));
+    const _: () = assert!(within(hfield::RESERVED, FLAGS_SESSION));
+    const _: () = assert!(within(hfield::SESSION_ID, FLAGS_SESSION));
+    const _: () = assert!(within(field::STREAM_ID, STREAM_LENGTH));
+    const _: () = assert!(within(field::MESSAGE_LENGTH, STREAM_LENGTH));
+    const _: () = assert!(within(field::SEQUENCE, SEQUENCE) && SEQUENCE + 8 == field::PAYLOAD);
+    const _: () = assert!(
+        FLAGS_SESSION == LENGTH_TYPE + 8
+            && STREAM_LENGTH == FLAGS_SESSION + 8
+            && SEQUENCE == STREAM_LENGTH + 8
+    );
+}
+
 /// A checked view of a DATA or PAD frame.
 #[derive(Debug, Clone, Copy)]
 pub struct DataFrame<T: AsRef<[u8]>> {
@@ -531,6 +623,41 @@ mod tests {
         assert_eq!(PadRepr::parse(&frame).unwrap().frame_length, 40);
     }
 
+    /// Word `at` of `frame` read as a little-endian u64.
+    fn word(frame: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(frame[at..at + 8].try_into().unwrap())
+    }
+
+    #[test]
+    fn header_words_are_the_golden_bytes() {
+        use words::*;
+        for (frame, ty, flags, stream_id, message_length, sequence) in [
+            (&GOLDEN[..], FrameType::Data, BEGIN | END, 7, 5, 42),
+            (&GOLDEN_PAD[..], FrameType::Pad, 0, 0, 0, 43),
+        ] {
+            let len = frame.len() as u32;
+            let w = [
+                length_type(len, ty),
+                flags_session(flags, 0x1234_5678),
+                stream_length(stream_id, message_length),
+                sequence,
+            ];
+            assert_eq!(word(frame, LENGTH_TYPE), w[0]);
+            assert_eq!(word(frame, FLAGS_SESSION), w[1]);
+            assert_eq!(word(frame, STREAM_LENGTH), w[2]);
+            assert_eq!(word(frame, SEQUENCE), w[3]);
+            assert_eq!(frame_length(w[0]), len);
+            assert_eq!(words::frame_type(w[0]), ty as u8);
+            // Emitting the words over a 0xa5-filled buffer writes every byte of the fixed part.
+            let mut buf = vec![0xa5u8; frame.len()];
+            for (i, v) in w.iter().enumerate() {
+                buf[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            buf[DATA_HEADER_LEN..].copy_from_slice(&frame[DATA_HEADER_LEN..]);
+            assert_eq!(buf, frame);
+        }
+    }
+
     #[test]
     fn pad_rules() {
         for (at, field) in [
@@ -618,6 +745,21 @@ mod tests {
             repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
             let frame = DataFrame::new_checked(&buf[..]).unwrap();
             prop_assert_eq!(DataRepr::parse(&frame).unwrap(), repr);
+        }
+
+        #[test]
+        fn header_words_match_what_emit_writes((payload, f) in any_data()) {
+            let repr = repr_of(&payload, f);
+            let mut buf = vec![0xa5u8; repr.buffer_len()];
+            repr.emit(&mut DataFrame::new_unchecked(&mut buf[..]));
+            let len = buf.len() as u32;
+            prop_assert_eq!(word(&buf, words::LENGTH_TYPE), words::length_type(len, FrameType::Data));
+            prop_assert_eq!(word(&buf, words::FLAGS_SESSION), words::flags_session(repr.flags, repr.session_id));
+            prop_assert_eq!(
+                word(&buf, words::STREAM_LENGTH),
+                words::stream_length(repr.stream_id, repr.message_length)
+            );
+            prop_assert_eq!(word(&buf, words::SEQUENCE), repr.sequence);
         }
 
         #[test]

@@ -23,16 +23,17 @@
 //! does not fit before the end of the ring, the publisher fills the rest with a PAD frame.
 //!
 //! Invariants the code relies on:
-//! 1. **Commit word.** A frame's `sequence` field (offset 24) is written last, with release
-//!    ordering. A reader that expects sequence `s` at position `p` and loads `s` there (acquire)
-//!    sees the whole frame. PAD frames carry the sequence of the DATA frame that follows them.
+//! 1. **Commit word.** A frame's `sequence` field ([`COMMIT_WORD`], offset 24) is written
+//!    last, with release ordering. A reader that expects sequence `s` at position `p` and loads
+//!    `s` there (acquire) sees the whole frame. PAD frames carry the sequence of the DATA frame
+//!    that follows them.
 //! 2. **Clean ahead.** A reader expecting sequence `s` at `p` must never mistake old bytes at
-//!    `p + 24` (possibly a payload that holds the very number it expects) for a commit. So every
-//!    64-byte line's commit word is set to [`UNCOMMITTED`] at creation, and while writing the frame
-//!    at `[p, p + n)` the publisher sets the commit words of the lines `[p + CLEAN_AHEAD,
-//!    p + n + CLEAN_AHEAD)` to [`UNCOMMITTED`] again: every line between the tail and
-//!    `tail + CLEAN_AHEAD` has been cleaned since its previous lap, and nothing but a new frame
-//!    writes it afterwards. Cleaning [`CLEAN_AHEAD`] bytes ahead rather than the very next line
+//!    `p + COMMIT_WORD` (possibly a payload that holds the very number it expects) for a commit.
+//!    So every 64-byte line's commit word is set to [`UNCOMMITTED`] at creation, and while
+//!    writing the frame at `[p, p + n)` the publisher sets the commit words of the lines
+//!    `[p + CLEAN_AHEAD, p + n + CLEAN_AHEAD)` to [`UNCOMMITTED`] again: every line between the
+//!    tail and `tail + CLEAN_AHEAD` has been cleaned since its previous lap, and nothing but a
+//!    new frame writes it afterwards. Cleaning [`CLEAN_AHEAD`] bytes ahead rather than the very next line
 //!    keeps the line a caught-up subscriber spins on written once per message, and the early
 //!    store works as a prefetch-for-ownership of the line the publisher writes next.
 //! 3. **Claim.** Before writing anything for a frame, the publisher stores in `claim_position`
@@ -55,6 +56,9 @@ pub const FRAME_ALIGN: usize = 64;
 pub const CLEAN_AHEAD: u64 = 4096;
 /// Value of a commit word that no frame has been committed to.
 pub const UNCOMMITTED: u64 = u64::MAX;
+/// Offset in a frame (and in every [`FRAME_ALIGN`] line) of its commit word: the DATA/PAD
+/// header's `sequence` field (invariant 1).
+pub const COMMIT_WORD: usize = peregrine_wire::data::words::SEQUENCE;
 
 // Descriptor (line 0).
 pub const MAGIC: usize = 0;
@@ -129,6 +133,14 @@ pub const fn max_message_for(capacity: u64) -> u64 {
     }
 }
 
+/// True when a publisher whose claim is `claim` may be writing over (or has written over) the
+/// byte at `position` of a ring of `capacity` bytes: its writes reach a lap beyond `position`
+/// (invariant 3).
+#[inline]
+pub const fn claim_overlaps(claim: u64, position: u64, capacity: u64) -> bool {
+    claim > position + capacity
+}
+
 /// Rounds a frame length up to [`FRAME_ALIGN`].
 #[inline]
 pub const fn align_frame(len: usize) -> usize {
@@ -172,4 +184,22 @@ impl SlowSubscriberPolicy {
 
 const _: () = assert!(TOPIC + MAX_TOPIC_LEN <= SLOTS);
 const _: () = assert!(SLOT_LOST + 8 <= SLOT_SIZE);
+// What the log's layout assumes of wire's DATA/PAD fixed part: a 32-byte header (a 32-byte
+// message and its header fill one line) whose sequence word, the commit word, is an 8-byte
+// aligned word inside it (lines are 64-byte aligned, so it is aligned in the mapping too). The
+// publisher stores header words natively, which are the wire's little-endian bytes only on a
+// little-endian host.
+const _: () = assert!(peregrine_wire::data::DATA_HEADER_LEN == 32);
 const _: () = assert!(peregrine_wire::data::DATA_HEADER_LEN <= FRAME_ALIGN);
+const _: () = assert!(FRAME_ALIGN % 8 == 0 && PAGE % FRAME_ALIGN == 0);
+const _: () =
+    assert!(COMMIT_WORD % 8 == 0 && COMMIT_WORD + 8 <= peregrine_wire::data::DATA_HEADER_LEN);
+const _: () = assert!(
+    peregrine_wire::data::words::LENGTH_TYPE % 8 == 0
+        && peregrine_wire::data::words::FLAGS_SESSION % 8 == 0
+        && peregrine_wire::data::words::STREAM_LENGTH % 8 == 0
+);
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "the shared-memory log stores wire frames as native 8-byte words"
+);

@@ -5,8 +5,8 @@ use super::segment::{process_alive, Segment, SegmentSpec};
 use super::IpcConfig;
 use crate::error::{OfferError, OpenError};
 use peregrine_proto::counters::PublisherCounters;
-use peregrine_wire::data::DATA_HEADER_LEN;
-use peregrine_wire::header::{flags, FrameType, MAGIC as WIRE_MAGIC, VERSION as WIRE_VERSION};
+use peregrine_wire::data::{words, DATA_HEADER_LEN};
+use peregrine_wire::header::{flags, FrameType};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// How often (in refused offers) a back-pressured publisher checks whether the subscriber holding
@@ -29,8 +29,6 @@ pub struct IpcPublisher {
     limit: u64,
     overwrite: bool,
     max_message: usize,
-    /// `[0..8)` of every DATA header for this session except the length: magic, version, type.
-    header_word_1: u64,
     session_id: u32,
     stream_id: u32,
     refused_since_reap_check: u32,
@@ -38,8 +36,9 @@ pub struct IpcPublisher {
     reclaimed_stale: bool,
 }
 
-// SAFETY: `log` points into `seg`'s mapping, which moves with the publisher; a publisher is used
-// by one thread at a time (`&mut self` on every write).
+// SAFETY: `log` is the only field that is not `Send`; it points into `seg`'s mapping, which is
+// process-shared, not tied to a thread, and moves with the publisher. Not `Sync`: every write
+// takes `&mut self`, so one thread at a time writes.
 unsafe impl Send for IpcPublisher {}
 
 impl IpcPublisher {
@@ -68,9 +67,6 @@ impl IpcPublisher {
         };
         let (seg, reclaimed_stale) = Segment::create(&spec)?;
         let (log, capacity) = seg.log();
-        let header_word_1 = u64::from(WIRE_MAGIC) << 32
-            | u64::from(WIRE_VERSION) << 48
-            | (FrameType::Data as u64) << 56;
         Ok(IpcPublisher {
             log,
             capacity,
@@ -80,7 +76,6 @@ impl IpcPublisher {
             limit: capacity,
             overwrite: cfg.policy == SlowSubscriberPolicy::Overwrite,
             max_message: max_message_for(capacity) as usize,
-            header_word_1,
             session_id,
             stream_id,
             refused_since_reap_check: 0,
@@ -185,24 +180,27 @@ impl IpcPublisher {
         let off = (self.position & self.mask) as usize;
         // SAFETY: the frame [off, off + aligned) does not wrap (PAD above) and is below `claim`.
         let frame = unsafe { self.log.add(off) };
-        // SAFETY: as above; header words are 8-byte aligned (frames are 64-byte aligned); the
-        // payload slice covers exactly `len` bytes of this frame, which no reader reads until
-        // the commit below.
+        // SAFETY: `frame` starts a line, so it is 8-byte aligned, and its `frame_len` bytes are
+        // inside the log and below `claim`; no reader trusts them before the commit below
+        // (invariant 1). The payload slice covers exactly `len` bytes after the fixed part.
         unsafe {
-            (frame as *mut u64).write_volatile(frame_len as u64 | self.header_word_1);
-            (frame.add(8) as *mut u64).write_volatile(
-                u64::from(flags::BEGIN | flags::END) | u64::from(self.session_id) << 32,
+            write_header(
+                frame,
+                [
+                    words::length_type(frame_len as u32, FrameType::Data),
+                    words::flags_session(flags::BEGIN | flags::END, self.session_id),
+                    words::stream_length(self.stream_id, len as u32),
+                ],
             );
-            (frame.add(16) as *mut u64)
-                .write_volatile(u64::from(self.stream_id) | (len as u64) << 32);
             fill(std::slice::from_raw_parts_mut(
                 frame.add(DATA_HEADER_LEN),
                 len,
             ));
         }
         let next = self.position + aligned;
-        // SAFETY: this frame's commit word, offset 24 of an in-bounds aligned frame.
-        unsafe { self.commit_word(off + 24) }.store(seq, Ordering::Release);
+        // SAFETY: this frame's commit word: inside the log, 8-byte aligned (a line start plus
+        // COMMIT_WORD).
+        unsafe { self.commit_word(off + COMMIT_WORD) }.store(seq, Ordering::Release);
         if !clean_first {
             // After the commit: the lines cleaned here were last touched a lap ago, and x86 makes
             // stores visible in order, so a cache miss on them before the commit would delay the
@@ -224,9 +222,9 @@ impl IpcPublisher {
     fn clean_ahead(&self, start: u64, claim: u64) {
         let mut line = start + CLEAN_AHEAD;
         while line < claim {
-            // SAFETY: `line & mask` is a 64-byte aligned offset in the log; +24 is its commit
-            // word, in bounds and aligned; it lies below `claim`.
-            unsafe { self.commit_word((line & self.mask) as usize + 24) }
+            // SAFETY: `line & mask` is a line's offset in the log; its commit word is in bounds
+            // and 8-byte aligned, and lies below `claim`.
+            unsafe { self.commit_word((line & self.mask) as usize + COMMIT_WORD) }
                 .store(UNCOMMITTED, Ordering::Relaxed);
             line += FRAME_ALIGN as u64;
         }
@@ -236,21 +234,31 @@ impl IpcPublisher {
     /// `offset` must be 8-byte aligned and `offset + 8 <= capacity`.
     #[inline]
     unsafe fn commit_word(&self, offset: usize) -> &AtomicU64 {
-        // SAFETY: the caller guarantees bounds and alignment; the log outlives `&self`.
+        debug_assert!(offset % 8 == 0 && offset + 8 <= self.capacity as usize);
+        // SAFETY: the caller guarantees bounds and 8-byte alignment (the log is page-aligned,
+        // so an aligned offset is an aligned address); the log outlives `&self`.
         unsafe { AtomicU64::from_ptr(self.log.add(offset).cast()) }
     }
 
     /// # Safety
-    /// `[offset, offset + len)` must be inside the log, below the current claim.
+    /// `offset` must start a line and `[offset, offset + len)` lie inside the log, below the
+    /// current claim.
     unsafe fn write_pad(&mut self, offset: u64, len: u64, seq: u64) {
-        // SAFETY: guaranteed by the caller; a PAD header fits in the 64 bytes a frame slot has.
-        let buf = unsafe {
-            std::slice::from_raw_parts_mut(self.log.add(offset as usize), DATA_HEADER_LEN)
+        let offset = offset as usize;
+        // SAFETY: guaranteed by the caller; a line start is 8-byte aligned and a PAD's fixed
+        // part fits in the line.
+        unsafe {
+            write_header(
+                self.log.add(offset),
+                [
+                    words::length_type(len as u32, FrameType::Pad),
+                    words::flags_session(0, self.session_id),
+                    words::stream_length(0, 0),
+                ],
+            )
         };
-        // Write the PAD with its commit word marked uncommitted, then commit it last.
-        peregrine_wire::data::emit_pad(buf, self.session_id, UNCOMMITTED, len as u32);
-        // SAFETY: offset 24 of the PAD frame, in bounds and aligned.
-        unsafe { self.commit_word(offset as usize + 24) }.store(seq, Ordering::Release);
+        // SAFETY: the PAD's commit word: inside the log, 8-byte aligned.
+        unsafe { self.commit_word(offset + COMMIT_WORD) }.store(seq, Ordering::Release);
     }
 
     /// Updates the tail seqlock (invariant 5): only this process writes it.
@@ -359,6 +367,33 @@ impl IpcPublisher {
                 .fetch_add(1, Ordering::Relaxed);
         }
         freed
+    }
+}
+
+/// Writes the fixed part of a DATA or PAD frame but its sequence, which commits the frame and is
+/// stored last (invariant 1): the words at `words::LENGTH_TYPE`, `FLAGS_SESSION` and
+/// `STREAM_LENGTH`, as three 8-byte stores.
+///
+/// # Safety
+/// `frame` must be 8-byte aligned and valid for writes of `DATA_HEADER_LEN` bytes.
+#[inline(always)]
+unsafe fn write_header(frame: *mut u8, [length_type, flags_session, stream_length]: [u64; 3]) {
+    debug_assert!(frame as usize % 8 == 0);
+    // SAFETY: guaranteed by the caller; each word's offset is a multiple of 8 below
+    // DATA_HEADER_LEN (asserted in `layout`), so every store is aligned and in bounds.
+    unsafe {
+        frame
+            .add(words::LENGTH_TYPE)
+            .cast::<u64>()
+            .write_volatile(length_type);
+        frame
+            .add(words::FLAGS_SESSION)
+            .cast::<u64>()
+            .write_volatile(flags_session);
+        frame
+            .add(words::STREAM_LENGTH)
+            .cast::<u64>()
+            .write_volatile(stream_length);
     }
 }
 

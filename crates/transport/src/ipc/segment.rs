@@ -87,7 +87,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 
 /// What a publisher asks for when it creates a segment.
 #[derive(Debug, Clone)]
-pub struct SegmentSpec {
+pub(crate) struct SegmentSpec {
     pub name: String,
     pub capacity: u64,
     pub max_subscribers: u32,
@@ -99,18 +99,20 @@ pub struct SegmentSpec {
 
 /// A mapped segment. All access to shared memory goes through the accessors below, which check
 /// bounds and alignment, so the rest of the crate needs no pointer arithmetic of its own.
+///
+/// Crate-private: the publisher and its subscribers rely on the protocol of [`layout`] (a
+/// subscriber in back-pressure mode hands out `&[u8]` into the log), so no code outside this
+/// crate may write the segment's words.
+///
+/// [`layout`]: super::layout
 #[derive(Debug)]
-pub struct Segment {
+pub(crate) struct Segment {
     map: memmap2::MmapRaw,
     file: File,
     path: PathBuf,
     pub(crate) log_offset: usize,
     pub(crate) capacity: u64,
 }
-
-// SAFETY: the mapping is process-shared memory accessed only through atomics and raw-pointer
-// copies whose protocols are documented in `layout`; moving the handle between threads is fine.
-unsafe impl Send for Segment {}
 
 impl Segment {
     pub fn path(&self) -> &Path {
@@ -138,9 +140,12 @@ impl Segment {
         unsafe { AtomicU32::from_ptr(self.base().add(offset).cast()) }
     }
 
-    /// Pointer to the start of the log and its capacity.
+    /// Pointer to the start of the log and its capacity. The log is page-aligned (the mapping
+    /// is, and `log_offset` is a multiple of [`PAGE`]), so every line and every commit word in
+    /// it is aligned as its offset is.
     #[inline]
     pub fn log(&self) -> (*mut u8, u64) {
+        debug_assert!(self.log_offset % PAGE == 0);
         // SAFETY: `log_offset + capacity <= map.len()` was checked when the segment was
         // created or opened.
         (unsafe { self.base().add(self.log_offset) }, self.capacity)
@@ -167,10 +172,6 @@ impl Segment {
     pub fn policy(&self) -> SlowSubscriberPolicy {
         SlowSubscriberPolicy::from_code(self.u32_at(POLICY).load(Ordering::Relaxed))
             .unwrap_or_default()
-    }
-
-    pub fn publisher_pid(&self) -> u32 {
-        self.u32_at(PUBLISHER_PID).load(Ordering::Relaxed)
     }
 
     /// True while some process (the publisher) holds the exclusive lock.
@@ -289,14 +290,16 @@ impl Segment {
     }
 
     fn mark_closed(f: &File) {
+        // Any file may lie under the name: touching a mapping beyond its end would fault.
+        if f.metadata().map_or(true, |m| m.size() < PAGE as u64) {
+            return;
+        }
         let Ok(map) = memmap2::MmapOptions::new().len(PAGE).map_raw(f) else {
             return;
         };
-        if map.len() < PAGE {
-            return;
-        }
-        // SAFETY: the mapping is one page long and page-aligned; MAGIC and CLOSED are aligned
-        // words in it, accessed atomically by every process.
+        // SAFETY: the mapping is one page of a file at least that long, page-aligned; MAGIC and
+        // CLOSED are 8- and 4-byte aligned offsets in it (so aligned addresses), accessed
+        // atomically by every process.
         let (magic, closed) = unsafe {
             (
                 AtomicU64::from_ptr(map.as_mut_ptr().add(MAGIC).cast()),
@@ -309,16 +312,16 @@ impl Segment {
     }
 
     fn peek_pid(f: &File) -> Option<u32> {
+        if f.metadata().ok()?.size() < PAGE as u64 {
+            return None;
+        }
         let map = memmap2::MmapOptions::new()
             .len(PAGE)
             .map_raw_read_only(f)
             .ok()?;
-        if map.len() < PAGE {
-            return None;
-        }
         let mut b = [0u8; 4];
-        // SAFETY: the mapping is at least one page long; the pid word is at a fixed offset in it
-        // and is written once before the segment becomes visible.
+        // SAFETY: the mapping is one page of a file at least that long; the pid word is at a
+        // fixed offset in it and is written once before the segment becomes visible.
         unsafe {
             std::ptr::copy_nonoverlapping(map.as_ptr().add(PUBLISHER_PID), b.as_mut_ptr(), 4)
         };
@@ -351,8 +354,10 @@ impl Segment {
         // Invariant 2 of `layout`: every line starts uncommitted. This also faults in every page
         // of the log now rather than on the data path.
         for line in (0..capacity as usize).step_by(FRAME_ALIGN) {
-            // SAFETY: `line + 24` is in bounds and 8-byte aligned; nobody else maps the file yet.
-            unsafe { AtomicU64::from_ptr(log.add(line + 24).cast()) }.store(UNCOMMITTED, r);
+            // SAFETY: `line + COMMIT_WORD` is in bounds and 8-byte aligned (the log is
+            // page-aligned, lines are FRAME_ALIGN bytes); nobody else maps the file yet.
+            unsafe { AtomicU64::from_ptr(log.add(line + COMMIT_WORD).cast()) }
+                .store(UNCOMMITTED, r);
         }
         self.u64_at(TAIL_POSITION).store(0, r);
         self.u64_at(TAIL_SEQUENCE).store(0, r);
@@ -447,14 +452,6 @@ impl Segment {
                 let _ = std::fs::remove_file(&self.path);
             }
         }
-    }
-
-    /// Device and inode: tells two segments under the same name apart.
-    pub fn identity(&self) -> (u64, u64) {
-        self.file
-            .metadata()
-            .map(|m| (m.dev(), m.ino()))
-            .unwrap_or((0, 0))
     }
 }
 

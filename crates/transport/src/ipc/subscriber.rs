@@ -7,7 +7,7 @@ use crate::error::OpenError;
 use crate::{Message, SubscriberEvent};
 use peregrine_agent::Wake;
 use peregrine_proto::counters::SubscriberCounters;
-use peregrine_wire::data::DATA_HEADER_LEN;
+use peregrine_wire::data::{words, DATA_HEADER_LEN};
 use peregrine_wire::header::FrameType;
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -51,8 +51,9 @@ struct Attached {
     wake_seq_seen: u32,
 }
 
-// SAFETY: `log` points into `seg`'s mapping, which moves with the subscriber; a subscriber is used
-// by one thread at a time (`&mut self` on every read).
+// SAFETY: `Attached::log` is the only field that is not `Send`; it points into `seg`'s mapping,
+// which is process-shared, not tied to a thread, and moves with the subscriber. Not `Sync`: every
+// read takes `&mut self`.
 unsafe impl Send for IpcSubscriber {}
 
 impl IpcSubscriber {
@@ -304,7 +305,9 @@ impl Attached {
     /// `offset` must be 8-byte aligned and `offset + 8 <= capacity`.
     #[inline]
     unsafe fn word(&self, offset: usize) -> &AtomicU64 {
-        // SAFETY: the caller guarantees bounds and alignment; the log outlives `&self`.
+        debug_assert!(offset % 8 == 0 && offset + 8 <= self.capacity as usize);
+        // SAFETY: the caller guarantees bounds and 8-byte alignment (the log is page-aligned,
+        // so an aligned offset is an aligned address); the log outlives `&self`.
         unsafe { AtomicU64::from_ptr(self.log.add(offset).cast_mut().cast()) }
     }
 
@@ -330,13 +333,13 @@ impl Attached {
         let start = self.position;
         while n < limit {
             let off = (self.position & self.mask) as usize;
-            // SAFETY: frames are 64-byte aligned inside the log, so offset + 24 is in bounds and
-            // aligned.
-            if unsafe { self.word(off + 24) }.load(Ordering::Acquire) != self.expected {
+            // SAFETY: `off` starts a line of the log, so its commit word is in bounds and
+            // 8-byte aligned.
+            if unsafe { self.word(off + COMMIT_WORD) }.load(Ordering::Acquire) != self.expected {
                 break;
             }
             // SAFETY: the commit word matched (acquire): the 32-byte header is complete and
-            // no longer written (invariant 1); it lies inside the log.
+            // no longer written (invariant 1); it starts a line of the log (8-byte aligned).
             let (frame_len, ty) = unsafe { read_len_type(self.log.add(off)) };
             let room = (self.capacity as usize) - off;
             if ty == FrameType::Pad as u8 {
@@ -409,7 +412,8 @@ impl Attached {
         while n < limit {
             let off = (self.position & self.mask) as usize;
             // SAFETY: aligned and in bounds, as in `poll_in_place`.
-            let committed = unsafe { self.word(off + 24) }.load(Ordering::Acquire) == self.expected;
+            let committed =
+                unsafe { self.word(off + COMMIT_WORD) }.load(Ordering::Acquire) == self.expected;
             if !committed {
                 if self.lapped() {
                     self.resync(counters, events);
@@ -417,8 +421,9 @@ impl Attached {
                 }
                 break;
             }
-            // SAFETY: in bounds; the content may be racing with the publisher, which is why
-            // nothing read here is trusted before `lapped()` below says it was intact.
+            // SAFETY: a line start of the log (in bounds, 8-byte aligned); the content may be
+            // racing with the publisher, which is why nothing read here is trusted before
+            // `lapped()` below says it was intact.
             let (frame_len, ty) = unsafe { read_len_type(self.log.add(off)) };
             let room = (self.capacity as usize) - off;
             let sane =
@@ -440,13 +445,15 @@ impl Attached {
                 continue;
             }
             let len = frame_len - DATA_HEADER_LEN;
+            // Sized by `try_attach` for this segment's `max_frame`; the slicing checks it.
+            let copy = &mut scratch[..len];
             // SAFETY: source [off + 32, off + frame_len) is inside the log (checked against
-            // `room`), destination holds `max_frame >= len` bytes. The source may be concurrently
+            // `room`), destination is `copy`, exactly `len` bytes. The source may be concurrently
             // overwritten by the publisher in another process: the copy is then discarded below.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     self.log.add(off + DATA_HEADER_LEN),
-                    scratch.as_mut_ptr(),
+                    copy.as_mut_ptr(),
                     len,
                 )
             };
@@ -471,7 +478,7 @@ impl Attached {
     fn lapped(&self) -> bool {
         fence(Ordering::Acquire);
         let claim = self.seg.u64_at(CLAIM_POSITION).load(Ordering::Relaxed);
-        claim > self.position + self.capacity
+        claim_overlaps(claim, self.position, self.capacity)
     }
 
     #[cold]
@@ -502,19 +509,23 @@ impl Attached {
     fn has_data(&self) -> bool {
         let off = (self.position & self.mask) as usize;
         // SAFETY: aligned and in bounds, as in `poll_in_place`.
-        unsafe { self.word(off + 24) }.load(Ordering::Acquire) == self.expected || self.lapped()
+        unsafe { self.word(off + COMMIT_WORD) }.load(Ordering::Acquire) == self.expected
+            || self.lapped()
     }
 }
 
-/// Reads `frame_length` and `frame_type` of the frame at `frame`.
+/// Reads `frame_length` and `frame_type` of the frame at `frame` (one 8-byte load of the word
+/// at `words::LENGTH_TYPE`).
 ///
 /// # Safety
-/// `frame` must point at 8 readable bytes.
+/// `frame` must be 8-byte aligned and point at `DATA_HEADER_LEN` readable bytes.
 #[inline]
 unsafe fn read_len_type(frame: *const u8) -> (usize, u8) {
-    // SAFETY: guaranteed by the caller; frames are 8-byte aligned.
-    let w = unsafe { (frame as *const u64).read_volatile() };
-    ((w & 0xffff_ffff) as usize, (w >> 56) as u8)
+    debug_assert!(frame as usize % 8 == 0);
+    // SAFETY: guaranteed by the caller; the word's offset is a multiple of 8 inside the fixed
+    // part (asserted in `layout`).
+    let w = unsafe { frame.add(words::LENGTH_TYPE).cast::<u64>().read_volatile() };
+    (words::frame_length(w) as usize, words::frame_type(w))
 }
 
 /// A consistent (position, sequence) of the publisher's tail (invariant 5).

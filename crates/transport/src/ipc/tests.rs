@@ -536,3 +536,112 @@ fn a_subscriber_racing_a_reclaim_never_attaches_to_the_dead_segment() {
         );
     }
 }
+
+/// A frame the publisher should have written, by its model of the log: at log position
+/// `position`, DATA with sequence `sequence` and `len` payload bytes, or a PAD to the ring's end
+/// announcing `sequence`.
+struct Expected {
+    position: u64,
+    sequence: u64,
+    pad: bool,
+    len: usize,
+}
+
+#[test]
+fn the_log_holds_wire_data_and_pad_frames_field_for_field() {
+    use peregrine_wire::data::{DataFrame, DataRepr, PadRepr, DATA_HEADER_LEN};
+    use peregrine_wire::header::flags;
+    const STREAM: u32 = 0x5157_4e45;
+    let c = cfg("wire", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "wire", STREAM).unwrap();
+    let max = publ.max_message_len();
+    let capacity = c.capacity;
+    // Sizes around the line boundaries, plus large ones so frames regularly miss the end of
+    // the ring and a PAD fills it. No subscriber: nothing holds the publisher back.
+    let sizes = [0, 1, 31, 32, 33, 95, 96, 1000, 4000, max - 1, max, 2500];
+    let mut expected = Vec::new();
+    let mut position = 0u64;
+    for seq in 0..200u64 {
+        let len = sizes[seq as usize % sizes.len()];
+        let aligned = align_frame(DATA_HEADER_LEN + len) as u64;
+        let to_end = capacity - position % capacity;
+        if aligned > to_end {
+            expected.push(Expected {
+                position,
+                sequence: seq,
+                pad: true,
+                len: to_end as usize,
+            });
+            position += to_end;
+        }
+        expected.push(Expected {
+            position,
+            sequence: seq,
+            pad: false,
+            len,
+        });
+        position += aligned;
+        assert_eq!(publ.offer(&payload(seq, len)).unwrap(), seq);
+    }
+    // The live shared memory, through the file: the log follows the subscriber table.
+    let file = std::fs::read(publ.path()).unwrap();
+    let log = &file[log_offset(c.max_subscribers)..][..capacity as usize];
+    // Everything the publisher wrote after a frame lies below `position + CLEAN_AHEAD` (the
+    // last claim), so the frames of the last `capacity - CLEAN_AHEAD` bytes are intact.
+    let intact = expected
+        .iter()
+        .filter(|e| e.position + capacity >= position + CLEAN_AHEAD)
+        .collect::<Vec<_>>();
+    assert!(intact.iter().filter(|e| e.pad).count() >= 1);
+    assert!(intact.iter().filter(|e| !e.pad).count() >= 20);
+    for e in &intact {
+        let off = (e.position % capacity) as usize;
+        let frame = DataFrame::new_checked(&log[off..])
+            .unwrap_or_else(|err| panic!("frame at position {}: {err}", e.position));
+        if e.pad {
+            assert!(frame.is_pad());
+            assert_eq!(off + e.len, capacity as usize, "a PAD fills the ring's end");
+            assert_eq!(
+                PadRepr::parse(&frame).unwrap(),
+                PadRepr {
+                    session_id: publ.session_id(),
+                    sequence: e.sequence,
+                    frame_length: e.len as u32,
+                }
+            );
+            continue;
+        }
+        let data = DataRepr::parse(&frame).unwrap();
+        assert_eq!(
+            (
+                data.session_id,
+                data.stream_id,
+                data.sequence,
+                data.message_length,
+                data.flags,
+                frame.frame_length() as usize,
+            ),
+            (
+                publ.session_id(),
+                STREAM,
+                e.sequence,
+                e.len as u32,
+                flags::BEGIN | flags::END,
+                DATA_HEADER_LEN + e.len,
+            ),
+            "(session, stream, sequence, message length, flags, frame length) at position {}",
+            e.position
+        );
+        assert!(
+            data.payload == payload(e.sequence, e.len),
+            "payload at position {}",
+            e.position
+        );
+    }
+    // The line the next frame goes to was cleaned: its commit word commits nothing.
+    let next = (position % capacity) as usize + COMMIT_WORD;
+    assert_eq!(
+        u64::from_le_bytes(log[next..next + 8].try_into().unwrap()),
+        UNCOMMITTED
+    );
+}

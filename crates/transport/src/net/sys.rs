@@ -1,5 +1,5 @@
 //! The few socket calls the standard library and socket2 do not offer: `recvmmsg` into a ring
-//! of buffers, UDP GSO (`UDP_SEGMENT`), `IP_MTU`, and `poll` for blocking receive.
+//! of buffers, UDP GSO (`UDP_SEGMENT`) and GRO, path-MTU discovery, and `poll` for blocking receive.
 //!
 //! Hand-rolled on `libc` because these are the hot path (one `recvmmsg` per poll, one GSO send
 //! per batch) and the crates in the field either lack them (socket2) or allocate per call.
@@ -20,25 +20,37 @@ pub const MAX_DATAGRAM: usize = 65_536;
 /// Adaptive: while datagrams arrive one at a time (a ping-pong, a low rate) it reads with one
 /// `recvfrom`, the cheapest empty poll; once a read finds more than one datagram waiting it
 /// switches to `recvmmsg` (32 per call) until the queue runs dry again.
-pub struct RecvRing {
-    /// One allocation; buffer `i` starts at `i * MAX_DATAGRAM` (8-byte aligned since the
-    /// allocation is of u64).
-    storage: Vec<u64>,
-    lens: [usize; RECV_BATCH],
-    addrs: [libc::sockaddr_in; RECV_BATCH],
-    iov: [libc::iovec; RECV_BATCH],
-    hdrs: [libc::mmsghdr; RECV_BATCH],
-    /// Control-message space per datagram (the UDP_GRO segment size).
-    ctrl: [[u64; 8]; RECV_BATCH],
-    /// Segment size of each buffer: with UDP_GRO one buffer may hold several datagrams of this
-    /// size (the last may be shorter); otherwise its whole length.
-    segs: [usize; RECV_BATCH],
+///
+/// **Invariant.** The kernel writes through pointers that `new` stores once: each header in
+/// `bufs.hdrs` points at `bufs.iov`, `bufs.addrs` and `bufs.ctrl`, and each iovec at its slice of
+/// `bufs.storage`. All of these live in heap allocations that the ring owns privately and never
+/// moves, replaces or resizes (`bufs` is a `Box` no method gives away, `storage` a boxed slice),
+/// so moving a `RecvRing` moves only the owning pointer and every stored pointer stays valid.
+pub(crate) struct RecvRing {
+    bufs: Box<Buffers>,
     /// UDP_GRO is on: read with `recvmsg` (control messages) rather than `recvfrom`.
     gro: bool,
     /// Use `recvmmsg` (the last read found a backlog).
     batch: bool,
     /// Datagrams received by the last `recv`.
-    pub count: usize,
+    count: usize,
+}
+
+/// The ring's arrays, in one heap allocation that never moves (see the invariant of
+/// [`RecvRing`]); the kernel writes `addrs`, `hdrs`, `ctrl` and `storage`.
+struct Buffers {
+    /// Buffer `i` starts at `i * MAX_DATAGRAM` (8-byte aligned since the slice is of u64).
+    storage: Box<[u64]>,
+    addrs: [libc::sockaddr_in; RECV_BATCH],
+    iov: [libc::iovec; RECV_BATCH],
+    hdrs: [libc::mmsghdr; RECV_BATCH],
+    /// Control-message space per datagram (the UDP_GRO segment size).
+    ctrl: [[u64; 8]; RECV_BATCH],
+    /// Bytes in each buffer after the last receive.
+    lens: [usize; RECV_BATCH],
+    /// Segment size of each buffer: with UDP_GRO one buffer may hold several datagrams of this
+    /// size (the last may be shorter); otherwise its whole length.
+    segs: [usize; RECV_BATCH],
 }
 
 impl std::fmt::Debug for RecvRing {
@@ -50,53 +62,63 @@ impl std::fmt::Debug for RecvRing {
 }
 
 impl RecvRing {
-    /// A ring on the heap: its message headers point into itself, so it never moves.
-    pub fn new(gro: bool) -> Box<Self> {
+    /// A ring whose message headers point into its own heap buffers (see the type's invariant).
+    pub(crate) fn new(gro: bool) -> Self {
         // SAFETY: sockaddr_in is plain old data; all zeroes is a valid value.
         let addrs = unsafe { zeroed() };
         // SAFETY: iovec is plain old data (a null pointer and a zero length).
         let iov = unsafe { zeroed() };
         // SAFETY: mmsghdr is plain old data (null pointers and zero lengths).
         let hdrs = unsafe { zeroed() };
-        let mut r = Box::new(RecvRing {
-            storage: vec![0u64; RECV_BATCH * MAX_DATAGRAM / 8],
-            lens: [0; RECV_BATCH],
+        let mut bufs = Box::new(Buffers {
+            storage: vec![0u64; RECV_BATCH * MAX_DATAGRAM / 8].into_boxed_slice(),
             addrs,
             iov,
             hdrs,
             ctrl: [[0; 8]; RECV_BATCH],
+            lens: [0; RECV_BATCH],
             segs: [0; RECV_BATCH],
+        });
+        // Every pointer below is taken from `b`, i.e. from inside the boxed allocation, and
+        // stays valid for as long as the box lives (the invariant of `RecvRing`).
+        let b = &mut *bufs;
+        let base = b.storage.as_mut_ptr().cast::<u8>();
+        for i in 0..RECV_BATCH {
+            // SAFETY: `storage` holds RECV_BATCH * MAX_DATAGRAM bytes, so the offset is inside.
+            b.iov[i].iov_base = unsafe { base.add(i * MAX_DATAGRAM) }.cast();
+            b.iov[i].iov_len = MAX_DATAGRAM;
+            let iov: *mut libc::iovec = &mut b.iov[i];
+            let name: *mut libc::sockaddr_in = &mut b.addrs[i];
+            b.hdrs[i].msg_hdr.msg_iov = iov;
+            b.hdrs[i].msg_hdr.msg_iovlen = 1;
+            b.hdrs[i].msg_hdr.msg_name = name.cast();
+            if gro {
+                let ctrl: *mut [u64; 8] = &mut b.ctrl[i];
+                b.hdrs[i].msg_hdr.msg_control = ctrl.cast();
+            }
+        }
+        RecvRing {
+            bufs,
             gro,
             batch: false,
             count: 0,
-        });
-        let base = r.storage.as_mut_ptr().cast::<u8>();
-        for i in 0..RECV_BATCH {
-            // SAFETY: `storage` holds RECV_BATCH * MAX_DATAGRAM bytes, so the offset is inside.
-            r.iov[i].iov_base = unsafe { base.add(i * MAX_DATAGRAM) }.cast();
-            r.iov[i].iov_len = MAX_DATAGRAM;
-            let iov: *mut libc::iovec = &mut r.iov[i];
-            let name: *mut libc::sockaddr_in = &mut r.addrs[i];
-            r.hdrs[i].msg_hdr.msg_iov = iov;
-            r.hdrs[i].msg_hdr.msg_iovlen = 1;
-            r.hdrs[i].msg_hdr.msg_name = name.cast();
-            if gro {
-                let ctrl: *mut [u64; 8] = &mut r.ctrl[i];
-                r.hdrs[i].msg_hdr.msg_control = ctrl.cast();
-            }
         }
-        r
+    }
+
+    /// Datagrams received by the last `recv`.
+    pub(crate) fn count(&self) -> usize {
+        self.count
     }
 
     /// The segment size of buffer `i`: the datagrams it holds are this long (the last may be
     /// shorter).
-    pub fn segment(&self, i: usize) -> usize {
-        self.segs[i]
+    pub(crate) fn segment(&self, i: usize) -> usize {
+        self.bufs.segs[i]
     }
 
     /// Resets the in/out lengths of header `i` before a receive.
     fn reset(&mut self, i: usize) {
-        let h = &mut self.hdrs[i].msg_hdr;
+        let h = &mut self.bufs.hdrs[i].msg_hdr;
         h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
         if self.gro {
             h.msg_controllen = size_of::<[u64; 8]>() as _;
@@ -105,21 +127,22 @@ impl RecvRing {
 
     /// Reads the UDP_GRO segment size of buffer `i` from its control messages.
     fn read_segment(&mut self, i: usize) {
-        let len = self.lens[i];
-        self.segs[i] = len.max(1);
+        let len = self.bufs.lens[i];
+        self.bufs.segs[i] = len.max(1);
         if !self.gro {
             return;
         }
-        let h: *const libc::msghdr = &self.hdrs[i].msg_hdr;
-        // SAFETY: `h` is a header the kernel just filled: its control pointer and length
-        // describe `ctrl[i]`, and the CMSG_* functions stay within that length.
+        let h: *const libc::msghdr = &self.bufs.hdrs[i].msg_hdr;
+        // SAFETY: `h` is a header the kernel just filled: its control pointer is `bufs.ctrl[i]`
+        // (set by `new`, valid by the type's invariant) and its control length the part of it
+        // the kernel wrote; the CMSG_* functions stay within that length.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(h);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
                     let seg = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                     if seg > 0 {
-                        self.segs[i] = seg as usize;
+                        self.bufs.segs[i] = seg as usize;
                     }
                 }
                 c = libc::CMSG_NXTHDR(h, c);
@@ -128,36 +151,39 @@ impl RecvRing {
     }
 
     /// Datagram `i` of the last receive and its source.
-    pub fn get(&self, i: usize) -> (&[u8], SocketAddr) {
-        let bytes = as_bytes(&self.storage);
+    pub(crate) fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+        let bytes = as_bytes(&self.bufs.storage);
         let start = i * MAX_DATAGRAM;
-        let a = &self.addrs[i];
+        let a = &self.bufs.addrs[i];
         let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
         let addr = SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port)));
-        (&bytes[start..start + self.lens[i]], addr)
+        (&bytes[start..start + self.bufs.lens[i]], addr)
     }
 
     /// Reads the datagrams waiting, up to `RECV_BATCH`, without blocking. Returns how many
     /// (0: none waiting).
-    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         self.count = 0;
         if !self.batch {
             let n = if self.gro {
                 self.reset(0);
-                // SAFETY: header 0 points at buffer 0, `addrs[0]` and `ctrl[0]` of `self`
-                // (boxed, never moved) with the lengths it states.
-                unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) }
+                // SAFETY: header 0 points at iovec 0 (buffer 0 of `storage`), `addrs[0]` and
+                // `ctrl[0]`, all in the ring's unmoving heap buffers (the type's invariant), with
+                // the lengths it states.
+                unsafe { libc::recvmsg(fd, &mut self.bufs.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) }
             } else {
+                let b = &mut *self.bufs;
                 let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                // SAFETY: buffer 0 is MAX_DATAGRAM bytes inside `storage`; `addrs[0]` is a live
-                // sockaddr_in of the stated length.
+                // SAFETY: buffer 0 is the first MAX_DATAGRAM bytes of `storage`; `addrs[0]` is a
+                // live sockaddr_in of the stated length. Both pointers are fresh borrows, valid
+                // for the call.
                 unsafe {
                     libc::recvfrom(
                         fd,
-                        self.storage.as_mut_ptr().cast(),
+                        b.storage.as_mut_ptr().cast(),
                         MAX_DATAGRAM,
                         libc::MSG_DONTWAIT,
-                        (&mut self.addrs[0] as *mut libc::sockaddr_in).cast(),
+                        (&mut b.addrs[0] as *mut libc::sockaddr_in).cast(),
                         &mut len,
                     )
                 }
@@ -165,7 +191,7 @@ impl RecvRing {
             if n < 0 {
                 return Self::empty_or_error();
             }
-            self.lens[0] = n as usize;
+            self.bufs.lens[0] = n as usize;
             self.read_segment(0);
             self.count = 1;
             // Another datagram behind this one? Read the next ones in batches.
@@ -175,12 +201,13 @@ impl RecvRing {
         for i in 0..RECV_BATCH {
             self.reset(i);
         }
-        // SAFETY: the headers were pointed at live buffers, iovecs and addresses of `self`
-        // (boxed, never moved) by `new`, with the lengths they state.
+        // SAFETY: `new` pointed the headers at the iovecs, addresses and control buffers of
+        // `bufs`, and the iovecs at `storage`, with the lengths they state; those allocations
+        // have not moved since (the type's invariant).
         let n = unsafe {
             libc::recvmmsg(
                 fd,
-                self.hdrs.as_mut_ptr(),
+                self.bufs.hdrs.as_mut_ptr(),
                 RECV_BATCH as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
@@ -193,7 +220,7 @@ impl RecvRing {
         let n = n as usize;
         for i in 0..n {
             // A datagram longer than MAX_DATAGRAM cannot exist (UDP's own limit).
-            self.lens[i] = (self.hdrs[i].msg_len as usize).min(MAX_DATAGRAM);
+            self.bufs.lens[i] = (self.bufs.hdrs[i].msg_len as usize).min(MAX_DATAGRAM);
             self.read_segment(i);
         }
         // A short batch means the queue is drained: back to single reads.
@@ -243,26 +270,6 @@ pub fn set_pmtu_do(sock: &impl AsRawFd) -> io::Result<()> {
         libc::IP_MTU_DISCOVER,
         libc::IP_PMTUDISC_DO,
     )
-}
-
-/// The path MTU of a connected socket.
-pub fn ip_mtu(sock: &impl AsRawFd) -> io::Result<usize> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are valid for writes of the sizes given.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(v as usize)
 }
 
 /// `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` (beyond the sysctl maximum; needs CAP_NET_ADMIN).
@@ -329,5 +336,107 @@ pub fn wait_writable(fd: RawFd, timeout_ms: i32) {
     // SAFETY: `p` is one live pollfd.
     unsafe {
         libc::poll(&mut p, 1, timeout_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+
+    /// A ring that has been moved twice since it was made: out of the function that built it
+    /// and through a `Vec`, so nothing of it stays where `new` put it.
+    fn moved_ring(gro: bool) -> RecvRing {
+        let ring = RecvRing::new(gro);
+        let mut elsewhere = vec![ring];
+        elsewhere.pop().unwrap()
+    }
+
+    fn loopback() -> UdpSocket {
+        UdpSocket::bind("127.0.0.1:0").unwrap()
+    }
+
+    /// A received datagram: its bytes, its source and the segment size the ring reported.
+    type Received = (Vec<u8>, SocketAddr, usize);
+
+    /// Receives until `want` datagrams came (or 5 s passed); returns them and the size of every
+    /// non-empty receive.
+    fn receive(ring: &mut RecvRing, sock: &UdpSocket, want: usize) -> (Vec<Received>, Vec<usize>) {
+        let (mut got, mut reads) = (Vec::new(), Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < want && Instant::now() < deadline {
+            let n = ring.recv(sock.as_raw_fd()).unwrap();
+            if n == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            reads.push(n);
+            for i in 0..n {
+                let (bytes, src) = ring.get(i);
+                got.push((bytes.to_vec(), src, ring.segment(i)));
+            }
+        }
+        (got, reads)
+    }
+
+    #[test]
+    fn a_moved_ring_still_receives_a_batch() {
+        let mut ring = moved_ring(false);
+        let rx = loopback();
+        let (a, b) = (loopback(), loopback());
+        let sent: Vec<(Vec<u8>, &UdpSocket)> = (0..6u8)
+            .map(|i| {
+                (
+                    vec![i; 100 + usize::from(i) * 300],
+                    if i % 2 == 0 { &a } else { &b },
+                )
+            })
+            .collect();
+        for (bytes, from) in &sent {
+            from.send_to(bytes, rx.local_addr().unwrap()).unwrap();
+        }
+        let (got, reads) = receive(&mut ring, &rx, sent.len());
+        assert_eq!(got.len(), sent.len());
+        // The first read takes one datagram (recvfrom); finding more, the ring reads the rest
+        // with recvmmsg.
+        assert_eq!(reads[0], 1);
+        assert!(reads.iter().any(|&n| n > 1), "no batch read: {reads:?}");
+        for ((bytes, src, seg), (want, from)) in got.iter().zip(&sent) {
+            assert_eq!(bytes, want);
+            assert_eq!(*src, from.local_addr().unwrap());
+            assert_eq!(*seg, want.len());
+        }
+    }
+
+    #[test]
+    fn a_moved_gro_ring_reads_segment_sizes_through_its_control_buffers() {
+        let rx = loopback();
+        let tx = loopback();
+        if set_udp_gro(&rx).is_err() || set_udp_segment(&tx, 100).is_err() {
+            eprintln!("UDP_GRO or UDP_SEGMENT unavailable: skipped");
+            return;
+        }
+        let mut ring = moved_ring(true);
+        let plain = loopback();
+        // A GSO send of 250 bytes in segments of 100 reaches a GRO socket on loopback as one
+        // buffer, with the segment size in a control message.
+        let sent: Vec<(Vec<u8>, &UdpSocket, usize)> = vec![
+            (vec![1; 250], &tx, 100),
+            (vec![2; 40], &plain, 40),
+            (vec![3; 250], &tx, 100),
+        ];
+        for (bytes, from, _) in &sent {
+            from.send_to(bytes, rx.local_addr().unwrap()).unwrap();
+        }
+        let (got, reads) = receive(&mut ring, &rx, sent.len());
+        assert_eq!(got.len(), sent.len(), "reads {reads:?}");
+        assert_eq!(reads[0], 1);
+        assert!(reads.iter().any(|&n| n > 1), "no batch read: {reads:?}");
+        for ((bytes, src, seg), (want, from, want_seg)) in got.iter().zip(&sent) {
+            assert_eq!(bytes, want);
+            assert_eq!(*src, from.local_addr().unwrap());
+            assert_eq!(seg, want_seg);
+        }
     }
 }

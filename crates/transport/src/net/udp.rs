@@ -594,7 +594,7 @@ impl Drop for UdpPublisher {
 pub struct UdpSubscriber {
     cfg: NetConfig,
     sock: UdpSocket,
-    ring: Box<sys::RecvRing>,
+    ring: sys::RecvRing,
     /// Next datagram of the ring to process and the byte offset in it.
     cursor: Option<(usize, usize)>,
     receiver: Receiver,
@@ -725,7 +725,7 @@ impl UdpSubscriber {
                     if l.drop_datagram(Direction::Receive, &buf[start..end]) {
                         self.cursor = if end < buf.len() {
                             Some((i, end))
-                        } else if i + 1 < self.ring.count {
+                        } else if i + 1 < self.ring.count() {
                             Some((i + 1, 0))
                         } else {
                             None
@@ -746,7 +746,7 @@ impl UdpSubscriber {
             self.cursor = match p {
                 Progress::Resume(o) => Some((i, start + o)),
                 Progress::Done if end < buf.len() => Some((i, end)),
-                Progress::Done if i + 1 < self.ring.count => Some((i + 1, 0)),
+                Progress::Done if i + 1 < self.ring.count() => Some((i + 1, 0)),
                 Progress::Done => None,
             };
         }
