@@ -7,7 +7,7 @@
 //!   give-up), loss accounting and STATUS scheduling of one subscribed stream;
 //! - [`held`]: the receiver's reorder buffer of frames held behind gaps;
 //! - [`retention`]: the sender's buffer of sent frames for retransmission;
-//! - [`receivers`]: the publisher's table of its receivers (joins, keep-alives, windows);
+//! - [`receiver_table`]: the publisher's table of its receivers (joins, keep-alives, windows);
 //! - [`events`] and [`counters`]: what every transport reports;
 //! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
@@ -22,7 +22,7 @@ pub mod held;
 pub mod lossgen;
 pub mod rate;
 pub mod receiver;
-pub mod receivers;
+pub mod receiver_table;
 pub mod resolver;
 pub mod resolverd;
 pub mod retention;

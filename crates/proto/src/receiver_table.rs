@@ -1,9 +1,9 @@
 //! The publisher's view of its network receivers, sans I/O: who joined (STATUS JOIN), who is
 //! still there (STATUS keep-alives), who left (STATUS LEAVE or silence), and the flow-control
-//! limit their windows allow.
+//! limit their windows allow. (The subscriber side is [`receiver`](crate::receiver).)
 //!
 //! ```
-//! use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
+//! use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome};
 //! use peregrine_wire::header::status_flags;
 //! use peregrine_wire::status::StatusRepr;
 //!
