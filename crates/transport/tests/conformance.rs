@@ -9,7 +9,8 @@ use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
 use peregrine_transport::net::NetConfig;
 use peregrine_transport::{
-    random_u32, Message, OfferError, SubscriberEvent, TransportPublisher, TransportSubscriber, Uri,
+    random_u32, AnyPublisher, AnySubscriber, Message, OfferError, SubscriberEvent,
+    TransportPublisher, TransportSubscriber, Uri,
 };
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -291,6 +292,31 @@ fn poll_never_delivers_more_than_its_limit() {
                 .collect();
             assert_eq!(order, (0..50).collect::<Vec<_>>());
         });
+    }
+}
+
+#[test]
+fn any_publisher_and_subscriber_open_the_transport_the_uri_names() {
+    for scheme in SCHEMES {
+        let uri = Uri::parse(&fresh_uri(scheme, "")).unwrap();
+        let p = AnyPublisher::open(&uri, TOPIC, STREAM, random_u32()).unwrap();
+        let s = AnySubscriber::open(&uri, TOPIC, STREAM, false).unwrap();
+        let opened = match (&p, &s) {
+            (AnyPublisher::Ipc(_), AnySubscriber::Ipc(_)) => "ipc",
+            (AnyPublisher::Udp(_), AnySubscriber::Udp(_)) => "udp or mcast",
+            (AnyPublisher::Tcp(_), AnySubscriber::Tcp(_)) => "tcp",
+            _ => "mismatched transports",
+        };
+        assert!(opened.contains(scheme), "{uri}: opened {opened}");
+        let pair = &mut Both {
+            p,
+            s,
+            uri: uri.to_string(),
+        };
+        connect(pair);
+        let messages: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        let got: Vec<Vec<u8>> = exchange(pair, &messages).into_iter().map(|g| g.1).collect();
+        assert_eq!(got, messages, "{uri}");
     }
 }
 
