@@ -295,12 +295,13 @@ impl Config {
             .filter(|s| s.0 != "topics")
             .chain(table.iter().filter(|s| s.0 == "topics"));
         for (section, body) in sections {
-            let scheme = Scheme::ALL.into_iter().find(|s| s.name() == section);
+            let scheme = section.parse::<Scheme>().ok();
             if scheme.is_none() && section != "resolver" && section != "topics" {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
                     problem: format!(
-                        "unknown section [{section}]: sections are [ipc], [udp], [mcast], [tcp], [resolver] and [topics]"
+                        "unknown section [{section}]: sections are {}, [resolver] and [topics]",
+                        Scheme::ALL.map(|s| format!("[{s}]")).join(", ")
                     ),
                 });
             }

@@ -41,7 +41,7 @@ pub use peregrine_wire::query::PatternKind;
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::IpcConfig;
 use peregrine_transport::net::NetConfig;
-use peregrine_transport::{AnyPublisher, AnySubscriber, Scheme, Uri};
+use peregrine_transport::{AnyPublisher, AnySubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
 pub use peregrine_proto::lossgen::LossCounters;
@@ -57,8 +57,9 @@ pub fn ipc_max_message_len(capacity: u64) -> usize {
 
 /// The default `ipc://` log capacity in bytes.
 pub const IPC_DEFAULT_CAPACITY: u64 = IpcConfig::DEFAULT_CAPACITY;
+pub use peregrine_transport::uri::UnknownScheme;
 pub use peregrine_transport::{
-    Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent,
+    Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters, SubscriberEvent,
     UriError,
 };
 

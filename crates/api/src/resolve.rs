@@ -477,7 +477,7 @@ impl MultiSubscriber {
         source
             .uris
             .iter()
-            .find(|u| !u.starts_with("ipc://"))
+            .find(|u| Scheme::of_uri(u) != Some(Scheme::Ipc))
             .cloned()
     }
 
@@ -627,7 +627,8 @@ impl MultiSubscriber {
                     ev,
                     SubscriberEvent::PublisherClosed { .. } | SubscriberEvent::PublisherDied { .. }
                 ) {
-                    leg.ended = leg.sessions.is_empty() || leg.uri.starts_with("ipc://");
+                    leg.ended =
+                        leg.sessions.is_empty() || Scheme::of_uri(&leg.uri) == Some(Scheme::Ipc);
                 }
                 self.events.push_back(ev);
             }

@@ -13,7 +13,8 @@
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
 //!
 //! - [`resolver`]: topic resolution (advertisements, queries, wildcard subscriptions, expiry);
-//! - [`resolverd`]: the relay of `peregrine resolverd`, for networks without multicast.
+//! - [`resolverd`]: the relay of `peregrine resolverd`, for networks without multicast;
+//! - [`scheme`]: the transports a URI can name (`ipc`, `udp`, `mcast`, `tcp`).
 #![forbid(unsafe_code)]
 
 pub mod counters;
@@ -26,4 +27,5 @@ pub mod receiver_table;
 pub mod resolver;
 pub mod resolverd;
 pub mod retention;
+pub mod scheme;
 pub mod sender;

@@ -31,9 +31,9 @@
 //!
 //! Every received datagram is checked frame by frame. Malformed frames are counted by
 //! [`WireError`] kind; well-formed frames that cannot be true (a stream id that is not the
-//! topic's, a URI with no known scheme, a TTL above `max_ttl_ms`, a session that changes topic, a
-//! claim to one of this context's own sessions) are rejected and counted too
-//! ([`ResolverCounters`]). Nothing a peer sends can make the table grow past `max_sources`.
+//! topic's, a URI whose scheme is none of [`Scheme::ALL`], a TTL above `max_ttl_ms`, a session
+//! that changes topic, a claim to one of this context's own sessions) are rejected and counted
+//! too ([`ResolverCounters`]). Nothing a peer sends can make the table grow past `max_sources`.
 //!
 //! ```
 //! use peregrine_proto::resolver::{Pattern, Resolver, ResolverConfig, ResolverEvent};
@@ -63,6 +63,7 @@
 //! ```
 
 use crate::rate::TokenBucket;
+use crate::scheme::Scheme;
 use peregrine_wire::advertise::{check_topic, check_uri, AdvertiseFrame, AdvertiseRepr};
 use peregrine_wire::header::{FrameType, Frames};
 use peregrine_wire::query::{check_pattern, PatternKind, QueryFrame, QueryRepr};
@@ -77,9 +78,6 @@ pub fn stream_id_of(topic: &str) -> u32 {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
 }
-
-/// The URI schemes an advertisement may name.
-pub const SCHEMES: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 
 /// The shortest TTL honoured: shorter ones are raised to it, so a peer cannot make this
 /// context rescan its table every few microseconds.
@@ -430,7 +428,7 @@ impl fmt::Display for AdvertiseError {
             AdvertiseError::BadUri(u) => write!(
                 f,
                 "cannot advertise URI '{u}': expected one of {}:// followed by an address",
-                SCHEMES.join("://, ")
+                Scheme::ALL.map(Scheme::name).join("://, ")
             ),
             AdvertiseError::TooLong {
                 needed,
@@ -918,7 +916,7 @@ impl Resolver {
         self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
         match self.sources.get_mut(&key) {
             Some(src) => {
-                let room = src.uris.len() < SCHEMES.len() * 2;
+                let room = src.uris.len() < Scheme::ALL.len() * 2;
                 match src.uris.iter_mut().find(|u| u.0 == ad.uri) {
                     Some(u) => u.1 = expires_ns,
                     None if room => src.uris.push((ad.uri.to_string(), expires_ns)),
@@ -1090,7 +1088,7 @@ impl Resolver {
 
 fn known_scheme(uri: &str) -> bool {
     match uri.split_once("://") {
-        Some((scheme, rest)) => SCHEMES.contains(&scheme) && !rest.is_empty(),
+        Some((scheme, rest)) => scheme.parse::<Scheme>().is_ok() && !rest.is_empty(),
         None => false,
     }
 }

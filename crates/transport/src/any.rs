@@ -26,6 +26,13 @@ use peregrine_agent::{IdleStrategy, Wake};
 use peregrine_proto::lossgen::LossCounters;
 use std::net::SocketAddrV4;
 
+/// `Scheme` is `#[non_exhaustive]` (it lives in `peregrine-proto`): a scheme added there before
+/// its transport is added here is refused, not routed to another transport.
+fn no_transport(uri: &Uri, scheme: Scheme) -> OpenError {
+    uri.error(format!("no transport of this build opens {scheme}://"))
+        .into()
+}
+
 /// A publisher on the transport its URI names.
 #[derive(Debug)]
 pub enum AnyPublisher {
@@ -65,6 +72,7 @@ impl AnyPublisher {
                 session_id,
                 stream_id,
             )?),
+            other => return Err(no_transport(uri, other)),
         })
     }
 
@@ -252,6 +260,7 @@ impl AnySubscriber {
                 uri.as_str(),
                 stream_id,
             )?),
+            other => return Err(no_transport(uri, other)),
         })
     }
 

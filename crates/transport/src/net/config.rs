@@ -131,7 +131,8 @@ impl NetConfig {
                 "max_pending",
                 "slow",
             ],
-            Scheme::Ipc => &[],
+            // Not a network scheme.
+            _ => &[],
         }
     }
 
