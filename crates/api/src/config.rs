@@ -57,6 +57,7 @@ pub struct ResolverSettings {
 
 /// What a publisher by topic offers to subscribers on other hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Remote {
     /// `udp://IFACE:PORT`, one port per publisher (the default).
     Udp,
@@ -206,6 +207,7 @@ impl ResolverSettings {
 
 /// Why a configuration was rejected.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ConfigError {
     Read {
         path: PathBuf,

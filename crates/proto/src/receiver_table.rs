@@ -30,6 +30,7 @@ struct Entry {
 }
 
 /// What a STATUS frame changed.
+// Not #[non_exhaustive]: the driver answers each outcome in its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusOutcome {
     /// A new receiver: answer it with a HEARTBEAT so it learns the session and position.

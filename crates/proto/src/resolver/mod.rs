@@ -141,6 +141,8 @@ pub type PublicationId = u64;
 pub type SubscriptionId = u64;
 
 /// What the resolver tells its subscriptions.
+// Not #[non_exhaustive]: a driver must act on every event, so a new one should not compile
+// until peregrine's resolve.rs handles it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolverEvent {
     /// A source of a matching topic appeared (or was already known when the subscription was
@@ -217,6 +219,7 @@ impl ResolverCounters {
 
 /// Why a publication could not be advertised.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdvertiseError {
     /// The topic or a URI breaks the wire rules.
     Invalid(WireError),

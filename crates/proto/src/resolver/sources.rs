@@ -23,6 +23,7 @@ pub struct SourceInfo {
 
 /// Why a source went away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LostReason {
     /// No advertisement arrived within its TTL.
     Expired,
