@@ -190,6 +190,7 @@ impl IdleStrategy for Blocking {
 
 /// The idle strategies by name, for configuration and command lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum IdleKind {
     #[default]
     Spin,
@@ -248,6 +249,7 @@ impl FromStr for IdleKind {
 
 /// One of the four strategies, chosen at run time (static dispatch through a `match`).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum Idle {
     Spin(BusySpin),
     Yield(YieldIdle),

@@ -57,6 +57,7 @@ pub struct ResolverSettings {
 
 /// What a publisher by topic offers to subscribers on other hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Remote {
     /// `udp://IFACE:PORT`, one port per publisher (the default).
     Udp,
@@ -206,6 +207,7 @@ impl ResolverSettings {
 
 /// Why a configuration was rejected.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ConfigError {
     Read {
         path: PathBuf,
@@ -295,12 +297,13 @@ impl Config {
             .filter(|s| s.0 != "topics")
             .chain(table.iter().filter(|s| s.0 == "topics"));
         for (section, body) in sections {
-            let scheme = Scheme::ALL.into_iter().find(|s| s.name() == section);
+            let scheme = section.parse::<Scheme>().ok();
             if scheme.is_none() && section != "resolver" && section != "topics" {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
                     problem: format!(
-                        "unknown section [{section}]: sections are [ipc], [udp], [mcast], [tcp], [resolver] and [topics]"
+                        "unknown section [{section}]: sections are {}, [resolver] and [topics]",
+                        Scheme::ALL.map(|s| format!("[{s}]")).join(", ")
                     ),
                 });
             }

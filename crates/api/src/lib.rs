@@ -39,11 +39,9 @@ pub use peregrine_proto::resolver::{
 pub use peregrine_wire::query::PatternKind;
 
 use peregrine_agent::{Idle, IdleStrategy};
-use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
-use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
-use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::ipc::IpcConfig;
 use peregrine_transport::net::NetConfig;
-use peregrine_transport::{Scheme, TransportPublisher, TransportSubscriber, Uri};
+use peregrine_transport::{AnyPublisher, AnySubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
 pub use peregrine_proto::lossgen::LossCounters;
@@ -59,8 +57,9 @@ pub fn ipc_max_message_len(capacity: u64) -> usize {
 
 /// The default `ipc://` log capacity in bytes.
 pub const IPC_DEFAULT_CAPACITY: u64 = IpcConfig::DEFAULT_CAPACITY;
+pub use peregrine_transport::uri::UnknownScheme;
 pub use peregrine_transport::{
-    Message, OfferError, OpenError, PublisherCounters, SubscriberCounters, SubscriberEvent,
+    Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters, SubscriberEvent,
     UriError,
 };
 
@@ -139,22 +138,17 @@ impl Context {
         }
         let (mut ipc, mut net, mut uris) = (None, None, Vec::new());
         for target in &targets {
-            let (inner, uri) = self.open_publisher(topic, target, session_id)?;
-            match inner {
-                PublisherInner::Ipc(p) => {
+            let (publisher, uri) = self.open_publisher(topic, target, session_id)?;
+            match publisher {
+                AnyPublisher::Ipc(p) => {
                     ipc = Some(p);
                     // Subscribers on other hosts must not try to map it.
                     uris.push(with_param(&uri, "host", &handle.host_id));
                 }
-                PublisherInner::Udp(p) => {
-                    net = Some(resolve::NetPublisher::Udp(p));
+                p @ (AnyPublisher::Udp(_) | AnyPublisher::Tcp(_)) => {
+                    net = Some(p);
                     uris.push(uri);
                 }
-                PublisherInner::Tcp(p) => {
-                    net = Some(resolve::NetPublisher::Tcp(p));
-                    uris.push(uri);
-                }
-                PublisherInner::Multi(_) => unreachable!("open_publisher opens one transport"),
             }
         }
         let publication = handle.advertise(topic, session_id, &uris)?;
@@ -209,45 +203,15 @@ impl Context {
         topic: &str,
         uri: &str,
         session_id: u32,
-    ) -> Result<(PublisherInner, String), OpenError> {
+    ) -> Result<(AnyPublisher, String), OpenError> {
         let uri = &self.config.apply(uri)?;
         let parsed = Uri::parse(uri)?;
-        let inner = match parsed.scheme {
-            Scheme::Ipc => PublisherInner::Ipc(IpcPublisher::create_with_session(
-                &IpcConfig::from_uri(&parsed)?,
-                topic,
-                stream_id(topic),
-                session_id,
-            )?),
-            Scheme::Udp | Scheme::Mcast => {
-                let cfg = NetConfig::from_uri(&parsed)?;
-                PublisherInner::Udp(UdpPublisher::create(
-                    &cfg,
-                    uri,
-                    session_id,
-                    stream_id(topic),
-                )?)
-            }
-            Scheme::Tcp => {
-                let cfg = NetConfig::from_uri(&parsed)?;
-                PublisherInner::Tcp(TcpPublisher::create(
-                    &cfg,
-                    uri,
-                    session_id,
-                    stream_id(topic),
-                )?)
-            }
-        };
-        let local_port = match &inner {
-            PublisherInner::Udp(p) => Some(p.local_addr()),
-            PublisherInner::Tcp(p) => Some(p.local_addr()),
-            _ => None,
-        };
-        let uri = match local_port {
+        let publisher = AnyPublisher::open(&parsed, topic, stream_id(topic), session_id)?;
+        let uri = match publisher.local_addr() {
             Some(a) if parsed.scheme != Scheme::Mcast => with_address(&parsed, &a.to_string()),
             _ => uri.to_string(),
         };
-        Ok((inner, uri))
+        Ok((publisher, uri))
     }
 
     /// The configuration of the environment: the file named by `PEREGRINE_CONFIG` if set, then
@@ -266,9 +230,9 @@ impl Context {
     /// [`Publisher::uri`]); on `mcast://` it sends to the group.
     pub fn publisher(&self, topic: &str, uri: &str) -> Result<Publisher, OpenError> {
         peregrine_transport::validate_topic(topic)?;
-        let (inner, uri) = self.open_publisher(topic, uri, resolve::new_session_id())?;
+        let (publisher, uri) = self.open_publisher(topic, uri, resolve::new_session_id())?;
         Ok(Publisher {
-            inner,
+            inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
             uri,
         })
@@ -295,25 +259,15 @@ impl Context {
         idle: IdleKind,
     ) -> Result<Subscriber, OpenError> {
         peregrine_transport::validate_topic(topic)?;
-        let uri = &self.config.apply(uri)?;
-        let parsed = Uri::parse(uri)?;
-        let inner = match parsed.scheme {
-            Scheme::Ipc => SubscriberInner::Ipc(IpcSubscriber::new(
-                &IpcConfig::from_uri(&parsed)?,
-                topic,
-                idle == IdleKind::Block,
-            )?),
-            Scheme::Udp | Scheme::Mcast => {
-                let cfg = NetConfig::from_uri(&parsed)?;
-                SubscriberInner::Udp(UdpSubscriber::new(&cfg, uri, stream_id(topic))?)
-            }
-            Scheme::Tcp => {
-                let cfg = NetConfig::from_uri(&parsed)?;
-                SubscriberInner::Tcp(TcpSubscriber::new(&cfg, uri, stream_id(topic))?)
-            }
-        };
+        let uri = self.config.apply(uri)?;
+        let subscriber = AnySubscriber::open(
+            &Uri::parse(&uri)?,
+            topic,
+            stream_id(topic),
+            idle == IdleKind::Block,
+        )?;
         Ok(Subscriber {
-            inner,
+            inner: SubscriberInner::One(subscriber),
             idle: Idle::new(idle),
             topic: topic.to_string(),
         })
@@ -343,18 +297,6 @@ pub fn stream_id(topic: &str) -> u32 {
     peregrine_proto::resolver::stream_id_of(topic)
 }
 
-/// The arms of one transport; callers handle `Multi` (topic resolution) first.
-macro_rules! each {
-    ($inner:expr, $enum:ident, $x:ident => $e:expr) => {
-        match $inner {
-            $enum::Ipc($x) => $e,
-            $enum::Udp($x) => $e,
-            $enum::Tcp($x) => $e,
-            $enum::Multi(_) => unreachable!("handled by the caller"),
-        }
-    };
-}
-
 // The hot calls keep the shared-memory arm inline and call the network arms out of line: with
 // every arm inlined, the function grew past what the compiler inlines into a caller's loop, and
 // ipc throughput fell by a fifth. (A network send is a system call; one more call is noise.)
@@ -365,9 +307,7 @@ fn cold_offer<F: FnOnce(&mut [u8])>(
     fill: F,
 ) -> Result<u64, OfferError> {
     match inner {
-        PublisherInner::Ipc(p) => p.offer_with(len, fill),
-        PublisherInner::Udp(p) => p.offer_with(len, fill),
-        PublisherInner::Tcp(p) => p.offer_with(len, fill),
+        PublisherInner::One(p) => p.offer_with(len, fill),
         PublisherInner::Multi(p) => p.offer_with(len, fill),
     }
 }
@@ -375,8 +315,8 @@ fn cold_offer<F: FnOnce(&mut [u8])>(
 #[inline(never)]
 fn cold_flush(inner: &mut PublisherInner) -> Result<(), OfferError> {
     match inner {
+        PublisherInner::One(p) => p.flush(),
         PublisherInner::Multi(p) => p.flush(),
-        other => each!(other, PublisherInner, p => TransportPublisher::flush(p)),
     }
 }
 
@@ -387,18 +327,17 @@ fn cold_poll<F: FnMut(Message<'_>)>(
     limit: usize,
 ) -> usize {
     match inner {
-        SubscriberInner::Ipc(s) => s.poll(handler, limit),
-        SubscriberInner::Udp(s) => s.poll(handler, limit),
-        SubscriberInner::Tcp(s) => s.poll(handler, limit),
+        SubscriberInner::One(s) => s.poll(handler, limit),
         SubscriberInner::Multi(s) => s.poll(&mut |_, m| handler(m), limit),
     }
 }
 
+/// A publisher on one transport given by URI, or one by topic name over several.
+// The transport stays inline: boxing it would put a pointer chase in front of every offer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum PublisherInner {
-    Ipc(IpcPublisher),
-    Udp(UdpPublisher),
-    Tcp(TcpPublisher),
+    One(AnyPublisher),
     Multi(Box<resolve::MultiPublisher>),
 }
 
@@ -421,7 +360,7 @@ impl Publisher {
     #[inline]
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
         match &mut self.inner {
-            PublisherInner::Ipc(p) => p.offer(payload),
+            PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer(payload),
             other => cold_offer(other, payload.len(), |b| b.copy_from_slice(payload)),
         }
     }
@@ -434,7 +373,7 @@ impl Publisher {
         fill: F,
     ) -> Result<u64, OfferError> {
         match &mut self.inner {
-            PublisherInner::Ipc(p) => p.offer_with(len, fill),
+            PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer_with(len, fill),
             other => cold_offer(other, len, fill),
         }
     }
@@ -442,7 +381,7 @@ impl Publisher {
     /// Sends whatever is batched.
     pub fn flush(&mut self) -> Result<(), OfferError> {
         match &mut self.inner {
-            PublisherInner::Ipc(_) => Ok(()),
+            PublisherInner::One(AnyPublisher::Ipc(_)) => Ok(()),
             other => cold_flush(other),
         }
     }
@@ -451,8 +390,8 @@ impl Publisher {
     /// while idle, reads subscribers' joins and windows. Returns the work done.
     pub fn do_work(&mut self) -> usize {
         match &mut self.inner {
+            PublisherInner::One(p) => p.do_work(),
             PublisherInner::Multi(p) => p.do_work(),
-            other => each!(other, PublisherInner, p => TransportPublisher::do_work(p)),
         }
     }
 
@@ -466,26 +405,26 @@ impl Publisher {
     }
     pub fn max_message_len(&self) -> usize {
         match &self.inner {
+            PublisherInner::One(p) => p.max_message_len(),
             PublisherInner::Multi(p) => p.max_message_len(),
-            other => each!(other, PublisherInner, p => TransportPublisher::max_message_len(p)),
         }
     }
     pub fn subscriber_count(&self) -> usize {
         match &self.inner {
+            PublisherInner::One(p) => p.subscriber_count(),
             PublisherInner::Multi(p) => p.subscriber_count(),
-            other => each!(other, PublisherInner, p => TransportPublisher::subscriber_count(p)),
         }
     }
     pub fn session_id(&self) -> u32 {
         match &self.inner {
+            PublisherInner::One(p) => p.session_id(),
             PublisherInner::Multi(p) => p.session_id(),
-            other => each!(other, PublisherInner, p => TransportPublisher::session_id(p)),
         }
     }
     pub fn counters(&self) -> PublisherCounters {
         match &self.inner {
+            PublisherInner::One(p) => p.counters(),
             PublisherInner::Multi(p) => p.counters(),
-            other => each!(other, PublisherInner, p => TransportPublisher::counters(p)),
         }
     }
 
@@ -495,9 +434,7 @@ impl Publisher {
     /// keeps [`counters`](Self::counters) readable afterwards. Later offers fail with `Closed`.
     pub fn close(&mut self) {
         match &mut self.inner {
-            PublisherInner::Ipc(_) => {}
-            PublisherInner::Udp(p) => p.close(),
-            PublisherInner::Tcp(p) => p.close(),
+            PublisherInner::One(p) => p.close(),
             PublisherInner::Multi(p) => p.close(),
         }
     }
@@ -505,17 +442,18 @@ impl Publisher {
     /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.
     pub fn loss_counters(&self) -> Option<LossCounters> {
         match &self.inner {
-            PublisherInner::Udp(p) => p.loss_counters(),
-            _ => None,
+            PublisherInner::One(p) => p.loss_counters(),
+            PublisherInner::Multi(_) => None,
         }
     }
 }
 
+/// A subscriber on one transport given by URI, or one by topic pattern over several.
+// The transport stays inline: boxing it would put a pointer chase in front of every poll.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum SubscriberInner {
-    Ipc(IpcSubscriber),
-    Udp(UdpSubscriber),
-    Tcp(TcpSubscriber),
+    One(AnySubscriber),
     Multi(Box<resolve::MultiSubscriber>),
 }
 
@@ -535,7 +473,7 @@ impl Subscriber {
     #[inline]
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
         match &mut self.inner {
-            SubscriberInner::Ipc(s) => s.poll(handler, limit),
+            SubscriberInner::One(AnySubscriber::Ipc(s)) => s.poll(handler, limit),
             other => cold_poll(other, handler, limit),
         }
     }
@@ -546,8 +484,8 @@ impl Subscriber {
     pub fn idle(&mut self, work_count: usize) {
         let idle = &mut self.idle;
         match &mut self.inner {
+            SubscriberInner::One(s) => s.idle(work_count, idle),
             SubscriberInner::Multi(s) => idle.idle(work_count, &mut **s),
-            other => each!(other, SubscriberInner, s => idle.idle(work_count, s)),
         }
     }
 
@@ -570,70 +508,65 @@ impl Subscriber {
     /// The next connection, loss or resolution event, if any.
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
         match &mut self.inner {
+            SubscriberInner::One(s) => s.next_event(),
             SubscriberInner::Multi(s) => s.next_event(),
-            other => each!(other, SubscriberInner, s => TransportSubscriber::next_event(s)),
         }
     }
 
     pub fn is_connected(&self) -> bool {
         match &self.inner {
+            SubscriberInner::One(s) => s.is_connected(),
             SubscriberInner::Multi(s) => s.is_connected(),
-            other => each!(other, SubscriberInner, s => TransportSubscriber::is_connected(s)),
         }
     }
     pub fn counters(&self) -> SubscriberCounters {
         match &self.inner {
+            SubscriberInner::One(s) => s.counters(),
             SubscriberInner::Multi(s) => s.counters(),
-            other => each!(other, SubscriberInner, s => TransportSubscriber::counters(s)),
         }
     }
     /// The sources a subscriber by pattern follows now: (session id, topic, URI).
     pub fn sources(&self) -> Vec<(u32, String, String)> {
         match &self.inner {
+            SubscriberInner::One(_) => Vec::new(),
             SubscriberInner::Multi(s) => s.sources(),
-            _ => Vec::new(),
         }
     }
     /// What the context's resolver counted, for a subscriber by pattern.
     pub fn resolver_counters(&self) -> Option<ResolverCounters> {
         match &self.inner {
+            SubscriberInner::One(_) => None,
             SubscriberInner::Multi(s) => Some(s.resolver_counters()),
-            _ => None,
         }
     }
     /// The counters of each publisher session followed now, by session id (on shared memory,
     /// the one session).
     pub fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
         match &self.inner {
-            SubscriberInner::Ipc(s) => s
-                .session_id()
-                .map(|id| vec![(id, s.counters())])
-                .unwrap_or_default(),
-            SubscriberInner::Udp(s) => s.session_counters(),
-            SubscriberInner::Tcp(s) => s.session_counters(),
+            SubscriberInner::One(s) => s.session_counters(),
             SubscriberInner::Multi(s) => s.session_counters(),
         }
     }
     /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.
     pub fn loss_counters(&self) -> Option<LossCounters> {
         match &self.inner {
-            SubscriberInner::Udp(s) => s.loss_counters(),
-            _ => None,
+            SubscriberInner::One(s) => s.loss_counters(),
+            SubscriberInner::Multi(_) => None,
         }
     }
     /// Starts recording, on UDP and multicast, how long each repaired frame was missing (from
     /// the gap's detection to the frame's arrival); see
     /// [`take_recovery_ns`](Self::take_recovery_ns).
     pub fn record_recovery(&mut self) {
-        if let SubscriberInner::Udp(s) = &mut self.inner {
+        if let SubscriberInner::One(s) = &mut self.inner {
             s.record_recovery();
         }
     }
     /// The recovery times recorded since the last call, in nanoseconds.
     pub fn take_recovery_ns(&mut self) -> Vec<u64> {
         match &mut self.inner {
-            SubscriberInner::Udp(s) => s.take_recovery_ns(),
-            _ => Vec::new(),
+            SubscriberInner::One(s) => s.take_recovery_ns(),
+            SubscriberInner::Multi(_) => Vec::new(),
         }
     }
     pub fn topic(&self) -> &str {

@@ -22,14 +22,12 @@ use peregrine_proto::resolver::{
     SourceInfo, SubscriptionId,
 };
 use peregrine_proto::resolverd::{keepalive, KEEPALIVE_INTERVAL_NS};
-use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
-use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
-use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
-use peregrine_transport::net::{sys, NetConfig};
+use peregrine_transport::ipc::IpcPublisher;
+use peregrine_transport::net::sys;
 use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
 use peregrine_transport::{
-    Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters, SubscriberEvent,
-    TransportPublisher, TransportSubscriber, Uri,
+    AnyPublisher, AnySubscriber, Message, OfferError, OpenError, PublisherCounters, Scheme,
+    SubscriberCounters, SubscriberEvent, Uri,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -247,22 +245,6 @@ pub(crate) fn new_session_id() -> u32 {
     nonzero_random()
 }
 
-/// The network side of a publisher by topic.
-#[derive(Debug)]
-pub(crate) enum NetPublisher {
-    Udp(UdpPublisher),
-    Tcp(TcpPublisher),
-}
-
-macro_rules! net {
-    ($e:expr, $p:ident => $body:expr) => {
-        match $e {
-            NetPublisher::Udp($p) => $body,
-            NetPublisher::Tcp($p) => $body,
-        }
-    };
-}
-
 /// A publisher by topic: one session on shared memory and/or the network.
 ///
 /// Every message goes to the shared-memory log; it goes to the network only while a network
@@ -270,8 +252,10 @@ macro_rules! net {
 /// message is kept and sent before the next one, so both sides see every message once, in order.
 #[derive(Debug)]
 pub(crate) struct MultiPublisher {
-    pub(crate) ipc: Option<IpcPublisher>,
-    pub(crate) net: Option<NetPublisher>,
+    ipc: Option<IpcPublisher>,
+    /// The network side; never `AnyPublisher::Ipc` (the shared-memory log is `ipc`). A type
+    /// without that arm would be a second copy of the transport enum and its dispatch.
+    net: Option<AnyPublisher>,
     pending: Option<Vec<u8>>,
     scratch: Vec<u8>,
     registration: Option<(Arc<Handle>, PublicationId)>,
@@ -282,7 +266,7 @@ pub(crate) struct MultiPublisher {
 impl MultiPublisher {
     pub(crate) fn new(
         ipc: Option<IpcPublisher>,
-        net: Option<NetPublisher>,
+        net: Option<AnyPublisher>,
         handle: Arc<Handle>,
         publication: PublicationId,
         session_id: u32,
@@ -299,15 +283,13 @@ impl MultiPublisher {
     }
 
     fn net_active(&self) -> bool {
-        self.net
-            .as_ref()
-            .is_some_and(|n| net!(n, p => p.subscriber_count() > 0))
+        self.net.as_ref().is_some_and(|n| n.subscriber_count() > 0)
     }
 
     /// Sends the message the network refused last time; false while it still refuses.
     fn retry_pending(&mut self) -> Result<(), OfferError> {
         if let (Some(msg), Some(net)) = (&self.pending, &mut self.net) {
-            net!(net, p => p.offer(msg))?;
+            net.offer(msg)?;
             self.pending = None;
         }
         Ok(())
@@ -325,7 +307,7 @@ impl MultiPublisher {
         if !self.net_active() {
             return match (&mut self.ipc, &mut self.net) {
                 (Some(ipc), _) => ipc.offer_with(len, fill),
-                (None, Some(net)) => net!(net, p => p.offer_with(len, fill)),
+                (None, Some(net)) => net.offer_with(len, fill),
                 (None, None) => Err(OfferError::Closed),
             };
         }
@@ -341,7 +323,7 @@ impl MultiPublisher {
             None => None,
         };
         let net = self.net.as_mut().expect("net_active");
-        match (net!(net, p => p.offer(&self.scratch)), seq) {
+        match (net.offer(&self.scratch), seq) {
             (Ok(s), None) => Ok(s),
             (Ok(_), Some(s)) => Ok(s),
             (Err(e), None) => Err(e),
@@ -355,7 +337,7 @@ impl MultiPublisher {
     pub(crate) fn flush(&mut self) -> Result<(), OfferError> {
         self.retry_pending()?;
         match &mut self.net {
-            Some(n) => net!(n, p => TransportPublisher::flush(p)),
+            Some(n) => n.flush(),
             None => Ok(()),
         }
     }
@@ -363,28 +345,20 @@ impl MultiPublisher {
     pub(crate) fn do_work(&mut self) -> usize {
         let _ = self.retry_pending();
         match &mut self.net {
-            Some(n) => net!(n, p => p.do_work()),
+            Some(n) => n.do_work(),
             None => 0,
         }
     }
 
     pub(crate) fn max_message_len(&self) -> usize {
         let a = self.ipc.as_ref().map(|p| p.max_message_len());
-        let b = self
-            .net
-            .as_ref()
-            .map(|n| net!(n, p => TransportPublisher::max_message_len(p)));
+        let b = self.net.as_ref().map(AnyPublisher::max_message_len);
         a.into_iter().chain(b).min().unwrap_or(0)
     }
 
     pub(crate) fn subscriber_count(&self) -> usize {
-        self.ipc
-            .as_ref()
-            .map_or(0, TransportPublisher::subscriber_count)
-            + self
-                .net
-                .as_ref()
-                .map_or(0, |n| net!(n, p => p.subscriber_count()))
+        self.ipc.as_ref().map_or(0, IpcPublisher::subscriber_count)
+            + self.net.as_ref().map_or(0, AnyPublisher::subscriber_count)
     }
 
     pub(crate) fn session_id(&self) -> u32 {
@@ -394,8 +368,8 @@ impl MultiPublisher {
     /// Messages are counted once (the shared-memory side when there is one); the network's
     /// retransmission and NAK counters are added.
     pub(crate) fn counters(&self) -> PublisherCounters {
-        let net = self.net.as_ref().map(|n| net!(n, p => p.counters()));
-        match (self.ipc.as_ref().map(TransportPublisher::counters), net) {
+        let net = self.net.as_ref().map(AnyPublisher::counters);
+        match (self.ipc.as_ref().map(IpcPublisher::counters), net) {
             (Some(mut c), Some(n)) => {
                 c.naks_received += n.naks_received;
                 c.retransmitted += n.retransmitted;
@@ -415,7 +389,7 @@ impl MultiPublisher {
         }
         let _ = self.retry_pending();
         if let Some(n) = &mut self.net {
-            net!(n, p => p.close());
+            n.close();
         }
         // Dropping the log marks it closed for its subscribers and unlinks its name.
         self.ipc = None;
@@ -432,29 +406,11 @@ impl Drop for MultiPublisher {
     }
 }
 
-/// One transport a subscriber by pattern reads.
-#[derive(Debug)]
-enum LegSub {
-    Ipc(IpcSubscriber),
-    Udp(UdpSubscriber),
-    Tcp(TcpSubscriber),
-}
-
-macro_rules! leg {
-    ($e:expr, $s:ident => $body:expr) => {
-        match $e {
-            LegSub::Ipc($s) => $body,
-            LegSub::Udp($s) => $body,
-            LegSub::Tcp($s) => $body,
-        }
-    };
-}
-
 #[derive(Debug)]
 struct Leg {
     uri: String,
     topic: String,
-    sub: LegSub,
+    sub: AnySubscriber,
     /// Sources (session ids) read through this transport.
     sessions: Vec<u32>,
     /// Since when no source is left: the leg is read for a grace period, then closed.
@@ -521,29 +477,19 @@ impl MultiSubscriber {
         source
             .uris
             .iter()
-            .find(|u| !u.starts_with("ipc://"))
+            .find(|u| Scheme::of_uri(u) != Some(Scheme::Ipc))
             .cloned()
     }
 
-    fn open_leg(&self, uri: &str, topic: &str) -> Result<LegSub, OpenError> {
-        let parsed = Uri::parse(uri)?;
+    fn open_leg(&self, uri: &str, topic: &str) -> Result<AnySubscriber, OpenError> {
+        let mut parsed = Uri::parse(uri)?;
+        // A shared-memory subscriber takes its settings from the segment; the network ones
+        // take this context's defaults.
+        if parsed.scheme != Scheme::Ipc {
+            parsed = Uri::parse(&self.config.apply(uri)?)?;
+        }
         let stream_id = peregrine_proto::resolver::stream_id_of(topic);
-        Ok(match parsed.scheme {
-            Scheme::Ipc => LegSub::Ipc(IpcSubscriber::new(
-                &IpcConfig::from_uri(&parsed)?,
-                topic,
-                self.blocking,
-            )?),
-            scheme => {
-                let uri = self.config.apply(uri)?;
-                let cfg = NetConfig::from_uri(&Uri::parse(&uri)?)?;
-                if scheme == Scheme::Tcp {
-                    LegSub::Tcp(TcpSubscriber::new(&cfg, &uri, stream_id)?)
-                } else {
-                    LegSub::Udp(UdpSubscriber::new(&cfg, &uri, stream_id)?)
-                }
-            }
-        })
+        AnySubscriber::open(&parsed, topic, stream_id, self.blocking)
     }
 
     /// Applies what the resolver thread handed over, if anything (one relaxed load otherwise).
@@ -653,8 +599,7 @@ impl MultiSubscriber {
                 .is_some_and(|t| l.ended || now.saturating_sub(t) >= CLOSE_GRACE_NS);
             if done {
                 let leg = self.legs.swap_remove(i);
-                let c = leg!(&leg.sub, s => TransportSubscriber::counters(s));
-                self.closed_counters.accumulate(&c);
+                self.closed_counters.accumulate(&leg.sub.counters());
             } else {
                 i += 1;
             }
@@ -676,13 +621,14 @@ impl MultiSubscriber {
             let i = (self.next_leg + k) % legs;
             let leg = &mut self.legs[i];
             let topic = &leg.topic;
-            n += leg!(&mut leg.sub, s => s.poll(&mut |m| handler(topic, m), limit - n));
-            while let Some(ev) = leg!(&mut leg.sub, s => TransportSubscriber::next_event(s)) {
+            n += leg.sub.poll(&mut |m| handler(topic, m), limit - n);
+            while let Some(ev) = leg.sub.next_event() {
                 if matches!(
                     ev,
                     SubscriberEvent::PublisherClosed { .. } | SubscriberEvent::PublisherDied { .. }
                 ) {
-                    leg.ended = leg.sessions.is_empty() || leg.uri.starts_with("ipc://");
+                    leg.ended =
+                        leg.sessions.is_empty() || Scheme::of_uri(&leg.uri) == Some(Scheme::Ipc);
                 }
                 self.events.push_back(ev);
             }
@@ -703,15 +649,13 @@ impl MultiSubscriber {
     }
 
     pub(crate) fn is_connected(&self) -> bool {
-        self.legs
-            .iter()
-            .any(|l| leg!(&l.sub, s => TransportSubscriber::is_connected(s)))
+        self.legs.iter().any(|l| l.sub.is_connected())
     }
 
     pub(crate) fn counters(&self) -> SubscriberCounters {
         let mut c = self.closed_counters;
         for l in &self.legs {
-            c.accumulate(&leg!(&l.sub, s => TransportSubscriber::counters(s)));
+            c.accumulate(&l.sub.counters());
         }
         c
     }
@@ -720,11 +664,7 @@ impl MultiSubscriber {
     pub(crate) fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
         let mut v = Vec::new();
         for l in &self.legs {
-            match &l.sub {
-                LegSub::Ipc(s) => v.extend(s.session_id().map(|id| (id, s.counters()))),
-                LegSub::Udp(s) => v.extend(s.session_counters()),
-                LegSub::Tcp(s) => v.extend(s.session_counters()),
-            }
+            v.extend(l.sub.session_counters());
         }
         v
     }
@@ -756,7 +696,7 @@ impl Drop for MultiSubscriber {
 impl Wake for MultiSubscriber {
     fn prepare_wait(&mut self) {
         if let [leg] = &mut self.legs[..] {
-            leg!(&mut leg.sub, s => s.prepare_wait());
+            leg.sub.prepare_wait();
         }
     }
     fn wait(&mut self, timeout_ns: u64) {
@@ -764,13 +704,13 @@ impl Wake for MultiSubscriber {
             return;
         }
         match &mut self.legs[..] {
-            [leg] => leg!(&mut leg.sub, s => s.wait(timeout_ns.min(100_000_000))),
+            [leg] => leg.sub.wait(timeout_ns.min(100_000_000)),
             _ => std::thread::sleep(std::time::Duration::from_nanos(timeout_ns.min(200_000))),
         }
     }
     fn cancel_wait(&mut self) {
         if let [leg] = &mut self.legs[..] {
-            leg!(&mut leg.sub, s => s.cancel_wait());
+            leg.sub.cancel_wait();
         }
     }
 }

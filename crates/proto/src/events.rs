@@ -10,6 +10,7 @@ pub struct Message<'a> {
 
 /// What happens to a subscriber besides messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SubscriberEvent {
     /// Attached to a publisher's session; the first message will carry `first_sequence`.
     Connected {

@@ -7,13 +7,14 @@
 //!   give-up), loss accounting and STATUS scheduling of one subscribed stream;
 //! - [`held`]: the receiver's reorder buffer of frames held behind gaps;
 //! - [`retention`]: the sender's buffer of sent frames for retransmission;
-//! - [`receivers`]: the publisher's table of its receivers (joins, keep-alives, windows);
+//! - [`receiver_table`]: the publisher's table of its receivers (joins, keep-alives, windows);
 //! - [`events`] and [`counters`]: what every transport reports;
 //! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
 //!
 //! - [`resolver`]: topic resolution (advertisements, queries, wildcard subscriptions, expiry);
-//! - [`resolverd`]: the relay of `peregrine resolverd`, for networks without multicast.
+//! - [`resolverd`]: the relay of `peregrine resolverd`, for networks without multicast;
+//! - [`scheme`]: the transports a URI can name (`ipc`, `udp`, `mcast`, `tcp`).
 #![forbid(unsafe_code)]
 
 pub mod counters;
@@ -22,8 +23,9 @@ pub mod held;
 pub mod lossgen;
 pub mod rate;
 pub mod receiver;
-pub mod receivers;
+pub mod receiver_table;
 pub mod resolver;
 pub mod resolverd;
 pub mod retention;
+pub mod scheme;
 pub mod sender;

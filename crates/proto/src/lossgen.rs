@@ -67,6 +67,7 @@ impl Direction {
 
 /// What a frame is, as far as loss injection cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FrameKind {
     /// DATA sent the first time.
     Data,

@@ -55,6 +55,7 @@ pub fn keepalive(context_id: u32) -> [u8; HEARTBEAT_LEN] {
 }
 
 /// What to do with a datagram.
+// Not #[non_exhaustive]: the daemon's loop acts on each verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Send it to every other client ([`Relay::destinations`]).

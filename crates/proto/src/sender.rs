@@ -159,6 +159,7 @@ impl<'a> Batch<'a> {
 }
 
 /// Why `offer` published nothing.
+// Not #[non_exhaustive]: every driver maps each case to its own `OfferError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError<E> {
     /// The message is longer than [`MAX_MESSAGE_LEN`].

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// Why a publisher or subscriber could not be created.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum OpenError {
     /// The URI or one of its parameters is invalid.
     Uri(crate::uri::UriError),
@@ -90,6 +91,7 @@ impl From<crate::uri::UriError> for OpenError {
 
 /// Why `offer` did not publish a message. Nothing was written in any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OfferError {
     /// The network send failed (`errno`); the message may have reached some receivers.
     Send { errno: i32 },

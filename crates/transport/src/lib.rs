@@ -3,18 +3,21 @@
 //! Each transport has a publisher and a subscriber type implementing [`TransportPublisher`] and
 //! [`TransportSubscriber`]; the conformance suite (`tests/conformance.rs`) is written once
 //! against the traits and run for every transport: [`ipc`] (shared memory), and in [`net`] UDP
-//! unicast and multicast ([`net::udp`]) and TCP ([`net::tcp`]).
+//! unicast and multicast ([`net::udp`]) and TCP ([`net::tcp`]). [`AnyPublisher`] and
+//! [`AnySubscriber`] open whichever one a URI names.
 //!
 //! Unsafe code is confined to the `ipc` module (shared memory, futexes) and `net::sys` (the
 //! socket calls std and socket2 lack: `recvmmsg`, UDP GSO, `poll`).
 #![deny(unsafe_code)]
 
+pub mod any;
 pub mod error;
 pub mod ipc;
 pub mod net;
 pub mod resolver;
 pub mod uri;
 
+pub use any::{AnyPublisher, AnySubscriber};
 pub use error::{OfferError, OpenError};
 pub use peregrine_proto::counters::{PublisherCounters, SubscriberCounters};
 pub use uri::{Scheme, Uri, UriError};

@@ -20,6 +20,7 @@ pub const MAX_DATAGRAM: usize = 65536;
 
 /// How a context reaches the other contexts' resolvers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ResolverPath {
     /// Join `group` on the interface `iface`, send to it with `ttl` hops.
     Multicast {

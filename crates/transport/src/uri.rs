@@ -6,30 +6,7 @@
 
 use std::fmt;
 
-/// The transports a URI can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scheme {
-    /// Shared memory on this host.
-    Ipc,
-    /// UDP unicast.
-    Udp,
-    /// UDP multicast.
-    Mcast,
-    /// TCP.
-    Tcp,
-}
-
-impl Scheme {
-    pub const ALL: [Scheme; 4] = [Scheme::Ipc, Scheme::Udp, Scheme::Mcast, Scheme::Tcp];
-    pub const fn name(self) -> &'static str {
-        match self {
-            Scheme::Ipc => "ipc",
-            Scheme::Udp => "udp",
-            Scheme::Mcast => "mcast",
-            Scheme::Tcp => "tcp",
-        }
-    }
-}
+pub use peregrine_proto::scheme::{Scheme, UnknownScheme};
 
 /// A URI split into its parts; parameters keep their order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,16 +41,9 @@ impl Uri {
         let (scheme, rest) = text
             .split_once("://")
             .ok_or_else(|| err("expected SCHEME://ADDRESS, for example ipc://md.quotes".into()))?;
-        let scheme = Scheme::ALL
-            .into_iter()
-            .find(|s| s.name() == scheme)
-            .ok_or_else(|| {
-                let names: Vec<_> = Scheme::ALL.iter().map(|s| s.name()).collect();
-                err(format!(
-                    "unknown scheme '{scheme}': supported schemes are {}",
-                    names.join(", ")
-                ))
-            })?;
+        let scheme: Scheme = scheme
+            .parse()
+            .map_err(|e: UnknownScheme| err(e.to_string()))?;
         let (address, query) = match rest.split_once('?') {
             Some((a, q)) => (a, Some(q)),
             None => (rest, None),

@@ -9,7 +9,8 @@ use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
 use peregrine_transport::net::NetConfig;
 use peregrine_transport::{
-    random_u32, Message, OfferError, SubscriberEvent, TransportPublisher, TransportSubscriber, Uri,
+    random_u32, AnyPublisher, AnySubscriber, Message, OfferError, Scheme, SubscriberEvent,
+    TransportPublisher, TransportSubscriber, Uri,
 };
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -35,17 +36,17 @@ fn free_port(tcp: bool) -> u16 {
 }
 
 /// A URI of a fresh address for `scheme`, with extra parameters.
-fn fresh_uri(scheme: &str, params: &str) -> String {
+fn fresh_uri(scheme: Scheme, params: &str) -> String {
     let q = if params.is_empty() {
         String::new()
     } else {
         format!("?{params}")
     };
     match scheme {
-        "ipc" => format!("ipc://conf-{}-{:08x}{q}", std::process::id(), random_u32()),
-        "udp" => format!("udp://127.0.0.1:{}{q}", free_port(false)),
-        "tcp" => format!("tcp://127.0.0.1:{}{q}", free_port(true)),
-        "mcast" => {
+        Scheme::Ipc => format!("ipc://conf-{}-{:08x}{q}", std::process::id(), random_u32()),
+        Scheme::Udp => format!("udp://127.0.0.1:{}{q}", free_port(false)),
+        Scheme::Tcp => format!("tcp://127.0.0.1:{}{q}", free_port(true)),
+        Scheme::Mcast => {
             let r = random_u32();
             format!(
                 "mcast://239.255.{}.{}:{}{q}",
@@ -54,7 +55,7 @@ fn fresh_uri(scheme: &str, params: &str) -> String {
                 20_000 + (r >> 16) % 40_000
             )
         }
-        _ => unreachable!(),
+        other => panic!("the suite has no case for {other}://: add one"),
     }
 }
 
@@ -65,8 +66,8 @@ fn cfg(uri: &str) -> NetConfig {
 /// Runs `check` with a publisher and subscriber of `uri`.
 fn with_pair(uri: &str, check: &mut dyn FnMut(&mut dyn Pair)) {
     let parsed = Uri::parse(uri).unwrap();
-    match parsed.scheme.name() {
-        "ipc" => {
+    match parsed.scheme {
+        Scheme::Ipc => {
             let c = IpcConfig::from_uri(&parsed).unwrap();
             let p = IpcPublisher::create(&c, TOPIC, STREAM).unwrap();
             let s = IpcSubscriber::new(&c, TOPIC, false).unwrap();
@@ -76,7 +77,7 @@ fn with_pair(uri: &str, check: &mut dyn FnMut(&mut dyn Pair)) {
                 uri: uri.into(),
             });
         }
-        "udp" | "mcast" => {
+        Scheme::Udp | Scheme::Mcast => {
             let c = cfg(uri);
             let p = UdpPublisher::create(&c, uri, random_u32(), STREAM).unwrap();
             let s = UdpSubscriber::new(&c, uri, STREAM).unwrap();
@@ -86,7 +87,7 @@ fn with_pair(uri: &str, check: &mut dyn FnMut(&mut dyn Pair)) {
                 uri: uri.into(),
             });
         }
-        "tcp" => {
+        Scheme::Tcp => {
             let c = cfg(uri);
             let p = TcpPublisher::create(&c, uri, random_u32(), STREAM).unwrap();
             let s = TcpSubscriber::new(&c, uri, STREAM).unwrap();
@@ -96,7 +97,7 @@ fn with_pair(uri: &str, check: &mut dyn FnMut(&mut dyn Pair)) {
                 uri: uri.into(),
             });
         }
-        _ => unreachable!(),
+        other => panic!("the suite has no case for {other}://: add one"),
     }
 }
 
@@ -199,12 +200,17 @@ fn exchange(pair: &mut dyn Pair, messages: &[Vec<u8>]) -> Vec<(u64, Vec<u8>)> {
     got
 }
 
-const SCHEMES: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
-
 #[test]
 fn messages_arrive_in_order_and_intact_on_every_transport() {
-    for scheme in SCHEMES {
-        for params in ["", if scheme == "ipc" { "" } else { "mode=urgent" }] {
+    for scheme in Scheme::ALL {
+        for params in [
+            "",
+            if scheme == Scheme::Ipc {
+                ""
+            } else {
+                "mode=urgent"
+            },
+        ] {
             with_pair(&fresh_uri(scheme, params), &mut |pair| {
                 connect(pair);
                 let messages: Vec<Vec<u8>> = (0..5000u32)
@@ -239,10 +245,10 @@ fn messages_arrive_in_order_and_intact_on_every_transport() {
 
 #[test]
 fn fragmentation_and_reassembly_at_the_edge_sizes() {
-    for scheme in SCHEMES {
+    for scheme in Scheme::ALL {
         let params = match scheme {
-            "ipc" => "capacity=16m",
-            "tcp" => "frame=1472",
+            Scheme::Ipc => "capacity=16m",
+            Scheme::Tcp => "frame=1472",
             _ => "",
         };
         with_pair(&fresh_uri(scheme, params), &mut |pair| {
@@ -272,7 +278,7 @@ fn fragmentation_and_reassembly_at_the_edge_sizes() {
 
 #[test]
 fn poll_never_delivers_more_than_its_limit() {
-    for scheme in SCHEMES {
+    for scheme in Scheme::ALL {
         with_pair(&fresh_uri(scheme, ""), &mut |pair| {
             connect(pair);
             for i in 0..50u32 {
@@ -295,13 +301,38 @@ fn poll_never_delivers_more_than_its_limit() {
 }
 
 #[test]
+fn any_publisher_and_subscriber_open_the_transport_the_uri_names() {
+    for scheme in Scheme::ALL {
+        let uri = Uri::parse(&fresh_uri(scheme, "")).unwrap();
+        let p = AnyPublisher::open(&uri, TOPIC, STREAM, random_u32()).unwrap();
+        let s = AnySubscriber::open(&uri, TOPIC, STREAM, false).unwrap();
+        let opened = match (&p, &s) {
+            (AnyPublisher::Ipc(_), AnySubscriber::Ipc(_)) => vec![Scheme::Ipc],
+            (AnyPublisher::Udp(_), AnySubscriber::Udp(_)) => vec![Scheme::Udp, Scheme::Mcast],
+            (AnyPublisher::Tcp(_), AnySubscriber::Tcp(_)) => vec![Scheme::Tcp],
+            _ => vec![],
+        };
+        assert!(opened.contains(&scheme), "{uri}: opened {p:?}, {s:?}");
+        let pair = &mut Both {
+            p,
+            s,
+            uri: uri.to_string(),
+        };
+        connect(pair);
+        let messages: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        let got: Vec<Vec<u8>> = exchange(pair, &messages).into_iter().map(|g| g.1).collect();
+        assert_eq!(got, messages, "{uri}");
+    }
+}
+
+#[test]
 fn a_subscriber_started_before_its_publisher_connects_when_it_appears() {
-    for scheme in ["udp", "mcast", "tcp"] {
+    for scheme in [Scheme::Udp, Scheme::Mcast, Scheme::Tcp] {
         let uri = fresh_uri(scheme, "");
         let c = cfg(&uri);
         let mut got = Vec::new();
         match scheme {
-            "tcp" => {
+            Scheme::Tcp => {
                 let mut s = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
                 for _ in 0..20 {
                     s.poll(&mut |_m: Message<'_>| {}, 16);
@@ -354,7 +385,7 @@ fn a_subscriber_started_before_its_publisher_connects_when_it_appears() {
 
 #[test]
 fn closing_the_publisher_tells_the_subscriber_after_the_last_message() {
-    for scheme in ["udp", "mcast", "tcp"] {
+    for scheme in [Scheme::Udp, Scheme::Mcast, Scheme::Tcp] {
         let uri = fresh_uri(scheme, "");
         let c = cfg(&uri);
         let mut events = Vec::new();
@@ -388,7 +419,7 @@ fn closing_the_publisher_tells_the_subscriber_after_the_last_message() {
             }};
         }
         match scheme {
-            "tcp" => run!(
+            Scheme::Tcp => run!(
                 TcpPublisher::create(&c, &uri, 9, STREAM).unwrap(),
                 TcpSubscriber::new(&c, &uri, STREAM).unwrap()
             ),
@@ -467,7 +498,7 @@ fn bad_addresses_give_clear_errors() {
 #[test]
 fn a_stalled_tcp_subscriber_is_disconnected_and_told_exactly_what_it_missed() {
     let uri = fresh_uri(
-        "tcp",
+        Scheme::Tcp,
         "max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&slow=disconnect",
     );
     let c = cfg(&uri);
@@ -553,7 +584,7 @@ fn a_stalled_tcp_subscriber_is_disconnected_and_told_exactly_what_it_missed() {
 #[test]
 fn a_stalled_tcp_subscriber_back_pressures_the_publisher_and_loses_nothing() {
     let uri = fresh_uri(
-        "tcp",
+        Scheme::Tcp,
         "max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&slow=backpressure",
     );
     let c = cfg(&uri);
@@ -633,7 +664,7 @@ fn garbage_from_the_network_is_rejected_and_counted() {
     assert_eq!(s.counters().messages, 0);
 
     // UDP: a subscriber of a multicast group receiving datagrams of junk and of truncated frames.
-    let uri = fresh_uri("mcast", "");
+    let uri = fresh_uri(Scheme::Mcast, "");
     let c = cfg(&uri);
     let mut sub = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -660,7 +691,7 @@ fn garbage_from_the_network_is_rejected_and_counted() {
 /// never calls `do_work`: it is still taken on, and starts on a message boundary.
 #[test]
 fn a_late_subscriber_joins_a_publisher_that_never_stops_offering() {
-    for scheme in ["udp", "mcast", "tcp"] {
+    for scheme in [Scheme::Udp, Scheme::Mcast, Scheme::Tcp] {
         let uri = fresh_uri(scheme, "");
         let c = cfg(&uri);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -702,7 +733,7 @@ fn a_late_subscriber_joins_a_publisher_that_never_stops_offering() {
             }};
         }
         match scheme {
-            "tcp" => run!(
+            Scheme::Tcp => run!(
                 TcpPublisher::create(&c, &uri, 3, STREAM).unwrap(),
                 TcpSubscriber::new(&c, &uri, STREAM).unwrap()
             ),
@@ -748,7 +779,7 @@ fn a_late_subscriber_joins_a_publisher_that_never_stops_offering() {
 /// in order, nothing reported lost.
 #[test]
 fn an_overrun_subscriber_repairs_its_loss_by_nak() {
-    for scheme in ["udp", "mcast"] {
+    for scheme in [Scheme::Udp, Scheme::Mcast] {
         let uri = fresh_uri(scheme, "window=0&rcvbuf=64k&nak=1&retain=64m&mode=urgent");
         let c = cfg(&uri);
         let mut p = UdpPublisher::create(&c, &uri, 31, STREAM).unwrap();
@@ -809,7 +840,7 @@ fn an_overrun_subscriber_repairs_its_loss_by_nak() {
 #[test]
 fn a_flood_of_hostile_naks_is_bounded_and_counted() {
     use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr};
-    for scheme in ["udp", "mcast"] {
+    for scheme in [Scheme::Udp, Scheme::Mcast] {
         // 1 MB/s of retransmission allowed: bursts of one 65000-byte batch.
         let uri = fresh_uri(scheme, "retain=1m&retransmit_rate=1m");
         let c = cfg(&uri);

@@ -5,6 +5,7 @@ use core::fmt;
 /// Why a buffer was rejected. Every decoder returns one of these instead of panicking; the
 /// receiving side counts them per variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WireError {
     /// The buffer is shorter than the fixed part of the frame or than its `frame_length`.
     Truncated { needed: usize, available: usize },

@@ -43,6 +43,8 @@ pub const QUERY_HEADER_LEN: usize = field::PATTERN;
 pub const MAX_PATTERN_LEN: usize = crate::advertise::MAX_TOPIC_LEN;
 
 /// How a QUERY's pattern is matched against topic names.
+// Not #[non_exhaustive]: protocol version 1 fixes the kinds (other bytes are rejected), and the
+// resolver must match each one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum PatternKind {

@@ -149,6 +149,7 @@ pub const fn align_frame(len: usize) -> usize {
 
 /// What the publisher does when a subscriber falls a whole ring behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum SlowSubscriberPolicy {
     /// `offer` returns [`OfferError::BackPressured`](crate::OfferError::BackPressured) until the
     /// slowest subscriber makes room. Nothing is lost; subscribers read in place (zero copy).

@@ -32,6 +32,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 
 /// What a TCP publisher does with a subscriber whose queue passed `max_pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlowPolicy {
     BackPressure,
     Disconnect,
@@ -131,7 +132,8 @@ impl NetConfig {
                 "max_pending",
                 "slow",
             ],
-            Scheme::Ipc => &[],
+            // Not a network scheme.
+            _ => &[],
         }
     }
 

@@ -4,7 +4,7 @@
 //! The drivers are thin: the protocol (numbering, fragmentation, batching, ordering,
 //! reassembly, loss accounting, STATUS and flow control) is `peregrine_proto`'s
 //! [`Sender`](peregrine_proto::sender::Sender), [`Receiver`](peregrine_proto::receiver::Receiver)
-//! and [`ReceiverTable`](peregrine_proto::receivers::ReceiverTable); a driver owns the sockets,
+//! and [`ReceiverTable`](peregrine_proto::receiver_table::ReceiverTable); a driver owns the sockets,
 //! reads the clock and moves bytes between them.
 //!
 //! **Who binds what.** The publisher owns the address of a `udp://` or `tcp://` URI: it binds

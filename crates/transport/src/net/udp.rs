@@ -13,7 +13,7 @@ use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
 use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
-use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
+use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::FrameType;

@@ -1,9 +1,9 @@
 //! The publisher's view of its network receivers, sans I/O: who joined (STATUS JOIN), who is
 //! still there (STATUS keep-alives), who left (STATUS LEAVE or silence), and the flow-control
-//! limit their windows allow.
+//! limit their windows allow. (The subscriber side is [`receiver`](crate::receiver).)
 //!
 //! ```
-//! use peregrine_proto::receivers::{ReceiverTable, StatusOutcome};
+//! use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome};
 //! use peregrine_wire::header::status_flags;
 //! use peregrine_wire::status::StatusRepr;
 //!
@@ -30,6 +30,7 @@ struct Entry {
 }
 
 /// What a STATUS frame changed.
+// Not #[non_exhaustive]: the driver answers each outcome in its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusOutcome {
     /// A new receiver: answer it with a HEARTBEAT so it learns the session and position.

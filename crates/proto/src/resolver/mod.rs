@@ -29,11 +29,16 @@
 //! [`Resolver::poll_timeout`], and [`ResolverEvent`]s from [`Resolver::poll_event`]. Local
 //! publications match local subscriptions directly, with no datagram.
 //!
+//! Files: this one holds the [`Resolver`] state machine (publications, subscriptions, datagrams
+//! in and out); `schedule.rs` the advertise and query [`Schedule`]s; `pattern.rs` the exact,
+//! glob and regex [`Pattern`]s; `sources.rs` the table of sources (TTL expiry, withdrawal,
+//! bounds).
+//!
 //! Every received datagram is checked frame by frame. Malformed frames are counted by
 //! [`WireError`] kind; well-formed frames that cannot be true (a stream id that is not the
-//! topic's, a URI with no known scheme, a TTL above `max_ttl_ms`, a session that changes topic, a
-//! claim to one of this context's own sessions) are rejected and counted too
-//! ([`ResolverCounters`]). Nothing a peer sends can make the table grow past `max_sources`.
+//! topic's, a URI whose scheme is none of [`Scheme::ALL`], a TTL above `max_ttl_ms`, a session
+//! that changes topic, a claim to one of this context's own sessions) are rejected and counted
+//! too ([`ResolverCounters`]). Nothing a peer sends can make the table grow past `max_sources`.
 //!
 //! ```
 //! use peregrine_proto::resolver::{Pattern, Resolver, ResolverConfig, ResolverEvent};
@@ -62,11 +67,22 @@
 //! }
 //! ```
 
+mod pattern;
+mod schedule;
+mod sources;
+
+pub use pattern::{Pattern, PatternError};
+pub use peregrine_wire::query::PatternKind;
+pub use schedule::Schedule;
+pub use sources::{LostReason, SourceInfo, MIN_TTL_MS};
+
 use crate::rate::TokenBucket;
+use crate::scheme::Scheme;
 use peregrine_wire::advertise::{check_topic, check_uri, AdvertiseFrame, AdvertiseRepr};
 use peregrine_wire::header::{FrameType, Frames};
-use peregrine_wire::query::{check_pattern, PatternKind, QueryFrame, QueryRepr};
+use peregrine_wire::query::{QueryFrame, QueryRepr};
 use peregrine_wire::{align_frame, WireError};
+use sources::{known_scheme, Source, SourceKey};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
 
@@ -78,81 +94,8 @@ pub fn stream_id_of(topic: &str) -> u32 {
     })
 }
 
-/// The URI schemes an advertisement may name.
-pub const SCHEMES: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
-
-/// The shortest TTL honoured: shorter ones are raised to it, so a peer cannot make this
-/// context rescan its table every few microseconds.
-pub const MIN_TTL_MS: u32 = 100;
 /// How many distinct incoming query patterns are kept compiled.
 const PATTERN_CACHE: usize = 256;
-
-/// When advertisements (or queries) are sent: an initial phase of doubling intervals, then a
-/// steady sustain interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Schedule {
-    /// The first interval of the initial phase.
-    pub min_initial_interval_ns: u64,
-    /// The interval doubles after each send up to this.
-    pub max_initial_interval_ns: u64,
-    /// How long the initial phase lasts, from the first send.
-    pub initial_duration_ns: u64,
-    /// The interval after the initial phase.
-    pub sustain_interval_ns: u64,
-}
-
-impl Schedule {
-    /// The defaults of advertisements: 10 ms doubling to 500 ms for 5 s, then every second.
-    pub const ADVERTISE: Schedule = Schedule {
-        min_initial_interval_ns: 10_000_000,
-        max_initial_interval_ns: 500_000_000,
-        initial_duration_ns: 5_000_000_000,
-        sustain_interval_ns: 1_000_000_000,
-    };
-    /// The defaults of queries: 20 ms doubling to 200 ms for 5 s, then every second (exact
-    /// subscriptions still unresolved only).
-    pub const QUERY: Schedule = Schedule {
-        min_initial_interval_ns: 20_000_000,
-        max_initial_interval_ns: 200_000_000,
-        initial_duration_ns: 5_000_000_000,
-        sustain_interval_ns: 1_000_000_000,
-    };
-
-    /// When the next send is due, given the first send at `start_ns`, the latest at `last_ns`
-    /// and `sends` sends so far (at least 1).
-    pub fn next_ns(&self, start_ns: u64, last_ns: u64, sends: u32) -> u64 {
-        if last_ns.saturating_sub(start_ns) < self.initial_duration_ns {
-            let doublings = sends.saturating_sub(1).min(40);
-            let interval = self
-                .min_initial_interval_ns
-                .saturating_mul(1u64 << doublings)
-                .min(self.max_initial_interval_ns);
-            last_ns.saturating_add(interval)
-        } else {
-            last_ns.saturating_add(self.sustain_interval_ns)
-        }
-    }
-
-    /// Whether the initial phase is over after a send at `last_ns`.
-    pub fn in_initial_phase(&self, start_ns: u64, last_ns: u64) -> bool {
-        last_ns.saturating_sub(start_ns) < self.initial_duration_ns
-    }
-
-    /// Checks the values: every interval positive and the maximum at least the minimum.
-    pub fn check(&self) -> Result<(), String> {
-        if self.min_initial_interval_ns == 0 || self.sustain_interval_ns == 0 {
-            return Err("intervals must be above 0".into());
-        }
-        if self.max_initial_interval_ns < self.min_initial_interval_ns {
-            return Err(format!(
-                "the maximum initial interval ({} ms) is below the minimum ({} ms)",
-                self.max_initial_interval_ns / 1_000_000,
-                self.min_initial_interval_ns / 1_000_000
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A resolver's settings. [`ResolverConfig::new`] gives the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,150 +135,14 @@ impl ResolverConfig {
     }
 }
 
-/// A topic pattern: an exact name, a glob (`*` any run of characters, `?` one character) or a
-/// regular expression that must match the whole name.
-#[derive(Debug, Clone)]
-pub struct Pattern {
-    kind: PatternKind,
-    text: String,
-    regex: Option<regex::Regex>,
-}
-
-/// Why a pattern was rejected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatternError {
-    pub pattern: String,
-    pub problem: String,
-}
-
-impl fmt::Display for PatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid topic pattern '{}': {}",
-            self.pattern, self.problem
-        )
-    }
-}
-impl std::error::Error for PatternError {}
-
-impl Pattern {
-    /// Compiles a pattern; the text follows the rules of a topic name (1 to 1024 bytes of
-    /// UTF-8 without NUL). A regular expression is limited to 1 MiB compiled.
-    pub fn new(kind: PatternKind, text: &str) -> Result<Pattern, PatternError> {
-        let err = |problem: String| PatternError {
-            pattern: text.chars().take(80).collect(),
-            problem,
-        };
-        check_pattern(text).map_err(|e| err(e.to_string()))?;
-        let regex = match kind {
-            PatternKind::Regex => Some(
-                regex::RegexBuilder::new(&format!("^(?:{text})$"))
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| err(format!("not a regular expression: {e}")))?,
-            ),
-            _ => None,
-        };
-        Ok(Pattern {
-            kind,
-            text: text.to_string(),
-            regex,
-        })
-    }
-
-    /// An exact name, or a glob when `text` holds `*` or `?`.
-    pub fn exact_or_glob(text: &str) -> Result<Pattern, PatternError> {
-        let kind = if text.contains(['*', '?']) {
-            PatternKind::Glob
-        } else {
-            PatternKind::Exact
-        };
-        Pattern::new(kind, text)
-    }
-
-    pub fn kind(&self) -> PatternKind {
-        self.kind
-    }
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-    /// True for globs and regular expressions.
-    pub fn is_wildcard(&self) -> bool {
-        self.kind != PatternKind::Exact
-    }
-
-    pub fn matches(&self, topic: &str) -> bool {
-        match (&self.kind, &self.regex) {
-            (PatternKind::Exact, _) => self.text == topic,
-            (PatternKind::Glob, _) => glob_match(&self.text, topic),
-            (PatternKind::Regex, Some(r)) => r.is_match(topic),
-            (PatternKind::Regex, None) => false,
-        }
-    }
-}
-
-/// Shell-style glob over characters, without path semantics (`*` crosses dots): topic names
-/// are not paths, which is why this is not `globset`. Linear backtracking on the last `*`.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
 /// Names a local publication.
 pub type PublicationId = u64;
 /// Names a local subscription.
 pub type SubscriptionId = u64;
 
-/// A source as a subscriber learns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceInfo {
-    pub topic: String,
-    pub session_id: u32,
-    pub stream_id: u32,
-    /// Every transport the publisher offers, in the order it advertised them.
-    pub uris: Vec<String>,
-    /// Published by this very context.
-    pub local: bool,
-}
-
-/// Why a source went away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LostReason {
-    /// No advertisement arrived within its TTL.
-    Expired,
-    /// The publisher withdrew it (closed).
-    Withdrawn,
-}
-
-impl LostReason {
-    pub fn name(self) -> &'static str {
-        match self {
-            LostReason::Expired => "expired",
-            LostReason::Withdrawn => "withdrawn",
-        }
-    }
-}
-
 /// What the resolver tells its subscriptions.
+// Not #[non_exhaustive]: a driver must act on every event, so a new one should not compile
+// until peregrine's resolve.rs handles it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolverEvent {
     /// A source of a matching topic appeared (or was already known when the subscription was
@@ -412,6 +219,7 @@ impl ResolverCounters {
 
 /// Why a publication could not be advertised.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdvertiseError {
     /// The topic or a URI breaks the wire rules.
     Invalid(WireError),
@@ -430,7 +238,7 @@ impl fmt::Display for AdvertiseError {
             AdvertiseError::BadUri(u) => write!(
                 f,
                 "cannot advertise URI '{u}': expected one of {}:// followed by an address",
-                SCHEMES.join("://, ")
+                Scheme::ALL.map(Scheme::name).join("://, ")
             ),
             AdvertiseError::TooLong {
                 needed,
@@ -486,18 +294,6 @@ struct Subscription {
     /// Sources this subscription was told of.
     sources: usize,
 }
-
-#[derive(Debug)]
-struct Source {
-    topic: String,
-    /// (uri, expires_ns); local sources never expire.
-    uris: Vec<(String, u64)>,
-    local: bool,
-    /// Subscriptions told of this source.
-    told: Vec<SubscriptionId>,
-}
-
-type SourceKey = (u32, u32);
 
 /// One context's resolver: its publications, subscriptions and table of sources.
 #[derive(Debug)]
@@ -693,30 +489,6 @@ impl Resolver {
         (t != u64::MAX).then_some(t)
     }
 
-    /// Expires the remote sources whose TTL ran out by `now_ns`; called by
-    /// [`poll_transmit`](Self::poll_transmit) too.
-    pub fn handle_timeout(&mut self, now_ns: u64) {
-        if now_ns < self.next_expiry_ns {
-            return;
-        }
-        let mut next = u64::MAX;
-        let mut gone = Vec::new();
-        for (key, src) in self.sources.iter_mut() {
-            if src.local {
-                continue;
-            }
-            src.uris.retain(|(_, exp)| *exp > now_ns);
-            match src.uris.iter().map(|u| u.1).min() {
-                Some(e) => next = next.min(e),
-                None => gone.push(*key),
-            }
-        }
-        self.next_expiry_ns = next;
-        for key in gone {
-            self.remove_source(key, LostReason::Expired, now_ns);
-        }
-    }
-
     /// Writes the next datagram due at `now_ns` into `buf` and returns its length, or `None`
     /// when nothing is due. Call until `None`.
     ///
@@ -800,15 +572,15 @@ impl Resolver {
                 break;
             }
             let s = &self.subscriptions[&id];
-            let len = peregrine_wire::query::QUERY_HEADER_LEN + s.pattern.text.len();
+            let len = peregrine_wire::query::QUERY_HEADER_LEN + s.pattern.text().len();
             if align_frame(at) + len > cap {
                 break;
             }
             let repr = QueryRepr {
                 session_id: self.cfg.context_id,
                 query_id: s.query_id,
-                kind: s.pattern.kind,
-                pattern: &s.pattern.text,
+                kind: s.pattern.kind(),
+                pattern: s.pattern.text(),
             };
             repr.emit(&mut QueryFrame::new_unchecked(place(buf, &mut at, len)));
             self.counters.queries_sent += 1;
@@ -871,79 +643,6 @@ impl Resolver {
         // its URIs are known, so they can choose among them.
         for key in fresh {
             self.tell_matching(key);
-        }
-    }
-
-    /// Applies one advertisement; returns the key of a source it created.
-    fn on_advertise(&mut self, ad: &AdvertiseRepr<'_>, now_ns: u64) -> Option<SourceKey> {
-        self.counters.advertisements_received += 1;
-        let key = (ad.session_id, ad.stream_id);
-        if let Some(src) = self.sources.get(&key) {
-            if src.local {
-                if src.topic == ad.topic && src.uris.iter().any(|u| u.0 == ad.uri) {
-                    self.counters.own_frames += 1;
-                } else {
-                    self.counters.spoofed_own += 1;
-                }
-                return None;
-            }
-            if src.topic != ad.topic {
-                self.counters.conflicts += 1;
-                return None;
-            }
-        }
-        if ad.stream_id != stream_id_of(ad.topic) {
-            self.counters.bad_stream_id += 1;
-            return None;
-        }
-        if !known_scheme(ad.uri) {
-            self.counters.bad_uri += 1;
-            return None;
-        }
-        if ad.ttl_ms > self.cfg.max_ttl_ms {
-            self.counters.bad_ttl += 1;
-            return None;
-        }
-        if ad.ttl_ms == 0 {
-            if let Some(src) = self.sources.get_mut(&key) {
-                src.uris.retain(|u| u.0 != ad.uri);
-                if src.uris.is_empty() {
-                    self.counters.withdrawals_received += 1;
-                    self.remove_source(key, LostReason::Withdrawn, now_ns);
-                }
-            }
-            return None;
-        }
-        let expires_ns = now_ns.saturating_add(u64::from(ad.ttl_ms.max(MIN_TTL_MS)) * 1_000_000);
-        self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
-        match self.sources.get_mut(&key) {
-            Some(src) => {
-                let room = src.uris.len() < SCHEMES.len() * 2;
-                match src.uris.iter_mut().find(|u| u.0 == ad.uri) {
-                    Some(u) => u.1 = expires_ns,
-                    None if room => src.uris.push((ad.uri.to_string(), expires_ns)),
-                    None => self.counters.table_full += 1,
-                }
-                None
-            }
-            None => {
-                if self.remote_sources >= self.cfg.max_sources {
-                    self.counters.table_full += 1;
-                    return None;
-                }
-                self.remote_sources += 1;
-                self.counters.sources_found += 1;
-                self.sources.insert(
-                    key,
-                    Source {
-                        topic: ad.topic.to_string(),
-                        uris: vec![(ad.uri.to_string(), expires_ns)],
-                        local: false,
-                        told: Vec::new(),
-                    },
-                );
-                Some(key)
-            }
         }
     }
 
@@ -1054,44 +753,6 @@ impl Resolver {
         if exact {
             self.stop_queries(id);
         }
-    }
-
-    fn remove_source(&mut self, key: SourceKey, reason: LostReason, now_ns: u64) {
-        let Some(src) = self.sources.remove(&key) else {
-            return;
-        };
-        if !src.local {
-            self.remote_sources -= 1;
-            match reason {
-                LostReason::Expired => self.counters.sources_expired += 1,
-                LostReason::Withdrawn => self.counters.sources_withdrawn += 1,
-            }
-        }
-        for id in src.told {
-            let Some(sub) = self.subscriptions.get_mut(&id) else {
-                continue;
-            };
-            sub.sources -= 1;
-            let requery = sub.sources == 0 && !sub.pattern.is_wildcard();
-            self.events.push_back(ResolverEvent::SourceLost {
-                subscription: id,
-                topic: src.topic.clone(),
-                session_id: key.0,
-                stream_id: key.1,
-                reason,
-            });
-            if requery {
-                // An exact name with no source left queries again, from a fresh schedule.
-                self.start_queries(id, now_ns);
-            }
-        }
-    }
-}
-
-fn known_scheme(uri: &str) -> bool {
-    match uri.split_once("://") {
-        Some((scheme, rest)) => SCHEMES.contains(&scheme) && !rest.is_empty(),
-        None => false,
     }
 }
 
