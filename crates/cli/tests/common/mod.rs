@@ -49,7 +49,8 @@ impl Drop for Role {
     }
 }
 
-/// Where the benchmark runs of the tests write their results folders (not the source tree).
+/// Where the benchmark runs of the tests write their results folders: this build's own
+/// temporary folder (not the source tree, and not a `/tmp` path another user may own).
 pub fn results_base() -> std::path::PathBuf {
-    std::env::temp_dir().join("peregrine-test-results")
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("peregrine-test-results")
 }
