@@ -227,7 +227,7 @@ mod tests {
     fn a_spec_reaches_the_helper_with_every_setting() {
         let cpus = CpuPair { a: 0, b: 1 };
         let load = LoadConfig {
-            transport: "udp".into(),
+            transport: peregrine::Scheme::Udp,
             size: 64,
             rate_msgs_per_s: 250_000.0,
             ping_every: 50,
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(c.to_arg(), clock.to_arg());
 
         let tp = ThroughputConfig {
-            transport: "ipc".into(),
+            transport: peregrine::Scheme::Ipc,
             size: 32,
             seconds: 2.0,
             count: Some(7),

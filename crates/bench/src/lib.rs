@@ -139,6 +139,20 @@ pub(crate) mod by_name {
         }
     }
 
+    /// A [`Scheme`](peregrine::Scheme) (a transport) as its name: `ipc`, `udp`, `mcast`, `tcp`.
+    pub mod scheme {
+        use peregrine::Scheme;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(t: &Scheme, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(t.name())
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
+            let name = String::deserialize(d)?;
+            name.parse().map_err(serde::de::Error::custom)
+        }
+    }
+
     /// A [`SlowSubscriberPolicy`](peregrine::SlowSubscriberPolicy) as its name.
     pub mod policy {
         use peregrine::SlowSubscriberPolicy;

@@ -30,7 +30,7 @@ use crate::helper::{say_ready_with, say_result, Helper, HelperSpec};
 use crate::pacer::{Pacer, PingPicker, Step};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
-use peregrine::{IdleKind, OfferError, Publisher, Subscriber};
+use peregrine::{IdleKind, OfferError, Publisher, Scheme, Subscriber};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -55,7 +55,8 @@ pub enum Method {
 /// Settings of a load run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoadConfig {
-    pub transport: String,
+    #[serde(with = "crate::by_name::scheme")]
+    pub transport: Scheme,
     pub size: usize,
     pub rate_msgs_per_s: f64,
     /// One ping per this many messages ([`Method::Pings`]).
@@ -118,12 +119,12 @@ impl LoadResult {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
-    crate::pingpong::check_transport(&cfg.transport, &[("--uri", &cfg.uri)])?;
+    crate::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
     let min = match cfg.method {
         Method::Pings => 8,
         Method::Embedded => 16,
     };
-    let max = if cfg.transport == "ipc" {
+    let max = if cfg.transport == Scheme::Ipc {
         peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY)
     } else {
         1 << 20
@@ -168,8 +169,8 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
 /// is latency-critical (`mode=urgent`, and `gro=0` on UDP); the load stream keeps the
 /// transport's defaults, batching included.
 fn uris(cfg: &LoadConfig) -> (String, String) {
-    match cfg.transport.as_str() {
-        "ipc" => (
+    match cfg.transport {
+        Scheme::Ipc => (
             cfg.uri
                 .clone()
                 .unwrap_or_else(|| format!("ipc://{}-load", cfg.name)),
@@ -181,7 +182,7 @@ fn uris(cfg: &LoadConfig) -> (String, String) {
                 .clone()
                 .unwrap_or_else(|| crate::pingpong::loopback_uri(t, &cfg.name, 0));
             let mut reflect = crate::pingpong::loopback_uri(t, &cfg.name, 1);
-            reflect.push_str(if t == "tcp" {
+            reflect.push_str(if t == Scheme::Tcp {
                 "?mode=urgent"
             } else {
                 "?mode=urgent&gro=0"
@@ -252,7 +253,7 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     // A network subscriber may still be learning the session (the heartbeat answering its
     // join): let it, so that it joins at message 0 rather than at a later position.
     let settle = Instant::now();
-    while cfg.transport != "ipc" && settle.elapsed() < Duration::from_millis(20) {
+    while cfg.transport != Scheme::Ipc && settle.elapsed() < Duration::from_millis(20) {
         publ.do_work();
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -683,7 +684,7 @@ pub fn reflect(cfg: &LoadConfig) -> Result<(), BenchError> {
     let mut reflect = ctx.publisher("bench.reflect", &uris(cfg).1)?;
     let mut sub = ctx.subscriber("bench.load", &load_uri, cfg.idle)?;
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
-    say_ready_with(if cfg.transport == "ipc" {
+    say_ready_with(if cfg.transport == Scheme::Ipc {
         ""
     } else {
         reflect.uri()
@@ -716,7 +717,7 @@ pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchErro
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
-    say_ready_with(if cfg.transport == "ipc" {
+    say_ready_with(if cfg.transport == Scheme::Ipc {
         ""
     } else {
         publ.uri()

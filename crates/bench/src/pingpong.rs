@@ -7,14 +7,15 @@ use crate::floor::with_cpu;
 use crate::helper::{say_ready_with, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
-use peregrine::{Context, IdleKind, OfferError, Publisher, Subscriber};
+use peregrine::{Context, IdleKind, OfferError, Publisher, Scheme, Subscriber};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Settings of a ping-pong run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PingPongConfig {
-    pub transport: String,
+    #[serde(with = "crate::by_name::scheme")]
+    pub transport: Scheme,
     pub size: usize,
     pub count: u64,
     pub warmup: u64,
@@ -39,10 +40,10 @@ pub(crate) fn context() -> Result<Context, BenchError> {
 
 /// A loopback URI for a benchmark stream of run `name`: `udp` and `tcp` bind a free port
 /// (`:0`); `mcast` takes a group and port derived from the name (`offset` apart for a second
-/// stream), so runs with different names do not meet.
-pub(crate) fn loopback_uri(transport: &str, name: &str, offset: u16) -> String {
+/// stream), so runs with different names do not meet; `ipc` the segment `NAME-OFFSET`.
+pub(crate) fn loopback_uri(transport: Scheme, name: &str, offset: u16) -> String {
     match transport {
-        "mcast" => {
+        Scheme::Mcast => {
             let hash = peregrine::stream_id(name);
             format!(
                 "mcast://239.255.{}.{}:{}",
@@ -51,12 +52,10 @@ pub(crate) fn loopback_uri(transport: &str, name: &str, offset: u16) -> String {
                 30_000 + (hash >> 16) % 20_000 + u32::from(offset)
             )
         }
+        Scheme::Ipc => format!("ipc://{name}-{offset}"),
         t => format!("{t}://127.0.0.1:0"),
     }
 }
-
-/// The transports ping-pong runs over.
-pub const TRANSPORTS: [&str; 4] = ["ipc", "udp", "mcast", "tcp"];
 
 /// What a ping-pong run measured.
 #[derive(Debug, Clone)]
@@ -68,20 +67,14 @@ pub struct PingPongResult {
     pub pong_cpu_s: Option<f64>,
 }
 
-/// Checks `--transport` and that each URI given (`(flag, uri)`) is of that transport.
+/// Checks that each URI given (`(flag, uri)`) is of the transport `--transport` names.
 pub(crate) fn check_transport(
-    transport: &str,
+    transport: Scheme,
     uris: &[(&str, &Option<String>)],
 ) -> Result<(), BenchError> {
-    if !TRANSPORTS.contains(&transport) {
-        return Err(BenchError::Config(format!(
-            "--transport {transport} is not accepted: use one of {}",
-            TRANSPORTS.join(", ")
-        )));
-    }
     for (flag, uri) in uris {
         if let Some(u) = uri {
-            if !u.starts_with(&format!("{transport}://")) {
+            if Scheme::of_uri(u) != Some(transport) {
                 return Err(BenchError::Config(format!(
                     "{flag} {u} does not match --transport {transport}: give a {transport}:// URI"
                 )));
@@ -96,20 +89,21 @@ pub(crate) fn check_transport(
 /// binds a free port and the pong side announces its URI on its `ready` line.
 pub fn uris(cfg: &PingPongConfig) -> (String, String) {
     let default = |which: u16| -> String {
-        match cfg.transport.as_str() {
-            t @ ("udp" | "tcp" | "mcast") => loopback_uri(t, &cfg.name, which),
-            _ => format!(
+        match cfg.transport {
+            Scheme::Ipc => format!(
                 "ipc://{}-{}",
                 cfg.name,
                 if which == 0 { "ping" } else { "pong" }
             ),
+            t => loopback_uri(t, &cfg.name, which),
         }
     };
     // The latency configuration, unless the URI says otherwise: every ping leaves at once
     // (`mode=urgent`), and UDP receivers read datagram by datagram (`gro=0`: UDP GRO raises
     // throughput but costs about half a microsecond per receive on this kernel).
     let urgent = |uri: String| -> String {
-        if uri.starts_with("ipc://") {
+        let scheme = Scheme::of_uri(&uri);
+        if scheme == Some(Scheme::Ipc) {
             return uri;
         }
         let has = |key: &str| {
@@ -120,7 +114,7 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
         if !has("mode") {
             extra.push("mode=urgent");
         }
-        if !uri.starts_with("tcp://") && !has("gro") {
+        if scheme != Some(Scheme::Tcp) && !has("gro") {
             extra.push("gro=0");
         }
         if extra.is_empty() {
@@ -138,11 +132,11 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
     check_transport(
-        &cfg.transport,
+        cfg.transport,
         &[("--ping-uri", &cfg.ping_uri), ("--pong-uri", &cfg.pong_uri)],
     )?;
     // Ping-pong uses the default log capacity on ipc.
-    let max = if cfg.transport == "ipc" {
+    let max = if cfg.transport == Scheme::Ipc {
         peregrine::ipc_max_message_len(peregrine::IPC_DEFAULT_CAPACITY)
     } else {
         1 << 20
@@ -369,7 +363,7 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
     // Ready as soon as the endpoints exist (telling the URI bound), so the ping side can
     // subscribe; then both sides wait for each other.
-    say_ready_with(if cfg.transport == "ipc" {
+    say_ready_with(if cfg.transport == Scheme::Ipc {
         ""
     } else {
         publ.uri()

@@ -19,6 +19,7 @@ use crate::floor::with_cpu;
 use crate::helper::{say_ready, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
+use peregrine::Scheme;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -44,7 +45,8 @@ const STOP_TRIES: u32 = 5;
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RawConfig {
     /// `udp`, `mcast` or `tcp`.
-    pub transport: String,
+    #[serde(with = "crate::by_name::scheme")]
+    pub transport: Scheme,
     pub size: usize,
     pub count: u64,
     pub warmup: u64,
@@ -83,14 +85,16 @@ impl Endpoint {
             return Err(bad("port 0 names no port"));
         }
         let multicast = addr.ip().is_multicast();
-        match scheme {
-            "udp" | "tcp" if multicast => Err(bad("a multicast address needs mcast://")),
-            "mcast" if !multicast => Err(bad(
+        match scheme.parse::<Scheme>() {
+            Ok(Scheme::Udp | Scheme::Tcp) if multicast => {
+                Err(bad("a multicast address needs mcast://"))
+            }
+            Ok(Scheme::Mcast) if !multicast => Err(bad(
                 "mcast:// needs a multicast group (224.0.0.0 to 239.255.255.255)",
             )),
-            "udp" => Ok(Endpoint::Udp(addr)),
-            "tcp" => Ok(Endpoint::Tcp(addr)),
-            "mcast" => Ok(Endpoint::Mcast(addr)),
+            Ok(Scheme::Udp) => Ok(Endpoint::Udp(addr)),
+            Ok(Scheme::Tcp) => Ok(Endpoint::Tcp(addr)),
+            Ok(Scheme::Mcast) => Ok(Endpoint::Mcast(addr)),
             _ => Err(bad("unknown scheme")),
         }
     }
@@ -101,12 +105,12 @@ impl Endpoint {
         }
     }
 
-    /// `udp`, `mcast` or `tcp`: the transport name and URI scheme.
-    pub fn scheme(&self) -> &'static str {
+    /// `udp`, `mcast` or `tcp`: the transport and URI scheme.
+    pub fn scheme(&self) -> Scheme {
         match self {
-            Endpoint::Udp(_) => "udp",
-            Endpoint::Mcast(_) => "mcast",
-            Endpoint::Tcp(_) => "tcp",
+            Endpoint::Udp(_) => Scheme::Udp,
+            Endpoint::Mcast(_) => Scheme::Mcast,
+            Endpoint::Tcp(_) => Scheme::Tcp,
         }
     }
 }
@@ -119,9 +123,9 @@ impl fmt::Display for Endpoint {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &RawConfig) -> Result<(), BenchError> {
-    let max = match cfg.transport.as_str() {
-        "udp" | "mcast" => MAX_DATAGRAM,
-        "tcp" => MAX_TCP_MESSAGE,
+    let max = match cfg.transport {
+        Scheme::Udp | Scheme::Mcast => MAX_DATAGRAM,
+        Scheme::Tcp => MAX_TCP_MESSAGE,
         t => {
             return Err(BenchError::Config(format!(
                 "--transport {t} is not accepted with --raw: give udp, mcast or tcp"
@@ -144,7 +148,7 @@ pub fn validate(cfg: &RawConfig) -> Result<(), BenchError> {
 
 /// Both URIs for a run on this machine, with ports the kernel found free (bound to port 0 and
 /// released, so another process could still take one before the run does): `(ping, pong)`.
-pub fn local_uris(transport: &str) -> Result<(String, String), BenchError> {
+pub fn local_uris(transport: Scheme) -> Result<(String, String), BenchError> {
     let two_udp_ports = || -> io::Result<(u16, u16)> {
         // Both held at once, so they differ.
         let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -153,21 +157,21 @@ pub fn local_uris(transport: &str) -> Result<(String, String), BenchError> {
     };
     let ctx = |e| io_ctx("cannot find a free port on 127.0.0.1")(e);
     match transport {
-        "udp" => {
+        Scheme::Udp => {
             let (p, q) = two_udp_ports().map_err(ctx)?;
             Ok((
                 format!("udp://127.0.0.1:{p}"),
                 format!("udp://127.0.0.1:{q}"),
             ))
         }
-        "mcast" => {
+        Scheme::Mcast => {
             let (p, q) = two_udp_ports().map_err(ctx)?;
             Ok((
                 format!("mcast://{MCAST_GROUP}:{p}"),
                 format!("mcast://{MCAST_GROUP}:{q}"),
             ))
         }
-        "tcp" => {
+        Scheme::Tcp => {
             let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(ctx)?;
             let p = l.local_addr().map_err(ctx)?.port();
             let uri = format!("tcp://127.0.0.1:{p}");
@@ -201,7 +205,7 @@ fn endpoints(
 /// Runs both sides: spawns the pong process with `exe`, then pings from this one (on `cpus.a`).
 pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder, BenchError> {
     validate(cfg)?;
-    let (ping_uri, pong_uri) = local_uris(&cfg.transport)?;
+    let (ping_uri, pong_uri) = local_uris(cfg.transport)?;
     let (ping_ep, pong_ep) = endpoints(cfg, &ping_uri, &pong_uri)?;
     let helper = Helper::start(
         exe,
@@ -814,8 +818,9 @@ mod tests {
     };
 
     fn config(transport: &str, size: usize, count: u64, busy_poll: bool) -> RawConfig {
+        let transport: Scheme = transport.parse().unwrap();
         RawConfig {
-            transport: transport.into(),
+            transport,
             size,
             count,
             warmup: 10,
@@ -828,7 +833,7 @@ mod tests {
     /// `ping_loop`. Returns the samples recorded and the pong's echo count.
     fn echo_in_process(cfg: &RawConfig) -> (u64, u64) {
         validate(cfg).unwrap();
-        let (ping_uri, pong_uri) = local_uris(&cfg.transport).unwrap();
+        let (ping_uri, pong_uri) = local_uris(cfg.transport).unwrap();
         let (ping, pong) = endpoints(cfg, &ping_uri, &pong_uri).unwrap();
         let side = PongSide::open(ping, pong).unwrap();
         let (size, busy) = (cfg.size, cfg.busy_poll);
@@ -906,7 +911,7 @@ mod tests {
     #[test]
     fn a_silent_peer_is_a_timeout_naming_what_was_awaited() {
         let cfg = config("udp", 64, 5, true);
-        let (ping_uri, pong_uri) = local_uris("udp").unwrap();
+        let (ping_uri, pong_uri) = local_uris(Scheme::Udp).unwrap();
         let (ping, pong) = endpoints(&cfg, &ping_uri, &pong_uri).unwrap();
         let _silent = UdpSocket::bind(ping.addr()).unwrap();
         let mut link = PingLink::open(&cfg, ping, pong, Duration::from_millis(100)).unwrap();

@@ -22,6 +22,7 @@
 use crate::floor::with_cpu;
 use crate::stats::Summary;
 use crate::{BenchError, CpuPair};
+use peregrine::Scheme;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -45,7 +46,7 @@ const CLIENT_SLACK: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone)]
 pub struct SockperfConfig {
     /// `udp`, `mcast` or `tcp`.
-    pub transport: String,
+    pub transport: Scheme,
     /// Message size in bytes ([`MIN_SIZE`] to [`MAX_SIZE`]).
     pub size: usize,
     /// `a`: the client (measuring side), `b`: the server (reflector).
@@ -86,7 +87,7 @@ pub fn available() -> Option<String> {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &SockperfConfig) -> Result<(), BenchError> {
-    if !matches!(cfg.transport.as_str(), "udp" | "mcast" | "tcp") {
+    if !matches!(cfg.transport, Scheme::Udp | Scheme::Mcast | Scheme::Tcp) {
         return Err(BenchError::Config(format!(
             "--transport {} is not accepted for sockperf: give udp, mcast or tcp",
             cfg.transport
@@ -113,8 +114,8 @@ pub fn validate(cfg: &SockperfConfig) -> Result<(), BenchError> {
 
 /// A port free on 127.0.0.1 for `transport` at the time of the call (the kernel's choice for
 /// port 0; released again, so another process could take it before sockperf does).
-pub fn free_port(transport: &str) -> Result<u16, BenchError> {
-    let port = if transport == "tcp" {
+pub fn free_port(transport: Scheme) -> Result<u16, BenchError> {
+    let port = if transport == Scheme::Tcp {
         std::net::TcpListener::bind((LOOPBACK, 0))?
             .local_addr()?
             .port()
@@ -129,15 +130,15 @@ pub fn free_port(transport: &str) -> Result<u16, BenchError> {
 /// The address, transport and blocking options both sides share.
 fn common_args(cfg: &SockperfConfig) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
-    let ip = if cfg.transport == "mcast" {
+    let ip = if cfg.transport == Scheme::Mcast {
         MCAST_GROUP
     } else {
         LOOPBACK
     };
     a.extend(["-i".into(), ip.into(), "-p".into(), cfg.port.to_string()]);
-    match cfg.transport.as_str() {
-        "tcp" => a.push("--tcp".into()),
-        "mcast" => a.extend([
+    match cfg.transport {
+        Scheme::Tcp => a.push("--tcp".into()),
+        Scheme::Mcast => a.extend([
             "--mc-rx-if".into(),
             LOOPBACK.into(),
             "--mc-tx-if".into(),
@@ -619,7 +620,7 @@ sockperf: ---> <MIN> observation =    7.090
     #[test]
     fn command_lines_are_loopback_only_and_pinned() {
         let cfg = SockperfConfig {
-            transport: "mcast".into(),
+            transport: Scheme::Mcast,
             size: 64,
             cpus: CpuPair { a: 0, b: 1 },
             busy_poll: true,
@@ -643,7 +644,7 @@ sockperf: ---> <MIN> observation =    7.090
             format!("{}sockperf ping-pong -i 239.255.77.1 -p 23456 --mc-rx-if 127.0.0.1 --mc-tx-if 127.0.0.1 --nonblocked -m 64 -t 3", pin(0))
         );
         let tcp = SockperfConfig {
-            transport: "tcp".into(),
+            transport: Scheme::Tcp,
             busy_poll: false,
             ..cfg
         };
@@ -654,12 +655,12 @@ sockperf: ---> <MIN> observation =    7.090
 
     fn udp_config(busy_poll: bool, seconds: u32) -> SockperfConfig {
         SockperfConfig {
-            transport: "udp".into(),
+            transport: Scheme::Udp,
             size: 64,
             cpus: CpuPair::default_pair(),
             busy_poll,
             seconds,
-            port: free_port("udp").unwrap(),
+            port: free_port(Scheme::Udp).unwrap(),
         }
     }
 
@@ -703,7 +704,7 @@ sockperf: ---> <MIN> observation =    7.090
     #[test]
     fn validate_names_the_bad_value() {
         let cfg = SockperfConfig {
-            transport: "ipc".into(),
+            transport: Scheme::Ipc,
             size: 64,
             cpus: CpuPair { a: 0, b: 1 },
             busy_poll: false,
@@ -712,7 +713,7 @@ sockperf: ---> <MIN> observation =    7.090
         };
         assert!(validate(&cfg).unwrap_err().to_string().contains("ipc"));
         let small = SockperfConfig {
-            transport: "udp".into(),
+            transport: Scheme::Udp,
             size: 8,
             ..cfg
         };

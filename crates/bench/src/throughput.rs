@@ -5,14 +5,15 @@
 use crate::floor::with_cpu;
 use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::{BenchError, CpuPair};
-use peregrine::{IdleKind, OfferError, SlowSubscriberPolicy, SubscriberEvent};
+use peregrine::{IdleKind, OfferError, Scheme, SlowSubscriberPolicy, SubscriberEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Settings of a throughput run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ThroughputConfig {
-    pub transport: String,
+    #[serde(with = "crate::by_name::scheme")]
+    pub transport: Scheme,
     pub size: usize,
     /// Publish for this long, unless `count` is set.
     pub seconds: f64,
@@ -118,14 +119,14 @@ pub fn uri(cfg: &ThroughputConfig) -> String {
     if let Some(u) = &cfg.uri {
         return u.clone();
     }
-    match cfg.transport.as_str() {
-        t @ ("udp" | "tcp" | "mcast") => crate::pingpong::loopback_uri(t, &cfg.name, 0),
-        _ => format!(
+    match cfg.transport {
+        Scheme::Ipc => format!(
             "ipc://{}?policy={}&capacity={}",
             cfg.name,
             cfg.policy.name(),
             cfg.capacity
         ),
+        t => crate::pingpong::loopback_uri(t, &cfg.name, 0),
     }
 }
 
@@ -138,13 +139,13 @@ fn frames_per_message(cfg: &ThroughputConfig, uri: &str) -> Result<u64, BenchErr
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    crate::pingpong::check_transport(&cfg.transport, &[("--uri", &cfg.uri)])?;
-    let max = if cfg.transport == "ipc" {
+    crate::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
+    let max = if cfg.transport == Scheme::Ipc {
         peregrine::ipc_max_message_len(cfg.capacity)
     } else {
         1 << 20
     };
-    if cfg.size > max && cfg.transport != "ipc" {
+    if cfg.size > max && cfg.transport != Scheme::Ipc {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted: give 0 to {max} bytes",
             cfg.size
@@ -163,7 +164,7 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         )));
     }
     if let Some(l) = &cfg.loss {
-        if !matches!(cfg.transport.as_str(), "udp" | "mcast") {
+        if !matches!(cfg.transport, Scheme::Udp | Scheme::Mcast) {
             return Err(BenchError::Config(format!(
                 "--loss {l} is not accepted with --transport {}: loss is injected and repaired on udp and mcast only",
                 cfg.transport
@@ -259,7 +260,9 @@ fn publish(
     // Subscribers of a network transport may still be learning the session: give them the
     // heartbeat that answers their join before the first message.
     let settle = Instant::now();
-    while settle.elapsed() < Duration::from_millis(if cfg.transport == "ipc" { 0 } else { 20 }) {
+    while settle.elapsed()
+        < Duration::from_millis(if cfg.transport == Scheme::Ipc { 0 } else { 20 })
+    {
         publ.do_work();
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -331,7 +334,7 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
     // A network subscriber is ready once it exists (its publisher answers the join while it
     // waits for subscribers); a shared-memory one once it has attached, so that a parent which
     // stops it after `ready` stops an attached subscriber.
-    let net = cfg.transport != "ipc";
+    let net = cfg.transport != Scheme::Ipc;
     if net {
         say_ready();
     }

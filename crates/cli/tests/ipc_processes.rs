@@ -325,7 +325,7 @@ fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
         (&["bench", "pingpong", "--size", "4"], &["--size 4", "8 to"]),
         (
             &["bench", "pingpong", "--transport", "sctp"],
-            &["--transport sctp", "ipc, udp, mcast, tcp"],
+            &["'sctp'", "--transport", "ipc, udp, mcast, tcp"],
         ),
         (
             &["bench", "pingpong", "--transport", "udp", "--role", "pong"],

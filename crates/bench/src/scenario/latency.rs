@@ -11,7 +11,7 @@ use crate::raw::RawConfig;
 use crate::sockperf::SockperfConfig;
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{round3, BenchError, CpuPair};
-use peregrine::IdleKind;
+use peregrine::{IdleKind, Scheme};
 use peregrine_report::model::{Cell, Scenario};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,7 +33,7 @@ impl PingPongPlan {
     /// Checks the settings, naming any value that is not accepted.
     pub fn validate(&self) -> Result<(), BenchError> {
         crate::pingpong::validate(&self.cfg)?;
-        let net = self.cfg.transport != "ipc";
+        let net = self.cfg.transport != Scheme::Ipc;
         if (self.raw_only || self.compare_sockperf) && !net {
             return Err(BenchError::Config(
                 "--raw and --compare apply to the network transports: give --transport udp, mcast or tcp (the floor of ipc is `peregrine bench floor`)".into(),
@@ -60,7 +60,7 @@ impl PingPongPlan {
 
     fn sockperf_config(&self, port: u16) -> SockperfConfig {
         SockperfConfig {
-            transport: self.cfg.transport.clone(),
+            transport: self.cfg.transport,
             size: self.cfg.size,
             cpus: self.cfg.cpus,
             busy_poll: self.cfg.idle != IdleKind::Block,
@@ -72,7 +72,7 @@ impl PingPongPlan {
 
 fn raw_config_of(cfg: &PingPongConfig) -> RawConfig {
     RawConfig {
-        transport: cfg.transport.clone(),
+        transport: cfg.transport,
         size: cfg.size,
         count: cfg.count,
         warmup: cfg.warmup,
@@ -100,7 +100,7 @@ fn floor_cell(cpus: CpuPair, r: &LatencyRecorder) -> Cell {
 pub fn raw(cfg: &RawConfig, s: &mut Session) -> Result<Summary, BenchError> {
     crate::raw::validate(cfg)?;
     let r = crate::raw::run(cfg, s.exe(), s.clock())?;
-    let mut cell = latency_cell(Scenario::Raw, &cfg.transport, cfg.size, &r);
+    let mut cell = latency_cell(Scenario::Raw, cfg.transport.name(), cfg.size, &r);
     cell.detail.insert("cpus".into(), cfg.cpus.to_arg().into());
     cell.detail.insert("busy_poll".into(), cfg.busy_poll.into());
     let summary = r.summary();
@@ -119,10 +119,10 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
     }
     // sockperf's port is found before anything runs, so a failure shows before measuring.
     let sockperf = match plan.compare_sockperf {
-        true => Some(plan.sockperf_config(crate::sockperf::free_port(&cfg.transport)?)),
+        true => Some(plan.sockperf_config(crate::sockperf::free_port(cfg.transport)?)),
         false => None,
     };
-    let floor = match (plan.floor, cfg.transport == "ipc") {
+    let floor = match (plan.floor, cfg.transport == Scheme::Ipc) {
         (false, _) => None,
         (true, true) => Some(self::floor(
             &FloorConfig {
@@ -156,7 +156,7 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
         .insert("sockperf_client".into(), client.clone().into());
     // sockperf's own samples are not ours to log: its figures go with our cell.
     s.show_and_record(cell, Some(&r.recorder), None)?;
-    let line = ResultLine::latency("sockperf", &cfg.transport, cfg.size, &theirs)
+    let line = ResultLine::latency("sockperf", cfg.transport.name(), cfg.size, &theirs)
         .detail("server", server)
         .detail("client", client.clone());
     s.out.print(&line);
@@ -181,7 +181,12 @@ pub fn ping_role(cfg: &PingPongConfig, json: bool) -> Result<(), BenchError> {
 
 /// A ping-pong as a results cell, with its ratios to `floor` when one was measured.
 pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Summary>) -> Cell {
-    let mut cell = latency_cell(Scenario::Pingpong, &cfg.transport, cfg.size, &r.recorder);
+    let mut cell = latency_cell(
+        Scenario::Pingpong,
+        cfg.transport.name(),
+        cfg.size,
+        &r.recorder,
+    );
     cell.cpu_s.insert("ping".into(), round3(r.ping_cpu_s));
     if let Some(p) = r.pong_cpu_s {
         cell.cpu_s.insert("pong".into(), round3(p));
@@ -190,7 +195,7 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     d.insert("idle".into(), cfg.idle.name().into());
     d.insert("cpus".into(), cfg.cpus.to_arg().into());
     if cfg.idle == IdleKind::Block {
-        let waits = if cfg.transport == "ipc" {
+        let waits = if cfg.transport == Scheme::Ipc {
             "a sleeping process (futex)"
         } else {
             "a process sleeping in poll(2)"
@@ -236,13 +241,13 @@ fn latency_cell(kind: Scenario, transport: &str, size: usize, samples: &LatencyR
 
 /// The settings of the suite's and the sweep's ping-pongs: spin, no URI given.
 pub(crate) fn pingpong_config(
-    transport: &str,
+    transport: Scheme,
     size: usize,
     count: u64,
     cpus: CpuPair,
 ) -> PingPongConfig {
     PingPongConfig {
-        transport: transport.into(),
+        transport,
         size,
         count,
         warmup: count / 10,

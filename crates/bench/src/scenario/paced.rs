@@ -8,7 +8,7 @@ use crate::output::format_rate;
 use crate::pacer::default_ping_every;
 use crate::sweep::{rate_label, search_max};
 use crate::{round3, BenchError, CpuPair};
-use peregrine::IdleKind;
+use peregrine::{IdleKind, Scheme};
 use peregrine_report::model::{Cell, Scenario};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,9 +27,9 @@ pub struct Pacing {
 
 impl Pacing {
     /// The load run of one cell.
-    pub fn cell(&self, transport: &str, size: usize, rate: f64, method: Method) -> LoadConfig {
+    pub fn cell(&self, transport: Scheme, size: usize, rate: f64, method: Method) -> LoadConfig {
         LoadConfig {
-            transport: transport.to_string(),
+            transport,
             size,
             rate_msgs_per_s: rate,
             ping_every: match method {
@@ -51,7 +51,7 @@ impl Pacing {
 /// A sweep's matrix.
 #[derive(Debug, Clone)]
 pub struct SweepPlan {
-    pub transports: Vec<String>,
+    pub transports: Vec<Scheme>,
     pub sizes: Vec<usize>,
     pub rates: Vec<f64>,
     pub pacing: Pacing,
@@ -68,7 +68,7 @@ impl SweepPlan {
         for t in &self.transports {
             for &size in &self.sizes {
                 for rate in self.rates() {
-                    crate::load::validate(&self.pacing.cell(t, size, rate, Method::Pings))?;
+                    crate::load::validate(&self.pacing.cell(*t, size, rate, Method::Pings))?;
                 }
             }
         }
@@ -79,7 +79,7 @@ impl SweepPlan {
 /// The maximum-rate search of each transport and size.
 #[derive(Debug, Clone)]
 pub struct MaxPlan {
-    pub transports: Vec<String>,
+    pub transports: Vec<Scheme>,
     pub sizes: Vec<usize>,
     pub start_rate: f64,
     pub max_rate: f64,
@@ -95,7 +95,7 @@ impl MaxPlan {
     pub fn validate(&self) -> Result<(), BenchError> {
         for t in &self.transports {
             for &size in &self.sizes {
-                crate::load::validate(&self.pacing.cell(t, size, self.start_rate, Method::Pings))?;
+                crate::load::validate(&self.pacing.cell(*t, size, self.start_rate, Method::Pings))?;
             }
         }
         if self.max_rate < self.start_rate {
@@ -112,7 +112,7 @@ impl MaxPlan {
 /// One-way latency from embedded timestamps over a list of update rates.
 #[derive(Debug, Clone)]
 pub struct EmbeddedPlan {
-    pub transport: String,
+    pub transport: Scheme,
     pub size: usize,
     pub rates: Vec<f64>,
     pub pacing: Pacing,
@@ -122,7 +122,7 @@ impl EmbeddedPlan {
     pub fn validate(&self) -> Result<(), BenchError> {
         for rate in sorted(&self.rates) {
             crate::load::validate(&self.pacing.cell(
-                &self.transport,
+                self.transport,
                 self.size,
                 rate,
                 Method::Embedded,
@@ -175,7 +175,7 @@ pub fn sweep(plan: &SweepPlan, s: &mut Session) -> Result<(), BenchError> {
         for &size in &plan.sizes {
             for (k, &rate) in rates.iter().enumerate() {
                 bar.set_message(format!("{t} {size}B at {} msgs/s", rate_label(rate)));
-                let cfg = plan.pacing.cell(t, size, rate, Method::Pings);
+                let cfg = plan.pacing.cell(*t, size, rate, Method::Pings);
                 if !paced_cell(&cfg, Scenario::Load, s, &bar)? {
                     // Higher rates of this size are not tried.
                     let skipped = (rates.len() - k - 1) as u64;
@@ -205,7 +205,7 @@ pub fn max(plan: &MaxPlan, s: &mut Session) -> Result<(), BenchError> {
                     bar.set_message(format!("{t} {size}B: trying {} msgs/s", rate_label(rate)));
                     bar.inc_length(1);
                     probes += 1;
-                    let cfg = plan.pacing.cell(t, size, rate, Method::Pings);
+                    let cfg = plan.pacing.cell(*t, size, rate, Method::Pings);
                     paced_cell(&cfg, Scenario::MaxProbe, s, &bar)
                 },
             )?;
@@ -215,7 +215,7 @@ pub fn max(plan: &MaxPlan, s: &mut Session) -> Result<(), BenchError> {
             let cell = Cell {
                 id: format!("max-{t}-{size}B"),
                 scenario: Some(Scenario::Max),
-                transport: t.clone(),
+                transport: t.name().to_string(),
                 size_bytes: size,
                 rate_achieved_msgs_per_s: best,
                 sustained: Some(best.is_some()),
@@ -252,7 +252,7 @@ pub fn embedded(plan: &EmbeddedPlan, s: &mut Session) -> Result<(), BenchError> 
         bar.set_message(format!("{} updates/s", rate_label(rate)));
         let cfg = plan
             .pacing
-            .cell(&plan.transport, plan.size, rate, Method::Embedded);
+            .cell(plan.transport, plan.size, rate, Method::Embedded);
         paced_cell(&cfg, Scenario::Embedded, s, &bar)?;
     }
     bar.finish_and_clear();
@@ -273,7 +273,7 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     };
     let mut detail = serde_json::Map::new();
     detail.insert("idle".into(), cfg.idle.name().into());
-    if cfg.transport != "ipc" {
+    if cfg.transport != Scheme::Ipc {
         // The report titles a transport with its path when all its cells share one.
         let path = if cfg.uri.is_none() {
             "loopback"
@@ -303,7 +303,7 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
             rate_label(cfg.rate_msgs_per_s)
         ),
         scenario: Some(scenario),
-        transport: cfg.transport.clone(),
+        transport: cfg.transport.name().to_string(),
         size_bytes: cfg.size,
         rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),
         rate_achieved_msgs_per_s: Some(r.achieved_msgs_per_s),

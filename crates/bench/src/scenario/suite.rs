@@ -10,7 +10,7 @@ use crate::floor::FloorConfig;
 use crate::raw::RawConfig;
 use crate::throughput::ThroughputConfig;
 use crate::{BenchError, CpuPair};
-use peregrine::{IdleKind, SlowSubscriberPolicy};
+use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
 use std::time::Duration;
 
 /// Runs the default suite.
@@ -28,7 +28,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         s,
     )?;
     for size in [32, 256] {
-        let cfg = pingpong_config("ipc", size, 1_000_000, cpus);
+        let cfg = pingpong_config(Scheme::Ipc, size, 1_000_000, cpus);
         let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
         s.show_and_record(
             pingpong_cell(&cfg, &r, Some(&floor)),
@@ -39,7 +39,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
     // UDP on loopback: the bare-socket ping-pong is the floor of the network path.
     let raw = latency::raw(
         &RawConfig {
-            transport: "udp".into(),
+            transport: Scheme::Udp,
             size: 32,
             count: 200_000,
             warmup: 20_000,
@@ -48,12 +48,12 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         },
         s,
     )?;
-    let cfg = pingpong_config("udp", 32, 200_000, cpus);
+    let cfg = pingpong_config(Scheme::Udp, 32, 200_000, cpus);
     let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
     s.show_and_record(pingpong_cell(&cfg, &r, Some(&raw)), Some(&r.recorder), None)?;
     super::paced::sweep(
         &SweepPlan {
-            transports: vec!["ipc".into(), "udp".into()],
+            transports: vec![Scheme::Ipc, Scheme::Udp],
             sizes: vec![32, 256, 1024],
             rates: vec![100_000.0, 500_000.0, 1_000_000.0],
             pacing: Pacing {
@@ -66,9 +66,14 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         },
         s,
     )?;
-    for (transport, size) in [("ipc", 32), ("ipc", 256), ("udp", 32), ("udp", 256)] {
+    for (transport, size) in [
+        (Scheme::Ipc, 32),
+        (Scheme::Ipc, 256),
+        (Scheme::Udp, 32),
+        (Scheme::Udp, 256),
+    ] {
         let cfg = ThroughputConfig {
-            transport: transport.into(),
+            transport,
             size,
             seconds: 2.0,
             count: None,

@@ -5,7 +5,7 @@ use super::Session;
 use crate::output::{Printer, ResultLine};
 use crate::throughput::{ThroughputConfig, ThroughputResult};
 use crate::{round3, BenchError};
-use peregrine::SlowSubscriberPolicy;
+use peregrine::{Scheme, SlowSubscriberPolicy};
 use peregrine_report::model::{Cell, Scenario};
 
 /// `bench throughput`: runs, prints and records one throughput cell.
@@ -21,7 +21,7 @@ pub fn publish_role(cfg: &ThroughputConfig, json: bool) -> Result<(), BenchError
     let (sent, refused, rate) = crate::throughput::publish_role(cfg)?;
     let line = ResultLine {
         kind: "throughput-pub",
-        transport: cfg.transport.clone(),
+        transport: cfg.transport.name().to_string(),
         size_bytes: cfg.size,
         samples: sent,
         msgs_per_s: Some(rate),
@@ -52,7 +52,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     let mut cell = Cell {
         id: format!("throughput-{}-{}B", cfg.transport, cfg.size),
         scenario: Some(Scenario::Throughput),
-        transport: cfg.transport.clone(),
+        transport: cfg.transport.name().to_string(),
         size_bytes: cfg.size,
         rate_achieved_msgs_per_s: Some(r.delivered_msgs_per_s()),
         sent: r.sent,
@@ -72,7 +72,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     if let Some(c) = cfg.cpus.filter(|_| cfg.subscribers == 1) {
         d.set("cpus", c.to_arg());
     }
-    if matches!(cfg.transport.as_str(), "udp" | "mcast") {
+    if matches!(cfg.transport, Scheme::Udp | Scheme::Mcast) {
         let sum = |f: fn(&crate::throughput::SubscriberReport) -> u64| -> u64 {
             r.subscribers.iter().map(f).sum()
         };

@@ -7,7 +7,7 @@ use crate::flags::bench::{
     ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
 };
 use anyhow::{bail, Context as _, Result};
-use peregrine::IdleKind;
+use peregrine::{IdleKind, Scheme};
 use peregrine_bench::floor::{FloorConfig, FloorPong};
 use peregrine_bench::load::Method;
 use peregrine_bench::pingpong::PingPongConfig;
@@ -87,7 +87,7 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
     let role = a.common.role;
     let cfg = PingPongConfig {
-        transport: a.transport.clone(),
+        transport: a.transport,
         size: a.size,
         count: a.count,
         warmup: a.warmup,
@@ -103,7 +103,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         pong_uri: a.pong_uri.clone(),
     };
     peregrine_bench::pingpong::validate(&cfg)?;
-    let net = cfg.transport != "ipc";
+    let net = cfg.transport != Scheme::Ipc;
     if role == Some(Role::Ping) && !net && a.common.name.is_none() {
         bail!("--role ping needs --name NAME, the same as the pong side's");
     }
@@ -151,7 +151,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
 fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
     let cfg = ThroughputConfig {
-        transport: a.transport.clone(),
+        transport: a.transport,
         size: a.size,
         seconds: a.seconds,
         count: a.count,
@@ -189,7 +189,7 @@ fn load(a: LoadArgs) -> Result<peregrine_bench::load::LoadConfig> {
         cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
         idle: a.idle,
     };
-    let mut cfg = pacing.cell(&a.transport, a.size, a.rate, Method::Pings);
+    let mut cfg = pacing.cell(a.transport, a.size, a.rate, Method::Pings);
     cfg.uri = a.uri;
     peregrine_bench::load::validate(&cfg)?;
     Ok(cfg)

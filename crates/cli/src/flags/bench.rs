@@ -2,7 +2,7 @@
 
 use super::values;
 use clap::{Args, Subcommand, ValueEnum};
-use peregrine::{IdleKind, SlowSubscriberPolicy};
+use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
 use peregrine_bench::CpuPair;
 use std::path::PathBuf;
 
@@ -62,8 +62,8 @@ pub struct ResolverTrafficArgs {
 #[derive(Args, Debug)]
 pub struct LoadArgs {
     /// Transport: ipc, udp, mcast or tcp (loopback unless --uri says otherwise).
-    #[arg(long, default_value = "ipc")]
-    pub transport: String,
+    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
+    pub transport: Scheme,
     /// The load stream's URI (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,
@@ -93,8 +93,8 @@ pub struct LoadArgs {
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// Transports, comma-separated: ipc, udp, mcast, tcp.
-    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
-    pub transports: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp", value_parser = values::parse_scheme)]
+    pub transports: Vec<Scheme>,
     /// Message sizes in bytes, comma-separated.
     #[arg(
         long,
@@ -122,8 +122,8 @@ pub struct SweepArgs {
 #[derive(Args, Debug)]
 pub struct MaxArgs {
     /// Transports, comma-separated: ipc, udp, mcast, tcp.
-    #[arg(long, value_delimiter = ',', default_value = "ipc,udp")]
-    pub transports: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "ipc,udp", value_parser = values::parse_scheme)]
+    pub transports: Vec<Scheme>,
     /// Message sizes in bytes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "32,256,1024")]
     pub sizes: Vec<usize>,
@@ -151,8 +151,8 @@ pub struct LatencyArgs {
     #[arg(long)]
     pub embedded: bool,
     /// Transport: ipc, udp, mcast or tcp.
-    #[arg(long, default_value = "ipc")]
-    pub transport: String,
+    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
+    pub transport: Scheme,
     /// Message size in bytes (at least 16).
     #[arg(long, default_value_t = 64)]
     pub size: usize,
@@ -210,8 +210,8 @@ pub struct FloorArgs {
 pub struct PingPongArgs {
     /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --ping-uri and
     /// --pong-uri say otherwise).
-    #[arg(long, default_value = "ipc")]
-    pub transport: String,
+    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
+    pub transport: Scheme,
     /// URI of the ping stream (ping side publishes, pong side subscribes), e.g.
     /// udp://10.0.0.1:40001: for two hosts, give the same --ping-uri and --pong-uri to both
     /// sides. `mode=urgent` is added unless the URI names a mode.
@@ -250,8 +250,8 @@ pub struct PingPongArgs {
 #[derive(Args, Debug)]
 pub struct ThroughputArgs {
     /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says otherwise).
-    #[arg(long, default_value = "ipc")]
-    pub transport: String,
+    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
+    pub transport: Scheme,
     /// The stream's URI, for sides started by hand or on two hosts (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,

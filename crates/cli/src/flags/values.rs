@@ -1,6 +1,6 @@
 //! Parsers of single flag values: each rejection names the value and what is accepted.
 
-use peregrine::{IdleKind, SlowSubscriberPolicy};
+use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
 use peregrine_bench::CpuPair;
 
 /// `100000`, `100k`, `1.5m`, `2M`: messages per second.
@@ -18,6 +18,12 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
             "'{s}' is not a rate: give messages per second from 1 to 1g, with an optional k or m, for example 100k or 1.5m"
         )),
     }
+}
+
+/// A transport: `ipc`, `udp`, `mcast` or `tcp`.
+pub fn parse_scheme(s: &str) -> Result<Scheme, String> {
+    s.parse::<Scheme>()
+        .map_err(|_| format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp"))
 }
 
 pub fn parse_cpus(s: &str) -> Result<CpuPair, String> {
