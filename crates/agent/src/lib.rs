@@ -142,7 +142,7 @@ impl IdleStrategy for Backoff {
     }
 }
 
-/// Block on the [`Wake`] source: no CPU while idle, a wake-up costs a futex or epoll round
+/// Block on the [`Wake`] source: no CPU while idle, a wake-up costs a futex or `poll(2)` round
 /// (about 30 us across cores on a KVM guest).
 #[derive(Debug, Clone, Copy)]
 pub struct Blocking {

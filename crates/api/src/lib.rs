@@ -6,8 +6,9 @@
 //! expression), or on a transport given by URI ([`Context::publisher`],
 //! [`Context::subscriber`]; `ipc://NAME` for shared memory on one host).
 //!
-//! No thread is started for you: your own `offer` and `poll` calls move the data, and an
-//! [`IdleKind`] decides what [`Subscriber::idle`] does when a poll found nothing.
+//! No thread is in the data path: your own `offer` and `poll` calls move the data, and an
+//! [`IdleKind`] decides what [`Subscriber::idle`] does when a poll found nothing. (Publishing or
+//! subscribing by topic name starts one resolver thread per context, which never touches data.)
 //!
 //! ```
 //! use peregrine::{Context, IdleKind};

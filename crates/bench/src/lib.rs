@@ -1,7 +1,7 @@
 //! Peregrine's benchmark harness.
 //!
 //! Every scenario runs the same library code users run, in separate processes pinned to CPUs,
-//! and reports the seeds' columns (shared/seeds/): samples, Min, Avg, Median, 99th, 99.9th,
+//! and reports the columns of the reports it follows (docs/benchmarks.md): samples, Min, Avg, Median, 99th, 99.9th,
 //! 99.99th, Max and Std Dev, as a table in microseconds and as JSON lines in nanoseconds.
 //!
 //! - [`floor`]: the machine's own floor, a cache-line ping-pong between two processes.

@@ -1,7 +1,8 @@
 //! The load generator's rate algorithm, sans-I/O: it takes `now_ns` and says how many messages
 //! to send and how long to sleep. The driver ([`crate::load`]) owns the clock and the sockets.
 //!
-//! The algorithm is Ultra Messaging lbmpubload's (shared/seeds/001, Appendix), exactly:
+//! The algorithm is Ultra Messaging lbmpubload's (the UM report's appendix, docs/benchmarks.md),
+//! exactly:
 //! 1. the outer loop wakes up;
 //! 2. it reads the clock and computes, from the start time and the rate, how many messages
 //!    should have been sent by now;

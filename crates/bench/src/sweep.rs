@@ -6,7 +6,7 @@
 //! maximum sustainable rate doubles a rate while it holds, then halves the interval between
 //! the highest rate that held and the lowest that did not ([`search_max`]).
 
-/// The default sizes and rates (shared/DESIGN.md section 6).
+/// The default sizes and rates (docs/benchmarks.md, the sweep).
 pub const DEFAULT_SIZES: [usize; 7] = [32, 128, 256, 512, 1024, 1472, 2048];
 pub const DEFAULT_RATES: [f64; 7] = [
     10_000.0,

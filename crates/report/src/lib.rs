@@ -2,21 +2,22 @@
 //! from it by [`render`]: `report.txt`, `charts/*.{svg,png}` and one self-contained
 //! `report.html`.
 //!
-//! Each table and chart follows one of the reports in `shared/seeds/`:
+//! Each table and chart follows one of the four reports listed in `docs/benchmarks.md` (the
+//! UM, sockperf, STAC RMDS and Reflex reports):
 //!
 //! | output | follows |
 //! | --- | --- |
-//! | text "Ping-pong latency (half round trip)" | seed 002 (sockperf) and 004 (Reflex): RTT / 2, with a ratio to the machine's own floor (DESIGN.md section 6) |
-//! | text "Full Results", per transport and size, `32B/100K` rows, "CPU-bound after N msgs/sec" | seed 001 (Ultra Messaging), Full Results |
-//! | text "Corrected for coordinated omission" | DESIGN.md section 6: load latency from the scheduled send time |
-//! | text "Maximum sustainable throughput" | seed 001, per-transport single-threaded message rates |
-//! | text "One-way latency from embedded timestamps" | seed 003 (STAC RMDS), Table 2 |
-//! | text "Throughput" | seed 002, throughput runs |
-//! | chart `latency_vs_size` (Avg and 99.9th) | seed 001, "Latency Versus Message Size" |
-//! | chart `latency_vs_rate` (Avg and 99.9th) | seed 001, "Latency Versus Message Rate" |
-//! | charts `stddev_<transport>` (bars by size and rate, blank when not sustained) | seed 001, "Standard Deviation (Jitter)" |
-//! | chart `boxplot` (centre = mean, box = quartiles, whiskers = 1st and 99th percentiles) | seed 004 |
-//! | chart `embedded` (mean and std dev vs update rate) | seed 003, Figures 3-2 and 3-3 |
+//! | text "Ping-pong latency (half round trip)" | the sockperf and Reflex reports: RTT / 2, with a ratio to the machine's own floor |
+//! | text "Full Results", per transport and size, `32B/100K` rows, "CPU-bound after N msgs/sec" | the UM report, Full Results |
+//! | text "Corrected for coordinated omission" | load latency from the scheduled send time (docs/benchmarks.md) |
+//! | text "Maximum sustainable throughput" | the UM report, per-transport single-threaded message rates |
+//! | text "One-way latency from embedded timestamps" | the STAC RMDS report, Table 2 |
+//! | text "Throughput" | the sockperf report, throughput runs |
+//! | chart `latency_vs_size` (Avg and 99.9th) | the UM report, "Latency Versus Message Size" |
+//! | chart `latency_vs_rate` (Avg and 99.9th) | the UM report, "Latency Versus Message Rate" |
+//! | charts `stddev_<transport>` (bars by size and rate, blank when not sustained) | the UM report, "Standard Deviation (Jitter)" |
+//! | chart `boxplot` (centre = mean, box = quartiles, whiskers = 1st and 99th percentiles) | the Reflex report |
+//! | chart `embedded` (mean and std dev vs update rate) | the STAC RMDS report, Figures 3-2 and 3-3 |
 //!
 //! Latencies are shown in microseconds with two decimals; the model keeps nanoseconds.
 #![deny(unsafe_code)]
