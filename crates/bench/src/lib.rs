@@ -123,50 +123,50 @@ pub fn cpu_seconds_self() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
-/// Settings the helper specs carry by name (the library's enums know no serde).
+/// A setting the helper specs carry by its name (the library's enums know no serde).
+pub(crate) trait ByName: Sized {
+    fn name(&self) -> &'static str;
+    fn from_name(name: &str) -> Result<Self, String>;
+}
+
+impl ByName for peregrine::IdleKind {
+    fn name(&self) -> &'static str {
+        peregrine::IdleKind::name(*self)
+    }
+    fn from_name(name: &str) -> Result<Self, String> {
+        name.parse()
+            .map_err(|e: peregrine_agent::UnknownIdleKind| e.to_string())
+    }
+}
+
+impl ByName for peregrine::Scheme {
+    fn name(&self) -> &'static str {
+        peregrine::Scheme::name(*self)
+    }
+    fn from_name(name: &str) -> Result<Self, String> {
+        name.parse()
+            .map_err(|e: peregrine::UnknownScheme| e.to_string())
+    }
+}
+
+impl ByName for peregrine::SlowSubscriberPolicy {
+    fn name(&self) -> &'static str {
+        peregrine::SlowSubscriberPolicy::name(*self)
+    }
+    fn from_name(name: &str) -> Result<Self, String> {
+        parse_policy(name)
+    }
+}
+
+/// `#[serde(with = "crate::by_name")]`: a [`ByName`] setting as its name.
 pub(crate) mod by_name {
-    /// An [`IdleKind`](peregrine::IdleKind) as its name: `spin`, `yield`, `backoff`, `block`.
-    pub mod idle {
-        use peregrine::IdleKind;
-        use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serializer};
 
-        pub fn serialize<S: Serializer>(k: &IdleKind, s: S) -> Result<S::Ok, S::Error> {
-            s.serialize_str(k.name())
-        }
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IdleKind, D::Error> {
-            let name = String::deserialize(d)?;
-            name.parse().map_err(serde::de::Error::custom)
-        }
+    pub fn serialize<T: super::ByName, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
     }
-
-    /// A [`Scheme`](peregrine::Scheme) (a transport) as its name: `ipc`, `udp`, `mcast`, `tcp`.
-    pub mod scheme {
-        use peregrine::Scheme;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(t: &Scheme, s: S) -> Result<S::Ok, S::Error> {
-            s.serialize_str(t.name())
-        }
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
-            let name = String::deserialize(d)?;
-            name.parse().map_err(serde::de::Error::custom)
-        }
-    }
-
-    /// A [`SlowSubscriberPolicy`](peregrine::SlowSubscriberPolicy) as its name.
-    pub mod policy {
-        use peregrine::SlowSubscriberPolicy;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(p: &SlowSubscriberPolicy, s: S) -> Result<S::Ok, S::Error> {
-            s.serialize_str(p.name())
-        }
-        pub fn deserialize<'de, D: Deserializer<'de>>(
-            d: D,
-        ) -> Result<SlowSubscriberPolicy, D::Error> {
-            let name = String::deserialize(d)?;
-            crate::parse_policy(&name).map_err(serde::de::Error::custom)
-        }
+    pub fn deserialize<'de, T: super::ByName, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        T::from_name(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 

@@ -55,7 +55,7 @@ pub enum Method {
 /// Settings of a load run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoadConfig {
-    #[serde(with = "crate::by_name::scheme")]
+    #[serde(with = "crate::by_name")]
     pub transport: Scheme,
     pub size: usize,
     pub rate_msgs_per_s: f64,
@@ -66,7 +66,7 @@ pub struct LoadConfig {
     pub warmup_seconds: f64,
     pub cpus: CpuPair,
     /// What the subscriber does when there is nothing to read.
-    #[serde(with = "crate::by_name::idle")]
+    #[serde(with = "crate::by_name")]
     pub idle: IdleKind,
     pub method: Method,
     pub name: String,

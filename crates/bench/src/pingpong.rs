@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 /// Settings of a ping-pong run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PingPongConfig {
-    #[serde(with = "crate::by_name::scheme")]
+    #[serde(with = "crate::by_name")]
     pub transport: Scheme,
     pub size: usize,
     pub count: u64,
     pub warmup: u64,
     pub cpus: CpuPair,
-    #[serde(with = "crate::by_name::idle")]
+    #[serde(with = "crate::by_name")]
     pub idle: IdleKind,
     /// Base of the two segment names (`NAME-ping`, `NAME-pong`).
     pub name: String,

@@ -45,7 +45,7 @@ const STOP_TRIES: u32 = 5;
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RawConfig {
     /// `udp`, `mcast` or `tcp`.
-    #[serde(with = "crate::by_name::scheme")]
+    #[serde(with = "crate::by_name")]
     pub transport: Scheme,
     pub size: usize,
     pub count: u64,

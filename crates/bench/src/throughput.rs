@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// Settings of a throughput run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ThroughputConfig {
-    #[serde(with = "crate::by_name::scheme")]
+    #[serde(with = "crate::by_name")]
     pub transport: Scheme,
     pub size: usize,
     /// Publish for this long, unless `count` is set.
@@ -20,7 +20,7 @@ pub struct ThroughputConfig {
     /// Publish exactly this many messages.
     pub count: Option<u64>,
     pub subscribers: u32,
-    #[serde(with = "crate::by_name::policy")]
+    #[serde(with = "crate::by_name")]
     pub policy: SlowSubscriberPolicy,
     /// Log capacity in bytes (a power of two).
     pub capacity: u64,
@@ -29,7 +29,7 @@ pub struct ThroughputConfig {
     pub name: String,
     pub connect_timeout: Duration,
     /// What subscribers do when there is nothing to read.
-    #[serde(with = "crate::by_name::idle")]
+    #[serde(with = "crate::by_name")]
     pub idle: IdleKind,
     /// The stream's URI (default: from `transport` and `name`, on loopback).
     pub uri: Option<String>,
