@@ -41,7 +41,10 @@ pub fn program(name: &str, install: &str) -> Option<PathBuf> {
     match find_program(name) {
         Some(p) => Some(p),
         None => {
-            skip(&format!("{name} not installed ({install})"));
+            skip(
+                &format!("{name} not installed ({install})"),
+                ".ci/run installs it",
+            );
             None
         }
     }
@@ -64,10 +67,13 @@ pub fn root(why: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    skip(&format!(
-        "needs root ({why}); running as uid {}",
-        rustix::process::geteuid().as_raw()
-    ));
+    skip(
+        &format!(
+            "needs root ({why}); running as uid {}",
+            rustix::process::geteuid().as_raw()
+        ),
+        ".ci/run runs as root",
+    );
     false
 }
 
@@ -83,23 +89,29 @@ pub fn root_with_netns() -> bool {
     match Command::new("ip").args(["netns", "list"]).output() {
         Ok(o) if o.status.success() => true,
         Ok(o) => {
-            skip(&format!(
-                "`ip netns list` failed: {} (network namespaces are not available here)",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
+            skip(
+                &format!(
+                    "`ip netns list` failed: {} (network namespaces are not available here)",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                ".ci/run needs them",
+            );
             false
         }
         Err(e) => {
-            skip(&format!("cannot run `ip netns list`: {e}"));
+            skip(
+                &format!("cannot run `ip netns list`: {e}"),
+                ".ci/run needs it",
+            );
             false
         }
     }
 }
 
-/// Says the current test is skipped because `what` is missing: one line straight to the
-/// terminal (cargo's capture holds back only `print!`/`eprint!`), or a panic under
-/// [`REQUIRE_TOOLS_VAR`].
-pub fn skip(what: &str) {
+/// Says the current test is skipped because `what` is missing (`ci`: how CI has it): one line
+/// straight to the terminal (cargo's capture holds back only `print!`/`eprint!`), or a panic
+/// under [`REQUIRE_TOOLS_VAR`].
+pub fn skip(what: &str, ci: &str) {
     let test = std::thread::current()
         .name()
         .unwrap_or("a test")
@@ -109,7 +121,7 @@ pub fn skip(what: &str) {
             "{test}: {what}; {REQUIRE_TOOLS_VAR}=1 (set by .ci/run) makes a missing tool a failure"
         );
     }
-    let line = format!("skipped {test}: {what}; .ci/run installs it\n");
+    let line = format!("skipped {test}: {what}; {ci}\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
