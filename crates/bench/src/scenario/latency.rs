@@ -42,13 +42,10 @@ impl PingPongPlan {
         if net && (self.raw_only || self.floor) {
             crate::raw::validate(&self.raw_config())?;
         }
-        if self.compare_sockperf {
-            if crate::sockperf::available().is_none() {
-                return Err(BenchError::Config(
-                    "--compare sockperf needs the sockperf program: install it with `apt-get install sockperf`".into(),
-                ));
-            }
-            crate::sockperf::validate(&self.sockperf_config(0))?;
+        if self.compare_sockperf && crate::sockperf::available().is_none() {
+            return Err(BenchError::Config(
+                "--compare sockperf needs the sockperf program: install it with `apt-get install sockperf`".into(),
+            ));
         }
         Ok(())
     }
@@ -117,9 +114,14 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
         raw(&plan.raw_config(), s)?;
         return Ok(());
     }
-    // sockperf's port is found before anything runs, so a failure shows before measuring.
+    // sockperf's settings (and a free port) are checked before anything runs, so a failure
+    // shows before measuring.
     let sockperf = match plan.compare_sockperf {
-        true => Some(plan.sockperf_config(crate::sockperf::free_port(cfg.transport)?)),
+        true => {
+            let sc = plan.sockperf_config(crate::sockperf::free_port(cfg.transport)?);
+            crate::sockperf::validate(&sc)?;
+            Some(sc)
+        }
         false => None,
     };
     let floor = match (plan.floor, cfg.transport == Scheme::Ipc) {
