@@ -87,6 +87,14 @@ impl CpuPair {
         if !allowed.contains(&a) || !allowed.contains(&b) {
             return Err(bad());
         }
+        if a == b {
+            // Both sides spinning on one CPU measure the scheduler, not the machine.
+            return Err(BenchError::Config(format!(
+                "--cpus {text} is not accepted: the two sides need two different CPUs (both busy-poll), for example --cpus {},{}",
+                allowed.first().unwrap_or(&0),
+                allowed.get(1).unwrap_or(&1)
+            )));
+        }
         Ok(CpuPair { a, b })
     }
 

@@ -362,6 +362,10 @@ fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
             &["zero", "two CPU numbers"],
         ),
         (
+            &["bench", "pingpong", "--cpus", "0,0"],
+            &["0,0", "two different CPUs"],
+        ),
+        (
             &["bench", "pingpong", "--idle", "busy"],
             &["'busy'", "spin, yield, backoff, block"],
         ),
