@@ -428,6 +428,15 @@ impl Publisher {
             PublisherInner::Multi(p) => p.counters(),
         }
     }
+    /// How many shared-memory segments left by dead publishers (and leftovers of interrupted
+    /// creations) this publisher removed from the segment directory when it was created.
+    pub fn stale_segments_removed(&self) -> usize {
+        match &self.inner {
+            PublisherInner::One(AnyPublisher::Ipc(p)) => p.stale_segments_removed(),
+            PublisherInner::One(_) => 0,
+            PublisherInner::Multi(p) => p.stale_segments_removed(),
+        }
+    }
 
     /// Ends the session: sends what is batched and tells subscribers the stream ended (on UDP
     /// and multicast after lingering, answering NAKs, until every subscriber confirmed the last

@@ -365,6 +365,12 @@ impl MultiPublisher {
         self.session_id
     }
 
+    pub(crate) fn stale_segments_removed(&self) -> usize {
+        self.ipc
+            .as_ref()
+            .map_or(0, IpcPublisher::stale_segments_removed)
+    }
+
     /// Messages are counted once (the shared-memory side when there is one); the network's
     /// retransmission and NAK counters are added.
     pub(crate) fn counters(&self) -> PublisherCounters {
@@ -483,11 +489,15 @@ impl MultiSubscriber {
 
     fn open_leg(&self, uri: &str, topic: &str) -> Result<AnySubscriber, OpenError> {
         let mut parsed = Uri::parse(uri)?;
-        // A shared-memory subscriber takes its settings from the segment; the network ones
-        // take this context's defaults.
-        if parsed.scheme != Scheme::Ipc {
-            parsed = Uri::parse(&self.config.apply(uri)?)?;
-        }
+        // A shared-memory subscriber takes its settings from the segment, but whose segments
+        // it may read (`group=`) only from this context's configuration: never from an
+        // advertisement, which any process can send. The network ones take this context's
+        // defaults.
+        parsed = if parsed.scheme == Scheme::Ipc {
+            Uri::parse(&self.config.apply(&format!("ipc://{}", parsed.address))?)?
+        } else {
+            Uri::parse(&self.config.apply(uri)?)?
+        };
         let stream_id = peregrine_proto::resolver::stream_id_of(topic);
         AnySubscriber::open(&parsed, topic, stream_id, self.blocking)
     }

@@ -111,9 +111,16 @@ fn io_err(op: &'static str, path: &Path, e: impl Into<io::Error>) -> OpenError {
     }
 }
 
-/// The kind and permission bits of a `st_mode`.
-fn kind_and_mode(st_mode: u32) -> (FileType, u32) {
-    (FileType::from_raw_mode(st_mode as _), st_mode & 0o7777)
+/// The kind, permission bits, owner and group of a `stat` (whose field types vary by target).
+#[allow(clippy::unnecessary_cast)]
+fn kind_and_mode(st: &rustix::fs::Stat) -> (FileType, u32, u32, u32) {
+    let mode = st.st_mode as u32;
+    (
+        FileType::from_raw_mode(mode as _),
+        mode & 0o7777,
+        st.st_uid as u32,
+        st.st_gid as u32,
+    )
 }
 
 impl SegmentDir {
@@ -157,7 +164,12 @@ impl SegmentDir {
             Mode::empty(),
         ) {
             Ok(fd) => fd,
-            Err(Errno::LOOP) => {
+            // With O_DIRECTORY, a link gives ENOTDIR rather than ELOOP: tell them apart.
+            Err(Errno::LOOP | Errno::NOTDIR)
+                if rustix::fs::statat(&base_fd, &name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
+                    |st| kind_and_mode(&st).0 == FileType::Symlink,
+                ) =>
+            {
                 return Err(dir_err(format!(
                     "it is a symbolic link, and segment directories are never followed through links (someone may be redirecting your segments): remove it (rm {})",
                     path.display()
@@ -181,20 +193,17 @@ impl SegmentDir {
                 .map_err(|e| io_err("chmod the directory", &path, e))?;
         }
         let st = rustix::fs::fstat(&fd).map_err(|e| io_err("stat the directory", &path, e))?;
-        let (_, mode) = kind_and_mode(st.st_mode as u32);
+        let (_, mode, uid, gid_of_dir) = kind_and_mode(&st);
         match spec.group {
-            None if st.st_uid as u32 != euid => {
+            None if uid != euid => {
                 return Err(dir_err(format!(
-                    "it belongs to uid {}, not to you (uid {euid}): another user made it, maybe to read or replace your segments; have root remove it (rm -r {}), or set {SHM_DIR_VAR} to another base",
-                    st.st_uid,
+                    "it belongs to uid {uid}, not to you (uid {euid}): another user made it, maybe to read or replace your segments; have root remove it (rm -r {}), or set {SHM_DIR_VAR} to another base",
                     path.display()
                 )))
             }
-            Some(gid) if st.st_gid as u32 != gid => {
+            Some(gid) if gid_of_dir != gid => {
                 return Err(dir_err(format!(
-                    "its group is {}, not {gid}: have its owner (uid {}) or root fix it (chgrp {gid} {}) or remove it",
-                    st.st_gid,
-                    st.st_uid,
+                    "its group is {gid_of_dir}, not {gid}: have its owner (uid {uid}) or root fix it (chgrp {gid} {}) or remove it",
                     path.display()
                 )))
             }
@@ -290,11 +299,11 @@ impl SegmentDir {
             Err(e) => return Err(io_err("open", &path, e)),
         };
         let st = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &path, e))?;
-        let (kind, _) = kind_and_mode(st.st_mode as u32);
+        let (kind, _, uid, gid) = kind_and_mode(&st);
         if kind != FileType::RegularFile {
             return Err(refused(format!("it is not a regular file but a {kind:?}")));
         }
-        self.check_owner(&path, st.st_uid as u32, st.st_gid as u32)?;
+        self.check_owner(&path, uid, gid)?;
         Ok(Some(File::from(fd)))
     }
 

@@ -1023,3 +1023,106 @@ fn random_bytes_in_the_header_page_never_panic_or_hang_a_subscriber_or_the_next_
         assert!(publ.reclaimed_stale_segment(), "seed {seed}");
     }
 }
+
+/// `group=` shares a segment with a group instead of the user alone: a directory of the group
+/// (mode 0770), segments mode 0660 of that group; a subscriber attaches to them only when it
+/// names the group too (it never looks there otherwise), and refuses a file of another group.
+#[test]
+fn a_group_named_by_both_sides_shares_its_segments_and_nothing_else() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let gid = rustix::process::getegid().as_raw();
+    let mut c = cfg("group", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    c.cfg.group = Some(gid);
+    let mut publ = IpcPublisher::create(&c, "group", 1).unwrap();
+    let dir = c.base.0.join(format!("peregrine-group-{gid}"));
+    let file = dir.join(&c.name);
+    assert_eq!(publ.path(), file);
+    let (d, f) = (
+        std::fs::metadata(&dir).unwrap(),
+        std::fs::metadata(&file).unwrap(),
+    );
+    assert_eq!((d.permissions().mode() & 0o7777, d.gid()), (0o770, gid));
+    assert_eq!((f.permissions().mode() & 0o777, f.gid()), (0o660, gid));
+    // Without group=, a subscriber looks in the user's own directory: nothing there.
+    let mut mine_only = c.clone();
+    mine_only.cfg.group = None;
+    let mut alone = IpcSubscriber::new(&mine_only, "group", false).unwrap();
+    let mut shared = IpcSubscriber::new(&c, "group", false).unwrap();
+    publ.offer(b"to the group").unwrap();
+    assert_eq!(
+        drain(&mut shared, 1, 3),
+        vec![(0, b"to the group".to_vec())]
+    );
+    assert!(drain(&mut alone, 1, 3).is_empty() && !alone.is_connected());
+    // Group names resolve; unknown ones are refused naming the fix.
+    let uri = |t: &str| IpcConfig::from_uri(&crate::uri::Uri::parse(t).unwrap());
+    assert_eq!(uri("ipc://x?group=root").unwrap().group, Some(0));
+    let e = uri("ipc://x?group=pgr-no-such-group")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such group"), "{e}");
+    if rustix::process::geteuid().is_root() {
+        // A file of another group in the group's directory (only root could put it there).
+        let planted = c.sibling("planted");
+        std::fs::write(dir.join(&planted.name), vec![0u8; PAGE]).unwrap();
+        std::os::unix::fs::chown(dir.join(&planted.name), None, Some(gid + 1)).unwrap();
+        let e = IpcSubscriber::new(&planted, "group", false).unwrap_err();
+        assert!(e.to_string().contains("not the configured group"), "{e}");
+    } else {
+        // A group this user is not in is refused, naming the fix.
+        let groups = rustix::process::getgroups().unwrap();
+        let other = (1..60_000)
+            .find(|g| *g != gid && !groups.iter().any(|m| m.as_raw() == *g))
+            .unwrap();
+        let mut c2 = c.sibling("nonmember");
+        c2.cfg.group = Some(other);
+        let e = IpcPublisher::create(&c2, "x", 1).unwrap_err().to_string();
+        assert!(e.contains("not a member of group"), "{e}");
+    }
+}
+
+/// Issue 14: a subscriber attached to a segment of another user. In the user's own directory
+/// (where only root could put it), another user's file is refused, naming its owner. (The
+/// attack by a real second user is in crates/cli/tests/shm_security.rs.)
+#[test]
+fn a_subscriber_refuses_a_segment_owned_by_another_user() {
+    if !peregrine_testkit::root("it gives a segment to another user") {
+        return;
+    }
+    let c = cfg("owner", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let publ = IpcPublisher::create(&c, "owner", 1).unwrap();
+    std::os::unix::fs::chown(c.file(), Some(65534), None).unwrap();
+    let e = IpcSubscriber::new(&c, "owner", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("belongs to uid 65534") && e.contains(&c.file().display().to_string()),
+        "{e}"
+    );
+    drop(publ);
+}
+
+/// The directory's checks: created 0700; one with another mode, or a link in its place, is
+/// refused naming the fix (nothing is made through the link).
+#[test]
+fn the_user_directory_is_made_0700_and_one_with_another_mode_or_a_link_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cfg("dirs", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let publ = IpcPublisher::create(&c, "dirs", 1).unwrap();
+    let dir = c.base.user_dir();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir), 0o700);
+    drop(publ);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = IpcPublisher::create(&c, "dirs", 1).unwrap_err().to_string();
+    assert!(e.contains("mode is 0755") && e.contains("chmod 700"), "{e}");
+    std::fs::remove_dir(&dir).unwrap();
+    let elsewhere = c.base.0.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+    let e = IpcSubscriber::new(&c, "dirs", false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
