@@ -51,15 +51,23 @@ impl Base {
     fn mine(&self) -> PathBuf {
         self.0.join(format!("peregrine-{}", euid()))
     }
-    /// The files in this user's segment directory.
-    fn my_files(&self) -> Vec<String> {
-        std::fs::read_dir(self.mine())
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// The segment files of this user: in its directory, and (so that these tests show the
+    /// attacks on a build from before issue 14, see `PEREGRINE_TEST_EXE`) regular files
+    /// `peregrine-NAME` directly in the base, where segments were kept then.
+    fn my_files(&self) -> Vec<PathBuf> {
+        let list = |d: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(d)
+                .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+                .unwrap_or_default()
+        };
+        let old_layout = list(&self.0).into_iter().filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("peregrine-")
+                && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
+        });
+        list(&self.mine()).into_iter().chain(old_layout).collect()
     }
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(exe());
@@ -278,7 +286,7 @@ fn truncating_a_live_segment_is_an_error_naming_it_not_a_sigbus() {
     assert!(sub.wait_line("[sub "), "a rate line: messages flow");
     let files = base.my_files();
     assert_eq!(files.len(), 1, "{files:?}");
-    let segment = base.mine().join(&files[0]);
+    let segment = files[0].clone();
     std::fs::OpenOptions::new()
         .write(true)
         .open(&segment)

@@ -1,21 +1,5 @@
 //! Creating, opening, validating and reclaiming shared-memory segments.
 //!
-//! A segment is a file `peregrine-NAME` in the shared-memory directory (`/dev/shm`, or
-//! `$PEREGRINE_SHM_DIR`), mode 0600, mapped shared by the publisher and its subscribers. The
-//! publisher holds an exclusive `flock` on it for as long as it lives; the kernel drops the lock
-//! when the process dies, however it dies. So:
-//! - a new publisher that can take a shared lock of an existing segment knows its owner is
-//!   dead, and replaces it atomically (`rename` of a fully initialised file over the old name);
-//!   creators take turns (an exclusive `flock` on the directory), so no two reclaim at once;
-//! - a subscriber that can take a shared lock knows the publisher is gone (and a reclaim in
-//!   progress, holding only a shared lock, does not make a dead segment look alive).
-//!
-//! A segment only becomes visible under its name once it is completely initialised (it is built
-//! under a temporary name and then `link`ed or `rename`d into place), so an opener never sees a
-//! half-written descriptor.
-
-//! Creating, opening, validating and reclaiming shared-memory segments.
-//!
 //! A segment is a file `NAME` in the user's segment directory (`/dev/shm/peregrine-UID/`, mode
 //! 0700, see [`dir`](super::dir); `$PEREGRINE_SHM_DIR` replaces `/dev/shm`), mode 0600, mapped
 //! shared by the publisher and its subscribers. Only the user's own processes (and root) can

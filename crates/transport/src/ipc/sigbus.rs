@@ -5,7 +5,7 @@
 //! have it mapped, and the next access of the publisher or a subscriber would kill that process
 //! without a word. Checking the size before mapping does not help against a truncation after it.
 //!
-//! So every segment mapping is registered here ([`Mapping`]), and the handler, on a `SIGBUS`
+//! So every segment mapping is registered here (`Mapping`), and the handler, on a `SIGBUS`
 //! raised by the kernel for an address inside a registered mapping, maps anonymous zero pages
 //! over the rest of that mapping (`mmap` with `MAP_FIXED`), so that the access completes (it
 //! reads zeros, or writes into a private page), and flags the mapping as *damaged*. The cold
