@@ -635,7 +635,9 @@ impl MultiSubscriber {
             while let Some(ev) = leg.sub.next_event() {
                 if matches!(
                     ev,
-                    SubscriberEvent::PublisherClosed { .. } | SubscriberEvent::PublisherDied { .. }
+                    SubscriberEvent::PublisherClosed { .. }
+                        | SubscriberEvent::PublisherDied { .. }
+                        | SubscriberEvent::SegmentDamaged { .. }
                 ) {
                     leg.ended =
                         leg.sessions.is_empty() || Scheme::of_uri(&leg.uri) == Some(Scheme::Ipc);
