@@ -22,7 +22,7 @@ use peregrine_proto::resolver::{
     SourceInfo, SubscriptionId,
 };
 use peregrine_proto::resolverd::{keepalive, KEEPALIVE_INTERVAL_NS};
-use peregrine_transport::ipc::IpcPublisher;
+use peregrine_transport::ipc::{IpcConfig, IpcPublisher};
 use peregrine_transport::net::sys;
 use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
 use peregrine_transport::{
@@ -466,13 +466,27 @@ impl MultiSubscriber {
         }
     }
 
-    /// The URI to read `source` through: this host's shared memory when offered and allowed,
-    /// else the first network transport.
+    /// The URI to read `source` through: this host's shared memory when offered, allowed, and
+    /// readable by this process (the publisher's user, or a group this context's configuration
+    /// names as the publisher's does), else the first network transport.
     fn choose(&self, source: &SourceInfo) -> Option<String> {
         let settings = &self.handle.settings;
+        let my_group = self
+            .config
+            .apply("ipc://probe")
+            .ok()
+            .and_then(|u| IpcConfig::from_uri(&Uri::parse(&u).ok()?).ok())
+            .and_then(|c| c.group);
+        let me = peregrine_transport::ipc::dir::current_user().to_string();
+        let readable = |p: &Uri| match p.param("group") {
+            Some(g) => my_group.is_some() && my_group == peregrine_transport::ipc::dir::group_id(g),
+            None => my_group.is_none() && p.param("user").is_none_or(|u| u == me),
+        };
         let local = |u: &String| {
             Uri::parse(u).ok().is_some_and(|p| {
-                p.scheme == Scheme::Ipc && p.param("host").is_none_or(|h| h == self.handle.host_id)
+                p.scheme == Scheme::Ipc
+                    && p.param("host").is_none_or(|h| h == self.handle.host_id)
+                    && readable(&p)
             })
         };
         if settings.local_ipc || source.local {

@@ -503,3 +503,33 @@ fn a_squatted_or_linked_user_directory_is_refused_naming_the_owner_and_the_fix()
         "nothing was made through the link"
     );
 }
+
+/// With segments kept to their user, a subscriber by topic must not choose the shared memory
+/// of another user's publisher (it could not open it, and would wait for ever): it takes the
+/// network transport that publisher also offers. (Before issue 14 it read the other user's
+/// segment.)
+#[test]
+fn a_subscriber_by_topic_takes_the_network_from_another_users_publisher() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(other) =
+        peregrine_testkit::other_user(OTHER_USER, "it publishes by topic as a second user")
+    else {
+        return;
+    };
+    let base = Base::new("bytopic");
+    let t = topic("bytopic");
+    let mut sub = Proc::start(base.cmd(&["sub", &t, "--count", "20", "--seconds", "30"]));
+    assert!(sub.wait_line("subscribed to"));
+    let mut theirs = other.command(&exe());
+    theirs
+        .args(["pub", &t, "--rate", "200"])
+        .env("PEREGRINE_SHM_DIR", &base.0);
+    let theirs = Proc::start(theirs);
+    let o = sub.finish(Duration::from_secs(40));
+    theirs.signal(rustix::process::Signal::TERM);
+    drop(theirs.finish(Duration::from_secs(10)));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(out.contains("via udp://"), "{out}");
+    assert!(!out.contains("via ipc://"), "{out}");
+}

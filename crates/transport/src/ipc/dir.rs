@@ -52,6 +52,11 @@ pub struct DirSpec {
     pub group: Option<u32>,
 }
 
+/// The user whose segment directory this process uses (its effective user id).
+pub fn current_user() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// The base directory: `$PEREGRINE_SHM_DIR` if set (it must be an existing directory), else
 /// `/dev/shm`.
 pub fn base_dir() -> Result<PathBuf, OpenError> {

@@ -14,6 +14,7 @@
 //! | `capacity` | `16m` | log size in bytes, a power of two from `64k` to `4g` (suffixes k, m, g) |
 //! | `policy` | `backpressure` | `backpressure` or `overwrite` (DESIGN section 5) |
 //! | `max_subscribers` | `16` | 1 to 1024 |
+//! | `host`, `user` | none | written by topic resolution: the host and the user id of the publisher, so that subscribers elsewhere, or of another user, take a network transport instead |
 //! | `group` | none | a group name or id: share the segment with that group's members (directory `peregrine-group-GID`, mode 0770) instead of keeping it to the user; the publisher and its subscribers must all name it, and a subscriber only attaches to that group's segments |
 
 #![allow(unsafe_code)]
@@ -53,7 +54,14 @@ impl IpcConfig {
     pub const DEFAULT_CAPACITY: u64 = 16 << 20;
     pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
     /// The URI parameters `ipc://` accepts.
-    pub const KEYS: [&'static str; 5] = ["capacity", "policy", "max_subscribers", "host", "group"];
+    pub const KEYS: [&'static str; 6] = [
+        "capacity",
+        "policy",
+        "max_subscribers",
+        "host",
+        "group",
+        "user",
+    ];
 
     /// A default configuration for segment `name`.
     pub fn new(name: &str) -> Self {
@@ -125,6 +133,13 @@ impl IpcConfig {
                 )));
             }
             cfg.host = Some(v.to_string());
+        }
+        if let Some(v) = uri.param("user") {
+            v.parse::<u32>().map_err(|_| {
+                uri.error(format!(
+                    "user={v} is not accepted: a user id (topic resolution writes it)"
+                ))
+            })?;
         }
         if let Some(v) = uri.param("group") {
             cfg.group = Some(dir::group_id(v).ok_or_else(|| {
