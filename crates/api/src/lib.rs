@@ -143,8 +143,11 @@ impl Context {
             match publisher {
                 AnyPublisher::Ipc(p) => {
                     ipc = Some(p);
-                    // Subscribers on other hosts must not try to map it.
-                    uris.push(with_param(&uri, "host", &handle.host_id));
+                    // Subscribers on other hosts, or of other users (who cannot open it: it
+                    // is in this user's directory), must not try to map it.
+                    let uri = with_param(&uri, "host", &handle.host_id);
+                    let user = peregrine_transport::ipc::dir::current_user().to_string();
+                    uris.push(with_param(&uri, "user", &user));
                 }
                 p @ (AnyPublisher::Udp(_) | AnyPublisher::Tcp(_)) => {
                     net = Some(p);
@@ -426,6 +429,15 @@ impl Publisher {
         match &self.inner {
             PublisherInner::One(p) => p.counters(),
             PublisherInner::Multi(p) => p.counters(),
+        }
+    }
+    /// How many shared-memory segments left by dead publishers (and leftovers of interrupted
+    /// creations) this publisher removed from the segment directory when it was created.
+    pub fn stale_segments_removed(&self) -> usize {
+        match &self.inner {
+            PublisherInner::One(AnyPublisher::Ipc(p)) => p.stale_segments_removed(),
+            PublisherInner::One(_) => 0,
+            PublisherInner::Multi(p) => p.stale_segments_removed(),
         }
     }
 

@@ -22,7 +22,7 @@ use peregrine_proto::resolver::{
     SourceInfo, SubscriptionId,
 };
 use peregrine_proto::resolverd::{keepalive, KEEPALIVE_INTERVAL_NS};
-use peregrine_transport::ipc::IpcPublisher;
+use peregrine_transport::ipc::{IpcConfig, IpcPublisher};
 use peregrine_transport::net::sys;
 use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
 use peregrine_transport::{
@@ -365,6 +365,12 @@ impl MultiPublisher {
         self.session_id
     }
 
+    pub(crate) fn stale_segments_removed(&self) -> usize {
+        self.ipc
+            .as_ref()
+            .map_or(0, IpcPublisher::stale_segments_removed)
+    }
+
     /// Messages are counted once (the shared-memory side when there is one); the network's
     /// retransmission and NAK counters are added.
     pub(crate) fn counters(&self) -> PublisherCounters {
@@ -460,13 +466,27 @@ impl MultiSubscriber {
         }
     }
 
-    /// The URI to read `source` through: this host's shared memory when offered and allowed,
-    /// else the first network transport.
+    /// The URI to read `source` through: this host's shared memory when offered, allowed, and
+    /// readable by this process (the publisher's user, or a group this context's configuration
+    /// names as the publisher's does), else the first network transport.
     fn choose(&self, source: &SourceInfo) -> Option<String> {
         let settings = &self.handle.settings;
+        let my_group = self
+            .config
+            .apply("ipc://probe")
+            .ok()
+            .and_then(|u| IpcConfig::from_uri(&Uri::parse(&u).ok()?).ok())
+            .and_then(|c| c.group);
+        let me = peregrine_transport::ipc::dir::current_user().to_string();
+        let readable = |p: &Uri| match p.param("group") {
+            Some(g) => my_group.is_some() && my_group == peregrine_transport::ipc::dir::group_id(g),
+            None => my_group.is_none() && p.param("user").is_none_or(|u| u == me),
+        };
         let local = |u: &String| {
             Uri::parse(u).ok().is_some_and(|p| {
-                p.scheme == Scheme::Ipc && p.param("host").is_none_or(|h| h == self.handle.host_id)
+                p.scheme == Scheme::Ipc
+                    && p.param("host").is_none_or(|h| h == self.handle.host_id)
+                    && readable(&p)
             })
         };
         if settings.local_ipc || source.local {
@@ -483,11 +503,15 @@ impl MultiSubscriber {
 
     fn open_leg(&self, uri: &str, topic: &str) -> Result<AnySubscriber, OpenError> {
         let mut parsed = Uri::parse(uri)?;
-        // A shared-memory subscriber takes its settings from the segment; the network ones
-        // take this context's defaults.
-        if parsed.scheme != Scheme::Ipc {
-            parsed = Uri::parse(&self.config.apply(uri)?)?;
-        }
+        // A shared-memory subscriber takes its settings from the segment, but whose segments
+        // it may read (`group=`) only from this context's configuration: never from an
+        // advertisement, which any process can send. The network ones take this context's
+        // defaults.
+        parsed = if parsed.scheme == Scheme::Ipc {
+            Uri::parse(&self.config.apply(&format!("ipc://{}", parsed.address))?)?
+        } else {
+            Uri::parse(&self.config.apply(uri)?)?
+        };
         let stream_id = peregrine_proto::resolver::stream_id_of(topic);
         AnySubscriber::open(&parsed, topic, stream_id, self.blocking)
     }
@@ -625,7 +649,9 @@ impl MultiSubscriber {
             while let Some(ev) = leg.sub.next_event() {
                 if matches!(
                     ev,
-                    SubscriberEvent::PublisherClosed { .. } | SubscriberEvent::PublisherDied { .. }
+                    SubscriberEvent::PublisherClosed { .. }
+                        | SubscriberEvent::PublisherDied { .. }
+                        | SubscriberEvent::SegmentDamaged { .. }
                 ) {
                     leg.ended =
                         leg.sessions.is_empty() || Scheme::of_uri(&leg.uri) == Some(Scheme::Ipc);

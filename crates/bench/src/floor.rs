@@ -9,9 +9,8 @@ use crate::clock::Clock;
 use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use peregrine_transport::ipc::dir::PrivateFile;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of a floor run.
@@ -41,51 +40,40 @@ const STOP: u64 = u64::MAX;
 const LINE_FILE_LEN: u64 = 4096;
 
 struct Line {
+    // Field order: unmapped before the file is closed and its name removed.
     map: memmap2::MmapRaw,
+    _file: PrivateFile,
 }
 
 impl Line {
-    fn open(path: &Path, create: bool) -> Result<Line, BenchError> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(create)
-            .mode(0o600)
-            .open(path)?;
-        if create {
-            f.set_len(LINE_FILE_LEN)?;
-        } else if f.metadata()?.len() < LINE_FILE_LEN {
-            // A mapping beyond the end of the file faults on access.
-            return Err(BenchError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{} is shorter than {LINE_FILE_LEN} bytes", path.display()),
-            )));
-        }
+    /// Creates (ping side) or opens (pong side) the line `name` in the user's segment
+    /// directory, with its checks: owner, mode, no links, length checked on the descriptor.
+    fn open(name: &str, create: bool) -> Result<Line, BenchError> {
+        let file = if create {
+            PrivateFile::create(name, LINE_FILE_LEN)?
+        } else {
+            PrivateFile::open(name, LINE_FILE_LEN)?
+        };
         let map = memmap2::MmapOptions::new()
             .len(LINE_FILE_LEN as usize)
-            .map_raw(&f)?;
-        Ok(Line { map })
+            .map_raw(&file.file)?;
+        Ok(Line { map, _file: file })
     }
     fn word(&self) -> &AtomicU64 {
         let p = self.map.as_mut_ptr();
         debug_assert!(p as usize % 8 == 0);
-        // SAFETY: the mapping is LINE_FILE_LEN bytes of a file at least that long, shared, and
+        // SAFETY: the mapping is LINE_FILE_LEN bytes of a file at least that long (checked on
+        // its descriptor; only this user's processes can open it to shrink it), shared, and
         // lives as long as `self`; it is page-aligned, so its first word is 8-byte aligned as
         // `AtomicU64` requires; both processes access the word only atomically.
         unsafe { AtomicU64::from_ptr(p.cast()) }
     }
 }
 
-fn line_path(name: &str) -> PathBuf {
-    peregrine::shm_dir().join(format!("peregrine-{name}"))
-}
-
 /// Runs the floor: spawns the pong process with `exe`, pins itself, measures.
 pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder, BenchError> {
     let name = crate::run_name("floor");
-    let path = line_path(&name);
-    let line = Line::open(&path, true)?;
-    let _cleanup = RemoveOnDrop(path.clone());
+    let line = Line::open(&name, true)?;
     let helper = Helper::start(
         exe,
         &HelperSpec::FloorPong(FloorPong {
@@ -116,7 +104,7 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecord
 
 /// The pong side: answers every odd number with the next even one until told to stop.
 pub fn pong(p: &FloorPong) -> Result<(), BenchError> {
-    let line = Line::open(&line_path(&p.name), false)?;
+    let line = Line::open(&p.name, false)?;
     peregrine_agent::pin_to_cpu(p.cpus.b)?;
     say_ready();
     let word = line.word();
@@ -145,11 +133,4 @@ pub fn with_cpu<T>(cpu: usize, f: impl FnOnce() -> T) -> Result<T, BenchError> {
     let r = f();
     rustix::thread::sched_setaffinity(None, &before).map_err(std::io::Error::from)?;
     Ok(r)
-}
-
-struct RemoveOnDrop(PathBuf);
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }

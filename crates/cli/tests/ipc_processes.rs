@@ -1,9 +1,10 @@
 //! Multi-process tests of the shared-memory transport through the `peregrine` binary: real
-//! processes, real segments in /dev/shm, real signals.
+//! processes, real segments in /dev/shm, real signals. (The attacks of issue 14 are in
+//! `shm_security.rs`.)
 
 use serde_json::Value;
 mod common;
-use common::{Role, Signal};
+use common::{Role, ShmBase, Signal};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -133,7 +134,9 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
 #[test]
 fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_publisher() {
     let name = unique("kill");
-    let path = std::path::Path::new("/dev/shm").join(format!("peregrine-{name}"));
+    let base = ShmBase::new("kill");
+    let env = base.env();
+    let path = base.segment(&name);
     let args = |count: &'static str| {
         vec![
             "bench",
@@ -150,10 +153,14 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
         ]
     };
     // The first publisher waits for a subscriber that never comes.
-    let first = Role::start(&args("1000"));
+    let first = Role::start_with(&args("1000"), &env);
     wait_until("the segment", || path.exists());
     // While it lives, the name is refused to another publisher, naming its pid.
-    let refused = run(&args("1000"));
+    let refused = Command::new(exe())
+        .args(args("1000"))
+        .envs(env)
+        .output()
+        .unwrap();
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -166,16 +173,19 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     // A subscriber started now finds only the dead publisher's segment: it must not take it
     // for a publisher (it would report a connection and its end, and nothing between), but
     // wait. It says `ready` only once attached, so nothing may come yet.
-    let mut sub = Role::start(&[
-        "bench",
-        "throughput",
-        "--role",
-        "sub",
-        "--name",
-        &name,
-        "--size",
-        "32",
-    ]);
+    let mut sub = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "sub",
+            "--name",
+            &name,
+            "--size",
+            "32",
+        ],
+        &env,
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(path.exists(), "the dead publisher's segment is still there");
     assert!(
@@ -184,7 +194,7 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     );
     // The next publisher detects the dead owner and replaces the segment; the waiting
     // subscriber attaches to it and gets every message.
-    let mut second = Role::start(&args("1000"));
+    let mut second = Role::start_with(&args("1000"), &env);
     sub.expect_ready();
     let r = sub.result();
     assert_eq!(
@@ -208,29 +218,37 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
 #[test]
 fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_and_ends() {
     let name = unique("died");
-    let publ = Role::start(&[
-        "bench",
-        "throughput",
-        "--role",
-        "pub",
-        "--name",
-        &name,
-        "--count",
-        "1000000000",
-        "--size",
-        "64",
-        "--json",
-    ]);
-    let mut sub = Role::start(&[
-        "bench",
-        "throughput",
-        "--role",
-        "sub",
-        "--name",
-        &name,
-        "--size",
-        "64",
-    ]);
+    let base = ShmBase::new("died");
+    let env = base.env();
+    let publ = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "pub",
+            "--name",
+            &name,
+            "--count",
+            "1000000000",
+            "--size",
+            "64",
+            "--json",
+        ],
+        &env,
+    );
+    let mut sub = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "sub",
+            "--name",
+            &name,
+            "--size",
+            "64",
+        ],
+        &env,
+    );
     sub.expect_ready();
     std::thread::sleep(Duration::from_millis(300));
     publ.signal(Signal::KILL);
@@ -246,8 +264,10 @@ fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_an
         "{r}"
     );
     drop(publ);
-    let _ =
-        std::fs::remove_file(std::path::Path::new("/dev/shm").join(format!("peregrine-{name}")));
+    assert!(
+        base.segment(&name).exists(),
+        "kill -9 leaves the segment (removed with the base)"
+    );
 }
 
 #[test]

@@ -221,8 +221,23 @@ fn a_glob_subscriber_receives_every_message_of_several_publishers_in_order() {
 fn a_late_subscriber_joins_mid_stream_and_a_killed_publisher_expires() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t = prefix("late.X");
+    // The publisher is killed with SIGKILL: its segment goes in a base directory of this
+    // test's own, removed at the end.
+    struct Base(std::path::PathBuf);
+    impl Drop for Base {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let base = Base(std::path::PathBuf::from(format!(
+        "/dev/shm/pgtest-topics-late-{}",
+        std::process::id()
+    )));
+    std::fs::create_dir_all(&base.0).unwrap();
+    let shm = ("PEREGRINE_SHM_DIR", base.0.display().to_string());
     // Short advertisement TTL so expiry shows within the test.
     let env = [
+        shm.clone(),
         ("PEREGRINE_RESOLVER_SOURCE_TTL_MS", "1000".to_string()),
         (
             "PEREGRINE_RESOLVER_ADVERTISE_SUSTAIN_INTERVAL_MS",
@@ -235,7 +250,7 @@ fn a_late_subscriber_joins_mid_stream_and_a_killed_publisher_expires() {
     ];
     let mut publ = spawn(peregrine(&["pub", &t, "--rate", "500"], &env));
     thread::sleep(Duration::from_millis(1500));
-    let (sub, out) = start_sub(peregrine(&["sub", &t, "--print", "--seconds", "4"], &[]));
+    let (sub, out) = start_sub(peregrine(&["sub", &t, "--print", "--seconds", "4"], &[shm]));
     thread::sleep(Duration::from_millis(1500));
     publ.kill().unwrap();
     let _ = publ.wait();
@@ -519,7 +534,11 @@ type BadCase = (
 
 #[test]
 fn bad_flags_and_settings_are_rejected_with_the_value_and_the_fix() {
-    let cases: [BadCase; 6] = [
+    let cases: [BadCase; 8] = [
+        // Issue 14: an empty pattern reported a wire field ("query.pattern_len has invalid
+        // value 0") instead of what to give.
+        (&["sub", ""], &[], "the topic pattern is empty"),
+        (&["pub", ""], &[], "the topic is empty"),
         (
             &["sub", "x", "--seconds", "nan"],
             &[],

@@ -30,6 +30,9 @@ pub enum SubscriberEvent {
     PublisherDied { session_id: u32 },
     /// Attaching failed for a reason that will not pass by itself (retried less often).
     AttachFailed { reason: String },
+    /// The session's shared memory was damaged under the subscriber (its segment truncated by
+    /// another process): the subscriber detached from it. `reason` names the file.
+    SegmentDamaged { session_id: u32, reason: String },
     /// Topic resolution found a publisher of a matching topic; messages follow from `uri`.
     SourceFound {
         topic: String,

@@ -108,6 +108,68 @@ pub fn root_with_netns() -> bool {
     }
 }
 
+/// A local user other than the one running the tests, for tests that act as another user
+/// (squatting a name, locking a shared directory, reading someone's segment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl OtherUser {
+    /// `program` run as this user, the environment passed on: `setpriv` replaces itself with
+    /// the program (no process in between), so signals and kill reach the program itself.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .args(["--clear-groups", "--", program]);
+        c
+    }
+}
+
+/// The system user `name` (made with `useradd --system --no-create-home` if missing; it stays,
+/// so a re-run finds it), when this process is root and has `useradd` and `setpriv`; otherwise
+/// says the test is skipped (`why`: what the test does as that user). Panics instead of
+/// skipping under [`REQUIRE_TOOLS_VAR`].
+pub fn other_user(name: &str, why: &str) -> Option<OtherUser> {
+    if !root(why) {
+        return None;
+    }
+    program("useradd", "apt-get install passwd")?;
+    program("setpriv", "apt-get install util-linux")?;
+    let lookup = || -> Option<OtherUser> {
+        let o = Command::new("id").arg(name).arg("-u").output().ok()?;
+        let uid = String::from_utf8_lossy(&o.stdout).trim().parse().ok()?;
+        let o = Command::new("id").arg(name).arg("-g").output().ok()?;
+        let gid = String::from_utf8_lossy(&o.stdout).trim().parse().ok()?;
+        Some(OtherUser {
+            name: name.to_string(),
+            uid,
+            gid,
+        })
+    };
+    // Test binaries run at once may all try: useradd fails while another holds the lock of
+    // /etc/passwd, so try again until the user exists.
+    for _ in 0..50 {
+        if let Some(u) = lookup() {
+            return Some(u);
+        }
+        let _ = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ])
+            .output();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("could not create the test user {name} with useradd");
+}
+
 /// Says the current test is skipped because `what` is missing (`ci`: how CI has it): one line
 /// straight to the terminal (cargo's capture holds back only `print!`/`eprint!`), or a panic
 /// under [`REQUIRE_TOOLS_VAR`].

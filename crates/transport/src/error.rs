@@ -38,6 +38,12 @@ pub enum OpenError {
         what: String,
         source: io::Error,
     },
+    /// The shared-memory directory is missing, or is not safe to use (a symbolic link, another
+    /// user's, readable by others); `problem` names the fix.
+    SegmentDir { path: PathBuf, problem: String },
+    /// A file under a segment's name is refused: a symbolic link, not a regular file, or
+    /// another user's (or another group's) file.
+    Refused { path: PathBuf, why: String },
 }
 
 impl fmt::Display for OpenError {
@@ -63,6 +69,10 @@ impl fmt::Display for OpenError {
             }
             OpenError::InvalidTopic(why) => f.write_str(why),
             OpenError::Socket { uri, what, source } => write!(f, "{uri}: {what}: {source}"),
+            OpenError::SegmentDir { path, problem } => {
+                write!(f, "shared-memory directory {}: {problem}", path.display())
+            }
+            OpenError::Refused { path, why } => write!(f, "refused {}: {why}", path.display()),
             OpenError::Full { path, max_subscribers } => write!(
                 f,
                 "{} already has {max_subscribers} subscribers (its publisher's max_subscribers); raise it with ?max_subscribers=N",
@@ -101,6 +111,10 @@ pub enum OfferError {
     TooLarge { len: usize, max: usize },
     /// The publisher was closed.
     Closed,
+    /// The shared-memory segment was truncated (or otherwise damaged) under the publisher by
+    /// another process: nothing more can be published on it. The path is leaked once per
+    /// damaged publisher so that this error stays `Copy`.
+    SegmentDamaged { path: &'static std::path::Path },
 }
 
 impl fmt::Display for OfferError {
@@ -112,6 +126,11 @@ impl fmt::Display for OfferError {
                 "message of {len} bytes exceeds this transport's maximum of {max} bytes (on ipc:// raise ?capacity=)"
             ),
             OfferError::Closed => f.write_str("the publisher is closed"),
+            OfferError::SegmentDamaged { path } => write!(
+                f,
+                "shared-memory segment {} was truncated or damaged by another process of your user: this publisher cannot go on; create a new one",
+                path.display()
+            ),
             OfferError::Send { errno } if *errno == libc::EMSGSIZE => write!(
                 f,
                 "network send failed: {} (the datagram is larger than the path MTU: lower ?datagram=)",

@@ -53,10 +53,30 @@ impl Uri {
         }
         let mut params: Vec<(String, String)> = Vec::new();
         if let Some(q) = query {
-            for pair in q.split('&').filter(|p| !p.is_empty()) {
+            // Malformed: a '?' with nothing after it, an empty parameter (`?&`, `a=1&&b=2`, a
+            // trailing '&'), a parameter without '=' or without a key. An empty value
+            // (`capacity=`) is the transport's to judge: it names the key and what it accepts.
+            if q.is_empty() {
+                return Err(err(
+                    "nothing follows '?': remove it, or give parameters as KEY=VALUE joined by '&'"
+                        .into(),
+                ));
+            }
+            for pair in q.split('&') {
+                if pair.is_empty() {
+                    return Err(err(
+                        "empty parameter (two '&' in a row, or one at either end of the parameters): remove the extra '&'"
+                            .into(),
+                    ));
+                }
                 let (k, v) = pair.split_once('=').ok_or_else(|| {
                     err(format!("parameter '{pair}' has no value: write KEY=VALUE"))
                 })?;
+                if k.is_empty() {
+                    return Err(err(format!(
+                        "parameter '{pair}' has no key: write KEY=VALUE"
+                    )));
+                }
                 if params.iter().any(|(pk, _)| pk == k) {
                     return Err(err(format!("parameter '{k}' is given twice")));
                 }
@@ -150,6 +170,15 @@ mod tests {
             ("ipc://", "empty"),
             ("ipc://x?capacity", "has no value"),
             ("ipc://x?a=1&a=2", "given twice"),
+            // Issue 14: these were accepted as "no parameters".
+            ("ipc://x?", "nothing follows '?'"),
+            ("ipc://x?&", "empty parameter"),
+            ("ipc://x?capacity=1m&", "empty parameter"),
+            ("ipc://x?&capacity=1m", "empty parameter"),
+            ("ipc://x?capacity=1m&&policy=overwrite", "empty parameter"),
+            ("ipc://x?=", "has no key"),
+            ("ipc://x?=1m", "has no key"),
+            ("ipc://x?a", "has no value"),
         ];
         for (text, needle) in cases {
             let e = Uri::parse(text).unwrap_err().to_string();

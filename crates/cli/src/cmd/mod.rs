@@ -14,6 +14,47 @@ pub mod subscribe;
 
 use anyhow::{Context as _, Result};
 use peregrine::Context;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Tells the commands that run until interrupted (`pub`, `sub`, `resolverd`) that SIGINT,
+/// SIGTERM or SIGHUP arrived, so they stop and close cleanly (a publisher's shared-memory
+/// segment is removed). The handlers, from `signal-hook`, only store to an atomic; a second
+/// SIGINT or SIGTERM while closing ends the process at once.
+#[derive(Debug, Clone)]
+pub(crate) struct Stop {
+    signal: Arc<AtomicUsize>,
+}
+
+impl Stop {
+    pub fn install() -> Result<Stop> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let signal = Arc::new(AtomicUsize::new(0));
+        let stopping = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            // Order matters: the second signal's check runs before the flag is set again.
+            signal_hook::flag::register_conditional_shutdown(sig, 1, stopping.clone())
+                .context("installing a signal handler")?;
+            signal_hook::flag::register(sig, stopping.clone())
+                .context("installing a signal handler")?;
+            signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)
+                .context("installing a signal handler")?;
+        }
+        Ok(Stop { signal })
+    }
+
+    /// The signal that asked to stop, if one did.
+    pub fn requested(&self) -> Option<&'static str> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        match self.signal.load(Ordering::Relaxed) as i32 {
+            0 => None,
+            SIGINT => Some("SIGINT"),
+            SIGTERM => Some("SIGTERM"),
+            SIGHUP => Some("SIGHUP"),
+            _ => Some("a signal"),
+        }
+    }
+}
 
 /// The context of a topic command, from the environment (`PEREGRINE_CONFIG`, `PEREGRINE_*`).
 pub(crate) fn context() -> Result<Context> {

@@ -1,6 +1,6 @@
 //! `peregrine pub TOPIC`: publishes "#N" messages at a rate, by topic name.
 
-use super::{context, shown};
+use super::{context, shown, Stop};
 use crate::flags::topics::PubArgs;
 use anyhow::{bail, Result};
 use peregrine::OfferError;
@@ -15,6 +15,7 @@ fn fill_payload(buf: &mut [u8], n: u64) {
 }
 
 pub fn run(a: PubArgs) -> Result<()> {
+    let stop = Stop::install()?;
     let ctx = context()?;
     let mut p = ctx.publish(&a.topic)?;
     let size = a.size as usize;
@@ -33,9 +34,16 @@ pub fn run(a: PubArgs) -> Result<()> {
         p.session_id(),
         p.uri()
     )?;
+    if p.stale_segments_removed() > 0 {
+        writeln!(
+            out,
+            "removed {} shared-memory segment(s) left by dead publishers",
+            p.stale_segments_removed()
+        )?;
+    }
     if a.wait_subscribers > 0 {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while p.subscriber_count() < a.wait_subscribers {
+        while p.subscriber_count() < a.wait_subscribers && stop.requested().is_none() {
             if Instant::now() > deadline {
                 bail!(
                     "--wait-subscribers {}: only {} subscriber(s) attached after 30 s",
@@ -55,7 +63,7 @@ pub fn run(a: PubArgs) -> Result<()> {
     let mut sent_at_line = 0u64;
     let mut scratch = vec![0u8; size];
     let count = a.count.unwrap_or(u64::MAX);
-    while sent < count {
+    while sent < count && stop.requested().is_none() {
         let now = Instant::now();
         let due = ((now - start).as_secs_f64() * a.rate) as u64 + 1;
         let due = due.min(count);
@@ -106,7 +114,7 @@ pub fn run(a: PubArgs) -> Result<()> {
         }
     }
     let linger_end = Instant::now() + Duration::from_millis(a.linger_ms);
-    while Instant::now() < linger_end {
+    while Instant::now() < linger_end && stop.requested().is_none() {
         p.do_work();
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -114,7 +122,10 @@ pub fn run(a: PubArgs) -> Result<()> {
     let c = p.counters();
     writeln!(
         out,
-        "done: sent {sent} messages in {:.2} s, retransmitted {}, refused {refused}",
+        "done{}: sent {sent} messages in {:.2} s, retransmitted {}, refused {refused}",
+        stop.requested()
+            .map(|s| format!(" (stopped by {s})"))
+            .unwrap_or_default(),
         start.elapsed().as_secs_f64(),
         c.retransmitted
     )?;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(a: ResolverdArgs) -> Result<()> {
     use peregrine_transport::resolver::Daemon;
+    let stop = super::Stop::install()?;
     let cfg = peregrine_proto::resolverd::RelayConfig {
         client_timeout_ns: a.client_timeout_ms * 1_000_000,
         ..Default::default()
@@ -39,6 +40,10 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
             last = now;
         }
         if a.seconds.is_some_and(|s| (now - start).as_secs_f64() >= s) {
+            return Ok(());
+        }
+        if let Some(signal) = stop.requested() {
+            writeln!(out, "resolverd stopped by {signal}")?;
             return Ok(());
         }
     }

@@ -1,7 +1,7 @@
 //! `peregrine sub PATTERN`: subscribes by name, glob or regular expression and prints what
 //! comes: messages (with --print), sources as they come and go, losses, a rate line a second.
 
-use super::{context, shown};
+use super::{context, shown, Stop};
 use crate::flags::topics::SubArgs;
 use anyhow::{bail, Result};
 use peregrine::{Pattern, PatternKind, SubscriberEvent};
@@ -9,6 +9,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub fn run(a: SubArgs) -> Result<()> {
+    let stop = Stop::install()?;
     let ctx = context()?;
     let pattern = if a.regex {
         Pattern::new(PatternKind::Regex, &a.pattern)
@@ -28,7 +29,7 @@ pub fn run(a: SubArgs) -> Result<()> {
     let mut last_line = start;
     let mut received_at_line = 0u64;
     let mut lines: Vec<String> = Vec::new();
-    while received < want {
+    while received < want && stop.requested().is_none() {
         let limit = (want - received).min(256) as usize;
         let n = s.poll_topic(
             &mut |topic, m| {
@@ -78,6 +79,9 @@ pub fn run(a: SubArgs) -> Result<()> {
                 SubscriberEvent::AttachFailed { reason } => {
                     writeln!(out, "attach failed: {reason}")?
                 }
+                SubscriberEvent::SegmentDamaged { session_id, reason } => {
+                    writeln!(out, "DAMAGED: session={session_id:08x}: {reason}")?
+                }
                 _ => {}
             }
         }
@@ -107,14 +111,17 @@ pub fn run(a: SubArgs) -> Result<()> {
     let r = s.resolver_counters().unwrap_or_default();
     writeln!(
         out,
-        "done: received {received} messages from {} source(s) in {:.2} s, lost {}, resolver rejected {}",
+        "done{}: received {received} messages from {} source(s) in {:.2} s, lost {}, resolver rejected {}",
+        stop.requested()
+            .map(|s| format!(" (stopped by {s})"))
+            .unwrap_or_default(),
         s.sources().len(),
         start.elapsed().as_secs_f64(),
         c.lost,
         r.rejected()
     )?;
     out.flush()?;
-    if received < want && a.count.is_some() {
+    if received < want && a.count.is_some() && stop.requested().is_none() {
         bail!("received {received} of --count {want} messages before --seconds ran out");
     }
     Ok(())

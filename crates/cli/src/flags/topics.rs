@@ -8,6 +8,7 @@ use std::net::SocketAddrV4;
 #[derive(Args, Debug)]
 pub struct PubArgs {
     /// The topic to publish.
+    #[arg(value_parser = values::parse_topic)]
     pub topic: String,
     /// Messages per second (k and m suffixes: 10k, 1.5m).
     #[arg(long, default_value = "10", value_parser = values::parse_rate)]
@@ -33,6 +34,7 @@ pub struct PubArgs {
 pub struct SubArgs {
     /// A topic name, or a glob (`md.eq.*`; `*` any run of characters, `?` one), or with
     /// --regex a regular expression matching whole topic names.
+    #[arg(value_parser = values::parse_pattern)]
     pub pattern: String,
     /// Treat the pattern as a regular expression.
     #[arg(long)]

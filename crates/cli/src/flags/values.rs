@@ -56,3 +56,21 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
         )),
     }
 }
+
+/// A topic to publish: not empty (the library checks the rest).
+pub fn parse_topic(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err(
+            "the topic is empty: give a topic name, for example peregrine pub md.eq.AAPL".into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
+/// A topic pattern to subscribe to: not empty (an empty pattern matches no topic).
+pub fn parse_pattern(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the topic pattern is empty and would match no topic: give a topic name (md.eq.AAPL), a glob (md.eq.*, or * for every topic) or, with --regex, a regular expression".into());
+    }
+    Ok(s.to_string())
+}

@@ -13,8 +13,13 @@ pub struct Role {
 
 impl Role {
     pub fn start(args: &[&str]) -> Role {
+        Role::start_with(args, &[])
+    }
+    /// [`start`](Self::start) with environment variables set.
+    pub fn start_with(args: &[&str], env: &[(&str, &std::path::Path)]) -> Role {
         let mut child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -53,4 +58,35 @@ impl Drop for Role {
 /// temporary folder (not the source tree, and not a `/tmp` path another user may own).
 pub fn results_base() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("peregrine-test-results")
+}
+
+/// A shared-memory base directory of one test's own (`PEREGRINE_SHM_DIR`), under `/dev/shm`,
+/// removed with its content when dropped: publishers created by other tests (which remove
+/// the dead segments of their directory) never touch this test's segments.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub struct ShmBase(pub std::path::PathBuf);
+
+#[allow(dead_code)]
+impl ShmBase {
+    pub fn new(tag: &str) -> ShmBase {
+        let p = std::path::Path::new("/dev/shm")
+            .join(format!("pgtest-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        ShmBase(p)
+    }
+    /// The file of segment `name` of this user.
+    pub fn segment(&self, name: &str) -> std::path::PathBuf {
+        self.0
+            .join(format!("peregrine-{}", rustix::process::geteuid().as_raw()))
+            .join(name)
+    }
+    pub fn env(&self) -> [(&'static str, &std::path::Path); 1] {
+        [("PEREGRINE_SHM_DIR", self.0.as_path())]
+    }
+}
+
+impl Drop for ShmBase {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -14,6 +14,20 @@
 //! Lines that different processes write are 128 bytes apart, so adjacent-line prefetching does
 //! not make them share traffic.
 //!
+//! ## Trust
+//!
+//! Every process that maps a segment can write all of it (only its own user, or its group with
+//! `group=`, can open it: see [`dir`](super::dir)). So nothing read from a segment is trusted
+//! without a check: the descriptor is read once when a segment is opened, checked (magic,
+//! version, capacity a power of two in range, `log_offset` consistent with `max_subscribers`,
+//! the file long enough, policy known, `max_message` consistent, `topic_len` in range), and only
+//! that copy is used afterwards; the tail (invariant 5) must name a line start below 2^62 with a
+//! sequence below 2^62 (so never [`UNCOMMITTED`]); every frame's type and length are checked
+//! before delivery (invariant 1 makes a checked frame stable in back-pressure mode). The slot
+//! table and the publisher line can hold anything: a bad value there can stall a publisher or
+//! make a subscriber see losses, never make either read or write outside the segment. A file
+//! truncated under its mappings is survived (see [`sigbus`](super::sigbus)).
+//!
 //! ## The log
 //!
 //! The log is a ring of `capacity` bytes (a power of two) addressed by an ever-growing 64-bit

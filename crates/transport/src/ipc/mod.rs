@@ -1,23 +1,29 @@
 //! `ipc://NAME`: shared memory between processes on one host.
 //!
 //! One publisher per name writes a single-writer log in a memory-mapped segment
-//! (`/dev/shm/peregrine-NAME`); any number of subscribers in other processes read it. See
-//! [`layout`] for the memory layout and the invariants the lock-free protocol relies on, and
-//! [`segment`] for creation, liveness and reclaiming segments left by dead publishers.
+//! (`/dev/shm/peregrine-UID/NAME`); any number of subscribers in other processes of the same
+//! user read it. See [`layout`] for the memory layout and the invariants the lock-free protocol
+//! relies on, [`segment`] for creation, liveness and reclaiming segments left by dead
+//! publishers, [`dir`] for the per-user directory and who can open what, and [`sigbus`] for
+//! surviving a segment truncated under us.
 //!
-//! URI parameters (all optional, given by the publisher; subscribers take them from the segment):
+//! URI parameters (all optional; subscribers take the first three from the segment):
 //!
 //! | key | default | accepted |
 //! | --- | --- | --- |
 //! | `capacity` | `16m` | log size in bytes, a power of two from `64k` to `4g` (suffixes k, m, g) |
 //! | `policy` | `backpressure` | `backpressure` or `overwrite` (DESIGN section 5) |
 //! | `max_subscribers` | `16` | 1 to 1024 |
+//! | `host`, `user` | none | written by topic resolution: the host and the user id of the publisher, so that subscribers elsewhere, or of another user, take a network transport instead |
+//! | `group` | none | a group name or id: share the segment with that group's members (directory `peregrine-group-GID`, mode 0770) instead of keeping it to the user; the publisher and its subscribers must all name it, and a subscriber only attaches to that group's segments |
 
 #![allow(unsafe_code)]
 
+pub mod dir;
 pub mod layout;
 mod publisher;
 pub mod segment;
+pub mod sigbus;
 mod subscriber;
 
 pub use layout::SlowSubscriberPolicy;
@@ -36,13 +42,26 @@ pub struct IpcConfig {
     /// `host=`: the host that owns the segment (see [`crate::resolver::host_id`]). Topic
     /// resolution advertises it so a subscriber elsewhere does not try to map the segment.
     pub host: Option<String>,
+    /// `group=`: the group (id) to share the segment with, instead of the user alone.
+    pub group: Option<u32>,
+    /// Where the per-user (or per-group) directory is made: `None` for `$PEREGRINE_SHM_DIR`,
+    /// else `/dev/shm`. Not a URI parameter: a URI (which topic resolution may carry from
+    /// another process) never chooses a directory.
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 impl IpcConfig {
     pub const DEFAULT_CAPACITY: u64 = 16 << 20;
     pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
     /// The URI parameters `ipc://` accepts.
-    pub const KEYS: [&'static str; 4] = ["capacity", "policy", "max_subscribers", "host"];
+    pub const KEYS: [&'static str; 6] = [
+        "capacity",
+        "policy",
+        "max_subscribers",
+        "host",
+        "group",
+        "user",
+    ];
 
     /// A default configuration for segment `name`.
     pub fn new(name: &str) -> Self {
@@ -52,6 +71,16 @@ impl IpcConfig {
             policy: SlowSubscriberPolicy::BackPressure,
             max_subscribers: Self::DEFAULT_MAX_SUBSCRIBERS,
             host: None,
+            group: None,
+            base_dir: None,
+        }
+    }
+
+    /// Where this configuration's segments live.
+    pub fn dir_spec(&self) -> dir::DirSpec {
+        dir::DirSpec {
+            base: self.base_dir.clone(),
+            group: self.group,
         }
     }
 
@@ -104,6 +133,20 @@ impl IpcConfig {
                 )));
             }
             cfg.host = Some(v.to_string());
+        }
+        if let Some(v) = uri.param("user") {
+            v.parse::<u32>().map_err(|_| {
+                uri.error(format!(
+                    "user={v} is not accepted: a user id (topic resolution writes it)"
+                ))
+            })?;
+        }
+        if let Some(v) = uri.param("group") {
+            cfg.group = Some(dir::group_id(v).ok_or_else(|| {
+                uri.error(format!(
+                    "group={v} is not accepted: no such group on this host (give a group name or id that `getent group` lists)"
+                ))
+            })?);
         }
         Ok(cfg)
     }

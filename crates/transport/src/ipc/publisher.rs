@@ -1,7 +1,7 @@
 //! The single writer of a shared-memory log.
 
 use super::layout::*;
-use super::segment::{process_alive, Segment, SegmentSpec};
+use super::segment::{process_alive, Created, Segment, SegmentSpec};
 use super::IpcConfig;
 use crate::error::{OfferError, OpenError};
 use peregrine_proto::counters::PublisherCounters;
@@ -24,8 +24,10 @@ pub struct IpcPublisher {
     position: u64,
     /// Sequence number the next DATA frame will carry.
     next_sequence: u64,
-    /// Claims must stay at or below this position (back-pressure mode); refreshed from the
-    /// subscriber table only when reached, so the fast path reads no shared line.
+    /// Claims must stay at or below this position; when one would pass it, the cold
+    /// `refresh_limit` runs: in back-pressure mode it recomputes the limit from the subscriber
+    /// table (so the fast path reads no shared line), in overwrite mode it moves it a lap on.
+    /// Both first check whether the segment was damaged, which sets it to 0 for good.
     limit: u64,
     overwrite: bool,
     max_message: usize,
@@ -33,7 +35,9 @@ pub struct IpcPublisher {
     stream_id: u32,
     refused_since_reap_check: u32,
     counters: PublisherCounters,
-    reclaimed_stale: bool,
+    created: Created,
+    /// The segment's path, leaked once it is found damaged (for the `Copy` error).
+    damaged: Option<&'static std::path::Path>,
 }
 
 // SAFETY: `log` is the only field that is not `Send`; it points into `seg`'s mapping, which is
@@ -64,8 +68,9 @@ impl IpcPublisher {
             session_id,
             stream_id,
             topic: topic.to_string(),
+            dir: cfg.dir_spec(),
         };
-        let (seg, reclaimed_stale) = Segment::create(&spec)?;
+        let (seg, created) = Segment::create(&spec)?;
         let (log, capacity) = seg.log();
         Ok(IpcPublisher {
             log,
@@ -80,7 +85,8 @@ impl IpcPublisher {
             stream_id,
             refused_since_reap_check: 0,
             counters: PublisherCounters::default(),
-            reclaimed_stale,
+            created,
+            damaged: None,
             seg,
         })
     }
@@ -91,9 +97,20 @@ impl IpcPublisher {
     pub fn max_message_len(&self) -> usize {
         self.max_message
     }
-    /// True when this publisher replaced a segment left by a publisher that died.
+    /// True when this publisher replaced a segment left by a publisher that died (or any
+    /// file under its name that no live publisher held).
     pub fn reclaimed_stale_segment(&self) -> bool {
-        self.reclaimed_stale
+        self.created.replaced_stale
+    }
+    /// How many other segments (and leftovers of interrupted creations) whose owner had died
+    /// this publisher removed from the directory when it was created.
+    pub fn stale_segments_removed(&self) -> usize {
+        self.created.removed_stale
+    }
+    /// True once the segment was found truncated under this publisher (then every `offer`
+    /// fails with [`OfferError::SegmentDamaged`]).
+    pub fn is_damaged(&self) -> bool {
+        self.seg.damaged()
     }
     pub fn counters(&self) -> PublisherCounters {
         let mut c = self.counters;
@@ -104,15 +121,24 @@ impl IpcPublisher {
     pub(crate) fn seg_for_tests(&self) -> &Segment {
         &self.seg
     }
+    /// Leaves the segment as a killed publisher would: its lock released (as the kernel does
+    /// at death), neither marked closed nor removed.
+    #[cfg(test)]
+    pub(crate) fn die_for_tests(self) {
+        self.seg.release_lock_for_tests();
+        std::mem::forget(self);
+    }
 
     pub fn path(&self) -> &std::path::Path {
         self.seg.path()
     }
 
-    /// Subscribers attached right now.
+    /// Subscribers attached right now (0 once the segment is damaged).
     pub fn subscriber_count(&self) -> usize {
-        let max = self.seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
-        (0..max)
+        if self.seg.damaged() {
+            return 0;
+        }
+        (0..self.seg.max_subscribers)
             .filter(|&i| {
                 self.seg
                     .u32_at(self.seg.slot_offset(i) + SLOT_STATE)
@@ -154,9 +180,8 @@ impl IpcPublisher {
         // lines it cleans ahead): invariant 3 of `layout`.
         let start = self.position;
         let claim = start + pad + aligned + CLEAN_AHEAD;
-        if !self.overwrite && claim > self.limit && !self.refresh_limit(claim) {
-            self.counters.back_pressured += 1;
-            return Err(OfferError::BackPressured);
+        if claim > self.limit {
+            self.refresh_limit(claim)?;
         }
         let seq = self.next_sequence;
         self.seg
@@ -303,14 +328,43 @@ impl IpcPublisher {
         let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), u32::MAX);
     }
 
+    /// The cold half of `offer`'s limit check: fails for good if the segment was damaged;
+    /// in overwrite mode moves the limit a lap on; in back-pressure mode recomputes it from the
+    /// subscriber table and fails with `BackPressured` if `claim` still does not fit.
+    #[cold]
+    #[inline(never)]
+    fn refresh_limit(&mut self, claim: u64) -> Result<(), OfferError> {
+        if self.seg.damaged() {
+            return Err(self.damaged_error());
+        }
+        if self.overwrite {
+            self.limit = claim + self.capacity;
+            return Ok(());
+        }
+        if self.refresh_back_pressure(claim) {
+            Ok(())
+        } else {
+            self.counters.back_pressured += 1;
+            Err(OfferError::BackPressured)
+        }
+    }
+
+    #[cold]
+    fn damaged_error(&mut self) -> OfferError {
+        self.limit = 0; // every later offer comes here
+        let path = *self
+            .damaged
+            .get_or_insert_with(|| Box::leak(self.seg.path().to_path_buf().into_boxed_path()));
+        OfferError::SegmentDamaged { path }
+    }
+
     /// Recomputes the back-pressure limit from the subscriber table. Returns whether `claim` now
     /// fits.
-    #[cold]
-    fn refresh_limit(&mut self, claim: u64) -> bool {
+    fn refresh_back_pressure(&mut self, claim: u64) -> bool {
         // Pairs with a joining subscriber's registration (store, fence, read tail): either we
         // see its slot, or it sees our tail and starts there (see `subscriber::attach`).
         fence(Ordering::SeqCst);
-        let max = self.seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
+        let max = self.seg.max_subscribers;
         let mut min = self.position;
         let mut slowest = None;
         for i in 0..max {
@@ -337,7 +391,7 @@ impl IpcPublisher {
             self.refused_since_reap_check = 0;
             if let Some(i) = slowest {
                 if self.reap_if_dead(i) {
-                    return self.refresh_limit(claim);
+                    return self.refresh_back_pressure(claim);
                 }
             }
         }

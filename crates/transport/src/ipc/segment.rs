@@ -1,69 +1,51 @@
 //! Creating, opening, validating and reclaiming shared-memory segments.
 //!
-//! A segment is a file `peregrine-NAME` in the shared-memory directory (`/dev/shm`, or
-//! `$PEREGRINE_SHM_DIR`), mode 0600, mapped shared by the publisher and its subscribers. The
-//! publisher holds an exclusive `flock` on it for as long as it lives; the kernel drops the lock
-//! when the process dies, however it dies. So:
-//! - a new publisher that can take a shared lock of an existing segment knows its owner is
+//! A segment is a file `NAME` in the user's segment directory (`/dev/shm/peregrine-UID/`, mode
+//! 0700, see [`dir`](super::dir); `$PEREGRINE_SHM_DIR` replaces `/dev/shm`), mode 0600, mapped
+//! shared by the publisher and its subscribers. Only the user's own processes (and root) can
+//! open it. They can always write the shared memory they map: a process of the same user can
+//! corrupt what its subscribers read, or stop its publisher; Peregrine only makes sure that it
+//! cannot crash them or make them read outside the segment (every field read from a segment is
+//! checked before use, and a truncation is survived, see [`sigbus`](super::sigbus)).
+//!
+//! The publisher holds an exclusive `flock` on its segment for as long as it lives; the kernel
+//! drops the lock when the process dies, however it dies. So:
+//! - a new publisher that can take a *shared* lock of an existing segment knows its owner is
 //!   dead, and replaces it atomically (`rename` of a fully initialised file over the old name);
-//!   creators take turns (an exclusive `flock` on the directory), so no two reclaim at once;
+//!   creators take turns (an exclusive `flock` on the segment directory, which only its owner
+//!   can open), so no two reclaim at once;
+//! - every creation also removes the other segments of the directory whose owner died (and the
+//!   leftovers of creations that died half-way), after marking them closed: a subscriber still
+//!   reading one keeps its mapping, drains it and detaches;
 //! - a subscriber that can take a shared lock knows the publisher is gone (and a reclaim in
 //!   progress, holding only a shared lock, does not make a dead segment look alive).
 //!
 //! A segment only becomes visible under its name once it is completely initialised (it is built
 //! under a temporary name and then `link`ed or `rename`d into place), so an opener never sees a
-//! half-written descriptor.
+//! half-written descriptor. Sizes are checked on the open descriptor (`fstat`) before anything
+//! is mapped, and only the checked length is mapped.
 
+use super::dir::{DirSpec, SegmentDir, TEMP_PREFIX};
 use super::layout::*;
+use super::sigbus::Mapping;
 use super::SlowSubscriberPolicy;
 use crate::error::OpenError;
-use std::fs::{File, OpenOptions};
+use rustix::fs::{flock, FlockOperation};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Where segments live: `$PEREGRINE_SHM_DIR`, else `/dev/shm`.
-pub fn shm_dir() -> PathBuf {
-    std::env::var_os("PEREGRINE_SHM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+/// The segment directory of this user: `$PEREGRINE_SHM_DIR` (or `/dev/shm`) +
+/// `/peregrine-UID`, created if missing, checked (owner, mode 0700, not a link).
+pub fn shm_dir() -> Result<PathBuf, OpenError> {
+    Ok(SegmentDir::open(&DirSpec::default())?.path().to_path_buf())
 }
 
-/// How long a creator waits for its turn before giving up (a creation takes milliseconds;
-/// only a creator stopped mid-way, e.g. by SIGSTOP, holds the turn longer).
-const CREATORS_TURN_WAIT_MS: u64 = 5_000;
-
-/// Takes the creators' lock on the segment directory: an exclusive `flock` on the directory
-/// itself, released when the returned file is dropped (or its process dies).
-fn creators_turn(dir: &Path) -> Result<File, OpenError> {
-    use rustix::fs::{flock, FlockOperation};
-    let io_err = |op: &'static str, e: io::Error| OpenError::Io {
-        op,
-        path: dir.to_path_buf(),
-        source: e,
-    };
-    let lock = File::open(dir).map_err(|e| io_err("open the directory", e))?;
-    let deadline =
-        std::time::Instant::now() + std::time::Duration::from_millis(CREATORS_TURN_WAIT_MS);
-    loop {
-        match flock(&lock, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(lock),
-            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(1))
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => return Err(io_err(
-                "lock (another process has been creating a segment for over 5 s; is it stopped?)",
-                io::ErrorKind::WouldBlock.into(),
-            )),
-            Err(e) => return Err(io_err("lock", e.into())),
-        }
-    }
-}
-
-/// The file of segment `name`.
-pub fn segment_path(name: &str) -> PathBuf {
-    shm_dir().join(format!("peregrine-{name}"))
+/// The file segment `name` has in this user's directory (not checked: for messages).
+pub fn segment_path(name: &str) -> Result<PathBuf, OpenError> {
+    Ok(SegmentDir::open(&DirSpec::default())?.file_path(name))
 }
 
 /// Checks a segment name: 1 to 200 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
@@ -95,6 +77,17 @@ pub(crate) struct SegmentSpec {
     pub session_id: u32,
     pub stream_id: u32,
     pub topic: String,
+    pub dir: DirSpec,
+}
+
+/// What creating a segment found.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Created {
+    /// A dead publisher's segment (or any file not held by a live publisher) was under the
+    /// name and was replaced.
+    pub replaced_stale: bool,
+    /// Other files of the directory removed because their owner died.
+    pub removed_stale: usize,
 }
 
 /// A mapped segment. All access to shared memory goes through the accessors below, which check
@@ -104,14 +97,23 @@ pub(crate) struct SegmentSpec {
 /// subscriber in back-pressure mode hands out `&[u8]` into the log), so no code outside this
 /// crate may write the segment's words.
 ///
+/// The descriptor's values are read once, checked, and kept here: nothing re-reads them from
+/// shared memory, where another process could have changed them since.
+///
 /// [`layout`]: super::layout
 #[derive(Debug)]
 pub(crate) struct Segment {
-    map: memmap2::MmapRaw,
+    map: Mapping,
     file: File,
+    dir: SegmentDir,
+    name: String,
     path: PathBuf,
     pub(crate) log_offset: usize,
     pub(crate) capacity: u64,
+    pub(crate) max_subscribers: u32,
+    pub(crate) max_message: u32,
+    pub(crate) policy: SlowSubscriberPolicy,
+    pub(crate) session_id: u32,
 }
 
 impl Segment {
@@ -121,6 +123,13 @@ impl Segment {
 
     fn base(&self) -> *mut u8 {
         self.map.as_mut_ptr()
+    }
+
+    /// True once the file was truncated under this mapping (see [`sigbus`](super::sigbus)): a
+    /// relaxed load of process-local memory, for cold paths.
+    #[inline]
+    pub fn damaged(&self) -> bool {
+        self.map.damaged()
     }
 
     /// A 64-bit atomic at byte `offset` of the segment.
@@ -146,12 +155,15 @@ impl Segment {
     #[inline]
     pub fn log(&self) -> (*mut u8, u64) {
         debug_assert!(self.log_offset % PAGE == 0);
+        debug_assert!(self.log_offset as u64 + self.capacity <= self.map.len() as u64);
         // SAFETY: `log_offset + capacity <= map.len()` was checked when the segment was
-        // created or opened.
+        // created or opened (the mapping is exactly the checked length).
         (unsafe { self.base().add(self.log_offset) }, self.capacity)
     }
 
+    /// Offset of slot `index`, which must be below `max_subscribers` (the checked value).
     pub fn slot_offset(&self, index: u32) -> usize {
+        assert!(index < self.max_subscribers);
         SLOTS + index as usize * SLOT_SIZE
     }
 
@@ -159,7 +171,8 @@ impl Segment {
         assert!(offset + len <= self.map.len());
         let mut v = vec![0u8; len];
         // SAFETY: in bounds (checked); the topic area is written before the segment is linked
-        // into place and never again, so nothing writes it concurrently.
+        // into place and never again by its publisher (another process that changes it only
+        // changes the bytes we copy).
         unsafe { std::ptr::copy_nonoverlapping(self.base().add(offset), v.as_mut_ptr(), len) };
         v
     }
@@ -170,28 +183,21 @@ impl Segment {
     }
 
     pub fn policy(&self) -> SlowSubscriberPolicy {
-        SlowSubscriberPolicy::from_code(self.u32_at(POLICY).load(Ordering::Relaxed))
-            .unwrap_or_default()
+        self.policy
     }
 
     /// True while some process (the publisher) holds the exclusive lock.
     pub fn publisher_alive(&self) -> bool {
-        use rustix::fs::{flock, FlockOperation};
-        match flock(&self.file, FlockOperation::NonBlockingLockShared) {
-            Ok(()) => {
-                let _ = flock(&self.file, FlockOperation::Unlock);
-                false
-            }
-            Err(_) => true,
-        }
+        held_exclusively(&self.file)
     }
 
-    /// Creates segment `spec.name`, replacing a segment whose publisher died. Fails with
-    /// [`OpenError::InUse`] when a live publisher owns the name.
-    pub fn create(spec: &SegmentSpec) -> Result<(Segment, bool), OpenError> {
+    /// Creates segment `spec.name`, replacing a segment whose publisher died, and removes the
+    /// other dead publishers' segments of the directory. Fails with [`OpenError::InUse`] when
+    /// a live publisher owns the name.
+    pub fn create(spec: &SegmentSpec) -> Result<(Segment, Created), OpenError> {
         validate_name(&spec.name).map_err(OpenError::InvalidName)?;
-        let path = segment_path(&spec.name);
-        let dir = shm_dir();
+        let dir = SegmentDir::open(&spec.dir)?;
+        let path = dir.file_path(&spec.name);
         let io_err = |op: &'static str, p: &Path, e: io::Error| OpenError::Io {
             op,
             path: p.to_path_buf(),
@@ -203,82 +209,84 @@ impl Segment {
         // finds it as dead as it is. (An exclusive lock there is indistinguishable from a
         // live publisher's: a subscriber would attach to the dead segment just before it is
         // marked closed and replaced, and end without a message.)
-        let _turn = creators_turn(&dir)?;
+        let _turn = dir.turn()?;
+        let mut created = Created {
+            removed_stale: remove_dead(&dir, &spec.name),
+            ..Created::default()
+        };
         for _attempt in 0..8 {
-            // 1. Is there a segment under this name, and is its owner alive?
-            let stale = match OpenOptions::new().read(true).write(true).open(&path) {
-                Ok(f) => {
-                    use rustix::fs::{flock, FlockOperation};
-                    if flock(&f, FlockOperation::NonBlockingLockShared).is_err() {
-                        let pid = Segment::peek_pid(&f);
+            // 1. Is there something under this name, and is it a live publisher's segment?
+            //    Anything else (a dead publisher's segment, an empty or foreign file, a link)
+            //    is replaced.
+            let stale = match dir.open_segment(&spec.name) {
+                Ok(Some(f)) => {
+                    if held_exclusively(&f) {
                         return Err(OpenError::InUse {
                             name: spec.name.clone(),
-                            pid,
+                            pid: peek_pid(&f),
                         });
                     }
                     // No exclusive lock: its owner is dead, and no other creator can act now.
                     // Mark it closed, so subscribers still attached to it learn it has ended.
-                    Segment::mark_closed(&f);
-                    Some(f)
+                    mark_closed(&f);
+                    true
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(io_err("open", &path, e)),
+                Ok(None) => false,
+                Err(OpenError::Refused { .. }) => true,
+                Err(e) => return Err(e),
             };
             // 2. Build the new segment under a private name.
-            let tmp = dir.join(format!(
-                ".peregrine-{}.{}.{:08x}",
-                spec.name,
-                std::process::id(),
-                crate::random_u32()
-            ));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(|e| io_err("create", &tmp, e))?;
+            let (file, tmp) = dir.create_temp(&spec.name)?;
+            let tmp_path = dir.file_path(&tmp);
             let cleanup = |e: OpenError| {
-                let _ = std::fs::remove_file(&tmp);
+                let _ = dir.unlink(&tmp);
                 e
             };
-            // The mode given to open() is filtered by the umask; make it exactly 0600.
-            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(0o600))
-                .map_err(|e| cleanup(io_err("chmod", &tmp, e.into())))?;
             let log_offset = log_offset(spec.max_subscribers);
             let total = log_offset as u64 + spec.capacity;
             file.set_len(total)
-                .map_err(|e| cleanup(io_err("resize", &tmp, e)))?;
-            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-                .map_err(|e| cleanup(io_err("lock", &tmp, e.into())))?;
-            let map = memmap2::MmapOptions::new()
-                .map_raw(&file)
-                .map_err(|e| cleanup(io_err("map", &tmp, e)))?;
+                .map_err(|e| cleanup(io_err("resize", &tmp_path, e)))?;
+            flock(&file, FlockOperation::NonBlockingLockExclusive)
+                .map_err(|e| cleanup(io_err("lock", &tmp_path, e.into())))?;
+            let map = Mapping::new(&file, total as usize)
+                .map_err(|e| cleanup(io_err("map", &tmp_path, e)))?;
             let seg = Segment {
                 map,
                 file,
+                dir: dir
+                    .try_clone()
+                    .map_err(|e| cleanup(io_err("dup", dir.path(), e)))?,
+                name: spec.name.clone(),
                 path: path.clone(),
                 log_offset,
                 capacity: spec.capacity,
+                max_subscribers: spec.max_subscribers,
+                max_message: max_message_for(spec.capacity) as u32,
+                policy: spec.policy,
+                session_id: spec.session_id,
             };
             seg.init(spec);
             // 3. Make it visible, atomically.
-            let published = match &stale {
-                Some(_) => std::fs::rename(&tmp, &path).map(|_| true),
-                None => match std::fs::hard_link(&tmp, &path) {
+            let published = if stale {
+                dir.rename(&tmp, &spec.name).map(|_| true)
+            } else {
+                match dir.link(&tmp, &spec.name) {
                     Ok(()) => {
-                        let _ = std::fs::remove_file(&tmp);
+                        let _ = dir.unlink(&tmp);
                         Ok(true)
                     }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        let _ = std::fs::remove_file(&tmp);
-                        Ok(false) // another publisher won the race: look again
+                        let _ = dir.unlink(&tmp);
+                        Ok(false) // something appeared under the name meanwhile: look again
                     }
                     Err(e) => Err(e),
-                },
+                }
             };
             match published {
-                Ok(true) => return Ok((seg, stale.is_some())),
+                Ok(true) => {
+                    created.replaced_stale = stale;
+                    return Ok((seg, created));
+                }
                 Ok(false) => continue,
                 Err(e) => return Err(cleanup(io_err("rename", &path, e))),
             }
@@ -289,52 +297,12 @@ impl Segment {
         })
     }
 
-    fn mark_closed(f: &File) {
-        // Any file may lie under the name: touching a mapping beyond its end would fault.
-        if f.metadata().map_or(true, |m| m.size() < PAGE as u64) {
-            return;
-        }
-        let Ok(map) = memmap2::MmapOptions::new().len(PAGE).map_raw(f) else {
-            return;
-        };
-        // SAFETY: the mapping is one page of a file at least that long, page-aligned; MAGIC and
-        // CLOSED are 8- and 4-byte aligned offsets in it (so aligned addresses), accessed
-        // atomically by every process.
-        let (magic, closed) = unsafe {
-            (
-                AtomicU64::from_ptr(map.as_mut_ptr().add(MAGIC).cast()),
-                AtomicU32::from_ptr(map.as_mut_ptr().add(CLOSED).cast()),
-            )
-        };
-        if magic.load(Ordering::Acquire) == SEGMENT_MAGIC {
-            closed.store(1, Ordering::Release);
-        }
-    }
-
-    fn peek_pid(f: &File) -> Option<u32> {
-        if f.metadata().ok()?.size() < PAGE as u64 {
-            return None;
-        }
-        let map = memmap2::MmapOptions::new()
-            .len(PAGE)
-            .map_raw_read_only(f)
-            .ok()?;
-        let mut b = [0u8; 4];
-        // SAFETY: the mapping is one page of a file at least that long; the pid word is at a
-        // fixed offset in it and is written once before the segment becomes visible.
-        unsafe {
-            std::ptr::copy_nonoverlapping(map.as_ptr().add(PUBLISHER_PID), b.as_mut_ptr(), 4)
-        };
-        Some(u32::from_le_bytes(b))
-    }
-
     fn init(&self, spec: &SegmentSpec) {
         let r = Ordering::Relaxed;
         self.u32_at(VERSION).store(LAYOUT_VERSION, r);
         self.u32_at(LOG_OFFSET).store(self.log_offset as u32, r);
         self.u64_at(CAPACITY).store(spec.capacity, r);
-        self.u32_at(MAX_MESSAGE)
-            .store(max_message_for(spec.capacity) as u32, r);
+        self.u32_at(MAX_MESSAGE).store(self.max_message, r);
         self.u32_at(POLICY).store(spec.policy.code(), r);
         self.u32_at(SESSION_ID).store(spec.session_id, r);
         self.u32_at(STREAM_ID).store(spec.stream_id, r);
@@ -365,94 +333,222 @@ impl Segment {
     }
 
     /// Opens segment `name` for a subscriber. `Ok(None)` when there is no segment under the
-    /// name yet, or only one whose publisher is gone.
-    pub fn open(name: &str) -> Result<Option<Segment>, OpenError> {
+    /// name yet, or only one whose publisher is gone. Every descriptor field is checked here,
+    /// on a copy read once, before anything depends on it.
+    pub fn open(name: &str, spec: &DirSpec) -> Result<Option<Segment>, OpenError> {
         validate_name(name).map_err(OpenError::InvalidName)?;
-        let path = segment_path(name);
+        let dir = SegmentDir::open(spec)?;
+        let path = dir.file_path(name);
         let io_err = |op: &'static str, e: io::Error| OpenError::Io {
             op,
             path: path.clone(),
             source: e,
         };
-        let file = match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("open", e)),
+        let Some(file) = dir.open_segment(name)? else {
+            return Ok(None);
         };
-        let size = file.metadata().map_err(|e| io_err("stat", e))?.size();
         let bad = |what: String| OpenError::Incompatible {
             path: path.clone(),
             what,
         };
+        // The descriptor, read from the descriptor of the file (no mapping yet).
+        let size = file.metadata().map_err(|e| io_err("stat", e))?.len();
         if size < PAGE as u64 {
             return Err(bad(format!(
                 "file is {size} bytes, smaller than a segment descriptor"
             )));
         }
-        let map = memmap2::MmapOptions::new()
-            .map_raw(&file)
-            .map_err(|e| io_err("map", e))?;
-        let mut seg = Segment {
+        let mut head = [0u8; 64];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| io_err("read", e))?;
+        let d = Descriptor::parse(&head);
+        d.check(size).map_err(bad)?;
+        let log_off = log_offset(d.max_subscribers);
+        let map =
+            Mapping::new(&file, log_off + d.capacity as usize).map_err(|e| io_err("map", e))?;
+        let seg = Segment {
             map,
             file,
+            dir,
+            name: name.to_string(),
             path: path.clone(),
-            log_offset: 0,
-            capacity: 0,
+            log_offset: log_off,
+            capacity: d.capacity,
+            max_subscribers: d.max_subscribers,
+            max_message: d.max_message,
+            policy: d.policy,
+            session_id: d.session_id,
         };
-        if seg.u64_at(MAGIC).load(Ordering::Acquire) != SEGMENT_MAGIC {
-            return Err(bad("not a Peregrine segment (bad magic)".into()));
-        }
-        let version = seg.u32_at(VERSION).load(Ordering::Relaxed);
-        if version != LAYOUT_VERSION {
-            return Err(bad(format!(
-                "layout version {version}, this build reads version {LAYOUT_VERSION}"
-            )));
-        }
-        let capacity = seg.u64_at(CAPACITY).load(Ordering::Relaxed);
-        let max_subs = seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
-        let log_off = seg.u32_at(LOG_OFFSET).load(Ordering::Relaxed) as usize;
-        if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
-            return Err(bad(format!(
-                "log capacity {capacity} is not a power of two in range"
-            )));
-        }
-        if max_subs == 0 || max_subs > MAX_SUBSCRIBERS_LIMIT || log_off != log_offset(max_subs) {
-            return Err(bad(format!(
-                "subscriber table of {max_subs} slots at log offset {log_off}"
-            )));
-        }
-        if (log_off as u64).saturating_add(capacity) > size {
-            return Err(bad(format!(
-                "file is {size} bytes, too small for a {capacity}-byte log"
-            )));
-        }
-        if SlowSubscriberPolicy::from_code(seg.u32_at(POLICY).load(Ordering::Relaxed)).is_none() {
-            return Err(bad("unknown slow-subscriber policy".into()));
-        }
-        if seg.u32_at(MAX_MESSAGE).load(Ordering::Relaxed) as u64 != max_message_for(capacity) {
+        if seg.damaged() {
             return Err(bad(
-                "maximum message length inconsistent with capacity".into()
+                "the file was truncated while it was being opened".into()
             ));
         }
-        if seg.u32_at(TOPIC_LEN).load(Ordering::Relaxed) as usize > MAX_TOPIC_LEN {
-            return Err(bad("topic name longer than 1024 bytes".into()));
-        }
-        seg.log_offset = log_off;
-        seg.capacity = capacity;
         if seg.u32_at(CLOSED).load(Ordering::Acquire) != 0 || !seg.publisher_alive() {
             return Ok(None);
         }
         Ok(Some(seg))
     }
 
+    #[cfg(test)]
+    pub(crate) fn release_lock_for_tests(&self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+
     /// Removes the name if it still refers to this segment (a newer publisher may own it).
     pub fn unlink_if_ours(&self) {
-        if let (Ok(mine), Ok(named)) = (self.file.metadata(), std::fs::metadata(&self.path)) {
-            if mine.ino() == named.ino() && mine.dev() == named.dev() {
-                let _ = std::fs::remove_file(&self.path);
-            }
+        if self.dir.names(&self.name, &self.file) {
+            let _ = self.dir.unlink(&self.name);
         }
     }
+}
+
+/// The descriptor line of a segment, as read from a file that may hold anything.
+#[derive(Debug, Clone, Copy)]
+struct Descriptor {
+    magic: u64,
+    version: u32,
+    log_offset: u32,
+    capacity: u64,
+    max_message: u32,
+    policy_code: u32,
+    session_id: u32,
+    max_subscribers: u32,
+    topic_len: u32,
+    policy: SlowSubscriberPolicy,
+}
+
+impl Descriptor {
+    fn parse(b: &[u8; 64]) -> Descriptor {
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let policy_code = u32_at(POLICY);
+        Descriptor {
+            magic: u64_at(MAGIC),
+            version: u32_at(VERSION),
+            log_offset: u32_at(LOG_OFFSET),
+            capacity: u64_at(CAPACITY),
+            max_message: u32_at(MAX_MESSAGE),
+            policy_code,
+            session_id: u32_at(SESSION_ID),
+            max_subscribers: u32_at(MAX_SUBSCRIBERS),
+            topic_len: u32_at(TOPIC_LEN),
+            policy: SlowSubscriberPolicy::from_code(policy_code).unwrap_or_default(),
+        }
+    }
+
+    /// Checks every field against what this build writes, and the file's `size`.
+    fn check(&self, size: u64) -> Result<(), String> {
+        if self.magic != SEGMENT_MAGIC {
+            return Err("not a Peregrine segment (bad magic)".into());
+        }
+        if self.version != LAYOUT_VERSION {
+            return Err(format!(
+                "layout version {}, this build reads version {LAYOUT_VERSION}",
+                self.version
+            ));
+        }
+        let capacity = self.capacity;
+        if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
+            return Err(format!(
+                "log capacity {capacity} is not a power of two in range"
+            ));
+        }
+        let max_subs = self.max_subscribers;
+        if max_subs == 0
+            || max_subs > MAX_SUBSCRIBERS_LIMIT
+            || self.log_offset as usize != log_offset(max_subs)
+        {
+            return Err(format!(
+                "subscriber table of {max_subs} slots at log offset {}",
+                self.log_offset
+            ));
+        }
+        if (self.log_offset as u64).saturating_add(capacity) > size {
+            return Err(format!(
+                "file is {size} bytes, too small for a {capacity}-byte log"
+            ));
+        }
+        if SlowSubscriberPolicy::from_code(self.policy_code).is_none() {
+            return Err("unknown slow-subscriber policy".into());
+        }
+        if self.max_message as u64 != max_message_for(capacity) {
+            return Err("maximum message length inconsistent with capacity".into());
+        }
+        if self.topic_len as usize > MAX_TOPIC_LEN {
+            return Err("topic name longer than 1024 bytes".into());
+        }
+        Ok(())
+    }
+}
+
+/// True while a process holds `file`'s exclusive lock (its publisher is alive, or a creator is
+/// building it). Probing with a *shared* lock keeps a dead segment looking dead to everyone
+/// probing it at the same moment.
+fn held_exclusively(file: &File) -> bool {
+    match flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(file, FlockOperation::Unlock);
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+/// Sets the `closed` flag of a dead segment, if it is one (any file may lie under a name).
+fn mark_closed(f: &File) {
+    if f.metadata().map_or(true, |m| m.len() < PAGE as u64) {
+        return;
+    }
+    // A registered mapping: a truncation after the size check is survived.
+    let Ok(map) = Mapping::new(f, PAGE) else {
+        return;
+    };
+    // SAFETY: the mapping is one page, page-aligned; MAGIC and CLOSED are 8- and 4-byte
+    // aligned offsets in it (so aligned addresses), accessed atomically by every process.
+    let (magic, closed) = unsafe {
+        (
+            AtomicU64::from_ptr(map.as_mut_ptr().add(MAGIC).cast()),
+            AtomicU32::from_ptr(map.as_mut_ptr().add(CLOSED).cast()),
+        )
+    };
+    if magic.load(Ordering::Acquire) == SEGMENT_MAGIC {
+        closed.store(1, Ordering::Release);
+    }
+}
+
+/// The pid a segment's descriptor names, read from the file (any value is only displayed).
+fn peek_pid(f: &File) -> Option<u32> {
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, PUBLISHER_PID as u64).ok()?;
+    Some(u32::from_le_bytes(b))
+}
+
+/// Removes the files of `dir` (but `except`) that no live process holds: segments whose
+/// publisher died (marked closed first, for subscribers still reading them) and temporary
+/// files of creations that died half-way. Called with the creators' turn held, so no creation
+/// is in progress. Returns how many were removed.
+fn remove_dead(dir: &SegmentDir, except: &str) -> usize {
+    let Ok(names) = dir.entries() else {
+        return 0;
+    };
+    let mut removed = 0;
+    for name in names.iter().filter(|n| *n != except) {
+        // Only regular files of ours (or our group's): never links, never someone else's.
+        let Ok(Some(f)) = dir.open_segment(name) else {
+            continue;
+        };
+        if held_exclusively(&f) {
+            continue;
+        }
+        if !name.starts_with(TEMP_PREFIX) {
+            mark_closed(&f);
+        }
+        if dir.names(name, &f) && dir.unlink(name).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of /proc/PID/stat): with

@@ -14,6 +14,10 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Empty polls between liveness checks of the publisher (a `flock` probe).
 const LIVENESS_CHECK_EVERY: u32 = 1 << 16;
+/// Resynchronisations after being lapped in one overwrite-mode poll: a live publisher rarely
+/// laps a subscriber twice in one poll; a corrupt claim word would make every read look
+/// lapped, and the poll must still end.
+const RESYNCS_PER_POLL: u32 = 2;
 /// Nanoseconds between attempts to attach while no publisher is there.
 const ATTACH_RETRY_NS: u64 = 1_000_000;
 
@@ -91,7 +95,7 @@ impl IpcSubscriber {
     }
 
     fn try_attach(&mut self) -> Result<bool, OpenError> {
-        let Some(seg) = Segment::open(&self.cfg.name)? else {
+        let Some(seg) = Segment::open(&self.cfg.name, &self.cfg.dir_spec())? else {
             return Ok(false);
         };
         let found = seg.topic();
@@ -102,7 +106,7 @@ impl IpcSubscriber {
                 found,
             });
         }
-        let max = seg.u32_at(MAX_SUBSCRIBERS).load(Ordering::Relaxed);
+        let max = seg.max_subscribers;
         let slot = (0..max)
             .find(|&i| {
                 seg.u32_at(seg.slot_offset(i) + SLOT_STATE)
@@ -129,14 +133,26 @@ impl IpcSubscriber {
         // publisher scan that missed our slot happened before our fence, so its limit came from
         // a tail no later than the one we then read (invariant 4). Only then become ACTIVE,
         // which is when the publisher counts us as attached.
-        let (mut position, mut expected) = read_tail(&seg);
+        let corrupt_tail = |seg: &Segment| {
+            seg.u32_at(so + SLOT_STATE)
+                .store(SLOT_FREE, Ordering::Release);
+            OpenError::Incompatible {
+                path: seg.path().to_path_buf(),
+                what: "its tail (position and sequence) is not one a publisher writes".into(),
+            }
+        };
+        let Some((mut position, mut expected)) = read_tail(&seg) else {
+            return Err(corrupt_tail(&seg));
+        };
         seg.u64_at(so + SLOT_POSITION)
             .store(position, Ordering::Relaxed);
         seg.u32_at(so + SLOT_STATE)
             .store(SLOT_JOINING, Ordering::SeqCst);
         loop {
             fence(Ordering::SeqCst);
-            let (p, e) = read_tail(&seg);
+            let Some((p, e)) = read_tail(&seg) else {
+                return Err(corrupt_tail(&seg));
+            };
             if p == position {
                 break;
             }
@@ -152,8 +168,8 @@ impl IpcSubscriber {
         }
         let (log, capacity) = seg.log();
         let policy = seg.policy();
-        let session_id = seg.u32_at(SESSION_ID).load(Ordering::Relaxed);
-        let max_frame = DATA_HEADER_LEN + seg.u32_at(MAX_MESSAGE).load(Ordering::Relaxed) as usize;
+        let session_id = seg.session_id;
+        let max_frame = DATA_HEADER_LEN + seg.max_message as usize;
         if policy == SlowSubscriberPolicy::Overwrite {
             self.scratch.resize(max_frame, 0);
         }
@@ -179,14 +195,20 @@ impl IpcSubscriber {
         Ok(true)
     }
 
-    fn detach(&mut self, publisher_died: bool) {
+    fn detach(&mut self, why: Detach) {
         if let Some(a) = self.attached.take() {
             let session_id = a.session_id;
+            let path = a.seg.path().display().to_string();
             a.release(self.blocking);
-            self.events.push_back(if publisher_died {
-                SubscriberEvent::PublisherDied { session_id }
-            } else {
-                SubscriberEvent::PublisherClosed { session_id }
+            self.events.push_back(match why {
+                Detach::Died => SubscriberEvent::PublisherDied { session_id },
+                Detach::Closed => SubscriberEvent::PublisherClosed { session_id },
+                Detach::Damaged => SubscriberEvent::SegmentDamaged {
+                    session_id,
+                    reason: format!(
+                        "shared-memory segment {path} was truncated or damaged by another process of your user"
+                    ),
+                },
             });
         }
     }
@@ -204,7 +226,11 @@ impl IpcSubscriber {
             return 0;
         };
         a.empty_polls += 1;
-        if a.empty_polls < LIVENESS_CHECK_EVERY && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0
+        // Empty polls only: the closed flag (shared), and whether the segment was damaged (a
+        // relaxed load of process-local memory).
+        if a.empty_polls < LIVENESS_CHECK_EVERY
+            && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0
+            && !a.seg.damaged()
         {
             return 0;
         }
@@ -238,7 +264,12 @@ impl IpcSubscriber {
             Err(n) => {
                 // A frame that breaks the layout: the segment is not trustworthy any more.
                 self.counters.corrupt_frames += 1;
-                self.detach(false);
+                let damaged = self.attached.as_ref().is_some_and(|a| a.seg.damaged());
+                self.detach(if damaged {
+                    Detach::Damaged
+                } else {
+                    Detach::Closed
+                });
                 n
             }
         }
@@ -251,6 +282,11 @@ impl IpcSubscriber {
         let Some(a) = self.attached.as_ref() else {
             return 0;
         };
+        if a.seg.damaged() {
+            // What it reads now are zero pages: deliver nothing more from it.
+            self.detach(Detach::Damaged);
+            return 0;
+        }
         let closed = a.seg.u32_at(CLOSED).load(Ordering::Acquire) != 0;
         let died = !closed && !a.seg.publisher_alive();
         if !closed && !died {
@@ -258,7 +294,7 @@ impl IpcSubscriber {
         }
         let n = self.poll_attached(handler, limit);
         if n == 0 {
-            self.detach(died);
+            self.detach(if died { Detach::Died } else { Detach::Closed });
         }
         n
     }
@@ -276,6 +312,14 @@ impl IpcSubscriber {
             }
         }
     }
+}
+
+/// Why a subscriber leaves a segment.
+#[derive(Debug, Clone, Copy)]
+enum Detach {
+    Closed,
+    Died,
+    Damaged,
 }
 
 impl Drop for IpcSubscriber {
@@ -408,6 +452,7 @@ impl Attached {
         events: &mut VecDeque<SubscriberEvent>,
     ) -> Result<usize, usize> {
         let mut n = 0;
+        let mut resyncs = 0;
         let start = self.position;
         while n < limit {
             let off = (self.position & self.mask) as usize;
@@ -416,7 +461,14 @@ impl Attached {
                 unsafe { self.word(off + COMMIT_WORD) }.load(Ordering::Acquire) == self.expected;
             if !committed {
                 if self.lapped() {
-                    self.resync(counters, events);
+                    resyncs += 1;
+                    if resyncs > RESYNCS_PER_POLL {
+                        break;
+                    }
+                    if !self.resync(counters, events) {
+                        self.finish(start);
+                        return Err(n);
+                    }
                     continue;
                 }
                 break;
@@ -430,7 +482,14 @@ impl Attached {
                 frame_len >= DATA_HEADER_LEN && frame_len <= self.max_frame && frame_len <= room;
             if !sane || (ty != FrameType::Data as u8 && ty != FrameType::Pad as u8) {
                 if self.lapped() {
-                    self.resync(counters, events);
+                    resyncs += 1;
+                    if resyncs > RESYNCS_PER_POLL {
+                        break;
+                    }
+                    if !self.resync(counters, events) {
+                        self.finish(start);
+                        return Err(n);
+                    }
                     continue;
                 }
                 self.finish(start);
@@ -438,7 +497,14 @@ impl Attached {
             }
             if ty == FrameType::Pad as u8 {
                 if self.lapped() {
-                    self.resync(counters, events);
+                    resyncs += 1;
+                    if resyncs > RESYNCS_PER_POLL {
+                        break;
+                    }
+                    if !self.resync(counters, events) {
+                        self.finish(start);
+                        return Err(n);
+                    }
                     continue;
                 }
                 self.position += room as u64;
@@ -458,7 +524,14 @@ impl Attached {
                 )
             };
             if self.lapped() {
-                self.resync(counters, events);
+                resyncs += 1;
+                if resyncs > RESYNCS_PER_POLL {
+                    break;
+                }
+                if !self.resync(counters, events) {
+                    self.finish(start);
+                    return Err(n);
+                }
                 continue;
             }
             handler(Message {
@@ -481,13 +554,17 @@ impl Attached {
         claim_overlaps(claim, self.position, self.capacity)
     }
 
+    /// Moves to the publisher's tail after being lapped. False if the tail is not one a
+    /// publisher writes (the segment is corrupt).
     #[cold]
     fn resync(
         &mut self,
         counters: &mut SubscriberCounters,
         events: &mut VecDeque<SubscriberEvent>,
-    ) {
-        let (position, sequence) = read_tail(&self.seg);
+    ) -> bool {
+        let Some((position, sequence)) = read_tail(&self.seg) else {
+            return false;
+        };
         let lost = sequence.saturating_sub(self.expected);
         if lost > 0 {
             counters.gaps += 1;
@@ -504,6 +581,7 @@ impl Attached {
         self.position = position;
         self.expected = sequence;
         self.publish_position();
+        true
     }
 
     fn has_data(&self) -> bool {
@@ -528,12 +606,26 @@ unsafe fn read_len_type(frame: *const u8) -> (usize, u8) {
     (words::frame_length(w) as usize, words::frame_type(w))
 }
 
-/// A consistent (position, sequence) of the publisher's tail (invariant 5).
-fn read_tail(seg: &Segment) -> (u64, u64) {
+/// Tail positions and sequences stay below this: a publisher cannot reach it (2^62 bytes or
+/// messages), and a reader's arithmetic on them cannot overflow.
+const TAIL_LIMIT: u64 = 1 << 62;
+/// Reads of the tail seqlock before giving up on a publisher that never finishes an update
+/// (a live one finishes in nanoseconds; a foreign segment may hold an odd version for good).
+const TAIL_TRIES: u32 = 1 << 20;
+
+/// A consistent (position, sequence) of the publisher's tail (invariant 5), or `None` if the
+/// seqlock never settles or it names a place no publisher writes: a position that does not
+/// start a line, or values a publisher cannot reach (a corrupt or foreign segment). A frame
+/// position starts a line, so the commit word read there is aligned; a sequence below
+/// `TAIL_LIMIT` is never [`UNCOMMITTED`].
+fn read_tail(seg: &Segment) -> Option<(u64, u64)> {
     let version = seg.u64_at(TAIL_VERSION);
-    loop {
+    for i in 0..TAIL_TRIES {
         let v1 = version.load(Ordering::Acquire);
         if v1 & 1 == 1 {
+            if i % 1024 == 1023 {
+                std::thread::yield_now();
+            }
             std::hint::spin_loop();
             continue;
         }
@@ -541,9 +633,11 @@ fn read_tail(seg: &Segment) -> (u64, u64) {
         let s = seg.u64_at(TAIL_SEQUENCE).load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         if version.load(Ordering::Relaxed) == v1 {
-            return (p, s);
+            let valid = p % FRAME_ALIGN as u64 == 0 && p < TAIL_LIMIT && s < TAIL_LIMIT;
+            return valid.then_some((p, s));
         }
     }
+    None
 }
 
 impl Wake for IpcSubscriber {

@@ -16,11 +16,68 @@ fn unique(tag: &str) -> String {
     )
 }
 
-fn cfg(tag: &str, capacity: u64, policy: SlowSubscriberPolicy) -> IpcConfig {
-    IpcConfig {
-        capacity,
-        policy,
-        ..IpcConfig::new(&unique(tag))
+/// A base directory of the test's own under `/dev/shm`, removed with everything in it when
+/// the last configuration using it is dropped: tests do not see each other's segments (a
+/// publisher's creation removes the dead segments of its directory), and leave nothing behind.
+#[derive(Debug)]
+pub(super) struct TestBase(pub std::path::PathBuf);
+
+impl TestBase {
+    pub(super) fn new(tag: &str) -> std::sync::Arc<TestBase> {
+        let p = std::path::Path::new("/dev/shm").join(format!("pgtest-{}", unique(tag)));
+        std::fs::create_dir(&p).unwrap();
+        std::sync::Arc::new(TestBase(p))
+    }
+    /// This user's segment directory in it.
+    pub(super) fn user_dir(&self) -> std::path::PathBuf {
+        self.0
+            .join(format!("peregrine-{}", rustix::process::geteuid().as_raw()))
+    }
+}
+
+impl Drop for TestBase {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An `IpcConfig` with a base directory of its own (see [`TestBase`]).
+#[derive(Debug, Clone)]
+pub(super) struct TestCfg {
+    pub cfg: IpcConfig,
+    pub base: std::sync::Arc<TestBase>,
+}
+
+impl std::ops::Deref for TestCfg {
+    type Target = IpcConfig;
+    fn deref(&self) -> &IpcConfig {
+        &self.cfg
+    }
+}
+
+impl TestCfg {
+    /// The file of this configuration's segment.
+    pub(super) fn file(&self) -> std::path::PathBuf {
+        self.base.user_dir().join(&self.cfg.name)
+    }
+    /// Another segment name in the same directory.
+    pub(super) fn sibling(&self, tag: &str) -> TestCfg {
+        let mut c = self.clone();
+        c.cfg.name = unique(tag);
+        c
+    }
+}
+
+pub(super) fn cfg(tag: &str, capacity: u64, policy: SlowSubscriberPolicy) -> TestCfg {
+    let base = TestBase::new(tag);
+    TestCfg {
+        cfg: IpcConfig {
+            capacity,
+            policy,
+            base_dir: Some(base.0.clone()),
+            ..IpcConfig::new(&unique(tag))
+        },
+        base,
     }
 }
 
@@ -277,7 +334,7 @@ fn a_subscriber_created_first_attaches_when_its_publisher_appears_and_follows_a_
         ]
     );
     assert!(
-        !c.name.is_empty() && !super::segment::segment_path(&c.name).exists(),
+        !c.name.is_empty() && !c.file().exists(),
         "closing removes the segment"
     );
     let mut publ2 = IpcPublisher::create(&c, "early", 1).unwrap();
@@ -323,10 +380,8 @@ fn a_subscriber_for_another_topic_is_refused() {
 
 #[test]
 fn a_full_subscriber_table_is_refused_with_the_fix() {
-    let c = IpcConfig {
-        max_subscribers: 2,
-        ..cfg("full", 1 << 20, SlowSubscriberPolicy::BackPressure)
-    };
+    let mut c = cfg("full", 1 << 20, SlowSubscriberPolicy::BackPressure);
+    c.cfg.max_subscribers = 2;
     let _publ = IpcPublisher::create(&c, "full", 1).unwrap();
     let _a = IpcSubscriber::new(&c, "full", false).unwrap();
     let _b = IpcSubscriber::new(&c, "full", false).unwrap();
@@ -508,6 +563,7 @@ fn a_subscriber_racing_a_reclaim_never_attaches_to_the_dead_segment() {
             session_id: 1,
             stream_id: 7,
             topic: "reclaim".into(),
+            dir: c.dir_spec(),
         };
         drop(super::segment::Segment::create(&dead).unwrap());
         let go = Arc::new(AtomicBool::new(false));
@@ -644,4 +700,429 @@ fn the_log_holds_wire_data_and_pad_frames_field_for_field() {
         u64::from_le_bytes(log[next..next + 8].try_into().unwrap()),
         UNCOMMITTED
     );
+}
+
+fn dead_spec(
+    c: &TestCfg,
+    topic: &str,
+    policy: SlowSubscriberPolicy,
+) -> super::segment::SegmentSpec {
+    super::segment::SegmentSpec {
+        name: c.name.clone(),
+        capacity: c.capacity,
+        max_subscribers: c.max_subscribers,
+        policy,
+        session_id: 1,
+        stream_id: 7,
+        topic: topic.into(),
+        dir: c.dir_spec(),
+    }
+}
+
+/// Issue 14: a publisher killed with kill -9 left its segment behind for good. The next
+/// publisher created in the directory removes every segment whose owner died (and leftovers of
+/// creations that died half-way), counts them, and leaves live ones alone; a subscriber still
+/// reading a removed segment keeps its mapping and drains it.
+#[test]
+fn segments_left_by_dead_publishers_are_removed_by_the_next_publisher_and_counted() {
+    let c = cfg("scan", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let live_cfg = c.sibling("live");
+    let live = IpcPublisher::create(&live_cfg, "live", 1).unwrap();
+    let mut dead = IpcPublisher::create(&c, "scan", 1).unwrap();
+    let mut reader = IpcSubscriber::new(&c, "scan", false).unwrap();
+    for i in 0..10u64 {
+        dead.offer(&payload(i, 40)).unwrap();
+    }
+    let other = c.sibling("other");
+    let other_publisher = IpcPublisher::create(&other, "other", 1).unwrap();
+    // Both die (creating one removes the dead ones already there).
+    dead.die_for_tests();
+    other_publisher.die_for_tests();
+    let leftover = c.base.user_dir().join(".tmp.1.00000000.half-made");
+    std::fs::write(&leftover, b"").unwrap();
+    assert!(c.file().exists() && other.file().exists());
+
+    let next = IpcPublisher::create(&c.sibling("next"), "next", 1).unwrap();
+    assert_eq!(next.stale_segments_removed(), 3);
+    assert!(!c.file().exists() && !other.file().exists() && !leftover.exists());
+    assert!(live_cfg.file().exists(), "a live publisher's segment stays");
+    assert_eq!(live.subscriber_count(), 0);
+    // The reader of the removed segment gets all ten, then learns it was closed.
+    let got = drain(&mut reader, 10, 10);
+    assert_eq!(got.len(), 10);
+    assert!(drain(&mut reader, 1, 3).is_empty());
+    assert!(std::iter::from_fn(|| reader.next_event())
+        .any(|e| matches!(e, SubscriberEvent::PublisherClosed { .. })));
+}
+
+/// Issue 14: any file under the name that no live publisher holds (an empty file, a stale
+/// segment truncated to any length, a link to an empty file) is replaced by the next publisher,
+/// and refused by a subscriber with a message naming it; nothing crashes.
+#[test]
+fn an_empty_truncated_or_linked_file_under_the_name_is_replaced_by_a_publisher_and_refused_by_a_subscriber(
+) {
+    let c = cfg("junk", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let empty = c.base.0.join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    type Make<'a> = Box<dyn Fn(&std::path::Path) + 'a>;
+    let junk: [(&str, Make<'_>); 5] = [
+        ("empty file", Box::new(|p| std::fs::write(p, b"").unwrap())),
+        (
+            "link to an empty file",
+            Box::new(|p| std::os::unix::fs::symlink(&empty, p).unwrap()),
+        ),
+        (
+            "stale segment truncated to 0",
+            Box::new(|p| stale_truncated(p, 0)),
+        ),
+        (
+            "stale segment truncated to 100",
+            Box::new(|p| stale_truncated(p, 100)),
+        ),
+        (
+            "stale segment truncated to one page",
+            Box::new(|p| stale_truncated(p, PAGE as u64)),
+        ),
+    ];
+    fn stale_truncated(p: &std::path::Path, len: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+    super::dir::SegmentDir::open(&c.dir_spec()).unwrap();
+    for (what, make) in &junk {
+        if what.starts_with("stale") {
+            drop(
+                super::segment::Segment::create(&dead_spec(
+                    &c,
+                    "junk",
+                    SlowSubscriberPolicy::BackPressure,
+                ))
+                .unwrap(),
+            );
+        }
+        make(&c.file());
+        match IpcSubscriber::new(&c, "junk", false) {
+            Err(e) => assert!(
+                e.to_string().contains(&c.file().display().to_string()),
+                "{what}: {e}"
+            ),
+            Ok(s) => assert!(!s.is_connected(), "{what}: attached"),
+        }
+        let publ = IpcPublisher::create(&c, "junk", 1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(publ.reclaimed_stale_segment(), "{what}");
+        let mut sub = IpcSubscriber::new(&c, "junk", false).unwrap();
+        let mut publ = publ;
+        publ.offer(b"after").unwrap();
+        assert_eq!(
+            drain(&mut sub, 1, 3),
+            vec![(0, b"after".to_vec())],
+            "{what}"
+        );
+        drop(sub);
+        drop(publ);
+        assert!(
+            std::fs::metadata(&empty).unwrap().len() == 0,
+            "{what}: the link's target was written"
+        );
+    }
+}
+
+/// Issue 14: truncating a live segment killed its publisher and its subscribers with SIGBUS.
+/// Now the faulting accesses complete (on zero pages), the publisher's offers fail with
+/// `SegmentDamaged` naming the file (within one lap of the log), and the subscriber detaches
+/// with a `SegmentDamaged` event naming it.
+#[test]
+fn a_segment_truncated_under_its_publisher_and_subscriber_is_an_error_naming_the_file_not_a_crash()
+{
+    for policy in [
+        SlowSubscriberPolicy::BackPressure,
+        SlowSubscriberPolicy::Overwrite,
+    ] {
+        let c = cfg("trunc", MIN_CAPACITY, policy);
+        let mut publ = IpcPublisher::create(&c, "trunc", 1).unwrap();
+        let mut sub = IpcSubscriber::new(&c, "trunc", false).unwrap();
+        for i in 0..100 {
+            publ.offer(&payload(i, 40)).unwrap();
+        }
+        assert_eq!(drain(&mut sub, 100, 10).len(), 100);
+        // Another process of the user shrinks the file (here: this one, through its path).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(c.file())
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let mut failed = None;
+        for i in 0..MIN_CAPACITY {
+            match publ.offer(&payload(i, 40)) {
+                Ok(_) => {}
+                Err(OfferError::BackPressured) => {
+                    sub.poll(&mut |_m: Message<'_>| {}, usize::MAX);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let file = c.file();
+        let e = failed.expect("offers go on failing to notice the truncation");
+        assert!(
+            matches!(e, OfferError::SegmentDamaged { path } if path == file),
+            "{policy:?}: {e:?}"
+        );
+        assert!(e.to_string().contains(&file.display().to_string()), "{e}");
+        assert!(publ.is_damaged());
+        assert!(matches!(
+            publ.offer(b"x"),
+            Err(OfferError::SegmentDamaged { .. })
+        ));
+        let mut events = Vec::new();
+        for _ in 0..10 {
+            sub.poll(&mut |_m: Message<'_>| {}, 16);
+            events.extend(std::iter::from_fn(|| sub.next_event()));
+        }
+        assert!(
+            events.iter().any(
+                |e| matches!(e, SubscriberEvent::SegmentDamaged { reason, .. }
+                if reason.contains(&file.display().to_string()))
+            ),
+            "{policy:?}: {events:?}"
+        );
+        assert!(!sub.is_connected());
+        drop(sub);
+        drop(publ);
+        assert!(
+            !file.exists(),
+            "the closing publisher removes the damaged file"
+        );
+    }
+    assert!(super::sigbus::repaired_faults() > 0);
+}
+
+/// The SIGBUS handler only takes faults in segment mappings: a truncated mapping of any other
+/// file still ends the process with SIGBUS, as without it (checked in a child process: this
+/// test binary, run again for this one test).
+#[test]
+fn a_sigbus_outside_segment_mappings_still_ends_the_process() {
+    use std::os::unix::process::ExitStatusExt;
+    const CHILD: &str = "PEREGRINE_TEST_SIGBUS_CHILD";
+    if let Some(dir) = std::env::var_os(CHILD) {
+        let dir = std::path::PathBuf::from(dir);
+        // Install the handler, as any process with a segment has.
+        let c = IpcConfig {
+            base_dir: Some(dir.clone()),
+            ..IpcConfig::new("child")
+        };
+        let _publ = IpcPublisher::create(&c, "child", 1).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.join("foreign"))
+            .unwrap();
+        f.set_len(4096).unwrap();
+        // A shared mapping of a 4096-byte file this test made, truncated on purpose.
+        let map = memmap2::MmapOptions::new().len(4096).map_raw(&f).unwrap();
+        f.set_len(0).unwrap();
+        // SAFETY: in bounds of the mapping; the fault is the point.
+        let v = unsafe { map.as_ptr().read_volatile() };
+        panic!("read {v} from a truncated mapping without SIGBUS");
+    }
+    let base = TestBase::new("sigbus-child");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ipc::tests::a_sigbus_outside_segment_mappings_still_ends_the_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &base.0)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGBUS),
+        "{:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A small xorshift generator: the fuzz-like tests are reproducible by seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Issue 14: a header page of random bytes made openers panic (an unaligned tail position is a
+/// misaligned atomic), hang (an odd tail version) or spin (a claim that always looks lapped).
+/// Every field read from a segment is now checked before use: for many seeds, a subscriber on
+/// a segment whose header page was scrambled (wholly, all but the descriptor, or a few words)
+/// attaches or refuses, polls without panicking or hanging, and the next publisher replaces it.
+#[test]
+fn random_bytes_in_the_header_page_never_panic_or_hang_a_subscriber_or_the_next_publisher() {
+    use std::os::unix::fs::FileExt;
+    let c = cfg("fuzz", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    for seed in 1..=600u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let policy = if seed % 2 == 0 {
+            SlowSubscriberPolicy::BackPressure
+        } else {
+            SlowSubscriberPolicy::Overwrite
+        };
+        drop(super::segment::Segment::create(&dead_spec(&c, "fuzz", policy)).unwrap());
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(c.file())
+            .unwrap();
+        let mut page = vec![0u8; PAGE];
+        file.read_exact_at(&mut page, 0).unwrap();
+        let interesting = [0, 1, 7, 63, 64, u64::MAX, u64::MAX - 1, 1 << 62, 1 << 63];
+        match seed % 3 {
+            0 => page.iter_mut().for_each(|b| *b = rng.next() as u8),
+            // The descriptor and the topic intact, the lines processes write scrambled.
+            1 => page[64..TOPIC]
+                .iter_mut()
+                .for_each(|b| *b = rng.next() as u8),
+            _ => {
+                for _ in 0..1 + rng.next() % 6 {
+                    let at = (rng.next() as usize % (TOPIC / 8)) * 8;
+                    let v = if rng.next() % 2 == 0 {
+                        interesting[rng.next() as usize % interesting.len()]
+                    } else {
+                        rng.next()
+                    };
+                    page[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        file.write_all_at(&page, 0).unwrap();
+        // Held as a live publisher holds it, so that subscribers attach.
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        if let Ok(mut sub) = IpcSubscriber::new(&c, "fuzz", seed % 5 == 0) {
+            for _ in 0..50 {
+                sub.poll(&mut |_m: Message<'_>| {}, 64);
+            }
+            while sub.next_event().is_some() {}
+        }
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock).unwrap();
+        drop(file);
+        let publ = IpcPublisher::create(&c, "fuzz", 1)
+            .unwrap_or_else(|e| panic!("seed {seed}: the next publisher failed: {e}"));
+        assert!(publ.reclaimed_stale_segment(), "seed {seed}");
+    }
+}
+
+/// `group=` shares a segment with a group instead of the user alone: a directory of the group
+/// (mode 0770), segments mode 0660 of that group; a subscriber attaches to them only when it
+/// names the group too (it never looks there otherwise), and refuses a file of another group.
+#[test]
+fn a_group_named_by_both_sides_shares_its_segments_and_nothing_else() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let gid = rustix::process::getegid().as_raw();
+    let mut c = cfg("group", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    c.cfg.group = Some(gid);
+    let mut publ = IpcPublisher::create(&c, "group", 1).unwrap();
+    let dir = c.base.0.join(format!("peregrine-group-{gid}"));
+    let file = dir.join(&c.name);
+    assert_eq!(publ.path(), file);
+    let (d, f) = (
+        std::fs::metadata(&dir).unwrap(),
+        std::fs::metadata(&file).unwrap(),
+    );
+    assert_eq!((d.permissions().mode() & 0o7777, d.gid()), (0o770, gid));
+    assert_eq!((f.permissions().mode() & 0o777, f.gid()), (0o660, gid));
+    // Without group=, a subscriber looks in the user's own directory: nothing there.
+    let mut mine_only = c.clone();
+    mine_only.cfg.group = None;
+    let mut alone = IpcSubscriber::new(&mine_only, "group", false).unwrap();
+    let mut shared = IpcSubscriber::new(&c, "group", false).unwrap();
+    publ.offer(b"to the group").unwrap();
+    assert_eq!(
+        drain(&mut shared, 1, 3),
+        vec![(0, b"to the group".to_vec())]
+    );
+    assert!(drain(&mut alone, 1, 3).is_empty() && !alone.is_connected());
+    // Group names resolve; unknown ones are refused naming the fix.
+    let uri = |t: &str| IpcConfig::from_uri(&crate::uri::Uri::parse(t).unwrap());
+    assert_eq!(uri("ipc://x?group=root").unwrap().group, Some(0));
+    let e = uri("ipc://x?group=pgr-no-such-group")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such group"), "{e}");
+    if rustix::process::geteuid().is_root() {
+        // A file of another group in the group's directory (only root could put it there).
+        let planted = c.sibling("planted");
+        std::fs::write(dir.join(&planted.name), vec![0u8; PAGE]).unwrap();
+        std::os::unix::fs::chown(dir.join(&planted.name), None, Some(gid + 1)).unwrap();
+        let e = IpcSubscriber::new(&planted, "group", false).unwrap_err();
+        assert!(e.to_string().contains("not the configured group"), "{e}");
+    } else {
+        // A group this user is not in is refused, naming the fix.
+        let groups = rustix::process::getgroups().unwrap();
+        let other = (1..60_000)
+            .find(|g| *g != gid && !groups.iter().any(|m| m.as_raw() == *g))
+            .unwrap();
+        let mut c2 = c.sibling("nonmember");
+        c2.cfg.group = Some(other);
+        let e = IpcPublisher::create(&c2, "x", 1).unwrap_err().to_string();
+        assert!(e.contains("not a member of group"), "{e}");
+    }
+}
+
+/// Issue 14: a subscriber attached to a segment of another user. In the user's own directory
+/// (where only root could put it), another user's file is refused, naming its owner. (The
+/// attack by a real second user is in crates/cli/tests/shm_security.rs.)
+#[test]
+fn a_subscriber_refuses_a_segment_owned_by_another_user() {
+    if !peregrine_testkit::root("it gives a segment to another user") {
+        return;
+    }
+    let c = cfg("owner", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let publ = IpcPublisher::create(&c, "owner", 1).unwrap();
+    std::os::unix::fs::chown(c.file(), Some(65534), None).unwrap();
+    let e = IpcSubscriber::new(&c, "owner", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("belongs to uid 65534") && e.contains(&c.file().display().to_string()),
+        "{e}"
+    );
+    drop(publ);
+}
+
+/// The directory's checks: created 0700; one with another mode, or a link in its place, is
+/// refused naming the fix (nothing is made through the link).
+#[test]
+fn the_user_directory_is_made_0700_and_one_with_another_mode_or_a_link_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cfg("dirs", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let publ = IpcPublisher::create(&c, "dirs", 1).unwrap();
+    let dir = c.base.user_dir();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir), 0o700);
+    drop(publ);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = IpcPublisher::create(&c, "dirs", 1).unwrap_err().to_string();
+    assert!(e.contains("mode is 0755") && e.contains("chmod 700"), "{e}");
+    std::fs::remove_dir(&dir).unwrap();
+    let elsewhere = c.base.0.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+    let e = IpcSubscriber::new(&c, "dirs", false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
