@@ -75,6 +75,14 @@ impl HeldFrames {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+    /// The sequence numbers held, in order.
+    pub fn sequences(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.len > 0)
+            .map(|(k, _)| self.base + k as u64)
+    }
     /// Slots of the ring: the sequence numbers it covers, held or not.
     pub fn span(&self) -> usize {
         self.slots.len()

@@ -164,7 +164,10 @@ pub struct NakConfig {
     /// A gap is never waited for longer than this: then it is reported lost and delivery
     /// carries on.
     pub max_stall_ns: u64,
-    /// Bytes of frames held behind gaps; past it, the oldest gap is given up.
+    /// Bytes of frames held behind gaps (over all sessions); a frame that does not fit gives
+    /// up the oldest gaps until it does. It also bounds the reorder ring: a frame is held
+    /// only within `max_buffered_bytes / 32` sequence numbers (at least 1024) of the first
+    /// frame held, as many as the bytes could hold of the smallest frames.
     pub max_buffered_bytes: usize,
 }
 
@@ -404,6 +407,48 @@ impl Receiver {
             f.jump_bytes += s.suspect_frame.len();
         }
         f
+    }
+    /// Checks the invariants of each session's loss-repair state (for tests and the fuzz
+    /// target): the gaps are sorted, disjoint and within `[next_sequence, high)`; the frames
+    /// held lie there too, outside the gaps; and together they cover that range exactly, so
+    /// every frame held has a gap in front of it and will be delivered or given up.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.cfg.nak.is_none() {
+            return Ok(());
+        }
+        for s in &self.sessions {
+            let (next, high) = (s.next_sequence, s.high);
+            let fail = |what: &str| {
+                Err(format!(
+                    "session {}: {what}: next {next} high {high} gaps {:?} held {:?}",
+                    s.session_id,
+                    s.gaps,
+                    s.held.sequences().take(20).collect::<Vec<_>>()
+                ))
+            };
+            if next > high {
+                return fail("next past high");
+            }
+            let mut at = next;
+            let mut covered = 0u128;
+            for g in &s.gaps {
+                if g.start < at || g.end <= g.start || g.end > high {
+                    return fail("gaps unsorted, overlapping or outside");
+                }
+                at = g.end;
+                covered += u128::from(g.end - g.start);
+            }
+            for q in s.held.sequences() {
+                if q <= next || q >= high || s.gaps.iter().any(|g| g.start <= q && q < g.end) {
+                    return fail("a held frame outside the range or inside a gap");
+                }
+            }
+            if covered + s.held.len() as u128 != u128::from(high - next) {
+                return fail("gaps and held frames do not cover the range");
+            }
+        }
+        Ok(())
     }
     /// True while at least one session is followed.
     pub fn is_connected(&self) -> bool {
@@ -1014,9 +1059,10 @@ impl Receiver {
 
     fn lost(&mut self, i: usize, from_sequence: u64, count: u64) {
         let session_id = self.sessions[i].session_id;
+        // Saturating: a hostile sender's jumps can add up past 2^64.
         self.count(i, |c| {
             c.gaps += 1;
-            c.lost += count;
+            c.lost = c.lost.saturating_add(count);
         });
         self.events.push_back(SubscriberEvent::Lost {
             session_id,
@@ -1116,13 +1162,13 @@ impl Receiver {
         if q > s.next_sequence {
             // Hold it until the gap before it is filled or given up, within the byte limit
             // and the span the reorder ring may cover (its slots cost memory too).
-            if self.held_bytes() + frame.len() > nak.max_buffered_bytes {
-                n += self.give_up_front(i, handler);
-            }
             let span_max = (nak.max_buffered_bytes / 32).max(1024) as u64;
             while {
                 let s = &self.sessions[i];
-                q > s.next_sequence && s.held.span_with(q) > span_max && !s.gaps.is_empty()
+                q > s.next_sequence
+                    && !s.gaps.is_empty()
+                    && (self.held_bytes() + frame.len() > nak.max_buffered_bytes
+                        || s.held.span_with(q) > span_max)
             } {
                 let before = self.sessions[i].next_sequence;
                 n += self.give_up_front(i, handler);
@@ -1133,6 +1179,11 @@ impl Receiver {
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
                 s.held.insert(q, frame);
+                return n;
+            }
+            if q < s.next_sequence {
+                // Giving up moved delivery past it (a `start` late join found not young
+                // dropped the history it belonged to).
                 return n;
             }
         }
@@ -1189,7 +1240,8 @@ impl Receiver {
                     s.next_sequence = g.end;
                     s.reassembly = None;
                     s.need_begin = true;
-                    self.stats.unrecoverable += g.end - g.start;
+                    self.stats.unrecoverable =
+                        self.stats.unrecoverable.saturating_add(g.end - g.start);
                     self.lost(i, g.start, g.end - g.start);
                     n += self.drain_held(i, handler);
                 }

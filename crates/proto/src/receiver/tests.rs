@@ -969,9 +969,59 @@ fn a_hostile_peer_cannot_grow_the_receivers_memory() {
             assert!(f.held_bytes <= (1 << 20) + 64, "{f:?}");
             assert!(f.held_slots <= 8 * (1 << 20) / 32 + 8, "{f:?}");
             assert!(f.jump_bytes <= 8 * 64, "{f:?}");
+            r.check_invariants().unwrap();
             while r.next_event().is_some() {}
         }
     }
+}
+
+#[test]
+fn losses_that_add_up_past_2_to_the_64_saturate_instead_of_panicking() {
+    // Found by fuzz/fuzz_targets/receiver.rs: two sessions each losing nearly 2^64 frames
+    // (no jump bound, as on TCP) overflowed the total.
+    let mut r = Receiver::new(ReceiverConfig {
+        max_jump_frames: u64::MAX,
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    for session in [1, 2] {
+        feed_from(&mut r, &data_frame(session, 0, b"x"), SRC, 0, &mut got);
+        feed_from(
+            &mut r,
+            &data_frame(session, u64::MAX - 1, b"x"),
+            SRC,
+            0,
+            &mut got,
+        );
+    }
+    assert_eq!(r.counters().lost, u64::MAX);
+    // 2^64 - 1 is never a sequence number: rejected, not an overflow one past it.
+    feed_from(&mut r, &data_frame(1, u64::MAX, b"x"), SRC, 0, &mut got);
+    assert_eq!(r.counters().corrupt_frames, 1);
+}
+
+#[test]
+fn a_start_late_join_given_up_for_room_never_delivers_its_history_after_the_live_stream() {
+    // Found by the fuzz target: a `start` late join (history 0..11776 asked for) whose gap
+    // was given up to keep the reorder ring within its span delivered 11776, then the
+    // retransmitted frame 1 after it, out of order.
+    let mut r = Receiver::new(ReceiverConfig {
+        nak: Some(NakConfig {
+            max_buffered_bytes: 64 << 10,
+            ..NakConfig::new(true)
+        }),
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 11_776, b"x"), SRC, 0, &mut got);
+    feed_from(&mut r, &data_frame(9, 1, b"x"), SRC, 1, &mut got);
+    assert_eq!(got, vec![11_776]);
+    r.check_invariants().unwrap();
+    assert_eq!(
+        lost_events(&mut r),
+        vec![],
+        "not young after all: as if none was asked"
+    );
 }
 
 // ---- Late join (issue 14, item 10) ----
