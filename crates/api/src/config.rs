@@ -19,6 +19,7 @@
 //! default. Every value is validated when the configuration is loaded, with the same rules and
 //! messages as a URI parameter, naming the file or variable.
 
+use peregrine_proto::receiver::{LateJoin, LateJoinError};
 use peregrine_proto::resolver::ResolverConfig;
 use peregrine_transport::ipc::IpcConfig;
 use peregrine_transport::net::NetConfig;
@@ -53,6 +54,9 @@ pub struct ResolverSettings {
     pub remote: Remote,
     /// The address publishers bind and advertise, and the resolver's interface (`iface`).
     pub iface: Ipv4Addr,
+    /// Where subscribers by topic start a `udp`/`mcast` source they find mid-stream
+    /// (`late_join`; `None`: the transport's setting, by default `start`).
+    pub late_join: Option<LateJoin>,
 }
 
 /// What a publisher by topic offers to subscribers on other hosts.
@@ -70,13 +74,14 @@ pub enum Remote {
 }
 
 /// The keys of `[resolver]`.
-pub const RESOLVER_KEYS: [&str; 17] = [
+pub const RESOLVER_KEYS: [&str; 18] = [
     "group",
     "iface",
     "multicast_ttl",
     "daemon",
     "local",
     "remote",
+    "late_join",
     "source_ttl_ms",
     "datagram",
     "max_advertisements_per_s",
@@ -102,6 +107,7 @@ impl Default for ResolverSettings {
             local_ipc: true,
             remote: Remote::Udp,
             iface: Ipv4Addr::LOCALHOST,
+            late_join: None,
         }
     }
 }
@@ -163,6 +169,7 @@ impl ResolverSettings {
                         _ => return Err(format!("remote = {v} is not accepted: use \"udp\", \"tcp\", \"none\" or a mcast://GROUP:PORT URI")),
                     }
                 }
+                "late_join" => s.late_join = Some(v.parse().map_err(|e: LateJoinError| e.to_string().replacen("late_join=", "late_join = ", 1))?),
                 "source_ttl_ms" => r.ttl_ms = ms(key, v, 100, 3_600_000)? as u32,
                 "datagram" => r.datagram_len = ms(key, v, 1200, 65000).map_err(|_| format!("datagram = {v} is not accepted: give a size in bytes from 1200 to 65000"))? as usize,
                 "max_advertisements_per_s" => r.max_advertisements_per_s = v.parse().map_err(|_| format!("max_advertisements_per_s = {v} is not accepted: give a whole number (0: unlimited)"))?,
@@ -425,6 +432,11 @@ impl Config {
     pub fn resolver(&self) -> ResolverSettings {
         ResolverSettings::from_pairs(self.resolver.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .expect("[resolver] entries are checked as they are set")
+    }
+
+    /// The `[topics]` entries: (topic, URI).
+    pub fn topics(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.topics.iter().map(|(t, u)| (t.as_str(), u.as_str()))
     }
 
     /// The explicit URI of `topic`, if `[topics]` gives one.

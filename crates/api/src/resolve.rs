@@ -24,6 +24,7 @@ use peregrine_proto::resolver::{
 use peregrine_proto::resolverd::{keepalive, KEEPALIVE_INTERVAL_NS};
 use peregrine_transport::ipc::{IpcConfig, IpcPublisher};
 use peregrine_transport::net::sys;
+use peregrine_transport::net::NetConfig;
 use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
 use peregrine_transport::{
     AnyPublisher, AnySubscriber, Message, OfferError, OpenError, PublisherCounters, Scheme,
@@ -423,6 +424,34 @@ struct Leg {
     orphaned_ns: Option<u64>,
     /// Its publisher said goodbye (or died): nothing more will come.
     ended: bool,
+    /// Opened from a `[topics]` entry when the subscription was made, before any source was
+    /// found: it stays open for the subscription's life.
+    explicit: bool,
+}
+
+/// The endpoint a transport URI names: its scheme and address (resolved, for the network), so
+/// an advertised URI finds the leg a `[topics]` entry opened whatever its spelling.
+fn endpoint(uri: &str) -> Option<(Scheme, String)> {
+    let u = Uri::parse(uri).ok()?;
+    let address = match u.scheme {
+        Scheme::Ipc => u.address.clone(),
+        _ => NetConfig::from_uri(&u).ok()?.addr.to_string(),
+    };
+    Some((u.scheme, address))
+}
+
+/// `uri` without parameter `key`.
+fn without_param(uri: &Uri, key: &str) -> String {
+    let mut s = format!("{}://{}", uri.scheme.name(), uri.address);
+    let mut first = true;
+    for (k, v) in uri.params.iter().filter(|(k, _)| k != key) {
+        s.push(if first { '?' } else { '&' });
+        first = false;
+        s.push_str(k);
+        s.push('=');
+        s.push_str(v);
+    }
+    s
 }
 
 /// A subscriber by topic pattern: one transport per source it found.
@@ -450,8 +479,8 @@ impl MultiSubscriber {
         config: crate::Config,
         blocking: bool,
     ) -> Self {
-        let (subscription, inbox) = handle.subscribe(pattern);
-        MultiSubscriber {
+        let (subscription, inbox) = handle.subscribe(pattern.clone());
+        let mut s = MultiSubscriber {
             handle,
             subscription,
             inbox,
@@ -463,6 +492,45 @@ impl MultiSubscriber {
             events: VecDeque::new(),
             closed_counters: SubscriberCounters::default(),
             polls: 0,
+        };
+        s.open_explicit_legs(&pattern);
+        s
+    }
+
+    /// Opens now the network transports `[topics]` names for topics the pattern matches, so a
+    /// publisher that starts later is read from its first message (waiting for topic
+    /// resolution to find it would miss what it sends meanwhile). Only endpoints a subscriber
+    /// can open before its publisher exists: a multicast group, or a fixed `udp`/`tcp` port.
+    fn open_explicit_legs(&mut self, pattern: &Pattern) {
+        let entries: Vec<(String, String)> = self
+            .config
+            .topics()
+            .filter(|(t, _)| pattern.matches(t))
+            .map(|(t, u)| (t.to_string(), u.to_string()))
+            .collect();
+        for (topic, uri) in entries {
+            let fixed = endpoint(&uri).is_some_and(|(scheme, addr)| match scheme {
+                Scheme::Mcast => true,
+                Scheme::Udp | Scheme::Tcp => !addr.ends_with(":0"),
+                _ => false,
+            });
+            if !fixed {
+                continue;
+            }
+            match self.open_leg(&uri, &topic) {
+                Ok(sub) => self.legs.push(Leg {
+                    uri,
+                    topic,
+                    sub,
+                    sessions: Vec::new(),
+                    orphaned_ns: None,
+                    ended: false,
+                    explicit: true,
+                }),
+                Err(e) => self.events.push_back(SubscriberEvent::AttachFailed {
+                    reason: format!("topic '{topic}' at {uri} ([topics]): {e}"),
+                }),
+            }
         }
     }
 
@@ -506,11 +574,23 @@ impl MultiSubscriber {
         // A shared-memory subscriber takes its settings from the segment, but whose segments
         // it may read (`group=`) only from this context's configuration: never from an
         // advertisement, which any process can send. The network ones take this context's
-        // defaults.
+        // defaults. `late_join` is the subscriber's own choice: one in an advertised URI (the
+        // publisher's configuration) is dropped, and this context's transport section, else
+        // `[resolver] late_join`, else the transport's default, apply.
         parsed = if parsed.scheme == Scheme::Ipc {
             Uri::parse(&self.config.apply(&format!("ipc://{}", parsed.address))?)?
         } else {
-            Uri::parse(&self.config.apply(uri)?)?
+            let own = without_param(&parsed, "late_join");
+            let mut applied = self.config.apply(&own)?;
+            if matches!(parsed.scheme, Scheme::Udp | Scheme::Mcast) {
+                if let Some(late_join) = self.handle.settings.late_join {
+                    if Uri::parse(&applied)?.param("late_join").is_none() {
+                        let sep = if applied.contains('?') { '&' } else { '?' };
+                        applied = format!("{applied}{sep}late_join={late_join}");
+                    }
+                }
+            }
+            Uri::parse(&applied)?
         };
         let stream_id = peregrine_proto::resolver::stream_id_of(topic);
         AnySubscriber::open(&parsed, topic, stream_id, self.blocking)
@@ -553,10 +633,11 @@ impl MultiSubscriber {
             });
             return;
         };
-        let at = self
-            .legs
-            .iter()
-            .position(|l| l.uri == uri && l.topic == source.topic);
+        let here = endpoint(&uri);
+        let at = self.legs.iter().position(|l| {
+            l.topic == source.topic
+                && (l.uri == uri || (here.is_some() && endpoint(&l.uri) == here))
+        });
         let at = match at {
             Some(i) => i,
             None => match self.open_leg(&uri, &source.topic) {
@@ -568,6 +649,7 @@ impl MultiSubscriber {
                         sessions: Vec::new(),
                         orphaned_ns: None,
                         ended: false,
+                        explicit: false,
                     });
                     self.legs.len() - 1
                 }
@@ -583,7 +665,7 @@ impl MultiSubscriber {
         leg.sessions.push(source.session_id);
         leg.orphaned_ns = None;
         self.sources
-            .insert(source.session_id, (uri.clone(), source.topic.clone()));
+            .insert(source.session_id, (leg.uri.clone(), source.topic.clone()));
         self.events.push_back(SubscriberEvent::SourceFound {
             topic: source.topic,
             session_id: source.session_id,
@@ -601,7 +683,7 @@ impl MultiSubscriber {
             .find(|l| l.uri == uri && l.topic == topic)
         {
             leg.sessions.retain(|&s| s != session_id);
-            if leg.sessions.is_empty() {
+            if leg.sessions.is_empty() && !leg.explicit {
                 leg.orphaned_ns = Some(now_ns());
             }
         }

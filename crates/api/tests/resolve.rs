@@ -248,3 +248,68 @@ fn bad_resolver_settings_and_patterns_name_the_value_and_the_fix() {
         .to_string();
     assert!(e.contains("pattern ''"), "{e}");
 }
+
+/// Issue 14, item 10: a subscriber by topic whose `[topics]` entry names a multicast group,
+/// started before its publisher, gets every message from the first. It used to open the group
+/// only when topic resolution reported the publisher, which had sent its first messages by
+/// then (and it reported no loss). The group is now opened with the subscription; with
+/// `late_join = none` that alone must do it, and with the default late join (`start`) a
+/// transport opened late asks for what it missed.
+#[test]
+fn a_subscriber_started_before_its_publisher_gets_every_message_from_the_first() {
+    for late_join in ["none", "start"] {
+        let t = topic(&format!("first.{late_join}"));
+        let r = peregrine_transport::random_u32();
+        let group = format!(
+            "mcast://239.255.{}.{}:{}",
+            (r >> 8) & 0xff,
+            (r & 0xff).max(1),
+            20_000 + (r >> 16) % 40_000
+        );
+        let toml =
+            format!("[mcast]\nlate_join = \"{late_join}\"\n[topics]\n\"{t}\" = \"{group}\"\n");
+        let cfg = Config::from_toml(&toml, "test.toml").unwrap();
+        let ctx = Context::with_config(cfg.clone());
+        let mut sub = ctx.subscribe(&t, IdleKind::Backoff).unwrap();
+        sub.poll(&mut |_| {}, 16);
+        let publ_ctx = Context::with_config(cfg);
+        let mut publ = publ_ctx.publish(&t).unwrap();
+        for i in 0..50u64 {
+            publ.offer(&i.to_le_bytes()).unwrap();
+        }
+        publ.flush().unwrap();
+        let got = collect(&mut sub, 50, || {
+            publ.do_work();
+        });
+        let numbers: Vec<u64> = got
+            .iter()
+            .map(|g| u64::from_le_bytes(g.3[..8].try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            numbers,
+            (0..50).collect::<Vec<u64>>(),
+            "late_join={late_join}"
+        );
+        assert_eq!(sub.counters().lost, 0);
+    }
+}
+
+#[test]
+fn late_join_is_checked_in_the_resolver_section_and_the_transport_sections() {
+    let e = Config::default()
+        .with_resolver("late_join", "sometimes")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("late_join = sometimes is not accepted") && e.contains("none"),
+        "{e}"
+    );
+    assert!(Config::default().with_resolver("late_join", "all").is_ok());
+    let e = Config::from_toml("[udp]\nlate_join = -1\n", "f.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("f.toml: [udp] late_join = -1") && e.contains("all"),
+        "{e}"
+    );
+}

@@ -276,6 +276,59 @@ fn a_late_subscriber_joins_mid_stream_and_a_killed_publisher_expires() {
     );
 }
 
+/// Issue 14, item 10: `peregrine sub T --print` started before `peregrine pub T`, with the
+/// topic's transport an explicit multicast group (`[topics]`): the subscriber delivers the
+/// stream from its first message and reports nothing lost. It used to open the group only once
+/// topic resolution reported the publisher, start at sequence 1 or 2, and report `lost 0`.
+#[test]
+fn a_subscriber_started_before_its_publisher_gets_it_from_the_first_message() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = prefix("first.h");
+    let pid = std::process::id();
+    let config =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("first-{pid}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[topics]\n\"{t}\" = \"mcast://239.255.91.{}:{}\"\n",
+            1 + pid % 250,
+            30_000 + pid % 20_000
+        ),
+    )
+    .unwrap();
+    let env = [("PEREGRINE_CONFIG", config.display().to_string())];
+    const N: u64 = 300;
+    let (sub, out) = start_sub(peregrine(
+        &[
+            "sub",
+            &t,
+            "--print",
+            "--count",
+            &N.to_string(),
+            "--seconds",
+            "20",
+        ],
+        &env,
+    ));
+    let publ = spawn(peregrine(
+        &["pub", &t, "--count", &N.to_string(), "--rate", "1000"],
+        &env,
+    ));
+    let (ok, stdout) = finish_sub(sub, out, Duration::from_secs(30));
+    let p = finish(publ, Duration::from_secs(10));
+    assert!(ok, "sub failed:\n{stdout}\npub:\n{}", text(&p));
+    let got = received(&stdout);
+    assert_eq!(got.len(), 1, "{stdout}");
+    let seqs = got.values().next().unwrap();
+    assert_eq!(
+        seqs,
+        &(0..N).collect::<Vec<_>>(),
+        "from the first message, in order"
+    );
+    assert!(stdout.contains("lost 0,"), "{stdout}");
+    let _ = std::fs::remove_file(&config);
+}
+
 #[test]
 fn malformed_and_spoofed_resolver_datagrams_are_rejected_and_counted() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -55,7 +55,7 @@ impl SubscriberCounters {
         self.messages += other.messages;
         self.bytes += other.bytes;
         self.gaps += other.gaps;
-        self.lost += other.lost;
+        self.lost = self.lost.saturating_add(other.lost); // a hostile sender can make it huge
         self.corrupt_frames += other.corrupt_frames;
         self.duplicates += other.duplicates;
         self.naks_sent += other.naks_sent;

@@ -75,6 +75,28 @@ impl HeldFrames {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+    /// The sequence numbers held, in order.
+    pub fn sequences(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.len > 0)
+            .map(|(k, _)| self.base + k as u64)
+    }
+    /// Slots of the ring: the sequence numbers it covers, held or not.
+    pub fn span(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The sequence numbers the ring would cover with `sequence` held too (0 when it holds
+    /// nothing): what holding it costs in slots, for the receiver's bound.
+    pub fn span_with(&self, sequence: u64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let end = self.base + self.slots.len() as u64;
+        end.max(sequence + 1) - self.base.min(sequence)
+    }
 
     fn slot(&self, sequence: u64) -> Option<&Slot> {
         let i = usize::try_from(sequence.checked_sub(self.base)?).ok()?;

@@ -15,8 +15,20 @@
 //! given up with an exact `Lost` when the sender no longer retains it, the tries or the stall
 //! limit run out, or the held bytes reach their limit.
 //!
-//! A receiver joining a session mid-stream starts at the first frame it sees; fragments before
-//! the first BEGIN are dropped (docs/protocol.md §12).
+//! **Joining.** A receiver joining a session mid-stream starts where [`LateJoin`] says: at the
+//! first frame it sees, or earlier by asking the sender for what it retains (a late-join gap,
+//! repaired like any other, what is no longer retained reported `Lost`). Fragments before the
+//! first BEGIN are dropped (docs/protocol.md §12).
+//!
+//! **Hostile input** (docs/protocol.md §13, "Receiver rules"). A session is bound to the source
+//! address it was first heard from; its frames from elsewhere are dropped and counted
+//! ([`ReceiverStats::foreign_source`]). A frame (DATA, HEARTBEAT or BYE) that would move a
+//! session further than a legitimate sender can ([`Receiver::jump_bound`]: the window, the
+//! sender's announced retention, at least [`ReceiverConfig::max_jump_frames`]) is held, not
+//! acted on, until a second frame from the source confirms the new position; and a
+//! HEARTBEAT's `oldest_retained` gives up only gaps that earlier frames revealed. Memory is
+//! bounded whatever arrives: sessions (`max_sessions`), one held jump per session, gaps
+//! ([`MAX_GAPS`]), held bytes and the span of the reorder ring (`NakConfig`).
 
 use crate::counters::SubscriberCounters;
 use crate::events::{Message, SubscriberEvent};
@@ -29,7 +41,9 @@ use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr, MAX_NAK_RANGES
 use peregrine_wire::status::{StatusFrame, StatusRepr, STATUS_LEN};
 use peregrine_wire::WireError;
 use std::collections::VecDeque;
+use std::fmt;
 use std::net::SocketAddr;
+use std::str::FromStr;
 
 /// A receiver's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +68,84 @@ pub struct ReceiverConfig {
     pub window_bytes: u64,
     /// Loss repair by NAK (`None`: a gap is reported as `Lost` at once).
     pub nak: Option<NakConfig>,
+    /// The least sequence jump a single frame is believed for; the bound is larger when the
+    /// window or the sender's announced retention is ([`Receiver::jump_bound`]). `u64::MAX`:
+    /// no bound (TCP, where the connection vouches for every frame).
+    pub max_jump_frames: u64,
+    /// Where a session joined mid-stream starts (needs `nak`; without it, always at the first
+    /// frame seen).
+    pub late_join: LateJoin,
+}
+
+/// Where a receiver starts a session it first hears mid-stream (`late_join=` on `udp://` and
+/// `mcast://` subscribers; docs/protocol.md §13). Anything before the first frame seen is asked
+/// for by NAK, like a gap: what the sender still retains is delivered in order before the
+/// rest, what it no longer retains is reported `Lost` (except for [`Start`](Self::Start),
+/// which asks only when the sender still has the session's first message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LateJoin {
+    /// At the first frame seen: nothing sent before is delivered or reported.
+    None,
+    /// The default: a session first heard within its first [`LATE_JOIN_START_MAX`] sequence
+    /// numbers, whose first message the sender still retains (it began moments ago, within
+    /// the sender's retention), is delivered from that first message; any other session
+    /// starts at the first frame seen, as with `None`. A subscriber that exists when a source
+    /// starts gets the source from its first message, however long topic resolution or the
+    /// JOIN took, and one joining a long-running stream is not handed its history.
+    #[default]
+    Start,
+    /// From the session's first message (sequence 0), as far back as the sender retains;
+    /// the rest is reported `Lost`.
+    All,
+    /// The last N sequence numbers before the first frame seen (N messages when none is
+    /// fragmented), as far back as the sender retains; the rest is reported `Lost`.
+    Last(u64),
+}
+
+/// [`LateJoin::Start`] recovers a session from its first message only when the first frame
+/// seen is at most this many sequence numbers in.
+pub const LATE_JOIN_START_MAX: u64 = 65_536;
+
+impl fmt::Display for LateJoin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LateJoin::None => f.write_str("none"),
+            LateJoin::Start => f.write_str("start"),
+            LateJoin::All => f.write_str("all"),
+            LateJoin::Last(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A `late_join` value that is none of `none`, `start`, `all` or a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateJoinError(pub String);
+
+impl fmt::Display for LateJoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "late_join={} is not accepted: use none (start at the first message seen), start (from the first message when the stream began moments ago; the default), all (everything the publisher still retains) or a number of messages to go back, for example late_join=1000",
+            self.0
+        )
+    }
+}
+impl std::error::Error for LateJoinError {}
+
+impl FromStr for LateJoin {
+    type Err = LateJoinError;
+    fn from_str(v: &str) -> Result<Self, Self::Err> {
+        match v {
+            "none" => Ok(LateJoin::None),
+            "start" => Ok(LateJoin::Start),
+            "all" => Ok(LateJoin::All),
+            _ => match v.parse::<u64>() {
+                Ok(0) => Ok(LateJoin::None),
+                Ok(n) => Ok(LateJoin::Last(n)),
+                Err(_) => Err(LateJoinError(v.to_string())),
+            },
+        }
+    }
 }
 
 /// How a receiver asks for lost frames (docs/architecture.md, "Loss repair").
@@ -72,7 +164,10 @@ pub struct NakConfig {
     /// A gap is never waited for longer than this: then it is reported lost and delivery
     /// carries on.
     pub max_stall_ns: u64,
-    /// Bytes of frames held behind gaps; past it, the oldest gap is given up.
+    /// Bytes of frames held behind gaps (over all sessions); a frame that does not fit gives
+    /// up the oldest gaps until it does. It also bounds the reorder ring: a frame is held
+    /// only within `max_buffered_bytes / 32` sequence numbers (at least 1024) of the first
+    /// frame held, as many as the bytes could hold of the smallest frames.
     pub max_buffered_bytes: usize,
 }
 
@@ -115,6 +210,8 @@ impl ReceiverConfig {
             window_frames: 0,
             window_bytes: 0,
             nak: None,
+            max_jump_frames: 4096,
+            late_join: LateJoin::Start,
         }
     }
 }
@@ -141,7 +238,42 @@ struct Session {
     high: u64,
     held: HeldFrames,
     gaps: Vec<Gap>,
+    /// A frame that would move the session further than [`Receiver::jump_bound`] allows, held
+    /// (not acted on) until another frame from the source confirms it; a DATA frame's bytes
+    /// are in `suspect_frame` (kept for reuse).
+    suspect: Option<Claim>,
+    suspect_frame: Vec<u8>,
+    /// `next_sequence - oldest_retained` of the last heartbeat acted on: how far behind the
+    /// sender a receiver can fall and still repair (part of the jump bound).
+    retained_span: u64,
+    /// The first position heard (a late join asks for what came before).
+    joined_at: u64,
+    /// [`LateJoin::Start`] asked for the session's first messages and does not know yet
+    /// whether the sender still retains them (its `Connected` event waits for that).
+    tentative: bool,
 }
+
+/// What a frame says about a session's position: kept while a jump waits for confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    Data { sequence: u64 },
+    Heartbeat { next: u64, oldest: u64 },
+    Bye { final_next: u64 },
+}
+
+impl Claim {
+    /// One past the last sequence number it says was sent.
+    fn reach(self) -> u64 {
+        match self {
+            Claim::Data { sequence } => sequence.saturating_add(1),
+            Claim::Heartbeat { next, .. } => next,
+            Claim::Bye { final_next } => final_next,
+        }
+    }
+}
+
+/// Gaps a session keeps open at most; a further one gives up the oldest (reported `Lost`).
+pub const MAX_GAPS: usize = 1024;
 
 /// Counts beyond [`SubscriberCounters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,8 +290,36 @@ pub struct ReceiverStats {
     pub naks_suppressed: u64,
     /// Frames given up: past the retention of the sender, out of tries, or stalled too long.
     pub unrecoverable: u64,
+    /// Frames of a followed session from another source address than the one the session
+    /// was first heard from: dropped.
+    pub foreign_source: u64,
+    /// Frames (DATA, HEARTBEAT, BYE) that jumped further than the jump bound: held until a
+    /// second frame confirms the position (`jumps_confirmed`), or dropped unconfirmed when
+    /// another such frame took their place (`jumps_discarded`).
+    pub jumps_held: u64,
+    pub jumps_confirmed: u64,
+    pub jumps_discarded: u64,
+    /// Sessions joined mid-stream that asked for what came before (late join).
+    pub late_joins: u64,
     /// Rejected frames by [`WireError::index`].
     pub wire_errors: [u64; WireError::NAMES.len()],
+}
+
+/// What a receiver holds in memory now, in the units its bounds are stated in (for tests and
+/// the fuzz target: none of it may grow without bound whatever arrives).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    pub sessions: usize,
+    /// Gaps open, over all sessions (each session keeps at most [`MAX_GAPS`]).
+    pub gaps: usize,
+    /// Bytes of frames held behind gaps, and slots of the reorder rings.
+    pub held_bytes: usize,
+    pub held_slots: usize,
+    /// Bytes of frames held while a jump waits for confirmation (one frame per session).
+    pub jump_bytes: usize,
+    pub departed: usize,
+    /// Events not yet taken with [`Receiver::next_event`].
+    pub events: usize,
 }
 
 /// Where [`Receiver::on_datagram`] stopped.
@@ -232,6 +392,64 @@ impl Receiver {
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
         self.events.pop_front()
     }
+    /// What it holds in memory now.
+    pub fn footprint(&self) -> Footprint {
+        let mut f = Footprint {
+            sessions: self.sessions.len(),
+            departed: self.departed.len(),
+            events: self.events.len(),
+            ..Footprint::default()
+        };
+        for s in &self.sessions {
+            f.gaps += s.gaps.len();
+            f.held_bytes += s.held.bytes();
+            f.held_slots += s.held.span();
+            f.jump_bytes += s.suspect_frame.len();
+        }
+        f
+    }
+    /// Checks the invariants of each session's loss-repair state (for tests and the fuzz
+    /// target): the gaps are sorted, disjoint and within `[next_sequence, high)`; the frames
+    /// held lie there too, outside the gaps; and together they cover that range exactly, so
+    /// every frame held has a gap in front of it and will be delivered or given up.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.cfg.nak.is_none() {
+            return Ok(());
+        }
+        for s in &self.sessions {
+            let (next, high) = (s.next_sequence, s.high);
+            let fail = |what: &str| {
+                Err(format!(
+                    "session {}: {what}: next {next} high {high} gaps {:?} held {:?}",
+                    s.session_id,
+                    s.gaps,
+                    s.held.sequences().take(20).collect::<Vec<_>>()
+                ))
+            };
+            if next > high {
+                return fail("next past high");
+            }
+            let mut at = next;
+            let mut covered = 0u128;
+            for g in &s.gaps {
+                if g.start < at || g.end <= g.start || g.end > high {
+                    return fail("gaps unsorted, overlapping or outside");
+                }
+                at = g.end;
+                covered += u128::from(g.end - g.start);
+            }
+            for q in s.held.sequences() {
+                if q <= next || q >= high || s.gaps.iter().any(|g| g.start <= q && q < g.end) {
+                    return fail("a held frame outside the range or inside a gap");
+                }
+            }
+            if covered + s.held.len() as u128 != u128::from(high - next) {
+                return fail("gaps and held frames do not cover the range");
+            }
+        }
+        Ok(())
+    }
     /// True while at least one session is followed.
     pub fn is_connected(&self) -> bool {
         !self.sessions.is_empty()
@@ -299,9 +517,22 @@ impl Receiver {
                     self.stats.other_streams += 1;
                     return Ok(0);
                 }
+                if d.sequence == u64::MAX {
+                    // Never a sequence number (docs/protocol.md §12): one past it would not fit.
+                    return Err(WireError::BadField {
+                        field: "data.sequence",
+                        value: d.sequence,
+                    });
+                }
                 let Some(i) = self.session(d.session_id, d.sequence, source, now_ns) else {
                     return Ok(0);
                 };
+                if self.beyond_bound(i, d.sequence) {
+                    let claim = Claim::Data {
+                        sequence: d.sequence,
+                    };
+                    return Ok(self.on_jump(i, claim, bytes, now_ns, handler));
+                }
                 Ok(self.on_data(i, &d, bytes, now_ns, handler))
             }
             FrameType::Heartbeat => {
@@ -310,15 +541,17 @@ impl Receiver {
                     self.stats.other_streams += 1;
                     return Ok(0);
                 }
-                if let Some(i) = self.session(h.session_id, h.next_sequence, source, now_ns) {
-                    let s = &mut self.sessions[i];
-                    s.announced = s.announced.max(h.next_sequence);
-                    if self.cfg.nak.is_some() {
-                        return Ok(self.on_heartbeat_repaired(i, &h, now_ns, handler));
-                    }
-                    self.tail_loss(i, h.next_sequence);
+                let Some(i) = self.session(h.session_id, h.next_sequence, source, now_ns) else {
+                    return Ok(0);
+                };
+                let claim = Claim::Heartbeat {
+                    next: h.next_sequence,
+                    oldest: h.oldest_retained,
+                };
+                if self.beyond_bound(i, h.next_sequence) {
+                    return Ok(self.on_jump(i, claim, &[], now_ns, handler));
                 }
-                Ok(0)
+                Ok(self.apply(i, claim, &[], false, now_ns, handler))
             }
             FrameType::Bye => {
                 let b = ByeRepr::parse(&ByeFrame::new_checked(bytes)?)?;
@@ -326,30 +559,16 @@ impl Receiver {
                     self.stats.other_streams += 1;
                     return Ok(0);
                 }
-                if let Some(i) = self
-                    .sessions
-                    .iter()
-                    .position(|s| s.session_id == b.session_id)
-                {
-                    // The publisher has gone: nothing more can be repaired. Deliver what was
-                    // held behind gaps, reporting the gaps lost.
-                    let mut n = 0;
-                    if self.cfg.nak.is_some() {
-                        for g in &mut self.sessions[i].gaps {
-                            g.gave_up = true;
-                        }
-                        n = self.skip_given_up(i, handler);
-                        let s = &mut self.sessions[i];
-                        s.next_sequence = s.next_sequence.max(s.high);
-                    }
-                    self.tail_loss(i, b.final_next_sequence);
-                    self.remove_session(i);
-                    self.events.push_back(SubscriberEvent::PublisherClosed {
-                        session_id: b.session_id,
-                    });
-                    return Ok(n);
+                let Some(i) = self.known_session(b.session_id, source) else {
+                    return Ok(0);
+                };
+                let claim = Claim::Bye {
+                    final_next: b.final_next_sequence,
+                };
+                if self.beyond_bound(i, b.final_next_sequence) {
+                    return Ok(self.on_jump(i, claim, &[], now_ns, handler));
                 }
-                Ok(0)
+                Ok(self.apply(i, claim, &[], false, now_ns, handler))
             }
             FrameType::Pad => {
                 DataFrame::new_checked(bytes)?;
@@ -374,7 +593,7 @@ impl Receiver {
                         let end = r.start.saturating_add(u64::from(r.count));
                         for g in s.gaps.iter_mut() {
                             if g.start < end && r.start < g.end && !g.gave_up {
-                                g.nak_at_ns = g.nak_at_ns.max(now_ns + nak.retry_ns);
+                                g.nak_at_ns = g.nak_at_ns.max(now_ns.saturating_add(nak.retry_ns));
                                 self.stats.naks_suppressed += 1;
                             }
                         }
@@ -391,7 +610,156 @@ impl Receiver {
         }
     }
 
-    /// The index of session `session_id`, created (with a `Connected` event) when new.
+    /// Acts on what a frame says (a DATA frame's bytes in `frame`): `trusted` when a second
+    /// frame confirmed it, so even its `oldest_retained` may give up the gap it reveals.
+    fn apply<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        claim: Claim,
+        frame: &[u8],
+        trusted: bool,
+        now_ns: u64,
+        handler: &mut F,
+    ) -> usize {
+        match claim {
+            Claim::Data { .. } => {
+                // Checked when it arrived.
+                match DataRepr::parse_checked_header(&DataFrame::new_unchecked(frame)) {
+                    Ok(d) => self.on_data(i, &d, frame, now_ns, handler),
+                    Err(_) => 0,
+                }
+            }
+            Claim::Heartbeat { next, oldest } => {
+                let s = &mut self.sessions[i];
+                s.announced = s.announced.max(next);
+                s.retained_span = next.saturating_sub(oldest);
+                if self.cfg.nak.is_some() {
+                    return self.on_heartbeat_repaired(i, next, oldest, trusted, now_ns, handler);
+                }
+                self.tail_loss(i, next);
+                0
+            }
+            Claim::Bye { final_next } => {
+                // The publisher has gone: nothing more can be repaired. Deliver what was held
+                // behind gaps, reporting the gaps lost.
+                let mut n = 0;
+                if self.cfg.nak.is_some() {
+                    for g in &mut self.sessions[i].gaps {
+                        g.gave_up = true;
+                    }
+                    n = self.skip_given_up(i, handler);
+                    let s = &mut self.sessions[i];
+                    s.next_sequence = s.next_sequence.max(s.high);
+                }
+                self.tail_loss(i, final_next);
+                let session_id = self.remove_session(i).session_id;
+                self.events
+                    .push_back(SubscriberEvent::PublisherClosed { session_id });
+                n
+            }
+        }
+    }
+
+    /// Whether a frame reaching `end` (a DATA frame's sequence, a HEARTBEAT's `next_sequence`,
+    /// a BYE's `final_next_sequence`) would skip more than [`jump_bound`](Self::jump_bound)
+    /// sequence numbers past what session `i` has seen. One compare for a frame in order.
+    #[inline]
+    fn beyond_bound(&self, i: usize, end: u64) -> bool {
+        let s = &self.sessions[i];
+        let seen = if self.cfg.nak.is_some() {
+            s.high
+        } else {
+            s.next_sequence
+        };
+        end > seen && end - seen > self.jump_bound_of(s)
+    }
+
+    /// How many sequence numbers a single frame of session `session_id` may skip and be
+    /// believed: the largest of [`ReceiverConfig::max_jump_frames`], the window this receiver
+    /// announces (a sender that respects it is never further ahead) and the span the sender
+    /// last announced it retains (a receiver that far behind can still repair).
+    pub fn jump_bound(&self, session_id: u32) -> Option<u64> {
+        self.sessions
+            .iter()
+            .find(|s| s.session_id == session_id)
+            .map(|s| self.jump_bound_of(s))
+    }
+
+    fn jump_bound_of(&self, s: &Session) -> u64 {
+        self.cfg
+            .max_jump_frames
+            .max(u64::from(self.window()))
+            .max(s.retained_span)
+    }
+
+    /// A frame beyond the jump bound: believed only with a second frame from the source whose
+    /// position is within the bound of it (a DATA frame continuing it, a heartbeat announcing
+    /// it, ...); until then it is held, one per session, the latest replacing an unconfirmed
+    /// one. So one datagram can neither blind a session (move it so far ahead that the real
+    /// frames look old) nor make it report a loss it has no evidence of.
+    fn on_jump<F: FnMut(Message<'_>)>(
+        &mut self,
+        i: usize,
+        claim: Claim,
+        frame: &[u8],
+        now_ns: u64,
+        handler: &mut F,
+    ) -> usize {
+        let bound = self.jump_bound_of(&self.sessions[i]);
+        let s = &mut self.sessions[i];
+        let confirms = |prev: Claim| {
+            // The same DATA frame or BYE again (a duplicated datagram) is no second witness;
+            // an idle publisher repeats its heartbeat, which is.
+            (prev != claim || matches!(claim, Claim::Heartbeat { .. }))
+                && prev.reach().abs_diff(claim.reach()) <= bound
+        };
+        match s.suspect {
+            Some(prev) if confirms(prev) => {
+                s.suspect = None;
+                self.stats.jumps_confirmed += 1;
+                // A BYE ends the session: act on it last.
+                let (first, second) = if matches!(prev, Claim::Bye { .. }) {
+                    (claim, prev)
+                } else {
+                    (prev, claim)
+                };
+                let mut held = std::mem::take(&mut self.sessions[i].suspect_frame);
+                let bytes = |c: Claim, held: &[u8]| -> Vec<u8> {
+                    // Only the DATA claim needs its frame; copy it out of `held` or `frame`.
+                    match c {
+                        Claim::Data { .. } if c == prev => held.to_vec(),
+                        Claim::Data { .. } => frame.to_vec(),
+                        _ => Vec::new(),
+                    }
+                };
+                let (b1, b2) = (bytes(first, &held), bytes(second, &held));
+                held.clear();
+                self.sessions[i].suspect_frame = held;
+                let mut n = self.apply(i, first, &b1, true, now_ns, handler);
+                if matches!(first, Claim::Bye { .. }) {
+                    return n; // two BYEs: the session is gone
+                }
+                n += self.apply(i, second, &b2, true, now_ns, handler);
+                n
+            }
+            prev => {
+                if prev.is_some() {
+                    self.stats.jumps_discarded += 1;
+                }
+                s.suspect = Some(claim);
+                s.suspect_frame.clear();
+                if let Claim::Data { .. } = claim {
+                    s.suspect_frame.extend_from_slice(frame);
+                }
+                self.stats.jumps_held += 1;
+                0
+            }
+        }
+    }
+
+    /// The index of session `session_id`, created (with a `Connected` event) when new. A
+    /// session is bound to the source it was first heard from: a frame for it from another
+    /// source is counted and refused.
     fn session(
         &mut self,
         session_id: u32,
@@ -402,8 +770,11 @@ impl Receiver {
         // Most frames belong to the session of the frame before.
         if let Some(s) = self.sessions.get_mut(self.last_session) {
             if s.session_id == session_id {
+                if s.source != source {
+                    self.stats.foreign_source += 1;
+                    return None;
+                }
                 s.last_heard_ns = now_ns;
-                s.source = source;
                 return Some(self.last_session);
             }
         }
@@ -412,10 +783,13 @@ impl Receiver {
             .iter()
             .position(|s| s.session_id == session_id)
         {
-            self.last_session = i;
             let s = &mut self.sessions[i];
+            if s.source != source {
+                self.stats.foreign_source += 1;
+                return None;
+            }
+            self.last_session = i;
             s.last_heard_ns = now_ns;
-            s.source = source;
             return Some(i);
         }
         if self.sessions.len() >= self.cfg.max_sessions {
@@ -423,61 +797,143 @@ impl Receiver {
             return None;
         }
         // A session coming back continues where it stood; the first frame reveals the gap.
-        let (first_sequence, need_begin) =
-            match self.departed.iter().position(|d| d.0 == session_id) {
-                Some(k) => {
-                    let next = self.departed.remove(k).map_or(first_sequence, |d| d.1);
-                    (next.min(first_sequence), next < first_sequence)
-                }
-                None => (first_sequence, true),
-            };
+        let departed = self.departed.iter().position(|d| d.0 == session_id);
+        let (next, need_begin) = match departed {
+            Some(k) => {
+                let next = self.departed.remove(k).map_or(first_sequence, |d| d.1);
+                (next.min(first_sequence), next < first_sequence)
+            }
+            None => (first_sequence, true),
+        };
+        // A session first heard mid-stream: late join asks for what came before.
+        let start = match (self.cfg.nak, self.cfg.late_join, departed) {
+            (Some(_), LateJoin::All, None) => 0,
+            (Some(_), LateJoin::Last(n), None) => next.saturating_sub(n),
+            (Some(_), LateJoin::Start, None) if next <= LATE_JOIN_START_MAX => 0,
+            _ => next,
+        };
+        let tentative = start < next && self.cfg.late_join == LateJoin::Start;
+        let mut gaps = Vec::new();
+        if start < next {
+            let delay = self.cfg.nak.map_or(0, |nak| self.nak_delay(&nak));
+            gaps.push(Gap {
+                start,
+                end: next,
+                detected_ns: now_ns,
+                nak_at_ns: now_ns.saturating_add(delay),
+                tries: 0,
+                gave_up: false,
+            });
+            self.stats.late_joins += 1;
+        }
         self.sessions.push(Session {
             session_id,
             source,
-            next_sequence: first_sequence,
+            next_sequence: start,
             reassembly: None,
             need_begin,
             last_heard_ns: now_ns,
             last_status_ns: None,
-            reported_next: first_sequence,
-            announced: first_sequence,
+            reported_next: next,
+            announced: next,
             counters: SubscriberCounters::default(),
-            high: first_sequence,
+            high: next,
             held: HeldFrames::default(),
-            gaps: Vec::new(),
+            gaps,
+            suspect: None,
+            suspect_frame: Vec::new(),
+            retained_span: 0,
+            joined_at: next,
+            tentative,
         });
+        if !tentative {
+            self.events.push_back(SubscriberEvent::Connected {
+                session_id,
+                first_sequence: start,
+            });
+        }
+        Some(self.sessions.len() - 1)
+    }
+
+    /// The index of a session already followed, if `source` is the one it is bound to.
+    fn known_session(&mut self, session_id: u32, source: SocketAddr) -> Option<usize> {
+        let i = self
+            .sessions
+            .iter()
+            .position(|s| s.session_id == session_id)?;
+        if self.sessions[i].source != source {
+            self.stats.foreign_source += 1;
+            return None;
+        }
+        Some(i)
+    }
+
+    /// Ends the uncertainty of a [`LateJoin::Start`] session: `young` (the sender still had
+    /// its first message) keeps the late-join gap; otherwise it is dropped and delivery
+    /// starts where the session was first heard, as if no late join had been asked for.
+    fn settle(&mut self, i: usize, young: bool) {
+        let s = &mut self.sessions[i];
+        if !s.tentative {
+            return;
+        }
+        s.tentative = false;
+        if !young && s.next_sequence < s.joined_at {
+            let at = s.joined_at;
+            s.gaps.retain(|g| g.start >= at);
+            s.held.skip_to(at);
+            s.next_sequence = at;
+            s.reassembly = None;
+            s.need_begin = true;
+        }
+        let (session_id, first_sequence) = (s.session_id, s.next_sequence);
         self.events.push_back(SubscriberEvent::Connected {
             session_id,
             first_sequence,
         });
-        Some(self.sessions.len() - 1)
     }
 
     /// A HEARTBEAT with loss repair on: frames up to its `next_sequence` we have not seen are
     /// a gap to ask for (tail loss); frames below its `oldest_retained` can no longer be
-    /// retransmitted, so gaps there are given up at once.
+    /// retransmitted, so gaps there are given up at once. Unless `trusted` (confirmed by a
+    /// second frame), `oldest_retained` gives up only gaps earlier frames revealed: one
+    /// heartbeat never reports a loss on its own word.
     fn on_heartbeat_repaired<F: FnMut(Message<'_>)>(
         &mut self,
         i: usize,
-        h: &HeartbeatRepr,
+        next: u64,
+        oldest: u64,
+        trusted: bool,
         now_ns: u64,
         handler: &mut F,
     ) -> usize {
         let nak = self.cfg.nak.expect("loss repair is on");
-        if h.next_sequence > self.sessions[i].high {
-            self.open_gap(i, h.next_sequence, &nak, now_ns);
+        let mut n = 0;
+        let s = &self.sessions[i];
+        let seen = s.high;
+        if s.tentative {
+            // Late join `start`: the sender still has the session's first message, or not.
+            let young = oldest <= s.next_sequence;
+            self.settle(i, young);
+            n += self.drain_held(i, handler);
         }
+        if next > seen {
+            if self.sessions[i].gaps.len() >= MAX_GAPS {
+                n += self.give_up_front(i, handler);
+            }
+            self.open_gap(i, next, &nak, now_ns);
+        }
+        let oldest = if trusted { oldest } else { oldest.min(seen) };
         let s = &mut self.sessions[i];
         let mut split = Vec::new();
         for g in s.gaps.iter_mut() {
-            if g.end <= h.oldest_retained {
+            if g.end <= oldest {
                 g.gave_up = true;
-            } else if g.start < h.oldest_retained {
+            } else if g.start < oldest {
                 split.push(Gap {
-                    start: h.oldest_retained,
+                    start: oldest,
                     ..*g
                 });
-                g.end = h.oldest_retained;
+                g.end = oldest;
                 g.gave_up = true;
             }
         }
@@ -485,7 +941,7 @@ impl Receiver {
             s.gaps.extend(split);
             s.gaps.sort_by_key(|g| g.start);
         }
-        self.skip_given_up(i, handler)
+        n + self.skip_given_up(i, handler)
     }
 
     /// Loss repair timers: sends the NAKs that are due (through `emit`, to each session's
@@ -518,13 +974,14 @@ impl Receiver {
                     continue;
                 }
                 g.tries += 1;
-                g.nak_at_ns = now_ns + nak.retry_ns;
-                let mut start = g.start;
-                while start < g.end {
-                    let count = (g.end - start).min(u64::from(u32::MAX)) as u32;
-                    ranges.push(NakRange { start, count });
-                    start += u64::from(count);
-                }
+                g.nak_at_ns = now_ns.saturating_add(nak.retry_ns);
+                // One range per gap: a gap longer than a range can say (a late join, a
+                // confirmed jump) is asked for from its start, the rest once that is repaired.
+                let count = (g.end - g.start).min(u64::from(u32::MAX)) as u32;
+                ranges.push(NakRange {
+                    start: g.start,
+                    count,
+                });
             }
             let (session_id, source) = (s.session_id, s.source);
             for chunk in ranges.chunks(MAX_NAK_RANGES) {
@@ -602,9 +1059,10 @@ impl Receiver {
 
     fn lost(&mut self, i: usize, from_sequence: u64, count: u64) {
         let session_id = self.sessions[i].session_id;
+        // Saturating: a hostile sender's jumps can add up past 2^64.
         self.count(i, |c| {
             c.gaps += 1;
-            c.lost += count;
+            c.lost = c.lost.saturating_add(count);
         });
         self.events.push_back(SubscriberEvent::Lost {
             session_id,
@@ -670,8 +1128,12 @@ impl Receiver {
         let nak = self.cfg.nak.expect("loss repair is on");
         let s = &mut self.sessions[i];
         let q = d.sequence;
+        let mut n = 0;
         if q >= s.high {
             if q > s.high {
+                if s.gaps.len() >= MAX_GAPS {
+                    n += self.give_up_front(i, handler);
+                }
                 self.open_gap(i, q, &nak, now_ns);
             }
             self.sessions[i].high = q + 1;
@@ -696,16 +1158,32 @@ impl Receiver {
                 }
             }
         }
-        let mut n = 0;
         let s = &mut self.sessions[i];
         if q > s.next_sequence {
-            // Hold it until the gap before it is filled or given up.
-            if self.held_bytes() + frame.len() > nak.max_buffered_bytes {
+            // Hold it until the gap before it is filled or given up, within the byte limit
+            // and the span the reorder ring may cover (its slots cost memory too).
+            let span_max = (nak.max_buffered_bytes / 32).max(1024) as u64;
+            while {
+                let s = &self.sessions[i];
+                q > s.next_sequence
+                    && !s.gaps.is_empty()
+                    && (self.held_bytes() + frame.len() > nak.max_buffered_bytes
+                        || s.held.span_with(q) > span_max)
+            } {
+                let before = self.sessions[i].next_sequence;
                 n += self.give_up_front(i, handler);
+                if self.sessions[i].next_sequence == before {
+                    break;
+                }
             }
             let s = &mut self.sessions[i];
             if q > s.next_sequence {
                 s.held.insert(q, frame);
+                return n;
+            }
+            if q < s.next_sequence {
+                // Giving up moved delivery past it (a `start` late join found not young
+                // dropped the history it belonged to).
                 return n;
             }
         }
@@ -747,6 +1225,13 @@ impl Receiver {
     /// Reports given-up gaps at the front as lost and delivers the frames behind them.
     fn skip_given_up<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
         let mut n = 0;
+        let s = &self.sessions[i];
+        if s.tentative && s.gaps.first().is_some_and(|g| g.gave_up) {
+            // A `start` late join given up before the sender said whether it still has the
+            // session's first message: it did not answer, so it has not.
+            self.settle(i, false);
+            n += self.drain_held(i, handler);
+        }
         loop {
             let s = &mut self.sessions[i];
             match s.gaps.first() {
@@ -755,7 +1240,8 @@ impl Receiver {
                     s.next_sequence = g.end;
                     s.reassembly = None;
                     s.need_begin = true;
-                    self.stats.unrecoverable += g.end - g.start;
+                    self.stats.unrecoverable =
+                        self.stats.unrecoverable.saturating_add(g.end - g.start);
                     self.lost(i, g.start, g.end - g.start);
                     n += self.drain_held(i, handler);
                 }
@@ -773,7 +1259,7 @@ impl Receiver {
             start: s.high,
             end,
             detected_ns: now_ns,
-            nak_at_ns: now_ns + delay,
+            nak_at_ns: now_ns.saturating_add(delay),
             tries: 0,
             gave_up: false,
         });
@@ -800,6 +1286,10 @@ impl Receiver {
         d: &DataRepr<'_>,
         handler: &mut F,
     ) -> usize {
+        if self.sessions[i].tentative {
+            // The late join's first frame came: the sender still had it.
+            self.settle(i, true);
+        }
         let s = &mut self.sessions[i];
         s.next_sequence = d.sequence + 1;
         let begin = d.flags & flags::BEGIN != 0;
@@ -891,7 +1381,7 @@ impl Receiver {
             let keepalive = s
                 .last_status_ns
                 .is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.status_interval_ns);
-            let update = window > 0 && s.next_sequence - s.reported_next >= quarter;
+            let update = window > 0 && s.next_sequence.saturating_sub(s.reported_next) >= quarter;
             // Caught up with what the sender announced (it is idle or closing): say so now.
             let caught_up = s.announced > s.reported_next && s.next_sequence >= s.announced;
             if keepalive || update || caught_up {
@@ -904,7 +1394,6 @@ impl Receiver {
         }
     }
 
-    /// Removes session `i` as gone without a BYE: `PublisherDied`, and remember its position.
     /// Removes session `i`, releasing what it held.
     fn remove_session(&mut self, i: usize) -> Session {
         let s = self.sessions.swap_remove(i);
@@ -912,6 +1401,7 @@ impl Receiver {
         s
     }
 
+    /// Removes session `i` as gone without a BYE: `PublisherDied`, and remember its position.
     fn depart(&mut self, i: usize) {
         let s = self.remove_session(i);
         if self.departed.len() == DEPARTED_KEPT {

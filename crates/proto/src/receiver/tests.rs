@@ -637,3 +637,567 @@ fn reaching_an_announced_position_is_confirmed_at_once() {
     status_at(&mut r, 70, &mut statuses);
     assert_eq!(statuses, vec![1, 4], "confirmed once");
 }
+
+// ---- Hostile input (issue 14, item 6): source binding, the jump bound, bounded memory ----
+
+const ELSEWHERE: &str = "10.6.6.6:6666";
+
+fn data_frame(session_id: u32, sequence: u64, payload: &[u8]) -> Vec<u8> {
+    let repr = DataRepr {
+        session_id,
+        stream_id: 7,
+        sequence,
+        message_length: payload.len() as u32,
+        flags: flags::BEGIN | flags::END,
+        payload,
+    };
+    let mut b = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut DataFrame::new_unchecked(&mut b[..]));
+    b
+}
+
+fn heartbeat_frame(session_id: u32, next_sequence: u64, oldest_retained: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 40];
+    HeartbeatRepr {
+        session_id,
+        stream_id: 7,
+        next_sequence,
+        oldest_retained,
+    }
+    .emit(&mut HeartbeatFrame::new_unchecked(&mut b[..]));
+    b
+}
+
+fn bye_frame(session_id: u32, final_next_sequence: u64) -> Vec<u8> {
+    let mut b = vec![0u8; BYE_LEN];
+    ByeRepr {
+        session_id,
+        stream_id: 7,
+        final_next_sequence,
+    }
+    .emit(&mut ByeFrame::new_unchecked(&mut b[..]));
+    b
+}
+
+/// Feeds one datagram from `from` at `now`, collecting delivered sequence numbers.
+fn feed_from(r: &mut Receiver, d: &[u8], from: &str, now: u64, got: &mut Vec<u64>) {
+    r.on_datagram(
+        d,
+        0,
+        from.parse().unwrap(),
+        now,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        usize::MAX,
+    );
+}
+
+fn lost_events(r: &mut Receiver) -> Vec<(u64, u64)> {
+    events(r)
+        .into_iter()
+        .filter_map(|e| match e {
+            SubscriberEvent::Lost {
+                from_sequence,
+                count,
+                ..
+            } => Some((from_sequence, count)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn plain() -> Receiver {
+    Receiver::new(ReceiverConfig::new(7, 1))
+}
+
+#[test]
+fn frames_of_a_followed_session_from_another_source_are_dropped_and_counted() {
+    // The attack: a datagram naming the session, from any socket. Before the fix it was
+    // delivered, and the session's STATUS frames went to the attacker from then on.
+    for mut r in [plain(), repairing(true)] {
+        let mut got = Vec::new();
+        feed_from(&mut r, &data_frame(9, 0, b"real"), SRC, 0, &mut got);
+        feed_from(&mut r, &data_frame(9, 1, b"forged"), ELSEWHERE, 1, &mut got);
+        feed_from(&mut r, &heartbeat_frame(9, 5, 5), ELSEWHERE, 2, &mut got);
+        feed_from(&mut r, &bye_frame(9, 5), ELSEWHERE, 3, &mut got);
+        feed_from(&mut r, &data_frame(9, 1, b"real"), SRC, 4, &mut got);
+        assert_eq!(got, vec![0, 1], "the forged frames are not delivered");
+        assert_eq!(r.stats().foreign_source, 3);
+        assert_eq!(r.sources().collect::<Vec<_>>(), vec![(9, src())]);
+        assert!(
+            r.is_connected(),
+            "a BYE from elsewhere does not end the session"
+        );
+        assert!(lost_events(&mut r).is_empty());
+        assert_eq!(r.counters().lost, 0);
+    }
+}
+
+#[test]
+fn a_tcp_reconnection_binds_the_session_again_after_the_old_connection_departs() {
+    let mut r = Receiver::new(ReceiverConfig {
+        max_jump_frames: u64::MAX,
+        late_join: LateJoin::None,
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    let (a, b) = ("127.0.0.1:4001", "127.0.0.1:4002");
+    feed_from(&mut r, &data_frame(9, 0, b"x"), a, 0, &mut got);
+    r.disconnected(a.parse().unwrap());
+    feed_from(&mut r, &data_frame(9, 3, b"x"), b, 1, &mut got);
+    assert_eq!(got, vec![0, 3]);
+    assert_eq!(
+        r.sources().collect::<Vec<_>>(),
+        vec![(9, b.parse().unwrap())]
+    );
+    assert_eq!(
+        lost_events(&mut r),
+        vec![(1, 2)],
+        "what it missed in between"
+    );
+    assert_eq!(r.stats().foreign_source, 0);
+}
+
+/// The attack of issue 14 item 6 from the session's own source address (spoofed): one frame a
+/// billion sequence numbers ahead, then the real stream carries on.
+fn one_frame_far_ahead(mut r: Receiver, forged: &[u8]) {
+    let mut got = Vec::new();
+    for q in 0..3 {
+        feed_from(&mut r, &data_frame(9, q, b"real"), SRC, q, &mut got);
+    }
+    feed_from(&mut r, forged, SRC, 10, &mut got);
+    for q in 3..10 {
+        feed_from(&mut r, &data_frame(9, q, b"real"), SRC, 20 + q, &mut got);
+    }
+    // Time passes: repair timers run out, the session's silence is not reached.
+    for t in (100..2_000_000_000u64).step_by(50_000_000) {
+        r.poll_repair(
+            t,
+            &mut |m: Message<'_>| got.push(m.sequence),
+            &mut |_, _| {},
+        );
+    }
+    assert_eq!(
+        got,
+        (0..10).collect::<Vec<u64>>(),
+        "the real stream still arrives"
+    );
+    assert_eq!(lost_events(&mut r), vec![], "no loss on one frame's word");
+    assert_eq!(r.counters().lost, 0);
+    assert_eq!(r.stats().jumps_held, 1);
+    assert!(r.footprint().held_slots < 100, "{:?}", r.footprint());
+}
+
+#[test]
+fn one_data_frame_a_billion_ahead_neither_blinds_the_session_nor_reports_a_loss() {
+    let forged = data_frame(9, 1_000_000_000, b"forged");
+    one_frame_far_ahead(plain(), &forged);
+    one_frame_far_ahead(repairing(false), &forged);
+    one_frame_far_ahead(repairing(true), &forged);
+}
+
+#[test]
+fn one_heartbeat_a_billion_ahead_neither_blinds_the_session_nor_reports_a_loss() {
+    for oldest in [0, 1_000_000_000] {
+        let forged = heartbeat_frame(9, 1_000_000_000, oldest);
+        one_frame_far_ahead(plain(), &forged);
+        one_frame_far_ahead(repairing(false), &forged);
+        one_frame_far_ahead(repairing(true), &forged);
+    }
+}
+
+#[test]
+fn one_bye_a_billion_ahead_neither_ends_the_session_nor_reports_a_loss() {
+    let forged = bye_frame(9, 1_000_000_000);
+    one_frame_far_ahead(plain(), &forged);
+    one_frame_far_ahead(repairing(true), &forged);
+}
+
+#[test]
+fn a_forged_oldest_retained_gives_up_only_gaps_earlier_frames_revealed() {
+    // A heartbeat within the jump bound saying frames 3..10 were sent and none is retained:
+    // before the fix, 3..10 were reported lost at once and the real frames 3..9 then dropped
+    // as duplicates. Now the tail it reveals is asked for, and the real frames fill it.
+    let mut r = repairing(false);
+    let mut got = Vec::new();
+    for q in 0..3 {
+        feed_from(&mut r, &data_frame(9, q, b"real"), SRC, 0, &mut got);
+    }
+    feed_from(&mut r, &heartbeat_frame(9, 10, 10), SRC, 1, &mut got);
+    assert!(lost_events(&mut r).is_empty());
+    for q in 3..10 {
+        feed_from(&mut r, &data_frame(9, q, b"real"), SRC, 2, &mut got);
+    }
+    assert_eq!(got, (0..10).collect::<Vec<u64>>());
+    assert_eq!(r.counters().lost, 0);
+    // A second heartbeat saying the same is evidence: a tail both announced is given up.
+    feed_from(&mut r, &heartbeat_frame(9, 14, 14), SRC, 3, &mut got);
+    feed_from(&mut r, &heartbeat_frame(9, 14, 14), SRC, 4, &mut got);
+    assert_eq!(lost_events(&mut r), vec![(10, 4)]);
+}
+
+#[test]
+fn a_real_jump_past_the_bound_is_confirmed_by_the_next_frame_and_reported_exactly() {
+    // A subscriber stopped for longer than the sender retains: when it reads again the
+    // sequence jumps by millions. The first frame is held; the second confirms it.
+    for nak in [false, true] {
+        let mut r = if nak { repairing(false) } else { plain() };
+        let mut got = Vec::new();
+        for q in 0..3 {
+            feed_from(&mut r, &data_frame(9, q, b"x"), SRC, 0, &mut got);
+        }
+        let far = 5_000_000;
+        feed_from(&mut r, &data_frame(9, far, b"x"), SRC, 10, &mut got);
+        assert_eq!(got, vec![0, 1, 2], "held until confirmed");
+        feed_from(&mut r, &data_frame(9, far + 1, b"x"), SRC, 20, &mut got);
+        if nak {
+            // Asked for, then given up when the sender says it no longer has it.
+            feed_from(
+                &mut r,
+                &heartbeat_frame(9, far + 2, far - 10),
+                SRC,
+                30,
+                &mut got,
+            );
+            feed_from(
+                &mut r,
+                &heartbeat_frame(9, far + 2, far - 10),
+                SRC,
+                40,
+                &mut got,
+            );
+            let mut naks = Vec::new();
+            assert!(naks_at_into(&mut r, 1000, &mut got, &mut naks)
+                .iter()
+                .all(|&(s, c)| s >= far - 10 && s + c <= far));
+        }
+        assert_eq!(r.stats().jumps_confirmed, 1, "nak={nak}");
+        if !nak {
+            assert_eq!(got, vec![0, 1, 2, far, far + 1]);
+            assert_eq!(lost_events(&mut r), vec![(3, far - 3)]);
+        } else {
+            assert_eq!(got, vec![0, 1, 2]);
+            assert_eq!(lost_events(&mut r), vec![(3, far - 13)]);
+        }
+    }
+}
+
+/// The NAK ranges emitted at `now` (any session).
+fn naks_at_into(
+    r: &mut Receiver,
+    now: u64,
+    got: &mut Vec<u64>,
+    out: &mut Vec<(u64, u64)>,
+) -> Vec<(u64, u64)> {
+    r.poll_repair(
+        now,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        &mut |_, f: &[u8]| {
+            let n = NakRepr::parse(&NakFrame::new_checked(f).unwrap()).unwrap();
+            out.extend(n.ranges.iter().map(|x| (x.start, u64::from(x.count))));
+        },
+    );
+    out.clone()
+}
+
+#[test]
+fn a_jump_is_confirmed_by_a_heartbeat_announcing_it() {
+    let mut r = plain();
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 0, b"x"), SRC, 0, &mut got);
+    let far = 1 << 40;
+    feed_from(&mut r, &data_frame(9, far, b"x"), SRC, 1, &mut got);
+    assert_eq!(got, vec![0]);
+    // The publisher goes idle: its heartbeat announces the position after that frame.
+    feed_from(
+        &mut r,
+        &heartbeat_frame(9, far + 1, far + 1),
+        SRC,
+        2,
+        &mut got,
+    );
+    assert_eq!(got, vec![0, far]);
+    assert_eq!(lost_events(&mut r), vec![(1, far - 1)]);
+}
+
+#[test]
+fn a_late_joiner_hears_nothing_of_a_forged_jump_before_its_first_frame() {
+    // The first frame of a session sets its position: no bound applies (the jump is measured
+    // from there), and a frame of a session never heard is never a jump.
+    let mut r = plain();
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 1 << 50, b"x"), SRC, 0, &mut got);
+    feed_from(
+        &mut r,
+        &data_frame(9, (1 << 50) + 1, b"x"),
+        SRC,
+        0,
+        &mut got,
+    );
+    assert_eq!(got, vec![1 << 50, (1 << 50) + 1]);
+    assert_eq!(r.stats().jumps_held, 0);
+}
+
+#[test]
+fn a_hostile_peer_cannot_grow_the_receivers_memory() {
+    // Sparse frames far apart, huge heartbeats, many sessions, from the bound source too.
+    let mut r = Receiver::new(ReceiverConfig {
+        max_sessions: 8,
+        nak: Some(NakConfig {
+            max_buffered_bytes: 1 << 20,
+            ..NakConfig::new(true)
+        }),
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for k in 0..200_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let session = (x % 20) as u32;
+        let frame = match x % 5 {
+            0 => heartbeat_frame(session, x >> (x % 64), (x >> (x % 64)) / 2),
+            1 => data_frame(session, (x >> 20) % 1_000_000_000, b"x"),
+            _ => data_frame(session, k * 2 + (x % 4000), b"x"),
+        };
+        feed_from(&mut r, &frame, SRC, k * 1000, &mut got);
+        if k % 1000 == 0 {
+            r.poll_repair(k * 1000, &mut |_m: Message<'_>| {}, &mut |_, _| {});
+            let f = r.footprint();
+            assert!(f.sessions <= 8, "{f:?}");
+            assert!(f.gaps <= 8 * MAX_GAPS, "{f:?}");
+            assert!(f.held_bytes <= (1 << 20) + 64, "{f:?}");
+            assert!(f.held_slots <= 8 * (1 << 20) / 32 + 8, "{f:?}");
+            assert!(f.jump_bytes <= 8 * 64, "{f:?}");
+            r.check_invariants().unwrap();
+            while r.next_event().is_some() {}
+        }
+    }
+}
+
+#[test]
+fn losses_that_add_up_past_2_to_the_64_saturate_instead_of_panicking() {
+    // Found by fuzz/fuzz_targets/receiver.rs: two sessions each losing nearly 2^64 frames
+    // (no jump bound, as on TCP) overflowed the total.
+    let mut r = Receiver::new(ReceiverConfig {
+        max_jump_frames: u64::MAX,
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    for session in [1, 2] {
+        feed_from(&mut r, &data_frame(session, 0, b"x"), SRC, 0, &mut got);
+        feed_from(
+            &mut r,
+            &data_frame(session, u64::MAX - 1, b"x"),
+            SRC,
+            0,
+            &mut got,
+        );
+    }
+    assert_eq!(r.counters().lost, u64::MAX);
+    // 2^64 - 1 is never a sequence number: rejected, not an overflow one past it.
+    feed_from(&mut r, &data_frame(1, u64::MAX, b"x"), SRC, 0, &mut got);
+    assert_eq!(r.counters().corrupt_frames, 1);
+}
+
+#[test]
+fn a_start_late_join_given_up_for_room_never_delivers_its_history_after_the_live_stream() {
+    // Found by the fuzz target: a `start` late join (history 0..11776 asked for) whose gap
+    // was given up to keep the reorder ring within its span delivered 11776, then the
+    // retransmitted frame 1 after it, out of order.
+    let mut r = Receiver::new(ReceiverConfig {
+        nak: Some(NakConfig {
+            max_buffered_bytes: 64 << 10,
+            ..NakConfig::new(true)
+        }),
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 11_776, b"x"), SRC, 0, &mut got);
+    feed_from(&mut r, &data_frame(9, 1, b"x"), SRC, 1, &mut got);
+    assert_eq!(got, vec![11_776]);
+    r.check_invariants().unwrap();
+    assert_eq!(
+        lost_events(&mut r),
+        vec![],
+        "not young after all: as if none was asked"
+    );
+}
+
+// ---- Late join (issue 14, item 10) ----
+
+fn late(late_join: LateJoin, multicast: bool) -> Receiver {
+    Receiver::new(ReceiverConfig {
+        late_join,
+        ..repairing(multicast).cfg
+    })
+}
+
+/// Retransmits what the sender retains of `ranges`, as a sender would.
+fn answer(s: &mut Sender, ranges: &[(u64, u64)]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    s.on_nak(
+        ranges.iter().copied(),
+        0,
+        &mut |b: Batch<'_>| -> Result<(), ()> {
+            out.extend(b.datagrams().map(|d| d.to_vec()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    out
+}
+
+fn retaining() -> Sender {
+    Sender::new(SenderConfig {
+        retain_bytes: 1 << 20,
+        retain_age_ns: u64::MAX,
+        mode: SendMode::Urgent,
+        ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+    })
+}
+
+#[test]
+fn a_receiver_that_hears_a_young_session_late_gets_it_from_its_first_message() {
+    // The subscriber existed when the source started, but its transport opened after topic
+    // resolution, when two messages had gone: it asks for them (default late join) and
+    // delivers from message 0, in order. Before the fix it started at 2 and reported no loss.
+    for multicast in [false, true] {
+        let mut s = retaining();
+        let d = datagrams(&mut s, &(0..5u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+        let mut r = Receiver::new(ReceiverConfig {
+            nak: Some(NakConfig::new(multicast)),
+            ..ReceiverConfig::new(7, 1)
+        });
+        let mut got = Vec::new();
+        feed(&mut r, &d[2], 0, &mut got);
+        feed(&mut r, &d[3], 0, &mut got);
+        assert!(got.is_empty(), "held until what came before is repaired");
+        let naks = naks_at(&mut r, 1_000_000, &mut got);
+        assert_eq!(naks, vec![(0, 2)]);
+        for x in answer(&mut s, &naks) {
+            feed(&mut r, &x, 1_000_001, &mut got);
+        }
+        feed(&mut r, &d[4], 1_000_002, &mut got);
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(
+            events(&mut r),
+            vec![SubscriberEvent::Connected {
+                session_id: 9,
+                first_sequence: 0
+            }]
+        );
+        assert_eq!(r.stats().late_joins, 1);
+    }
+}
+
+#[test]
+fn late_join_start_leaves_a_long_running_stream_at_the_first_frame_seen() {
+    // Far into the stream: nothing asked for.
+    let mut r = late(LateJoin::Start, false);
+    let mut got = Vec::new();
+    let far = LATE_JOIN_START_MAX + 1;
+    feed_from(&mut r, &data_frame(9, far, b"x"), SRC, 0, &mut got);
+    assert_eq!(got, vec![far]);
+    assert!(naks_at(&mut r, 1_000, &mut got).is_empty());
+    // Early in the stream, but the sender no longer has its first message: as if no late
+    // join had been asked for, and no loss reported.
+    let mut r = late(LateJoin::Start, false);
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 50, b"x"), SRC, 0, &mut got);
+    feed_from(&mut r, &heartbeat_frame(9, 51, 30), SRC, 10, &mut got);
+    assert_eq!(got, vec![50]);
+    assert_eq!(
+        events(&mut r),
+        vec![SubscriberEvent::Connected {
+            session_id: 9,
+            first_sequence: 50
+        }]
+    );
+    assert!(naks_at(&mut r, 1_000, &mut got).is_empty());
+    // The heartbeat that answers a unicast JOIN is the first frame: the same two cases.
+    for (oldest, want) in [(0, vec![(0, 40)]), (10, vec![])] {
+        let mut r = late(LateJoin::Start, false);
+        feed_from(&mut r, &heartbeat_frame(9, 40, oldest), SRC, 0, &mut got);
+        assert_eq!(naks_at(&mut r, 1_000, &mut got), want, "oldest {oldest}");
+        assert_eq!(lost_events(&mut r), vec![]);
+    }
+}
+
+#[test]
+fn late_join_all_asks_back_to_the_start_and_reports_exactly_what_is_no_longer_retained() {
+    let mut r = late(LateJoin::All, false);
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 100, b"x"), SRC, 0, &mut got);
+    assert_eq!(naks_at(&mut r, 1_000, &mut got), vec![(0, 100)]);
+    // The sender retains from 40: 0..40 is lost, 40..100 is asked for again.
+    feed_from(&mut r, &heartbeat_frame(9, 101, 40), SRC, 2_000, &mut got);
+    assert_eq!(lost_events(&mut r), vec![(0, 40)]);
+    assert_eq!(naks_at(&mut r, 10_000, &mut got), vec![(40, 60)]);
+    for q in 40..100 {
+        feed_from(&mut r, &data_frame(9, q, b"x"), SRC, 11_000, &mut got);
+    }
+    assert_eq!(got, (40..101).collect::<Vec<u64>>());
+    assert_eq!(r.counters().lost, 40);
+}
+
+#[test]
+fn late_join_n_asks_for_the_last_n_and_none_for_nothing() {
+    let mut r = late(LateJoin::Last(10), false);
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 100, b"x"), SRC, 0, &mut got);
+    assert_eq!(naks_at(&mut r, 1_000, &mut got), vec![(90, 10)]);
+    assert_eq!(
+        events(&mut r),
+        vec![SubscriberEvent::Connected {
+            session_id: 9,
+            first_sequence: 90
+        }]
+    );
+    let mut r = late(LateJoin::None, false);
+    feed_from(&mut r, &data_frame(9, 5, b"x"), SRC, 0, &mut got);
+    assert!(naks_at(&mut r, 1_000, &mut got).is_empty());
+    assert_eq!(r.stats().late_joins, 0);
+}
+
+#[test]
+fn a_late_joiner_reports_where_its_delivery_stands_so_flow_control_covers_its_history() {
+    // STATUS says where delivery stands, the start of the history a late join waits for: the
+    // sender holds back (as for any gap being repaired) rather than overrun what the receiver
+    // must hold until the history is in.
+    let mut r = Receiver::new(ReceiverConfig {
+        window_frames: 1000,
+        ..late(LateJoin::All, false).cfg
+    });
+    let mut got = Vec::new();
+    for q in 500..510 {
+        feed_from(&mut r, &data_frame(9, q, b"x"), SRC, 0, &mut got);
+    }
+    let mut reported = Vec::new();
+    r.poll(0, &mut |_, f: &[u8]| {
+        reported.push(
+            StatusRepr::parse(&StatusFrame::new_checked(f).unwrap())
+                .unwrap()
+                .next_sequence,
+        )
+    });
+    assert_eq!(reported, vec![0]);
+    assert!(got.is_empty());
+}
+
+#[test]
+fn late_join_values_parse_and_bad_ones_say_what_is_accepted() {
+    for (text, want) in [
+        ("none", LateJoin::None),
+        ("start", LateJoin::Start),
+        ("all", LateJoin::All),
+        ("1000", LateJoin::Last(1000)),
+        ("0", LateJoin::None),
+    ] {
+        assert_eq!(text.parse::<LateJoin>(), Ok(want));
+    }
+    assert_eq!(LateJoin::Last(7).to_string(), "7");
+    let e = "everything".parse::<LateJoin>().unwrap_err().to_string();
+    assert!(e.contains("late_join=everything") && e.contains("none") && e.contains("all"));
+    assert_eq!(LateJoin::default(), LateJoin::Start);
+}

@@ -16,6 +16,7 @@
 //! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
 //! | `gro` | udp, mcast | 1 | subscriber: use UDP GRO (a GSO batch arrives in one buffer on loopback) |
 //! | `nak` | udp, mcast | 1 | subscriber: repair loss by NAK (0: report it as `Lost` at once) |
+//! | `late_join` | udp, mcast | `start` | subscriber, on a session first heard mid-stream: `none` (start at the first message seen), `start` (from the session's first message when the stream began moments ago: first heard within 65 536 messages and the publisher still retains message 0; else as `none`), `all` (everything the publisher retains), or N (the last N messages); what is asked for and no longer retained is reported `Lost`. Needs `nak=1` |
 //! | `retain`, `retain_ms` | udp, mcast | 16m, 10000 | publisher: sent datagrams kept for retransmission, by bytes and age (0: none). Keep `retain` at least the subscribers' window (a quarter of their `rcvbuf` by default), or frames a subscriber is still entitled to ask for can be gone. |
 //! | `rate` | udp, mcast | 0 | publisher: data rate limit in bytes per second (suffixes k, m, g; 0: none); `offer` refuses with `BackPressured` beyond it |
 //! | `retransmit_rate` | udp, mcast | 100m | publisher: retransmission rate limit in bytes per second (0: none) |
@@ -27,6 +28,7 @@
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
 use peregrine_proto::lossgen::{LossConfig, LossConfigError};
+use peregrine_proto::receiver::LateJoin;
 use peregrine_proto::sender::SendMode;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 
@@ -57,6 +59,8 @@ pub struct NetConfig {
     pub gro: bool,
     /// Subscriber: repair loss by NAK.
     pub nak: bool,
+    /// Subscriber: where a session first heard mid-stream starts.
+    pub late_join: LateJoin,
     /// Publisher: bytes and age of sent datagrams kept for retransmission (0: none).
     pub retain_bytes: usize,
     pub retain_age_ns: u64,
@@ -92,6 +96,7 @@ impl NetConfig {
                 "gro",
                 "timeout_ms",
                 "nak",
+                "late_join",
                 "retain",
                 "retain_ms",
                 "rate",
@@ -114,6 +119,7 @@ impl NetConfig {
                 "ttl",
                 "loop",
                 "nak",
+                "late_join",
                 "retain",
                 "retain_ms",
                 "rate",
@@ -187,6 +193,7 @@ impl NetConfig {
             gso: true,
             gro: true,
             nak: true,
+            late_join: LateJoin::Start,
             // Twice the default window (a quarter of the default 16m receive buffer, which the
             // kernel reports doubled): what a subscriber may still ask for is retained.
             retain_bytes: 16 << 20,
@@ -285,6 +292,11 @@ impl NetConfig {
                     ))
                 })?;
             }
+        }
+        if let Some(v) = uri.param("late_join") {
+            cfg.late_join = v
+                .parse()
+                .map_err(|e: peregrine_proto::receiver::LateJoinError| uri.error(e.to_string()))?;
         }
         if let Some(n) = bytes_param(
             uri,
@@ -487,6 +499,15 @@ mod tests {
         .unwrap();
         assert_eq!(c.segment_len, 1 << 20);
         assert_eq!(c.slow, SlowPolicy::Disconnect);
+        assert_eq!(cfg("udp://127.0.0.1:1").unwrap().late_join, LateJoin::Start);
+        for (v, want) in [
+            ("none", LateJoin::None),
+            ("all", LateJoin::All),
+            ("500", LateJoin::Last(500)),
+        ] {
+            let c = cfg(&format!("mcast://239.1.1.1:1?late_join={v}")).unwrap();
+            assert_eq!(c.late_join, want);
+        }
         assert_eq!(
             c.mode,
             SendMode::Normal {
@@ -515,6 +536,11 @@ mod tests {
             ("udp://127.0.0.1:1?rcvbuf=1", "rcvbuf=1"),
             ("udp://127.0.0.1:1?ttl=1", "unknown parameter 'ttl=1'"),
             ("tcp://127.0.0.1:1?slow=drop", "slow=drop"),
+            (
+                "mcast://239.1.1.1:1?late_join=some",
+                "late_join=some is not accepted: use none",
+            ),
+            ("tcp://127.0.0.1:1?late_join=all", "unknown parameter"),
             ("tcp://127.0.0.1:1?datagram=1472", "unknown parameter"),
             (
                 "udp://127.0.0.1:1?batch_interval_us=0",

@@ -15,7 +15,7 @@ use super::sys;
 use super::udp::NET_MAX_MESSAGE_LEN;
 use crate::error::{OfferError, OpenError};
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
-use peregrine_proto::receiver::{Progress, Receiver, ReceiverConfig, ReceiverStats};
+use peregrine_proto::receiver::{LateJoin, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::align_frame;
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
@@ -465,6 +465,11 @@ impl TcpSubscriber {
             // The connection tells when the publisher goes; silence is not death on TCP.
             session_timeout_ns: u64::MAX / 4,
             max_message_len: NET_MAX_MESSAGE_LEN,
+            // The connection vouches for its frames (no one else can put a frame in it), and a
+            // reconnection after `slow=disconnect` legitimately jumps as far as the publisher
+            // went in between. Late join needs NAKs, which TCP does not use.
+            max_jump_frames: u64::MAX,
+            late_join: LateJoin::None,
             ..ReceiverConfig::new(stream_id, crate::random_u32() | 1)
         };
         let mut s = TcpSubscriber {

@@ -664,6 +664,7 @@ impl UdpSubscriber {
             window_frames: cfg.window(rcvbuf_actual).0,
             window_bytes: cfg.window(rcvbuf_actual).1,
             max_message_len: NET_MAX_MESSAGE_LEN,
+            late_join: cfg.late_join,
             ..ReceiverConfig::new(stream_id, receiver_id)
         };
         Ok(UdpSubscriber {

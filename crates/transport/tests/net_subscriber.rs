@@ -1,0 +1,206 @@
+//! The UDP and multicast subscriber over real sockets on loopback: a hostile datagram sent to
+//! the group (issue 14, item 6) and late join (item 10). The sans-I/O rules behind them are
+//! tested with a virtual clock in `crates/proto/src/receiver/tests.rs`.
+
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::net::NetConfig;
+use peregrine_transport::{random_u32, Message, Scheme, SubscriberEvent, Uri};
+use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
+use peregrine_wire::data::{DataFrame, DataRepr};
+use peregrine_wire::header::flags;
+use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+const STREAM: u32 = 78;
+
+fn fresh_uri(scheme: Scheme, params: &str) -> String {
+    let q = if params.is_empty() {
+        String::new()
+    } else {
+        format!("?{params}")
+    };
+    match scheme {
+        Scheme::Udp => {
+            let port = UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            format!("udp://127.0.0.1:{port}{q}")
+        }
+        _ => {
+            let r = random_u32();
+            format!(
+                "mcast://239.255.{}.{}:{}{q}",
+                (r >> 8) & 0xff,
+                (r & 0xff).max(1),
+                20_000 + (r >> 16) % 40_000
+            )
+        }
+    }
+}
+
+fn cfg(uri: &str) -> NetConfig {
+    NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
+}
+
+/// Polls until `want` messages (their 8-byte numbers) arrived, driving the publisher.
+fn receive(
+    uri: &str,
+    p: &mut UdpPublisher,
+    s: &mut UdpSubscriber,
+    got: &mut Vec<u64>,
+    events: &mut Vec<SubscriberEvent>,
+    want: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < want {
+        assert!(
+            Instant::now() < deadline,
+            "{uri}: {got:?} {events:?} {:?}",
+            s.receiver_stats()
+        );
+        p.do_work();
+        s.poll(
+            &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
+            usize::MAX,
+        );
+        while let Some(e) = s.next_event() {
+            events.push(e);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn connect(uri: &str, p: &mut UdpPublisher, s: &mut UdpSubscriber) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.subscriber_count() == 0 || !s.is_connected() {
+        assert!(Instant::now() < deadline, "{uri}: no connection");
+        p.do_work();
+        s.poll(&mut |_m: Message<'_>| {}, 16);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Issue 14, item 6: a DATA frame, a HEARTBEAT and a BYE naming the session, a billion
+/// sequence numbers ahead, sent to the group from another socket. Before the fix the DATA
+/// frame was delivered, about a billion messages were reported lost and the real stream was
+/// never delivered again (its frames looked old).
+#[test]
+fn forged_datagrams_sent_to_the_group_neither_blind_a_subscriber_nor_report_a_loss() {
+    for nak in ["1", "0"] {
+        let uri = fresh_uri(Scheme::Mcast, &format!("nak={nak}"));
+        let c = cfg(&uri);
+        let mut p = UdpPublisher::create(&c, &uri, 51, STREAM).unwrap();
+        let mut s = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+        connect(&uri, &mut p, &mut s);
+        let (mut got, mut events) = (Vec::new(), Vec::new());
+        for i in 0..100u64 {
+            p.offer(&i.to_le_bytes()).unwrap();
+        }
+        p.flush().unwrap();
+        receive(&uri, &mut p, &mut s, &mut got, &mut events, 100);
+
+        let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+        attacker.set_multicast_loop_v4(true).unwrap();
+        let far = 1_000_000_000u64;
+        let payload = far.to_le_bytes();
+        let data = DataRepr {
+            session_id: 51,
+            stream_id: STREAM,
+            sequence: far,
+            message_length: 8,
+            flags: flags::BEGIN | flags::END,
+            payload: &payload,
+        };
+        let mut d = vec![0u8; data.buffer_len()];
+        data.emit(&mut DataFrame::new_unchecked(&mut d[..]));
+        let mut hb = [0u8; 40];
+        HeartbeatRepr {
+            session_id: 51,
+            stream_id: STREAM,
+            next_sequence: far,
+            oldest_retained: far,
+        }
+        .emit(&mut HeartbeatFrame::new_unchecked(&mut hb[..]));
+        let mut bye = [0u8; BYE_LEN];
+        ByeRepr {
+            session_id: 51,
+            stream_id: STREAM,
+            final_next_sequence: far,
+        }
+        .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
+        for frame in [&d[..], &hb[..], &bye[..]] {
+            attacker.send_to(frame, c.addr).unwrap();
+        }
+        // Let the forged datagrams arrive first, then the real stream carries on.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.receiver_stats().foreign_source < 3 {
+            assert!(Instant::now() < deadline, "{uri}: {:?}", s.receiver_stats());
+            s.poll(
+                &mut |m: Message<'_>| {
+                    got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                },
+                usize::MAX,
+            );
+        }
+        for i in 100..200u64 {
+            p.offer(&i.to_le_bytes()).unwrap();
+        }
+        p.flush().unwrap();
+        receive(&uri, &mut p, &mut s, &mut got, &mut events, 200);
+        assert_eq!(got, (0..200).collect::<Vec<u64>>(), "{uri}");
+        assert_eq!(s.counters().lost, 0, "{uri}");
+        assert!(
+            !events.iter().any(|e| matches!(
+                e,
+                SubscriberEvent::Lost { .. } | SubscriberEvent::PublisherClosed { .. }
+            )),
+            "{uri}: {events:?}"
+        );
+        assert!(s.is_connected());
+    }
+}
+
+/// Issue 14, item 10: the publisher starts and sends before the subscriber's socket exists
+/// (as when the subscriber learns the source by topic resolution). With the default late join
+/// the subscriber asks for those messages and delivers the stream from its first message;
+/// `late_join=none` starts where it joined.
+#[test]
+fn a_subscriber_that_joins_a_young_stream_gets_it_from_its_first_message() {
+    for scheme in [Scheme::Udp, Scheme::Mcast] {
+        for late_join in ["", "late_join=none"] {
+            let uri = fresh_uri(scheme, late_join);
+            let c = cfg(&uri);
+            let mut p = UdpPublisher::create(&c, &uri, 52, STREAM).unwrap();
+            for i in 0..5u64 {
+                p.offer(&i.to_le_bytes()).unwrap();
+            }
+            p.flush().unwrap();
+            let mut s = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+            connect(&uri, &mut p, &mut s);
+            for i in 5..10u64 {
+                p.offer(&i.to_le_bytes()).unwrap();
+            }
+            p.flush().unwrap();
+            let (mut got, mut events) = (Vec::new(), Vec::new());
+            let want = if late_join.is_empty() { 10 } else { 5 };
+            receive(&uri, &mut p, &mut s, &mut got, &mut events, want);
+            let first = if late_join.is_empty() { 0 } else { 5 };
+            assert_eq!(got, (first..10).collect::<Vec<u64>>(), "{uri}");
+            assert_eq!(
+                events.first(),
+                Some(&SubscriberEvent::Connected {
+                    session_id: 52,
+                    first_sequence: first
+                }),
+                "{uri}"
+            );
+            assert_eq!(s.counters().lost, 0, "{uri}");
+            let asked = u64::from(late_join.is_empty());
+            assert_eq!(s.receiver_stats().late_joins, asked, "{uri}");
+            assert_eq!(s.counters().recovered, 5 * asked, "{uri}");
+        }
+    }
+}
