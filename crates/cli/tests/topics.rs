@@ -384,6 +384,34 @@ fn malformed_and_spoofed_resolver_datagrams_are_rejected_and_counted() {
     assert!(stdout.contains("source found: md.eq.AAPL"), "{stdout}");
 }
 
+/// Issue 14: a topic name (and URI) chosen by whoever can reach the resolver group may hold
+/// terminal escape sequences; `peregrine sub` prints them escaped, never raw.
+#[test]
+fn topic_names_with_terminal_escapes_are_printed_escaped() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = 20000 + ((std::process::id() + 7) % 20000) as u16;
+    let group = format!("239.255.90.8:{port}");
+    let env = [("PEREGRINE_RESOLVER_GROUP", group.clone())];
+    let (sub, out) = start_sub(peregrine(&["sub", "md.*", "--seconds", "1.5"], &env));
+    thread::sleep(Duration::from_millis(200));
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_multicast_loop_v4(true).unwrap();
+    let dest: std::net::SocketAddrV4 = group.parse().unwrap();
+    let hostile = "md.\x1b[2J\x1b]0;owned\x07.AAPL";
+    sock.send_to(&advertisement(hostile, "udp://127.0.0.1:9"), dest)
+        .unwrap();
+    let (ok, stdout) = finish_sub(sub, out, Duration::from_secs(10));
+    assert!(ok, "{stdout}");
+    assert!(
+        !stdout.contains('\x1b') && !stdout.contains('\x07'),
+        "a control character reached the terminal:\n{stdout:?}"
+    );
+    assert!(
+        stdout.contains("source found: md.\\u{1b}[2J\\u{1b}]0;owned\\u{7}.AAPL"),
+        "{stdout}"
+    );
+}
+
 /// An ADVERTISE frame as a publisher sends it (session 0x01020304, TTL 5 s).
 fn advertisement(topic: &str, uri: &str) -> Vec<u8> {
     let len = 32 + topic.len() + uri.len();

@@ -61,6 +61,21 @@ pub(crate) fn context() -> Result<Context> {
     Context::from_env().context("invalid configuration (PEREGRINE_CONFIG, PEREGRINE_* variables)")
 }
 
+/// Text another process chose (a topic name, a URI, a reason built from them) as it may be
+/// printed on a terminal: control characters (escape sequences among them) are escaped as
+/// `\u{1b}`, everything else is kept.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A payload as printable text: ASCII as is, anything else escaped, cut at 80 characters.
 pub(crate) fn shown(payload: &[u8]) -> String {
     let text: String = payload
@@ -73,5 +88,21 @@ pub(crate) fn shown(payload: &[u8]) -> String {
         format!("{text}...")
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_escape_sequences_in_names_and_payloads_are_printed_escaped() {
+        let hostile = "md.\x1b[2J\x1b]0;owned\x07AAPL\r\n";
+        let p = printable(hostile);
+        assert!(!p.chars().any(char::is_control), "{p:?}");
+        assert_eq!(p, "md.\\u{1b}[2J\\u{1b}]0;owned\\u{7}AAPL\\r\\n");
+        assert_eq!(printable("md.eq.Zürich"), "md.eq.Zürich");
+        let s = shown(b"bid\x1b[31m 1\n");
+        assert!(!s.chars().any(char::is_control), "{s:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! `peregrine sub PATTERN`: subscribes by name, glob or regular expression and prints what
 //! comes: messages (with --print), sources as they come and go, losses, a rate line a second.
 
-use super::{context, shown, Stop};
+use super::{context, printable, shown, Stop};
 use crate::flags::topics::SubArgs;
 use anyhow::{bail, Result};
 use peregrine::{Pattern, PatternKind, SubscriberEvent};
@@ -19,7 +19,7 @@ pub fn run(a: SubArgs) -> Result<()> {
     let mut s = ctx.subscribe_pattern(pattern, a.idle)?;
     let out = std::io::stdout();
     let mut out = out.lock();
-    writeln!(out, "subscribed to {}", a.pattern)?;
+    writeln!(out, "subscribed to {}", printable(&a.pattern))?;
     out.flush()?;
     let start = Instant::now();
     let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
@@ -37,7 +37,8 @@ pub fn run(a: SubArgs) -> Result<()> {
                 bytes += m.payload.len() as u64;
                 if a.print {
                     lines.push(format!(
-                        "{topic} session={:08x} seq={} len={}: {}",
+                        "{} session={:08x} seq={} len={}: {}",
+                        printable(topic),
                         m.session_id,
                         m.sequence,
                         m.payload.len(),
@@ -58,7 +59,9 @@ pub fn run(a: SubArgs) -> Result<()> {
                     uri,
                 } => writeln!(
                     out,
-                    "source found: {topic} session={session_id:08x} via {uri}"
+                    "source found: {} session={session_id:08x} via {}",
+                    printable(&topic),
+                    printable(&uri)
                 )?,
                 SubscriberEvent::SourceLost {
                     topic,
@@ -66,7 +69,9 @@ pub fn run(a: SubArgs) -> Result<()> {
                     reason,
                 } => writeln!(
                     out,
-                    "source lost: {topic} session={session_id:08x} ({reason})"
+                    "source lost: {} session={session_id:08x} ({})",
+                    printable(&topic),
+                    printable(&reason.to_string())
                 )?,
                 SubscriberEvent::Lost {
                     session_id,
@@ -77,11 +82,13 @@ pub fn run(a: SubArgs) -> Result<()> {
                     "LOST: session={session_id:08x} {count} message(s) from seq={from_sequence}"
                 )?,
                 SubscriberEvent::AttachFailed { reason } => {
-                    writeln!(out, "attach failed: {reason}")?
+                    writeln!(out, "attach failed: {}", printable(&reason))?
                 }
-                SubscriberEvent::SegmentDamaged { session_id, reason } => {
-                    writeln!(out, "DAMAGED: session={session_id:08x}: {reason}")?
-                }
+                SubscriberEvent::SegmentDamaged { session_id, reason } => writeln!(
+                    out,
+                    "DAMAGED: session={session_id:08x}: {}",
+                    printable(&reason)
+                )?,
                 _ => {}
             }
         }
