@@ -24,8 +24,9 @@ pub struct PubArgs {
     /// Wait until this many subscribers are attached before the first message (up to 30 s).
     #[arg(long, default_value_t = 0)]
     pub wait_subscribers: usize,
-    /// After the last message, keep serving subscribers (retransmissions) this long, then close.
-    #[arg(long, default_value_t = 500)]
+    /// After the last message, keep serving subscribers (retransmissions) this long, then close
+    /// (0 to 3600000 milliseconds).
+    #[arg(long, default_value_t = 500, value_parser = values::parse_linger_ms)]
     pub linger_ms: u64,
 }
 
@@ -65,4 +66,26 @@ pub struct ResolverdArgs {
     /// Stop after this many seconds (default: run until killed).
     #[arg(long, value_parser = values::parse_seconds)]
     pub seconds: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::flags::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn linger_ms_is_bounded_with_a_clear_error() {
+        let e = Cli::try_parse_from([
+            "peregrine",
+            "pub",
+            "t",
+            "--linger-ms",
+            "18446744073709551615",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("from 0 to 3600000"), "{e}");
+        let ok = Cli::try_parse_from(["peregrine", "pub", "t", "--linger-ms", "3600000"]).unwrap();
+        assert!(matches!(ok.command, Command::Pub(a) if a.linger_ms == 3_600_000));
+    }
 }

@@ -153,6 +153,15 @@ impl NetConfig {
                     addr.ip()
                 )))
             }
+            // Every subscriber binds the group's port and the publisher sends to it: "any free
+            // port" means nothing to the other side.
+            Scheme::Mcast if addr.port() == 0 => {
+                return Err(uri.error(format!(
+                    "port 0 is not accepted for a multicast group: the publisher sends to {}:PORT and every subscriber binds that port, so give a port from 1 to 65535, for example mcast://{}:30001",
+                    addr.ip(),
+                    addr.ip()
+                )))
+            }
             Scheme::Udp | Scheme::Tcp if is_mcast || addr.ip().is_broadcast() => {
                 return Err(uri.error(format!(
                     "{} is a multicast or broadcast address: {}:// needs a unicast address (for multicast use mcast://)",
@@ -504,6 +513,10 @@ mod tests {
             ("udp://239.1.1.1:4000", "use mcast://"),
             ("tcp://255.255.255.255:4000", "needs a unicast address"),
             ("mcast://10.0.0.1:4000", "10.0.0.1 is not a multicast group"),
+            (
+                "mcast://239.1.1.1:0",
+                "port 0 is not accepted for a multicast group",
+            ),
             ("udp://[::1]:4000", "IPv6 is not supported"),
             ("udp://no-such-host.invalid:4000", "cannot be resolved"),
             ("udp://127.0.0.1:1?datagram=1500", "datagram=1500"),
