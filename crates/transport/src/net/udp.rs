@@ -13,7 +13,7 @@ use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
 use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
-use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome};
+use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome, TableConfig};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::FrameType;
@@ -261,7 +261,11 @@ impl UdpPublisher {
             uri: uri.to_string(),
             sock,
             sender,
-            table: ReceiverTable::new(stream_id, RECEIVER_TIMEOUT_NS.max(cfg.timeout_ns / 2), 1024),
+            table: ReceiverTable::new(TableConfig {
+                timeout_ns: RECEIVER_TIMEOUT_NS.max(cfg.timeout_ns / 2),
+                flow_timeout_ns: cfg.flow_timeout_ns,
+                ..TableConfig::new(stream_id)
+            }),
             dests: if mcast {
                 vec![SocketAddr::V4(cfg.addr)]
             } else {
@@ -338,9 +342,15 @@ impl UdpPublisher {
         }
         let frames = self.sender.frames_for(len);
         if self.sender.next_sequence() + frames > self.sender.limit() {
-            // Flow control: read the receivers' latest windows before refusing.
+            // Flow control: read the receivers' latest windows before refusing, and tell the
+            // table who keeps this offer waiting (one of them for `flow_timeout_ms` at most).
             self.now_ns = now_ns();
             self.poll_control();
+            let wanted = self.sender.next_sequence() + frames;
+            if wanted > self.sender.limit() && self.table.on_refused(self.now_ns, wanted) {
+                self.sender
+                    .set_limit(self.table.limit().unwrap_or(u64::MAX));
+            }
         }
         let Self {
             sender,
@@ -445,7 +455,7 @@ impl UdpPublisher {
                 from,
                 &repr,
                 cfg.session_id,
-                self.sender.next_sequence(),
+                self.sender.sent_next_sequence(),
                 self.now_ns,
             ) {
                 StatusOutcome::Joined | StatusOutcome::Rejoined => {
@@ -463,16 +473,18 @@ impl UdpPublisher {
                 StatusOutcome::Updated | StatusOutcome::Ignored => {}
             }
         }
-        if self.table.expire(self.now_ns) > 0 {
+        if self
+            .table
+            .poll(self.now_ns, self.sender.sent_next_sequence())
+        {
             changed = true;
         }
         if changed && self.cfg.scheme == Scheme::Udp {
+            // Sorted, not searched: a full table of 1024 costs n log n, not n squared.
             self.dests.clear();
-            for a in self.table.addrs() {
-                if !self.dests.contains(&a) {
-                    self.dests.push(a);
-                }
-            }
+            self.dests.extend(self.table.addrs());
+            self.dests.sort_unstable();
+            self.dests.dedup();
         }
         self.sender
             .set_limit(self.table.limit().unwrap_or(u64::MAX));
@@ -533,6 +545,8 @@ impl UdpPublisher {
             bytes: s.bytes,
             back_pressured: s.back_pressured,
             subscribers_reaped: self.table.timed_out,
+            flow_dropped: self.table.flow_dropped,
+            joins_refused: self.table.joins_refused,
             rate_limited: s.rate_limited,
             naks_received: s.naks_received,
             retransmitted: s.retransmitted,
