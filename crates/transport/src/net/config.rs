@@ -27,6 +27,7 @@
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
+use peregrine_proto::join::JoinSchedule;
 use peregrine_proto::lossgen::{LossConfig, LossConfigError};
 use peregrine_proto::sender::SendMode;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
@@ -73,6 +74,9 @@ pub struct NetConfig {
     pub flow_timeout_ns: u64,
     pub max_pending: usize,
     pub slow: SlowPolicy,
+    /// Subscriber: how JOINs (UDP) and connects (TCP) to a publisher that does not answer
+    /// back off. Not a URI key (tests shorten it).
+    pub join: JoinSchedule,
 }
 
 impl NetConfig {
@@ -218,6 +222,7 @@ impl NetConfig {
             flow_timeout_ns: Self::DEFAULT_FLOW_TIMEOUT_NS,
             max_pending: 16 << 20,
             slow: SlowPolicy::BackPressure,
+            join: JoinSchedule::default(),
         };
         if let Some(v) = uri.param("iface") {
             cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {

@@ -19,6 +19,7 @@ use super::sys;
 use super::udp::NET_MAX_MESSAGE_LEN;
 use crate::error::{OfferError, OpenError};
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::join::JoinBackoff;
 use peregrine_proto::receiver::{Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::align_frame;
@@ -488,8 +489,9 @@ pub struct TcpSubscriber {
     start: usize,
     end: usize,
     receiver: Receiver,
-    next_connect_ns: u64,
-    retry_ns: u64,
+    /// Connects to a publisher that does not answer back off (a forged advertisement can name
+    /// anybody's address).
+    join: JoinBackoff,
     now_ns: u64,
     polls: u32,
     /// Connections lost because the stream broke the framing rules.
@@ -512,12 +514,12 @@ impl TcpSubscriber {
             start: 0,
             end: 0,
             receiver: Receiver::new(rcfg),
-            next_connect_ns: 0,
-            retry_ns: 10_000_000,
+            join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
             polls: 0,
             corrupt_streams: 0,
         };
+        s.join.poll(s.now_ns);
         s.connect()?;
         Ok(s)
     }
@@ -553,17 +555,15 @@ impl TcpSubscriber {
         Ok(())
     }
 
+    /// The attempt failed: the next one comes when the backoff says.
     fn retry_later(&mut self) {
         self.stream = None;
-        self.next_connect_ns = now_ns() + self.retry_ns;
-        self.retry_ns = (self.retry_ns * 2).min(1_000_000_000);
     }
 
     fn lost_connection(&mut self) {
         self.receiver.disconnected(SocketAddr::V4(self.cfg.addr));
         self.start = 0;
         self.end = 0;
-        self.retry_ns = 10_000_000;
         self.retry_later();
     }
 
@@ -680,7 +680,9 @@ impl TcpSubscriber {
     }
 
     fn timers(&mut self) {
-        if self.stream.is_none() && self.now_ns >= self.next_connect_ns {
+        if self.receiver.is_connected() {
+            self.join.answered(self.now_ns);
+        } else if self.stream.is_none() && self.join.poll(self.now_ns) {
             let _ = self.connect();
         }
         // Session timeouts (no heartbeat for `timeout_ms`); STATUS is not used on TCP.

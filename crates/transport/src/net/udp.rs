@@ -11,6 +11,7 @@ use super::{now_ns, sys};
 use crate::error::{OfferError, OpenError};
 use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::join::JoinBackoff;
 use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome, TableConfig};
@@ -612,10 +613,9 @@ pub struct UdpSubscriber {
     /// Next datagram of the ring to process and the byte offset in it.
     cursor: Option<(usize, usize)>,
     receiver: Receiver,
-    /// Unicast: the publisher's address (JOIN frames go there until it answers).
+    /// Unicast: the publisher's address (JOIN frames go there until it answers, backing off).
     target: Option<SocketAddr>,
-    next_join_ns: u64,
-    join_interval_ns: u64,
+    join: JoinBackoff,
     now_ns: u64,
     polls: u32,
     rcvbuf_actual: usize,
@@ -691,8 +691,7 @@ impl UdpSubscriber {
             } else {
                 Some(SocketAddr::V4(cfg.addr))
             },
-            next_join_ns: 0,
-            join_interval_ns: 10_000_000,
+            join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
             polls: 0,
             rcvbuf_actual,
@@ -707,6 +706,10 @@ impl UdpSubscriber {
     }
     pub fn receiver_stats(&self) -> ReceiverStats {
         self.receiver.stats()
+    }
+    /// JOINs sent since the publisher last answered (0 while connected).
+    pub fn joins_unanswered(&self) -> u64 {
+        self.join.unanswered
     }
 
     /// Delivers up to `limit` messages; never blocks.
@@ -819,13 +822,11 @@ impl UdpSubscriber {
     fn timers(&mut self) {
         self.send_status();
         if let Some(to) = self.target {
-            if !self.receiver.is_connected() && self.now_ns >= self.next_join_ns {
+            if self.receiver.is_connected() {
+                self.join.answered(self.now_ns);
+            } else if self.join.poll(self.now_ns) {
                 let join = self.receiver.join_frame();
                 send_frame(&self.sock, &mut self.loss, &join, Some(to));
-                self.next_join_ns = self.now_ns + self.join_interval_ns;
-                self.join_interval_ns = (self.join_interval_ns * 2).min(1_000_000_000);
-            } else if self.receiver.is_connected() {
-                self.join_interval_ns = 10_000_000;
             }
         }
     }
