@@ -9,7 +9,7 @@ import json
 import pathlib
 
 HERE = pathlib.Path(__file__).resolve().parent
-TARGETS = ["header", "data", "heartbeat", "nak", "advertise", "query", "bye", "status", "frames"]
+TARGETS = ["header", "data", "heartbeat", "nak", "advertise", "query", "bye", "status", "cookie", "frames"]
 
 vectors = json.loads((HERE.parent / "docs" / "golden" / "frames.json").read_text())
 for target in TARGETS:

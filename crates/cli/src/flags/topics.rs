@@ -60,6 +60,13 @@ pub struct ResolverdArgs {
     /// Clients silent this long are dropped (they send keepalives every 5 s).
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1000..))]
     pub client_timeout_ms: u64,
+    /// Most clients registered at once.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_clients: u64,
+    /// Most clients registered from one IP address (a host running more resolver clients
+    /// than this needs a larger value).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_clients_per_ip: u64,
     /// Print a statistics line this often (0: never).
     #[arg(long, default_value_t = 10)]
     pub stats_every_s: u64,
