@@ -7,22 +7,28 @@
 //! control, with three rules that keep one receiver from freezing the publisher:
 //!
 //! - **A receiver holds the publisher back only once it has shown that it hears the
-//!   publisher.** A new receiver is *unproven* until a STATUS of the publisher's session
-//!   acknowledges a position at or after the one it joined at (which the publisher's answer to
-//!   its JOIN told it, and which it cannot claim to be past what was sent); until then its
-//!   window does not count. A JOIN from a forged address, or keep-alives that repeat a stale
-//!   position, never hold anything back; an unproven receiver that acknowledges nothing for
+//!   publisher, or while it leaves it room.** A new receiver is *unproven* until a STATUS of the
+//!   publisher's session acknowledges a position at or after the one it joined at (which the
+//!   publisher's answer to its JOIN told it; nobody can claim a position past what was sent),
+//!   or announces a limit (`next_sequence + window`) beyond what was sent; until then its
+//!   window does not count. A receiver's limit never moves back. So a JOIN from a forged
+//!   address, or keep-alives that repeat a stale position with a small window, never hold
+//!   anything back, and a blind guess at the publisher's position can at most give room to be
+//!   taken back after `flow_timeout_ns`. An unproven receiver that acknowledges nothing for
 //!   `timeout_ns` while data flows is dropped (it is, as far as the data goes, silent).
 //! - **A refused message may wait for one receiver at most `flow_timeout_ns`.** When the
 //!   publisher refuses an offer needing sequence numbers below `wanted`
 //!   ([`on_refused`](ReceiverTable::on_refused)), every receiver whose limit is below `wanted`
 //!   starts a *stall*; the stall ends when that receiver's limit reaches `wanted`. A stall older
-//!   than `flow_timeout_ns` drops the receiver from flow control for good (it stays a receiver:
-//!   data, heartbeats, NAK repair within the retention, or an exact `Lost`, like any slow
-//!   subscriber). Its IP address then *rests* for `flow_rest_ns`: new receivers from it join
-//!   outside flow control, and its receivers still in flow control leave it as soon as they
-//!   hold a refused offer, so one host cannot stall the publisher again and again under new
-//!   receiver ids.
+//!   than `flow_timeout_ns` drops the receiver from flow control (it stays a receiver: data,
+//!   heartbeats, NAK repair within the retention, or an exact `Lost`, like any slow
+//!   subscriber). It comes back in once it has caught up (its limit is past what was sent)
+//!   after `flow_timeout_ns`, twice that after a second drop, and so on up to `flow_rest_ns`:
+//!   a subscriber that was paused is protected again, one that stalls on purpose costs the
+//!   publisher less and less. Its IP address *rests* for `flow_rest_ns`: new receivers from it
+//!   join outside flow control, and the ones that entered flow control while it was stalling
+//!   the publisher get no grace, so one host cannot stall the publisher again and again under
+//!   new receiver ids (receivers of that host that were in flow control before keep theirs).
 //! - **Admission is bounded.** New receivers pass a token bucket (`joins_per_s`, burst
 //!   `join_burst`), the table holds at most `max_receivers` (a full table makes room by dropping
 //!   its oldest unproven receiver), and a STATUS claiming a position the publisher has not sent
@@ -98,11 +104,16 @@ enum Flow {
         join_next: u64,
         data_since_ns: Option<u64>,
     },
-    /// Holds the publisher at `next_sequence + window`. `stall`: since when a refused offer
-    /// needing sequence numbers below `wanted` waits for it, as `(since_ns, wanted)`.
-    Member { stall: Option<(u64, u64)> },
-    /// Out of flow control: receives, never holds the publisher back.
-    Out,
+    /// Holds the publisher at `next_sequence + window` since `since_ns`. `stall`: since when a
+    /// refused offer needing sequence numbers below `wanted` waits for it, as
+    /// `(since_ns, wanted)`.
+    Member {
+        since_ns: u64,
+        stall: Option<(u64, u64)>,
+    },
+    /// Out of flow control: receives, never holds the publisher back; comes back in once
+    /// `until_ns` has passed and it leaves the publisher room.
+    Out { until_ns: u64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,15 +122,72 @@ struct Entry {
     receiver_id: u32,
     next_sequence: u64,
     window: u32,
+    /// The highest `next_sequence + window` it announced: a limit never moves back, so a
+    /// receiver cannot take back room it gave (Aeron's senders keep the same rule).
+    limit_max: u64,
     last_heard_ns: u64,
     joined_ns: u64,
     flow: Flow,
+    /// Times it was dropped from flow control: each doubles how long it stays out.
+    drops: u32,
 }
 
 impl Entry {
+    /// Applies the position and window of a STATUS of the publisher's session (not a JOIN).
+    /// `rest_until_ns`: its IP address rests from flow control until then (0: it does not).
+    fn on_position(&mut self, s: &StatusRepr, sent_next: u64, rest_until_ns: u64, now_ns: u64) {
+        self.next_sequence = self.next_sequence.max(s.next_sequence);
+        let announced = s.next_sequence.saturating_add(u64::from(s.window));
+        if s.window > 0 {
+            self.limit_max = self.limit_max.max(announced);
+        }
+        let room = s.window > 0 && announced > sent_next;
+        match self.flow {
+            // It names the position the answer to its JOIN told it (or a later one), or it
+            // leaves the publisher room: it hears the publisher, or holds nothing back yet.
+            Flow::Unproven { join_next, .. } if s.next_sequence >= join_next || room => {
+                self.flow = if rest_until_ns > now_ns {
+                    Flow::Out {
+                        until_ns: rest_until_ns,
+                    }
+                } else {
+                    Flow::Member {
+                        since_ns: now_ns,
+                        stall: None,
+                    }
+                };
+            }
+            // Back in once its time out is over and it has caught up.
+            Flow::Out { until_ns } if now_ns >= until_ns && room => {
+                self.flow = Flow::Member {
+                    since_ns: now_ns,
+                    stall: None,
+                };
+            }
+            _ => {}
+        }
+        if let (
+            Flow::Member {
+                since_ns,
+                stall: Some((_, wanted)),
+            },
+            Some(l),
+        ) = (self.flow, self.limit())
+        {
+            if l >= wanted {
+                self.flow = Flow::Member {
+                    since_ns,
+                    stall: None,
+                };
+            }
+        }
+    }
+
     fn limit(&self) -> Option<u64> {
-        (matches!(self.flow, Flow::Member { .. }) && self.window > 0)
-            .then(|| self.next_sequence.saturating_add(u64::from(self.window)))
+        (matches!(self.flow, Flow::Member { .. }) && self.window > 0).then(|| {
+            self.limit_max
+                .max(self.next_sequence.saturating_add(u64::from(self.window)))
+        })
     }
 }
 
@@ -149,8 +217,9 @@ pub struct ReceiverTable {
     cfg: TableConfig,
     entries: Vec<Entry>,
     joins: TokenBucket,
-    /// (address, until_ns).
-    resting: Vec<(IpAddr, u64)>,
+    /// (address, from_ns, until_ns): receivers from the address that enter flow control from
+    /// `from_ns` on get no grace, new ones stay out until `until_ns`.
+    resting: Vec<(IpAddr, u64, u64)>,
     /// Receivers dropped because they stopped sending STATUS, or acknowledged no data.
     pub timed_out: u64,
     /// STATUS frames ignored (other stream or session, a position not sent yet, not admitted).
@@ -223,33 +292,13 @@ impl ReceiverTable {
         }
         match found {
             Some(i) => {
-                let rest = self.resting(addr.ip(), now_ns);
+                let rest = self.rest_until(addr.ip(), now_ns);
                 let e = &mut self.entries[i];
                 e.window = s.window;
                 e.last_heard_ns = now_ns;
                 // A JOIN says where nothing: it neither acknowledges nor proves anything.
                 if !join && current {
-                    e.next_sequence = e.next_sequence.max(s.next_sequence);
-                    if let Flow::Unproven { join_next, .. } = e.flow {
-                        if s.next_sequence >= join_next {
-                            e.flow = if rest {
-                                Flow::Out
-                            } else {
-                                Flow::Member { stall: None }
-                            };
-                        }
-                    }
-                    if let (
-                        Flow::Member {
-                            stall: Some((_, wanted)),
-                        },
-                        Some(l),
-                    ) = (e.flow, e.limit())
-                    {
-                        if l >= wanted {
-                            e.flow = Flow::Member { stall: None };
-                        }
-                    }
+                    e.on_position(s, sent_next, rest, now_ns);
                 }
                 if join {
                     StatusOutcome::Rejoined
@@ -267,18 +316,32 @@ impl ReceiverTable {
                     self.ignored += 1;
                     return StatusOutcome::Ignored;
                 }
-                self.entries.push(Entry {
+                // A keep-alive of this session (a multicast receiver registers so) says where
+                // the receiver is: it starts there, and may prove itself at once.
+                let keepalive = !join && current;
+                let mut e = Entry {
                     addr,
                     receiver_id: s.receiver_id,
-                    next_sequence: sent_next,
+                    next_sequence: if keepalive {
+                        s.next_sequence
+                    } else {
+                        sent_next
+                    },
                     window: s.window,
+                    limit_max: 0,
                     last_heard_ns: now_ns,
                     joined_ns: now_ns,
                     flow: Flow::Unproven {
                         join_next: sent_next,
                         data_since_ns: None,
                     },
-                });
+                    drops: 0,
+                };
+                if keepalive {
+                    let rest = self.rest_until(addr.ip(), now_ns);
+                    e.on_position(s, sent_next, rest, now_ns);
+                }
+                self.entries.push(e);
                 StatusOutcome::Joined
             }
         }
@@ -304,9 +367,23 @@ impl ReceiverTable {
         }
     }
 
-    fn resting(&mut self, ip: IpAddr, now_ns: u64) -> bool {
-        self.resting.retain(|&(_, until)| until > now_ns);
-        self.resting.iter().any(|&(a, _)| a == ip)
+    /// Until when `ip` rests (0: it does not).
+    fn rest_until(&mut self, ip: IpAddr, now_ns: u64) -> u64 {
+        self.resting.retain(|&(_, _, until)| until > now_ns);
+        self.resting
+            .iter()
+            .find(|r| r.0 == ip)
+            .map_or(0, |&(_, _, until)| until)
+    }
+
+    /// When the rest of `ip` began counting (receivers in flow control since then get no
+    /// grace), if it rests.
+    fn rest_from(&mut self, ip: IpAddr, now_ns: u64) -> Option<u64> {
+        self.rest_until(ip, now_ns);
+        self.resting
+            .iter()
+            .find(|r| r.0 == ip)
+            .map(|&(_, from, _)| from)
     }
 
     /// The publisher refused an offer needing sequence numbers below `wanted`: every receiver
@@ -317,18 +394,30 @@ impl ReceiverTable {
         let mut changed = false;
         for i in 0..self.entries.len() {
             let e = self.entries[i];
-            if let (Flow::Member { stall: None }, Some(l)) = (e.flow, e.limit()) {
+            if let (
+                Flow::Member {
+                    since_ns,
+                    stall: None,
+                },
+                Some(l),
+            ) = (e.flow, e.limit())
+            {
                 if l < wanted {
-                    // A resting address gets no grace: it stalled the publisher already.
-                    self.entries[i].flow = if self.resting(e.addr.ip(), now_ns) {
-                        self.flow_dropped += 1;
+                    // A receiver of a resting address that came into flow control while its
+                    // neighbour was stalling the publisher gets no grace: the same wave.
+                    if e.drops == 0
+                        && self
+                            .rest_from(e.addr.ip(), now_ns)
+                            .is_some_and(|from| since_ns >= from)
+                    {
+                        self.drop_from_flow(i, now_ns);
                         changed = true;
-                        Flow::Out
                     } else {
-                        Flow::Member {
+                        self.entries[i].flow = Flow::Member {
+                            since_ns,
                             stall: Some((now_ns, wanted)),
-                        }
-                    };
+                        };
+                    }
                 }
             }
         }
@@ -339,36 +428,52 @@ impl ReceiverTable {
     fn drop_stalled(&mut self, now_ns: u64) -> bool {
         let mut changed = false;
         for i in 0..self.entries.len() {
-            let e = self.entries[i];
             if let Flow::Member {
                 stall: Some((since, _)),
-            } = e.flow
+                ..
+            } = self.entries[i].flow
             {
                 if now_ns.saturating_sub(since) >= self.cfg.flow_timeout_ns {
-                    self.entries[i].flow = Flow::Out;
-                    self.flow_dropped += 1;
+                    self.drop_from_flow(i, now_ns);
+                    self.rest(self.entries[i].addr.ip(), since, now_ns);
                     changed = true;
-                    self.rest(e.addr.ip(), now_ns);
                 }
             }
         }
         changed
     }
 
-    /// Receivers from `ip` stay out of flow control for `flow_rest_ns`.
-    fn rest(&mut self, ip: IpAddr, now_ns: u64) {
+    /// Entry `i` leaves flow control, counted: for the flow timeout the first time, twice as
+    /// long each time after (at most `flow_rest_ns`), and until it has caught up.
+    fn drop_from_flow(&mut self, i: usize, now_ns: u64) {
+        let e = &mut self.entries[i];
+        e.drops = e.drops.saturating_add(1);
+        let out_ns = self
+            .cfg
+            .flow_timeout_ns
+            .saturating_mul(1 << (e.drops - 1).min(32))
+            .min(self.cfg.flow_rest_ns);
+        e.flow = Flow::Out {
+            until_ns: now_ns.saturating_add(out_ns),
+        };
+        self.flow_dropped += 1;
+    }
+
+    /// New receivers from `ip` stay out of flow control for `flow_rest_ns`, and those that
+    /// entered it since `from_ns` (the stall that caused this) get no grace.
+    fn rest(&mut self, ip: IpAddr, from_ns: u64, now_ns: u64) {
         let until = now_ns.saturating_add(self.cfg.flow_rest_ns);
         if let Some(r) = self.resting.iter_mut().find(|r| r.0 == ip) {
-            r.1 = until;
+            r.2 = until;
             return;
         }
         if self.resting.len() >= MAX_RESTING {
             let first = (0..self.resting.len())
-                .min_by_key(|&i| self.resting[i].1)
+                .min_by_key(|&i| self.resting[i].2)
                 .unwrap_or(0);
             self.resting.swap_remove(first);
         }
-        self.resting.push((ip, until));
+        self.resting.push((ip, from_ns, until));
     }
 
     /// Runs the timers: drops receivers silent for `timeout_ns`, unproven receivers that
