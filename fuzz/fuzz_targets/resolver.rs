@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
     while r.poll_transmit(2, &mut buf).is_some() {}
     r.handle_timeout(u64::MAX / 2);
 
-    let mut relay = Relay::new(RelayConfig::default());
+    let mut relay = Relay::new(RelayConfig::default(), [7; 32]);
     relay.on_datagram("127.0.0.1:9".parse().unwrap(), data, 0);
     assert_eq!(relay.counters().datagrams_received, 1);
 });

@@ -383,6 +383,8 @@ impl MultiPublisher {
                 c.retransmit_unavailable += n.retransmit_unavailable;
                 c.retransmit_refused += n.retransmit_refused;
                 c.subscribers_reaped += n.subscribers_reaped;
+                c.flow_dropped += n.flow_dropped;
+                c.joins_refused += n.joins_refused;
                 c
             }
             (Some(c), None) | (None, Some(c)) => c,

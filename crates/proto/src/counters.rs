@@ -11,8 +11,13 @@ pub struct PublisherCounters {
     /// Offers refused because the slowest subscriber had not made room.
     pub back_pressured: u64,
     /// Subscriber slots freed because their process died without detaching (shared memory),
-    /// or receivers dropped after going silent (network).
+    /// or receivers dropped after going silent or acknowledging no data (network).
     pub subscribers_reaped: u64,
+    /// Subscribers that held the publisher back longer than `flow_timeout_ms`: a UDP receiver
+    /// dropped from flow control, a TCP subscriber disconnected (network).
+    pub flow_dropped: u64,
+    /// New network receivers not admitted: over the admission rate, or the table full.
+    pub joins_refused: u64,
     /// Offers refused by the rate limit (`rate=`).
     pub rate_limited: u64,
     /// NAK frames received (network).

@@ -7,7 +7,10 @@
 //!   give-up), loss accounting and STATUS scheduling of one subscribed stream;
 //! - [`held`]: the receiver's reorder buffer of frames held behind gaps;
 //! - [`retention`]: the sender's buffer of sent frames for retransmission;
-//! - [`receiver_table`]: the publisher's table of its receivers (joins, keep-alives, windows);
+//! - [`receiver_table`]: the publisher's table of its receivers (joins, keep-alives, windows,
+//!   the bound on what one receiver can hold back);
+//! - [`join`]: the backoff of a subscriber's JOINs (and TCP connects) to a publisher that has
+//!   not answered;
 //! - [`events`] and [`counters`]: what every transport reports;
 //! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
@@ -20,6 +23,7 @@
 pub mod counters;
 pub mod events;
 pub mod held;
+pub mod join;
 pub mod lossgen;
 pub mod rate;
 pub mod receiver;

@@ -435,9 +435,14 @@ pub fn classify(frame_bytes: &[u8]) -> FrameKind {
         Ok(FrameType::Nak) => FrameKind::Nak,
         Ok(FrameType::Heartbeat) => FrameKind::Heartbeat,
         Ok(FrameType::Status) => FrameKind::Status,
-        Ok(FrameType::Pad | FrameType::Advertise | FrameType::Query | FrameType::Bye) | Err(_) => {
-            FrameKind::Other
-        }
+        Ok(
+            FrameType::Pad
+            | FrameType::Advertise
+            | FrameType::Query
+            | FrameType::Bye
+            | FrameType::Cookie,
+        )
+        | Err(_) => FrameKind::Other,
     }
 }
 
@@ -741,6 +746,7 @@ mod tests {
             FrameType::Advertise,
             FrameType::Query,
             FrameType::Bye,
+            FrameType::Cookie,
         ] {
             assert_eq!(classify(&frame(ty, 0)), FrameKind::Other);
         }

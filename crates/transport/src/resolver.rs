@@ -2,10 +2,19 @@
 //! that every context joins (the default; loopback multicast on one host), or a
 //! `peregrine resolverd` daemon that relays between registered clients, for networks without
 //! multicast. Also the daemon's own socket loop, [`Daemon`].
+//!
+//! Towards a daemon the socket proves its address without the resolver knowing: every datagram
+//! it sends starts with a COOKIE frame echoing the daemon's last cookie (all zero before the
+//! first), and a COOKIE the daemon sends back (a challenge, or a fresh cookie at the turn of a
+//! minute) is taken in [`ResolverSocket::recv`], which then sends the last datagram again with
+//! it (`peregrine_proto::resolverd`).
 
 use crate::error::OpenError;
 use crate::net::sys;
-use peregrine_proto::resolverd::{Relay, RelayConfig, RelayCounters, Verdict};
+use peregrine_proto::resolverd::{
+    cookie_answer, cookie_frame, forwarded, Relay, RelayConfig, RelayCounters, Verdict,
+};
+use peregrine_wire::cookie::{COOKIE_BYTES, COOKIE_LEN};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -49,9 +58,18 @@ pub struct ResolverSocket {
     sock: UdpSocket,
     dest: SocketAddr,
     daemon: bool,
+    /// The daemon's cookie for this socket's address (zero: none yet).
+    cookie: [u8; COOKIE_BYTES],
+    /// The last datagram sent to the daemon, without its COOKIE frame: sent again when a
+    /// challenge comes back for it.
+    last: Vec<u8>,
+    /// Datagram buffer: a COOKIE frame, then what the resolver sends.
+    out: Vec<u8>,
     /// Send failures (each is also one datagram the peers did not get; the resolver's
     /// schedule sends it again).
     pub send_errors: u64,
+    /// Cookies the daemon sent (challenges and refreshes).
+    pub cookies_received: u64,
 }
 
 impl ResolverSocket {
@@ -101,7 +119,11 @@ impl ResolverSocket {
             sock: sock.into(),
             dest,
             daemon: matches!(path, ResolverPath::Daemon { .. }),
+            cookie: [0; COOKIE_BYTES],
+            last: Vec::new(),
+            out: Vec::new(),
             send_errors: 0,
+            cookies_received: 0,
         })
     }
 
@@ -110,28 +132,58 @@ impl ResolverSocket {
         self.daemon
     }
 
-    /// Sends one datagram; a failure is counted (the schedule repeats everything it sends).
+    /// Sends one datagram (to a daemon: after the COOKIE frame); a failure is counted (the
+    /// schedule repeats everything it sends).
     pub fn send(&mut self, datagram: &[u8]) {
         let r = if self.daemon {
-            self.sock.send(datagram)
+            self.last.clear();
+            self.last.extend_from_slice(datagram);
+            self.send_last()
         } else {
-            self.sock.send_to(datagram, self.dest)
+            self.sock.send_to(datagram, self.dest).map(drop)
         };
         if r.is_err() {
             self.send_errors += 1;
         }
     }
 
-    /// Receives one datagram if one is waiting.
+    fn send_last(&mut self) -> io::Result<()> {
+        self.out.clear();
+        self.out.extend_from_slice(&cookie_frame(&self.cookie));
+        self.out.extend_from_slice(&self.last);
+        self.sock.send(&self.out).map(drop)
+    }
+
+    /// Receives one datagram for the resolver if one is waiting. A cookie from the daemon is
+    /// kept (and the last datagram sent again with it), not returned.
     pub fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         loop {
             match self.sock.recv(buf) {
-                Ok(n) => return Some(n),
+                Ok(n) => {
+                    if self.daemon {
+                        if let Some(c) = cookie_answer(&buf[..n]) {
+                            self.cookies_received += 1;
+                            if c != self.cookie {
+                                self.cookie = c;
+                                if !self.last.is_empty() && self.send_last().is_err() {
+                                    self.send_errors += 1;
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    return Some(n);
+                }
                 // ECONNREFUSED: the daemon is not (yet) there; keep going.
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             }
         }
+    }
+
+    /// Whether the daemon has given this socket a cookie (it is registered, or about to be).
+    pub fn has_cookie(&self) -> bool {
+        self.cookie != [0; COOKIE_BYTES]
     }
 
     pub fn fd(&self) -> RawFd {
@@ -174,15 +226,23 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Binds `listen` (port 0: any free port, see [`local_addr`](Self::local_addr)).
+    /// Binds `listen` (port 0: any free port, see [`local_addr`](Self::local_addr)), with a
+    /// random key for its cookies.
     pub fn bind(listen: SocketAddrV4, cfg: RelayConfig) -> Result<Self, OpenError> {
         let sock = UdpSocket::bind(listen)
             .map_err(|e| sock_err(format!("resolverd cannot bind {listen}"), e))?;
         sock.set_nonblocking(true)
             .map_err(|e| sock_err("cannot make the socket non-blocking".into(), e))?;
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| {
+            sock_err(
+                "resolverd cannot draw the random key of its cookies".into(),
+                io::Error::other(e.to_string()),
+            )
+        })?;
         Ok(Daemon {
             sock,
-            relay: Relay::new(cfg),
+            relay: Relay::new(cfg, secret),
             buf: vec![0; MAX_DATAGRAM],
             send_errors: 0,
         })
@@ -212,10 +272,28 @@ impl Daemon {
             };
             handled += 1;
             let now = crate::net::now_ns();
-            if self.relay.on_datagram(from, &self.buf[..n], now) == Verdict::Forward {
+            let (forward, cookie) = match self.relay.on_datagram(from, &self.buf[..n], now) {
+                Verdict::Forward { refresh_cookie } => (true, refresh_cookie),
+                Verdict::Keepalive { refresh_cookie } => (false, refresh_cookie),
+                Verdict::Challenge => (false, true),
+                Verdict::Rejected => (false, false),
+            };
+            if cookie {
+                // One COOKIE frame: never more than the datagram, which started with one.
+                debug_assert!(n >= COOKIE_LEN);
+                if self
+                    .sock
+                    .send_to(&self.relay.cookie_for(from, now), from)
+                    .is_err()
+                {
+                    self.send_errors += 1;
+                }
+            }
+            if forward {
                 let dests: Vec<SocketAddr> = self.relay.destinations(from).collect();
+                let payload = forwarded(&self.buf[..n]);
                 for d in dests {
-                    if self.sock.send_to(&self.buf[..n], d).is_err() {
+                    if self.sock.send_to(payload, d).is_err() {
                         self.send_errors += 1;
                     }
                 }

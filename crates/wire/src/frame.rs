@@ -24,6 +24,7 @@
 
 use crate::advertise::{AdvertiseFrame, AdvertiseRepr};
 use crate::bye::{ByeFrame, ByeRepr};
+use crate::cookie::{CookieFrame, CookieRepr};
 use crate::data::{DataFrame, DataRepr, PadRepr};
 use crate::header::{FrameType, Header};
 use crate::heartbeat::{HeartbeatFrame, HeartbeatRepr};
@@ -43,6 +44,7 @@ pub enum FrameRepr<'a> {
     Query(QueryRepr<'a>),
     Bye(ByeRepr),
     Status(StatusRepr),
+    Cookie(CookieRepr),
 }
 
 impl<'a> FrameRepr<'a> {
@@ -67,6 +69,9 @@ impl<'a> FrameRepr<'a> {
             FrameType::Status => {
                 FrameRepr::Status(StatusRepr::parse(&StatusFrame::new_unchecked(buffer))?)
             }
+            FrameType::Cookie => {
+                FrameRepr::Cookie(CookieRepr::parse(&CookieFrame::new_unchecked(buffer))?)
+            }
         })
     }
 
@@ -80,6 +85,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Query(_) => FrameType::Query,
             FrameRepr::Bye(_) => FrameType::Bye,
             FrameRepr::Status(_) => FrameType::Status,
+            FrameRepr::Cookie(_) => FrameType::Cookie,
         }
     }
 
@@ -94,6 +100,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Query(r) => r.session_id,
             FrameRepr::Bye(r) => r.session_id,
             FrameRepr::Status(r) => r.session_id,
+            FrameRepr::Cookie(_) => 0,
         }
     }
 
@@ -108,6 +115,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Query(r) => r.buffer_len(),
             FrameRepr::Bye(r) => r.buffer_len(),
             FrameRepr::Status(r) => r.buffer_len(),
+            FrameRepr::Cookie(r) => r.buffer_len(),
         }
     }
 
@@ -128,6 +136,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Query(r) => r.emit(&mut QueryFrame::new_unchecked(buffer)),
             FrameRepr::Bye(r) => r.emit(&mut ByeFrame::new_unchecked(buffer)),
             FrameRepr::Status(r) => r.emit(&mut StatusFrame::new_unchecked(buffer)),
+            FrameRepr::Cookie(r) => r.emit(&mut CookieFrame::new_unchecked(buffer)),
         }
         self.buffer_len()
     }
@@ -146,7 +155,7 @@ mod tests {
 
     const RANGES: [NakRange; 1] = [NakRange { start: 3, count: 2 }];
 
-    fn samples() -> [FrameRepr<'static>; 8] {
+    fn samples() -> [FrameRepr<'static>; 9] {
         [
             FrameRepr::Data(DataRepr {
                 session_id: 1,
@@ -199,6 +208,7 @@ mod tests {
                 window: 4096,
                 flags: status_flags::JOIN,
             }),
+            FrameRepr::Cookie(CookieRepr { cookie: [7; 16] }),
         ]
     }
 
@@ -300,11 +310,11 @@ mod tests {
             Frames::new(&buf).next().unwrap().unwrap_err(),
             WireError::UnknownFrameType(0x7f)
         );
-        // 0x08 (STATUS) is the last type version 1 defines.
-        buf[7] = 0x09;
+        // 0x09 (COOKIE) is the last type version 1 defines.
+        buf[7] = 0x0a;
         assert_eq!(
             FrameRepr::parse(&buf).unwrap_err(),
-            WireError::UnknownFrameType(0x09)
+            WireError::UnknownFrameType(0x0a)
         );
         buf[7] = 0x03;
         buf[6] = 2;

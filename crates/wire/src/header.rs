@@ -88,6 +88,8 @@ pub enum FrameType {
     /// A unicast receiver joins, keeps itself registered with, or leaves a publisher, reporting
     /// its position.
     Status = 0x08,
+    /// Proof of a source address between a resolver client and resolverd.
+    Cookie = 0x09,
 }
 
 impl FrameType {
@@ -102,6 +104,7 @@ impl FrameType {
             FrameType::Query => "QUERY",
             FrameType::Bye => "BYE",
             FrameType::Status => "STATUS",
+            FrameType::Cookie => "COOKIE",
         }
     }
 
@@ -116,6 +119,7 @@ impl FrameType {
             0x06 => FrameType::Query,
             0x07 => FrameType::Bye,
             0x08 => FrameType::Status,
+            0x09 => FrameType::Cookie,
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

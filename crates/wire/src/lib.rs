@@ -19,6 +19,7 @@
 //! | 0x06 | [`query`] | QUERY: topic resolution, subscriber side |
 //! | 0x07 | [`bye`] | BYE: end of a stream |
 //! | 0x08 | [`status`] | STATUS: a unicast receiver joins, keeps registered, reports its position, leaves |
+//! | 0x09 | [`cookie`] | COOKIE: proof of a source address between a resolver client and resolverd |
 //!
 //! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
 //! datagram or log holding several frames. Parsing never allocates and never panics: every
@@ -53,6 +54,7 @@ extern crate std;
 
 pub mod advertise;
 pub mod bye;
+pub mod cookie;
 pub mod data;
 pub mod error;
 pub mod frame;

@@ -7,6 +7,7 @@
 
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
 use peregrine_wire::bye::{ByeFrame, ByeRepr};
+use peregrine_wire::cookie::{CookieFrame, CookieRepr};
 use peregrine_wire::data::{DataFrame, DataRepr, PadRepr};
 use peregrine_wire::header::{flags, status_flags, Frames};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
@@ -51,7 +52,7 @@ fn unhex(name: &str, hex: &str) -> Vec<u8> {
         .collect()
 }
 
-const TYPE_NAMES: [(&str, FrameType); 8] = [
+const TYPE_NAMES: [(&str, FrameType); 9] = [
     ("DATA", FrameType::Data),
     ("PAD", FrameType::Pad),
     ("HEARTBEAT", FrameType::Heartbeat),
@@ -60,6 +61,7 @@ const TYPE_NAMES: [(&str, FrameType); 8] = [
     ("QUERY", FrameType::Query),
     ("BYE", FrameType::Bye),
     ("STATUS", FrameType::Status),
+    ("COOKIE", FrameType::Cookie),
 ];
 
 fn frame_type_named(name: &str) -> FrameType {
@@ -197,6 +199,9 @@ fn parse_specific(ty: FrameType, bytes: &[u8]) -> Result<FrameRepr<'_>, WireErro
         FrameType::Status => {
             FrameRepr::Status(StatusRepr::parse(&StatusFrame::new_checked(bytes)?)?)
         }
+        FrameType::Cookie => {
+            FrameRepr::Cookie(CookieRepr::parse(&CookieFrame::new_checked(bytes)?)?)
+        }
     })
 }
 
@@ -303,6 +308,11 @@ fn check_valid(v: &Vector) {
             next_sequence: f.u64("next_sequence"),
             window: f.u32("window"),
             flags: f.flags(&STATUS_FLAGS),
+        }),
+        FrameType::Cookie => FrameRepr::Cookie(CookieRepr {
+            cookie: unhex(name, f.str("cookie_hex"))
+                .try_into()
+                .unwrap_or_else(|_| panic!("{name}: cookie_hex is not 16 bytes")),
         }),
     };
     f.finish();
@@ -411,6 +421,8 @@ fn golden_vectors_cover_every_type_and_the_required_errors() {
         "status_join_and_leave",
         "status_receiver_id_zero",
         "status_session_zero_keepalive",
+        "cookie_session_nonzero",
+        "cookie_wrong_length",
     ] {
         assert!(
             invalid.contains(required),

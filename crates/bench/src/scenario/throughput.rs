@@ -104,6 +104,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
         );
         d.set("retransmit_unavailable", p.retransmit_unavailable);
         d.set("retransmit_refused", p.retransmit_refused);
+        d.set("flow_dropped", p.flow_dropped);
         d.set("recovered", sum(|s| s.recovered));
         d.set("duplicates", sum(|s| s.duplicates));
         d.set("unrecoverable", reported_lost);

@@ -11,7 +11,8 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
     let stop = super::Stop::install()?;
     let cfg = peregrine_proto::resolverd::RelayConfig {
         client_timeout_ns: a.client_timeout_ms * 1_000_000,
-        ..Default::default()
+        max_clients: a.max_clients as usize,
+        max_clients_per_ip: a.max_clients_per_ip as usize,
     };
     let mut d = Daemon::bind(a.listen, cfg)?;
     let out = std::io::stdout();
@@ -27,14 +28,17 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
             let c = d.counters();
             writeln!(
                 out,
-                "[resolverd {:.0}s] clients {}, received {}, forwarded {} ({} copies), keepalives {}, rejected {}",
+                "[resolverd {:.0}s] clients {}, received {}, forwarded {} ({} copies), keepalives {}, cookies sent {}, rejected {} (table full {}, address full {})",
                 (now - start).as_secs_f64(),
                 d.clients(),
                 c.datagrams_received,
                 c.datagrams_forwarded,
                 c.copies_sent,
                 c.keepalives,
-                c.rejected()
+                c.challenges + c.cookies_refreshed,
+                c.rejected(),
+                c.table_full,
+                c.ip_full
             )?;
             out.flush()?;
             last = now;

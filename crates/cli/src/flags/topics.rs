@@ -25,8 +25,9 @@ pub struct PubArgs {
     /// Wait until this many subscribers are attached before the first message (up to 30 s).
     #[arg(long, default_value_t = 0)]
     pub wait_subscribers: usize,
-    /// After the last message, keep serving subscribers (retransmissions) this long, then close.
-    #[arg(long, default_value_t = 500)]
+    /// After the last message, keep serving subscribers (retransmissions) this long, then close
+    /// (0 to 3600000 milliseconds).
+    #[arg(long, default_value_t = 500, value_parser = values::parse_linger_ms)]
     pub linger_ms: u64,
 }
 
@@ -61,10 +62,39 @@ pub struct ResolverdArgs {
     /// Clients silent this long are dropped (they send keepalives every 5 s).
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1000..))]
     pub client_timeout_ms: u64,
+    /// Most clients registered at once.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_clients: u64,
+    /// Most clients registered from one IP address (a host running more resolver clients
+    /// than this needs a larger value).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_clients_per_ip: u64,
     /// Print a statistics line this often (0: never).
     #[arg(long, default_value_t = 10)]
     pub stats_every_s: u64,
     /// Stop after this many seconds (default: run until killed).
     #[arg(long, value_parser = values::parse_seconds)]
     pub seconds: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::flags::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn linger_ms_is_bounded_with_a_clear_error() {
+        let e = Cli::try_parse_from([
+            "peregrine",
+            "pub",
+            "t",
+            "--linger-ms",
+            "18446744073709551615",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("from 0 to 3600000"), "{e}");
+        let ok = Cli::try_parse_from(["peregrine", "pub", "t", "--linger-ms", "3600000"]).unwrap();
+        assert!(matches!(ok.command, Command::Pub(a) if a.linger_ms == 3_600_000));
+    }
 }

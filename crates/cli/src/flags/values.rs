@@ -74,3 +74,15 @@ pub fn parse_pattern(s: &str) -> Result<String, String> {
     }
     Ok(s.to_string())
 }
+
+/// A linger time in milliseconds: 0 to one hour.
+pub fn parse_linger_ms(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|ms| *ms <= 3_600_000)
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not accepted: give milliseconds from 0 to 3600000 (one hour), for example 500"
+            )
+        })
+}

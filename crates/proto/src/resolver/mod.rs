@@ -74,7 +74,7 @@ mod sources;
 pub use pattern::{Pattern, PatternError};
 pub use peregrine_wire::query::PatternKind;
 pub use schedule::Schedule;
-pub use sources::{LostReason, SourceInfo, MIN_TTL_MS};
+pub use sources::{LostReason, SourceInfo, MIN_TTL_MS, SOURCE_COST_BYTES, URI_COST_BYTES};
 
 use crate::rate::TokenBucket;
 use crate::scheme::Scheme;
@@ -117,6 +117,12 @@ pub struct ResolverConfig {
     /// Most remote sources kept (default 100 000); advertisements of new ones beyond it are
     /// rejected and counted.
     pub max_sources: usize,
+    /// Most bytes the remote sources may take (default 32 MiB), counted as their topics and
+    /// URIs plus a fixed cost per source and per URI ([`SOURCE_COST_BYTES`],
+    /// [`URI_COST_BYTES`]); advertisements beyond it are rejected and counted. A table
+    /// of 100 000 sources with names of a few dozen bytes fits; one of 1 KiB topics stops at
+    /// about 27 000.
+    pub max_source_bytes: usize,
 }
 
 impl ResolverConfig {
@@ -131,6 +137,7 @@ impl ResolverConfig {
             max_advertisements_per_s: 20_000,
             advertisement_burst: 1_000,
             max_sources: 100_000,
+            max_source_bytes: 32 << 20,
         }
     }
 }
@@ -188,8 +195,11 @@ pub struct ResolverCounters {
     pub spoofed_own: u64,
     /// Queries whose regular expression does not compile.
     pub bad_patterns: u64,
-    /// Advertisements of new sources refused because the table was full.
+    /// Advertisements of new sources (or new URIs of a source) refused because the table was
+    /// full.
     pub table_full: u64,
+    /// Advertisements of new sources or URIs refused because the table held `max_source_bytes`.
+    pub table_bytes_full: u64,
     pub datagrams_sent: u64,
     pub advertisements_sent: u64,
     pub queries_sent: u64,
@@ -214,6 +224,7 @@ impl ResolverCounters {
             + self.spoofed_own
             + self.bad_patterns
             + self.table_full
+            + self.table_bytes_full
     }
 }
 
@@ -303,6 +314,8 @@ pub struct Resolver {
     subscriptions: HashMap<SubscriptionId, Subscription>,
     sources: HashMap<SourceKey, Source>,
     remote_sources: usize,
+    /// What the remote sources cost, as `max_source_bytes` counts.
+    remote_bytes: usize,
     /// (due_ns, id) of every publication.
     ads_due: BTreeSet<(u64, PublicationId)>,
     /// (due_ns, id) of every subscription that queries.
@@ -329,6 +342,7 @@ impl Resolver {
             subscriptions: HashMap::new(),
             sources: HashMap::new(),
             remote_sources: 0,
+            remote_bytes: 0,
             ads_due: BTreeSet::new(),
             queries_due: BTreeSet::new(),
             withdrawals: VecDeque::new(),
@@ -351,6 +365,10 @@ impl Resolver {
     /// Remote sources currently known.
     pub fn remote_sources(&self) -> usize {
         self.remote_sources
+    }
+    /// What the remote sources take, as `max_source_bytes` counts it.
+    pub fn source_bytes(&self) -> usize {
+        self.remote_bytes
     }
 
     /// Starts advertising `topic`, published by `session_id` and reachable at each of `uris`.

@@ -9,6 +9,23 @@ use peregrine_wire::advertise::AdvertiseRepr;
 /// context rescan its table every few microseconds.
 pub const MIN_TTL_MS: u32 = 100;
 
+/// What a remote source costs beyond its topic's bytes, for `max_source_bytes`: its entry in
+/// the table, its `Source` and the vectors' headers (an estimate on the high side).
+pub const SOURCE_COST_BYTES: usize = 128;
+/// What one advertised URI costs beyond its bytes (its string header and expiry).
+pub const URI_COST_BYTES: usize = 32;
+
+/// What `src` costs, as `max_source_bytes` counts.
+fn cost(src: &Source) -> usize {
+    SOURCE_COST_BYTES
+        + src.topic.len()
+        + src
+            .uris
+            .iter()
+            .map(|(u, _)| URI_COST_BYTES + u.len())
+            .sum::<usize>()
+}
+
 /// A source as a subscriber learns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceInfo {
@@ -73,7 +90,9 @@ impl Resolver {
             if src.local {
                 continue;
             }
+            let before = cost(src);
             src.uris.retain(|(_, exp)| *exp > now_ns);
+            self.remote_bytes -= before - cost(src);
             match src.uris.iter().map(|u| u.1).min() {
                 Some(e) => next = next.min(e),
                 None => gone.push(*key),
@@ -121,7 +140,9 @@ impl Resolver {
         }
         if ad.ttl_ms == 0 {
             if let Some(src) = self.sources.get_mut(&key) {
+                let before = cost(src);
                 src.uris.retain(|u| u.0 != ad.uri);
+                self.remote_bytes -= before - cost(src);
                 if src.uris.is_empty() {
                     self.counters.withdrawals_received += 1;
                     self.remove_source(key, LostReason::Withdrawn, now_ns);
@@ -131,13 +152,19 @@ impl Resolver {
         }
         let expires_ns = now_ns.saturating_add(u64::from(ad.ttl_ms.max(MIN_TTL_MS)) * 1_000_000);
         self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+        let bytes_left = self.cfg.max_source_bytes.saturating_sub(self.remote_bytes);
         match self.sources.get_mut(&key) {
             Some(src) => {
                 let room = src.uris.len() < Scheme::ALL.len() * 2;
+                let uri_cost = URI_COST_BYTES + ad.uri.len();
                 match src.uris.iter_mut().find(|u| u.0 == ad.uri) {
                     Some(u) => u.1 = expires_ns,
-                    None if room => src.uris.push((ad.uri.to_string(), expires_ns)),
-                    None => self.counters.table_full += 1,
+                    None if !room => self.counters.table_full += 1,
+                    None if uri_cost > bytes_left => self.counters.table_bytes_full += 1,
+                    None => {
+                        src.uris.push((ad.uri.to_string(), expires_ns));
+                        self.remote_bytes += uri_cost;
+                    }
                 }
                 None
             }
@@ -146,7 +173,14 @@ impl Resolver {
                     self.counters.table_full += 1;
                     return None;
                 }
+                let source_cost =
+                    SOURCE_COST_BYTES + ad.topic.len() + URI_COST_BYTES + ad.uri.len();
+                if source_cost > bytes_left {
+                    self.counters.table_bytes_full += 1;
+                    return None;
+                }
                 self.remote_sources += 1;
+                self.remote_bytes += source_cost;
                 self.counters.sources_found += 1;
                 self.sources.insert(
                     key,
@@ -168,6 +202,7 @@ impl Resolver {
         };
         if !src.local {
             self.remote_sources -= 1;
+            self.remote_bytes -= cost(&src);
             match reason {
                 LostReason::Expired => self.counters.sources_expired += 1,
                 LostReason::Withdrawn => self.counters.sources_withdrawn += 1,

@@ -488,6 +488,68 @@ fn the_source_table_is_bounded() {
     assert_eq!(r.remote_sources(), 1);
 }
 
+/// Issue 14 (small item a): 120,000 advertisements of 1 KiB topics grew every process by
+/// about 110 MB (100,000 sources of 1.1 KB each). The table is bounded in bytes too, counted.
+#[test]
+fn the_source_table_is_bounded_in_bytes() {
+    let mut r = Resolver::new(ResolverConfig::new(1));
+    let cap = r.config().max_source_bytes;
+    let mut ad = Vec::new();
+    for i in 0..120_000u32 {
+        let topic = format!("{i:08}.{}", "x".repeat(1024 - 9));
+        let repr = AdvertiseRepr {
+            session_id: i + 1,
+            stream_id: stream_id_of(&topic),
+            ttl_ms: 5000,
+            topic: &topic,
+            uri: "udp://10.0.0.9:9",
+        };
+        ad.clear();
+        ad.resize(repr.buffer_len(), 0);
+        repr.emit(&mut AdvertiseFrame::new_unchecked(&mut ad[..]));
+        r.on_datagram(&ad, 0);
+    }
+    let held = r.remote_sources() * (1024 + "udp://10.0.0.9:9".len());
+    assert!(
+        held <= cap,
+        "{} sources of 1 KiB: {held} bytes",
+        r.remote_sources()
+    );
+    assert!(r.source_bytes() <= cap);
+    assert!(r.remote_sources() > 20_000, "{}", r.remote_sources());
+    let c = r.counters();
+    assert_eq!(c.table_bytes_full, 120_000 - r.remote_sources() as u64);
+    assert_eq!(c.rejected(), c.table_bytes_full);
+    // Expiry gives the bytes back, and the count returns to zero exactly.
+    r.handle_timeout(6 * S);
+    assert_eq!((r.remote_sources(), r.source_bytes()), (0, 0));
+    r.on_datagram(&crafted(|a| a.session_id = 7), 6 * S);
+    assert_eq!(r.remote_sources(), 1);
+}
+
+#[test]
+fn uris_and_withdrawals_are_counted_in_the_source_bytes() {
+    let mut r = Resolver::new(ResolverConfig::new(1));
+    r.on_datagram(&crafted(|_| {}), 0);
+    let one = r.source_bytes();
+    assert_eq!(
+        one,
+        SOURCE_COST_BYTES + "md.eq.AAPL".len() + URI_COST_BYTES + "udp://10.0.0.9:9".len()
+    );
+    r.on_datagram(&crafted(|a| a.uri = "tcp://10.0.0.9:9"), 0);
+    assert_eq!(r.source_bytes(), one + URI_COST_BYTES + 16);
+    r.on_datagram(
+        &crafted(|a| {
+            a.uri = "tcp://10.0.0.9:9";
+            a.ttl_ms = 0;
+        }),
+        0,
+    );
+    assert_eq!(r.source_bytes(), one);
+    r.on_datagram(&crafted(|a| a.ttl_ms = 0), 0);
+    assert_eq!((r.remote_sources(), r.source_bytes()), (0, 0));
+}
+
 #[test]
 fn a_publication_that_cannot_fit_a_datagram_or_names_no_transport_is_refused() {
     let mut r = Resolver::new(ResolverConfig::new(1));

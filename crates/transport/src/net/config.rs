@@ -23,10 +23,12 @@
 //! | `linger_ms` | udp, mcast | 1000 | publisher: on close, keep answering NAKs until every subscriber has confirmed the last message, at most this long |
 //! | `loss` | udp, mcast | off | test loss generator: `1%`, or the compact form `rate=1%,seed=42,dir=recv,kinds=data+retransmit,burst=4` (see `peregrine_proto::lossgen`); also the `PEREGRINE_LOSS` environment variable |
 //! | `timeout_ms` | all | 5000 | a silent publisher (or receiver) is declared gone after this long |
+//! | `flow_timeout_ms` | udp, mcast, tcp | 1000 | publisher: longest a refused offer waits for one subscriber; past it a UDP receiver is dropped from flow control (it then repairs by NAK or reports an exact loss) and a TCP subscriber is disconnected (it reconnects and is told exactly what it missed); counted in `flow_dropped` |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
-//! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full; `disconnect`: drop that subscriber |
+//! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
+use peregrine_proto::join::JoinSchedule;
 use peregrine_proto::lossgen::{LossConfig, LossConfigError};
 use peregrine_proto::receiver::LateJoin;
 use peregrine_proto::sender::SendMode;
@@ -72,13 +74,22 @@ pub struct NetConfig {
     /// The test loss generator (`None`: off).
     pub loss: Option<LossConfig>,
     pub timeout_ns: u64,
+    /// Publisher: longest a refused offer waits for one subscriber (`flow_timeout_ms`).
+    pub flow_timeout_ns: u64,
     pub max_pending: usize,
     pub slow: SlowPolicy,
+    /// Subscriber: how JOINs (UDP) and connects (TCP) to a publisher that does not answer
+    /// back off. Not a URI key (tests shorten it).
+    pub join: JoinSchedule,
 }
 
 impl NetConfig {
     pub const DEFAULT_DATAGRAM: usize = 1472;
     pub const DEFAULT_FRAME: usize = 65_536;
+    /// One second: a live subscriber makes room in far less (it reports every quarter of its
+    /// window), a stalled one costs the publisher and its shared-memory subscribers at most
+    /// this.
+    pub const DEFAULT_FLOW_TIMEOUT_NS: u64 = 1_000_000_000;
 
     /// Keys accepted per scheme.
     pub fn keys(scheme: Scheme) -> &'static [&'static str] {
@@ -103,6 +114,7 @@ impl NetConfig {
                 "retransmit_rate",
                 "linger_ms",
                 "loss",
+                "flow_timeout_ms",
             ],
             Scheme::Mcast => &[
                 "iface",
@@ -126,6 +138,7 @@ impl NetConfig {
                 "retransmit_rate",
                 "linger_ms",
                 "loss",
+                "flow_timeout_ms",
             ],
             Scheme::Tcp => &[
                 "frame",
@@ -137,6 +150,7 @@ impl NetConfig {
                 "timeout_ms",
                 "max_pending",
                 "slow",
+                "flow_timeout_ms",
             ],
             // Not a network scheme.
             _ => &[],
@@ -156,6 +170,15 @@ impl NetConfig {
             Scheme::Mcast if !is_mcast => {
                 return Err(uri.error(format!(
                     "{} is not a multicast group: mcast:// needs an address from 224.0.0.0 to 239.255.255.255 (for unicast use udp://)",
+                    addr.ip()
+                )))
+            }
+            // Every subscriber binds the group's port and the publisher sends to it: "any free
+            // port" means nothing to the other side.
+            Scheme::Mcast if addr.port() == 0 => {
+                return Err(uri.error(format!(
+                    "port 0 is not accepted for a multicast group: the publisher sends to {}:PORT and every subscriber binds that port, so give a port from 1 to 65535, for example mcast://{}:30001",
+                    addr.ip(),
                     addr.ip()
                 )))
             }
@@ -203,8 +226,10 @@ impl NetConfig {
             linger_ns: 1_000_000_000,
             loss: None,
             timeout_ns: 5_000_000_000,
+            flow_timeout_ns: Self::DEFAULT_FLOW_TIMEOUT_NS,
             max_pending: 16 << 20,
             slow: SlowPolicy::BackPressure,
+            join: JoinSchedule::default(),
         };
         if let Some(v) = uri.param("iface") {
             cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {
@@ -347,6 +372,14 @@ impl NetConfig {
             "10 to 3600000 milliseconds",
         )? {
             cfg.timeout_ns = ms * 1_000_000;
+        }
+        if let Some(ms) = num_param(
+            uri,
+            "flow_timeout_ms",
+            1..=3_600_000,
+            "1 to 3600000 milliseconds: how long one slow subscriber may hold the publisher back, for example flow_timeout_ms=1000",
+        )? {
+            cfg.flow_timeout_ns = ms * 1_000_000;
         }
         if let Some(n) = bytes_param(
             uri,
@@ -515,6 +548,9 @@ mod tests {
                 batch_interval_ns: 50_000
             }
         );
+        assert_eq!(c.flow_timeout_ns, 1_000_000_000);
+        let c = cfg("udp://127.0.0.1:4000?flow_timeout_ms=250").unwrap();
+        assert_eq!(c.flow_timeout_ns, 250_000_000);
     }
 
     #[test]
@@ -525,6 +561,10 @@ mod tests {
             ("udp://239.1.1.1:4000", "use mcast://"),
             ("tcp://255.255.255.255:4000", "needs a unicast address"),
             ("mcast://10.0.0.1:4000", "10.0.0.1 is not a multicast group"),
+            (
+                "mcast://239.1.1.1:0",
+                "port 0 is not accepted for a multicast group",
+            ),
             ("udp://[::1]:4000", "IPv6 is not supported"),
             ("udp://no-such-host.invalid:4000", "cannot be resolved"),
             ("udp://127.0.0.1:1?datagram=1500", "datagram=1500"),
@@ -541,6 +581,18 @@ mod tests {
                 "late_join=some is not accepted: use none",
             ),
             ("tcp://127.0.0.1:1?late_join=all", "unknown parameter"),
+            (
+                "udp://127.0.0.1:1?flow_timeout_ms=0",
+                "flow_timeout_ms=0 is not accepted",
+            ),
+            (
+                "tcp://127.0.0.1:1?flow_timeout_ms=1h",
+                "flow_timeout_ms=1h is not accepted",
+            ),
+            (
+                "mcast://239.1.1.1:1?flow_timeout_ms=3600001",
+                "1 to 3600000 milliseconds",
+            ),
             ("tcp://127.0.0.1:1?datagram=1472", "unknown parameter"),
             (
                 "udp://127.0.0.1:1?batch_interval_us=0",

@@ -7,7 +7,11 @@
 //! **Slow subscribers.** Each connection has a user-space queue for what the socket did not
 //! take. When a queue passes `max_pending` bytes, `slow=backpressure` makes `offer` refuse
 //! (nothing is dropped; the other subscribers wait too) and `slow=disconnect` drops that
-//! connection (its subscriber reconnects and is told exactly what it lost).
+//! connection (its subscriber reconnects and is told exactly what it lost). Back-pressure has a
+//! bound: a connection that made offers wait and has not drained its queue to half of
+//! `max_pending` within `flow_timeout_ms` is dropped as `slow=disconnect` would (counted in
+//! `flow_dropped`), so a subscriber that connects and never reads, or reads a trickle, cannot
+//! stop the publisher.
 
 use super::config::{NetConfig, SlowPolicy};
 use super::now_ns;
@@ -15,6 +19,7 @@ use super::sys;
 use super::udp::NET_MAX_MESSAGE_LEN;
 use crate::error::{OfferError, OpenError};
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::join::JoinBackoff;
 use peregrine_proto::receiver::{LateJoin, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::align_frame;
@@ -43,6 +48,8 @@ struct Conn {
     pending: Vec<u8>,
     pending_at: usize,
     dead: bool,
+    /// Since when its queue has been past `max_pending` while offers were refused.
+    stalled_since_ns: Option<u64>,
 }
 
 impl Conn {
@@ -127,8 +134,11 @@ pub struct TcpPublisher {
     offers: u32,
     local: SocketAddrV4,
     closed: bool,
-    /// Connections dropped by `slow=disconnect` or by a write error.
+    /// Connections dropped by `slow=disconnect`, by a write error, or for holding the
+    /// publisher back past `flow_timeout_ms`.
     pub disconnected: u64,
+    /// Connections dropped for holding the publisher back past `flow_timeout_ms`.
+    pub flow_dropped: u64,
 }
 
 impl TcpPublisher {
@@ -183,6 +193,7 @@ impl TcpPublisher {
             local,
             closed: false,
             disconnected: 0,
+            flow_dropped: 0,
         })
     }
 
@@ -242,6 +253,27 @@ impl TcpPublisher {
             }
             match self.cfg.slow {
                 SlowPolicy::BackPressure => {
+                    if self.conns.iter().any(|c| c.queued() > self.cfg.max_pending) {
+                        // Refused: a queue past the limit since `flow_timeout_ms` ends its
+                        // connection; the others start or keep their clocks.
+                        self.now_ns = now_ns();
+                        let (now, max) = (self.now_ns, self.cfg.max_pending);
+                        for c in &mut self.conns {
+                            let q = c.queued();
+                            if q <= max / 2 {
+                                c.stalled_since_ns = None;
+                            } else if q > max {
+                                // Between the two a running clock keeps running: reading a
+                                // trickle does not reset it.
+                                let since = *c.stalled_since_ns.get_or_insert(now);
+                                if now.saturating_sub(since) >= self.cfg.flow_timeout_ns {
+                                    c.dead = true;
+                                    self.flow_dropped += 1;
+                                }
+                            }
+                        }
+                        self.reap();
+                    }
                     if self.conns.iter().any(|c| c.queued() > self.cfg.max_pending) {
                         self.sender.note_back_pressure();
                         return Err(OfferError::BackPressured);
@@ -320,6 +352,10 @@ impl TcpPublisher {
                 c.drain();
                 work += 1;
             }
+            // The clock stops once half the queue is gone: reading a trickle is not enough.
+            if c.queued() <= self.cfg.max_pending / 2 {
+                c.stalled_since_ns = None;
+            }
         }
         if self.now_ns >= self.next_control_ns {
             self.send_pending();
@@ -351,6 +387,7 @@ impl TcpPublisher {
                         pending: Vec::new(),
                         pending_at: 0,
                         dead: false,
+                        stalled_since_ns: None,
                     };
                     c.send(&self.sender.heartbeat());
                     self.conns.push(c);
@@ -399,6 +436,7 @@ impl TcpPublisher {
             bytes: s.bytes,
             back_pressured: s.back_pressured,
             subscribers_reaped: self.disconnected,
+            flow_dropped: self.flow_dropped,
             ..PublisherCounters::default()
         }
     }
@@ -451,8 +489,9 @@ pub struct TcpSubscriber {
     start: usize,
     end: usize,
     receiver: Receiver,
-    next_connect_ns: u64,
-    retry_ns: u64,
+    /// Connects to a publisher that does not answer back off (a forged advertisement can name
+    /// anybody's address).
+    join: JoinBackoff,
     now_ns: u64,
     polls: u32,
     /// Connections lost because the stream broke the framing rules.
@@ -480,12 +519,12 @@ impl TcpSubscriber {
             start: 0,
             end: 0,
             receiver: Receiver::new(rcfg),
-            next_connect_ns: 0,
-            retry_ns: 10_000_000,
+            join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
             polls: 0,
             corrupt_streams: 0,
         };
+        s.join.poll(s.now_ns);
         s.connect()?;
         Ok(s)
     }
@@ -521,17 +560,15 @@ impl TcpSubscriber {
         Ok(())
     }
 
+    /// The attempt failed: the next one comes when the backoff says.
     fn retry_later(&mut self) {
         self.stream = None;
-        self.next_connect_ns = now_ns() + self.retry_ns;
-        self.retry_ns = (self.retry_ns * 2).min(1_000_000_000);
     }
 
     fn lost_connection(&mut self) {
         self.receiver.disconnected(SocketAddr::V4(self.cfg.addr));
         self.start = 0;
         self.end = 0;
-        self.retry_ns = 10_000_000;
         self.retry_later();
     }
 
@@ -648,7 +685,9 @@ impl TcpSubscriber {
     }
 
     fn timers(&mut self) {
-        if self.stream.is_none() && self.now_ns >= self.next_connect_ns {
+        if self.receiver.is_connected() {
+            self.join.answered(self.now_ns);
+        } else if self.stream.is_none() && self.join.poll(self.now_ns) {
             let _ = self.connect();
         }
         // Session timeouts (no heartbeat for `timeout_ms`); STATUS is not used on TCP.

@@ -11,9 +11,10 @@ use super::{now_ns, sys};
 use crate::error::{OfferError, OpenError};
 use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::join::JoinBackoff;
 use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
-use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome};
+use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome, TableConfig};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::FrameType;
@@ -261,7 +262,11 @@ impl UdpPublisher {
             uri: uri.to_string(),
             sock,
             sender,
-            table: ReceiverTable::new(stream_id, RECEIVER_TIMEOUT_NS.max(cfg.timeout_ns / 2), 1024),
+            table: ReceiverTable::new(TableConfig {
+                timeout_ns: RECEIVER_TIMEOUT_NS.max(cfg.timeout_ns / 2),
+                flow_timeout_ns: cfg.flow_timeout_ns,
+                ..TableConfig::new(stream_id)
+            }),
             dests: if mcast {
                 vec![SocketAddr::V4(cfg.addr)]
             } else {
@@ -338,9 +343,15 @@ impl UdpPublisher {
         }
         let frames = self.sender.frames_for(len);
         if self.sender.next_sequence() + frames > self.sender.limit() {
-            // Flow control: read the receivers' latest windows before refusing.
+            // Flow control: read the receivers' latest windows before refusing, and tell the
+            // table who keeps this offer waiting (one of them for `flow_timeout_ms` at most).
             self.now_ns = now_ns();
             self.poll_control();
+            let wanted = self.sender.next_sequence() + frames;
+            if wanted > self.sender.limit() && self.table.on_refused(self.now_ns, wanted) {
+                self.sender
+                    .set_limit(self.table.limit().unwrap_or(u64::MAX));
+            }
         }
         let Self {
             sender,
@@ -445,7 +456,7 @@ impl UdpPublisher {
                 from,
                 &repr,
                 cfg.session_id,
-                self.sender.next_sequence(),
+                self.sender.sent_next_sequence(),
                 self.now_ns,
             ) {
                 StatusOutcome::Joined | StatusOutcome::Rejoined => {
@@ -463,16 +474,18 @@ impl UdpPublisher {
                 StatusOutcome::Updated | StatusOutcome::Ignored => {}
             }
         }
-        if self.table.expire(self.now_ns) > 0 {
+        if self
+            .table
+            .poll(self.now_ns, self.sender.sent_next_sequence())
+        {
             changed = true;
         }
         if changed && self.cfg.scheme == Scheme::Udp {
+            // Sorted, not searched: a full table of 1024 costs n log n, not n squared.
             self.dests.clear();
-            for a in self.table.addrs() {
-                if !self.dests.contains(&a) {
-                    self.dests.push(a);
-                }
-            }
+            self.dests.extend(self.table.addrs());
+            self.dests.sort_unstable();
+            self.dests.dedup();
         }
         self.sender
             .set_limit(self.table.limit().unwrap_or(u64::MAX));
@@ -533,6 +546,8 @@ impl UdpPublisher {
             bytes: s.bytes,
             back_pressured: s.back_pressured,
             subscribers_reaped: self.table.timed_out,
+            flow_dropped: self.table.flow_dropped,
+            joins_refused: self.table.joins_refused,
             rate_limited: s.rate_limited,
             naks_received: s.naks_received,
             retransmitted: s.retransmitted,
@@ -598,10 +613,9 @@ pub struct UdpSubscriber {
     /// Next datagram of the ring to process and the byte offset in it.
     cursor: Option<(usize, usize)>,
     receiver: Receiver,
-    /// Unicast: the publisher's address (JOIN frames go there until it answers).
+    /// Unicast: the publisher's address (JOIN frames go there until it answers, backing off).
     target: Option<SocketAddr>,
-    next_join_ns: u64,
-    join_interval_ns: u64,
+    join: JoinBackoff,
     now_ns: u64,
     polls: u32,
     rcvbuf_actual: usize,
@@ -678,8 +692,7 @@ impl UdpSubscriber {
             } else {
                 Some(SocketAddr::V4(cfg.addr))
             },
-            next_join_ns: 0,
-            join_interval_ns: 10_000_000,
+            join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
             polls: 0,
             rcvbuf_actual,
@@ -694,6 +707,10 @@ impl UdpSubscriber {
     }
     pub fn receiver_stats(&self) -> ReceiverStats {
         self.receiver.stats()
+    }
+    /// JOINs sent since the publisher last answered (0 while connected).
+    pub fn joins_unanswered(&self) -> u64 {
+        self.join.unanswered
     }
 
     /// Delivers up to `limit` messages; never blocks.
@@ -806,13 +823,11 @@ impl UdpSubscriber {
     fn timers(&mut self) {
         self.send_status();
         if let Some(to) = self.target {
-            if !self.receiver.is_connected() && self.now_ns >= self.next_join_ns {
+            if self.receiver.is_connected() {
+                self.join.answered(self.now_ns);
+            } else if self.join.poll(self.now_ns) {
                 let join = self.receiver.join_frame();
                 send_frame(&self.sock, &mut self.loss, &join, Some(to));
-                self.next_join_ns = self.now_ns + self.join_interval_ns;
-                self.join_interval_ns = (self.join_interval_ns * 2).min(1_000_000_000);
-            } else if self.receiver.is_connected() {
-                self.join_interval_ns = 10_000_000;
             }
         }
     }
