@@ -71,7 +71,7 @@ pub fn run(a: SubArgs) -> Result<()> {
                     out,
                     "source lost: {} session={session_id:08x} ({})",
                     printable(&topic),
-                    printable(&reason.to_string())
+                    printable(reason)
                 )?,
                 SubscriberEvent::Lost {
                     session_id,
