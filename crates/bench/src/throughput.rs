@@ -73,6 +73,9 @@ pub struct SubscriberReport {
     pub end_sequence: u64,
     #[serde(default)]
     pub lost_end_sequence: u64,
+    /// Sequence number after the first range reported lost (0: none).
+    #[serde(default)]
+    pub first_lost_end_sequence: u64,
 }
 
 impl SubscriberReport {
@@ -428,6 +431,7 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
     r.lost = lost_events.iter().map(|&(_, c)| c).sum();
     r.end_sequence = expected.unwrap_or(0);
     r.lost_end_sequence = lost_events.iter().map(|&(f, c)| f + c).max().unwrap_or(0);
+    r.first_lost_end_sequence = lost_events.first().map_or(0, |&(f, c)| f + c);
     r.gaps = lost_events.len() as u64;
     if merge_ranges(&observed_gaps) != merge_ranges(&lost_events) {
         eprintln!("gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}");

@@ -301,8 +301,8 @@ fn configuration_from_file_and_environment_is_validated_and_named() {
 #[test]
 fn a_subscriber_stopped_past_the_retention_is_told_exactly_what_it_lost_and_carries_on() {
     // The publisher keeps 1 MiB or 100 ms of datagrams. The subscriber is stopped (SIGSTOP)
-    // for 3 s: the publisher stops waiting for it after 2 s of silence and moves on, far past
-    // its retention. Resumed, the subscriber reads what its socket still held, finds the gap,
+    // for 3 s: the publisher stops waiting for it after the flow timeout (1 s) and moves on, far
+    // past its retention. Resumed, the subscriber reads what its socket still held, finds the gap,
     // asks for it, learns it is gone, and reports it as lost: the ranges it reports are
     // exactly the gaps in what it delivered (the subscriber checks this itself and counts any
     // difference as out of order), and what it received plus what it reported lost is every
@@ -346,8 +346,12 @@ fn a_subscriber_stopped_past_the_retention_is_told_exactly_what_it_lost_and_carr
     );
     assert_eq!(s["corrupt"], 0, "{s}");
     assert_eq!(received + lost, sent, "{s} {p}");
+    // It carried on after the loss of its stop. (Not necessarily loss-free: once dropped from
+    // flow control it is a slow subscriber like any other, and comes back in only when it has
+    // caught up with a publisher sending as fast as it can; on a loaded machine it may not, and
+    // then loses more, each loss reported exactly as checked above.)
     assert!(
-        s["end_sequence"].as_u64().unwrap() > s["lost_end_sequence"].as_u64().unwrap(),
+        s["end_sequence"].as_u64().unwrap() > s["first_lost_end_sequence"].as_u64().unwrap(),
         "it carried on after the loss: {s}"
     );
 }
