@@ -7,12 +7,17 @@ the reference: edit this script and regenerate only to add vectors, and review t
 existing vector's hex must never change within a protocol version).
 
     python3 docs/golden/make_frames.py > docs/golden/frames.json
+    python3 docs/golden/make_frames.py --sealed > docs/golden/sealed.json   # datagrams with AUTH
 """
+import hashlib
+import hmac
 import json
 import struct
+import sys
 
 MAGIC = 0x4750
-TYPES = {"DATA": 1, "PAD": 2, "HEARTBEAT": 3, "NAK": 4, "ADVERTISE": 5, "QUERY": 6, "BYE": 7, "STATUS": 8}
+TYPES = {"DATA": 1, "PAD": 2, "HEARTBEAT": 3, "NAK": 4, "ADVERTISE": 5, "QUERY": 6, "BYE": 7, "STATUS": 8,
+         "COOKIE": 9, "AUTH": 10}
 FLAGS = {"BEGIN": 1, "END": 2, "URGENT": 4, "RETRANSMIT": 8}
 STATUS_FLAGS = {"JOIN": 1, "LEAVE": 2}
 KINDS = {"exact": 0, "glob": 1, "regex": 2}
@@ -79,6 +84,30 @@ def status(session_id, stream_id, receiver_id, next_sequence, window, flags, res
     return header(40, TYPES["STATUS"], bits, session_id) + struct.pack(
         "<IIQII", stream_id, receiver_id, next_sequence, window, reserved
     )
+
+
+def cookie(cookie16, session_id=0, flags=0):
+    """COOKIE: 16-byte header, the 16-byte cookie; always 32 bytes."""
+    return header(32, TYPES["COOKIE"], flags, session_id) + cookie16
+
+
+def auth(key_id, tag16, flags=0):
+    """AUTH: 16-byte header whose session_id field is the key id, the 16-byte tag; 32 bytes."""
+    return header(32, TYPES["AUTH"], flags, key_id) + tag16
+
+
+def key_id_of(key):
+    """The first four bytes of SHA-256 of the key, little-endian."""
+    return struct.unpack("<I", hashlib.sha256(key).digest()[:4])[0]
+
+
+def seal(key, frames):
+    """A datagram of `frames` (already packed at 8-byte offsets) ended by its AUTH frame: the
+    tag is the first 16 bytes of HMAC-SHA256 over every byte before the tag."""
+    body = frames + bytes(-len(frames) % 8)
+    head = header(32, TYPES["AUTH"], 0, key_id_of(key))
+    tag = hmac.new(key, body + head, hashlib.sha256).digest()[:16]
+    return body + head + tag
 
 
 def u64(v):
@@ -286,4 +315,42 @@ invalid("status_session_zero_keepalive", "STATUS", status(0, 7, 0xDEADBEEF, 42, 
 invalid("status_session_zero_leave", "STATUS", status(0, 7, 0xDEADBEEF, 42, 65536, ["LEAVE"]), "BadField",
         "session_id 0 (not known yet) is allowed only with JOIN, not with LEAVE", field="status.session_id")
 
-print(json.dumps(vectors, indent=2, ensure_ascii=False))
+# ---- COOKIE (resolverd address proof) ---------------------------------------------------------
+C = bytes(range(16))
+valid("cookie_none_yet", "COOKIE", cookie(bytes(16)), {"session_id": 0, "cookie_hex": "00" * 16},
+      "a resolver client's first datagram to resolverd: it has no cookie yet (all zero), so the daemon answers with one")
+valid("cookie_from_the_daemon", "COOKIE", cookie(C), {"session_id": 0, "cookie_hex": C.hex()},
+      "the cookie resolverd gave this source address, as the daemon sends it and as the client echoes it")
+invalid("cookie_session_nonzero", "COOKIE", cookie(C, session_id=S), "BadField", "a COOKIE's session_id is zero",
+        field="cookie.session_id")
+invalid("cookie_flags_nonzero", "COOKIE", cookie(C, flags=1), "BadField", "COOKIE defines no flag",
+        field="cookie.flags")
+invalid("cookie_wrong_length", "COOKIE", patch(cookie(C) + bytes(8), 0, "<I", 40), "BadLength",
+        "COOKIE has a fixed length of 32 bytes")
+
+# ---- AUTH (pre-shared-key message authentication) ---------------------------------------------
+T = bytes.fromhex("f0e1d2c3b4a5968778695a4b3c2d1e0f")
+valid("auth_tag", "AUTH", auth(S, T), {"session_id": S, "tag_hex": T.hex()},
+      "the AUTH frame ending a datagram signed with key 0x12345678 (the key id is in the session_id field)")
+valid("auth_zero_key_id", "AUTH", auth(0, bytes(16)), {"session_id": 0, "tag_hex": "00" * 16},
+      "key id 0 and an all-zero tag are well-formed: only the MAC check, with the key, can reject them")
+invalid("auth_flags_nonzero", "AUTH", auth(S, T, flags=1), "BadField", "AUTH defines no flag", field="auth.flags")
+invalid("auth_wrong_length", "AUTH", patch(auth(S, T) + bytes(8), 0, "<I", 40), "BadLength",
+        "AUTH has a fixed length of 32 bytes")
+
+if "--sealed" in sys.argv:
+    # docs/golden/sealed.json: whole datagrams sealed with a known key, for the MAC itself.
+    key = bytes(range(32))
+    hb = heartbeat(S, 7, 42, 10)
+    d = data(S, 7, 42, 5, ["BEGIN", "END"], b"hello")
+    cases = [
+        ("heartbeat", hb, "one HEARTBEAT (40 bytes) then the AUTH frame"),
+        ("data_padded", d, "one 37-byte DATA frame, 3 bytes of zero padding, then the AUTH frame"),
+        ("two_frames", d + bytes(-len(d) % 8) + hb, "DATA and HEARTBEAT packed at 8-byte offsets, then AUTH"),
+    ]
+    out = {"key_hex": key.hex(), "key_id": key_id_of(key), "mac": "HMAC-SHA256, first 16 bytes",
+           "datagrams": [{"name": n, "frames_hex": f.hex(), "sealed_hex": seal(key, f).hex(), "meaning": m}
+                         for n, f, m in cases]}
+    print(json.dumps(out, indent=2))
+else:
+    print(json.dumps(vectors, indent=2, ensure_ascii=False))

@@ -20,6 +20,7 @@
 //! - [`scheme`]: the transports a URI can name (`ipc`, `udp`, `mcast`, `tcp`).
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod counters;
 pub mod events;
 pub mod held;

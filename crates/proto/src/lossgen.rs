@@ -440,7 +440,8 @@ pub fn classify(frame_bytes: &[u8]) -> FrameKind {
             | FrameType::Advertise
             | FrameType::Query
             | FrameType::Bye
-            | FrameType::Cookie,
+            | FrameType::Cookie
+            | FrameType::Auth,
         )
         | Err(_) => FrameKind::Other,
     }
@@ -747,6 +748,7 @@ mod tests {
             FrameType::Query,
             FrameType::Bye,
             FrameType::Cookie,
+            FrameType::Auth,
         ] {
             assert_eq!(classify(&frame(ty, 0)), FrameKind::Other);
         }

@@ -34,6 +34,10 @@ fn no_transport(uri: &Uri, scheme: Scheme) -> OpenError {
 }
 
 /// A publisher on the transport its URI names.
+// Every variant stays inline: boxing the network ones would save memory only in the
+// shared-memory case, and boxing the shared-memory one would put a pointer chase in front of
+// every offer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnyPublisher {
     /// `ipc://`

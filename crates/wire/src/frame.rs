@@ -23,6 +23,7 @@
 //! ```
 
 use crate::advertise::{AdvertiseFrame, AdvertiseRepr};
+use crate::auth::{AuthFrame, AuthRepr};
 use crate::bye::{ByeFrame, ByeRepr};
 use crate::cookie::{CookieFrame, CookieRepr};
 use crate::data::{DataFrame, DataRepr, PadRepr};
@@ -45,6 +46,7 @@ pub enum FrameRepr<'a> {
     Bye(ByeRepr),
     Status(StatusRepr),
     Cookie(CookieRepr),
+    Auth(AuthRepr),
 }
 
 impl<'a> FrameRepr<'a> {
@@ -72,6 +74,7 @@ impl<'a> FrameRepr<'a> {
             FrameType::Cookie => {
                 FrameRepr::Cookie(CookieRepr::parse(&CookieFrame::new_unchecked(buffer))?)
             }
+            FrameType::Auth => FrameRepr::Auth(AuthRepr::parse(&AuthFrame::new_unchecked(buffer))?),
         })
     }
 
@@ -86,6 +89,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Bye(_) => FrameType::Bye,
             FrameRepr::Status(_) => FrameType::Status,
             FrameRepr::Cookie(_) => FrameType::Cookie,
+            FrameRepr::Auth(_) => FrameType::Auth,
         }
     }
 
@@ -101,6 +105,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Bye(r) => r.session_id,
             FrameRepr::Status(r) => r.session_id,
             FrameRepr::Cookie(_) => 0,
+            FrameRepr::Auth(_) => 0,
         }
     }
 
@@ -116,6 +121,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Bye(r) => r.buffer_len(),
             FrameRepr::Status(r) => r.buffer_len(),
             FrameRepr::Cookie(r) => r.buffer_len(),
+            FrameRepr::Auth(r) => r.buffer_len(),
         }
     }
 
@@ -137,6 +143,7 @@ impl<'a> FrameRepr<'a> {
             FrameRepr::Bye(r) => r.emit(&mut ByeFrame::new_unchecked(buffer)),
             FrameRepr::Status(r) => r.emit(&mut StatusFrame::new_unchecked(buffer)),
             FrameRepr::Cookie(r) => r.emit(&mut CookieFrame::new_unchecked(buffer)),
+            FrameRepr::Auth(r) => r.emit(&mut AuthFrame::new_unchecked(buffer)),
         }
         self.buffer_len()
     }
@@ -155,7 +162,7 @@ mod tests {
 
     const RANGES: [NakRange; 1] = [NakRange { start: 3, count: 2 }];
 
-    fn samples() -> [FrameRepr<'static>; 9] {
+    fn samples() -> [FrameRepr<'static>; 10] {
         [
             FrameRepr::Data(DataRepr {
                 session_id: 1,
@@ -209,6 +216,10 @@ mod tests {
                 flags: status_flags::JOIN,
             }),
             FrameRepr::Cookie(CookieRepr { cookie: [7; 16] }),
+            FrameRepr::Auth(crate::auth::AuthRepr {
+                key_id: 9,
+                tag: [3; 16],
+            }),
         ]
     }
 
@@ -310,11 +321,11 @@ mod tests {
             Frames::new(&buf).next().unwrap().unwrap_err(),
             WireError::UnknownFrameType(0x7f)
         );
-        // 0x09 (COOKIE) is the last type version 1 defines.
-        buf[7] = 0x0a;
+        // 0x0A (AUTH) is the last type version 1 defines.
+        buf[7] = 0x0b;
         assert_eq!(
             FrameRepr::parse(&buf).unwrap_err(),
-            WireError::UnknownFrameType(0x0a)
+            WireError::UnknownFrameType(0x0b)
         );
         buf[7] = 0x03;
         buf[6] = 2;

@@ -90,6 +90,8 @@ pub enum FrameType {
     Status = 0x08,
     /// Proof of a source address between a resolver client and resolverd.
     Cookie = 0x09,
+    /// The message authentication code ending a datagram of a keyed transport (`auth=`).
+    Auth = 0x0A,
 }
 
 impl FrameType {
@@ -105,6 +107,7 @@ impl FrameType {
             FrameType::Bye => "BYE",
             FrameType::Status => "STATUS",
             FrameType::Cookie => "COOKIE",
+            FrameType::Auth => "AUTH",
         }
     }
 
@@ -120,6 +123,7 @@ impl FrameType {
             0x07 => FrameType::Bye,
             0x08 => FrameType::Status,
             0x09 => FrameType::Cookie,
+            0x0A => FrameType::Auth,
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

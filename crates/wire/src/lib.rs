@@ -20,6 +20,7 @@
 //! | 0x07 | [`bye`] | BYE: end of a stream |
 //! | 0x08 | [`status`] | STATUS: a unicast receiver joins, keeps registered, reports its position, leaves |
 //! | 0x09 | [`cookie`] | COOKIE: proof of a source address between a resolver client and resolverd |
+//! | 0x0A | [`auth`] | AUTH: the message authentication code ending a datagram of a keyed transport |
 //!
 //! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
 //! datagram or log holding several frames. Parsing never allocates and never panics: every
@@ -53,6 +54,7 @@
 extern crate std;
 
 pub mod advertise;
+pub mod auth;
 pub mod bye;
 pub mod cookie;
 pub mod data;

@@ -6,6 +6,7 @@
 //! - invalid vectors: both decoders reject the bytes with exactly the error the JSON names.
 
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
+use peregrine_wire::auth::{AuthFrame, AuthRepr};
 use peregrine_wire::bye::{ByeFrame, ByeRepr};
 use peregrine_wire::cookie::{CookieFrame, CookieRepr};
 use peregrine_wire::data::{DataFrame, DataRepr, PadRepr};
@@ -52,7 +53,7 @@ fn unhex(name: &str, hex: &str) -> Vec<u8> {
         .collect()
 }
 
-const TYPE_NAMES: [(&str, FrameType); 9] = [
+const TYPE_NAMES: [(&str, FrameType); 10] = [
     ("DATA", FrameType::Data),
     ("PAD", FrameType::Pad),
     ("HEARTBEAT", FrameType::Heartbeat),
@@ -62,6 +63,7 @@ const TYPE_NAMES: [(&str, FrameType); 9] = [
     ("BYE", FrameType::Bye),
     ("STATUS", FrameType::Status),
     ("COOKIE", FrameType::Cookie),
+    ("AUTH", FrameType::Auth),
 ];
 
 fn frame_type_named(name: &str) -> FrameType {
@@ -202,6 +204,7 @@ fn parse_specific(ty: FrameType, bytes: &[u8]) -> Result<FrameRepr<'_>, WireErro
         FrameType::Cookie => {
             FrameRepr::Cookie(CookieRepr::parse(&CookieFrame::new_checked(bytes)?)?)
         }
+        FrameType::Auth => FrameRepr::Auth(AuthRepr::parse(&AuthFrame::new_checked(bytes)?)?),
     })
 }
 
@@ -314,6 +317,13 @@ fn check_valid(v: &Vector) {
                 .try_into()
                 .unwrap_or_else(|_| panic!("{name}: cookie_hex is not 16 bytes")),
         }),
+        // The key id travels in the common header's session_id field.
+        FrameType::Auth => FrameRepr::Auth(AuthRepr {
+            key_id: session_id,
+            tag: unhex(name, f.str("tag_hex"))
+                .try_into()
+                .unwrap_or_else(|_| panic!("{name}: tag_hex is not 16 bytes")),
+        }),
     };
     f.finish();
     assert_eq!(
@@ -423,6 +433,8 @@ fn golden_vectors_cover_every_type_and_the_required_errors() {
         "status_session_zero_keepalive",
         "cookie_session_nonzero",
         "cookie_wrong_length",
+        "auth_flags_nonzero",
+        "auth_wrong_length",
     ] {
         assert!(
             invalid.contains(required),

@@ -26,13 +26,16 @@
 //! | `flow_timeout_ms` | udp, mcast, tcp | 1000 | publisher: longest a refused offer waits for one subscriber; past it a UDP receiver is dropped from flow control (it then repairs by NAK or reports an exact loss) and a TCP subscriber is disconnected (it reconnects and is told exactly what it missed); counted in `flow_dropped` |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
+//! | `auth` | udp, mcast | off | the path of a key file: every datagram sent ends with an AUTH frame (HMAC-SHA256 under that pre-shared key) and every datagram received must carry a valid one, checked before anything else reads it ([`super::auth`]); `datagram` must then be at least 96 |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
+use peregrine_proto::auth::AuthKey;
 use peregrine_proto::join::JoinSchedule;
 use peregrine_proto::lossgen::{LossConfig, LossConfigError};
 use peregrine_proto::receiver::LateJoin;
 use peregrine_proto::sender::SendMode;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::sync::Arc;
 
 /// What a TCP publisher does with a subscriber whose queue passed `max_pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +84,9 @@ pub struct NetConfig {
     /// Subscriber: how JOINs (UDP) and connects (TCP) to a publisher that does not answer
     /// back off. Not a URI key (tests shorten it).
     pub join: JoinSchedule,
+    /// `auth=`: the pre-shared key every datagram is signed and checked with (shared: the
+    /// key's HMAC state is a few hundred bytes, and configurations are cloned).
+    pub auth: Option<Arc<AuthKey>>,
 }
 
 impl NetConfig {
@@ -115,6 +121,7 @@ impl NetConfig {
                 "linger_ms",
                 "loss",
                 "flow_timeout_ms",
+                "auth",
             ],
             Scheme::Mcast => &[
                 "iface",
@@ -139,6 +146,7 @@ impl NetConfig {
                 "linger_ms",
                 "loss",
                 "flow_timeout_ms",
+                "auth",
             ],
             Scheme::Tcp => &[
                 "frame",
@@ -230,6 +238,7 @@ impl NetConfig {
             max_pending: 16 << 20,
             slow: SlowPolicy::BackPressure,
             join: JoinSchedule::default(),
+            auth: None,
         };
         if let Some(v) = uri.param("iface") {
             cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {
@@ -401,7 +410,28 @@ impl NetConfig {
                 }
             };
         }
+        if let Some(v) = uri.param("auth") {
+            let key = super::auth::load_key(std::path::Path::new(v)).map_err(|e| uri.error(e))?;
+            if cfg.segment_len < 96 {
+                return Err(uri.error(format!(
+                    "datagram={} is too small with auth=: the AUTH frame takes 32 bytes of each datagram, so give datagram=96 or more",
+                    cfg.segment_len
+                )));
+            }
+            cfg.auth = Some(Arc::new(key));
+        }
         Ok(cfg)
+    }
+
+    /// The payload bytes of a datagram the sender may fill: `datagram`, less the AUTH frame
+    /// that ends each one under `auth=`.
+    pub fn sender_segment_len(&self) -> usize {
+        match (&self.auth, self.scheme) {
+            (Some(_), Scheme::Udp | Scheme::Mcast) => {
+                self.segment_len - peregrine_wire::auth::AUTH_LEN
+            }
+            _ => self.segment_len,
+        }
     }
 
     /// The subscriber's flow-control window: `(frames, bytes)` for

@@ -18,6 +18,7 @@
 //! [`do_work`](udp::UdpPublisher::do_work) sends a batch whose `batch_interval_us` passed,
 //! heartbeats while idle, and reads STATUS frames (joins, windows). Call it from the idle loop.
 
+pub mod auth;
 pub mod config;
 pub mod sys;
 pub mod tcp;

@@ -6,16 +6,19 @@
 //! `recvmmsg` (32 datagrams per call, non-blocking), with UDP_GRO when the kernel has it (a GSO
 //! batch then arrives in one buffer on loopback), and sends STATUS frames back.
 
+use super::auth::Sealer;
 use super::config::NetConfig;
 use super::{now_ns, sys};
 use crate::error::{OfferError, OpenError};
 use crate::uri::Scheme;
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::auth::AuthReject;
 use peregrine_proto::join::JoinBackoff;
-use peregrine_proto::lossgen::{Direction, LossConfig, LossCounters, LossGenerator};
+use peregrine_proto::lossgen::{Direction, LossCounters, LossGenerator};
 use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
 use peregrine_proto::receiver_table::{ReceiverTable, StatusOutcome, TableConfig};
 use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
+use peregrine_wire::auth::AUTH_LEN;
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::FrameType;
 use peregrine_wire::nak::{NakFrame, NakRepr};
@@ -88,9 +91,48 @@ fn check_iface(uri: &str, iface: Ipv4Addr) -> Result<(), OpenError> {
     })
 }
 
-/// The loss generator of a driver, when `loss=` or `PEREGRINE_LOSS` set one.
-fn loss_generator(cfg: &Option<LossConfig>) -> Option<Box<LossGenerator>> {
-    cfg.map(|c| Box::new(LossGenerator::new(c)))
+/// The most bytes one GSO send carries (the UDP length field's limit, less headers, rounded
+/// down).
+const MAX_GSO_BYTES: usize = 65_000;
+
+/// What every datagram a driver sends passes through: the test loss generator (`loss=`,
+/// `PEREGRINE_LOSS`), which may drop it, and the sealer of `auth=`, which ends it with an AUTH
+/// frame. Both are off by default.
+#[derive(Debug)]
+struct Outbound {
+    loss: Option<Box<LossGenerator>>,
+    seal: Option<Box<Sealer>>,
+}
+
+impl Outbound {
+    fn new(cfg: &NetConfig) -> Self {
+        Outbound {
+            loss: cfg.loss.map(|c| Box::new(LossGenerator::new(c))),
+            seal: cfg
+                .auth
+                .as_deref()
+                .map(|k| Box::new(Sealer::new(k.clone()))),
+        }
+    }
+}
+
+/// What a driver does with a datagram it received under `auth=`: the frames to read, or the
+/// reason it is dropped (counted by kind).
+fn open_datagram<'a>(
+    cfg: &NetConfig,
+    rejected: &mut [u64; AuthReject::NAMES.len()],
+    datagram: &'a [u8],
+) -> Option<&'a [u8]> {
+    let Some(key) = &cfg.auth else {
+        return Some(datagram);
+    };
+    match key.open(datagram) {
+        Ok(frames) => Some(frames),
+        Err(r) => {
+            rejected[r.index()] += 1;
+            None
+        }
+    }
 }
 
 /// Sends one batch to one destination: a GSO send, or one send per datagram (always so with a
@@ -143,28 +185,49 @@ fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<(
     }
 }
 
-/// The sink that sends a batch to every destination.
+/// The sink that sends a batch to every destination (sealed once, under `auth=`).
 fn to_all<'a>(
     sock: &'a UdpSocket,
     gso: &'a mut bool,
-    loss: &'a mut Option<Box<LossGenerator>>,
+    out: &'a mut Outbound,
     dests: &'a [SocketAddr],
 ) -> impl FnMut(Batch<'_>) -> io::Result<()> + 'a {
     move |b| {
+        let Outbound { loss, seal } = out;
+        let sealed;
+        let b = match seal.as_mut() {
+            Some(s) => {
+                sealed = s.batch(&b);
+                &sealed
+            }
+            None => &b,
+        };
         for &to in dests {
-            send_batch(sock, gso, loss, &b, to)?;
+            send_batch(sock, gso, loss, b, to)?;
         }
         Ok(())
     }
 }
 
-/// Sends a control frame (HEARTBEAT, BYE, NAK, STATUS) unless the loss generator drops it.
-fn send_frame(
+/// Sends one batch to one destination, sealed under `auth=`.
+fn send_batch_to(
     sock: &UdpSocket,
-    loss: &mut Option<Box<LossGenerator>>,
-    frame: &[u8],
-    to: Option<SocketAddr>,
-) {
+    gso: &mut bool,
+    out: &mut Outbound,
+    batch: &Batch<'_>,
+    to: SocketAddr,
+) -> io::Result<()> {
+    to_all(sock, gso, out, &[to])(*batch)
+}
+
+/// Sends a control frame (HEARTBEAT, BYE, NAK, STATUS) unless the loss generator drops it,
+/// sealed under `auth=`.
+fn send_frame(sock: &UdpSocket, out: &mut Outbound, frame: &[u8], to: Option<SocketAddr>) {
+    let Outbound { loss, seal } = out;
+    let frame = match seal.as_mut() {
+        Some(s) => s.one(frame),
+        None => frame,
+    };
     if let Some(l) = loss.as_mut() {
         if l.drop_datagram(Direction::Send, frame) {
             return;
@@ -204,9 +267,11 @@ pub struct UdpPublisher {
     control_buf: Box<[u8; 2048]>,
     local: SocketAddrV4,
     closed: bool,
-    loss: Option<Box<LossGenerator>>,
+    out: Outbound,
     /// STATUS frames that failed to parse.
     pub bad_control_frames: u64,
+    /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
+    auth_rejected: [u64; AuthReject::NAMES.len()],
 }
 
 impl UdpPublisher {
@@ -255,7 +320,14 @@ impl UdpPublisher {
             retain_age_ns: cfg.retain_age_ns,
             rate_bytes_per_s: cfg.rate_bytes_per_s,
             retransmit_rate_bytes_per_s: cfg.retransmit_rate_bytes_per_s,
-            ..SenderConfig::new(session_id, stream_id, Packing::Datagrams, cfg.segment_len)
+            // Whole datagrams as they leave (sealed ones are larger) within one GSO send.
+            max_batch_len: MAX_GSO_BYTES / cfg.segment_len * cfg.sender_segment_len(),
+            ..SenderConfig::new(
+                session_id,
+                stream_id,
+                Packing::Datagrams,
+                cfg.sender_segment_len(),
+            )
         });
         Ok(UdpPublisher {
             cfg: cfg.clone(),
@@ -279,8 +351,9 @@ impl UdpPublisher {
             control_buf: Box::new([0; 2048]),
             local,
             closed: false,
-            loss: loss_generator(&cfg.loss),
+            out: Outbound::new(cfg),
             bad_control_frames: 0,
+            auth_rejected: [0; AuthReject::NAMES.len()],
         })
     }
 
@@ -358,11 +431,11 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
-            loss,
+            out,
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, loss, dests);
+        let mut sink = to_all(sock, gso, out, dests);
         match whole {
             Some(payload) => sender.offer(payload, *now_ns, &mut sink),
             None => sender.offer_with(len, *now_ns, &mut sink, fill),
@@ -378,11 +451,11 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
-            loss,
+            out,
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, loss, dests);
+        let mut sink = to_all(sock, gso, out, dests);
         sender.flush(*now_ns, &mut sink).map_err(map_send_error)
     }
 
@@ -401,20 +474,20 @@ impl UdpPublisher {
             sock,
             dests,
             gso,
-            loss,
+            out,
             now_ns,
             ..
         } = self;
         let pending = sender.pending_len();
-        let polled = sender.poll(*now_ns, &mut to_all(sock, gso, loss, dests));
-        if let Ok(out) = polled {
+        let polled = sender.poll(*now_ns, &mut to_all(sock, gso, out, dests));
+        if let Ok(outcome) = polled {
             if pending > 0 && sender.pending_len() == 0 {
                 work += 1;
             }
-            if out.heartbeat_due {
+            if outcome.heartbeat_due {
                 let hb = sender.heartbeat();
                 for &to in dests.iter() {
-                    send_frame(sock, loss, &hb, Some(to));
+                    send_frame(sock, out, &hb, Some(to));
                 }
                 sender.heartbeat_sent(*now_ns);
             }
@@ -435,11 +508,17 @@ impl UdpPublisher {
             };
             n += 1;
             let bytes = &self.control_buf[..len];
-            if let Some(l) = self.loss.as_mut() {
+            if let Some(l) = self.out.loss.as_mut() {
                 if l.drop_datagram(Direction::Receive, bytes) {
                     continue;
                 }
             }
+            // Under auth=, nothing unsigned is read: the frame is what precedes the AUTH frame.
+            let Some(frame) = open_datagram(&self.cfg, &mut self.auth_rejected, bytes) else {
+                continue;
+            };
+            let len = frame.len();
+            let bytes = &self.control_buf[..len];
             if bytes.get(7) == Some(&(FrameType::Nak as u8)) {
                 self.answer_nak(len, from);
                 continue;
@@ -468,7 +547,7 @@ impl UdpPublisher {
                     } else {
                         from
                     };
-                    send_frame(&self.sock, &mut self.loss, &hb, Some(to));
+                    send_frame(&self.sock, &mut self.out, &hb, Some(to));
                 }
                 StatusOutcome::Left => changed = true,
                 StatusOutcome::Updated | StatusOutcome::Ignored => {}
@@ -521,11 +600,11 @@ impl UdpPublisher {
             sender,
             sock,
             gso,
-            loss,
+            out,
             now_ns,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch(sock, gso, loss, &b, to) };
+        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch_to(sock, gso, out, &b, to) };
         let _ = sender.on_nak(ranges, *now_ns, &mut sink);
     }
 
@@ -557,7 +636,12 @@ impl UdpPublisher {
     }
     /// What the loss generator saw and dropped (`None`: no loss generator).
     pub fn loss_counters(&self) -> Option<LossCounters> {
-        self.loss.as_ref().map(|l| l.counters())
+        self.out.loss.as_ref().map(|l| l.counters())
+    }
+    /// Datagrams `auth=` dropped, by kind: [`AuthReject::NAMES`] (`missing`, `wrong_key`,
+    /// `bad_tag`).
+    pub fn auth_rejected(&self) -> [u64; AuthReject::NAMES.len()] {
+        self.auth_rejected
     }
 
     /// Sends what is batched, lingers (answering NAKs, sending heartbeats that announce the
@@ -592,7 +676,7 @@ impl UdpPublisher {
         }
         .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
         for &to in &self.dests {
-            send_frame(&self.sock, &mut self.loss, &bye, Some(to));
+            send_frame(&self.sock, &mut self.out, &bye, Some(to));
         }
         self.closed = true;
     }
@@ -619,9 +703,11 @@ pub struct UdpSubscriber {
     now_ns: u64,
     polls: u32,
     rcvbuf_actual: usize,
-    loss: Option<Box<LossGenerator>>,
+    out: Outbound,
     /// The last poll delivered messages (data is streaming in).
     busy: bool,
+    /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
+    auth_rejected: [u64; AuthReject::NAMES.len()],
 }
 
 impl UdpSubscriber {
@@ -696,8 +782,9 @@ impl UdpSubscriber {
             now_ns: now_ns(),
             polls: 0,
             rcvbuf_actual,
-            loss: loss_generator(&cfg.loss),
+            out: Outbound::new(cfg),
             busy: false,
+            auth_rejected: [0; AuthReject::NAMES.len()],
         })
     }
 
@@ -738,9 +825,23 @@ impl UdpSubscriber {
             let seg = self.ring.segment(i);
             let start = off - off % seg;
             let end = (start + seg).min(buf.len());
+            // The datagram's frames: under auth= those before its AUTH frame, which is checked
+            // when the datagram is first reached (a resumed one was checked then).
+            let mut frames_end = end;
             if off == start {
-                if let Some(l) = self.loss.as_mut() {
-                    if l.drop_datagram(Direction::Receive, &buf[start..end]) {
+                let dropped = self
+                    .out
+                    .loss
+                    .as_mut()
+                    .is_some_and(|l| l.drop_datagram(Direction::Receive, &buf[start..end]));
+                let opened = if dropped {
+                    None
+                } else {
+                    open_datagram(&self.cfg, &mut self.auth_rejected, &buf[start..end])
+                };
+                match opened {
+                    Some(frames) => frames_end = start + frames.len(),
+                    None => {
                         self.cursor = if end < buf.len() {
                             Some((i, end))
                         } else if i + 1 < self.ring.count() {
@@ -751,9 +852,11 @@ impl UdpSubscriber {
                         continue;
                     }
                 }
+            } else if self.cfg.auth.is_some() {
+                frames_end = end - AUTH_LEN;
             }
             let (k, p) = self.receiver.on_datagram(
-                &buf[start..end],
+                &buf[start..frames_end],
                 off - start,
                 src,
                 self.now_ns,
@@ -795,13 +898,13 @@ impl UdpSubscriber {
             sock,
             target,
             now_ns,
-            loss,
+            out,
             ..
         } = self;
         receiver.poll_repair(*now_ns, handler, &mut |to: SocketAddr, frame: &[u8]| {
-            send_frame(sock, loss, frame, target.is_none().then_some(to));
+            send_frame(sock, out, frame, target.is_none().then_some(to));
             if let Some(g) = group {
-                send_frame(sock, loss, frame, Some(g));
+                send_frame(sock, out, frame, Some(g));
             }
         })
     }
@@ -812,11 +915,11 @@ impl UdpSubscriber {
             sock,
             target,
             now_ns,
-            loss,
+            out,
             ..
         } = self;
         receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
-            send_frame(sock, loss, frame, target.is_none().then_some(to));
+            send_frame(sock, out, frame, target.is_none().then_some(to));
         });
     }
 
@@ -827,7 +930,7 @@ impl UdpSubscriber {
                 self.join.answered(self.now_ns);
             } else if self.join.poll(self.now_ns) {
                 let join = self.receiver.join_frame();
-                send_frame(&self.sock, &mut self.loss, &join, Some(to));
+                send_frame(&self.sock, &mut self.out, &join, Some(to));
             }
         }
     }
@@ -847,7 +950,12 @@ impl UdpSubscriber {
     }
     /// What the loss generator saw and dropped (`None`: no loss generator).
     pub fn loss_counters(&self) -> Option<LossCounters> {
-        self.loss.as_ref().map(|l| l.counters())
+        self.out.loss.as_ref().map(|l| l.counters())
+    }
+    /// Datagrams `auth=` dropped, by kind: [`AuthReject::NAMES`] (`missing`, `wrong_key`,
+    /// `bad_tag`).
+    pub fn auth_rejected(&self) -> [u64; AuthReject::NAMES.len()] {
+        self.auth_rejected
     }
     /// Starts recording how long each repaired frame was missing (gap detected to frame
     /// received), for benchmarks.
@@ -866,11 +974,11 @@ impl Drop for UdpSubscriber {
             receiver,
             sock,
             target,
-            loss,
+            out,
             ..
         } = self;
         receiver.leave(&mut |to: SocketAddr, frame: &[u8]| {
-            send_frame(sock, loss, frame, target.is_none().then_some(to));
+            send_frame(sock, out, frame, target.is_none().then_some(to));
         });
     }
 }
