@@ -8,13 +8,15 @@ use peregrine_md::codec::*;
 
 fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
     Ok(match ty {
-        MessageType::Refresh => Message::Refresh(RefreshRepr::parse(&RefreshView::new_checked(b)?)?),
+        MessageType::Refresh => {
+            Message::Refresh(RefreshRepr::parse(&RefreshView::new_checked(b)?)?)
+        }
         MessageType::Update => Message::Update(UpdateRepr::parse(&UpdateView::new_checked(b)?)?),
         MessageType::Status => Message::Status(StatusRepr::parse(&StatusView::new_checked(b)?)?),
         MessageType::Login => Message::Login(LoginRepr::parse(&LoginView::new_checked(b)?)?),
-        MessageType::LoginResponse => {
-            Message::LoginResponse(LoginResponseRepr::parse(&LoginResponseView::new_checked(b)?)?)
-        }
+        MessageType::LoginResponse => Message::LoginResponse(LoginResponseRepr::parse(
+            &LoginResponseView::new_checked(b)?,
+        )?),
         MessageType::Open => Message::Open(OpenRepr::parse(&OpenView::new_checked(b)?)?),
         MessageType::Close => Message::Close(CloseRepr::parse(&CloseView::new_checked(b)?)?),
         MessageType::Conflated => {

@@ -17,7 +17,9 @@ const CLIENTS: usize = 4;
 const MAX_ITEMS: usize = 16;
 const MAX_WATCH: usize = 8;
 const MAX_PATTERNS: usize = 12;
-const NAMES: [&str; 8] = ["AAA.O", "AAA.L", "MSFT.O", "IBM.N", "ZZZ.O", "EUR=", "A", "B.B"];
+const NAMES: [&str; 8] = [
+    "AAA.O", "AAA.L", "MSFT.O", "IBM.N", "ZZZ.O", "EUR=", "A", "B.B",
+];
 const PATTERNS: [&str; 8] = ["AAA.O", "AAA.*", "*", "MSFT.O", "I?M.N", "ZZZ.O", "A*", "Q"];
 const USERS: [&str; 4] = ["alice", "bob", "carol", "mallory"];
 
@@ -25,7 +27,9 @@ struct Input<'a>(&'a [u8]);
 
 impl Input<'_> {
     fn byte(&mut self) -> u8 {
-        let Some((&b, rest)) = self.0.split_first() else { return 0 };
+        let Some((&b, rest)) = self.0.split_first() else {
+            return 0;
+        };
         self.0 = rest;
         b
     }
@@ -62,11 +66,22 @@ fuzz_target!(|script: &[u8]| {
     config.max_watch_per_client = MAX_WATCH;
     config.max_patterns_per_client = MAX_PATTERNS;
     config.max_requests_per_client = 4;
-    config.max_queue_bytes = if setup & 1 == 0 { MIN_QUEUE_BYTES } else { 1 << 20 };
-    config.slow = if setup & 2 == 0 { SlowPolicy::Conflate } else { SlowPolicy::Disconnect };
+    config.max_queue_bytes = if setup & 1 == 0 {
+        MIN_QUEUE_BYTES
+    } else {
+        1 << 20
+    };
+    config.slow = if setup & 2 == 0 {
+        SlowPolicy::Conflate
+    } else {
+        SlowPolicy::Disconnect
+    };
     let max_queue = config.max_queue_bytes;
     let mut d = Distributor::new(config, Arc::new(users())).unwrap();
-    let services = [d.service_id("FEED1").unwrap(), d.service_id("FEED2").unwrap()];
+    let services = [
+        d.service_id("FEED1").unwrap(),
+        d.service_id("FEED2").unwrap(),
+    ];
     let mut slots: [Option<ClientId>; CLIENTS] = [None; CLIENTS];
     // The driver's queues: bytes appended and not yet written.
     let mut queues: HashMap<ClientId, Vec<u8>> = HashMap::new();
@@ -98,7 +113,11 @@ fuzz_target!(|script: &[u8]| {
             2 => {
                 let b = inp.byte();
                 let user = USERS[usize::from(b % 4)];
-                let token = if b & 4 != 0 { user.as_bytes() } else { b"wrong" };
+                let token = if b & 4 != 0 {
+                    user.as_bytes()
+                } else {
+                    b"wrong"
+                };
                 let m = encode(&Message::Login(LoginRepr { user, token }));
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);
@@ -156,7 +175,13 @@ fuzz_target!(|script: &[u8]| {
                 let seq = u32::from(inp.byte());
                 let b = inp.byte();
                 let fields = [
-                    Field::new(22, Value::Price(Price { mantissa: i64::from(b), exponent: -2 })),
+                    Field::new(
+                        22,
+                        Value::Price(Price {
+                            mantissa: i64::from(b),
+                            exponent: -2,
+                        }),
+                    ),
                     Field::new(3, Value::Str(&"LONG NAME"[..usize::from(b % 9)])),
                 ];
                 let m = encode(&Message::Update(UpdateRepr {
