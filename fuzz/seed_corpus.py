@@ -6,6 +6,11 @@ offsets: all of them, and each frame type's vectors together (a resolver datagra
 advertisements and queries, a data datagram, a control datagram). Targets that read whole
 datagrams or sequences of them (frames, resolver, receiver, sender_naks) start from those.
 
+The market data targets (md, md_*) are seeded from docs/golden/md.json instead: md with every
+vector and streams of the valid ones back to back; md_distributor with scripts in its input
+language (fuzz_targets/md_distributor.rs) that log a client in and feed it each vector, feed
+each vector to the backbone, and play a whole session (open, refresh, updates, loss, drain).
+
     python3 fuzz/seed_corpus.py        # from the repository root or from fuzz/
 """
 import json
@@ -18,6 +23,7 @@ if not TARGETS:
     raise SystemExit("no [[bin]] targets found in fuzz/Cargo.toml")
 
 vectors = json.loads((HERE.parent / "docs" / "golden" / "frames.json").read_text())
+md_vectors = json.loads((HERE.parent / "docs" / "golden" / "md.json").read_text())
 valid = [v for v in vectors if v["valid"]]
 
 
@@ -40,10 +46,53 @@ for v in valid:
 groups["resolver"] = [v for v in valid if kind(v) in ("advertise", "query")]
 groups["control"] = [v for v in valid if kind(v) in ("heartbeat", "nak", "status", "bye")]
 
+
+
+def md_seeds(target):
+    """Inputs for the market data targets, by file name."""
+    out = {f"golden_{v['name']}": bytes.fromhex(v["hex"]) for v in md_vectors}
+    valid_md = [bytes.fromhex(v["hex"]) for v in md_vectors if v["valid"]]
+    out["stream_all_valid"] = b"".join(valid_md)
+    out["stream_client"] = b"".join(
+        bytes.fromhex(v["hex"]) for v in md_vectors if v["valid"] and v["type"] in ("LOGIN", "OPEN", "CLOSE"))
+    if target == "md":
+        return out
+    # md_distributor's language: a setup byte, then ops (low nibble: the op, high nibble: its
+    # client slot or service). 0x00 connect, 0x02 LOGIN (arg byte 5: bob, right token),
+    # 0x01 client bytes (len, bytes), 0x03 OPEN (request, service, count-1, patterns),
+    # 0x05 backbone bytes (len, bytes), 0x06 REFRESH (feed id, name, seq, fields),
+    # 0x07 UPDATE (feed id, seq, value), 0x09 loss, 0x0a feed gone, 0x0b feed back,
+    # 0x0c drained (keep half?).
+    login = bytes([0x00, 0x02, 0x05])
+    scripts = {}
+    for v in md_vectors:
+        b = bytes.fromhex(v["hex"])
+        if len(b) <= 255:
+            scripts[f"client_{v['name']}"] = bytes([0]) + login + bytes([0x01, len(b)]) + b
+            scripts[f"backbone_{v['name']}"] = bytes([0, 0x05, len(b)]) + b
+    session = bytearray([0]) + login + bytes([0x10, 0x12, 0x04])  # a second client: alice
+    session += bytes([0x03, 1, 0, 1, 1, 2])  # bob opens AAA.* and *
+    session += bytes([0x13, 1, 0, 0, 0])  # alice opens AAA.O
+    for fid, name in [(1, 0), (2, 1), (3, 2)]:
+        session += bytes([0x06, fid, name, 1, 2])
+    for seq in range(2, 40):
+        session += bytes([0x07, 1 + seq % 3, seq // 3 + 1, seq])
+    # loss, a fresh image, both clients drain (all, half), the feed goes and comes back
+    session += bytes([0x09, 0x06, 1, 0, 50, 1, 0x0c, 0, 0x1c, 1, 0x0a, 0x0b, 0x06, 7, 0, 1, 3])
+    scripts["session"] = bytes(session)
+    scripts["session_small_queue_disconnect"] = bytes([2]) + bytes(session[1:])
+    return {**out, **scripts}
+
+
 seeds = 0
 for target in TARGETS:
     out = HERE / "corpus" / target
     out.mkdir(parents=True, exist_ok=True)
+    if target == "md" or target.startswith("md_"):
+        for name, data in md_seeds(target).items():
+            (out / name).write_bytes(data)
+            seeds += 1
+        continue
     for v in vectors:
         (out / f"golden_{v['name']}").write_bytes(bytes.fromhex(v["hex"]))
     for name, vs in groups.items():

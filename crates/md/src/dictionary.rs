@@ -1,0 +1,341 @@
+//! The field dictionary: names and types of field ids, from a TOML file.
+//!
+//! ```toml
+//! [fields.BID]
+//! fid = 22
+//! type = "price"
+//!
+//! [fields.CURRENCY]
+//! fid = 15
+//! type = "enum"
+//! values = { 840 = "USD", 978 = "EUR" }   # optional: names printed instead of codes
+//! ```
+//!
+//! A dictionary is validated when loaded: ids 1 to 32767, names of `A-Z 0-9 _` up to 32 bytes,
+//! no id or name twice, a known type, `values` only on enums. `crates/md/fields.toml` is built
+//! in ([`Dictionary::builtin`]). A field the dictionary does not know is carried and forwarded
+//! as is; [`Dictionary::display`] prints it as `#FID=value`.
+
+use crate::codec::FieldList;
+use crate::load::{join, Doc, LoadError};
+use crate::model::{Kind, Value, MAX_FID};
+use core::fmt;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// The built-in dictionary's file.
+pub const BUILTIN: &str = include_str!("../fields.toml");
+
+/// Longest field name, in bytes.
+pub const MAX_NAME_LEN: usize = 32;
+
+/// One field of the dictionary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldDef {
+    pub fid: u16,
+    pub name: String,
+    pub kind: Kind,
+    /// Names of enum codes (enum fields only; may be empty).
+    pub values: BTreeMap<u16, String>,
+}
+
+/// Field definitions by id and by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dictionary {
+    by_fid: BTreeMap<u16, FieldDef>,
+    by_name: HashMap<String, u16>,
+}
+
+impl Dictionary {
+    /// The dictionary of `crates/md/fields.toml`, built in.
+    pub fn builtin() -> Dictionary {
+        Dictionary::parse(BUILTIN, "fields.toml (built in)")
+            .expect("the built-in dictionary is valid (a unit test checks it)")
+    }
+
+    /// Loads and validates a dictionary file.
+    pub fn load(path: &Path) -> Result<Dictionary, LoadError> {
+        let text = crate::load::read(path)?;
+        Dictionary::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates a dictionary; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Dictionary, LoadError> {
+        let doc = Doc { file };
+        let top = doc.parse(text)?;
+        doc.only_keys("", &top, &["fields"])?;
+        let mut dict = Dictionary::default();
+        let Some(fields) = top.get("fields") else {
+            return Ok(dict);
+        };
+        for (name, def) in doc.table("fields", fields)? {
+            let key = join("fields", name);
+            if name.is_empty()
+                || name.len() > MAX_NAME_LEN
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(doc.invalid(
+                    &key,
+                    "{...}",
+                    format!("a field name of 1 to {MAX_NAME_LEN} bytes of A-Z 0-9 _"),
+                ));
+            }
+            let def = doc.table(&key, def)?;
+            doc.only_keys(&key, def, &["fid", "type", "values"])?;
+            let fid_accepts = format!("a field id from 1 to {MAX_FID}, each id once");
+            let fid_value = doc.required(&key, def, "fid", &fid_accepts)?;
+            let fid = fid_value
+                .as_integer()
+                .and_then(|i| u16::try_from(i).ok())
+                .filter(|&f| (1..=MAX_FID).contains(&f))
+                .ok_or_else(|| doc.invalid(&format!("{key}.fid"), fid_value, &fid_accepts))?;
+            if let Some(other) = dict.by_fid.get(&fid) {
+                return Err(doc.invalid(
+                    &format!("{key}.fid"),
+                    fid,
+                    format!("an id no other field has ({} has {fid})", other.name),
+                ));
+            }
+            let types = "one of int, price, time, enum, string";
+            let ty = doc.required(&key, def, "type", types)?;
+            let kind = doc
+                .string(&format!("{key}.type"), ty, types)
+                .ok()
+                .and_then(|t| Kind::ALL.into_iter().find(|k| k.name() == t))
+                .ok_or_else(|| doc.invalid(&format!("{key}.type"), ty, types))?;
+            let mut values = BTreeMap::new();
+            if let Some(v) = def.get("values") {
+                let vkey = format!("{key}.values");
+                if kind != Kind::Enum {
+                    return Err(doc.invalid(
+                        &vkey,
+                        v,
+                        "no values: only enum fields name their codes",
+                    ));
+                }
+                for (code, label) in doc.table(&vkey, v)? {
+                    let ckey = join(&vkey, code);
+                    let code = code
+                        .parse::<u16>()
+                        .map_err(|_| doc.invalid(&ckey, label, "codes from 0 to 65535 as keys"))?;
+                    let label = doc.string(&ckey, label, "a name (a string)")?;
+                    values.insert(code, label.to_string());
+                }
+            }
+            dict.by_name.insert(name.clone(), fid);
+            dict.by_fid.insert(
+                fid,
+                FieldDef {
+                    fid,
+                    name: name.clone(),
+                    kind,
+                    values,
+                },
+            );
+        }
+        Ok(dict)
+    }
+
+    pub fn get(&self, fid: u16) -> Option<&FieldDef> {
+        self.by_fid.get(&fid)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&FieldDef> {
+        self.by_name.get(name).and_then(|fid| self.by_fid.get(fid))
+    }
+
+    /// Every field, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &FieldDef> {
+        self.by_fid.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_fid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_fid.is_empty()
+    }
+
+    /// Prints a field list as `BID=189.21 ASK=189.22 CURRENCY=USD DSPLY_NAME="APPLE INC"`:
+    /// names from the dictionary (`#FID` for an id it does not know), prices in decimal,
+    /// times in UTC (`2024-05-01T13:30:00.000000001Z`), strings quoted.
+    pub fn display<'a>(&'a self, fields: &'a FieldList<'a>) -> FieldsDisplay<'a> {
+        FieldsDisplay { dict: self, fields }
+    }
+}
+
+/// See [`Dictionary::display`].
+#[derive(Debug)]
+pub struct FieldsDisplay<'a> {
+    dict: &'a Dictionary,
+    fields: &'a FieldList<'a>,
+}
+
+impl fmt::Display for FieldsDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, field) in self.fields.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            let def = self.dict.get(field.fid);
+            match def {
+                Some(d) => write!(f, "{}=", d.name)?,
+                None => write!(f, "#{}=", field.fid)?,
+            }
+            match field.value {
+                Value::Int(v) => write!(f, "{v}")?,
+                Value::Price(p) => write!(f, "{p}")?,
+                Value::TimeNs(t) => write_utc(f, t)?,
+                Value::Enum(code) => match def.and_then(|d| d.values.get(&code)) {
+                    Some(label) => f.write_str(label)?,
+                    None => write!(f, "{code}")?,
+                },
+                Value::Str(s) => write!(f, "\"{}\"", s.escape_debug())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes nanoseconds since the Unix epoch as an ISO 8601 UTC time with nanoseconds.
+fn write_utc(f: &mut fmt::Formatter<'_>, ns: u64) -> fmt::Result {
+    let secs = ns / 1_000_000_000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    write!(
+        f,
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ns % 1_000_000_000
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Field, Price};
+
+    #[test]
+    fn the_builtin_dictionary_has_the_level_1_fields() {
+        let d = Dictionary::builtin();
+        for (name, fid, kind) in [
+            ("BID", 22, Kind::Price),
+            ("ASK", 25, Kind::Price),
+            ("BIDSIZE", 30, Kind::Int),
+            ("ASKSIZE", 31, Kind::Int),
+            ("TRDPRC_1", 6, Kind::Price),
+            ("ACVOL_1", 32, Kind::Int),
+            ("TRDTIM_1", 18, Kind::Time),
+            ("QUOTIM", 1025, Kind::Time),
+            ("CURRENCY", 15, Kind::Enum),
+            ("DSPLY_NAME", 3, Kind::String),
+        ] {
+            let def = d.by_name(name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!((def.fid, def.kind), (fid, kind), "{name}");
+            assert_eq!(d.get(fid).unwrap().name, name);
+        }
+        assert_eq!(d.get(15).unwrap().values.get(&840).unwrap(), "USD");
+    }
+
+    #[test]
+    fn prints_a_field_list_with_names_and_unknown_fids() {
+        let d = Dictionary::builtin();
+        let fields = [
+            Field::new(
+                22,
+                Value::Price(Price {
+                    mantissa: 18921,
+                    exponent: -2,
+                }),
+            ),
+            Field::new(
+                25,
+                Value::Price(Price {
+                    mantissa: 18922,
+                    exponent: -2,
+                }),
+            ),
+            Field::new(30, Value::Int(300)),
+            Field::new(15, Value::Enum(840)),
+            Field::new(3, Value::Str("APPLE \"INC\"")),
+            Field::new(1025, Value::TimeNs(1_714_570_200_000_000_001)),
+            Field::new(9999, Value::Enum(7)),
+        ];
+        let list = FieldList::List(&fields);
+        assert_eq!(
+            d.display(&list).to_string(),
+            "BID=189.21 ASK=189.22 BIDSIZE=300 CURRENCY=USD DSPLY_NAME=\"APPLE \\\"INC\\\"\" \
+             QUOTIM=2024-05-01T13:30:00.000000001Z #9999=7"
+        );
+    }
+
+    #[test]
+    fn utc_dates_are_right_across_leap_years() {
+        let show = |ns| {
+            struct T(u64);
+            impl fmt::Display for T {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    write_utc(f, self.0)
+                }
+            }
+            T(ns).to_string()
+        };
+        assert_eq!(show(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            show(951_782_400 * 1_000_000_000),
+            "2000-02-29T00:00:00.000000000Z"
+        );
+        assert_eq!(show(u64::MAX), "2554-07-21T23:34:33.709551615Z");
+    }
+
+    fn err(text: &str) -> String {
+        Dictionary::parse(text, "d.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_key_the_value_and_what_is_accepted() {
+        assert_eq!(
+            err("[fields.BID]\nfid = 0\ntype = \"price\""),
+            "d.toml: fields.BID.fid = 0 is not accepted: a field id from 1 to 32767, each id once"
+        );
+        assert_eq!(
+            err("[fields.BID]\nfid = 22\ntype = \"decimal\""),
+            "d.toml: fields.BID.type = \"decimal\" is not accepted: one of int, price, time, enum, string"
+        );
+        assert_eq!(
+            err("[fields.BID]\nfid = 22\ntype = \"price\"\n[fields.ASK]\nfid = 22\ntype = \"price\""),
+            "d.toml: fields.BID.fid = 22 is not accepted: an id no other field has (ASK has 22)"
+        );
+        assert!(err("[fields.bid]\nfid = 22\ntype = \"price\"").contains("A-Z 0-9 _"));
+        assert!(err("[fields.BID]\nfid = 22\ntype = \"price\"\nsize = 8").contains(
+            "fields.BID.size = ... is not accepted: an unknown key: known keys are fid, type, values"
+        ));
+        assert!(
+            err("[fields.BID]\nfid = 22\ntype = \"price\"\nvalues = { 1 = \"X\" }")
+                .contains("only enum fields name their codes")
+        );
+        assert!(err("[fields.BID]\ntype = \"price\"").contains("fields.BID.fid = (missing)"));
+        assert!(err("[fields.BID\n").starts_with("d.toml is not valid TOML"));
+    }
+}

@@ -1,0 +1,89 @@
+//! The distributor's counters. Names are stable: they appear in `peregrine stat` and JSON.
+
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])+ $name:ident,)*) => {
+        /// What the distributor counted since it started. Every field only grows.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[doc = $doc])+ pub $name: u64,)*
+        }
+
+        impl Counters {
+            /// The counters' names, in a stable order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($name),)*];
+
+            /// Each counter's name and value, in the order of [`NAMES`](Self::NAMES).
+            pub fn values(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$((stringify!($name), self.$name),)*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
+    /// Client connections accepted by `client_connected`.
+    clients_connected,
+    /// Connections refused because `max_clients` were connected.
+    clients_refused,
+    /// Logins accepted.
+    logins_accepted,
+    /// Logins refused: unknown user, wrong token, unsupported version, malformed or missing
+    /// LOGIN, no LOGIN in time.
+    logins_denied,
+    /// Messages received from clients (complete ones).
+    client_messages,
+    /// Client connections closed for a protocol error after login (a malformed message, a
+    /// second LOGIN, a message type clients do not send).
+    protocol_errors,
+    /// Of those and of the refused logins: messages the codec rejected.
+    malformed_messages,
+    /// OPEN requests registered.
+    requests_opened,
+    /// CLOSE requests served.
+    requests_closed,
+    /// Requests (or names of a request) answered with STATUS `rejected`: request id in use or
+    /// unknown, too many requests or patterns, watchlist full.
+    requests_rejected,
+    /// Names answered with STATUS `not-entitled`.
+    not_entitled,
+    /// Names answered with STATUS `not-found`.
+    not_found,
+    /// Messages received on the backbone.
+    backbone_messages,
+    /// Backbone messages dropped: malformed, a type a feed does not send, a REFRESH of another
+    /// service, a STATUS for an unknown item.
+    backbone_rejected,
+    /// REFRESHes applied to the cache.
+    refreshes_applied,
+    /// UPDATEs merged into the cache and forwarded.
+    updates_applied,
+    /// UPDATEs for an item the feed's id does not name, or one without a current image.
+    updates_without_image,
+    /// UPDATEs whose item_seq was not the previous one + 1 (the item goes stale).
+    sequence_gaps,
+    /// REFRESHes of new items refused because the cache held `max_items`.
+    cache_full,
+    /// Items that went stale (backbone loss, feed gone, sequence gap, the feed's STATUS).
+    items_stale,
+    /// IMAGE_REQUESTs produced.
+    image_requests,
+    /// Backbone losses reported by the transport.
+    backbone_losses,
+    /// Times a feed went away.
+    feeds_gone,
+    /// UPDATE messages queued to clients (one per watcher).
+    updates_sent,
+    /// Bytes queued to clients.
+    bytes_queued,
+    /// Times a client's queue passed its bound and conflation began.
+    conflations,
+    /// UPDATEs not queued to a conflating client.
+    updates_conflated,
+    /// REFRESH or STATUS messages sent after a CONFLATED.
+    conflated_images,
+    /// Clients disconnected because their queue passed its bound (policy `disconnect`, or a
+    /// request answer that cannot be conflated).
+    slow_disconnects,
+    /// Events dropped because the driver did not poll them (at most 4096 are kept).
+    events_dropped,
+}

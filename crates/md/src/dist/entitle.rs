@@ -1,0 +1,338 @@
+//! Users and entitlements: the users file, the login check, and item globs.
+//!
+//! ```toml
+//! [users.alice]
+//! token_sha256 = "<hex SHA-256 of alice's token>"
+//! items = ["AAA.*", "MSFT.O"]     # globs; an item matching none is not-entitled
+//! services = ["FEED1"]            # optional: default every service
+//! slow = "conflate"               # optional: conflate | disconnect (default: the global policy)
+//! ```
+//!
+//! A login hashes the token with SHA-256 and compares the digest with the stored one in
+//! constant time; an unknown user costs the same comparison against a dummy digest, so the
+//! time taken does not tell whether a user exists.
+
+use crate::load::{join, Doc, LoadError};
+use crate::model::{
+    check_item_pattern, check_service, check_user, PATTERN_ALPHABET, SERVICE_ALPHABET,
+    USER_ALPHABET,
+};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+use subtle::ConstantTimeEq;
+
+/// What happens to a client whose output queue passes its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SlowPolicy {
+    /// Stop queueing updates, remember which items changed, and send their images once the
+    /// queue drained below half the bound.
+    Conflate,
+    /// Close the connection.
+    Disconnect,
+}
+
+impl SlowPolicy {
+    pub const fn name(self) -> &'static str {
+        match self {
+            SlowPolicy::Conflate => "conflate",
+            SlowPolicy::Disconnect => "disconnect",
+        }
+    }
+}
+
+/// One user of the users file.
+#[derive(Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    token_sha256: [u8; 32],
+    /// Item globs the user may see.
+    pub items: Vec<String>,
+    /// Services the user may open; `None`: every service.
+    pub services: Option<Vec<String>>,
+    /// The user's slow-client policy; `None`: the distributor's.
+    pub slow: Option<SlowPolicy>,
+}
+
+/// Never prints the digest.
+impl core::fmt::Debug for User {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .field("items", &self.items)
+            .field("services", &self.services)
+            .field("slow", &self.slow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl User {
+    /// Builds a user from its token (tests, and tools that write users files).
+    pub fn with_token(name: &str, token: &[u8], items: &[&str]) -> User {
+        User {
+            name: name.to_string(),
+            token_sha256: Sha256::digest(token).into(),
+            items: items.iter().map(|s| s.to_string()).collect(),
+            services: None,
+            slow: None,
+        }
+    }
+
+    /// True if the user may open items of `service`.
+    pub fn may_open_service(&self, service: &str) -> bool {
+        self.services
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|s| s == service))
+    }
+
+    /// True if one of the user's globs matches the item `name`.
+    pub fn may_see_item(&self, name: &str) -> bool {
+        self.items
+            .iter()
+            .any(|g| glob_match(g.as_bytes(), name.as_bytes()))
+    }
+}
+
+/// The users file: who may log in, and what each may see.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Users {
+    users: Vec<User>,
+    by_name: BTreeMap<String, usize>,
+}
+
+impl Users {
+    /// Users from a list (tests, embedding).
+    pub fn from_users(users: Vec<User>) -> Users {
+        let by_name = users
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (u.name.clone(), i))
+            .collect();
+        Users { users, by_name }
+    }
+
+    /// Loads and validates a users file.
+    pub fn load(path: &Path) -> Result<Users, LoadError> {
+        let text = crate::load::read(path)?;
+        Users::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates a users file; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Users, LoadError> {
+        let doc = Doc { file };
+        let top = doc.parse(text)?;
+        doc.only_keys("", &top, &["users"])?;
+        let mut users = Vec::new();
+        let Some(table) = top.get("users") else {
+            return Ok(Users::default());
+        };
+        for (name, def) in doc.table("users", table)? {
+            let key = join("users", name);
+            check_user(name.as_bytes()).map_err(|e| {
+                doc.invalid(
+                    &key,
+                    "{...}",
+                    format!("a user name of {USER_ALPHABET} (this one {e})"),
+                )
+            })?;
+            let def = doc.table(&key, def)?;
+            doc.only_keys(&key, def, &["token_sha256", "items", "services", "slow"])?;
+            let hex_accepts = "64 hex digits: the SHA-256 of the user's token (sha256sum)";
+            let tkey = format!("{key}.token_sha256");
+            let t = doc.required(&key, def, "token_sha256", hex_accepts)?;
+            let mut token_sha256 = [0u8; 32];
+            hex::decode_to_slice(doc.string(&tkey, t, hex_accepts)?, &mut token_sha256)
+                .map_err(|_| doc.invalid(&tkey, t, hex_accepts))?;
+            let items_accepts = format!("a list of item globs, each {PATTERN_ALPHABET}");
+            let ikey = format!("{key}.items");
+            let items_value = doc.required(&key, def, "items", &items_accepts)?;
+            let items = doc.strings(&ikey, items_value, &items_accepts)?;
+            for (i, p) in items.iter().enumerate() {
+                check_item_pattern(p.as_bytes()).map_err(|e| {
+                    doc.invalid(
+                        &format!("{ikey}[{i}]"),
+                        format!("{p:?}"),
+                        format!("{items_accepts} (this one {e})"),
+                    )
+                })?;
+            }
+            let services = match def.get("services") {
+                None => None,
+                Some(v) => {
+                    let skey = format!("{key}.services");
+                    let accepts = format!("a list of service names, each {SERVICE_ALPHABET}");
+                    let list = doc.strings(&skey, v, &accepts)?;
+                    for (i, s) in list.iter().enumerate() {
+                        check_service(s.as_bytes()).map_err(|e| {
+                            doc.invalid(
+                                &format!("{skey}[{i}]"),
+                                format!("{s:?}"),
+                                format!("{accepts} (this one {e})"),
+                            )
+                        })?;
+                    }
+                    Some(list.iter().map(|s| s.to_string()).collect())
+                }
+            };
+            let slow = match def.get("slow") {
+                None => None,
+                Some(v) => {
+                    let accepts = "conflate or disconnect";
+                    let skey = format!("{key}.slow");
+                    Some(match doc.string(&skey, v, accepts)? {
+                        "conflate" => SlowPolicy::Conflate,
+                        "disconnect" => SlowPolicy::Disconnect,
+                        _ => return Err(doc.invalid(&skey, v, accepts)),
+                    })
+                }
+            };
+            users.push(User {
+                name: name.clone(),
+                token_sha256,
+                items: items.iter().map(|s| s.to_string()).collect(),
+                services,
+                slow,
+            });
+        }
+        Ok(Users::from_users(users))
+    }
+
+    /// The user `name` if `token` is its token. Hashes the token and compares digests in
+    /// constant time, also for an unknown user.
+    pub fn login(&self, name: &str, token: &[u8]) -> Option<usize> {
+        const DUMMY: [u8; 32] = [0x5a; 32];
+        let digest: [u8; 32] = Sha256::digest(token).into();
+        let found = self.by_name.get(name).copied();
+        let stored = found.map_or(&DUMMY, |i| &self.users[i].token_sha256);
+        let equal: bool = digest.ct_eq(stored).into();
+        found.filter(|_| equal)
+    }
+
+    pub fn get(&self, index: usize) -> Option<&User> {
+        self.users.get(index)
+    }
+
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+}
+
+/// Shell-style glob over bytes: `*` matches any run (dots included: item names are not
+/// paths), `?` one byte; anything else itself. Linear backtracking on the last `*`, no
+/// allocation: the distributor matches every new item against every open glob.
+pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    p = sp + 1;
+                    n = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_runs_and_single_characters() {
+        let m = |p: &str, n: &str| glob_match(p.as_bytes(), n.as_bytes());
+        assert!(m("AAA.*", "AAA.O"));
+        assert!(m("AAA.*", "AAA."));
+        assert!(!m("AAA.*", "AAB.O"));
+        assert!(m("*", "EUR="));
+        assert!(m("?SFT.O", "MSFT.O"));
+        assert!(!m("?SFT.O", "SFT.O"));
+        assert!(m("*.O", "A.B.O"));
+        assert!(m("A*B*C", "AxxBxxBxxC"));
+        assert!(!m("A*B*C", "AxxBxxBxx"));
+        assert!(m("MSFT.O", "MSFT.O"));
+        assert!(!m("MSFT.O", "MSFT.OQ"));
+        assert!(m("**", ""));
+    }
+
+    const ALICE: &str = r#"
+[users.alice]
+token_sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+items = ["AAA.*", "MSFT.O"]
+services = ["FEED1"]
+slow = "disconnect"
+
+[users.bob]
+token_sha256 = "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9"
+items = ["*"]
+"#;
+
+    #[test]
+    fn a_user_logs_in_with_its_token_only() {
+        let users = Users::parse(ALICE, "users.toml").unwrap();
+        let alice = users.login("alice", b"secret").unwrap();
+        let alice = users.get(alice).unwrap();
+        assert_eq!(alice.slow, Some(SlowPolicy::Disconnect));
+        assert!(alice.may_see_item("AAA.L") && alice.may_see_item("MSFT.O"));
+        assert!(!alice.may_see_item("IBM.N"));
+        assert!(alice.may_open_service("FEED1") && !alice.may_open_service("FEED2"));
+        assert_eq!(users.login("alice", b"secreT"), None);
+        assert_eq!(users.login("mallory", b"secret"), None);
+        let bob = users.get(users.login("bob", b"bob").unwrap()).unwrap();
+        assert!(bob.may_open_service("ANY") && bob.may_see_item("IBM.N"));
+        assert!(!format!("{bob:?}").contains("81b6"));
+    }
+
+    fn err(text: &str) -> String {
+        Users::parse(text, "users.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_key_the_value_and_what_is_accepted() {
+        assert_eq!(
+            err("[users.alice]\ntoken_sha256 = \"abc\"\nitems = [\"*\"]"),
+            "users.toml: users.alice.token_sha256 = \"abc\" is not accepted: 64 hex digits: the SHA-256 of the user's token (sha256sum)"
+        );
+        let hash = "0".repeat(64);
+        assert_eq!(
+            err(&format!(
+                "[users.alice]\ntoken_sha256 = \"{hash}\"\nitems = [\"*\"]\nslow = \"fast\""
+            )),
+            "users.toml: users.alice.slow = \"fast\" is not accepted: conflate or disconnect"
+        );
+        assert!(err(&format!(
+            "[users.alice]\ntoken_sha256 = \"{hash}\"\nitems = [\"A B\"]"
+        ))
+        .contains("users.alice.items[0] = \"A B\" is not accepted: a list of item globs"));
+        assert!(err(&format!("[users.alice]\ntoken_sha256 = \"{hash}\""))
+            .contains("users.alice.items = (missing)"));
+        assert!(err(&format!(
+            "[users.alice]\ntoken_sha256 = \"{hash}\"\nitems = []\nservices = [\"F 1\"]"
+        ))
+        .contains("users.alice.services[0] = \"F 1\""));
+        assert!(err(&format!(
+            "[users.alice]\ntoken_sha256 = \"{hash}\"\nitems = []\ntoken = 1"
+        ))
+        .contains("an unknown key"));
+        assert!(err(&format!(
+            "[users.\"al ice\"]\ntoken_sha256 = \"{hash}\"\nitems = []"
+        ))
+        .contains("users.\"al ice\" = {...} is not accepted: a user name of"));
+    }
+}

@@ -1,0 +1,243 @@
+//! Why the distributor refused something: a client's message, a request, a backbone message,
+//! a configuration. Each `Display` is the text the client (or the operator) reads.
+
+use super::ServiceId;
+use crate::codec::{MdError, MessageType};
+use crate::model::ItemState;
+use core::fmt;
+
+/// Why a client's connection is closed (the answer before it: a LOGIN_RESPONSE before login,
+/// a STATUS `rejected` after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientError {
+    /// The codec rejected a message (or the stream's framing).
+    Malformed(MdError),
+    /// A LOGIN of a version this distributor does not speak.
+    UnsupportedVersion(u16),
+    /// Unknown user or wrong token (the same answer for both).
+    BadCredentials,
+    /// A message other than LOGIN before login.
+    LoginFirst(MessageType),
+    /// A second LOGIN.
+    AlreadyLoggedIn,
+    /// A message type only the distributor or a feed sends.
+    NotFromClients(MessageType),
+    /// No LOGIN within the login timeout.
+    LoginTimeout { timeout_ms: u64 },
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ClientError::Malformed(e) => write!(f, "malformed message: {e}"),
+            ClientError::UnsupportedVersion(v) => write!(
+                f,
+                "protocol version {v} is not supported: this distributor speaks version {}",
+                crate::codec::VERSION
+            ),
+            ClientError::BadCredentials => write!(f, "unknown user or wrong token"),
+            ClientError::LoginFirst(t) => {
+                write!(
+                    f,
+                    "log in first: the first message must be LOGIN, not {}",
+                    t.name()
+                )
+            }
+            ClientError::AlreadyLoggedIn => write!(f, "already logged in: LOGIN is sent once"),
+            ClientError::NotFromClients(t) => {
+                write!(
+                    f,
+                    "{} is not a message clients send (OPEN, CLOSE)",
+                    t.name()
+                )
+            }
+            ClientError::LoginTimeout { timeout_ms } => {
+                write!(f, "no LOGIN within {timeout_ms} ms of connecting")
+            }
+        }
+    }
+}
+
+/// Why a request (or one name of it) was refused with STATUS `rejected`; the connection stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestRejection {
+    /// An OPEN reuses the id of a request still open.
+    IdInUse(u32),
+    /// A CLOSE names no open request.
+    NoSuchRequest(u32),
+    TooManyRequests {
+        max: usize,
+    },
+    TooManyPatterns {
+        max: usize,
+    },
+    /// Opening this item would exceed the client's watchlist bound.
+    WatchlistFull {
+        max: usize,
+    },
+}
+
+impl fmt::Display for RequestRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RequestRejection::IdInUse(id) => {
+                write!(
+                    f,
+                    "request id {id} is already open: choose another or CLOSE it first"
+                )
+            }
+            RequestRejection::NoSuchRequest(id) => write!(f, "no open request has id {id}"),
+            RequestRejection::TooManyRequests { max } => {
+                write!(
+                    f,
+                    "too many open requests (at most {max}): CLOSE some first"
+                )
+            }
+            RequestRejection::TooManyPatterns { max } => write!(
+                f,
+                "too many open names and globs (at most {max} per connection): CLOSE some first"
+            ),
+            RequestRejection::WatchlistFull { max } => {
+                write!(f, "watchlist full (at most {max} items per connection)")
+            }
+        }
+    }
+}
+
+/// Why a backbone message was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackboneError {
+    /// The codec rejected it, or it is not exactly one message.
+    Malformed(MdError),
+    /// A type feeds do not send (only REFRESH, UPDATE and STATUS travel on the backbone).
+    NotFromFeeds(MessageType),
+    /// A REFRESH naming another service than the backbone's.
+    WrongService,
+    /// A STATUS for an item the feed's id does not name.
+    UnknownItem(u32),
+    /// A STATUS whose state a feed does not send (`not-entitled`, `rejected`).
+    BadState(ItemState),
+}
+
+impl fmt::Display for BackboneError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BackboneError::Malformed(e) => write!(f, "malformed backbone message: {e}"),
+            BackboneError::NotFromFeeds(t) => {
+                write!(
+                    f,
+                    "{} is not a message feeds send (REFRESH, UPDATE, STATUS)",
+                    t.name()
+                )
+            }
+            BackboneError::WrongService => write!(f, "a REFRESH of another service"),
+            BackboneError::UnknownItem(id) => write!(f, "a STATUS for unknown feed item id {id}"),
+            BackboneError::BadState(s) => write!(f, "a STATUS with state {} from a feed", s.name()),
+        }
+    }
+}
+
+/// A distributor configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    NoService,
+    BadService {
+        name: String,
+        problem: String,
+    },
+    DuplicateService(String),
+    /// `max_queue_bytes` below the smallest bound that lets a conflated client recover.
+    QueueTooSmall {
+        max_queue_bytes: usize,
+        min: usize,
+    },
+    /// A limit set to 0.
+    Zero(&'static str),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoService => write!(f, "no service configured: name at least one"),
+            ConfigError::BadService { name, problem } => write!(
+                f,
+                "service {name:?} {problem}: accepted: {}",
+                crate::model::SERVICE_ALPHABET
+            ),
+            ConfigError::DuplicateService(s) => write!(f, "service {s:?} is named twice"),
+            ConfigError::QueueTooSmall {
+                max_queue_bytes,
+                min,
+            } => write!(
+                f,
+                "max_queue_bytes = {max_queue_bytes} is too small: at least {min} (two of the \
+                 largest messages, so a conflated client can always be sent one image)"
+            ),
+            ConfigError::Zero(name) => write!(f, "{name} = 0: accepted: at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A client connection refused because `max_clients` are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyClients {
+    pub max: usize,
+}
+
+impl fmt::Display for TooManyClients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} clients are connected (max_clients): refused",
+            self.max
+        )
+    }
+}
+
+impl std::error::Error for TooManyClients {}
+
+/// Why some items went stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaleCause {
+    /// The transport reported a loss it could not repair.
+    BackboneLoss,
+    /// The feed's session ended or died.
+    FeedGone,
+}
+
+/// Something a driver may log. Counters count everything; events say who.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    LoggedIn {
+        client: super::ClientId,
+        user: String,
+    },
+    /// The client was refused at login and is being closed.
+    LoginDenied {
+        client: super::ClientId,
+        error: ClientError,
+    },
+    /// The client broke the protocol after login and is being closed.
+    ProtocolError {
+        client: super::ClientId,
+        error: ClientError,
+    },
+    /// The client's queue passed its bound: updates are conflated from now.
+    Conflating { client: super::ClientId },
+    /// The conflated client caught up: every changed item was sent again.
+    CaughtUp { client: super::ClientId },
+    /// The client's queue passed its bound and its policy is `disconnect`.
+    SlowDisconnect { client: super::ClientId },
+    BackboneRejected {
+        service: ServiceId,
+        error: BackboneError,
+    },
+    /// Items of a service went stale; an image request for all of them follows.
+    ServiceStale {
+        service: ServiceId,
+        items: usize,
+        cause: StaleCause,
+    },
+}

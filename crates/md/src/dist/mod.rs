@@ -1,0 +1,1414 @@
+//! The distributor's sans-I/O core: the cache, the users, every client's login, requests,
+//! watchlist and queue, and the decisions of the fan-out. No socket, no clock: the driver
+//! (`peregrine distributor`) reads sockets and the clock and calls the inputs below, then
+//! drains the outputs.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | [`cache`] | items by (service, name) with stable ids, their images and states |
+//! | [`entitle`] | the users file, the login check, item globs |
+//! | `client.rs` | one client: login, requests, watchlist, queue and conflation state |
+//! | `outbox.rs` | the bytes for clients, each written once with its recipients |
+//! | [`counters`] | the counters, with stable names |
+//! | `errors.rs` | why something was refused, events |
+//! | `tests.rs` | the protocol tests, on a virtual clock |
+//!
+//! # Using it
+//!
+//! Inputs (`now_ns` is the driver's monotonic clock):
+//!
+//! - [`client_connected`](Distributor::client_connected) /
+//!   [`client_closed`](Distributor::client_closed): a TCP connection came or went.
+//! - [`handle_client_bytes`](Distributor::handle_client_bytes): bytes read from a client, in
+//!   any chunks (partial messages are kept).
+//! - [`client_drained`](Distributor::client_drained): how many bytes the client's queue holds
+//!   now (after a write); drives conflation recovery.
+//! - [`handle_backbone_message`](Distributor::handle_backbone_message): one message from the
+//!   service's backbone topic.
+//! - [`handle_backbone_loss`](Distributor::handle_backbone_loss),
+//!   [`feed_gone`](Distributor::feed_gone), [`feed_back`](Distributor::feed_back): the
+//!   transport's loss and session events for the backbone.
+//! - [`handle_timeout`](Distributor::handle_timeout) at
+//!   [`poll_timeout`](Distributor::poll_timeout) (login deadlines).
+//!
+//! After each input, drain the outputs in this order:
+//!
+//! 1. [`poll_transmit`](Distributor::poll_transmit) until `None`: append each transmit's
+//!    bytes to the queue of each client it lists (the distributor already counted them in
+//!    the client's queue). The same bytes go to every watcher of an update.
+//! 2. [`poll_image_request`](Distributor::poll_image_request): publish on the service's
+//!    request topic.
+//! 3. [`poll_disconnect`](Distributor::poll_disconnect): close the connection, after writing
+//!    its queue if [`Disconnect::flush`] says so (a refusal must reach the client; a slow
+//!    client's backlog need not).
+//! 4. [`poll_event`](Distributor::poll_event): for logs.
+//!
+//! A client id the distributor already disconnected is ignored by every input.
+
+pub mod cache;
+mod client;
+pub mod counters;
+pub mod entitle;
+mod errors;
+mod outbox;
+#[cfg(test)]
+mod tests;
+
+pub use cache::{Cache, Item, ItemId};
+pub use client::{ClientId, ClientStats};
+pub use counters::Counters;
+pub use entitle::{glob_match, SlowPolicy, User, Users};
+pub use errors::{
+    BackboneError, ClientError, ConfigError, Event, RequestRejection, StaleCause, TooManyClients,
+};
+pub use outbox::Transmit;
+
+use crate::codec::conflated::CONFLATED_LEN;
+use crate::codec::header::{Header, MAX_MESSAGE_LEN};
+use crate::codec::image_request::IMAGE_REQUEST_LEN;
+use crate::codec::refresh::refresh_flags;
+use crate::codec::status::STATUS_HEADER_LEN;
+use crate::codec::{
+    ConflatedRepr, ConflatedView, FieldList, ImageRequestRepr, LoginResponseRepr,
+    LoginResponseView, LoginResult, MdError, Message, MessageType, Messages, OpenRepr, RefreshView,
+    StatusRepr, StatusView, UpdateRepr, UpdateView,
+};
+use crate::model::{check_service, is_glob, ItemState};
+use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
+use client::{Client, Conflation, Login, Request};
+use outbox::Outbox;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A service the distributor carries: an index into [`DistributorConfig::services`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceId(pub(crate) u16);
+
+impl ServiceId {
+    pub fn index(self) -> usize {
+        self.0.into()
+    }
+}
+
+/// The smallest `max_queue_bytes`: a conflated client that drained below half of it can
+/// always be sent a CONFLATED and the largest image.
+pub const MIN_QUEUE_BYTES: usize = 2 * (MAX_MESSAGE_LEN + CONFLATED_LEN);
+
+/// Events kept for the driver; past this, new ones are counted and dropped.
+const MAX_EVENTS: usize = 4096;
+
+/// Feed ids without an item whose image was asked for, per service; past this, the
+/// distributor asks for every image instead.
+const MAX_UNKNOWN_REQUESTS: usize = 4096;
+
+/// The distributor's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistributorConfig {
+    /// The services carried (each has its backbone topic `md.<service>`).
+    pub services: Vec<String>,
+    /// Items the cache holds at most; REFRESHes of new items past it are refused and counted.
+    pub max_items: usize,
+    /// Client connections at most.
+    pub max_clients: usize,
+    /// Bound of each client's output queue, in bytes.
+    pub max_queue_bytes: usize,
+    /// What happens to a client past its bound (a user's `slow` overrides it).
+    pub slow: SlowPolicy,
+    /// Open requests per client.
+    pub max_requests_per_client: usize,
+    /// Names and globs held open per client.
+    pub max_patterns_per_client: usize,
+    /// Items watched per client.
+    pub max_watch_per_client: usize,
+    /// A connection that has not logged in after this long is refused.
+    pub login_timeout_ns: u64,
+    /// An image asked for is not asked for again before this long.
+    pub image_retry_ns: u64,
+}
+
+impl DistributorConfig {
+    /// Defaults for `services`: 1 M items, 1024 clients, 4 MiB queues that conflate, 10 s to
+    /// log in, image requests repeated after 1 s.
+    pub fn new(services: &[&str]) -> Self {
+        DistributorConfig {
+            services: services.iter().map(|s| s.to_string()).collect(),
+            max_items: 1_000_000,
+            max_clients: 1024,
+            max_queue_bytes: 4 << 20,
+            slow: SlowPolicy::Conflate,
+            max_requests_per_client: 1024,
+            max_patterns_per_client: 10_000,
+            max_watch_per_client: 100_000,
+            login_timeout_ns: 10_000_000_000,
+            image_retry_ns: 1_000_000_000,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.services.is_empty() {
+            return Err(ConfigError::NoService);
+        }
+        if self.services.len() > usize::from(u16::MAX) {
+            return Err(ConfigError::Zero("services (at most 65535)"));
+        }
+        for (i, s) in self.services.iter().enumerate() {
+            check_service(s.as_bytes()).map_err(|e| ConfigError::BadService {
+                name: s.clone(),
+                problem: e.to_string(),
+            })?;
+            if self.services[..i].contains(s) {
+                return Err(ConfigError::DuplicateService(s.clone()));
+            }
+        }
+        if self.max_queue_bytes < MIN_QUEUE_BYTES {
+            return Err(ConfigError::QueueTooSmall {
+                max_queue_bytes: self.max_queue_bytes,
+                min: MIN_QUEUE_BYTES,
+            });
+        }
+        for (name, v) in [
+            ("max_items", self.max_items),
+            ("max_clients", self.max_clients),
+            ("max_requests_per_client", self.max_requests_per_client),
+            ("max_patterns_per_client", self.max_patterns_per_client),
+            ("max_watch_per_client", self.max_watch_per_client),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An image request for the feed of `service`, to publish on `md.<service>.req`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageRequest {
+    pub service: ServiceId,
+    /// The feed's id of the item; 0 asks for every item.
+    pub feed_item_id: u32,
+    pub request_id: u32,
+}
+
+impl ImageRequest {
+    /// The IMAGE_REQUEST message.
+    pub fn to_bytes(&self) -> [u8; IMAGE_REQUEST_LEN] {
+        ImageRequestRepr {
+            item_id: self.feed_item_id,
+            request_id: self.request_id,
+        }
+        .to_bytes()
+    }
+}
+
+/// Why a client is disconnected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// Refused at login (the LOGIN_RESPONSE saying why is queued).
+    LoginDenied(ClientError),
+    /// Broke the protocol after login (the STATUS `rejected` saying why is queued).
+    Protocol(ClientError),
+    /// Its queue passed the bound and its policy is `disconnect`, or an answer that cannot be
+    /// conflated did not fit.
+    Slow,
+}
+
+/// A connection to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disconnect {
+    pub client: ClientId,
+    pub reason: DisconnectReason,
+}
+
+impl Disconnect {
+    /// True if the queued bytes should be written before closing (an answer saying why).
+    pub fn flush(&self) -> bool {
+        !matches!(self.reason, DisconnectReason::Slow)
+    }
+}
+
+/// What the distributor holds, for bounds checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Footprint {
+    pub clients: usize,
+    pub items: usize,
+    /// Bytes of every image in the cache.
+    pub image_bytes: usize,
+    /// Watch entries over all clients.
+    pub watched: usize,
+    /// Patterns held open over all clients.
+    pub patterns: usize,
+    /// Bytes of partial messages kept from clients.
+    pub input_bytes: usize,
+    /// Changed items remembered for conflating clients.
+    pub conflated_items: usize,
+    /// Bytes (and recipients) waiting in `poll_transmit`.
+    pub outbox_bytes: usize,
+    pub image_requests: usize,
+    pub events: usize,
+}
+
+#[derive(Debug)]
+struct Service {
+    /// When every image was last asked for.
+    all_requested_at_ns: Option<u64>,
+    /// Feed ids naming no item whose image was asked for, and when.
+    unknown_requested: HashMap<u32, u64>,
+}
+
+/// Client slots: a [`ClientId`] is a slot and that slot's generation.
+#[derive(Debug, Default)]
+struct Clients {
+    slots: Vec<Option<Client>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl Clients {
+    fn get(&self, id: ClientId) -> Option<&Client> {
+        let slot = (id.0 & 0xffff_ffff) as usize;
+        let c = self.slots.get(slot)?.as_ref()?;
+        (c.id == id).then_some(c)
+    }
+    fn get_mut(&mut self, id: ClientId) -> Option<&mut Client> {
+        let slot = (id.0 & 0xffff_ffff) as usize;
+        let c = self.slots.get_mut(slot)?.as_mut()?;
+        (c.id == id).then_some(c)
+    }
+    fn insert(&mut self, now_ns: u64, slow: SlowPolicy) -> ClientId {
+        let slot = match self.free.pop() {
+            Some(s) => s as usize,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                self.slots.len() - 1
+            }
+        };
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        let id = ClientId((u64::from(self.generations[slot]) << 32) | slot as u64);
+        self.slots[slot] = Some(Client::new(id, now_ns, slow));
+        self.len += 1;
+        id
+    }
+    fn remove(&mut self, id: ClientId) -> Option<Client> {
+        self.get(id)?;
+        let slot = (id.0 & 0xffff_ffff) as usize;
+        self.free.push(slot as u32);
+        self.len -= 1;
+        self.slots[slot].take()
+    }
+    fn iter(&self) -> impl Iterator<Item = &Client> {
+        self.slots.iter().flatten()
+    }
+}
+
+/// Whether a message for one item may go into a client's queue.
+enum Admit {
+    Queue,
+    /// Not queued: the client conflates (the item is remembered), or is closing.
+    Skip,
+    /// Not queued: the client passed its bound and its policy is `disconnect`.
+    Close,
+}
+
+/// The distributor's core. See the [module documentation](self) for the order of calls.
+#[derive(Debug)]
+pub struct Distributor {
+    config: DistributorConfig,
+    users: Arc<Users>,
+    cache: Cache,
+    services: Vec<Service>,
+    /// Per item (id - 1): the clients watching it, each once.
+    watchers: Vec<Vec<ClientId>>,
+    clients: Clients,
+    outbox: Outbox,
+    image_requests: VecDeque<ImageRequest>,
+    disconnects: VecDeque<Disconnect>,
+    /// Clients being disconnected: their state is freed when the current input returns.
+    to_reap: Vec<ClientId>,
+    events: VecDeque<Event>,
+    counters: Counters,
+    next_request_id: u32,
+}
+
+impl Distributor {
+    pub fn new(config: DistributorConfig, users: Arc<Users>) -> Result<Distributor, ConfigError> {
+        config.validate()?;
+        Ok(Distributor {
+            cache: Cache::new(&config.services, config.max_items),
+            services: config
+                .services
+                .iter()
+                .map(|_| Service {
+                    all_requested_at_ns: None,
+                    unknown_requested: HashMap::new(),
+                })
+                .collect(),
+            config,
+            users,
+            watchers: Vec::new(),
+            clients: Clients::default(),
+            outbox: Outbox::default(),
+            image_requests: VecDeque::new(),
+            disconnects: VecDeque::new(),
+            to_reap: Vec::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+            next_request_id: 0,
+        })
+    }
+
+    // ---- getters ----------------------------------------------------------------------------
+
+    pub fn config(&self) -> &DistributorConfig {
+        &self.config
+    }
+
+    /// The id of a service the distributor carries.
+    pub fn service_id(&self, name: &str) -> Option<ServiceId> {
+        let i = self.config.services.iter().position(|s| s == name)?;
+        Some(ServiceId(i as u16))
+    }
+
+    pub fn service_name(&self, service: ServiceId) -> &str {
+        self.cache.service_name(service)
+    }
+
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn client_stats(&self, client: ClientId) -> Option<ClientStats> {
+        let c = self.clients.get(client)?;
+        Some(ClientStats {
+            user: c
+                .user()
+                .and_then(|u| self.users.get(u))
+                .map(|u| u.name.clone()),
+            queued_bytes: c.queued_bytes,
+            conflating: c.conflation.is_some(),
+            watched: c.watched.len(),
+            requests: c.requests.len(),
+            updates_sent: c.updates_sent,
+            updates_dropped: c.updates_dropped,
+            conflations: c.conflations,
+        })
+    }
+
+    /// What the distributor holds now.
+    pub fn footprint(&self) -> Footprint {
+        let mut f = Footprint {
+            clients: self.clients.len,
+            items: self.cache.len(),
+            image_bytes: self.cache.image_bytes(),
+            outbox_bytes: self.outbox.len_bytes(),
+            image_requests: self.image_requests.len()
+                + self
+                    .services
+                    .iter()
+                    .map(|s| s.unknown_requested.len())
+                    .sum::<usize>(),
+            events: self.events.len(),
+            ..Footprint::default()
+        };
+        for c in self.clients.iter() {
+            f.watched += c.watched.len();
+            f.patterns += c.patterns;
+            f.input_bytes += c.inbuf.len();
+            f.conflated_items += c.conflation.as_ref().map_or(0, |k| k.changed.len());
+        }
+        f
+    }
+
+    // ---- client inputs ----------------------------------------------------------------------
+
+    /// A client connected: it must send LOGIN within the login timeout.
+    pub fn client_connected(&mut self, now_ns: u64) -> Result<ClientId, TooManyClients> {
+        if self.clients.len >= self.config.max_clients {
+            self.counters.clients_refused += 1;
+            return Err(TooManyClients {
+                max: self.config.max_clients,
+            });
+        }
+        self.counters.clients_connected += 1;
+        Ok(self.clients.insert(now_ns, self.config.slow))
+    }
+
+    /// The client's connection is gone (closed by the peer, or by the driver after a
+    /// [`Disconnect`]): forget it.
+    pub fn client_closed(&mut self, client: ClientId) {
+        self.remove_client(client);
+    }
+
+    /// Bytes read from a client, in any chunks.
+    pub fn handle_client_bytes(&mut self, client: ClientId, bytes: &[u8], now_ns: u64) {
+        let Some(c) = self.clients.get_mut(client) else {
+            return;
+        };
+        if c.closing() {
+            return;
+        }
+        let mut buf = core::mem::take(&mut c.inbuf);
+        let input: &[u8] = if buf.is_empty() {
+            bytes
+        } else {
+            buf.extend_from_slice(bytes);
+            &buf
+        };
+        let mut messages = Messages::new(input);
+        for m in messages.by_ref() {
+            match m {
+                Ok((ty, msg)) => self.on_client_message(client, ty, msg, now_ns),
+                Err(e) => self.refuse_client(client, ClientError::Malformed(e)),
+            }
+            if self.clients.get(client).is_none_or(Client::closing) {
+                break;
+            }
+        }
+        let rest = messages.remaining().to_vec();
+        buf.clear();
+        if let Some(c) = self.clients.get_mut(client) {
+            if !c.closing() {
+                buf.extend_from_slice(&rest);
+                c.inbuf = buf;
+            }
+        }
+        self.reap();
+    }
+
+    /// The client's queue now holds `queued_bytes` (the driver's count after writing to the
+    /// socket). A conflating client that drained below half its bound is sent CONFLATED and
+    /// the images of what changed.
+    pub fn client_drained(&mut self, client: ClientId, queued_bytes: usize) {
+        let Some(c) = self.clients.get_mut(client) else {
+            return;
+        };
+        c.queued_bytes = queued_bytes;
+        if c.conflation.is_some() && queued_bytes < self.config.max_queue_bytes / 2 {
+            self.recover(client);
+        }
+        self.reap();
+    }
+
+    /// Refuses clients that have not logged in within the login timeout.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        let timeout = self.config.login_timeout_ns;
+        let late: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|c| {
+                matches!(c.login, Login::Awaiting { since_ns } if now_ns.saturating_sub(since_ns) >= timeout)
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in late {
+            self.refuse_client(
+                id,
+                ClientError::LoginTimeout {
+                    timeout_ms: timeout / 1_000_000,
+                },
+            );
+        }
+        self.reap();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) has something to do: the earliest login
+    /// deadline.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.clients
+            .iter()
+            .filter_map(|c| match c.login {
+                Login::Awaiting { since_ns } => {
+                    Some(since_ns.saturating_add(self.config.login_timeout_ns))
+                }
+                _ => None,
+            })
+            .min()
+    }
+
+    // ---- backbone inputs --------------------------------------------------------------------
+
+    /// One message from the backbone of `service` (one Peregrine message: exactly one market
+    /// data message).
+    pub fn handle_backbone_message(&mut self, service: ServiceId, bytes: &[u8], now_ns: u64) {
+        if service.index() >= self.services.len() {
+            return;
+        }
+        self.counters.backbone_messages += 1;
+        let ty = match Header::new_checked(bytes).and_then(|h| {
+            if usize::from(h.length()) != bytes.len() {
+                return Err(MdError::BadLength {
+                    length: h.length(),
+                    reason: "a backbone message must be exactly one message",
+                });
+            }
+            h.message_type()
+        }) {
+            Ok(ty) => ty,
+            Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
+        };
+        match ty {
+            MessageType::Update => self.on_update(service, bytes, now_ns),
+            MessageType::Refresh => self.on_refresh(service, bytes),
+            MessageType::Status => self.on_feed_status(service, bytes),
+            other => self.backbone_rejected(service, BackboneError::NotFromFeeds(other)),
+        }
+        self.reap();
+    }
+
+    /// The backbone of `service` lost messages the transport could not repair: every item
+    /// goes stale to its watchers and every image is asked for.
+    pub fn handle_backbone_loss(&mut self, service: ServiceId, now_ns: u64) {
+        if service.index() >= self.services.len() {
+            return;
+        }
+        self.counters.backbone_losses += 1;
+        self.service_stale(service, StaleCause::BackboneLoss);
+        self.request_image(service, None, now_ns, true);
+        self.reap();
+    }
+
+    /// The feed of `service` went away (its session ended or died): every item goes stale to
+    /// its watchers, and the feed's item ids are forgotten.
+    pub fn feed_gone(&mut self, service: ServiceId, _now_ns: u64) {
+        if service.index() >= self.services.len() {
+            return;
+        }
+        self.counters.feeds_gone += 1;
+        self.service_stale(service, StaleCause::FeedGone);
+        self.cache.forget_feed_ids(service);
+        self.services[service.index()].unknown_requested.clear();
+        self.reap();
+    }
+
+    /// A feed of `service` appeared (at start, or after [`feed_gone`](Self::feed_gone)): every
+    /// image is asked for.
+    pub fn feed_back(&mut self, service: ServiceId, now_ns: u64) {
+        if service.index() >= self.services.len() {
+            return;
+        }
+        self.request_image(service, None, now_ns, true);
+    }
+
+    // ---- outputs ----------------------------------------------------------------------------
+
+    /// The next bytes to append to client queues.
+    pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
+        self.outbox.poll()
+    }
+
+    /// The next image request to publish on the service's request topic.
+    pub fn poll_image_request(&mut self) -> Option<ImageRequest> {
+        self.image_requests.pop_front()
+    }
+
+    /// The next connection to close.
+    pub fn poll_disconnect(&mut self) -> Option<Disconnect> {
+        self.disconnects.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- clients ----------------------------------------------------------------------------
+
+    fn on_client_message(&mut self, id: ClientId, ty: MessageType, bytes: &[u8], now_ns: u64) {
+        self.counters.client_messages += 1;
+        let Some(c) = self.clients.get(id) else {
+            return;
+        };
+        let logged_in = c.user().is_some();
+        let msg = match Message::parse(bytes) {
+            Ok(m) => m,
+            Err(MdError::UnsupportedVersion(v)) if !logged_in && ty == MessageType::Login => {
+                return self.refuse_client(id, ClientError::UnsupportedVersion(v));
+            }
+            Err(e) => return self.refuse_client(id, ClientError::Malformed(e)),
+        };
+        match (logged_in, msg) {
+            (false, Message::Login(login)) => match self.users.login(login.user, login.token) {
+                Some(user) => {
+                    let slow = self
+                        .users
+                        .get(user)
+                        .and_then(|u| u.slow)
+                        .unwrap_or(self.config.slow);
+                    if let Some(c) = self.clients.get_mut(id) {
+                        c.login = Login::LoggedIn { user };
+                        c.slow = slow;
+                    }
+                    self.counters.logins_accepted += 1;
+                    self.send_login_response(id, LoginResult::Accepted, "");
+                    self.push_event(Event::LoggedIn {
+                        client: id,
+                        user: login.user.to_string(),
+                    });
+                }
+                None => self.refuse_client(id, ClientError::BadCredentials),
+            },
+            (false, other) => self.refuse_client(id, ClientError::LoginFirst(other.message_type())),
+            (true, Message::Login(_)) => self.refuse_client(id, ClientError::AlreadyLoggedIn),
+            (true, Message::Open(open)) => self.on_open(id, &open, now_ns),
+            (true, Message::Close(close)) => self.on_close(id, close.request_id),
+            (true, other) => {
+                self.refuse_client(id, ClientError::NotFromClients(other.message_type()))
+            }
+        }
+    }
+
+    /// Answers a client that broke the protocol and closes it: a LOGIN_RESPONSE before login
+    /// (the client waits for one), a STATUS `rejected` after.
+    fn refuse_client(&mut self, id: ClientId, error: ClientError) {
+        let Some(c) = self.clients.get(id) else {
+            return;
+        };
+        if c.closing() {
+            return;
+        }
+        let text = error.to_string();
+        if matches!(error, ClientError::Malformed(_)) {
+            self.counters.malformed_messages += 1;
+        }
+        let reason = if c.user().is_some() {
+            self.counters.protocol_errors += 1;
+            let from = self.outbox.buffer().len();
+            encode_status(
+                &StatusRepr {
+                    item_id: 0,
+                    request_id: 0,
+                    state: ItemState::Rejected,
+                    service: "",
+                    name: "",
+                    text: truncate(&text, 255),
+                },
+                self.outbox.buffer(),
+            );
+            self.queue_control(id, from);
+            self.push_event(Event::ProtocolError { client: id, error });
+            DisconnectReason::Protocol(error)
+        } else {
+            self.counters.logins_denied += 1;
+            let result = match error {
+                ClientError::UnsupportedVersion(_) => LoginResult::UnsupportedVersion,
+                _ => LoginResult::Denied,
+            };
+            self.send_login_response(id, result, &text);
+            self.push_event(Event::LoginDenied { client: id, error });
+            DisconnectReason::LoginDenied(error)
+        };
+        self.close_client(id, reason);
+    }
+
+    fn send_login_response(&mut self, id: ClientId, result: LoginResult, text: &str) {
+        let repr = LoginResponseRepr {
+            result,
+            text: truncate(text, 255),
+        };
+        let buf = self.outbox.buffer();
+        let from = buf.len();
+        buf.resize(from + repr.buffer_len(), 0);
+        repr.emit(&mut LoginResponseView::new_unchecked(&mut buf[from..]));
+        self.queue_control(id, from);
+    }
+
+    /// Answers one name of a request (or the request, with `name` empty) with a STATUS.
+    fn send_request_status(
+        &mut self,
+        id: ClientId,
+        request_id: u32,
+        service: &str,
+        name: &str,
+        state: ItemState,
+        text: &str,
+    ) {
+        let from = self.outbox.buffer().len();
+        encode_status(
+            &StatusRepr {
+                item_id: 0,
+                request_id,
+                state,
+                service,
+                name,
+                text: truncate(text, 255),
+            },
+            self.outbox.buffer(),
+        );
+        self.queue_control(id, from);
+    }
+
+    fn reject_request(&mut self, id: ClientId, request_id: u32, name: &str, why: RequestRejection) {
+        self.counters.requests_rejected += 1;
+        self.send_request_status(
+            id,
+            request_id,
+            "",
+            name,
+            ItemState::Rejected,
+            &why.to_string(),
+        );
+    }
+
+    /// Queues the bytes from `from` to the end of the outbox to one client: an answer that is
+    /// not conflated, so a client past its bound is disconnected instead.
+    fn queue_control(&mut self, id: ClientId, from: usize) {
+        let len = self.outbox.buffer().len() - from;
+        let max = self.config.max_queue_bytes;
+        let Some(c) = self.clients.get_mut(id) else {
+            self.outbox.buffer().truncate(from);
+            return;
+        };
+        if c.closing() || c.queued_bytes.saturating_add(len) > max {
+            let slow = !c.closing();
+            self.outbox.buffer().truncate(from);
+            if slow {
+                self.counters.slow_disconnects += 1;
+                self.push_event(Event::SlowDisconnect { client: id });
+                self.close_client(id, DisconnectReason::Slow);
+            }
+            return;
+        }
+        c.queued_bytes += len;
+        self.counters.bytes_queued += len as u64;
+        self.outbox.send_to(from, id);
+    }
+
+    /// Queues the bytes from `from` to the end of the outbox, a message about `item`, to one
+    /// client: conflated (remembered, not queued) when the client is behind.
+    fn queue_item(&mut self, id: ClientId, item: ItemId, from: usize) {
+        let len = self.outbox.buffer().len() - from;
+        let admit = match self.clients.get_mut(id) {
+            Some(c) => admit(
+                c,
+                len,
+                item,
+                false,
+                self.config.max_queue_bytes,
+                &mut self.counters,
+                &mut self.events,
+            ),
+            None => Admit::Skip,
+        };
+        match admit {
+            Admit::Queue => self.outbox.send_to(from, id),
+            Admit::Skip => self.outbox.buffer().truncate(from),
+            Admit::Close => {
+                self.outbox.buffer().truncate(from);
+                self.close_client(id, DisconnectReason::Slow);
+            }
+        }
+    }
+
+    fn on_open(&mut self, id: ClientId, open: &OpenRepr<'_>, _now_ns: u64) {
+        let Some(c) = self.clients.get(id) else {
+            return;
+        };
+        let Some(user) = c.user() else { return };
+        let rid = open.request_id;
+        let count = open.patterns.count();
+        if c.requests.contains_key(&rid) {
+            return self.reject_request(id, rid, "", RequestRejection::IdInUse(rid));
+        }
+        if c.requests.len() >= self.config.max_requests_per_client {
+            let max = self.config.max_requests_per_client;
+            return self.reject_request(id, rid, "", RequestRejection::TooManyRequests { max });
+        }
+        if c.patterns + count > self.config.max_patterns_per_client {
+            let max = self.config.max_patterns_per_client;
+            return self.reject_request(id, rid, "", RequestRejection::TooManyPatterns { max });
+        }
+        let users = Arc::clone(&self.users);
+        let Some(user) = users.get(user) else { return };
+        let Some(service) = self.service_id(open.service) else {
+            for p in open.patterns.iter() {
+                self.counters.not_found += 1;
+                let text = format!(
+                    "service {} is not carried by this distributor",
+                    open.service
+                );
+                self.send_request_status(id, rid, open.service, p, ItemState::NotFound, &text);
+            }
+            return;
+        };
+        if !user.may_open_service(open.service) {
+            for p in open.patterns.iter() {
+                self.counters.not_entitled += 1;
+                let text = format!("user {} may not open service {}", user.name, open.service);
+                self.send_request_status(id, rid, open.service, p, ItemState::NotEntitled, &text);
+            }
+            return;
+        }
+        let mut request = Request {
+            service,
+            globs: Vec::new(),
+            exact: Vec::new(),
+            items: Vec::new(),
+        };
+        let mut to_watch = Vec::new();
+        for p in open.patterns.iter() {
+            if is_glob(p) {
+                request.globs.push(p.into());
+                to_watch.extend(
+                    self.cache
+                        .items_of(service)
+                        .filter(|(name, _)| {
+                            glob_match(p.as_bytes(), name.as_bytes()) && user.may_see_item(name)
+                        })
+                        .map(|(_, item)| item),
+                );
+            } else if !user.may_see_item(p) {
+                self.counters.not_entitled += 1;
+                let text = format!("user {} may not see {p}", user.name);
+                self.send_request_status(id, rid, open.service, p, ItemState::NotEntitled, &text);
+            } else {
+                request.exact.push(p.into());
+                match self.cache.by_name(service, p) {
+                    Some(item) => to_watch.push(item),
+                    None => {
+                        self.counters.not_found += 1;
+                        let text = "not in the cache yet: kept open, its REFRESH follows \
+                                    if the feed publishes it";
+                        self.send_request_status(
+                            id,
+                            rid,
+                            open.service,
+                            p,
+                            ItemState::NotFound,
+                            text,
+                        );
+                    }
+                }
+            }
+        }
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        c.patterns += request.pattern_count();
+        c.requests.insert(rid, request);
+        self.counters.requests_opened += 1;
+        to_watch.sort_unstable();
+        to_watch.dedup();
+        for item in to_watch {
+            if self.watch(id, rid, item) {
+                self.send_image(id, item, rid, refresh_flags::SOLICITED);
+            }
+            if self.clients.get(id).is_none_or(Client::closing) {
+                return;
+            }
+        }
+    }
+
+    fn on_close(&mut self, id: ClientId, rid: u32) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        let Some(request) = c.requests.remove(&rid) else {
+            return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
+        };
+        c.patterns -= request.pattern_count();
+        for item in request.items {
+            unwatch(c, item, &mut self.watchers);
+        }
+        self.counters.requests_closed += 1;
+    }
+
+    /// Adds `item` to what request `rid` of client `id` opened; false (and a STATUS
+    /// `rejected`) if the watchlist is full.
+    fn watch(&mut self, id: ClientId, rid: u32, item: ItemId) -> bool {
+        let max = self.config.max_watch_per_client;
+        let Some(c) = self.clients.get_mut(id) else {
+            return false;
+        };
+        let watching = c.watched.len();
+        match c.watched.get_mut(&item) {
+            Some(n) => *n += 1,
+            None if watching >= max => {
+                let name = self.cache.get(item).map_or("", |i| &i.name).to_string();
+                self.reject_request(id, rid, &name, RequestRejection::WatchlistFull { max });
+                return false;
+            }
+            None => {
+                c.watched.insert(item, 1);
+                if let Some(w) = self.watchers.get_mut(item as usize - 1) {
+                    w.push(id);
+                }
+            }
+        }
+        if let Some(r) = c.requests.get_mut(&rid) {
+            r.items.push(item);
+        }
+        true
+    }
+
+    /// Sends one client the current state of `item`: its image (a REFRESH with `flags`) if it
+    /// is ok, else a STATUS with its state.
+    fn send_image(&mut self, id: ClientId, item: ItemId, request_id: u32, flags: u8) {
+        let Some(state) = self.cache.get(item).map(|i| i.state) else {
+            return;
+        };
+        let from = self.outbox.buffer().len();
+        if state == ItemState::Ok {
+            self.cache.encode_refresh(item, flags, self.outbox.buffer());
+        } else {
+            self.cache
+                .encode_status(item, request_id, state, "", self.outbox.buffer());
+        }
+        self.queue_item(id, item, from);
+    }
+
+    /// Marks a client closing and queues its [`Disconnect`]; its state goes at [`reap`].
+    fn close_client(&mut self, id: ClientId, reason: DisconnectReason) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        if c.closing() {
+            return;
+        }
+        c.login = Login::Closing;
+        self.disconnects
+            .push_back(Disconnect { client: id, reason });
+        self.to_reap.push(id);
+    }
+
+    /// Frees the state of the clients closed during the current input.
+    fn reap(&mut self) {
+        for id in core::mem::take(&mut self.to_reap) {
+            self.remove_client(id);
+        }
+    }
+
+    fn remove_client(&mut self, id: ClientId) {
+        let Some(c) = self.clients.remove(id) else {
+            return;
+        };
+        for &item in c.watched.keys() {
+            if let Some(w) = self.watchers.get_mut(item as usize - 1) {
+                if let Some(at) = w.iter().position(|&x| x == id) {
+                    w.swap_remove(at);
+                }
+            }
+        }
+    }
+
+    /// Sends a conflated client CONFLATED and the images of as many changed items as fit in
+    /// its queue; it stops conflating once every changed item was sent.
+    fn recover(&mut self, id: ClientId) {
+        let max = self.config.max_queue_bytes;
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        let Some(conf) = c.conflation.as_mut() else {
+            return;
+        };
+        let mut budget = max.saturating_sub(c.queued_bytes + CONFLATED_LEN);
+        let mut chosen = Vec::new();
+        for &item in &conf.changed {
+            let Some(it) = self.cache.get(item) else {
+                continue;
+            };
+            let service_len = self.cache.service_name(it.service).len();
+            let len = if it.state == ItemState::Ok {
+                it.refresh_len(service_len)
+            } else {
+                STATUS_HEADER_LEN + service_len + it.name.len()
+            };
+            if len > budget {
+                break;
+            }
+            budget -= len;
+            chosen.push(item);
+        }
+        if chosen.is_empty() {
+            return;
+        }
+        let dropped = u32::try_from(conf.updates_dropped).unwrap_or(u32::MAX);
+        conf.updates_dropped = 0;
+        for item in &chosen {
+            conf.changed.remove(item);
+        }
+        let caught_up = conf.changed.is_empty();
+        if caught_up {
+            c.conflation = None;
+        }
+        let buf = self.outbox.buffer();
+        let from = buf.len();
+        buf.resize(from + CONFLATED_LEN, 0);
+        ConflatedRepr {
+            items: chosen.len() as u32,
+            updates_dropped: dropped,
+        }
+        .emit(&mut ConflatedView::new_unchecked(&mut buf[from..]));
+        for &item in &chosen {
+            let state = self.cache.get(item).map_or(ItemState::Closed, |i| i.state);
+            if state == ItemState::Ok {
+                self.cache
+                    .encode_refresh(item, refresh_flags::CONFLATED, self.outbox.buffer());
+            } else {
+                self.cache
+                    .encode_status(item, 0, state, "", self.outbox.buffer());
+            }
+        }
+        let len = self.outbox.buffer().len() - from;
+        if let Some(c) = self.clients.get_mut(id) {
+            c.queued_bytes += len;
+        }
+        self.counters.bytes_queued += len as u64;
+        self.counters.conflated_images += chosen.len() as u64;
+        self.outbox.send_to(from, id);
+        if caught_up {
+            self.push_event(Event::CaughtUp { client: id });
+        }
+    }
+
+    // ---- backbone ---------------------------------------------------------------------------
+
+    fn backbone_rejected(&mut self, service: ServiceId, error: BackboneError) {
+        self.counters.backbone_rejected += 1;
+        self.push_event(Event::BackboneRejected { service, error });
+    }
+
+    fn on_update(&mut self, service: ServiceId, bytes: &[u8], now_ns: u64) {
+        let update = match UpdateRepr::parse(&UpdateView::new_unchecked(bytes)) {
+            Ok(u) => u,
+            Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
+        };
+        let FieldList::Wire(fields) = update.fields else {
+            return; // a parsed UPDATE's fields are always the wire's
+        };
+        let feed_id = update.item_id;
+        let outcome = self.cache.apply_update(
+            service,
+            feed_id,
+            update.item_seq,
+            update.timestamp_ns,
+            fields,
+        );
+        let item = match outcome {
+            UpdateOutcome::Applied(item) => item,
+            UpdateOutcome::UnknownItem | UpdateOutcome::NoImage(_) => {
+                self.counters.updates_without_image += 1;
+                return self.request_image(service, Some(feed_id), now_ns, false);
+            }
+            UpdateOutcome::SequenceGap {
+                item,
+                expected,
+                found,
+            } => {
+                self.counters.sequence_gaps += 1;
+                let text = format!("missed an update (item_seq {found}, expected {expected})");
+                self.went_stale(item, &text);
+                return self.request_image(service, Some(feed_id), now_ns, false);
+            }
+            UpdateOutcome::ImageTooLarge(item) => {
+                self.went_stale(item, "the image no longer fits in one REFRESH");
+                return;
+            }
+        };
+        self.counters.updates_applied += 1;
+        // Decoded once: the bytes are copied once, re-stamped once, and the same slice is
+        // listed with every watcher.
+        let buf = self.outbox.buffer();
+        let from = buf.len();
+        buf.extend_from_slice(bytes);
+        Header::new_unchecked(&mut buf[from..]).set_item_id(item);
+        self.fan_out(item, from, true);
+    }
+
+    fn on_refresh(&mut self, service: ServiceId, bytes: &[u8]) {
+        let view = match RefreshView::new_checked(bytes) {
+            Ok(v) => v,
+            Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
+        };
+        if view.service_bytes() != self.service_name(service).as_bytes() {
+            return self.backbone_rejected(service, BackboneError::WrongService);
+        }
+        let (item, new) = match self.cache.apply_refresh(service, &view) {
+            Ok(r) => r,
+            Err(RefreshRefused::CacheFull) => {
+                self.counters.cache_full += 1;
+                return;
+            }
+        };
+        self.counters.refreshes_applied += 1;
+        if new {
+            self.watchers.push(Vec::new());
+            self.open_new_item(service, item);
+        }
+        let from = self.outbox.buffer().len();
+        self.cache.encode_refresh(item, 0, self.outbox.buffer());
+        self.fan_out(item, from, false);
+    }
+
+    /// A new item: every open request of its service whose glob or exact name matches it (and
+    /// whose user may see it) opens it.
+    fn open_new_item(&mut self, service: ServiceId, item: ItemId) {
+        let Some(name) = self.cache.get(item).map(|i| i.name.clone()) else {
+            return;
+        };
+        let mut matches = Vec::new();
+        for c in self.clients.iter() {
+            let Some(user) = c.user().and_then(|u| self.users.get(u)) else {
+                continue;
+            };
+            if !user.may_see_item(&name) {
+                continue;
+            }
+            for (&rid, r) in &c.requests {
+                let hit = r.service == service
+                    && (r.exact.iter().any(|e| **e == *name)
+                        || r.globs
+                            .iter()
+                            .any(|g| glob_match(g.as_bytes(), name.as_bytes())));
+                if hit {
+                    matches.push((c.id, rid));
+                }
+            }
+        }
+        for (id, rid) in matches {
+            self.watch(id, rid, item);
+        }
+    }
+
+    fn on_feed_status(&mut self, service: ServiceId, bytes: &[u8]) {
+        let status = match StatusRepr::parse(&StatusView::new_unchecked(bytes)) {
+            Ok(s) => s,
+            Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
+        };
+        let Some(item) = self.cache.by_feed_id(service, status.item_id) else {
+            return self.backbone_rejected(service, BackboneError::UnknownItem(status.item_id));
+        };
+        let state = match status.state {
+            ItemState::Ok | ItemState::Stale | ItemState::Closed => status.state,
+            ItemState::NotFound => ItemState::Closed,
+            other => return self.backbone_rejected(service, BackboneError::BadState(other)),
+        };
+        let old = self.cache.get(item).map(|i| i.state);
+        match state {
+            // Only a REFRESH brings an image back: an `ok` from the feed is passed on while
+            // the item is ok, and changes nothing.
+            ItemState::Ok if old != Some(ItemState::Ok) => return,
+            ItemState::Ok => {}
+            ItemState::Stale if old != Some(ItemState::Ok) => return,
+            _ => {
+                if state == ItemState::Stale {
+                    self.counters.items_stale += 1;
+                }
+                self.cache.set_state(item, state);
+            }
+        }
+        let from = self.outbox.buffer().len();
+        self.cache
+            .encode_status(item, 0, state, status.text, self.outbox.buffer());
+        self.fan_out(item, from, false);
+    }
+
+    /// Makes an ok item stale and tells its watchers.
+    fn went_stale(&mut self, item: ItemId, text: &str) {
+        if self.cache.set_state(item, ItemState::Stale).is_none() {
+            return;
+        }
+        self.counters.items_stale += 1;
+        let from = self.outbox.buffer().len();
+        self.cache
+            .encode_status(item, 0, ItemState::Stale, text, self.outbox.buffer());
+        self.fan_out(item, from, false);
+    }
+
+    fn service_stale(&mut self, service: ServiceId, cause: StaleCause) {
+        let ok: Vec<ItemId> = self
+            .cache
+            .items_of(service)
+            .map(|(_, id)| id)
+            .filter(|&id| self.cache.get(id).is_some_and(|i| i.state == ItemState::Ok))
+            .collect();
+        let text = match cause {
+            StaleCause::BackboneLoss => "backbone loss: waiting for a fresh image",
+            StaleCause::FeedGone => "the feed went away: waiting for it to come back",
+        };
+        for &item in &ok {
+            self.went_stale(item, text);
+        }
+        self.push_event(Event::ServiceStale {
+            service,
+            items: ok.len(),
+            cause,
+        });
+    }
+
+    /// Asks the feed of `service` for the image of `feed_id` (`None`: every item), unless it
+    /// was asked for less than `image_retry_ns` ago (`force` asks anyway).
+    fn request_image(
+        &mut self,
+        service: ServiceId,
+        feed_id: Option<u32>,
+        now_ns: u64,
+        force: bool,
+    ) {
+        let retry = self.config.image_retry_ns;
+        let recent = |at: Option<u64>| at.is_some_and(|t| now_ns.saturating_sub(t) < retry);
+        let svc = &mut self.services[service.index()];
+        if !force && recent(svc.all_requested_at_ns) {
+            return;
+        }
+        let item_id = match feed_id {
+            None => {
+                svc.all_requested_at_ns = Some(now_ns);
+                svc.unknown_requested.clear();
+                0
+            }
+            Some(fid) => match self.cache.by_feed_id(service, fid) {
+                Some(item) => {
+                    if recent(self.cache.get(item).and_then(|i| i.image_requested_at_ns)) {
+                        return;
+                    }
+                    self.cache.set_image_requested(item, now_ns);
+                    fid
+                }
+                None => {
+                    if recent(svc.unknown_requested.get(&fid).copied()) {
+                        return;
+                    }
+                    if svc.unknown_requested.len() >= MAX_UNKNOWN_REQUESTS {
+                        svc.unknown_requested
+                            .retain(|_, &mut at| now_ns.saturating_sub(at) < retry);
+                    }
+                    if svc.unknown_requested.len() >= MAX_UNKNOWN_REQUESTS {
+                        // Too many unknown items at once: one request for everything.
+                        return self.request_image(service, None, now_ns, false);
+                    }
+                    svc.unknown_requested.insert(fid, now_ns);
+                    fid
+                }
+            },
+        };
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        self.counters.image_requests += 1;
+        self.image_requests.push_back(ImageRequest {
+            service,
+            feed_item_id: item_id,
+            request_id: self.next_request_id,
+        });
+    }
+
+    /// Lists every watcher of `item` that may take the message written at `from` (to the end
+    /// of the outbox) as its recipient.
+    fn fan_out(&mut self, item: ItemId, from: usize, update: bool) {
+        let len = self.outbox.buffer().len() - from;
+        let record = self.outbox.begin(from);
+        let Some(watchers) = self.watchers.get(item as usize - 1) else {
+            return self.outbox.finish(record);
+        };
+        for &id in watchers {
+            let Some(c) = self.clients.get_mut(id) else {
+                continue;
+            };
+            match admit(
+                c,
+                len,
+                item,
+                update,
+                self.config.max_queue_bytes,
+                &mut self.counters,
+                &mut self.events,
+            ) {
+                Admit::Queue => {
+                    if update {
+                        c.updates_sent += 1;
+                        self.counters.updates_sent += 1;
+                    }
+                    self.outbox.add_recipient(record, id);
+                }
+                Admit::Skip => {}
+                Admit::Close => {
+                    c.login = Login::Closing;
+                    self.disconnects.push_back(Disconnect {
+                        client: id,
+                        reason: DisconnectReason::Slow,
+                    });
+                    self.to_reap.push(id);
+                }
+            }
+        }
+        self.outbox.finish(record);
+    }
+
+    fn push_event(&mut self, event: Event) {
+        push_event(&mut self.events, &mut self.counters, event);
+    }
+}
+
+fn push_event(events: &mut VecDeque<Event>, counters: &mut Counters, event: Event) {
+    if events.len() >= MAX_EVENTS {
+        counters.events_dropped += 1;
+    } else {
+        events.push_back(event);
+    }
+}
+
+/// Decides whether a message of `len` bytes about `item` goes into the client's queue, and
+/// counts it there. `update`: it is an UPDATE (counted as dropped when not queued).
+fn admit(
+    c: &mut Client,
+    len: usize,
+    item: ItemId,
+    update: bool,
+    max_queue: usize,
+    counters: &mut Counters,
+    events: &mut VecDeque<Event>,
+) -> Admit {
+    if c.closing() || c.user().is_none() {
+        return Admit::Skip;
+    }
+    if c.conflation.is_none() && c.queued_bytes.saturating_add(len) > max_queue {
+        match c.slow {
+            SlowPolicy::Conflate => {
+                c.conflation = Some(Conflation::default());
+                c.conflations += 1;
+                counters.conflations += 1;
+                push_event(events, counters, Event::Conflating { client: c.id });
+            }
+            SlowPolicy::Disconnect => {
+                counters.slow_disconnects += 1;
+                push_event(events, counters, Event::SlowDisconnect { client: c.id });
+                return Admit::Close;
+            }
+        }
+    }
+    if let Some(conf) = c.conflation.as_mut() {
+        conf.changed.insert(item);
+        if update {
+            conf.updates_dropped += 1;
+            c.updates_dropped += 1;
+            counters.updates_conflated += 1;
+        }
+        return Admit::Skip;
+    }
+    c.queued_bytes += len;
+    counters.bytes_queued += len as u64;
+    Admit::Queue
+}
+
+/// Removes one request's hold on `item`; the client stops watching it when none is left.
+fn unwatch(c: &mut Client, item: ItemId, watchers: &mut [Vec<ClientId>]) {
+    let Some(n) = c.watched.get_mut(&item) else {
+        return;
+    };
+    *n -= 1;
+    if *n > 0 {
+        return;
+    }
+    c.watched.remove(&item);
+    if let Some(conf) = c.conflation.as_mut() {
+        conf.changed.remove(&item);
+    }
+    if let Some(w) = watchers.get_mut(item as usize - 1) {
+        if let Some(at) = w.iter().position(|&x| x == c.id) {
+            w.swap_remove(at);
+        }
+    }
+}

@@ -1,0 +1,830 @@
+//! The distributor's protocol, on a virtual clock: a feed and clients driven by hand, every
+//! output drained the way a driver would, every queue read back and decoded.
+
+use super::*;
+use crate::codec::{
+    CloseRepr, FieldList, LoginRepr, OpenRepr, PatternList, RefreshRepr, UpdateRepr,
+};
+use crate::dictionary::Dictionary;
+use crate::model::{Field, Price, Value};
+use std::collections::HashMap;
+
+const FEED1: &str = "FEED1";
+
+/// A distributor, its clients' queues, and what it asked of the feed: a driver without
+/// sockets.
+struct Net {
+    d: Distributor,
+    now_ns: u64,
+    queues: HashMap<ClientId, Vec<u8>>,
+    disconnects: Vec<Disconnect>,
+    image_requests: Vec<ImageRequest>,
+    events: Vec<Event>,
+    dict: Dictionary,
+}
+
+fn users() -> Users {
+    let mut alice = User::with_token("alice", b"alice-token", &["AAA.*", "MSFT.O"]);
+    alice.services = Some(vec![FEED1.into()]);
+    let bob = User::with_token("bob", b"bob-token", &["*"]);
+    let mut carol = User::with_token("carol", b"carol-token", &["*"]);
+    carol.slow = Some(SlowPolicy::Disconnect);
+    Users::from_users(vec![alice, bob, carol])
+}
+
+fn price(hundredths: i64) -> Value<'static> {
+    Value::Price(Price {
+        mantissa: hundredths,
+        exponent: -2,
+    })
+}
+
+fn encode(m: &Message<'_>) -> Vec<u8> {
+    let mut b = Vec::new();
+    m.emit_to_vec(&mut b);
+    b
+}
+
+fn refresh(feed_id: u32, name: &str, seq: u32, bid: i64) -> Vec<u8> {
+    let fields = [Field::new(22, price(bid)), Field::new(30, Value::Int(100))];
+    encode(&Message::Refresh(RefreshRepr {
+        item_id: feed_id,
+        flags: 0,
+        timestamp_ns: 1,
+        item_seq: seq,
+        service: FEED1,
+        name,
+        fields: FieldList::List(&fields),
+    }))
+}
+
+fn update(feed_id: u32, seq: u32, bid: i64) -> Vec<u8> {
+    let fields = [Field::new(22, price(bid))];
+    encode(&Message::Update(UpdateRepr {
+        item_id: feed_id,
+        timestamp_ns: 2,
+        item_seq: seq,
+        fields: FieldList::List(&fields),
+    }))
+}
+
+impl Net {
+    fn new() -> Net {
+        Net::with(DistributorConfig::new(&[FEED1, "FEED2"]))
+    }
+
+    fn with(config: DistributorConfig) -> Net {
+        Net {
+            d: Distributor::new(config, Arc::new(users())).unwrap(),
+            now_ns: 1_000,
+            queues: HashMap::new(),
+            disconnects: Vec::new(),
+            image_requests: Vec::new(),
+            events: Vec::new(),
+            dict: Dictionary::builtin(),
+        }
+    }
+
+    fn feed1(&self) -> ServiceId {
+        self.d.service_id(FEED1).unwrap()
+    }
+
+    /// Drains every output as a driver does.
+    fn pump(&mut self) {
+        while let Some(t) = self.d.poll_transmit() {
+            for c in t.clients {
+                self.queues
+                    .entry(*c)
+                    .or_default()
+                    .extend_from_slice(t.bytes);
+            }
+        }
+        while let Some(r) = self.d.poll_image_request() {
+            self.image_requests.push(r);
+        }
+        while let Some(x) = self.d.poll_disconnect() {
+            self.disconnects.push(x);
+        }
+        while let Some(e) = self.d.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.now_ns += 1_000;
+        let s = self.feed1();
+        self.d.handle_backbone_message(s, bytes, self.now_ns);
+        self.pump();
+    }
+
+    fn connect(&mut self) -> ClientId {
+        let c = self.d.client_connected(self.now_ns).unwrap();
+        self.queues.insert(c, Vec::new());
+        c
+    }
+
+    fn send(&mut self, c: ClientId, bytes: &[u8]) {
+        self.now_ns += 1_000;
+        self.d.handle_client_bytes(c, bytes, self.now_ns);
+        self.pump();
+    }
+
+    fn login(&mut self, user: &str) -> ClientId {
+        let c = self.connect();
+        let token = format!("{user}-token");
+        self.send(
+            c,
+            &encode(&Message::Login(LoginRepr {
+                user,
+                token: token.as_bytes(),
+            })),
+        );
+        assert_eq!(self.take(c), ["LOGIN_RESPONSE accepted"]);
+        c
+    }
+
+    fn open(&mut self, c: ClientId, request_id: u32, service: &str, patterns: &[&str]) {
+        let m = encode(&Message::Open(OpenRepr {
+            request_id,
+            service,
+            patterns: PatternList::List(patterns),
+        }));
+        self.send(c, &m);
+    }
+
+    /// Decodes and empties the client's queue, and tells the distributor it drained.
+    fn take(&mut self, c: ClientId) -> Vec<String> {
+        let bytes = self
+            .queues
+            .get_mut(&c)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        self.d.client_drained(c, 0);
+        self.pump();
+        let mut out = Vec::new();
+        let mut m = Messages::new(&bytes);
+        for msg in m.by_ref() {
+            let (_, b) = msg.expect("the distributor frames its stream");
+            out.push(self.describe(b));
+        }
+        assert!(m.remaining().is_empty(), "a partial message in the queue");
+        out
+    }
+
+    fn describe(&self, b: &[u8]) -> String {
+        match Message::parse(b).expect("the distributor sends valid messages") {
+            Message::Refresh(r) => {
+                let mut flags = String::new();
+                if r.flags & refresh_flags::SOLICITED != 0 {
+                    flags.push_str(" SOLICITED");
+                }
+                if r.flags & refresh_flags::CONFLATED != 0 {
+                    flags.push_str(" CONFLATED");
+                }
+                let fields = self.dict.display(&r.fields).to_string();
+                format!("REFRESH {} {}{flags} {fields}", r.item_id, r.name)
+            }
+            Message::Update(u) => format!(
+                "UPDATE {} seq={} {}",
+                u.item_id,
+                u.item_seq,
+                self.dict.display(&u.fields)
+            ),
+            Message::Status(s) => format!(
+                "STATUS {} req={} {} {}/{}: {}",
+                s.item_id,
+                s.request_id,
+                s.state.name(),
+                s.service,
+                s.name,
+                s.text
+            ),
+            Message::LoginResponse(l) if l.text.is_empty() => {
+                format!("LOGIN_RESPONSE {}", l.result.name())
+            }
+            Message::LoginResponse(l) => {
+                format!("LOGIN_RESPONSE {}: {}", l.result.name(), l.text)
+            }
+            Message::Conflated(c) => {
+                format!("CONFLATED items={} dropped={}", c.items, c.updates_dropped)
+            }
+            other => panic!("a client never receives {:?}", other.message_type()),
+        }
+    }
+
+    fn disconnected(&self, c: ClientId) -> Option<DisconnectReason> {
+        self.disconnects
+            .iter()
+            .find(|d| d.client == c)
+            .map(|d| d.reason)
+    }
+}
+
+#[test]
+fn a_watched_item_gets_its_refresh_then_every_update_restamped_with_the_distributors_id() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 18921));
+    let a = net.login("alice");
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    assert_eq!(
+        net.take(a),
+        ["REFRESH 1 AAA.O SOLICITED BID=189.21 BIDSIZE=100"]
+    );
+    for (seq, bid) in [(2, 18922), (3, 18923)] {
+        net.feed(&update(500, seq, bid));
+    }
+    assert_eq!(
+        net.take(a),
+        ["UPDATE 1 seq=2 BID=189.22", "UPDATE 1 seq=3 BID=189.23"]
+    );
+    // The forwarded bytes are the feed's, but for the item id.
+    let sent = update(500, 4, 1);
+    net.feed(&sent);
+    let got = net.queues[&a].clone();
+    assert_eq!(got[..4], sent[..4]);
+    assert_eq!(got[4..8], 1u32.to_le_bytes());
+    assert_eq!(got[8..], sent[8..]);
+    assert_eq!(net.d.counters().updates_applied, 3);
+}
+
+#[test]
+fn the_same_update_bytes_are_listed_once_with_every_watcher() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    let a = net.login("alice");
+    let b = net.login("bob");
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    net.open(b, 1, FEED1, &["*"]);
+    net.take(a);
+    net.take(b);
+    net.d
+        .handle_backbone_message(net.feed1(), &update(500, 2, 101), 9_000);
+    let t = net.d.poll_transmit().unwrap();
+    assert_eq!(t.clients.len(), 2);
+    assert!(t.clients.contains(&a) && t.clients.contains(&b));
+    assert_eq!(t.bytes.len(), update(500, 2, 101).len());
+    assert!(net.d.poll_transmit().is_none());
+}
+
+#[test]
+fn an_exact_name_not_in_the_cache_is_not_found_then_opened_when_its_refresh_arrives() {
+    let mut net = Net::new();
+    let a = net.login("alice");
+    net.open(a, 7, FEED1, &["MSFT.O"]);
+    assert_eq!(
+        net.take(a),
+        [
+            "STATUS 0 req=7 not-found FEED1/MSFT.O: not in the cache yet: kept open, its REFRESH \
+          follows if the feed publishes it"
+        ]
+    );
+    net.feed(&refresh(9, "MSFT.O", 1, 4000));
+    net.feed(&update(9, 2, 4001));
+    assert_eq!(
+        net.take(a),
+        [
+            "REFRESH 1 MSFT.O BID=40.00 BIDSIZE=100",
+            "UPDATE 1 seq=2 BID=40.01"
+        ]
+    );
+}
+
+#[test]
+fn a_glob_answers_what_the_cache_has_and_follows_items_that_appear_later() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    net.feed(&refresh(2, "AAB.O", 1, 200));
+    let a = net.login("alice");
+    net.open(a, 1, FEED1, &["AA?.*"]);
+    assert_eq!(
+        net.take(a),
+        ["REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100"]
+    );
+    net.feed(&refresh(3, "AAA.L", 1, 300));
+    assert_eq!(net.take(a), ["REFRESH 3 AAA.L BID=3.00 BIDSIZE=100"]);
+}
+
+#[test]
+fn a_user_never_receives_an_item_it_is_not_entitled_to() {
+    let mut net = Net::new();
+    for (fid, name) in [(1, "AAA.O"), (2, "IBM.N"), (3, "MSFT.O"), (4, "ZZZ.O")] {
+        net.feed(&refresh(fid, name, 1, 100));
+    }
+    let a = net.login("alice");
+    // Exact names, a glob over everything, and a batch of both in one OPEN.
+    net.open(a, 1, FEED1, &["IBM.N"]);
+    net.open(a, 2, FEED1, &["*"]);
+    net.open(a, 3, FEED1, &["ZZZ.O", "MSFT.O", "Z*"]);
+    net.open(a, 4, "FEED2", &["AAA.O"]);
+    let got = net.take(a);
+    assert_eq!(
+        got,
+        [
+            "STATUS 0 req=1 not-entitled FEED1/IBM.N: user alice may not see IBM.N",
+            "REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100",
+            "REFRESH 3 MSFT.O SOLICITED BID=1.00 BIDSIZE=100",
+            "STATUS 0 req=3 not-entitled FEED1/ZZZ.O: user alice may not see ZZZ.O",
+            "REFRESH 3 MSFT.O SOLICITED BID=1.00 BIDSIZE=100",
+            "STATUS 0 req=4 not-entitled FEED2/AAA.O: user alice may not open service FEED2",
+        ]
+    );
+    // Updates and new items she may not see never reach her.
+    net.feed(&update(2, 2, 1));
+    net.feed(&update(4, 2, 1));
+    net.feed(&refresh(5, "ZZZ.L", 1, 1));
+    net.feed(&update(1, 2, 5));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=2 BID=0.05"]);
+    assert_eq!(net.d.counters().not_entitled, 3);
+}
+
+#[test]
+fn a_name_in_a_service_the_distributor_does_not_carry_is_not_found() {
+    let mut net = Net::new();
+    let b = net.login("bob");
+    net.open(b, 1, "FEED9", &["X", "Y*"]);
+    assert_eq!(
+        net.take(b),
+        [
+            "STATUS 0 req=1 not-found FEED9/X: service FEED9 is not carried by this distributor",
+            "STATUS 0 req=1 not-found FEED9/Y*: service FEED9 is not carried by this distributor",
+        ]
+    );
+}
+
+#[test]
+fn bad_logins_are_answered_with_a_login_response_counted_and_closed() {
+    let mut net = Net::new();
+    let cases: Vec<(Vec<u8>, &str)> =
+        vec![
+        (
+            encode(&Message::Login(LoginRepr {
+                user: "alice",
+                token: b"wrong",
+            })),
+            "LOGIN_RESPONSE denied: unknown user or wrong token",
+        ),
+        (
+            encode(&Message::Login(LoginRepr {
+                user: "mallory",
+                token: b"alice-token",
+            })),
+            "LOGIN_RESPONSE denied: unknown user or wrong token",
+        ),
+        (
+            {
+                let mut b = encode(&Message::Login(LoginRepr {
+                    user: "alice",
+                    token: b"alice-token",
+                }));
+                b[12] = 2;
+                b
+            },
+            "LOGIN_RESPONSE unsupported-version: protocol version 2 is not supported: this \
+             distributor speaks version 1",
+        ),
+        (
+            encode(&Message::Close(CloseRepr { request_id: 1 })),
+            "LOGIN_RESPONSE denied: log in first: the first message must be LOGIN, not CLOSE",
+        ),
+        (
+            vec![4, 0, 0, 0],
+            "LOGIN_RESPONSE denied: malformed message: bad length 4: smaller than the 8-byte \
+             header",
+        ),
+        (
+            vec![16, 0, 0x10, 0, 0, 0, 0, 0, b'X', b'G', b'M', b'D', 1, 0, 0, 0],
+            "LOGIN_RESPONSE denied: malformed message: LOGIN magic 0x444d4758 is not \"PGMD\": \
+             not a Peregrine market data client",
+        ),
+    ];
+    for (bytes, answer) in &cases {
+        let c = net.connect();
+        net.send(c, bytes);
+        assert_eq!(net.take(c), [*answer]);
+        assert!(matches!(
+            net.disconnected(c),
+            Some(DisconnectReason::LoginDenied(_))
+        ));
+        assert!(net.disconnects.last().unwrap().flush());
+        // Whatever it sends next is ignored.
+        net.send(c, &encode(&Message::Close(CloseRepr { request_id: 1 })));
+        assert!(net.take(c).is_empty());
+    }
+    assert_eq!(net.d.counters().logins_denied, cases.len() as u64);
+    assert_eq!(net.d.counters().malformed_messages, 2);
+    assert_eq!(net.d.footprint().clients, 0);
+}
+
+#[test]
+fn a_client_that_does_not_log_in_in_time_is_refused() {
+    let mut net = Net::new();
+    let c = net.connect();
+    let deadline = net.d.poll_timeout().unwrap();
+    net.d.handle_timeout(deadline - 1);
+    net.pump();
+    assert!(net.disconnected(c).is_none());
+    net.d.handle_timeout(deadline);
+    net.pump();
+    assert_eq!(
+        net.take(c),
+        ["LOGIN_RESPONSE denied: no LOGIN within 10000 ms of connecting"]
+    );
+    assert!(net.d.poll_timeout().is_none());
+}
+
+#[test]
+fn malformed_or_out_of_order_messages_after_login_are_rejected_with_a_status_and_closed() {
+    let mut net = Net::new();
+    let mut bad_open = encode(&Message::Open(OpenRepr {
+        request_id: 1,
+        service: FEED1,
+        patterns: PatternList::List(&["A B"]),
+    }));
+    bad_open[13] = 1; // reserved
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            bad_open,
+            "STATUS 0 req=0 rejected /: malformed message: field open.reserved has invalid \
+             value 1 (see docs/market-data.md)",
+        ),
+        (
+            encode(&Message::Login(LoginRepr {
+                user: "bob",
+                token: b"bob-token",
+            })),
+            "STATUS 0 req=0 rejected /: already logged in: LOGIN is sent once",
+        ),
+        (
+            update(1, 1, 1),
+            "STATUS 0 req=0 rejected /: UPDATE is not a message clients send (OPEN, CLOSE)",
+        ),
+        (
+            vec![8, 0, 0x7f, 0, 0, 0, 0, 0],
+            "STATUS 0 req=0 rejected /: malformed message: unknown message type 0x7f",
+        ),
+    ];
+    for (bytes, answer) in &cases {
+        let c = net.login("bob");
+        net.send(c, bytes);
+        assert_eq!(net.take(c), [*answer]);
+        assert!(matches!(
+            net.disconnected(c),
+            Some(DisconnectReason::Protocol(_))
+        ));
+    }
+    assert_eq!(net.d.counters().protocol_errors, cases.len() as u64);
+}
+
+#[test]
+fn a_refused_request_is_answered_but_the_connection_stays() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.send(b, &encode(&Message::Close(CloseRepr { request_id: 9 })));
+    assert_eq!(
+        net.take(b),
+        [
+            "REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100",
+            "STATUS 0 req=1 rejected /: request id 1 is already open: choose another or CLOSE \
+             it first",
+            "STATUS 0 req=9 rejected /: no open request has id 9",
+        ]
+    );
+    assert!(net.disconnected(b).is_none());
+    assert_eq!(net.d.counters().requests_rejected, 2);
+}
+
+#[test]
+fn close_keeps_the_items_another_request_still_opened() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    net.feed(&refresh(2, "AAA.L", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.open(b, 2, FEED1, &["AAA.*"]);
+    net.take(b);
+    net.send(b, &encode(&Message::Close(CloseRepr { request_id: 2 })));
+    net.feed(&update(1, 2, 1));
+    net.feed(&update(2, 2, 1));
+    assert_eq!(net.take(b), ["UPDATE 1 seq=2 BID=0.01"]);
+    net.send(b, &encode(&Message::Close(CloseRepr { request_id: 1 })));
+    net.feed(&update(1, 3, 1));
+    assert!(net.take(b).is_empty());
+    assert_eq!(net.d.client_stats(b).unwrap().watched, 0);
+}
+
+#[test]
+fn messages_split_into_single_bytes_are_reassembled() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let c = net.connect();
+    let mut stream = encode(&Message::Login(LoginRepr {
+        user: "bob",
+        token: b"bob-token",
+    }));
+    stream.extend(encode(&Message::Open(OpenRepr {
+        request_id: 1,
+        service: FEED1,
+        patterns: PatternList::List(&["AAA.O"]),
+    })));
+    for b in &stream {
+        net.send(c, std::slice::from_ref(b));
+    }
+    assert_eq!(
+        net.take(c),
+        [
+            "LOGIN_RESPONSE accepted",
+            "REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100"
+        ]
+    );
+    assert_eq!(net.d.footprint().input_bytes, 0);
+}
+
+fn slow_net() -> Net {
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.max_queue_bytes = MIN_QUEUE_BYTES;
+    Net::with(config)
+}
+
+#[test]
+fn a_client_that_stops_draining_is_conflated_while_the_others_get_everything() {
+    let mut net = slow_net();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    net.feed(&refresh(2, "AAA.L", 1, 100));
+    let fast = net.login("bob");
+    let slow = net.login("alice");
+    net.open(fast, 1, FEED1, &["AAA.*"]);
+    net.open(slow, 1, FEED1, &["AAA.*"]);
+    net.take(fast);
+    net.take(slow);
+    let per_update = update(1, 2, 1).len();
+    let n = 2 * MIN_QUEUE_BYTES / per_update;
+    let mut fast_got = 0;
+    for i in 0..n as u32 {
+        net.feed(&update(1 + i % 2, 2 + i / 2, i64::from(i)));
+        fast_got += net.take(fast).len();
+        // The slow client's queue never holds more than the bound.
+        assert!(net.queues[&slow].len() <= MIN_QUEUE_BYTES);
+    }
+    assert_eq!(fast_got, n);
+    let stats = net.d.client_stats(slow).unwrap();
+    assert!(stats.conflating);
+    assert!(stats.updates_dropped > 0);
+    assert!(net.events.contains(&Event::Conflating { client: slow }));
+    assert!(net.d.footprint().conflated_items <= 2);
+    // The backlog drains: CONFLATED, then one REFRESH per changed item with its latest image.
+    let before = net.take(slow);
+    assert!(before.iter().all(|m| m.starts_with("UPDATE")));
+    let got = net.take(slow);
+    // Item 1 took the even-numbered updates, item 2 the odd ones.
+    let last_of = |parity: usize| (0..n).rev().find(|i| i % 2 == parity).unwrap() as i64;
+    let bid = |v: i64| format!("{}.{:02}", v / 100, v % 100);
+    assert_eq!(
+        got,
+        [
+            format!("CONFLATED items=2 dropped={}", stats.updates_dropped),
+            format!(
+                "REFRESH 1 AAA.O CONFLATED BID={} BIDSIZE=100",
+                bid(last_of(0))
+            ),
+            format!(
+                "REFRESH 2 AAA.L CONFLATED BID={} BIDSIZE=100",
+                bid(last_of(1))
+            ),
+        ]
+    );
+    assert!(!net.d.client_stats(slow).unwrap().conflating);
+    assert!(net.events.contains(&Event::CaughtUp { client: slow }));
+    // And it gets updates again.
+    let next = net.d.cache().get(1).unwrap().item_seq + 1;
+    net.feed(&update(1, next, 7));
+    assert_eq!(net.take(slow), [format!("UPDATE 1 seq={next} BID=0.07")]);
+}
+
+#[test]
+fn a_slow_client_whose_policy_is_disconnect_is_disconnected_and_the_others_continue() {
+    let mut net = slow_net();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let carol = net.login("carol");
+    let bob = net.login("bob");
+    net.open(carol, 1, FEED1, &["AAA.O"]);
+    net.open(bob, 1, FEED1, &["AAA.O"]);
+    net.take(carol);
+    net.take(bob);
+    let mut seq = 2;
+    while net.disconnected(carol).is_none() {
+        net.feed(&update(1, seq, 1));
+        assert_eq!(net.take(bob).len(), 1);
+        seq += 1;
+        assert!(seq < 100_000, "never disconnected");
+    }
+    assert_eq!(net.disconnected(carol), Some(DisconnectReason::Slow));
+    assert!(!net.disconnects.last().unwrap().flush());
+    assert_eq!(net.d.counters().slow_disconnects, 1);
+    net.feed(&update(1, seq, 1));
+    assert_eq!(net.take(bob).len(), 1);
+    assert_eq!(net.d.footprint().clients, 1);
+}
+
+#[test]
+fn backbone_loss_makes_items_stale_then_fresh_refreshes_bring_them_back() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    net.feed(&refresh(2, "AAA.L", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.*"]);
+    net.take(b);
+    net.image_requests.clear();
+    let s = net.feed1();
+    net.d.handle_backbone_loss(s, net.now_ns);
+    net.pump();
+    assert_eq!(
+        net.take(b),
+        [
+            "STATUS 2 req=0 stale FEED1/AAA.L: backbone loss: waiting for a fresh image",
+            "STATUS 1 req=0 stale FEED1/AAA.O: backbone loss: waiting for a fresh image",
+        ]
+    );
+    assert_eq!(net.image_requests.len(), 1);
+    assert_eq!(net.image_requests[0].feed_item_id, 0);
+    assert_eq!(
+        net.image_requests[0].to_bytes()[..8],
+        [12, 0, 0x20, 0, 0, 0, 0, 0]
+    );
+    // Updates of a stale item are not forwarded: no silent gap.
+    net.feed(&update(1, 5, 1));
+    assert!(net.take(b).is_empty());
+    net.feed(&refresh(1, "AAA.O", 9, 300));
+    net.feed(&update(1, 10, 301));
+    assert_eq!(
+        net.take(b),
+        [
+            "REFRESH 1 AAA.O BID=3.00 BIDSIZE=100",
+            "UPDATE 1 seq=10 BID=3.01"
+        ]
+    );
+    assert_eq!(
+        net.d.cache().get(2).unwrap().state,
+        ItemState::Stale,
+        "AAA.L waits for its own REFRESH"
+    );
+}
+
+#[test]
+fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_ids() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.take(b);
+    let s = net.feed1();
+    net.d.feed_gone(s, net.now_ns);
+    net.pump();
+    assert_eq!(
+        net.take(b),
+        ["STATUS 1 req=0 stale FEED1/AAA.O: the feed went away: waiting for it to come back"]
+    );
+    net.image_requests.clear();
+    net.d.feed_back(s, net.now_ns);
+    net.pump();
+    assert_eq!(net.image_requests.len(), 1);
+    // The new feed numbers the item differently; the client keeps the distributor's id.
+    net.feed(&refresh(77, "AAA.O", 1, 200));
+    net.feed(&update(77, 2, 201));
+    assert_eq!(
+        net.take(b),
+        [
+            "REFRESH 1 AAA.O BID=2.00 BIDSIZE=100",
+            "UPDATE 1 seq=2 BID=2.01"
+        ]
+    );
+}
+
+#[test]
+fn an_update_without_an_image_asks_for_it_once_per_retry_interval() {
+    let mut net = Net::new();
+    net.feed(&update(42, 1, 1));
+    net.feed(&update(42, 2, 1));
+    assert_eq!(net.image_requests.len(), 1);
+    assert_eq!(net.image_requests[0].feed_item_id, 42);
+    net.now_ns += net.d.config().image_retry_ns;
+    net.feed(&update(42, 3, 1));
+    assert_eq!(net.image_requests.len(), 2);
+    assert_eq!(net.d.counters().updates_without_image, 3);
+}
+
+#[test]
+fn a_sequence_gap_makes_the_item_stale_and_asks_for_its_image() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.take(b);
+    net.image_requests.clear();
+    net.feed(&update(1, 3, 1));
+    assert_eq!(
+        net.take(b),
+        ["STATUS 1 req=0 stale FEED1/AAA.O: missed an update (item_seq 3, expected 2)"]
+    );
+    assert_eq!(net.image_requests.len(), 1);
+    assert_eq!(net.image_requests[0].feed_item_id, 1);
+    assert_eq!(net.d.counters().sequence_gaps, 1);
+}
+
+#[test]
+fn the_feeds_status_reaches_watchers_and_closed_drops_the_image() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.take(b);
+    let closed = encode(&Message::Status(StatusRepr {
+        item_id: 1,
+        request_id: 0,
+        state: ItemState::Closed,
+        service: "",
+        name: "",
+        text: "delisted",
+    }));
+    net.feed(&closed);
+    assert_eq!(net.take(b), ["STATUS 1 req=0 closed FEED1/AAA.O: delisted"]);
+    assert!(net.d.cache().get(1).unwrap().image().is_empty());
+    // A later OPEN of a closed item is answered with its state.
+    net.open(b, 2, FEED1, &["AAA.O"]);
+    assert_eq!(net.take(b), ["STATUS 1 req=2 closed FEED1/AAA.O: "]);
+}
+
+#[test]
+fn backbone_messages_a_feed_does_not_send_are_rejected_and_counted() {
+    let mut net = Net::new();
+    net.feed(&encode(&Message::Close(CloseRepr { request_id: 1 })));
+    net.feed(&[1, 2, 3]);
+    let mut other = refresh(1, "AAA.O", 1, 1);
+    other[24..29].copy_from_slice(b"FEED2");
+    net.feed(&other);
+    let mut two = refresh(1, "AAA.O", 1, 1);
+    two.extend(update(1, 2, 1));
+    net.feed(&two);
+    assert_eq!(net.d.counters().backbone_rejected, 4);
+    assert_eq!(net.d.cache().len(), 0);
+}
+
+#[test]
+fn the_cache_is_bounded_by_max_items() {
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.max_items = 2;
+    let mut net = Net::with(config);
+    for i in 1..=5 {
+        net.feed(&refresh(i, &format!("I{i}"), 1, 1));
+    }
+    assert_eq!(net.d.cache().len(), 2);
+    assert_eq!(net.d.counters().cache_full, 3);
+}
+
+#[test]
+fn a_client_past_its_bound_that_keeps_requesting_is_disconnected() {
+    let mut net = slow_net();
+    let b = net.login("bob");
+    let mut rid = 1;
+    while net.disconnected(b).is_none() {
+        // Never drained: each OPEN's not-found answers pile up.
+        net.open(b, rid, "FEED9", &["X"; 200]);
+        rid += 1;
+        assert!(rid < 10_000);
+    }
+    assert_eq!(net.disconnected(b), Some(DisconnectReason::Slow));
+    assert!(net.queues[&b].len() <= MIN_QUEUE_BYTES);
+}
+
+#[test]
+fn invalid_configurations_are_refused_with_what_is_accepted() {
+    let mut c = DistributorConfig::new(&[FEED1, FEED1]);
+    assert_eq!(
+        c.validate().unwrap_err().to_string(),
+        "service \"FEED1\" is named twice"
+    );
+    c.services = vec!["FEED 1".into()];
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("holds the character ' '"));
+    c.services = vec![FEED1.into()];
+    c.max_queue_bytes = 1000;
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("max_queue_bytes = 1000 is too small: at least 131102"));
+}
+
+#[test]
+fn counter_names_are_stable() {
+    let c = Counters::default();
+    let names: Vec<_> = c.values().map(|(n, _)| n).collect();
+    assert_eq!(names, Counters::NAMES);
+    assert_eq!(names[0], "clients_connected");
+    assert!(names.contains(&"updates_conflated"));
+}
