@@ -38,6 +38,7 @@ pub use peregrine_proto::resolver::{
     LostReason, Pattern, PatternError, ResolverCounters, Schedule,
 };
 pub use peregrine_wire::query::PatternKind;
+pub use resolve::{SourceAdmission, MAX_UNPROVEN_LEGS, MAX_WAITING_SOURCES, PROOF_TIMEOUT_NS};
 
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::IpcConfig;
@@ -543,6 +544,16 @@ impl Subscriber {
         match &self.inner {
             SubscriberInner::One(_) => Vec::new(),
             SubscriberInner::Multi(s) => s.sources(),
+        }
+    }
+    /// How a subscriber by pattern admitted the sources topic resolution found: transports
+    /// open, those still waiting for a first frame, sources waiting for one of those, and what
+    /// was refused (sources of a pinned topic advertised elsewhere, transports that stayed
+    /// silent, sources dropped from the wait).
+    pub fn source_admission(&self) -> Option<SourceAdmission> {
+        match &self.inner {
+            SubscriberInner::One(_) => None,
+            SubscriberInner::Multi(s) => Some(s.source_admission()),
         }
     }
     /// What the context's resolver counted, for a subscriber by pattern.

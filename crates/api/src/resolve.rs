@@ -42,6 +42,38 @@ use std::thread::JoinHandle;
 /// source, so messages published just before a close are still delivered.
 const CLOSE_GRACE_NS: u64 = 2_000_000_000;
 
+/// At most this many transports opened for sources that have not yet sent a frame, per
+/// subscription. An advertisement is anybody's word: without the bound, forged advertisements
+/// of a topic would make a subscriber open a socket, poll it, and send JOINs to the address of
+/// each (one per advertisement), until it stalls or runs out of descriptors.
+pub const MAX_UNPROVEN_LEGS: usize = 16;
+
+/// A transport opened for a source that sends nothing for this long is closed, and its sources
+/// are no longer followed (until advertised again under a new session).
+pub const PROOF_TIMEOUT_NS: u64 = 2_000_000_000;
+
+/// Sources found while [`MAX_UNPROVEN_LEGS`] transports await their first frame wait here, up
+/// to this many (the newest are kept, and tried first).
+pub const MAX_WAITING_SOURCES: usize = 256;
+
+/// How a subscriber by pattern admitted the sources topic resolution found
+/// ([`Subscriber::source_admission`](crate::Subscriber::source_admission)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceAdmission {
+    /// Transports open now.
+    pub legs: usize,
+    /// Of them, opened for a source and not yet sent a frame.
+    pub unproven_legs: usize,
+    /// Sources waiting for an unproven transport to prove itself or close.
+    pub waiting: usize,
+    /// Sources of a topic `[topics]` pins to a URI, advertised at another: not followed.
+    pub pinned_elsewhere: u64,
+    /// Transports closed because no frame came within [`PROOF_TIMEOUT_NS`].
+    pub unproven_closed: u64,
+    /// Waiting sources dropped because [`MAX_WAITING_SOURCES`] were waiting.
+    pub waiting_dropped: u64,
+}
+
 fn now_ns() -> u64 {
     peregrine_agent::monotonic_ns()
 }
@@ -429,6 +461,26 @@ struct Leg {
     /// Opened from a `[topics]` entry when the subscription was made, before any source was
     /// found: it stays open for the subscription's life.
     explicit: bool,
+    /// A frame came through it (or it is explicit): it is no longer subject to the proof
+    /// timeout nor counted against [`MAX_UNPROVEN_LEGS`].
+    proven: bool,
+    opened_ns: u64,
+}
+
+impl Leg {
+    fn new(uri: String, topic: String, sub: AnySubscriber, explicit: bool) -> Leg {
+        Leg {
+            uri,
+            topic,
+            sub,
+            sessions: Vec::new(),
+            orphaned_ns: None,
+            ended: false,
+            explicit,
+            proven: explicit,
+            opened_ns: now_ns(),
+        }
+    }
 }
 
 /// The endpoint a transport URI names: its scheme and address (resolved, for the network), so
@@ -472,6 +524,11 @@ pub(crate) struct MultiSubscriber {
     /// Counters of the legs already closed.
     closed_counters: SubscriberCounters,
     polls: u32,
+    /// Sources found while [`MAX_UNPROVEN_LEGS`] legs awaited their first frame.
+    waiting: VecDeque<SourceInfo>,
+    admission: SourceAdmission,
+    /// Topics already reported as pinned elsewhere (one event per topic).
+    pinned_reported: Vec<String>,
 }
 
 impl MultiSubscriber {
@@ -494,6 +551,9 @@ impl MultiSubscriber {
             events: VecDeque::new(),
             closed_counters: SubscriberCounters::default(),
             polls: 0,
+            waiting: VecDeque::new(),
+            admission: SourceAdmission::default(),
+            pinned_reported: Vec::new(),
         };
         s.open_explicit_legs(&pattern);
         s
@@ -520,15 +580,7 @@ impl MultiSubscriber {
                 continue;
             }
             match self.open_leg(&uri, &topic) {
-                Ok(sub) => self.legs.push(Leg {
-                    uri,
-                    topic,
-                    sub,
-                    sessions: Vec::new(),
-                    orphaned_ns: None,
-                    ended: false,
-                    explicit: true,
-                }),
+                Ok(sub) => self.legs.push(Leg::new(uri, topic, sub, true)),
                 Err(e) => self.events.push_back(SubscriberEvent::AttachFailed {
                     reason: format!("topic '{topic}' at {uri} ([topics]): {e}"),
                 }),
@@ -640,19 +692,44 @@ impl MultiSubscriber {
             l.topic == source.topic
                 && (l.uri == uri || (here.is_some() && endpoint(&l.uri) == here))
         });
+        // A topic `[topics]` pins to an endpoint is read there and nowhere else: its publishers
+        // use exactly that URI, so a source of it advertised elsewhere is a publisher with
+        // another configuration, or a forgery.
+        if at.is_none_or(|i| !self.legs[i].explicit) {
+            if let Some(pin) = self
+                .legs
+                .iter()
+                .find(|l| l.explicit && l.topic == source.topic)
+            {
+                self.admission.pinned_elsewhere += 1;
+                if !self.pinned_reported.contains(&source.topic) && self.pinned_reported.len() < 64
+                {
+                    self.pinned_reported.push(source.topic.clone());
+                    self.events.push_back(SubscriberEvent::AttachFailed {
+                        reason: format!(
+                            "topic '{}' is read at {} ([topics]); a source advertised at {uri} \
+                             is not followed (give its publisher the same [topics] entry)",
+                            source.topic, pin.uri
+                        ),
+                    });
+                }
+                return;
+            }
+        }
         let at = match at {
             Some(i) => i,
+            None if self.unproven_legs() >= MAX_UNPROVEN_LEGS => {
+                if self.waiting.len() >= MAX_WAITING_SOURCES {
+                    self.waiting.pop_front();
+                    self.admission.waiting_dropped += 1;
+                }
+                self.waiting.push_back(source);
+                return;
+            }
             None => match self.open_leg(&uri, &source.topic) {
                 Ok(sub) => {
-                    self.legs.push(Leg {
-                        uri: uri.clone(),
-                        topic: source.topic.clone(),
-                        sub,
-                        sessions: Vec::new(),
-                        orphaned_ns: None,
-                        ended: false,
-                        explicit: false,
-                    });
+                    self.legs
+                        .push(Leg::new(uri.clone(), source.topic.clone(), sub, false));
                     self.legs.len() - 1
                 }
                 Err(e) => {
@@ -677,6 +754,8 @@ impl MultiSubscriber {
 
     fn lost(&mut self, topic: String, session_id: u32, reason: LostReason) {
         let Some((uri, _)) = self.sources.remove(&session_id) else {
+            self.waiting
+                .retain(|s| !(s.session_id == session_id && s.topic == topic));
             return;
         };
         if let Some(leg) = self
@@ -696,21 +775,62 @@ impl MultiSubscriber {
         });
     }
 
-    /// Closes the legs with no source left whose publisher ended or whose grace passed.
+    fn unproven_legs(&self) -> usize {
+        self.legs.iter().filter(|l| !l.proven).count()
+    }
+
+    /// Closes the legs with no source left whose publisher ended or whose grace passed, and the
+    /// legs that stayed silent past [`PROOF_TIMEOUT_NS`] (their sources are dropped); then opens
+    /// legs for waiting sources while fewer than [`MAX_UNPROVEN_LEGS`] are unproven.
     fn reap_legs(&mut self) {
         let now = now_ns();
         let mut i = 0;
         while i < self.legs.len() {
-            let l = &self.legs[i];
-            let done = l
+            let l = &mut self.legs[i];
+            if !l.proven && l.sub.is_connected() {
+                l.proven = true;
+            }
+            let orphan_done = l
                 .orphaned_ns
                 .is_some_and(|t| l.ended || now.saturating_sub(t) >= CLOSE_GRACE_NS);
-            if done {
+            let silent = !l.proven && now.saturating_sub(l.opened_ns) >= PROOF_TIMEOUT_NS;
+            if orphan_done || silent {
                 let leg = self.legs.swap_remove(i);
                 self.closed_counters.accumulate(&leg.sub.counters());
+                if silent && !orphan_done {
+                    self.admission.unproven_closed += 1;
+                    for s in &leg.sessions {
+                        if self.sources.remove(s).is_some() {
+                            self.events.push_back(SubscriberEvent::SourceLost {
+                                topic: leg.topic.clone(),
+                                session_id: *s,
+                                reason: "silent",
+                            });
+                        }
+                    }
+                }
             } else {
                 i += 1;
             }
+        }
+        if self.next_leg >= self.legs.len() {
+            self.next_leg = 0;
+        }
+        while self.unproven_legs() < MAX_UNPROVEN_LEGS {
+            let Some(source) = self.waiting.pop_back() else {
+                break;
+            };
+            self.found(source);
+        }
+    }
+
+    /// How the sources topic resolution found were admitted.
+    pub(crate) fn source_admission(&self) -> SourceAdmission {
+        SourceAdmission {
+            legs: self.legs.len(),
+            unproven_legs: self.unproven_legs(),
+            waiting: self.waiting.len(),
+            ..self.admission
         }
     }
 
@@ -747,7 +867,13 @@ impl MultiSubscriber {
             self.next_leg = (self.next_leg + 1) % legs;
         }
         self.polls = self.polls.wrapping_add(1);
-        if self.polls % 256 == 0 && self.legs.iter().any(|l| l.orphaned_ns.is_some()) {
+        if self.polls % 256 == 0
+            && self
+                .legs
+                .iter()
+                .any(|l| l.orphaned_ns.is_some() || !l.proven)
+            || !self.waiting.is_empty()
+        {
             self.reap_legs();
         }
         n

@@ -66,10 +66,19 @@ pub struct RetentionBuffer {
     bytes: usize,
     /// Entries evicted, their buffers kept for reuse.
     pool: Vec<Entry>,
+    /// The capacity of the pool's buffers, in bytes.
+    pool_bytes: usize,
 }
 
-/// Evicted batch buffers kept for reuse (each up to one 64 KB batch).
+/// Evicted batch buffers kept for reuse: at most this many, of at most [`POOL_MAX_BYTES`].
 const POOL_MAX: usize = 1024;
+const POOL_MAX_BYTES: usize = 4 << 20;
+
+/// A reused buffer whose capacity exceeds twice what a batch needs, plus this, is replaced by
+/// one of the batch's size. Without it, every buffer that once held a large batch (a burst
+/// after a stall) would keep that capacity while holding small ones, and the retained memory
+/// would creep far past `max_bytes`, which counts lengths.
+const SLACK_BYTES: usize = 64;
 
 impl RetentionBuffer {
     /// Keeps at most `max_bytes` of batches, none older than `max_age_ns`.
@@ -82,6 +91,7 @@ impl RetentionBuffer {
             entries: VecDeque::new(),
             bytes: 0,
             pool: Vec::new(),
+            pool_bytes: 0,
         }
     }
 
@@ -92,6 +102,10 @@ impl RetentionBuffer {
     /// a batch larger than the whole buffer is not kept.
     pub fn push(&mut self, bytes: &[u8], segment_len: usize, first: u64, now_ns: u64) -> u64 {
         let mut e = self.pool.pop().unwrap_or_default();
+        self.pool_bytes -= e.bytes.capacity();
+        if e.bytes.capacity() > 2 * bytes.len() + SLACK_BYTES {
+            e.bytes = Vec::new();
+        }
         e.first = first;
         e.sent_ns = now_ns;
         e.segment_len = segment_len;
@@ -133,7 +147,8 @@ impl RetentionBuffer {
     }
 
     fn recycle(&mut self, e: Entry) {
-        if self.pool.len() < POOL_MAX {
+        if self.pool.len() < POOL_MAX && self.pool_bytes + e.bytes.capacity() <= POOL_MAX_BYTES {
+            self.pool_bytes += e.bytes.capacity();
             self.pool.push(e);
         }
     }
@@ -172,6 +187,16 @@ impl RetentionBuffer {
     /// The sequence number after the newest retained frame.
     pub fn next(&self) -> u64 {
         self.next
+    }
+
+    /// The memory its buffers take (their capacities, retained and pooled), in bytes: at most
+    /// about twice `max_bytes` plus a few dozen bytes per batch, whatever the batch sizes were.
+    pub fn footprint_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|e| e.bytes.capacity() + 8 * e.datagram_first.capacity())
+            .sum::<usize>()
+            + self.pool_bytes
     }
 
     /// Frame `sequence`'s bytes, if retained.
@@ -260,6 +285,51 @@ mod tests {
 
     fn seq_of(frame: &[u8]) -> u64 {
         DataFrame::new_unchecked(frame).sequence()
+    }
+
+    /// Small batches with a burst now and then (a large batch, as after a stall): the buffers
+    /// that held a large batch must not keep their capacity while they circulate with small
+    /// ones (they did: each burst left one more 57 KB buffer behind, and 1 MiB of retention
+    /// came to take 11 MB).
+    #[test]
+    fn buffers_of_a_burst_do_not_keep_their_size_for_small_batches() {
+        let large = batches(1400, 40, 1).remove(0); // one batch of ~57 KB
+        let small = batches(64, 1, 1).remove(0); // one of 96 B
+        let mut r = RetentionBuffer::new(1 << 20, u64::MAX);
+        let mut next = 0u64;
+        // Each batch renumbered to follow the previous one.
+        let mut push = |r: &mut RetentionBuffer, (b, seg): &(Vec<u8>, usize)| {
+            let mut b = b.clone();
+            let mut q = next;
+            for d in b.chunks_mut(*seg) {
+                let base = d.as_ptr() as usize;
+                let offsets: Vec<usize> = Frames::new(d)
+                    .map_while(Result::ok)
+                    .map(|(_, f)| f.as_ptr() as usize - base)
+                    .collect();
+                for at in offsets {
+                    d[at + 24..at + 32].copy_from_slice(&q.to_le_bytes());
+                    q += 1;
+                }
+            }
+            next = r.push(&b, *seg, next, 0);
+            assert_eq!(next, q);
+        };
+        for _ in 0..200 {
+            push(&mut r, &large);
+            for _ in 0..500 {
+                push(&mut r, &small);
+            }
+        }
+        let retained: usize = r.entries.iter().map(|e| e.bytes.len()).sum();
+        assert!(retained <= 1 << 20);
+        let bound = 2 * retained + (SLACK_BYTES + 64) * r.entries.len() + r.pool_bytes;
+        assert!(
+            r.footprint_bytes() <= bound,
+            "{} bytes of buffers for {retained} bytes retained in {} batches (bound {bound})",
+            r.footprint_bytes(),
+            r.entries.len()
+        );
     }
 
     #[test]

@@ -127,6 +127,18 @@ pub fn run(a: SubArgs) -> Result<()> {
         c.lost,
         r.rejected()
     )?;
+    if let Some(a) = s.source_admission() {
+        if a.pinned_elsewhere + a.unproven_closed + a.waiting_dropped > 0 {
+            writeln!(
+                out,
+                "sources not followed: {} advertised away from their [topics] URI, {} silent for {} s, {} dropped from the wait",
+                a.pinned_elsewhere,
+                a.unproven_closed,
+                peregrine::PROOF_TIMEOUT_NS / 1_000_000_000,
+                a.waiting_dropped
+            )?;
+        }
+    }
     out.flush()?;
     if received < want && a.count.is_some() && stop.requested().is_none() {
         bail!("received {received} of --count {want} messages before --seconds ran out");
