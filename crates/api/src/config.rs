@@ -57,7 +57,37 @@ pub struct ResolverSettings {
     /// Where subscribers by topic start a `udp`/`mcast` source they find mid-stream
     /// (`late_join`; `None`: the transport's setting, by default `start`).
     pub late_join: Option<LateJoin>,
+    /// The pre-shared key every resolver datagram is sealed with and must carry (`auth`).
+    pub auth: Option<ResolverAuth>,
 }
+
+/// The key of `[resolver] auth = "KEYFILE"`: resolver datagrams end with an AUTH frame under it
+/// (docs/protocol.md §11b), and datagrams without a valid one are dropped and counted
+/// (`ResolverCounters::auth_rejected`) before anything reads them.
+#[derive(Clone)]
+pub struct ResolverAuth {
+    /// The key file, as given.
+    pub path: PathBuf,
+    pub key: std::sync::Arc<peregrine_proto::auth::AuthKey>,
+}
+
+impl fmt::Debug for ResolverAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ResolverAuth({}, key id {:08x})",
+            self.path.display(),
+            self.key.key_id()
+        )
+    }
+}
+
+impl PartialEq for ResolverAuth {
+    fn eq(&self, other: &Self) -> bool {
+        self.key.key_id() == other.key.key_id() && self.path == other.path
+    }
+}
+impl Eq for ResolverAuth {}
 
 /// What a publisher by topic offers to subscribers on other hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +104,9 @@ pub enum Remote {
 }
 
 /// The keys of `[resolver]`.
-pub const RESOLVER_KEYS: [&str; 18] = [
+pub const RESOLVER_KEYS: [&str; 19] = [
     "group",
+    "auth",
     "iface",
     "multicast_ttl",
     "daemon",
@@ -108,6 +139,7 @@ impl Default for ResolverSettings {
             remote: Remote::Udp,
             iface: Ipv4Addr::LOCALHOST,
             late_join: None,
+            auth: None,
         }
     }
 }
@@ -168,6 +200,14 @@ impl ResolverSettings {
                         }
                         _ => return Err(format!("remote = {v} is not accepted: use \"udp\", \"tcp\", \"none\" or a mcast://GROUP:PORT URI")),
                     }
+                }
+                "auth" => {
+                    let key = peregrine_transport::net::auth::load_key(Path::new(v))
+                        .map_err(|e| e.replacen("auth=", "auth = ", 1))?;
+                    s.auth = Some(ResolverAuth {
+                        path: PathBuf::from(v),
+                        key: std::sync::Arc::new(key),
+                    });
                 }
                 "late_join" => s.late_join = Some(v.parse().map_err(|e: LateJoinError| e.to_string().replacen("late_join=", "late_join = ", 1))?),
                 "source_ttl_ms" => r.ttl_ms = ms(key, v, 100, 3_600_000)? as u32,

@@ -17,6 +17,7 @@
 
 use crate::config::ResolverSettings;
 use peregrine_agent::Wake;
+use peregrine_proto::auth::AuthKey;
 use peregrine_proto::resolver::{
     LostReason, Pattern, PublicationId, Resolver, ResolverConfig, ResolverCounters, ResolverEvent,
     SourceInfo, SubscriptionId,
@@ -30,6 +31,7 @@ use peregrine_transport::{
     AnyPublisher, AnySubscriber, Message, OfferError, OpenError, PublisherCounters, Scheme,
     SubscriberCounters, SubscriberEvent, Uri,
 };
+use peregrine_wire::auth::AUTH_LEN;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::os::fd::AsRawFd;
@@ -91,23 +93,47 @@ struct State {
     inboxes: HashMap<SubscriptionId, Arc<Inbox>>,
     buf: Vec<u8>,
     last_send_ns: u64,
+    /// `[resolver] auth`: every datagram sent is sealed with it, every one received opened.
+    auth: Option<Arc<AuthKey>>,
+    sealed: Vec<u8>,
 }
 
 impl State {
+    /// Sends `frames`, sealed when the resolver has a key.
+    fn send(&mut self, frames: &[u8]) {
+        match &self.auth {
+            Some(key) => {
+                self.sealed.clear();
+                key.seal_into(frames, &mut self.sealed);
+                self.socket.send(&self.sealed);
+            }
+            None => self.socket.send(frames),
+        }
+    }
+
     /// Receives, applies, sends and routes everything due; returns the next deadline.
     fn do_work(&mut self, now_ns: u64) -> u64 {
         while let Some(n) = self.socket.recv(&mut self.buf) {
-            self.resolver.on_datagram(&self.buf[..n], now_ns);
+            let datagram = &self.buf[..n];
+            match &self.auth {
+                // Nothing of a datagram is read before its tag checks.
+                Some(key) => match key.open(datagram) {
+                    Ok(frames) => self.resolver.on_datagram(frames, now_ns),
+                    Err(reason) => self.resolver.note_auth_rejected(reason),
+                },
+                None => self.resolver.on_datagram(datagram, now_ns),
+            }
         }
-        while let Some(n) = self.resolver.poll_transmit(now_ns, &mut self.buf) {
-            self.socket.send(&self.buf[..n]);
+        let mut out = std::mem::take(&mut self.buf);
+        while let Some(n) = self.resolver.poll_transmit(now_ns, &mut out) {
+            self.send(&out[..n]);
             self.last_send_ns = now_ns;
         }
+        self.buf = out;
         let mut next = self.resolver.poll_timeout().unwrap_or(u64::MAX);
         if self.socket.is_daemon() {
             if now_ns.saturating_sub(self.last_send_ns) >= KEEPALIVE_INTERVAL_NS {
-                self.socket
-                    .send(&keepalive(self.resolver.config().context_id));
+                self.send(&keepalive(self.resolver.config().context_id));
                 self.last_send_ns = now_ns;
             }
             next = next.min(self.last_send_ns + KEEPALIVE_INTERVAL_NS);
@@ -153,8 +179,12 @@ impl Handle {
     pub(crate) fn start(settings: ResolverSettings) -> Result<Arc<Handle>, OpenError> {
         let socket = ResolverSocket::open(&settings.path)?;
         let socket_fd = socket.fd();
+        let auth = settings.auth.as_ref().map(|a| a.key.clone());
         let cfg = ResolverConfig {
             context_id: nonzero_random(),
+            // Room for the AUTH frame within the datagram size.
+            datagram_len: settings.resolver.datagram_len
+                - if auth.is_some() { AUTH_LEN } else { 0 },
             ..settings.resolver.clone()
         };
         let (wake_tx, wake_rx) = UnixDatagram::pair().map_err(|e| OpenError::Socket {
@@ -171,6 +201,8 @@ impl Handle {
                 inboxes: HashMap::new(),
                 buf: vec![0; MAX_DATAGRAM],
                 last_send_ns: 0,
+                auth,
+                sealed: Vec::with_capacity(MAX_DATAGRAM),
             }),
             stop: AtomicBool::new(false),
             wake_tx,

@@ -215,3 +215,90 @@ fn a_topic_pinned_by_topics_is_read_at_its_uri_only() {
     );
     assert_eq!(got, b"pinned");
 }
+
+/// A private key file of `byte` repeated, as `auth` reads it.
+fn key_file(name: &str, byte: u8) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("forged-{}-{name}.key", std::process::id()));
+    std::fs::write(&path, format!("{byte:02x}").repeat(32)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.display().to_string()
+}
+
+/// `[resolver] auth`: contexts with the key find each other; forged advertisements (unsigned,
+/// or sealed under another key) are dropped before anything reads them, and counted.
+#[test]
+fn with_a_resolver_key_only_advertisements_under_it_are_read() {
+    let (group, cfg, topic) = setup(3, "sealed");
+    let keyed = cfg
+        .clone()
+        .with_resolver("auth", &key_file("a", 0xa1))
+        .unwrap();
+    let foreign = cfg.with_resolver("auth", &key_file("b", 0xb2)).unwrap();
+    let ctx = Context::with_config(keyed.clone());
+    let mut sub = ctx.subscribe(&topic, IdleKind::Backoff).unwrap();
+    // Forgeries: 20 unsigned, and a publisher of the topic under another key.
+    let out = sender();
+    for k in 0..20u32 {
+        advertise(
+            &out,
+            group,
+            0x0d00_0001 + k,
+            &topic,
+            &format!("udp://127.0.0.1:{}", 22_000 + k),
+        );
+    }
+    let foreign_ctx = Context::with_config(foreign);
+    let mut foreign_pub = foreign_ctx.publish(&topic).unwrap();
+    let keyed_pub_ctx = Context::with_config(keyed);
+    let mut publ = keyed_pub_ctx.publish(&topic).unwrap();
+    let real = publ.session_id();
+    poll_until(
+        &mut sub,
+        Duration::from_secs(10),
+        || {
+            publ.do_work();
+            foreign_pub.do_work();
+        },
+        |s, _| {
+            let c = s.resolver_counters().unwrap();
+            s.sources().iter().any(|(id, _, _)| *id == real)
+                && c.auth_rejected[0] >= 20
+                && c.auth_rejected[1] >= 1
+        },
+    );
+    // Half a second more: the foreign publisher keeps advertising, and is never found.
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        sub.poll(&mut |_| {}, 16);
+        publ.do_work();
+        foreign_pub.do_work();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let ids: Vec<u32> = sub.sources().iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(ids, [real], "only the keyed publisher is followed");
+    let c = sub.resolver_counters().unwrap();
+    assert!(c.rejected() >= c.auth_rejected.iter().sum::<u64>());
+    assert_eq!(sub.source_admission().unwrap().unproven_closed, 0);
+}
+
+#[test]
+fn a_resolver_key_file_that_is_not_private_or_not_a_key_is_refused_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = key_file("open", 0x11);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Config::default()
+        .with_resolver("auth", &path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("auth = ") && e.contains("chmod 600"), "{e}");
+    let e = Config::default()
+        .with_resolver("auth", "/nonexistent/pg.key")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("/nonexistent/pg.key") && e.contains("cannot read"),
+        "{e}"
+    );
+}

@@ -33,6 +33,7 @@
 //! whole and counted, and it neither registers its sender nor earns it a cookie.
 
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
+use peregrine_wire::auth::{AuthFrame, AuthRepr};
 use peregrine_wire::cookie::{CookieFrame, CookieRepr, COOKIE_BYTES, COOKIE_LEN};
 use peregrine_wire::header::{FrameType, Frames, Header};
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr, HEARTBEAT_LEN};
@@ -402,11 +403,24 @@ fn leading_cookie(datagram: &[u8]) -> Option<[u8; COOKIE_BYTES]> {
 
 /// `Ok(false)` for a datagram of valid ADVERTISE and QUERY frames, `Ok(true)` for one
 /// keepalive, `Err(Some(e))` for a malformed frame, `Err(None)` for anything else.
+///
+/// A datagram of clients with a resolver key (`[resolver] auth`) ends with an AUTH frame: the
+/// relay has no key, so it checks the frame's shape, not its tag (the receiving clients do),
+/// and relays it with the rest. Nothing may follow it.
 fn classify(datagram: &[u8]) -> Result<bool, Option<WireError>> {
     let mut frames = 0usize;
     let mut keepalive = false;
+    let mut sealed = false;
     for frame in Frames::new(datagram) {
         let (ty, bytes) = frame.map_err(Some)?;
+        if sealed {
+            return Err(None);
+        }
+        if ty == FrameType::Auth {
+            AuthRepr::parse(&AuthFrame::new_unchecked(bytes)).map_err(Some)?;
+            sealed = true;
+            continue;
+        }
         frames += 1;
         match ty {
             FrameType::Advertise => {
@@ -512,6 +526,50 @@ mod tests {
             (3, 1, 2)
         );
         assert_eq!((c.clients_registered, c.challenges), (3, 3));
+    }
+
+    /// Clients with a resolver key seal every datagram: the relay, which has no key, relays an
+    /// advertisement with its AUTH frame untouched, takes a sealed keepalive as a keepalive,
+    /// and drops a datagram with anything after the AUTH frame.
+    #[test]
+    fn sealed_datagrams_are_relayed_whole_and_sealed_keepalives_kept() {
+        let key = crate::auth::AuthKey::new([3; 32]);
+        let seal = |frames: &[u8]| {
+            let mut v = Vec::new();
+            key.seal_into(frames, &mut v);
+            v
+        };
+        let mut relay = Relay::new(RelayConfig::default(), SECRET);
+        let c1 = register(&mut relay, addr(1, 1), 0);
+        let _ = register(&mut relay, addr(2, 1), 0);
+        assert_eq!(
+            relay.on_datagram(addr(1, 1), &with_cookie(&c1, &seal(&keepalive(1))), 0),
+            Verdict::Keepalive {
+                refresh_cookie: false
+            }
+        );
+        let sealed = seal(&advert());
+        let d = with_cookie(&c1, &sealed);
+        assert_eq!(
+            relay.on_datagram(addr(1, 1), &d, 0),
+            Verdict::Forward {
+                refresh_cookie: false
+            }
+        );
+        assert_eq!(forwarded(&d), &sealed[..]);
+        let opened = key.open(forwarded(&d)).expect("the tag still checks");
+        assert_eq!(
+            &opened[..advert().len()],
+            &advert()[..],
+            "then zero padding"
+        );
+        let mut trailing = sealed.clone();
+        trailing.extend_from_slice(&advert());
+        assert_eq!(
+            relay.on_datagram(addr(1, 1), &with_cookie(&c1, &trailing), 0),
+            Verdict::Rejected
+        );
+        assert_eq!(relay.counters().unexpected_frames, 1);
     }
 
     /// Issue 14, item 8: registrations from spoofed source addresses were accepted, and the

@@ -200,6 +200,12 @@ pub struct ResolverCounters {
     pub table_full: u64,
     /// Advertisements of new sources or URIs refused because the table held `max_source_bytes`.
     pub table_bytes_full: u64,
+    /// With a resolver key (`auth`): datagrams dropped unread, by [`AuthReject::index`]
+    /// (see [`AuthReject::NAMES`]: no AUTH frame, another key, a tag that does not match).
+    ///
+    /// [`AuthReject::index`]: crate::auth::AuthReject::index
+    /// [`AuthReject::NAMES`]: crate::auth::AuthReject::NAMES
+    pub auth_rejected: [u64; 3],
     pub datagrams_sent: u64,
     pub advertisements_sent: u64,
     pub queries_sent: u64,
@@ -225,6 +231,7 @@ impl ResolverCounters {
             + self.bad_patterns
             + self.table_full
             + self.table_bytes_full
+            + self.auth_rejected.iter().sum::<u64>()
     }
 }
 
@@ -359,6 +366,11 @@ impl Resolver {
     pub fn config(&self) -> &ResolverConfig {
         &self.cfg
     }
+    /// Counts a datagram the driver dropped because its AUTH frame did not check.
+    pub fn note_auth_rejected(&mut self, reason: crate::auth::AuthReject) {
+        self.counters.auth_rejected[reason.index()] += 1;
+    }
+
     pub fn counters(&self) -> ResolverCounters {
         self.counters
     }

@@ -390,6 +390,24 @@ impl Segment {
         Ok(Some(seg))
     }
 
+    /// How long ago the segment was created: since its file's last status change, which is
+    /// the `rename` that published it (on tmpfs, writes through the mapping do not change
+    /// it). `None` if that cannot be read or lies in the future.
+    pub fn age_ns(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.file.metadata().ok()?;
+        let changed_ns =
+            u64::try_from(m.ctime()).ok()? * 1_000_000_000 + u64::try_from(m.ctime_nsec()).ok()?;
+        let now_ns = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?
+                .as_nanos(),
+        )
+        .ok()?;
+        now_ns.checked_sub(changed_ns)
+    }
+
     #[cfg(test)]
     pub(crate) fn release_lock_for_tests(&self) {
         let _ = flock(&self.file, FlockOperation::Unlock);

@@ -18,6 +18,12 @@ const LIVENESS_CHECK_EVERY: u32 = 1 << 16;
 /// laps a subscriber twice in one poll; a corrupt claim word would make every read look
 /// lapped, and the poll must still end.
 const RESYNCS_PER_POLL: u32 = 2;
+/// A log whose publisher has sent at most this many messages (and not yet filled the log once)
+/// is read from its first message by a subscriber that attaches to it.
+const YOUNG_LOG_MESSAGES: u64 = 65_536;
+/// ... and was created at most this long ago (the network's retention, `retain_ms`, is 10 s):
+/// a new subscriber of a slow stream that began an hour ago starts at its tail.
+const YOUNG_LOG_NS: u64 = 10_000_000_000;
 /// Nanoseconds between attempts to attach while no publisher is there.
 const ATTACH_RETRY_NS: u64 = 1_000_000;
 
@@ -144,11 +150,46 @@ impl IpcSubscriber {
         let Some((mut position, mut expected)) = read_tail(&seg) else {
             return Err(corrupt_tail(&seg));
         };
+        // A young log (created at most 10 s ago, at most 65 536 messages, not yet filled
+        // once) is read from its first message (as `late_join=start` does on the network): a subscriber that exists when its publisher starts, and finds it a moment
+        // later through topic resolution, must not miss what was written meanwhile.
+        //
+        // Why position 0 is still intact: a publisher writes nothing at or past `capacity`
+        // (which is where it would overwrite position 0) before its first limit refresh: its
+        // limit starts at `capacity`, and it refreshes only when a claim (the frame, a PAD
+        // before it, and CLEAN_AHEAD bytes after) would pass it, that is from a position above
+        // `capacity - 2 * frame - CLEAN_AHEAD`. A refresh after our fence sees our slot at 0
+        // and holds the publisher at `capacity`. A refresh before our fence came after the
+        // publisher had published its tail at that position, so the tail we read after the
+        // fence is at least there: while that tail is below the bound, no refresh has run and
+        // nothing of the log was overwritten. Otherwise we join at the tail as before.
+        let (_, capacity) = seg.log();
+        let max_frame = align_frame(DATA_HEADER_LEN + seg.max_message as usize) as u64;
+        let young =
+            |p: u64, e: u64| e <= YOUNG_LOG_MESSAGES && p + 2 * max_frame + CLEAN_AHEAD < capacity;
+        let recent = seg.age_ns().is_some_and(|a| a <= YOUNG_LOG_NS);
+        let from_start = recent && young(position, expected);
+        if from_start {
+            (position, expected) = (0, 0);
+        }
         seg.u64_at(so + SLOT_POSITION)
             .store(position, Ordering::Relaxed);
         seg.u32_at(so + SLOT_STATE)
             .store(SLOT_JOINING, Ordering::SeqCst);
-        loop {
+        let mut settled = false;
+        if from_start {
+            fence(Ordering::SeqCst);
+            match read_tail(&seg) {
+                None => return Err(corrupt_tail(&seg)),
+                Some((p, e)) if young(p, e) => settled = true,
+                Some((p, e)) => {
+                    (position, expected) = (p, e);
+                    seg.u64_at(so + SLOT_POSITION)
+                        .store(position, Ordering::SeqCst);
+                }
+            }
+        }
+        while !settled {
             fence(Ordering::SeqCst);
             let Some((p, e)) = read_tail(&seg) else {
                 return Err(corrupt_tail(&seg));

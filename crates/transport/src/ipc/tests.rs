@@ -290,8 +290,12 @@ fn overwrite_mode_with_a_keeping_up_subscriber_loses_nothing() {
     assert_eq!(sub.counters().lost, 0);
 }
 
+/// A subscriber that attaches to a young log (its publisher has not filled it once) reads it
+/// from the first message, as `late_join=start` does on the network: one that exists before its
+/// publisher and finds it a moment later through topic resolution misses nothing (it missed
+/// what was written before it attached, silently). To an older log it attaches at the tail.
 #[test]
-fn a_late_subscriber_joins_at_the_current_position() {
+fn a_late_subscriber_reads_a_young_log_from_its_first_message_and_an_old_one_from_the_tail() {
     let c = cfg("late", 1 << 20, SlowSubscriberPolicy::BackPressure);
     let mut publ = IpcPublisher::create(&c, "late", 1).unwrap();
     for i in 0..10 {
@@ -301,12 +305,36 @@ fn a_late_subscriber_joins_at_the_current_position() {
     assert!(matches!(
         sub.next_event(),
         Some(SubscriberEvent::Connected {
-            first_sequence: 10,
+            first_sequence: 0,
             ..
         })
     ));
     publ.offer(&[10; 8]).unwrap();
-    assert_eq!(drain(&mut sub, 1, 3), vec![(10, vec![10; 8])]);
+    let got = drain(&mut sub, 11, 3);
+    assert_eq!(
+        got,
+        (0..11u8)
+            .map(|i| (u64::from(i), vec![i; 8]))
+            .collect::<Vec<_>>()
+    );
+    drop(sub);
+
+    // Past the first lap (the publisher alone, so nothing holds it back): at the tail.
+    let mut n = 11u64;
+    while n < 100_000 {
+        publ.offer(&n.to_le_bytes()).unwrap();
+        n += 1;
+    }
+    let mut sub = IpcSubscriber::new(&c, "late", false).unwrap();
+    assert!(matches!(
+        sub.next_event(),
+        Some(SubscriberEvent::Connected {
+            first_sequence: 100_000,
+            ..
+        })
+    ));
+    publ.offer(&n.to_le_bytes()).unwrap();
+    assert_eq!(drain(&mut sub, 1, 3), vec![(n, n.to_le_bytes().to_vec())]);
 }
 
 #[test]
