@@ -85,7 +85,7 @@ pub fn raise_nofile_limit() -> u64 {
     // `None` is unlimited; the soft limit is never above the hard one.
     if l.current != l.maximum {
         l.current = l.maximum;
-        let _ = setrlimit(Resource::Nofile, l.clone());
+        let _ = setrlimit(Resource::Nofile, l);
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }

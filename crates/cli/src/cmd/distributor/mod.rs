@@ -676,10 +676,15 @@ impl Server {
                 b.last_message = Instant::now();
             }
             let now = self.now_ns();
+            let latency = self.s.mode == WriteMode::Latency;
             for &(at, len) in &spans {
                 self.core
                     .handle_backbone_message(service, &arena[at..at + len], now);
                 self.drain_core();
+                if latency {
+                    // Each update is written at once, not after the rest of the batch.
+                    self.write_dirty(false);
+                }
             }
             self.arena = arena;
             self.spans = spans;
