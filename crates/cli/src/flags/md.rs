@@ -52,7 +52,7 @@ pub struct FeedArgs {
 pub enum WriteMode {
     /// Writes to each client coalesced under a flush interval (or 64 KiB).
     Throughput,
-    /// Every update written at once, with TCP_NODELAY.
+    /// Every update written at once (TCP_NODELAY, as in throughput mode).
     Latency,
 }
 
@@ -87,8 +87,8 @@ pub struct DistributorArgs {
     /// A service to carry (repeat for several). Default FEED1.
     #[arg(long = "service", value_parser = values::parse_service)]
     pub services: Vec<String>,
-    /// throughput: writes coalesced under --flush-interval-ms; latency: each update written at
-    /// once, TCP_NODELAY. Default throughput.
+    /// throughput: writes coalesced under --flush-interval-ms (or 64 KiB); latency: each
+    /// update written at once. Default throughput.
     #[arg(long, value_enum)]
     pub mode: Option<WriteMode>,
     /// Throughput mode: how often client buffers are written (1 to 1000 ms). Default 20.

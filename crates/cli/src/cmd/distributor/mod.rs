@@ -12,7 +12,8 @@
 //!   appears to `feed_back`;
 //! - image requests from `poll_image_request`, published on `md.<service>.req`;
 //! - write modes: `throughput` hands the queues to the sockets every `flush_interval_ms` (or
-//!   at once for a queue past `flush_bytes`), `latency` at once, with TCP_NODELAY.
+//!   at once for a queue past `flush_bytes`), `latency` after each message (TCP_NODELAY in
+//!   both: the coalescing is the queues').
 //!
 //! SIGINT or SIGTERM stops it; it prints its counters and exits 0.
 
@@ -423,9 +424,10 @@ impl Server {
                     continue; // dropped: closed
                 }
             };
-            if self.s.mode == WriteMode::Latency {
-                let _ = stream.set_nodelay(true);
-            }
+            // Both modes: throughput mode coalesces in its own queues, under its flush
+            // interval; Nagle would only hold the tail of each flush back for an ACK (up to a
+            // delayed ACK's 40 ms).
+            let _ = stream.set_nodelay(true);
             if let Some(n) = self.s.client_sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
             }
