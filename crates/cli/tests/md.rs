@@ -688,10 +688,22 @@ fn bad_logins_and_malformed_requests_are_refused_with_an_answer_closed_and_count
     let net = Net::new("refuse");
     let users = net.users(&[("alice", "s3cret", &["*"], "")]);
     let items = net.items(10);
-    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let config = net.file("distributor.toml", "login_timeout_ms = 300\n");
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
     let f = net.feed(&items, "500", &[]);
     feed_found(&d, 0, &f);
     std::thread::sleep(S / 2);
+
+    // A connection that never logs in is refused when login_timeout_ms has passed.
+    let mut silent = Raw::connect(&addr);
+    let got = silent.until_closed(S * 3);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].login, Some(LoginResult::Denied));
+    assert!(
+        got[0].text.contains("no LOGIN within 300 ms"),
+        "{:?}",
+        got[0]
+    );
 
     // Before login every answer is a LOGIN_RESPONSE, then the connection is closed.
     let mut wrong = Raw::connect(&addr);
@@ -783,7 +795,7 @@ fn bad_logins_and_malformed_requests_are_refused_with_an_answer_closed_and_count
     );
 
     let ds = d.stop_json();
-    assert_eq!(counter(&ds, "logins_denied"), 5, "{ds}");
+    assert_eq!(counter(&ds, "logins_denied"), 6, "{ds}");
     assert_eq!(counter(&ds, "logins_accepted"), 3, "{ds}");
     assert_eq!(counter(&ds, "protocol_errors"), 2, "{ds}");
     assert_eq!(counter(&ds, "malformed_messages"), 2, "{ds}");

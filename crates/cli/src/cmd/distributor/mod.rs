@@ -53,6 +53,8 @@ const LINGER: Duration = Duration::from_secs(1);
 const BACKBONE_ACTIVE_TICK: Duration = Duration::from_millis(1);
 /// While it is quiet, this often (keep-alives, session timeouts).
 const BACKBONE_IDLE_TICK: Duration = Duration::from_millis(20);
+/// How often login deadlines are checked (the loop wakes at least every BACKBONE_IDLE_TICK).
+const LOGIN_CHECK: Duration = Duration::from_millis(100);
 
 pub fn run(a: DistributorArgs) -> Result<()> {
     if a.hash_token {
@@ -301,6 +303,7 @@ impl Server {
             .then(|| Instant::now() + Duration::from_secs(self.s.stats_every_s));
         let mut last_counters = self.core.counters().clone();
         let mut last_stats = Instant::now();
+        let mut next_login_check = Instant::now();
         while stop.requested().is_none() {
             let timeout = self.timeout(next_stats);
             match self.poll.poll(&mut events, Some(timeout)) {
@@ -332,9 +335,15 @@ impl Server {
             }
             self.poll_backbones();
             let now = Instant::now();
-            if self.core.poll_timeout().is_some_and(|t| t <= self.now_ns()) {
-                self.core.handle_timeout(self.now_ns());
-                self.drain_core();
+            // Login deadlines: `poll_timeout` looks at every client, so it is asked at most
+            // every LOGIN_CHECK, not on every turn of a loop that may turn 100 000 times a
+            // second.
+            if now >= next_login_check {
+                next_login_check = now + LOGIN_CHECK;
+                if self.core.poll_timeout().is_some_and(|t| t <= self.now_ns()) {
+                    self.core.handle_timeout(self.now_ns());
+                    self.drain_core();
+                }
             }
             let flush_all = now >= self.next_flush;
             if flush_all {
@@ -376,10 +385,6 @@ impl Server {
         }
         if let Some(t) = next_stats {
             until = until.min(t);
-        }
-        if let Some(t) = self.core.poll_timeout() {
-            let ns = t.saturating_sub(self.now_ns());
-            until = until.min(now + Duration::from_nanos(ns));
         }
         for tok in &self.lingering {
             if let Some(d) = self
