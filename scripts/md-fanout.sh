@@ -6,6 +6,7 @@
 #   scripts/md-fanout.sh BIN [RATE] [CLIENTS] [SECONDS] [MODE] [PER_CLIENT]
 #   scripts/md-fanout.sh target/release/peregrine 100k 16 10 throughput 468
 #   scripts/md-fanout.sh target/release/peregrine 100k 1 10 latency all   # one client, every item
+#   CLIENT_ARGS="--busy-poll-us 50" scripts/md-fanout.sh ...               # more client flags
 #
 # Prints each client's summary (updates, gaps, conflations, one-way latency) and the
 # distributor's counters; "every update delivered" means: no client conflated, gapped or was
@@ -56,7 +57,7 @@ sleep 1.5 # the feed found, every image in the cache
 PIDS=()
 for k in $(seq 0 $((CLIENTS - 1))); do
     PEREGRINE_MD_TOKEN=bench "$BIN" client --connect "$ADDR" --user bench --watch "w$k.txt" \
-        --seconds "$SECONDS_" --json > "c$k.out" 2>&1 &
+        --seconds "$SECONDS_" --json ${CLIENT_ARGS:-} > "c$k.out" 2>&1 &
     PIDS+=($!)
 done
 wait "${PIDS[@]}"

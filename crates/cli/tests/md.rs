@@ -555,7 +555,8 @@ fn a_watched_item_gets_a_refresh_then_updates_with_every_item_seq() {
     let net = Net::new("refresh");
     let users = net.users(&[("alice", "s3cret", &["AA*"], "")]);
     let items = net.items(20);
-    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    // Latency mode here (every other test runs the default, throughput).
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--mode", "latency"]);
     let f = net.feed(&items, "2000", &[]);
     feed_found(&d, 0, &f);
     let mut c = net.client(

@@ -240,6 +240,11 @@ impl Client {
         let mut chunk = vec![0u8; 64 << 10];
         let mut logged_in = false;
         let mut items: HashMap<u32, ItemView> = HashMap::new();
+        // --busy-poll-us: after data, read without blocking (spinning) this long before
+        // sleeping in a blocking read again.
+        let busy = Duration::from_micros(self.a.busy_poll_us);
+        let mut spinning = false;
+        let mut last_data = Instant::now();
         loop {
             if self.stopping() {
                 return Ok(End::Stop);
@@ -247,7 +252,23 @@ impl Client {
             self.rate_line()?;
             let n = match stream.read(&mut chunk) {
                 Ok(0) => return Ok(End::Lost("the distributor closed the connection".into())),
-                Ok(n) => n,
+                Ok(n) => {
+                    if !busy.is_zero() {
+                        last_data = Instant::now();
+                        if !spinning {
+                            stream.set_nonblocking(true)?;
+                            spinning = true;
+                        }
+                    }
+                    n
+                }
+                Err(e) if spinning && e.kind() == io::ErrorKind::WouldBlock => {
+                    if last_data.elapsed() > busy {
+                        stream.set_nonblocking(false)?;
+                        spinning = false;
+                    }
+                    continue;
+                }
                 Err(e)
                     if matches!(
                         e.kind(),

@@ -150,4 +150,9 @@ pub struct ClientArgs {
     /// A field dictionary to print fields with (default: the built-in one).
     #[arg(long)]
     pub dictionary: Option<PathBuf>,
+    /// After data arrives, keep reading without blocking (a busy core) this many
+    /// microseconds before sleeping in a blocking read: lower latency, more CPU (0 to
+    /// 1000000; 0: always block).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub busy_poll_us: u64,
 }

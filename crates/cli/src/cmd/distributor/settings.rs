@@ -23,6 +23,7 @@
 //! | `image_retry_ms` | | 1000 | 10 to 600000 |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
+//! | `busy_poll_us` | | latency: 50, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
 
 use crate::flags::md::{
     DistributorArgs, WriteMode, DEFAULT_BACKBONE, DEFAULT_LISTEN, DEFAULT_SERVICE,
@@ -45,6 +46,8 @@ pub struct Settings {
     pub flush_bytes: usize,
     pub client_sndbuf: Option<usize>,
     pub stats_every_s: u64,
+    /// After a backbone message, the loop polls without sleeping this long.
+    pub busy_poll_us: u64,
     /// The core's settings (services, bounds, policy, timeouts).
     pub core: DistributorConfig,
 }
@@ -70,6 +73,7 @@ pub const KEYS: &[&str] = &[
     "image_retry_ms",
     "client_sndbuf",
     "stats_every_s",
+    "busy_poll_us",
 ];
 
 /// A whole number within a range, or why not.
@@ -312,6 +316,9 @@ impl Settings {
             .size("client_sndbuf", 4 << 10, 64 << 20, "\"256k\"")?
             .map(|v| v as usize);
         let stats_every_s = f.int("stats_every_s", 0, 3600)?.unwrap_or(10);
+        let busy_poll_us = f
+            .int("busy_poll_us", 0, 100_000)?
+            .unwrap_or(if mode == WriteMode::Latency { 50 } else { 0 });
         Ok(Settings {
             listen,
             users,
@@ -322,6 +329,7 @@ impl Settings {
             flush_bytes,
             client_sndbuf,
             stats_every_s,
+            busy_poll_us,
             core,
         })
     }
