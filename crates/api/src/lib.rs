@@ -527,6 +527,19 @@ impl Subscriber {
         }
     }
 
+    /// The socket a subscriber on a `udp://` or `mcast://` URI receives on, for a driver
+    /// that waits on many sources in its own `epoll` instead of [`idle`](Self::idle): it
+    /// turns readable when datagrams arrive. Keep calling [`poll`](Self::poll) every few
+    /// milliseconds while a session is live (loss repair and keep-alives run in it), and
+    /// after a wake-up until it returns less than its limit. `None` for shared memory, TCP
+    /// and subscribers by pattern: poll those on a timer.
+    pub fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.inner {
+            SubscriberInner::One(s) => s.readable_fd(),
+            SubscriberInner::Multi(_) => None,
+        }
+    }
+
     pub fn is_connected(&self) -> bool {
         match &self.inner {
             SubscriberInner::One(s) => s.is_connected(),

@@ -19,6 +19,9 @@ fn main() {
         Command::Pub(a) => cmd::publish::run(a),
         Command::Sub(a) => cmd::subscribe::run(a),
         Command::Resolverd(a) => cmd::resolverd::run(a),
+        Command::Feed(a) => cmd::feed::run(a),
+        Command::Distributor(a) => cmd::distributor::run(a),
+        Command::Client(a) => cmd::client::run(a),
         Command::Helper(h) => peregrine_bench::helper::serve_spec(&h.spec).map_err(Into::into),
     };
     if let Err(e) = result {

@@ -297,6 +297,16 @@ impl AnySubscriber {
         }
     }
 
+    /// The socket a `udp://` or `mcast://` subscriber receives on, for a driver's own
+    /// `epoll` ([`UdpSubscriber::readable_fd`]); `None` on shared memory and TCP, which
+    /// must be polled on a timer.
+    pub fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            AnySubscriber::Udp(s) => Some(s.readable_fd()),
+            AnySubscriber::Ipc(_) | AnySubscriber::Tcp(_) => None,
+        }
+    }
+
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
         match self {
             AnySubscriber::Ipc(s) => s.next_event(),

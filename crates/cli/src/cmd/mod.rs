@@ -4,9 +4,16 @@
 //! - [`report`]: `peregrine report DIR`;
 //! - [`publish`], [`subscribe`], [`resolverd`]: publishing and subscribing by topic name from
 //!   the shell (the roles of Ultra Messaging's lbmsrc/lbmrcv and `nats pub`/`nats sub`), and
-//!   the resolver daemon for networks without multicast (lbmrd).
+//!   the resolver daemon for networks without multicast (lbmrd);
+//! - [`feed`], [`distributor`], [`client`]: the market data tier's drivers (the roles of
+//!   RMDS's publisher, P2PS and rmdstestclient) around `peregrine-md`; `md` holds what they
+//!   share (topic names, the request URI, list files).
 
 pub mod bench;
+pub mod client;
+pub mod distributor;
+pub mod feed;
+mod md;
 pub mod publish;
 pub mod report;
 pub mod resolverd;

@@ -3,6 +3,7 @@
 //! of a run, with the checks that need several flags at once, is the job of [`crate::cmd`].
 
 pub mod bench;
+pub mod md;
 pub mod topics;
 pub mod values;
 
@@ -37,6 +38,15 @@ pub enum Command {
     /// Relay topic resolution between hosts where multicast does not reach; clients name it
     /// with PEREGRINE_RESOLVER_DAEMON=HOST:PORT.
     Resolverd(topics::ResolverdArgs),
+    /// Market data feed: publishes UPDATEs of the items of a file onto the backbone at a
+    /// rate, with Zipf-like popularity, and answers distributors' image requests.
+    Feed(md::FeedArgs),
+    /// Market data distributor: caches every item's image from the backbone and serves TCP
+    /// clients their watchlists, with logins, entitlements and bounded queues.
+    Distributor(md::DistributorArgs),
+    /// Market data client: logs in to a distributor, opens a watchlist, counts updates and
+    /// measures one-way latency; --print shows every message.
+    Client(md::ClientArgs),
     /// (internal) One side of a benchmark, started by `peregrine bench` itself.
     #[command(hide = true)]
     Helper(HelperArgs),

@@ -86,3 +86,44 @@ pub fn parse_linger_ms(s: &str) -> Result<u64, String> {
             )
         })
 }
+
+/// A market data service name: 1 to 64 bytes of A-Z a-z 0-9 . _ -.
+pub fn parse_service(s: &str) -> Result<String, String> {
+    peregrine_md::model::check_service(s.as_bytes())
+        .map(str::to_string)
+        .map_err(|e| {
+            format!(
+                "service '{s}' {e}: give {}, for example FEED1",
+                peregrine_md::model::SERVICE_ALPHABET
+            )
+        })
+}
+
+/// A market data user name: 1 to 64 bytes of A-Z a-z 0-9 . _ -.
+pub fn parse_user(s: &str) -> Result<String, String> {
+    peregrine_md::model::check_user(s.as_bytes())
+        .map(str::to_string)
+        .map_err(|e| {
+            format!(
+                "user '{s}' {e}: give {}, for example alice",
+                peregrine_md::model::USER_ALPHABET
+            )
+        })
+}
+
+/// A Zipf exponent: 0 (uniform) to 5.
+pub fn parse_zipf(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=5.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not accepted: give an exponent from 0 (every item alike) to 5, for example 1"
+        )),
+    }
+}
+
+/// A size in bytes, with an optional k, m or g suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    peregrine::parse_bytes(s).ok_or_else(|| {
+        format!("'{s}' is not a size: give bytes with an optional k, m or g, for example 4m")
+    })
+}

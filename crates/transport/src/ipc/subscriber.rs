@@ -189,17 +189,18 @@ impl IpcSubscriber {
                 }
             }
         }
+        // Joining at the tail: re-read it after the fence until it stands still.
         while !settled {
             fence(Ordering::SeqCst);
             let Some((p, e)) = read_tail(&seg) else {
                 return Err(corrupt_tail(&seg));
             };
-            if p == position {
-                break;
+            settled = p == position;
+            if !settled {
+                (position, expected) = (p, e);
+                seg.u64_at(so + SLOT_POSITION)
+                    .store(position, Ordering::SeqCst);
             }
-            (position, expected) = (p, e);
-            seg.u64_at(so + SLOT_POSITION)
-                .store(position, Ordering::SeqCst);
         }
         seg.u32_at(so + SLOT_STATE)
             .store(SLOT_ACTIVE, Ordering::Release);

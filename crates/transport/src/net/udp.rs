@@ -788,6 +788,15 @@ impl UdpSubscriber {
         })
     }
 
+    /// The socket this subscriber receives on, for a driver that waits on many sources in
+    /// its own `epoll` (the market data distributor): it turns readable when datagrams
+    /// arrive. `poll` must still be called at least every few milliseconds while a session is
+    /// live (NAK timers, STATUS keep-alives), and until it returns less than its limit after
+    /// a wake-up (the socket is read in batches). Valid for the subscriber's life.
+    pub fn readable_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+
     /// The receive buffer the kernel granted (bytes, as it reports them).
     pub fn rcvbuf(&self) -> usize {
         self.rcvbuf_actual

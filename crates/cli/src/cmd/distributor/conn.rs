@@ -1,0 +1,139 @@
+//! One client connection of the distributor: its socket and its output queue (the user-space
+//! buffer in front of the socket, which the core counts and bounds).
+
+use mio::net::TcpStream;
+use peregrine_md::dist::ClientId;
+use std::io::{self, Write};
+use std::time::Instant;
+
+/// Bytes waiting to be written, in order: a buffer and how much of it was written. The
+/// distributor's core bounds it (`max_queue_bytes`); its memory is given back once it
+/// drains after a burst.
+#[derive(Debug, Default)]
+pub struct OutQueue {
+    buf: Vec<u8>,
+    head: usize,
+}
+
+/// Capacity an empty queue keeps; more is given back to the allocator.
+const KEEP_CAPACITY: usize = 64 << 10;
+
+impl OutQueue {
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.head
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.head > 0 && self.head == self.buf.len() {
+            self.buf.clear();
+            self.head = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+    pub fn front(&self) -> &[u8] {
+        &self.buf[self.head..]
+    }
+    /// `n` bytes of the front were written.
+    pub fn consume(&mut self, n: usize) {
+        self.head += n;
+        if self.head == self.buf.len() {
+            self.buf.clear();
+            self.head = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf.shrink_to(KEEP_CAPACITY);
+            }
+        } else if self.head >= KEEP_CAPACITY && self.head * 2 >= self.buf.len() {
+            // Mostly written: move the rest to the front (at most as many bytes as were
+            // written since the last move, so amortised O(1) per byte).
+            self.buf.drain(..self.head);
+            self.head = 0;
+        }
+    }
+    /// Bytes held, for the footprint.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub struct Conn {
+    pub stream: TcpStream,
+    /// The core's id; `None` once the core is done with it (closing).
+    pub client: Option<ClientId>,
+    pub out: OutQueue,
+    /// In the list of queues with bytes not yet handed to the socket.
+    pub dirty: bool,
+    /// The socket refused a write: wait for it to turn writable.
+    pub blocked: bool,
+    /// Closing after its last answer: written, then the write side shut, then read to EOF,
+    /// until this deadline at most.
+    pub linger_until: Option<Instant>,
+    pub write_shut: bool,
+}
+
+/// What a write attempt found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wrote {
+    /// Everything queued was written, or the socket is full (`blocked` set).
+    Ok,
+    /// The connection failed.
+    Failed(io::ErrorKind),
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, client: ClientId) -> Conn {
+        Conn {
+            stream,
+            client: Some(client),
+            out: OutQueue::default(),
+            dirty: false,
+            blocked: false,
+            linger_until: None,
+            write_shut: false,
+        }
+    }
+
+    /// Writes as much of the queue as the socket takes now.
+    pub fn write_out(&mut self) -> Wrote {
+        while !self.out.is_empty() {
+            match self.stream.write(self.out.front()) {
+                Ok(0) => return Wrote::Failed(io::ErrorKind::WriteZero),
+                Ok(n) => self.out.consume(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    return Wrote::Ok;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Wrote::Failed(e.kind()),
+            }
+        }
+        if self.linger_until.is_some() && !self.write_shut {
+            let _ = self.stream.shutdown(std::net::Shutdown::Write);
+            self.write_shut = true;
+        }
+        Wrote::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_keeps_order_and_gives_memory_back_when_drained() {
+        let mut q = OutQueue::default();
+        q.push(&[1; 100_000]);
+        q.push(&[2; 100_000]);
+        q.consume(150_000);
+        assert_eq!(q.len(), 50_000);
+        assert!(q.front().iter().all(|&b| b == 2));
+        q.push(&[3; 10]);
+        q.consume(50_000);
+        assert_eq!(q.front(), &[3; 10]);
+        q.consume(10);
+        assert!(q.is_empty() && q.capacity() <= KEEP_CAPACITY);
+    }
+}

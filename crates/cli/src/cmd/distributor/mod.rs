@@ -1,0 +1,805 @@
+//! `peregrine distributor`: the point-to-point server of the market data tier. A thin,
+//! single-threaded socket loop (mio: epoll readiness) around `peregrine_md::dist::Distributor`,
+//! the sans-I/O core that decides everything:
+//!
+//! - client sockets: accepted, read into `handle_client_bytes`, written from the core's
+//!   `poll_transmit` (the same bytes appended to every listed client's queue: the core
+//!   encoded them once), closed on `poll_disconnect` (after writing the answer saying why when
+//!   `flush()`), reported with `client_drained` after every write;
+//! - the backbone, one subscriber per service on `md.<service>`: its messages go to
+//!   `handle_backbone_message`; the transport's `Lost` (a loss it could not repair) to
+//!   `handle_backbone_loss`; a feed session that ends or dies to `feed_gone`, one that
+//!   appears to `feed_back`;
+//! - image requests from `poll_image_request`, published on `md.<service>.req`;
+//! - write modes: `throughput` hands the queues to the sockets every `flush_interval_ms` (or
+//!   at once for a queue past `flush_bytes`), `latency` after each message (TCP_NODELAY in
+//!   both: the coalescing is the queues').
+//!
+//! SIGINT or SIGTERM stops it; it prints its counters and exits 0.
+
+mod conn;
+pub mod settings;
+
+use super::md::{backbone_topic, raise_nofile_limit, request_topic};
+use super::{context, Stop};
+use crate::flags::md::{DistributorArgs, WriteMode};
+use anyhow::{Context as _, Result};
+use conn::{Conn, Wrote};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token};
+use peregrine::{IdleKind, OfferError, Publisher, Subscriber, SubscriberEvent};
+use peregrine_md::dist::{ClientId, Counters, Disconnect, Distributor, Event, ServiceId, Users};
+use serde_json::json;
+use settings::Settings;
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(usize::MAX);
+/// Backbone subscriber `i` is `Token(BACKBONE_BASE - i)`.
+const BACKBONE_BASE: usize = usize::MAX - 1;
+/// Bytes read from a client per read call.
+const READ_CHUNK: usize = 64 << 10;
+/// Reads per client per readiness event; a client with more waiting is read again on the
+/// next turn, so one busy client cannot starve the others.
+const READS_PER_TURN: usize = 4;
+/// Backbone messages handled per subscriber per poll call.
+const BACKBONE_BATCH: usize = 256;
+/// How long a connection being closed after its answer may take to read it.
+const LINGER: Duration = Duration::from_secs(1);
+/// While the backbone is active, its subscriber is polled at least this often (loss repair
+/// runs in `poll`: NAK delays are tens to hundreds of microseconds, retries 2 ms).
+const BACKBONE_ACTIVE_TICK: Duration = Duration::from_millis(1);
+/// While it is quiet, this often (keep-alives, session timeouts).
+const BACKBONE_IDLE_TICK: Duration = Duration::from_millis(20);
+/// How often login deadlines are checked (the loop wakes at least every BACKBONE_IDLE_TICK).
+const LOGIN_CHECK: Duration = Duration::from_millis(100);
+
+pub fn run(a: DistributorArgs) -> Result<()> {
+    if a.hash_token {
+        return hash_token();
+    }
+    let settings = Settings::resolve(&a)?;
+    let users = Users::load(&settings.users).map_err(|e| anyhow::anyhow!("--users: {e}"))?;
+    let stop = Stop::install()?;
+    let nofile = raise_nofile_limit();
+    let mut server = Server::new(settings, users, a.json)?;
+    server.say_started(nofile)?;
+    server.run(&stop)?;
+    server.say_done(stop.requested())?;
+    Ok(())
+}
+
+/// `--hash-token`: the SHA-256 of the first line of standard input, in hex.
+fn hash_token() -> Result<()> {
+    use sha2::{Digest, Sha256};
+    let mut input = Vec::new();
+    io::stdin()
+        .read_to_end(&mut input)
+        .context("reading the token from standard input")?;
+    let token = input.split(|&b| b == b'\n').next().unwrap_or_default();
+    let token = token.strip_suffix(b"\r").unwrap_or(token);
+    if token.is_empty() || token.len() > 255 {
+        anyhow::bail!(
+            "--hash-token reads the token from standard input: give 1 to 255 bytes on its first line, for example: printf %s 'TOKEN' | peregrine distributor --hash-token"
+        );
+    }
+    println!("{}", hex::encode(Sha256::digest(token)));
+    Ok(())
+}
+
+/// The backbone of one service.
+struct Backbone {
+    service: ServiceId,
+    name: String,
+    sub: Subscriber,
+    /// Registered in the poll: readiness wakes the loop.
+    has_fd: bool,
+    /// Feed sessions heard and not yet gone.
+    sessions: BTreeSet<u32>,
+    /// The last time a message arrived.
+    last_message: Instant,
+    /// The last poll returned a full batch: poll again without waiting.
+    more: bool,
+    requests: Publisher,
+    requests_refused: u64,
+}
+
+/// Client connections by token: a slab (a token is an index; freed indices are reused).
+#[derive(Default)]
+struct Conns {
+    slots: Vec<Option<Conn>>,
+    free: Vec<usize>,
+}
+
+impl Conns {
+    fn get_mut(&mut self, t: Token) -> Option<&mut Conn> {
+        self.slots.get_mut(t.0)?.as_mut()
+    }
+    fn insert(&mut self, c: Conn) -> Token {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(c);
+                Token(i)
+            }
+            None => {
+                self.slots.push(Some(c));
+                Token(self.slots.len() - 1)
+            }
+        }
+    }
+    fn remove(&mut self, t: Token) -> Option<Conn> {
+        let c = self.slots.get_mut(t.0)?.take()?;
+        self.free.push(t.0);
+        Some(c)
+    }
+    fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+struct Server {
+    s: Settings,
+    json: bool,
+    core: Distributor,
+    poll: Poll,
+    listener: TcpListener,
+    local_addr: std::net::SocketAddr,
+    conns: Conns,
+    by_client: HashMap<ClientId, Token>,
+    backbones: Vec<Backbone>,
+    /// Queues with bytes the sockets were not handed yet.
+    dirty: Vec<Token>,
+    /// Connections with more to read than one turn read.
+    read_again: Vec<Token>,
+    /// Connections closing after their answer.
+    lingering: Vec<Token>,
+    /// Backbone messages of one poll, copied out of the transport's buffer.
+    arena: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    read_buf: Vec<u8>,
+    start: Instant,
+    next_flush: Instant,
+    accept_errors: u64,
+}
+
+impl Server {
+    fn new(s: Settings, users: Users, json: bool) -> Result<Server> {
+        let services: Vec<&str> = s.core.services.iter().map(String::as_str).collect();
+        let core = Distributor::new(s.core.clone(), Arc::new(users))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let poll = Poll::new().context("creating the epoll instance")?;
+        let mut listener = TcpListener::bind(s.listen)
+            .with_context(|| format!("cannot listen on --listen {}: is another distributor there? choose another address or port", s.listen))?;
+        let local_addr = listener.local_addr()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let ctx = context()?;
+        let mut backbones = Vec::new();
+        for (i, name) in services.iter().enumerate() {
+            let service = core.service_id(name).expect("a configured service");
+            let topic = backbone_topic(name);
+            let sub = ctx
+                .subscriber(&topic, &s.backbone, IdleKind::Backoff)
+                .with_context(|| format!("subscribing to {topic} on backbone {}", s.backbone))?;
+            let has_fd = match sub.readable_fd() {
+                Some(fd) => {
+                    poll.registry().register(
+                        &mut mio::unix::SourceFd(&fd),
+                        Token(BACKBONE_BASE - i),
+                        Interest::READABLE,
+                    )?;
+                    true
+                }
+                None => false,
+            };
+            let rtopic = request_topic(name);
+            let requests = ctx
+                .publisher(&rtopic, &s.requests)
+                .with_context(|| format!("publishing {rtopic} on requests {}", s.requests))?;
+            backbones.push(Backbone {
+                service,
+                name: name.to_string(),
+                sub,
+                has_fd,
+                sessions: BTreeSet::new(),
+                last_message: Instant::now(),
+                more: false,
+                requests,
+                requests_refused: 0,
+            });
+        }
+        let start = Instant::now();
+        Ok(Server {
+            next_flush: start + Duration::from_millis(s.flush_interval_ms),
+            s,
+            json,
+            core,
+            poll,
+            listener,
+            local_addr,
+            conns: Conns::default(),
+            by_client: HashMap::new(),
+            backbones,
+            dirty: Vec::new(),
+            read_again: Vec::new(),
+            lingering: Vec::new(),
+            arena: Vec::new(),
+            spans: Vec::new(),
+            read_buf: vec![0; READ_CHUNK],
+            start,
+            accept_errors: 0,
+        })
+    }
+
+    fn say(&self, text: String, value: serde_json::Value) {
+        let out = io::stdout();
+        let mut out = out.lock();
+        let _ = if self.json {
+            writeln!(out, "{value}")
+        } else {
+            writeln!(out, "{text}")
+        };
+        let _ = out.flush();
+    }
+
+    fn say_started(&self, nofile: u64) -> Result<()> {
+        let services = self.s.core.services.join(",");
+        self.say(
+            format!(
+                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile})",
+                self.local_addr,
+                self.s.mode.name(),
+                self.s.backbone,
+                self.s.requests,
+                self.s.users.display(),
+            ),
+            json!({"listening": self.local_addr.to_string(), "mode": self.s.mode.name(),
+                   "services": self.s.core.services, "backbone": self.s.backbone,
+                   "requests": self.s.requests, "open_files_limit": nofile}),
+        );
+        Ok(())
+    }
+
+    fn say_done(&self, signal: Option<&str>) -> Result<()> {
+        let c = self.core.counters();
+        let f = self.core.footprint();
+        let counters: serde_json::Map<String, serde_json::Value> =
+            c.values().map(|(k, v)| (k.to_string(), v.into())).collect();
+        let refused: u64 = self.backbones.iter().map(|b| b.requests_refused).sum();
+        let text = {
+            let mut t = format!(
+                "done{}: {:.1} s, {} clients connected now, {} items cached\n",
+                signal
+                    .map(|s| format!(" (stopped by {s})"))
+                    .unwrap_or_default(),
+                self.start.elapsed().as_secs_f64(),
+                f.clients,
+                f.items
+            );
+            for (k, v) in c.values() {
+                t.push_str(&format!("  {k:<24} {v}\n"));
+            }
+            t.push_str(&format!("  {:<24} {refused}", "image_requests_refused"));
+            t
+        };
+        self.say(
+            text,
+            json!({"done": true, "signal": signal, "counters": counters,
+                   "image_requests_refused": refused, "accept_errors": self.accept_errors,
+                   "clients": f.clients, "items": f.items, "rss_kib": rss_kib()}),
+        );
+        Ok(())
+    }
+
+    fn now_ns(&self) -> u64 {
+        peregrine_agent::monotonic_ns()
+    }
+
+    fn run(&mut self, stop: &Stop) -> Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_stats = (self.s.stats_every_s > 0)
+            .then(|| Instant::now() + Duration::from_secs(self.s.stats_every_s));
+        let mut last_counters = self.core.counters().clone();
+        let mut last_stats = Instant::now();
+        let mut next_login_check = Instant::now();
+        while stop.requested().is_none() {
+            let timeout = self.timeout(next_stats);
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).context("waiting for sockets (epoll)"),
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    Token(t) if t > BACKBONE_BASE - self.backbones.len() && t <= BACKBONE_BASE => {
+                        // Polled below, every turn.
+                    }
+                    tok => {
+                        if ev.is_writable() {
+                            if let Some(c) = self.conns.get_mut(tok) {
+                                c.blocked = false;
+                            }
+                            self.write(tok);
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(tok);
+                        }
+                    }
+                }
+            }
+            for tok in std::mem::take(&mut self.read_again) {
+                self.read(tok);
+            }
+            self.poll_backbones();
+            let now = Instant::now();
+            // Login deadlines: `poll_timeout` looks at every client, so it is asked at most
+            // every LOGIN_CHECK, not on every turn of a loop that may turn 100 000 times a
+            // second.
+            if now >= next_login_check {
+                next_login_check = now + LOGIN_CHECK;
+                if self.core.poll_timeout().is_some_and(|t| t <= self.now_ns()) {
+                    self.core.handle_timeout(self.now_ns());
+                    self.drain_core();
+                }
+            }
+            let flush_all = now >= self.next_flush;
+            if flush_all {
+                self.next_flush = now + Duration::from_millis(self.s.flush_interval_ms);
+            }
+            self.write_dirty(flush_all);
+            self.expire_lingering(now);
+            if let Some(at) = next_stats {
+                if now >= at {
+                    self.stats(&last_counters, now - last_stats);
+                    last_counters = self.core.counters().clone();
+                    last_stats = now;
+                    next_stats = Some(now + Duration::from_secs(self.s.stats_every_s));
+                }
+            }
+        }
+        // Hand what is queued to the sockets once before leaving.
+        self.write_dirty(true);
+        for b in &mut self.backbones {
+            b.requests.close();
+        }
+        Ok(())
+    }
+
+    /// How long the loop may wait for readiness.
+    fn timeout(&self, next_stats: Option<Instant>) -> Duration {
+        if !self.read_again.is_empty() || self.backbones.iter().any(|b| b.more) {
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        // Busy-polling: while the backbone delivered within the last busy_poll_us, look again
+        // at once instead of sleeping in epoll (a wake-up costs tens of microseconds).
+        let busy = Duration::from_micros(self.s.busy_poll_us);
+        if !busy.is_zero()
+            && self
+                .backbones
+                .iter()
+                .any(|b| now.duration_since(b.last_message) < busy)
+        {
+            return Duration::ZERO;
+        }
+        let mut until = now + BACKBONE_IDLE_TICK;
+        for b in &self.backbones {
+            if !b.has_fd || now.duration_since(b.last_message) < Duration::from_millis(100) {
+                until = until.min(now + BACKBONE_ACTIVE_TICK);
+            }
+        }
+        if self.s.mode == WriteMode::Throughput && !self.dirty.is_empty() {
+            until = until.min(self.next_flush);
+        }
+        if let Some(t) = next_stats {
+            until = until.min(t);
+        }
+        for tok in &self.lingering {
+            if let Some(d) = self
+                .conns
+                .slots
+                .get(tok.0)
+                .and_then(|c| c.as_ref())
+                .and_then(|c| c.linger_until)
+            {
+                until = until.min(d);
+            }
+        }
+        until.saturating_duration_since(now)
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (stream, _) = match self.listener.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and the like: the connection waits in the backlog; say it once
+                    // per hundred.
+                    if self.accept_errors % 100 == 0 {
+                        self.say(
+                            format!("accept failed: {e} (raise the open files limit, or lower max_clients)"),
+                            json!({"event": "accept_failed", "error": e.to_string()}),
+                        );
+                    }
+                    self.accept_errors += 1;
+                    return;
+                }
+            };
+            let id = match self.core.client_connected(self.now_ns()) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.say(
+                        format!("connection refused: {e}"),
+                        json!({"event": "client_refused", "error": e.to_string()}),
+                    );
+                    continue; // dropped: closed
+                }
+            };
+            // Both modes: throughput mode coalesces in its own queues, under its flush
+            // interval; Nagle would only hold the tail of each flush back for an ACK (up to a
+            // delayed ACK's 40 ms).
+            let _ = stream.set_nodelay(true);
+            if let Some(n) = self.s.client_sndbuf {
+                let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
+            }
+            let tok = self.conns.insert(Conn::new(stream, id));
+            let c = self.conns.get_mut(tok).expect("just inserted");
+            if let Err(e) = self.poll.registry().register(
+                &mut c.stream,
+                tok,
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                self.say(
+                    format!("cannot watch a client socket: {e}"),
+                    json!({"event": "register_failed", "error": e.to_string()}),
+                );
+                self.conns.remove(tok);
+                self.core.client_closed(id);
+                continue;
+            }
+            self.by_client.insert(id, tok);
+        }
+    }
+
+    /// Reads what a client sent and hands it to the core.
+    fn read(&mut self, tok: Token) {
+        for _ in 0..READS_PER_TURN {
+            let Some(c) = self.conns.get_mut(tok) else {
+                return;
+            };
+            let n = match c.stream.read(&mut self.read_buf) {
+                Ok(0) => return self.close(tok),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.close(tok),
+            };
+            // A connection closing after its answer: what it still sends is discarded.
+            if let Some(id) = c.client {
+                let now = self.now_ns();
+                self.core.handle_client_bytes(id, &self.read_buf[..n], now);
+                self.drain_core();
+            }
+        }
+        self.read_again.push(tok);
+    }
+
+    /// Drains the core's outputs, in the order its documentation gives.
+    fn drain_core(&mut self) {
+        while let Some(t) = self.core.poll_transmit() {
+            for id in t.clients {
+                let Some(&tok) = self.by_client.get(id) else {
+                    continue;
+                };
+                if let Some(c) = self.conns.slots.get_mut(tok.0).and_then(|c| c.as_mut()) {
+                    c.out.push(t.bytes);
+                    if !c.dirty {
+                        c.dirty = true;
+                        self.dirty.push(tok);
+                    }
+                }
+            }
+        }
+        while let Some(r) = self.core.poll_image_request() {
+            let b = &mut self.backbones[r.service.index()];
+            match b.requests.offer(&r.to_bytes()) {
+                Ok(_) => {
+                    let _ = b.requests.flush();
+                }
+                // The core asks again after image_retry_ms.
+                Err(OfferError::BackPressured) | Err(_) => b.requests_refused += 1,
+            }
+        }
+        while let Some(d) = self.core.poll_disconnect() {
+            self.disconnect(d);
+        }
+        while let Some(e) = self.core.poll_event() {
+            self.log_event(e);
+        }
+    }
+
+    fn log_event(&self, e: Event) {
+        let client = |id: ClientId| id.get();
+        let (text, value) = match &e {
+            Event::LoggedIn { client: c, user } => (
+                format!("client {} logged in as {user}", client(*c)),
+                json!({"event": "logged_in", "client": client(*c), "user": user}),
+            ),
+            Event::LoginDenied { client: c, error } => (
+                format!("client {} refused at login: {error}", client(*c)),
+                json!({"event": "login_denied", "client": client(*c), "error": error.to_string()}),
+            ),
+            Event::ProtocolError { client: c, error } => (
+                format!("client {} closed: {error}", client(*c)),
+                json!({"event": "protocol_error", "client": client(*c), "error": error.to_string()}),
+            ),
+            Event::Conflating { client: c } => (
+                format!("client {} is behind: conflating", client(*c)),
+                json!({"event": "conflating", "client": client(*c)}),
+            ),
+            Event::CaughtUp { client: c } => (
+                format!("client {} caught up", client(*c)),
+                json!({"event": "caught_up", "client": client(*c)}),
+            ),
+            Event::SlowDisconnect { client: c } => (
+                format!(
+                    "client {} disconnected: its queue passed max_queue_bytes",
+                    client(*c)
+                ),
+                json!({"event": "slow_disconnect", "client": client(*c)}),
+            ),
+            Event::BackboneRejected { service, error } => (
+                format!("backbone {}: dropped: {error}", self.service_name(*service)),
+                json!({"event": "backbone_rejected", "service": self.service_name(*service), "error": error.to_string()}),
+            ),
+            Event::ServiceStale {
+                service,
+                items,
+                cause,
+            } => (
+                format!(
+                    "service {}: {items} items stale ({cause:?}); asking the feed for every image",
+                    self.service_name(*service)
+                ),
+                json!({"event": "service_stale", "service": self.service_name(*service), "items": items, "cause": format!("{cause:?}")}),
+            ),
+        };
+        self.say(text, value);
+    }
+
+    fn service_name(&self, s: ServiceId) -> &str {
+        self.backbones
+            .get(s.index())
+            .map_or("?", |b| b.name.as_str())
+    }
+
+    /// The core closed a client: its answer is written first when `flush()` says so.
+    fn disconnect(&mut self, d: Disconnect) {
+        let Some(tok) = self.by_client.remove(&d.client) else {
+            return;
+        };
+        self.core.client_closed(d.client);
+        let Some(c) = self.conns.get_mut(tok) else {
+            return;
+        };
+        c.client = None;
+        if d.flush() {
+            c.linger_until = Some(Instant::now() + LINGER);
+            self.lingering.push(tok);
+            if !c.blocked && c.write_out() != Wrote::Ok {
+                self.close(tok);
+            }
+        } else {
+            self.close(tok);
+        }
+    }
+
+    /// Drops a connection (the socket closes); tells the core if it still knew it.
+    fn close(&mut self, tok: Token) {
+        let Some(mut c) = self.conns.remove(tok) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        if let Some(id) = c.client {
+            self.by_client.remove(&id);
+            self.core.client_closed(id);
+            self.drain_core();
+        }
+    }
+
+    fn expire_lingering(&mut self, now: Instant) {
+        if self.lingering.is_empty() {
+            return;
+        }
+        let list = std::mem::take(&mut self.lingering);
+        for tok in list {
+            match self.conns.get_mut(tok).and_then(|c| c.linger_until) {
+                Some(d) if d <= now => self.close(tok),
+                Some(_) => self.lingering.push(tok),
+                None => {}
+            }
+        }
+    }
+
+    /// Hands a connection's queue to its socket and tells the core what is left.
+    fn write(&mut self, tok: Token) {
+        let Some(c) = self.conns.get_mut(tok) else {
+            return;
+        };
+        c.dirty = false;
+        if c.blocked {
+            return; // the writable event will come
+        }
+        if let Wrote::Failed(_) = c.write_out() {
+            return self.close(tok);
+        }
+        if let Some(id) = c.client {
+            let left = c.out.len();
+            self.core.client_drained(id, left);
+            self.drain_core();
+        }
+    }
+
+    /// Writes the queues that are due: all of them in latency mode or at a flush tick, else
+    /// those past `flush_bytes` (and closing connections).
+    fn write_dirty(&mut self, flush_all: bool) {
+        let latency = self.s.mode == WriteMode::Latency;
+        let mut kept = Vec::new();
+        // Writing reports drains to the core, which may queue more (a conflated client's
+        // images): a few rounds, the rest waits for the next turn.
+        for _ in 0..4 {
+            if self.dirty.is_empty() {
+                break;
+            }
+            for tok in std::mem::take(&mut self.dirty) {
+                let Some(c) = self.conns.get_mut(tok) else {
+                    continue;
+                };
+                let due = flush_all
+                    || latency
+                    || c.out.len() >= self.s.flush_bytes
+                    || c.linger_until.is_some();
+                if due {
+                    self.write(tok);
+                } else {
+                    kept.push(tok);
+                }
+            }
+        }
+        self.dirty.append(&mut kept);
+    }
+
+    fn poll_backbones(&mut self) {
+        for i in 0..self.backbones.len() {
+            let mut arena = std::mem::take(&mut self.arena);
+            let mut spans = std::mem::take(&mut self.spans);
+            arena.clear();
+            spans.clear();
+            let b = &mut self.backbones[i];
+            let n = b.sub.poll(
+                &mut |m| {
+                    spans.push((arena.len(), m.payload.len()));
+                    arena.extend_from_slice(m.payload);
+                },
+                BACKBONE_BATCH,
+            );
+            b.more = n == BACKBONE_BATCH;
+            let service = b.service;
+            if n > 0 {
+                b.last_message = Instant::now();
+            }
+            let now = self.now_ns();
+            let latency = self.s.mode == WriteMode::Latency;
+            for &(at, len) in &spans {
+                self.core
+                    .handle_backbone_message(service, &arena[at..at + len], now);
+                self.drain_core();
+                if latency {
+                    // Each update is written at once, not after the rest of the batch.
+                    self.write_dirty(false);
+                }
+            }
+            self.arena = arena;
+            self.spans = spans;
+            while let Some(ev) = self.backbones[i].sub.next_event() {
+                self.backbone_event(i, ev);
+            }
+            self.backbones[i].requests.do_work();
+        }
+    }
+
+    fn backbone_event(&mut self, i: usize, ev: SubscriberEvent) {
+        let now = self.now_ns();
+        let b = &mut self.backbones[i];
+        let service = b.service;
+        let name = b.name.clone();
+        match ev {
+            SubscriberEvent::Connected { session_id, .. } => {
+                b.sessions.insert(session_id);
+                self.say(
+                    format!("backbone {name}: feed session {session_id:08x} found; asking for every image"),
+                    json!({"event": "feed_found", "service": name, "session": session_id}),
+                );
+                self.core.feed_back(service, now);
+            }
+            SubscriberEvent::Lost {
+                session_id,
+                from_sequence,
+                count,
+            } => {
+                self.say(
+                    format!("backbone {name}: LOST {count} message(s) from seq {from_sequence} of session {session_id:08x}: items stale until their images come again"),
+                    json!({"event": "backbone_loss", "service": name, "session": session_id, "from_sequence": from_sequence, "count": count}),
+                );
+                self.core.handle_backbone_loss(service, now);
+            }
+            SubscriberEvent::PublisherClosed { session_id }
+            | SubscriberEvent::PublisherDied { session_id } => {
+                b.sessions.remove(&session_id);
+                let left = b.sessions.len();
+                self.say(
+                    format!(
+                        "backbone {name}: feed session {session_id:08x} gone; its items are stale"
+                    ),
+                    json!({"event": "feed_gone", "service": name, "session": session_id}),
+                );
+                self.core.feed_gone(service, now);
+                if left > 0 {
+                    // Another feed session is live: its images replace the stale ones.
+                    self.core.feed_back(service, now);
+                }
+            }
+            _ => {}
+        }
+        self.drain_core();
+    }
+
+    fn stats(&self, last: &Counters, over: Duration) {
+        let c = self.core.counters();
+        let f = self.core.footprint();
+        let secs = over.as_secs_f64().max(1e-9);
+        let per_s = |now: u64, then: u64| ((now - then) as f64 / secs).round();
+        let queued: usize = self.conns.slots.iter().flatten().map(|c| c.out.len()).sum();
+        let held: usize = self
+            .conns
+            .slots
+            .iter()
+            .flatten()
+            .map(|c| c.out.capacity())
+            .sum();
+        let rss = rss_kib();
+        self.say(
+            format!(
+                "[distributor {:.1}s] {} clients, {} items, {:.0} updates/s in, {:.0} sent/s, queued {} B ({} B held), conflating {}, RSS {} KiB",
+                self.start.elapsed().as_secs_f64(),
+                self.conns.len(),
+                f.items,
+                per_s(c.updates_applied, last.updates_applied),
+                per_s(c.updates_sent, last.updates_sent),
+                queued,
+                held,
+                c.conflations - last.conflations,
+                rss.unwrap_or(0)
+            ),
+            json!({"t": (self.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+                   "clients": self.conns.len(), "items": f.items,
+                   "updates_in_per_s": per_s(c.updates_applied, last.updates_applied),
+                   "updates_sent_per_s": per_s(c.updates_sent, last.updates_sent),
+                   "queued_bytes": queued, "queue_capacity_bytes": held,
+                   "conflations": c.conflations, "slow_disconnects": c.slow_disconnects,
+                   "rss_kib": rss}),
+        );
+    }
+}
+
+/// This process's resident set (VmRSS of /proc/self/status), in KiB.
+fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

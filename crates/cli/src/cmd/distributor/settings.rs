@@ -1,0 +1,431 @@
+//! The distributor's settings: defaults, then the `--config` TOML file, then the flags. Every
+//! key of the file is checked (unknown keys too) and every value with an error naming the
+//! file, the key, the value and what is accepted; a flag's error names the flag instead.
+//!
+//! | key | flag | default | accepted |
+//! | --- | --- | --- | --- |
+//! | `listen` | `--listen` | `127.0.0.1:14500` | `ADDR:PORT` (port 0: any free port) |
+//! | `users` | `--users` | (required) | a path; relative paths in the file are from the file's folder |
+//! | `backbone` | `--backbone` | `mcast://239.255.90.1:40900` | a udp://, mcast://, tcp:// or ipc:// URI |
+//! | `requests` | `--requests` | the backbone's port + 1 | a URI |
+//! | `services` | `--service` (repeated) | `["FEED1"]` | service names |
+//! | `mode` | `--mode` | `throughput` | `throughput` or `latency` |
+//! | `flush_interval_ms` | `--flush-interval-ms` | 20 | 1 to 1000 |
+//! | `flush_bytes` | | 64k | 1k to 16m: a throughput-mode buffer this full is written at once |
+//! | `max_queue_bytes` | `--max-queue-bytes` | 4m | 131102 (`MIN_QUEUE_BYTES`) to 1g |
+//! | `slow` | `--slow` | `conflate` | `conflate` or `disconnect` |
+//! | `max_clients` | `--max-clients` | 1024 | 1 to 1000000 |
+//! | `max_items` | | 1000000 | 1 to 100000000 |
+//! | `max_requests_per_client` | | 1024 | 1 to 1000000 |
+//! | `max_patterns_per_client` | | 10000 | 1 to 10000000 |
+//! | `max_watch_per_client` | | 100000 | 1 to 10000000 |
+//! | `login_timeout_ms` | | 10000 | 100 to 600000 |
+//! | `image_retry_ms` | | 1000 | 10 to 600000 |
+//! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
+//! | `stats_every_s` | | 10 | 0 (never) to 3600 |
+//! | `busy_poll_us` | | latency: 50, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
+
+use crate::flags::md::{
+    DistributorArgs, WriteMode, DEFAULT_BACKBONE, DEFAULT_LISTEN, DEFAULT_SERVICE,
+};
+use anyhow::{bail, Context as _, Result};
+use peregrine_md::dist::{DistributorConfig, SlowPolicy, MIN_QUEUE_BYTES};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// Everything a distributor run needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub users: PathBuf,
+    pub backbone: String,
+    pub requests: String,
+    pub mode: WriteMode,
+    pub flush_interval_ms: u64,
+    pub flush_bytes: usize,
+    pub client_sndbuf: Option<usize>,
+    pub stats_every_s: u64,
+    /// After a backbone message, the loop polls without sleeping this long.
+    pub busy_poll_us: u64,
+    /// The core's settings (services, bounds, policy, timeouts).
+    pub core: DistributorConfig,
+}
+
+/// The keys of the config file, in the order of the table above.
+pub const KEYS: &[&str] = &[
+    "listen",
+    "users",
+    "backbone",
+    "requests",
+    "services",
+    "mode",
+    "flush_interval_ms",
+    "flush_bytes",
+    "max_queue_bytes",
+    "slow",
+    "max_clients",
+    "max_items",
+    "max_requests_per_client",
+    "max_patterns_per_client",
+    "max_watch_per_client",
+    "login_timeout_ms",
+    "image_retry_ms",
+    "client_sndbuf",
+    "stats_every_s",
+    "busy_poll_us",
+];
+
+/// A whole number within a range, or why not.
+fn ranged(v: u64, lo: u64, hi: u64) -> Result<u64, String> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("a whole number from {lo} to {hi}"))
+    }
+}
+
+fn slow_policy(s: &str) -> Result<SlowPolicy, String> {
+    match s {
+        "conflate" => Ok(SlowPolicy::Conflate),
+        "disconnect" => Ok(SlowPolicy::Disconnect),
+        _ => Err("conflate (keep only the latest image of each item and send it when the client catches up) or disconnect".into()),
+    }
+}
+
+fn mode(s: &str) -> Result<WriteMode, String> {
+    match s {
+        "throughput" => Ok(WriteMode::Throughput),
+        "latency" => Ok(WriteMode::Latency),
+        _ => Err("throughput (writes coalesced under flush_interval_ms) or latency (each update written at once, TCP_NODELAY)".into()),
+    }
+}
+
+fn size(v: &Value, lo: u64, hi: u64, example: &str) -> Result<u64, String> {
+    let accepted = || {
+        format!("a size in bytes from {lo} to {hi}, a number or a string with k, m or g (powers of 1024), for example {example}")
+    };
+    let n = match v {
+        Value::Integer(i) => u64::try_from(*i).map_err(|_| accepted())?,
+        Value::String(s) => peregrine::parse_bytes(s).ok_or_else(accepted)?,
+        _ => return Err(accepted()),
+    };
+    if (lo..=hi).contains(&n) {
+        Ok(n)
+    } else {
+        Err(accepted())
+    }
+}
+
+/// The config file, walked key by key.
+struct File<'a> {
+    name: String,
+    dir: &'a Path,
+    table: Table,
+}
+
+impl File<'_> {
+    fn err(&self, key: &str, value: &Value, accepted: &str) -> anyhow::Error {
+        anyhow::anyhow!("{}: {key} = {value} is not accepted: {accepted}", self.name)
+    }
+    fn str(&self, key: &str) -> Result<Option<&str>> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(self.err(key, v, "a string")),
+        }
+    }
+    fn int(&self, key: &str, lo: u64, hi: u64) -> Result<Option<u64>> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(v @ Value::Integer(i)) => u64::try_from(*i)
+                .map_err(|_| format!("a whole number from {lo} to {hi}"))
+                .and_then(|n| ranged(n, lo, hi))
+                .map(Some)
+                .map_err(|a| self.err(key, v, &a)),
+            Some(v) => Err(self.err(key, v, &format!("a whole number from {lo} to {hi}"))),
+        }
+    }
+    fn size(&self, key: &str, lo: u64, hi: u64, example: &str) -> Result<Option<u64>> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(v) => size(v, lo, hi, example)
+                .map(Some)
+                .map_err(|a| self.err(key, v, &a)),
+        }
+    }
+    fn parsed<T>(&self, key: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(v @ Value::String(s)) => f(s).map(Some).map_err(|a| self.err(key, v, &a)),
+            Some(v) => Err(self.err(key, v, "a string")),
+        }
+    }
+}
+
+fn load_file(path: &Path) -> Result<(Table, String)> {
+    let name = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read --config {name}"))?;
+    let table: Table = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{name} is not valid TOML: {e}"))?;
+    if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        bail!(
+            "{name}: {k} = ... is not accepted: an unknown key: known keys are {}",
+            KEYS.join(", ")
+        );
+    }
+    Ok((table, name))
+}
+
+impl Settings {
+    /// Defaults, then the config file, then the flags.
+    pub fn resolve(a: &DistributorArgs) -> Result<Settings> {
+        let (table, name) = match &a.config {
+            Some(p) => load_file(p)?,
+            None => (Table::new(), String::new()),
+        };
+        let dir = a
+            .config
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let f = File { name, dir, table };
+
+        let listen = match a.listen {
+            Some(l) => l,
+            None => f
+                .parsed("listen", |s| {
+                    s.parse::<SocketAddr>()
+                        .map_err(|_| "an address and port, for example \"127.0.0.1:14500\"".into())
+                })?
+                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid default")),
+        };
+        let users = match &a.users {
+            Some(u) => u.clone(),
+            None => match f.str("users")? {
+                Some(u) => f.dir.join(u),
+                None => bail!(
+                    "no users file: give --users FILE (or users = \"FILE\" in --config); \
+                     docs/market-data.md shows its format"
+                ),
+            },
+        };
+        let backbone = match &a.backbone {
+            Some(b) => b.clone(),
+            None => f.str("backbone")?.unwrap_or(DEFAULT_BACKBONE).to_string(),
+        };
+        let requests = match &a.requests {
+            Some(r) => r.clone(),
+            None => match f.str("requests")? {
+                Some(r) => r.to_string(),
+                None => super::super::md::default_requests_uri(&backbone)?,
+            },
+        };
+        let services = if !a.services.is_empty() {
+            a.services.clone()
+        } else {
+            match f.table.get("services") {
+                None => vec![DEFAULT_SERVICE.to_string()],
+                Some(v) => {
+                    let accepted = format!(
+                        "a list of service names, each {}, for example [\"FEED1\"]",
+                        peregrine_md::model::SERVICE_ALPHABET
+                    );
+                    let list = v
+                        .as_array()
+                        .ok_or_else(|| f.err("services", v, &accepted))?;
+                    let mut out = Vec::new();
+                    for (i, s) in list.iter().enumerate() {
+                        let key = format!("services[{i}]");
+                        let name = s.as_str().ok_or_else(|| f.err(&key, s, &accepted))?;
+                        crate::flags::values::parse_service(name)
+                            .map_err(|_| f.err(&key, s, &accepted))?;
+                        out.push(name.to_string());
+                    }
+                    out
+                }
+            }
+        };
+        let mode = match a.mode {
+            Some(m) => m,
+            None => f.parsed("mode", mode)?.unwrap_or(WriteMode::Throughput),
+        };
+        let flush_interval_ms = match a.flush_interval_ms {
+            Some(v) => ranged(v, 1, 1000)
+                .map_err(|acc| anyhow::anyhow!("--flush-interval-ms {v} is not accepted: {acc}"))?,
+            None => f.int("flush_interval_ms", 1, 1000)?.unwrap_or(20),
+        };
+        let flush_bytes = f
+            .size("flush_bytes", 1 << 10, 16 << 20, "\"64k\"")?
+            .unwrap_or(64 << 10) as usize;
+        let max_queue_hi = 1u64 << 30;
+        let max_queue_bytes = match a.max_queue_bytes {
+            Some(v) if (MIN_QUEUE_BYTES as u64..=max_queue_hi).contains(&v) => v,
+            Some(v) => bail!(
+                "--max-queue-bytes {v} is not accepted: give {MIN_QUEUE_BYTES} (two of the largest \
+                 messages and a CONFLATED, so a conflated client can always be sent an image) to 1g"
+            ),
+            None => f
+                .size(
+                    "max_queue_bytes",
+                    MIN_QUEUE_BYTES as u64,
+                    max_queue_hi,
+                    "\"4m\"",
+                )?
+                .unwrap_or(4 << 20),
+        } as usize;
+        let slow = match &a.slow {
+            Some(s) => slow_policy(s)
+                .map_err(|acc| anyhow::anyhow!("--slow {s} is not accepted: {acc}"))?,
+            None => f
+                .parsed("slow", slow_policy)?
+                .unwrap_or(SlowPolicy::Conflate),
+        };
+        let max_clients = match a.max_clients {
+            Some(v) => ranged(v, 1, 1_000_000)
+                .map_err(|acc| anyhow::anyhow!("--max-clients {v} is not accepted: {acc}"))?,
+            None => f.int("max_clients", 1, 1_000_000)?.unwrap_or(1024),
+        } as usize;
+        let mut core = DistributorConfig::new(&[]);
+        core.services = services;
+        core.max_queue_bytes = max_queue_bytes;
+        core.slow = slow;
+        core.max_clients = max_clients;
+        if let Some(v) = f.int("max_items", 1, 100_000_000)? {
+            core.max_items = v as usize;
+        }
+        if let Some(v) = f.int("max_requests_per_client", 1, 1_000_000)? {
+            core.max_requests_per_client = v as usize;
+        }
+        if let Some(v) = f.int("max_patterns_per_client", 1, 10_000_000)? {
+            core.max_patterns_per_client = v as usize;
+        }
+        if let Some(v) = f.int("max_watch_per_client", 1, 10_000_000)? {
+            core.max_watch_per_client = v as usize;
+        }
+        if let Some(v) = f.int("login_timeout_ms", 100, 600_000)? {
+            core.login_timeout_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int("image_retry_ms", 10, 600_000)? {
+            core.image_retry_ns = v * 1_000_000;
+        }
+        core.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let client_sndbuf = f
+            .size("client_sndbuf", 4 << 10, 64 << 20, "\"256k\"")?
+            .map(|v| v as usize);
+        let stats_every_s = f.int("stats_every_s", 0, 3600)?.unwrap_or(10);
+        let busy_poll_us = f
+            .int("busy_poll_us", 0, 100_000)?
+            .unwrap_or(if mode == WriteMode::Latency { 50 } else { 0 });
+        Ok(Settings {
+            listen,
+            users,
+            backbone,
+            requests,
+            mode,
+            flush_interval_ms,
+            flush_bytes,
+            client_sndbuf,
+            stats_every_s,
+            busy_poll_us,
+            core,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flags::{Cli, Command};
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> DistributorArgs {
+        let mut v = vec!["peregrine", "distributor"];
+        v.extend_from_slice(extra);
+        match Cli::try_parse_from(v).unwrap().command {
+            Command::Distributor(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    fn with_config(text: &str, extra: &[&str]) -> Result<Settings> {
+        let dir = std::env::temp_dir().join(format!("pg-dist-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("c{}.toml", text.len()));
+        std::fs::write(&p, text).unwrap();
+        let mut v = vec!["--config", p.to_str().unwrap()];
+        v.extend_from_slice(extra);
+        let r = Settings::resolve(&args(&v));
+        let _ = std::fs::remove_file(&p);
+        r
+    }
+
+    #[test]
+    fn the_file_sets_everything_and_flags_win() {
+        let s = with_config(
+            "listen = \"127.0.0.1:0\"\nusers = \"u.toml\"\nmode = \"latency\"\n\
+             services = [\"A\", \"B\"]\nmax_queue_bytes = \"1m\"\nslow = \"disconnect\"\n\
+             flush_interval_ms = 5\nclient_sndbuf = 65536\nstats_every_s = 0\n\
+             login_timeout_ms = 500\n",
+            &["--mode", "throughput", "--service", "C"],
+        )
+        .unwrap();
+        assert_eq!(s.mode, WriteMode::Throughput);
+        assert_eq!(s.core.services, ["C"]);
+        assert_eq!(s.core.max_queue_bytes, 1 << 20);
+        assert_eq!(s.core.slow, SlowPolicy::Disconnect);
+        assert_eq!(s.core.login_timeout_ns, 500_000_000);
+        assert_eq!((s.flush_interval_ms, s.client_sndbuf), (5, Some(65536)));
+        assert!(s.users.ends_with("u.toml") && s.users.is_absolute());
+        assert_eq!(s.requests, "mcast://239.255.90.1:40901");
+    }
+
+    #[test]
+    fn every_bad_key_or_value_is_named_with_what_is_accepted() {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "users = \"u\"\nflush = 3",
+                &["flush = ... is not accepted", "known keys are listen"],
+            ),
+            (
+                "users = \"u\"\nmode = \"fast\"",
+                &["mode = \"fast\"", "throughput (writes"],
+            ),
+            (
+                "users = \"u\"\nflush_interval_ms = 0",
+                &["flush_interval_ms = 0", "from 1 to 1000"],
+            ),
+            (
+                "users = \"u\"\nmax_queue_bytes = \"64k\"",
+                &["max_queue_bytes = \"64k\"", "131102"],
+            ),
+            (
+                "users = \"u\"\nslow = \"drop\"",
+                &["slow = \"drop\"", "conflate"],
+            ),
+            (
+                "users = \"u\"\nservices = [\"A B\"]",
+                &["services[0] = \"A B\""],
+            ),
+            (
+                "users = \"u\"\nlisten = \"here\"",
+                &["listen = \"here\"", "127.0.0.1:14500"],
+            ),
+            ("users = 3", &["users = 3", "a string"]),
+            ("mode = \"latency\"", &["no users file", "--users FILE"]),
+            ("users = [", &["is not valid TOML"]),
+        ];
+        for (text, want) in cases {
+            let e = format!("{:#}", with_config(text, &[]).unwrap_err());
+            for w in *want {
+                assert!(e.contains(w), "{text:?}: {e:?} lacks {w:?}");
+            }
+        }
+        let e = Settings::resolve(&args(&["--users", "u", "--slow", "x"])).unwrap_err();
+        assert!(e.to_string().contains("--slow x is not accepted"), "{e}");
+        let e = Settings::resolve(&args(&["--users", "u", "--max-queue-bytes", "1k"])).unwrap_err();
+        assert!(e.to_string().contains("--max-queue-bytes 1024"), "{e}");
+    }
+}

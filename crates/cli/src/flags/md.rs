@@ -1,0 +1,158 @@
+//! The flags of the market data commands: `peregrine feed`, `peregrine distributor` and
+//! `peregrine client` (docs/market-data.md, "The drivers").
+
+use super::values;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The backbone when none is given: reliable multicast on loopback.
+pub const DEFAULT_BACKBONE: &str = "mcast://239.255.90.1:40900";
+/// The service when none is given.
+pub const DEFAULT_SERVICE: &str = "FEED1";
+/// Where the distributor listens when neither `--listen` nor the config says.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:14500";
+
+#[derive(Args, Debug)]
+pub struct FeedArgs {
+    /// The items to publish: a file with one item name per line (blank lines and lines
+    /// starting with # are skipped). crates/md/items/sample.txt has 4000.
+    #[arg(long)]
+    pub items: PathBuf,
+    /// UPDATEs per second over all items (k and m suffixes: 10k, 1.5m).
+    #[arg(long, value_parser = values::parse_rate)]
+    pub rate: f64,
+    /// The backbone to publish on (the topic is md.<service>).
+    #[arg(long, default_value = DEFAULT_BACKBONE)]
+    pub backbone: String,
+    /// Where the distributors' image requests come from (topic md.<service>.req; default:
+    /// the backbone's address with the port + 1).
+    #[arg(long)]
+    pub requests: Option<String>,
+    /// The service the items belong to.
+    #[arg(long, default_value = DEFAULT_SERVICE, value_parser = values::parse_service)]
+    pub service: String,
+    /// Seed of the item popularity draws and price moves (the same seed, the same sequence).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Zipf exponent of item popularity: the k-th most popular item is drawn with a weight
+    /// of 1/k^s (0: every item alike).
+    #[arg(long, default_value_t = 1.0, value_parser = values::parse_zipf)]
+    pub zipf: f64,
+    /// Stop after this many seconds (default: run until interrupted).
+    #[arg(long, value_parser = values::parse_seconds)]
+    pub duration: Option<f64>,
+    /// Print a JSON object per statistics line (and at the end) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How the distributor writes to its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WriteMode {
+    /// Writes to each client coalesced under a flush interval (or 64 KiB).
+    Throughput,
+    /// Every update written at once (TCP_NODELAY, as in throughput mode).
+    Latency,
+}
+
+impl WriteMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Throughput => "throughput",
+            WriteMode::Latency => "latency",
+        }
+    }
+}
+
+/// Every flag but `--config`, `--hash-token` and `--json` can also be set in the config file
+/// (the flag wins); the defaults apply to what neither sets.
+#[derive(Args, Debug)]
+pub struct DistributorArgs {
+    /// Address and port to accept clients on (port 0: any free port, printed at start).
+    /// Default 127.0.0.1:14500.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// The users file (TOML: each user's token SHA-256 and item globs).
+    #[arg(long)]
+    pub users: Option<PathBuf>,
+    /// The backbone to subscribe to (one topic md.<service> per service). Default
+    /// mcast://239.255.90.1:40900.
+    #[arg(long)]
+    pub backbone: Option<String>,
+    /// Where to publish image requests (topic md.<service>.req; default: the backbone's
+    /// address with the port + 1).
+    #[arg(long)]
+    pub requests: Option<String>,
+    /// A service to carry (repeat for several). Default FEED1.
+    #[arg(long = "service", value_parser = values::parse_service)]
+    pub services: Vec<String>,
+    /// throughput: writes coalesced under --flush-interval-ms (or 64 KiB); latency: each
+    /// update written at once. Default throughput.
+    #[arg(long, value_enum)]
+    pub mode: Option<WriteMode>,
+    /// Throughput mode: how often client buffers are written (1 to 1000 ms). Default 20.
+    #[arg(long)]
+    pub flush_interval_ms: Option<u64>,
+    /// Bound of each client's output queue in bytes (k, m suffixes). Default 4m.
+    #[arg(long, value_parser = values::parse_size)]
+    pub max_queue_bytes: Option<u64>,
+    /// What happens to a client past its bound: conflate or disconnect (a user's `slow` in
+    /// the users file wins). Default conflate.
+    #[arg(long)]
+    pub slow: Option<String>,
+    /// Client connections at most. Default 1024.
+    #[arg(long)]
+    pub max_clients: Option<u64>,
+    /// A TOML file setting any of the above (and more: docs/market-data.md); flags win.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the SHA-256 (hex) of the token read from standard input, for `token_sha256` in
+    /// the users file, and exit.
+    #[arg(long)]
+    pub hash_token: bool,
+    /// Print statistics and the final counters as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The distributor's address.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub connect: String,
+    /// The user to log in as.
+    #[arg(long, value_parser = values::parse_user)]
+    pub user: String,
+    /// The user's token (default: the environment variable PEREGRINE_MD_TOKEN, which keeps
+    /// it out of the process list).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// The watchlist: one item name or glob (`AAA.*`) per line.
+    #[arg(long)]
+    pub watch: PathBuf,
+    /// The service of the watched items.
+    #[arg(long, default_value = DEFAULT_SERVICE, value_parser = values::parse_service)]
+    pub service: String,
+    /// Print one line per message: REFRESH <item> <fields>, UPDATE <item> <fields>,
+    /// STATUS <item> <state>.
+    #[arg(long)]
+    pub print: bool,
+    /// Exit after this many item messages (REFRESH, UPDATE, STATUS).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Exit after this many seconds.
+    #[arg(long, value_parser = values::parse_seconds)]
+    pub seconds: Option<f64>,
+    /// Statistics lines and the summary as JSON objects.
+    #[arg(long)]
+    pub json: bool,
+    /// A field dictionary to print fields with (default: the built-in one).
+    #[arg(long)]
+    pub dictionary: Option<PathBuf>,
+    /// After data arrives, keep reading without blocking (a busy core) this many
+    /// microseconds before sleeping in a blocking read: lower latency, more CPU (0 to
+    /// 1000000; 0: always block).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub busy_poll_us: u64,
+}

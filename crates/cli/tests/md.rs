@@ -1,0 +1,1250 @@
+//! The market data tier end to end: real `peregrine feed`, `peregrine distributor` and
+//! `peregrine client` processes (and raw TCP clients speaking the protocol from this test) over
+//! loopback multicast and TCP. Each test checks behaviour (what arrives, what is refused, what
+//! is counted, what recovers), never a speed.
+//!
+//! Every test has a multicast group and ports of its own (`Net::new`), so nothing collides
+//! when tests run in parallel; the tests of this file run one at a time (`serial`), as each
+//! starts several busy processes on a small machine.
+
+use peregrine_md::codec::{
+    refresh_flags, CloseRepr, LoginRepr, LoginResult, Message, MessageType, Messages, OpenRepr,
+    PatternList,
+};
+use peregrine_md::model::ItemState;
+use rustix::process::Signal;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_peregrine");
+
+// ---- processes ----------------------------------------------------------------------------
+
+/// A `peregrine` process whose output lines (stdout, and stderr prefixed `stderr: `) are
+/// collected as they come; killed when dropped.
+struct Proc {
+    name: String,
+    child: Child,
+    lines: Arc<(Mutex<Vec<String>>, Condvar)>,
+}
+
+impl Proc {
+    fn start(name: &str, args: &[&str]) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let lines: Arc<(Mutex<Vec<String>>, Condvar)> = Arc::default();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        for (stream, prefix) in [
+            (Box::new(out) as Box<dyn Read + Send>, ""),
+            (Box::new(err), "stderr: "),
+        ] {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(stream).lines() {
+                    let Ok(l) = l else { break };
+                    let (m, cv) = &*lines;
+                    m.lock().unwrap().push(format!("{prefix}{l}"));
+                    cv.notify_all();
+                }
+            });
+        }
+        Proc {
+            name: name.to_string(),
+            child,
+            lines,
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.0.lock().unwrap().clone()
+    }
+
+    fn text(&self) -> String {
+        format!("--- {} ---\n{}", self.name, self.lines().join("\n"))
+    }
+
+    /// The index and text of the first line at or after `from` that `pred` accepts, waiting
+    /// up to `timeout`.
+    fn wait_for_from(
+        &self,
+        from: usize,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<(usize, String)> {
+        let end = Instant::now() + timeout;
+        let (m, cv) = &*self.lines;
+        let mut g = m.lock().unwrap();
+        loop {
+            if let Some(i) = (from..g.len()).find(|&i| pred(&g[i])) {
+                return Some((i, g[i].clone()));
+            }
+            let now = Instant::now();
+            if now >= end {
+                return None;
+            }
+            g = cv.wait_timeout(g, end - now).unwrap().0;
+        }
+    }
+
+    /// Like [`wait_for_from`](Self::wait_for_from) from the first line; panics with every
+    /// process's output on a timeout.
+    fn expect(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+        others: &[&Proc],
+    ) -> (usize, String) {
+        self.expect_from(0, what, timeout, pred, others)
+    }
+
+    fn expect_from(
+        &self,
+        from: usize,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+        others: &[&Proc],
+    ) -> (usize, String) {
+        self.wait_for_from(from, timeout, pred).unwrap_or_else(|| {
+            let mut t = self.text();
+            for o in others {
+                t.push('\n');
+                t.push_str(&o.text());
+            }
+            panic!("{}: no {what} within {timeout:?}\n{t}", self.name)
+        })
+    }
+
+    fn signal(&self, sig: Signal) {
+        peregrine_testkit::signal(self.child.id(), sig).unwrap();
+    }
+
+    /// Waits for the process to exit (killing it past `timeout`).
+    fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                // Let the readers take the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return s;
+            }
+            if Instant::now() >= end {
+                let _ = self.child.kill();
+                panic!(
+                    "{} did not exit within {timeout:?}\n{}",
+                    self.name,
+                    self.text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGTERM, then its last JSON line (the summary of every command here).
+    fn stop_json(&mut self) -> Value {
+        self.signal(Signal::TERM);
+        let status = self.wait(Duration::from_secs(10));
+        assert!(
+            status.success(),
+            "{} exited {status}\n{}",
+            self.name,
+            self.text()
+        );
+        self.last_json()
+    }
+
+    fn last_json(&self) -> Value {
+        let lines = self.lines();
+        let l = lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("{\"") && l.contains("\"done\""))
+            .unwrap_or_else(|| panic!("no summary line\n{}", self.text()));
+        serde_json::from_str(l).unwrap()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- the setting of one test --------------------------------------------------------------
+
+static NEXT_NET: AtomicU32 = AtomicU32::new(0);
+
+/// A test's own multicast group and ports, and its own folder.
+struct Net {
+    backbone: String,
+    requests: String,
+    dir: PathBuf,
+}
+
+impl Net {
+    fn new(tag: &str) -> Net {
+        let pid = std::process::id();
+        let n = NEXT_NET.fetch_add(1, Ordering::Relaxed);
+        let group = format!("239.255.95.{}", 1 + (pid + n * 37) % 250);
+        let port = 30_000 + ((pid % 7919) * 2 + n * 2) % 30_000;
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("md-{tag}-{pid}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Net {
+            backbone: format!("mcast://{group}:{port}"),
+            requests: format!("mcast://{group}:{}", port + 1),
+            dir,
+        }
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    /// The first `n` items of the shipped sample: AAA.O, AAB.N, AAC.L, AAD.T, AAE.O, ...
+    fn items(&self, n: usize) -> String {
+        let sample = include_str!("../../md/items/sample.txt");
+        let text: String = sample.lines().take(n).map(|l| format!("{l}\n")).collect();
+        self.file("items.txt", &text)
+    }
+
+    /// A users file: (user, token, item globs, extra TOML lines).
+    fn users(&self, users: &[(&str, &str, &[&str], &str)]) -> String {
+        use sha2::{Digest, Sha256};
+        let mut t = String::new();
+        for (name, token, items, extra) in users {
+            let items: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
+            t.push_str(&format!(
+                "[users.{name}]\ntoken_sha256 = \"{}\"\nitems = [{}]\n{extra}\n",
+                hex::encode(Sha256::digest(token.as_bytes())),
+                items.join(", ")
+            ));
+        }
+        self.file("users.toml", &t)
+    }
+
+    fn feed(&self, items: &str, rate: &str, extra: &[&str]) -> Proc {
+        let mut args = vec![
+            "feed",
+            "--items",
+            items,
+            "--rate",
+            rate,
+            "--backbone",
+            &self.backbone,
+            "--requests",
+            &self.requests,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let p = Proc::start("feed", &args);
+        p.expect(
+            "start line",
+            Duration::from_secs(10),
+            |l| l.contains("\"feed\""),
+            &[],
+        );
+        p
+    }
+
+    /// A distributor on a free port (or `listen`): returns it and its address.
+    fn distributor(&self, users: &str, listen: &str, extra: &[&str]) -> (Proc, String) {
+        let mut args = vec![
+            "distributor",
+            "--listen",
+            listen,
+            "--users",
+            users,
+            "--requests",
+            &self.requests,
+            "--json",
+        ];
+        if !extra.contains(&"--backbone") {
+            args.extend_from_slice(&["--backbone", &self.backbone]);
+        }
+        args.extend_from_slice(extra);
+        let p = Proc::start("distributor", &args);
+        let (_, l) = p.expect(
+            "listening line",
+            Duration::from_secs(10),
+            |l| l.contains("\"listening\""),
+            &[],
+        );
+        let v: Value = serde_json::from_str(&l).unwrap();
+        let addr = v["listening"].as_str().unwrap().to_string();
+        (p, addr)
+    }
+
+    fn client(&self, addr: &str, user: &str, token: &str, watch: &[&str], extra: &[&str]) -> Proc {
+        let text: String = watch.iter().map(|w| format!("{w}\n")).collect();
+        let n = NEXT_NET.fetch_add(1, Ordering::Relaxed);
+        let watch = self.file(&format!("watch{n}.txt"), &text);
+        let mut args = vec![
+            "client",
+            "--connect",
+            addr,
+            "--user",
+            user,
+            "--token",
+            token,
+            "--watch",
+            &watch,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        Proc::start(&format!("client {user}"), &args)
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The distributor saw the feed (and asked for its images).
+fn feed_found(d: &Proc, from: usize, feed: &Proc) -> usize {
+    d.expect_from(
+        from,
+        "feed_found",
+        Duration::from_secs(10),
+        |l| l.contains("feed_found"),
+        &[feed],
+    )
+    .0
+}
+
+// ---- a client speaking the protocol from the test -----------------------------------------
+
+/// One message received, owned.
+#[derive(Debug, Clone)]
+struct Got {
+    ty: MessageType,
+    item_id: u32,
+    flags: u8,
+    seq: u32,
+    request_id: u32,
+    state: Option<ItemState>,
+    name: String,
+    text: String,
+    login: Option<LoginResult>,
+}
+
+impl Got {
+    fn from(bytes: &[u8]) -> Got {
+        let m = Message::parse(bytes).expect("the distributor sends valid messages");
+        let mut g = Got {
+            ty: m.message_type(),
+            item_id: 0,
+            flags: 0,
+            seq: 0,
+            request_id: 0,
+            state: None,
+            name: String::new(),
+            text: String::new(),
+            login: None,
+        };
+        match m {
+            Message::Refresh(r) => {
+                (g.item_id, g.flags, g.seq, g.name) =
+                    (r.item_id, r.flags, r.item_seq, r.name.into())
+            }
+            Message::Update(u) => (g.item_id, g.seq) = (u.item_id, u.item_seq),
+            Message::Status(s) => {
+                (g.item_id, g.request_id, g.state) = (s.item_id, s.request_id, Some(s.state));
+                (g.name, g.text) = (s.name.into(), s.text.into());
+            }
+            Message::LoginResponse(r) => (g.login, g.text) = (Some(r.result), r.text.into()),
+            Message::Conflated(c) => (g.item_id, g.seq) = (c.items, c.updates_dropped),
+            _ => {}
+        }
+        g
+    }
+}
+
+struct Raw {
+    s: TcpStream,
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw {
+            s,
+            buf: Vec::new(),
+            eof: false,
+        }
+    }
+
+    /// A connection whose receive buffer is tiny: it fills after a few KiB when not read.
+    fn connect_small(addr: &str) -> Raw {
+        let a: std::net::SocketAddr = addr.parse().unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_recv_buffer_size(4096).unwrap();
+        sock.connect(&a.into()).unwrap();
+        Raw {
+            s: sock.into(),
+            buf: Vec::new(),
+            eof: false,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    fn send_msg(&mut self, m: Message<'_>) {
+        let mut b = Vec::new();
+        m.emit_to_vec(&mut b);
+        self.send(&b);
+    }
+
+    fn login_bytes(user: &str, token: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        Message::Login(LoginRepr {
+            user,
+            token: token.as_bytes(),
+        })
+        .emit_to_vec(&mut b);
+        b
+    }
+
+    /// Logs in; the LOGIN_RESPONSE.
+    fn login(&mut self, user: &str, token: &str) -> Got {
+        self.send(&Self::login_bytes(user, token));
+        self.next(Duration::from_secs(5)).expect("a LOGIN_RESPONSE")
+    }
+
+    fn open_bytes(rid: u32, service: &str, patterns: &[&str]) -> Vec<u8> {
+        let mut b = Vec::new();
+        Message::Open(OpenRepr {
+            request_id: rid,
+            service,
+            patterns: PatternList::List(patterns),
+        })
+        .emit_to_vec(&mut b);
+        b
+    }
+
+    fn open(&mut self, rid: u32, patterns: &[&str]) {
+        self.send(&Self::open_bytes(rid, "FEED1", patterns));
+    }
+
+    /// The next message, waiting up to `timeout`; `None` on timeout or once the connection
+    /// ended (`eof`).
+    fn next(&mut self, timeout: Duration) -> Option<Got> {
+        let end = Instant::now() + timeout;
+        loop {
+            let mut msgs = Messages::new(&self.buf);
+            if let Some(m) = msgs.next() {
+                let (_, bytes) = m.expect("valid framing");
+                let g = Got::from(bytes);
+                let used = bytes.len();
+                self.buf.drain(..used);
+                return Some(g);
+            }
+            if self.eof {
+                return None;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return None;
+            }
+            self.s.set_read_timeout(Some(end - now)).unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.s.read(&mut chunk) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => self.eof = true, // reset
+            }
+        }
+    }
+
+    /// Everything until the connection ends (panics if it does not within `timeout`).
+    fn until_closed(&mut self, timeout: Duration) -> Vec<Got> {
+        let end = Instant::now() + timeout;
+        let mut v = Vec::new();
+        while Instant::now() < end {
+            match self.next(end - Instant::now()) {
+                Some(g) => v.push(g),
+                None if self.eof => return v,
+                None => {}
+            }
+        }
+        panic!("the connection was not closed within {timeout:?}; got {v:?}");
+    }
+
+    /// Everything that arrives within `d`.
+    fn collect(&mut self, d: Duration) -> Vec<Got> {
+        let end = Instant::now() + d;
+        let mut v = Vec::new();
+        while Instant::now() < end {
+            if let Some(g) = self.next(end - Instant::now()) {
+                v.push(g);
+            } else if self.eof {
+                break;
+            }
+        }
+        v
+    }
+}
+
+/// This process may open as many files as its hard limit allows.
+fn raise_nofile() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    l.current = l.maximum;
+    let _ = setrlimit(Resource::Nofile, l);
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn counter(summary: &Value, name: &str) -> u64 {
+    summary["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name} in {summary}"))
+}
+
+const S: Duration = Duration::from_secs(1);
+
+// ---- the tests ----------------------------------------------------------------------------
+
+#[test]
+fn a_watched_item_gets_a_refresh_then_updates_with_every_item_seq() {
+    let _one = serial();
+    let net = Net::new("refresh");
+    let users = net.users(&[("alice", "s3cret", &["AA*"], "")]);
+    let items = net.items(20);
+    // Latency mode here (every other test runs the default, throughput).
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--mode", "latency"]);
+    let f = net.feed(&items, "2000", &[]);
+    feed_found(&d, 0, &f);
+    let mut c = net.client(
+        &addr,
+        "alice",
+        "s3cret",
+        &["AAA.O"],
+        &["--print", "--count", "40", "--seconds", "20"],
+    );
+    let status = c.wait(Duration::from_secs(30));
+    assert!(status.success(), "{}\n{}", c.text(), d.text());
+    let lines = c.lines();
+    let items: Vec<&String> = lines
+        .iter()
+        .filter(|l| {
+            l.starts_with("REFRESH ") || l.starts_with("UPDATE ") || l.starts_with("STATUS ")
+        })
+        .collect();
+    assert_eq!(items.len(), 40, "{}", c.text());
+    assert!(
+        items[0].starts_with("REFRESH AAA.O DSPLY_NAME=\"AAA.O\" CURRENCY=USD ")
+            && items[0].contains(" BID=")
+            && items[0].contains(" QUOTIM="),
+        "{}",
+        items[0]
+    );
+    for l in &items[1..] {
+        assert!(l.starts_with("UPDATE AAA.O BID="), "{l}");
+        assert!(
+            l.contains(" ASK=") && l.contains(" BIDSIZE=") && l.contains(" ASKSIZE="),
+            "{l}"
+        );
+    }
+    let s = c.last_json();
+    assert_eq!(s["gaps"], 0, "{s}");
+    assert_eq!(s["updates"], 39, "{s}");
+    assert_eq!(s["latency_us"]["samples"], 39, "{s}");
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "logins_accepted"), 1);
+    assert_eq!(counter(&ds, "sequence_gaps"), 0, "{ds}");
+}
+
+#[test]
+fn a_user_never_receives_an_item_it_may_not_see_by_exact_name_glob_or_batch() {
+    let _one = serial();
+    let net = Net::new("entitle");
+    // 40 items: AAA.O .. AAZ.N, ABA.L .. ABN.T. bob may see AAB.N and AB*; carol another
+    // service only.
+    let users = net.users(&[
+        ("bob", "b0b", &["AAB.N", "AB*"], ""),
+        ("carol", "c4rol", &["*"], "services = [\"OTHER\"]"),
+    ]);
+    let items = net.items(40);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "4000", &["--zipf", "0"]);
+    feed_found(&d, 0, &f);
+    // The cache holds all 40 before the requests (REFRESHes of every item at start).
+    std::thread::sleep(S / 2);
+
+    let mut bob = Raw::connect(&addr);
+    assert_eq!(bob.login("bob", "b0b").login, Some(LoginResult::Accepted));
+    bob.open(1, &["AAA.O"]); // exact, not entitled
+    bob.open(2, &["AA*"]); // a glob: only AAB.N of its matches
+    bob.open(3, &["AAC.L", "ABA.L", "AAD.T"]); // a batch: one entitled of three
+    bob.open(4, &["*"]); // everything: AAB.N and AB*
+    let got = bob.collect(S * 2);
+
+    let entitled = |n: &str| n == "AAB.N" || n.starts_with("AB");
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut not_entitled: Vec<(u32, String)> = Vec::new();
+    let mut updates = 0;
+    for g in &got {
+        match g.ty {
+            MessageType::Refresh => {
+                assert!(entitled(&g.name), "REFRESH of {} reached bob", g.name);
+                names.insert(g.item_id, g.name.clone());
+            }
+            MessageType::Update => {
+                let n = names.get(&g.item_id).unwrap_or_else(|| {
+                    panic!("an UPDATE of item {} bob never had a REFRESH of", g.item_id)
+                });
+                assert!(entitled(n));
+                updates += 1;
+            }
+            MessageType::Status if g.state == Some(ItemState::NotEntitled) => {
+                assert_eq!(g.item_id, 0, "a not-entitled STATUS tells no item id");
+                not_entitled.push((g.request_id, g.name.clone()));
+            }
+            _ => panic!("unexpected {g:?}"),
+        }
+    }
+    not_entitled.sort();
+    assert_eq!(
+        not_entitled,
+        [
+            (1, "AAA.O".into()),
+            (3, "AAC.L".into()),
+            (3, "AAD.T".into())
+        ]
+    );
+    let mut seen: Vec<&String> = names.values().collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 15, "AAB.N and ABA.L..ABN.T: {seen:?}");
+    assert!(updates > 0);
+
+    // A user entitled to another service only: every pattern answered not-entitled.
+    let mut carol = Raw::connect(&addr);
+    assert_eq!(
+        carol.login("carol", "c4rol").login,
+        Some(LoginResult::Accepted)
+    );
+    carol.open(7, &["AAA.O", "AB*"]);
+    let got = carol.collect(S);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for g in &got {
+        assert_eq!(
+            (g.ty, g.state, g.request_id),
+            (MessageType::Status, Some(ItemState::NotEntitled), 7),
+            "{g:?}"
+        );
+    }
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "not_entitled"), 5, "{ds}");
+}
+
+#[test]
+fn bad_logins_and_malformed_requests_are_refused_with_an_answer_closed_and_counted() {
+    let _one = serial();
+    let net = Net::new("refuse");
+    let users = net.users(&[("alice", "s3cret", &["*"], "")]);
+    let items = net.items(10);
+    let config = net.file("distributor.toml", "login_timeout_ms = 300\n");
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "500", &[]);
+    feed_found(&d, 0, &f);
+    std::thread::sleep(S / 2);
+
+    // A connection that never logs in is refused when login_timeout_ms has passed.
+    let mut silent = Raw::connect(&addr);
+    let got = silent.until_closed(S * 3);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].login, Some(LoginResult::Denied));
+    assert!(
+        got[0].text.contains("no LOGIN within 300 ms"),
+        "{:?}",
+        got[0]
+    );
+
+    // Before login every answer is a LOGIN_RESPONSE, then the connection is closed.
+    let mut wrong = Raw::connect(&addr);
+    let a = wrong.login("alice", "guess");
+    assert_eq!(a.login, Some(LoginResult::Denied), "{a:?}");
+    assert!(wrong.until_closed(S * 3).is_empty());
+    let mut unknown = Raw::connect(&addr);
+    let b = unknown.login("mallory", "guess");
+    assert_eq!(b.login, Some(LoginResult::Denied));
+    assert_eq!(
+        a.text, b.text,
+        "the same answer for a wrong token and an unknown user"
+    );
+    assert!(unknown.until_closed(S * 3).is_empty());
+
+    let mut early = Raw::connect(&addr);
+    early.open(1, &["AAA.O"]);
+    let got = early.until_closed(S * 3);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].login, Some(LoginResult::Denied));
+    assert!(got[0].text.contains("log in first"), "{:?}", got[0]);
+
+    let mut garbage = Raw::connect(&addr);
+    garbage.send(&[0xff; 16]);
+    let got = garbage.until_closed(S * 3);
+    assert_eq!(
+        (got.len(), got[0].login),
+        (1, Some(LoginResult::Denied)),
+        "{got:?}"
+    );
+    assert!(got[0].text.contains("malformed"), "{:?}", got[0]);
+
+    let mut v2 = Raw::connect(&addr);
+    let mut login = Raw::login_bytes("alice", "s3cret");
+    login[12..14].copy_from_slice(&2u16.to_le_bytes());
+    v2.send(&login);
+    let got = v2.until_closed(S * 3);
+    assert_eq!(
+        got[0].login,
+        Some(LoginResult::UnsupportedVersion),
+        "{got:?}"
+    );
+
+    // After login: a malformed OPEN (its reserved byte set) is answered STATUS rejected with
+    // request id 0, and closed.
+    let mut bad_open = Raw::connect(&addr);
+    assert_eq!(
+        bad_open.login("alice", "s3cret").login,
+        Some(LoginResult::Accepted)
+    );
+    let mut open = Raw::open_bytes(5, "FEED1", &["AAA.O"]);
+    open[13] = 1;
+    bad_open.send(&open);
+    let got = bad_open.until_closed(S * 3);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].state, got[0].request_id),
+        (Some(ItemState::Rejected), 0)
+    );
+    assert!(got[0].text.contains("malformed"), "{:?}", got[0]);
+
+    let mut twice = Raw::connect(&addr);
+    assert_eq!(
+        twice.login("alice", "s3cret").login,
+        Some(LoginResult::Accepted)
+    );
+    twice.send(&Raw::login_bytes("alice", "s3cret"));
+    let got = twice.until_closed(S * 3);
+    assert_eq!(got[0].state, Some(ItemState::Rejected), "{got:?}");
+
+    // A CLOSE of a request that is not open is refused, and the connection stays.
+    let mut stays = Raw::connect(&addr);
+    assert_eq!(
+        stays.login("alice", "s3cret").login,
+        Some(LoginResult::Accepted)
+    );
+    stays.send_msg(Message::Close(CloseRepr { request_id: 99 }));
+    let g = stays.next(S * 3).expect("an answer");
+    assert_eq!(
+        (g.state, g.request_id),
+        (Some(ItemState::Rejected), 99),
+        "{g:?}"
+    );
+    stays.open(1, &["AAA.O"]);
+    let g = stays.next(S * 3).expect("a REFRESH");
+    assert_eq!(
+        (g.ty, g.name.as_str(), g.flags),
+        (MessageType::Refresh, "AAA.O", refresh_flags::SOLICITED)
+    );
+
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "logins_denied"), 6, "{ds}");
+    assert_eq!(counter(&ds, "logins_accepted"), 3, "{ds}");
+    assert_eq!(counter(&ds, "protocol_errors"), 2, "{ds}");
+    assert_eq!(counter(&ds, "malformed_messages"), 2, "{ds}");
+    assert_eq!(counter(&ds, "requests_rejected"), 1, "{ds}");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_conflated_or_disconnected_while_another_gets_everything() {
+    let _one = serial();
+    let net = Net::new("slow");
+    let users = net.users(&[
+        ("alice", "a", &["*"], ""),
+        ("dave", "d", &["*"], "slow = \"disconnect\""),
+        ("erin", "e", &["*"], ""),
+    ]);
+    // Small queues and socket buffers, so that a client that stops reading passes its bound
+    // within a fraction of a second at 20 000 updates/s (1.4 MB/s to each client).
+    let config = net.file(
+        "distributor.toml",
+        "max_queue_bytes = \"256k\"\nclient_sndbuf = \"32k\"\nstats_every_s = 1\n",
+    );
+    let items = net.items(40);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "20000", &[]);
+    feed_found(&d, 0, &f);
+    std::thread::sleep(S / 2);
+
+    let mut good = net.client(&addr, "erin", "e", &["*"], &["--seconds", "4"]);
+    let mut conflated = Raw::connect_small(&addr);
+    assert_eq!(
+        conflated.login("alice", "a").login,
+        Some(LoginResult::Accepted)
+    );
+    conflated.open(1, &["*"]);
+    let mut dropped = Raw::connect_small(&addr);
+    assert_eq!(
+        dropped.login("dave", "d").login,
+        Some(LoginResult::Accepted)
+    );
+    dropped.open(1, &["*"]);
+
+    // Neither reads for two seconds: the distributor's memory stays where it was.
+    std::thread::sleep(S / 2);
+    let rss_before = rss_kib(d.pid());
+    let mut rss_max = rss_before;
+    for _ in 0..6 {
+        std::thread::sleep(S / 4);
+        rss_max = rss_max.max(rss_kib(d.pid()));
+    }
+    assert!(
+        rss_max < rss_before + (8 << 10),
+        "the distributor grew from {rss_before} to {rss_max} KiB with two clients not reading"
+    );
+    d.expect(
+        "conflating event",
+        S * 5,
+        |l| l.contains("\"conflating\""),
+        &[],
+    );
+    d.expect(
+        "slow_disconnect event",
+        S * 5,
+        |l| l.contains("\"slow_disconnect\""),
+        &[],
+    );
+
+    // The conflated client reads again: what it missed comes as CONFLATED, then the images
+    // of the items that changed, then updates again.
+    let got = conflated.collect(S);
+    let at = got
+        .iter()
+        .position(|g| g.ty == MessageType::Conflated)
+        .unwrap_or_else(|| panic!("no CONFLATED in {} messages", got.len()));
+    let images = got[at].item_id as usize;
+    assert!(images > 0 && got[at].seq > 0, "{:?}", got[at]);
+    for g in &got[at + 1..at + 1 + images] {
+        assert_eq!(
+            (g.ty, g.flags),
+            (MessageType::Refresh, refresh_flags::CONFLATED),
+            "{g:?}"
+        );
+    }
+    assert!(!conflated.eof, "a conflated client stays connected");
+    // The disconnected one finds its connection closed once it drained what was in flight.
+    dropped.until_closed(S * 5);
+
+    let s = good.stop_json();
+    assert_eq!(s["gaps"], 0, "{s}");
+    assert_eq!(s["conflated"], 0, "{s}");
+    assert_eq!(s["updates_without_image"], 0, "{s}");
+    assert!(s["updates"].as_u64().unwrap() > 10_000, "{s}");
+    let ds = d.stop_json();
+    assert!(counter(&ds, "conflations") >= 1, "{ds}");
+    assert!(counter(&ds, "updates_conflated") > 0, "{ds}");
+    assert_eq!(counter(&ds, "slow_disconnects"), 1, "{ds}");
+}
+
+#[test]
+fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
+    let _one = serial();
+    let net = Net::new("feedgone");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(10);
+    // The distributor declares a silent feed gone after 300 ms.
+    let backbone = format!("{}?timeout_ms=300", net.backbone);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--backbone", &backbone]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    let mut c = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AAA.O", "AAB.N"],
+        &["--print", "--seconds", "30"],
+    );
+    c.expect(
+        "an update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+
+    f.signal(Signal::KILL);
+    drop(f);
+    let (stale, _) = c.expect(
+        "STATUS stale",
+        S * 5,
+        |l| l.starts_with("STATUS AAA.O stale"),
+        &[&d],
+    );
+    let from = d.lines().len();
+    let f2 = net.feed(&items, "1000", &["--seed", "2"]);
+    feed_found(&d, from, &f2);
+    let (refresh, _) = c.expect_from(
+        stale,
+        "a fresh REFRESH",
+        S * 5,
+        |l| l.starts_with("REFRESH AAA.O"),
+        &[&d, &f2],
+    );
+    c.expect_from(
+        refresh,
+        "updates again",
+        S * 5,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+    // Stale lines of AAA.O only come between the kill and the fresh image.
+    let lines = c.lines();
+    assert!(
+        lines[refresh..]
+            .iter()
+            .all(|l| !l.starts_with("STATUS AAA.O stale")),
+        "{}",
+        c.text()
+    );
+
+    let s = c.stop_json();
+    assert_eq!(s["gaps"], 0, "{s}");
+    let ds = d.stop_json();
+    assert!(counter(&ds, "feeds_gone") >= 1, "{ds}");
+}
+
+#[test]
+fn backbone_loss_marks_items_stale_then_recovers_them_and_never_leaves_a_silent_gap() {
+    let _one = serial();
+    let net = Net::new("loss");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(10);
+    // The distributor's receiver drops 2% of data datagrams and does not ask for them again
+    // (nak=0): every loss is reported to it as unrecoverable.
+    let lossy = format!(
+        "{}?nak=0&loss=rate=2%,seed=11,dir=recv,kinds=data",
+        net.backbone
+    );
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--backbone", &lossy]);
+    let f = net.feed(&items, "2000", &[]);
+    feed_found(&d, 0, &f);
+    let watch = ["AAA.O", "AAB.N", "AAC.L", "AAD.T", "AAE.O"];
+    let mut c = net.client(&addr, "alice", "a", &watch, &["--print", "--seconds", "30"]);
+    c.expect(
+        "a loss",
+        S * 10,
+        |l| l.contains("STATUS ") && l.contains(" stale \"backbone loss"),
+        &[&d],
+    );
+    std::thread::sleep(S * 2);
+    let s = c.stop_json();
+    let lines = c.lines();
+    // Every item that went stale had its image back afterwards.
+    let mut recovered = 0;
+    for w in watch {
+        let Some(i) = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("STATUS {w} stale")))
+        else {
+            continue;
+        };
+        assert!(
+            lines[i..]
+                .iter()
+                .any(|l| l.starts_with(&format!("REFRESH {w} "))),
+            "{w} went stale and never came back\n{}",
+            c.text()
+        );
+        recovered += 1;
+    }
+    assert!(recovered > 0);
+    // And the client, which checks every item_seq, saw no gap that was not announced.
+    assert_eq!(s["gaps"], 0, "{s}");
+    assert_eq!(s["updates_without_image"], 0, "{s}");
+    let ds = d.stop_json();
+    assert!(counter(&ds, "backbone_losses") >= 1, "{ds}");
+}
+
+#[test]
+fn a_restarted_distributor_is_reconnected_to_and_serves_fresh_images() {
+    let _one = serial();
+    let net = Net::new("restart");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(10);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let (d, addr) = net.distributor(&users, &listen, &[]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    let mut c = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AAA.O"],
+        &["--print", "--seconds", "30"],
+    );
+    c.expect(
+        "an update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+
+    d.signal(Signal::KILL);
+    drop(d);
+    let (gone, _) = c.expect(
+        "the disconnection",
+        S * 5,
+        |l| l.contains("\"disconnected\""),
+        &[],
+    );
+    let (mut d2, _) = net.distributor(&users, &listen, &[]);
+    feed_found(&d2, 0, &f);
+    let (back, _) = c.expect_from(
+        gone,
+        "logged in again",
+        S * 10,
+        |l| l.contains("\"logged_in\""),
+        &[&d2],
+    );
+    let (refresh, _) = c.expect_from(
+        back,
+        "a fresh image",
+        S * 5,
+        |l| l.starts_with("REFRESH AAA.O"),
+        &[&d2],
+    );
+    c.expect_from(
+        refresh,
+        "updates again",
+        S * 5,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d2],
+    );
+    let s = c.stop_json();
+    assert!(s["reconnects"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(s["gaps"], 0, "{s}");
+    let ds = d2.stop_json();
+    assert_eq!(counter(&ds, "logins_accepted"), 1, "{ds}");
+}
+
+#[test]
+fn five_hundred_clients_on_one_host_each_get_their_image_and_updates() {
+    let _one = serial();
+    raise_nofile();
+    const N: usize = 500;
+    let net = Net::new("many");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(50);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "5000", &["--zipf", "0"]);
+    feed_found(&d, 0, &f);
+    std::thread::sleep(S / 2);
+    let names: Vec<String> = include_str!("../../md/items/sample.txt")
+        .lines()
+        .take(50)
+        .map(String::from)
+        .collect();
+    let mut conns: Vec<Raw> = (0..N)
+        .map(|i| {
+            let mut r = Raw::connect(&addr);
+            r.send(&Raw::login_bytes("alice", "a"));
+            r.send(&Raw::open_bytes(1, "FEED1", &[&names[i % 50]]));
+            r
+        })
+        .collect();
+    for (i, r) in conns.iter_mut().enumerate() {
+        let g = r
+            .next(S * 5)
+            .unwrap_or_else(|| panic!("client {i}: no LOGIN_RESPONSE"));
+        assert_eq!(g.login, Some(LoginResult::Accepted), "client {i}");
+        let image = r
+            .next(S * 5)
+            .unwrap_or_else(|| panic!("client {i}: no REFRESH"));
+        assert_eq!(
+            (image.ty, image.name.as_str()),
+            (MessageType::Refresh, names[i % 50].as_str()),
+            "client {i}"
+        );
+        let g = r
+            .next(S * 5)
+            .unwrap_or_else(|| panic!("client {i}: no UPDATE"));
+        assert_eq!(
+            (g.ty, g.item_id, g.seq),
+            (MessageType::Update, image.item_id, image.seq + 1),
+            "client {i}: {g:?}"
+        );
+    }
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "clients_connected"), N as u64, "{ds}");
+    assert_eq!(counter(&ds, "logins_accepted"), N as u64, "{ds}");
+    assert_eq!(counter(&ds, "clients_refused"), 0, "{ds}");
+}
+
+#[test]
+fn bad_flags_and_files_are_rejected_naming_the_value_and_the_fix() {
+    let net = Net::new("flags");
+    let items = net.items(3);
+    let bad_items = net.file("bad-items.txt", "AAA.O\nBAD NAME\n");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let bad_users = net.file(
+        "bad-users.toml",
+        "[users.alice]\ntoken_sha256 = \"00\"\nitems = [\"*\"]\n",
+    );
+    let bad_config = net.file("bad.toml", "mode = \"fast\"\n");
+    let watch = net.file("watch.txt", "AAA.O\nA B\n");
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["feed", "--items", "/nonexistent/items", "--rate", "10"],
+            vec!["cannot read the item file /nonexistent/items"],
+        ),
+        (
+            vec!["feed", "--items", &items, "--rate", "0"],
+            vec!["'0' is not a rate"],
+        ),
+        (
+            vec!["feed", "--items", &bad_items, "--rate", "10"],
+            vec!["bad-items.txt:2: item 'BAD NAME' holds the character ' '"],
+        ),
+        (
+            vec![
+                "feed",
+                "--items",
+                &items,
+                "--rate",
+                "10",
+                "--service",
+                "A B",
+            ],
+            vec!["service 'A B'", "FEED1"],
+        ),
+        (
+            vec!["feed", "--items", &items, "--rate", "10", "--zipf", "9"],
+            vec!["'9'", "from 0"],
+        ),
+        (
+            vec![
+                "feed",
+                "--items",
+                &items,
+                "--rate",
+                "10",
+                "--backbone",
+                "mcast://10.0.0.1:5",
+            ],
+            vec!["not a multicast group"],
+        ),
+        (vec!["distributor"], vec!["no users file", "--users FILE"]),
+        (
+            vec!["distributor", "--users", "/nonexistent/users"],
+            vec!["--users: cannot read /nonexistent/users"],
+        ),
+        (
+            vec!["distributor", "--users", &bad_users],
+            vec!["users.alice.token_sha256", "64 hex digits"],
+        ),
+        (
+            vec!["distributor", "--users", &users, "--config", &bad_config],
+            vec!["mode = \"fast\" is not accepted", "latency"],
+        ),
+        (
+            vec!["distributor", "--users", &users, "--flush-interval-ms", "0"],
+            vec!["--flush-interval-ms 0", "from 1 to 1000"],
+        ),
+        (
+            vec!["distributor", "--users", &users, "--mode", "fast"],
+            vec!["'fast'", "throughput"],
+        ),
+        (
+            vec!["client", "--user", "a b", "--token", "t", "--watch", &watch],
+            vec!["user 'a b'"],
+        ),
+        (
+            vec![
+                "client", "--user", "alice", "--token", "t", "--watch", &watch,
+            ],
+            vec!["watch.txt:2: watch pattern 'A B'"],
+        ),
+        (
+            vec!["client", "--user", "alice", "--watch", &watch],
+            vec!["no token", "PEREGRINE_MD_TOKEN"],
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(BIN)
+            .args(&args)
+            .env_remove("PEREGRINE_MD_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        for w in want {
+            assert!(err.contains(w), "{args:?}: '{err}' lacks '{w}'");
+        }
+    }
+    // --hash-token prints what the users file wants: sha256sum of the token.
+    let mut p = Command::new(BIN)
+        .args(["distributor", "--hash-token"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
+    let out = p.wait_with_output().unwrap();
+    use sha2::{Digest, Sha256};
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        hex::encode(Sha256::digest(b"s3cret"))
+    );
+}
