@@ -66,6 +66,21 @@ fn poll_until(
     got
 }
 
+/// Sends `payload` and polls `sub` until it arrives (up to 10 s); it must be that payload.
+fn send_and_read(sub: &mut peregrine::Subscriber, publ: &mut peregrine::Publisher, payload: &[u8]) {
+    publ.offer(payload).unwrap();
+    publ.flush().unwrap();
+    let got = poll_until(
+        sub,
+        Duration::from_secs(10),
+        || {
+            publ.do_work();
+        },
+        |_, got| !got.is_empty(),
+    );
+    assert_eq!(got, payload);
+}
+
 #[test]
 fn forged_sources_get_a_bounded_number_of_transports_and_the_real_one_is_still_found() {
     let (group, cfg, topic) = setup(1, "flood");
@@ -118,17 +133,7 @@ fn forged_sources_get_a_bounded_number_of_transports_and_the_real_one_is_still_f
         publ.do_work();
         sub.poll(&mut |_| {}, 16);
     }
-    publ.offer(b"the real one").unwrap();
-    publ.flush().unwrap();
-    let got = poll_until(
-        &mut sub,
-        Duration::from_secs(10),
-        || {
-            publ.do_work();
-        },
-        |_, got| !got.is_empty(),
-    );
-    assert_eq!(got, b"the real one");
+    send_and_read(&mut sub, &mut publ, b"the real one");
     let a = sub.source_admission().unwrap();
     assert!(a.unproven_closed >= MAX_UNPROVEN_LEGS as u64, "{a:?}");
     assert!(a.legs <= MAX_UNPROVEN_LEGS + 1, "{a:?}");
@@ -203,17 +208,7 @@ fn a_topic_pinned_by_topics_is_read_at_its_uri_only() {
         },
         |s, _| s.sources().iter().any(|(id, _, _)| *id == real),
     );
-    publ.offer(b"pinned").unwrap();
-    publ.flush().unwrap();
-    let got = poll_until(
-        &mut sub,
-        Duration::from_secs(10),
-        || {
-            publ.do_work();
-        },
-        |_, got| !got.is_empty(),
-    );
-    assert_eq!(got, b"pinned");
+    send_and_read(&mut sub, &mut publ, b"pinned");
 }
 
 /// A private key file of `byte` repeated, as `auth` reads it.
