@@ -8,6 +8,8 @@
 //! - [`dictionary`]: field names and types from a TOML file; prints field lists.
 //! - [`dist`]: the distributor's core: cache, users and entitlements, per-client queues and
 //!   the fan-out state machine. No sockets, no clock: time is an argument.
+//! - [`quotes`]: the items a test feed publishes, their REFRESHes and UPDATEs (any size from
+//!   60 bytes), the seeded generators that draw them, the sample item names.
 //!
 //! The feed, distributor and client socket loops are thin drivers over this crate in the CLI.
 #![forbid(unsafe_code)]
@@ -17,5 +19,6 @@ pub mod dictionary;
 pub mod dist;
 mod load;
 pub mod model;
+pub mod quotes;
 
 pub use load::LoadError;

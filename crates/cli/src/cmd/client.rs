@@ -51,6 +51,19 @@ struct Totals {
     reconnects: u64,
     /// One-way latency of UPDATEs, nanoseconds.
     latency: Histogram<u64>,
+    /// Every item received, by name, over every connection (for `--items-out`).
+    tallies: Vec<ItemTally>,
+    tally_of: HashMap<String, usize>,
+}
+
+/// What the client received of one item over its whole run.
+struct ItemTally {
+    name: String,
+    /// The item_seq of its first REFRESH.
+    first_seq: u32,
+    /// The item_seq of its last REFRESH or UPDATE.
+    last_seq: u32,
+    updates: u64,
 }
 
 /// What one connection knows of an item (by the distributor's id).
@@ -58,6 +71,8 @@ struct ItemView {
     name: String,
     /// The item_seq of its last REFRESH or UPDATE; `None` while it is not ok.
     seq: Option<u32>,
+    /// Its entry in [`Totals::tallies`].
+    tally: usize,
 }
 
 /// Why a connection ended.
@@ -142,12 +157,18 @@ pub fn run(a: ClientArgs) -> Result<()> {
             reconnects: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
+            tallies: Vec::new(),
+            tally_of: HashMap::new(),
         },
         out: BufWriter::with_capacity(64 << 10, io::stdout()),
         last_line: start,
         updates_at_line: 0,
     };
     let result = c.run();
+    if let Some(path) = &c.a.items_out {
+        c.write_items(path)
+            .with_context(|| format!("--items-out {}", path.display()))?;
+    }
     c.summary()?;
     result
 }
@@ -369,11 +390,27 @@ impl Client {
             Message::Refresh(r) => {
                 self.t.messages += 1;
                 self.t.refreshes += 1;
+                let tally = match self.t.tally_of.get(r.name) {
+                    Some(&k) => k,
+                    None => {
+                        let k = self.t.tallies.len();
+                        self.t.tallies.push(ItemTally {
+                            name: r.name.to_string(),
+                            first_seq: r.item_seq,
+                            last_seq: r.item_seq,
+                            updates: 0,
+                        });
+                        self.t.tally_of.insert(r.name.to_string(), k);
+                        k
+                    }
+                };
+                self.t.tallies[tally].last_seq = r.item_seq;
                 items.insert(
                     r.item_id,
                     ItemView {
                         name: r.name.to_string(),
                         seq: Some(r.item_seq),
+                        tally,
                     },
                 );
                 if self.a.print {
@@ -401,6 +438,9 @@ impl Client {
                             None => self.t.updates_without_image += 1,
                         }
                         v.seq = Some(u.item_seq);
+                        let t = &mut self.t.tallies[v.tally];
+                        t.last_seq = u.item_seq;
+                        t.updates += 1;
                         v.name.as_str()
                     }
                     None => {
@@ -481,6 +521,15 @@ impl Client {
         )
     }
 
+    /// `--items-out`: `NAME FIRST_SEQ LAST_SEQ UPDATES` per item received.
+    fn write_items(&self, path: &std::path::Path) -> io::Result<()> {
+        let mut w = BufWriter::new(std::fs::File::create(path)?);
+        for t in &self.t.tallies {
+            writeln!(w, "{} {} {} {}", t.name, t.first_seq, t.last_seq, t.updates)?;
+        }
+        w.flush()
+    }
+
     fn summary(&mut self) -> Result<()> {
         let secs = self.start.elapsed().as_secs_f64();
         let h = &self.t.latency;
@@ -517,6 +566,9 @@ impl Client {
             "reconnects": t.reconnects,
             "latency_us": {"mean": mean, "median": median, "p99": p99, "p99_9": p999,
                            "max": max, "samples": h.len()},
+            "latency_ns": {"mean": h.mean(), "stddev": h.stdev(), "min": h.min(),
+                           "max": h.max(), "points": h.len()},
+            "cpu_s": peregrine_bench::cpu_seconds_self(),
         });
         self.say(text, value)
     }

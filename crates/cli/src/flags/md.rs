@@ -39,9 +39,18 @@ pub struct FeedArgs {
     /// of 1/k^s (0: every item alike).
     #[arg(long, default_value_t = 1.0, value_parser = values::parse_zipf)]
     pub zipf: f64,
-    /// Stop after this many seconds (default: run until interrupted).
+    /// Stop after this many seconds of UPDATEs, counted from when the start-up images are out
+    /// (default: run until interrupted).
     #[arg(long, value_parser = values::parse_seconds)]
     pub duration: Option<f64>,
+    /// Size of each UPDATE in bytes: 72 is a plain quote (BID, ASK, BIDSIZE, ASKSIZE); 60, or
+    /// 64 to 16384, are made with fewer fields or padding strings (docs/market-data.md).
+    #[arg(long, default_value_t = 72)]
+    pub size: usize,
+    /// At exit, write one line per item to this file: `NAME LAST_SEQ`, the item_seq of the
+    /// last message sent for it (what a client that missed nothing saw last).
+    #[arg(long)]
+    pub items_out: Option<PathBuf>,
     /// Print a JSON object per statistics line (and at the end) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -150,6 +159,11 @@ pub struct ClientArgs {
     /// A field dictionary to print fields with (default: the built-in one).
     #[arg(long)]
     pub dictionary: Option<PathBuf>,
+    /// At exit, write one line per item received to this file: `NAME FIRST_SEQ LAST_SEQ
+    /// UPDATES` (the item_seq of its first REFRESH and of its last REFRESH or UPDATE, and how
+    /// many UPDATEs came), to check against the feed's `--items-out`.
+    #[arg(long)]
+    pub items_out: Option<PathBuf>,
     /// After data arrives, keep reading without blocking (a busy core) this many
     /// microseconds before sleeping in a blocking read: lower latency, more CPU (0 to
     /// 1000000; 0: always block).

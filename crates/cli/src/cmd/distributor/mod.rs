@@ -288,7 +288,8 @@ impl Server {
             text,
             json!({"done": true, "signal": signal, "counters": counters,
                    "image_requests_refused": refused, "accept_errors": self.accept_errors,
-                   "clients": f.clients, "items": f.items, "rss_kib": rss_kib()}),
+                   "clients": f.clients, "items": f.items, "rss_kib": rss_kib(),
+                   "cpu_s": peregrine_bench::cpu_seconds_self()}),
         );
         Ok(())
     }

@@ -1,0 +1,396 @@
+//! The quotes a test feed publishes: items with a price that ticks, their REFRESH and UPDATE
+//! messages (an UPDATE of any size from 60 bytes, padded with string fields), the seeded
+//! generators that draw them, and the sample item names. `peregrine feed` publishes them on the
+//! backbone; the fan-out benchmark publishes the same bytes through NATS, so both systems carry
+//! identical updates.
+
+use crate::codec::{FieldList, Message, RefreshRepr, UpdateRepr};
+use crate::model::{Field, Price, Value};
+use core::fmt;
+
+/// Field ids of the built-in dictionary (crates/md/fields.toml) a quote carries.
+pub mod fid {
+    pub const DSPLY_NAME: u16 = 3;
+    pub const CURRENCY: u16 = 15;
+    pub const HST_CLOSE: u16 = 21;
+    pub const BID: u16 = 22;
+    pub const ASK: u16 = 25;
+    pub const BIDSIZE: u16 = 30;
+    pub const ASKSIZE: u16 = 31;
+    pub const QUOTIM: u16 = 1025;
+    /// The first id of the padding strings of a larger UPDATE (not in the dictionary: carried
+    /// as is, printed as `#9000`).
+    pub const PAD: u16 = 9000;
+}
+
+/// Prices are in cents.
+const PRICE_EXPONENT: i8 = -2;
+
+/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
+/// 2014): a tiny, fast, seedable generator, good enough to draw items and price moves.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// Draws item ranks with Zipf-like popularity: rank k (0-based) has weight 1/(k+1)^s.
+///
+/// Hand-rolled rather than `rand_distr::Zipf`: rand_distr is not in the lockfile, and a
+/// table of the cumulative weights over a few thousand items with a binary search per draw is
+/// exact, allocation-free after construction and a dozen lines.
+#[derive(Debug, Clone)]
+pub struct Zipf {
+    /// Cumulative weights: `cdf[k]` is the sum of the weights of ranks 0..=k.
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    /// `n` ranks (at least 1), exponent `s` (0: uniform).
+    pub fn new(n: usize, s: f64) -> Zipf {
+        let mut total = 0.0;
+        let cdf = (1..=n.max(1))
+            .map(|k| {
+                total += (k as f64).powf(-s);
+                total
+            })
+            .collect();
+        Zipf { cdf }
+    }
+    pub fn sample(&self, rng: &mut SplitMix64) -> usize {
+        let total = *self.cdf.last().expect("at least one rank");
+        let u = rng.next_f64() * total;
+        self.cdf
+            .partition_point(|&c| c <= u)
+            .min(self.cdf.len() - 1)
+    }
+}
+
+/// The `i`-th sample item name (from 0): three letters counting from `AAA`, exchange suffixes
+/// `.O .N .L .T` in turn. `crates/md/items/sample.txt` holds the first 4000; there are 17 576
+/// distinct names.
+pub fn sample_item_name(i: usize) -> String {
+    let l = |d: usize| (b'A' + ((i / d) % 26) as u8) as char;
+    let suffix = [".O", ".N", ".L", ".T"][i % 4];
+    format!("{}{}{}{suffix}", l(676), l(26), l(1))
+}
+
+/// How many distinct names [`sample_item_name`] gives.
+pub const SAMPLE_NAMES: usize = 26 * 26 * 26;
+
+/// Why an UPDATE size was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateSizeError {
+    pub size: usize,
+}
+
+impl fmt::Display for UpdateSizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an UPDATE of {} bytes cannot be made: give 60, or {} to {} bytes (72 is a plain \
+             quote, BID ASK BIDSIZE ASKSIZE; other sizes add padding string fields)",
+            self.size,
+            UpdateLayout::MIN_PADDED,
+            UpdateLayout::MAX_SIZE
+        )
+    }
+}
+
+impl std::error::Error for UpdateSizeError {}
+
+/// The fields of an UPDATE of a given size: BID, ASK, BIDSIZE (60 bytes with the header), then
+/// ASKSIZE (72), then padding strings (4 bytes + their length each, at most 255 long).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateLayout {
+    /// 3 (without ASKSIZE) or 4.
+    quote_fields: usize,
+    /// The length of each padding string.
+    pads: Vec<u8>,
+}
+
+impl UpdateLayout {
+    /// The plain quote: BID, ASK, BIDSIZE, ASKSIZE.
+    pub const PLAIN_SIZE: usize = 72;
+    /// The smallest size made with padding.
+    pub const MIN_PADDED: usize = 64;
+    /// The largest size accepted (a backbone message and a client message hold far more; this
+    /// bounds what a benchmark may ask for).
+    pub const MAX_SIZE: usize = 16_384;
+
+    /// The layout whose UPDATE is exactly `size` bytes.
+    pub fn for_size(size: usize) -> Result<UpdateLayout, UpdateSizeError> {
+        const HEADER: usize = 24;
+        const NUMBER: usize = 12;
+        const PAD_MAX: usize = 4 + 255;
+        let err = UpdateSizeError { size };
+        if size == HEADER + 3 * NUMBER {
+            return Ok(UpdateLayout {
+                quote_fields: 3,
+                pads: Vec::new(),
+            });
+        }
+        if !(Self::MIN_PADDED..=Self::MAX_SIZE).contains(&size) {
+            return Err(err);
+        }
+        // Four quote fields when the rest leaves room for a padding field (4 bytes at least).
+        let quote_fields = if size == Self::PLAIN_SIZE || size >= Self::PLAIN_SIZE + 4 {
+            4
+        } else {
+            3
+        };
+        let rest = size - HEADER - quote_fields * NUMBER;
+        let n = rest.div_ceil(PAD_MAX);
+        let text = rest - 4 * n; // n <= rest / 4 whenever rest >= 4, and rest is 0 or >= 4
+        let pads = (0..n)
+            .map(|i| (text / n + usize::from(i < text % n)) as u8)
+            .collect();
+        Ok(UpdateLayout { quote_fields, pads })
+    }
+
+    /// The UPDATE's size in bytes.
+    pub fn size(&self) -> usize {
+        24 + 12 * self.quote_fields + self.pads.iter().map(|&p| 4 + usize::from(p)).sum::<usize>()
+    }
+}
+
+/// Padding text: the longest string a field holds.
+const PAD_TEXT: &str = concat!(
+    "................................................................",
+    "................................................................",
+    "................................................................",
+    "..............................................................."
+);
+
+/// One quoted item: its image, moved by every tick.
+#[derive(Debug, Clone)]
+pub struct Quote {
+    pub name: String,
+    /// The feed's id of the item (not 0).
+    pub id: u32,
+    /// The `item_seq` of the next REFRESH or UPDATE.
+    pub seq: u32,
+    bid: i64,
+    /// Ask minus bid, in cents.
+    spread: i64,
+    bid_size: i64,
+    ask_size: i64,
+    close: i64,
+}
+
+impl Quote {
+    pub fn new(name: String, id: u32, rng: &mut SplitMix64) -> Quote {
+        let close = 500 + rng.below(50_000) as i64; // 5.00 to 505.00
+        Quote {
+            name,
+            id,
+            seq: 0,
+            bid: close,
+            spread: 1 + rng.below(5) as i64,
+            bid_size: 100 * (1 + rng.below(50) as i64),
+            ask_size: 100 * (1 + rng.below(50) as i64),
+            close,
+        }
+    }
+
+    fn price(mantissa: i64) -> Value<'static> {
+        Value::Price(Price {
+            mantissa,
+            exponent: PRICE_EXPONENT,
+        })
+    }
+
+    /// A quote tick: the bid moves by -2..=2 cents (never below a cent), new sizes.
+    pub fn tick(&mut self, rng: &mut SplitMix64) {
+        self.bid = (self.bid + rng.below(5) as i64 - 2).max(1);
+        self.bid_size = 100 * (1 + rng.below(50) as i64);
+        self.ask_size = 100 * (1 + rng.below(50) as i64);
+    }
+
+    /// The UPDATE of the current quote, numbered `self.seq` (the caller advances `seq` once it
+    /// is sent), laid out as `layout` says.
+    pub fn encode_update(&self, timestamp_ns: u64, layout: &UpdateLayout, out: &mut Vec<u8>) {
+        let mut fields = [Field::new(0, Value::Int(0)); 4 + UpdateLayout::MAX_SIZE / 259 + 1];
+        fields[0] = Field::new(fid::BID, Self::price(self.bid));
+        fields[1] = Field::new(fid::ASK, Self::price(self.bid + self.spread));
+        fields[2] = Field::new(fid::BIDSIZE, Value::Int(self.bid_size));
+        fields[3] = Field::new(fid::ASKSIZE, Value::Int(self.ask_size));
+        let mut n = layout.quote_fields;
+        for (i, &len) in layout.pads.iter().enumerate() {
+            fields[n] = Field::new(
+                fid::PAD + i as u16,
+                Value::Str(&PAD_TEXT[..usize::from(len)]),
+            );
+            n += 1;
+        }
+        out.clear();
+        Message::Update(UpdateRepr {
+            item_id: self.id,
+            timestamp_ns,
+            item_seq: self.seq,
+            fields: FieldList::List(&fields[..n]),
+        })
+        .emit_to_vec(out);
+    }
+
+    /// The full image, numbered `self.seq`.
+    pub fn encode_refresh(
+        &self,
+        service: &str,
+        flags: u8,
+        timestamp_ns: u64,
+        wall_ns: u64,
+        out: &mut Vec<u8>,
+    ) {
+        let fields = [
+            Field::new(fid::DSPLY_NAME, Value::Str(&self.name)),
+            Field::new(fid::CURRENCY, Value::Enum(840)),
+            Field::new(fid::HST_CLOSE, Self::price(self.close)),
+            Field::new(fid::BID, Self::price(self.bid)),
+            Field::new(fid::ASK, Self::price(self.bid + self.spread)),
+            Field::new(fid::BIDSIZE, Value::Int(self.bid_size)),
+            Field::new(fid::ASKSIZE, Value::Int(self.ask_size)),
+            Field::new(fid::QUOTIM, Value::TimeNs(wall_ns)),
+        ];
+        out.clear();
+        Message::Refresh(RefreshRepr {
+            item_id: self.id,
+            flags,
+            timestamp_ns,
+            item_seq: self.seq,
+            service,
+            name: &self.name,
+            fields: FieldList::List(&fields),
+        })
+        .emit_to_vec(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::refresh_flags;
+
+    #[test]
+    fn zipf_draws_favour_the_first_ranks_and_cover_the_others() {
+        let z = Zipf::new(100, 1.0);
+        let mut rng = SplitMix64::new(7);
+        let mut hits = [0u32; 100];
+        for _ in 0..200_000 {
+            hits[z.sample(&mut rng)] += 1;
+        }
+        // Weight 1/(k+1) over H(100) ~ 5.19: rank 0 about 19%, rank 1 about 9.6%, rank 99
+        // about 0.19%.
+        let share = |k: usize| f64::from(hits[k]) / 200_000.0;
+        assert!((share(0) - 0.193).abs() < 0.01, "{}", share(0));
+        assert!((share(1) - 0.096).abs() < 0.01, "{}", share(1));
+        assert!(share(99) > 0.001 && share(99) < 0.003, "{}", share(99));
+        let uniform = Zipf::new(4, 0.0);
+        let mut hits = [0u32; 4];
+        for _ in 0..40_000 {
+            hits[uniform.sample(&mut rng)] += 1;
+        }
+        assert!(
+            hits.iter().all(|&h| (9_000..11_000).contains(&h)),
+            "{hits:?}"
+        );
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_sequence() {
+        let z = Zipf::new(50, 1.2);
+        let draw = |seed| {
+            let mut r = SplitMix64::new(seed);
+            (0..20).map(|_| z.sample(&mut r)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+    }
+
+    #[test]
+    fn a_plain_quote_update_is_72_bytes_and_parses_with_its_monotonic_timestamp() {
+        let mut rng = SplitMix64::new(1);
+        let mut q = Quote::new("AAA.O".into(), 1, &mut rng);
+        q.seq = 5;
+        q.tick(&mut rng);
+        let mut b = Vec::new();
+        let plain = UpdateLayout::for_size(72).unwrap();
+        q.encode_update(123_456, &plain, &mut b);
+        assert_eq!(b.len(), 72);
+        let Ok(Message::Update(u)) = Message::parse(&b) else {
+            panic!("not an UPDATE")
+        };
+        assert_eq!((u.item_id, u.item_seq, u.timestamp_ns), (1, 5, 123_456));
+        assert_eq!(u.fields.count(), 4);
+        q.encode_refresh("FEED1", refresh_flags::SOLICITED, 1, 2, &mut b);
+        let Ok(Message::Refresh(r)) = Message::parse(&b) else {
+            panic!("not a REFRESH")
+        };
+        assert_eq!((r.name, r.service, r.fields.count()), ("AAA.O", "FEED1", 8));
+    }
+
+    /// Every size the layout accepts makes a valid UPDATE of exactly that size, and every size
+    /// it refuses is one no field list can make (or out of the bounds).
+    #[test]
+    fn every_accepted_size_makes_a_valid_update_of_exactly_that_size() {
+        let mut rng = SplitMix64::new(2);
+        let q = Quote::new("ZZZ.T".into(), 9, &mut rng);
+        let mut b = Vec::new();
+        let mut accepted = 0;
+        for size in 0..=UpdateLayout::MAX_SIZE + 10 {
+            match UpdateLayout::for_size(size) {
+                Ok(l) => {
+                    accepted += 1;
+                    assert_eq!(l.size(), size);
+                    q.encode_update(7, &l, &mut b);
+                    assert_eq!(b.len(), size, "size {size}");
+                    let Ok(Message::Update(u)) = Message::parse(&b) else {
+                        panic!("size {size}: not a valid UPDATE")
+                    };
+                    assert_eq!(u.item_seq, 0);
+                }
+                Err(e) => {
+                    assert!(
+                        size < 64 && size != 60 || size > UpdateLayout::MAX_SIZE,
+                        "{size} refused: {e}"
+                    );
+                    assert!(e.to_string().contains(&size.to_string()));
+                }
+            }
+        }
+        assert_eq!(accepted, 1 + UpdateLayout::MAX_SIZE - 64 + 1);
+        // The issue's 74 bytes: BID, ASK, BIDSIZE and a 10-byte padding string.
+        let l = UpdateLayout::for_size(74).unwrap();
+        assert_eq!((l.quote_fields, l.pads.as_slice()), (3, &[10u8][..]));
+    }
+
+    /// The shipped sample is what `crates/md/items/README.md` says generates it.
+    #[test]
+    fn the_sample_items_file_is_the_name_generator_output() {
+        let text = include_str!("../items/sample.txt");
+        let generated: String = (0..4000).map(|i| sample_item_name(i) + "\n").collect();
+        assert_eq!(text, generated);
+        let mut all: Vec<String> = (0..SAMPLE_NAMES).map(sample_item_name).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), SAMPLE_NAMES);
+    }
+}
