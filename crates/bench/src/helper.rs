@@ -46,6 +46,10 @@ pub enum HelperSpec {
     /// The embedded-timestamp publisher: paces the stream and writes the send time, read with
     /// the measuring side's `clock`.
     EmbeddedPublisher { cfg: LoadConfig, clock: Clock },
+    /// The fan-out benchmark's feed through NATS.
+    NatsFeed(crate::fanout::nats::NatsFeedSpec),
+    /// A fan-out client through NATS.
+    NatsClient(crate::fanout::nats::NatsClientSpec),
 }
 
 impl HelperSpec {
@@ -66,6 +70,8 @@ impl HelperSpec {
             HelperSpec::EmbeddedPublisher { cfg, clock } => {
                 crate::load::publish_embedded(&cfg, &clock)
             }
+            HelperSpec::NatsFeed(spec) => crate::fanout::nats::feed(&spec),
+            HelperSpec::NatsClient(spec) => crate::fanout::nats::client(&spec),
         }
     }
 
@@ -78,6 +84,8 @@ impl HelperSpec {
             HelperSpec::ThroughputSubscriber { .. } => "throughput subscriber",
             HelperSpec::LoadReflector(_) => "load reflector",
             HelperSpec::EmbeddedPublisher { .. } => "embedded-timestamp publisher",
+            HelperSpec::NatsFeed(_) => "NATS feed",
+            HelperSpec::NatsClient(_) => "NATS client",
         }
     }
 }

@@ -9,9 +9,12 @@
 //! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
 //! - [`raw`]: the same ping-pong over bare udp, mcast and tcp sockets, Peregrine's own baseline.
 //! - [`sockperf`]: the peer baseline, `sockperf` ping-pong over loopback, parsed into the columns.
+//! - [`fanout`]: market data fan-out through a distribution tier (Peregrine's distributor, or
+//!   nats-server), its rate search and its exact accounting of every client's updates.
 #![deny(unsafe_code)]
 
 pub mod clock;
+pub mod fanout;
 pub mod floor;
 pub mod helper;
 pub mod load;

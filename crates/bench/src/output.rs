@@ -74,6 +74,9 @@ impl ResultLine {
             Some(Scenario::MaxProbe) => "max-probe",
             Some(Scenario::Max) => "max",
             Some(Scenario::Embedded) => "embedded",
+            Some(Scenario::FanoutProbe) => "fanout_probe",
+            Some(Scenario::Fanout) => "fanout",
+            Some(Scenario::MdLatency) => "md_latency",
             None => "result",
         };
         let mut line = match &c.latency {

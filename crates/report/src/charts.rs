@@ -495,6 +495,64 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
             ]),
         });
     }
+
+    // The same figures for the market data tier: both systems on one chart.
+    let md: Vec<&Cell> = results
+        .cells
+        .iter()
+        .filter(|c| {
+            c.scenario == Some(Scenario::MdLatency)
+                && c.sustained != Some(false)
+                && c.latency.is_some()
+                && c.rate_requested_msgs_per_s.is_some()
+        })
+        .collect();
+    if !md.is_empty() {
+        let mut mean = Vec::new();
+        let mut stddev = Vec::new();
+        for (i, (system, size, group)) in tables::md_latency_groups(&md).into_iter().enumerate() {
+            let mut points: Vec<(f64, f64, f64)> = group
+                .iter()
+                .filter_map(|c| Some((c.rate_requested_msgs_per_s?, c.latency?)))
+                .map(|(r, l)| (r, us(l.mean_ns), us(l.stddev_ns)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let name = format!("{} {size}B", tables::system_title(system));
+            mean.push(Series {
+                name: name.clone(),
+                colour: i,
+                dashed: false,
+                points: points.iter().map(|p| (p.0, p.1)).collect(),
+            });
+            stddev.push(Series {
+                name,
+                colour: i,
+                dashed: false,
+                points: points.iter().map(|p| (p.0, p.2)).collect(),
+            });
+        }
+        let ticks = rate_ticks(&md);
+        let panel = |title: &str, y_desc: &str, series| LinePanel {
+            title: title.to_string(),
+            x_desc: "update rate (updates/sec)".to_string(),
+            y_desc: y_desc.to_string(),
+            x_ticks: ticks.clone(),
+            series,
+        };
+        out.push(Planned {
+            name: "md_latency".to_string(),
+            title: "Market data latency, feed to client, vs update rate (seed 003, Figures 3-2 and 3-3)"
+                .to_string(),
+            plot: Plot::Lines(vec![
+                panel("Mean latency", "mean (microseconds)", mean),
+                panel(
+                    "Latency standard deviation",
+                    "std dev (microseconds)",
+                    stddev,
+                ),
+            ]),
+        });
+    }
     out
 }
 

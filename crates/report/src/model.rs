@@ -73,6 +73,15 @@ pub enum Scenario {
     Embedded,
     /// Unpaced throughput (as fast as the publisher can).
     Throughput,
+    /// One probe of the market data fan-out search: a feed rate through a distribution tier
+    /// (`system`) to N clients; `rate_achieved_msgs_per_s` is the updates per second delivered
+    /// to all clients together.
+    FanoutProbe,
+    /// The fan-out search's result for one system: its highest sustained probe.
+    Fanout,
+    /// One-way latency, feed to client through a distribution tier, at one update rate
+    /// (seed 003's Table 2).
+    MdLatency,
 }
 
 /// Latency statistics of one cell, in nanoseconds.
@@ -100,6 +109,10 @@ pub struct Cell {
     /// Unique in the folder and safe as a file name: `load-udp-32B-1000000`.
     pub id: String,
     pub scenario: Option<Scenario>,
+    /// The system measured, when it is not Peregrine alone: `peregrine` or `nats` in the
+    /// fan-out cells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
     /// `ipc`, `udp`, `mcast`, `tcp`; `cacheline` for the floor.
     pub transport: String,
     pub size_bytes: usize,

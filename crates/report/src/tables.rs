@@ -67,6 +67,8 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
         max_throughput(results),
         embedded(results),
         throughput(results),
+        fanout(results),
+        md_latency(results),
     ]
     .into_iter()
     .flatten()
@@ -489,6 +491,238 @@ fn throughput(results: &Results) -> Option<Section> {
     })
 }
 
+/// A fan-out cell's system, `peregrine` when none is named.
+pub(crate) fn system_of(c: &Cell) -> &str {
+    c.system.as_deref().unwrap_or("peregrine")
+}
+
+/// `Peregrine`, `NATS`.
+pub(crate) fn system_title(system: &str) -> String {
+    match system {
+        "peregrine" => "Peregrine".to_string(),
+        "nats" => "NATS (nats-server)".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn detail_str<'a>(c: &'a Cell, key: &str) -> &'a str {
+    c.detail.get(key).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+/// Seed 003's Table 1 (aggregate updates/s delivered by the tier in the Producer 50/50 test),
+/// one row per system, with the ratio to NATS when both ran; then every probe of the search.
+fn fanout(results: &Results) -> Option<Section> {
+    let best = of(results, Scenario::Fanout);
+    let probes = of(results, Scenario::FanoutProbe);
+    if best.is_empty() && probes.is_empty() {
+        return None;
+    }
+    let nats = best
+        .iter()
+        .find(|c| system_of(c) == "nats")
+        .and_then(|c| c.rate_achieved_msgs_per_s);
+    let mut tables = Vec::new();
+    if !best.is_empty() {
+        let mut rows = vec![header(&[
+            "System",
+            "Clients",
+            "Items/client",
+            "Shared",
+            "Size (B)",
+            "Feed rate (updates/sec)",
+            "Throughput rate (updates/sec)",
+            "x NATS",
+            "Lost",
+            "CPU s (feed / tier / clients)",
+        ])];
+        for c in &best {
+            let d = |k: &str| c.detail.get(k).map(|v| v.to_string()).unwrap_or_else(dash);
+            let overlap = c
+                .detail
+                .get("overlap")
+                .and_then(|v| v.as_f64())
+                .map(|o| format!("{:.0}%", o * 100.0))
+                .unwrap_or_else(dash);
+            let (feed, delivered) = if c.sustained == Some(true) {
+                (
+                    c.detail
+                        .get("feed_updates_per_s")
+                        .and_then(|v| v.as_f64())
+                        .map(|r| thousands(r.round() as u64))
+                        .unwrap_or_else(dash),
+                    c.rate_achieved_msgs_per_s
+                        .map(|r| thousands(r.round() as u64))
+                        .unwrap_or_else(dash),
+                )
+            } else {
+                ("none sustained".to_string(), dash())
+            };
+            let ratio = match (c.rate_achieved_msgs_per_s, nats) {
+                (Some(a), Some(n)) if n > 0.0 && c.sustained == Some(true) => {
+                    format!("{:.2}", a / n)
+                }
+                _ => dash(),
+            };
+            let cpu = |k: &str| c.cpu_s.get(k).map(|v| format!("{v:.2}"));
+            let tier = cpu("distributor").or_else(|| cpu("nats-server"));
+            let cpu = match (cpu("feed"), tier, cpu("clients")) {
+                (Some(f), Some(t), Some(cl)) => format!("{f} / {t} / {cl}"),
+                _ => dash(),
+            };
+            rows.push(Row::Cells(vec![
+                system_title(system_of(c)),
+                d("clients"),
+                d("items_per_client"),
+                overlap,
+                c.size_bytes.to_string(),
+                feed,
+                delivered,
+                ratio,
+                if c.sustained == Some(true) {
+                    thousands(c.lost)
+                } else {
+                    dash()
+                },
+                cpu,
+            ]));
+        }
+        tables.push(Table {
+            caption: Some("Highest sustained rate".to_string()),
+            left: 1,
+            rows,
+        });
+    }
+    if !probes.is_empty() {
+        let mut rows = vec![header(&[
+            "System",
+            "Feed rate asked",
+            "Feed sent/sec",
+            "Delivered updates/sec",
+            "Lost",
+            "Mean latency (us)",
+            "Max latency (ms)",
+            "Verdict",
+        ])];
+        for c in &probes {
+            rows.push(Row::Cells(vec![
+                system_title(system_of(c)),
+                c.rate_requested_msgs_per_s
+                    .map(rate_label)
+                    .unwrap_or_else(dash),
+                c.detail
+                    .get("feed_updates_per_s")
+                    .and_then(|v| v.as_f64())
+                    .map(|r| thousands(r.round() as u64))
+                    .unwrap_or_else(dash),
+                c.rate_achieved_msgs_per_s
+                    .map(|r| thousands(r.round() as u64))
+                    .unwrap_or_else(dash),
+                thousands(c.lost),
+                c.latency.map(|l| us(l.mean_ns)).unwrap_or_else(dash),
+                c.latency
+                    .map(|l| format!("{:.1}", l.max_ns / 1e6))
+                    .unwrap_or_else(dash),
+                match detail_str(c, "why") {
+                    "" => detail_str(c, "verdict").to_string(),
+                    why => format!("{}: {why}", detail_str(c, "verdict")),
+                },
+            ]));
+        }
+        tables.push(Table {
+            caption: Some("Probes, in the order they ran".to_string()),
+            left: 1,
+            rows,
+        });
+    }
+    Some(Section {
+        title: "Market data fan-out (Producer 50/50)".to_string(),
+        intro: Some(
+            "A feed, a distribution tier and its client processes on one host; the feed rate is              raised until an update is lost, a client lags or the tier refuses. Throughput is              the updates per second delivered to all clients together; every client's items              are checked against what the feed sent."
+                .to_string(),
+        ),
+        tables,
+    })
+}
+
+/// Seed 003's Table 2 per system: one-way latency, feed to client through the tier.
+fn md_latency(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::MdLatency);
+    if cells.is_empty() {
+        return None;
+    }
+    let tables = md_latency_groups(&cells)
+        .into_iter()
+        .map(|(system, size, mut group)| {
+            group.sort_by(by_rate);
+            let mut rows = vec![Row::Header(vec![
+                format!("Update Rate [{size}-byte messages/sec]"),
+                "Mean Latency (us)".to_string(),
+                "Std Deviation (us)".to_string(),
+                "Maximum Latency (us)".to_string(),
+                "Minimum Latency (us)".to_string(),
+                "Number of Latency Points".to_string(),
+            ])];
+            for c in &group {
+                if c.sustained == Some(false) {
+                    rows.push(Row::Note(format!(
+                        "not sustained at {} updates/sec: {}",
+                        c.rate_requested_msgs_per_s
+                            .map(|r| thousands(r.round() as u64))
+                            .unwrap_or_else(dash),
+                        match detail_str(c, "why") {
+                            "" => detail_str(c, "verdict"),
+                            why => why,
+                        }
+                    )));
+                    continue;
+                }
+                let mut row = vec![c
+                    .rate_requested_msgs_per_s
+                    .map(|r| thousands(r.round() as u64))
+                    .unwrap_or_else(dash)];
+                row.extend(latency_values(c.latency.as_ref(), |l| {
+                    [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
+                }));
+                row.push(
+                    c.latency
+                        .map(|l| l.samples.to_string())
+                        .unwrap_or_else(dash),
+                );
+                rows.push(Row::Cells(row));
+            }
+            Table {
+                caption: Some(system_title(system)),
+                left: 0,
+                rows,
+            }
+        })
+        .collect();
+    Some(Section {
+        title: "Market data latency, feed to client through the distribution tier".to_string(),
+        intro: Some(
+            "One-way, from the timestamp the feed embeds in every update to its arrival at the              client (same host), over every update delivered; the rates stop at the first one              not sustained."
+                .to_string(),
+        ),
+        tables,
+    })
+}
+
+/// Sustained market data latency cells grouped by (system, size), in order of appearance.
+pub(crate) fn md_latency_groups<'a>(cells: &[&'a Cell]) -> Vec<(&'a str, usize, Vec<&'a Cell>)> {
+    let mut groups: Vec<(&str, usize, Vec<&Cell>)> = Vec::new();
+    for c in cells {
+        let system = system_of(c);
+        match groups
+            .iter_mut()
+            .find(|(s, z, _)| *s == system && *z == c.size_bytes)
+        {
+            Some(g) => g.2.push(c),
+            None => groups.push((system, c.size_bytes, vec![c])),
+        }
+    }
+    groups
+}
+
 fn rate_and_mb(c: &Cell) -> (String, String) {
     match c.rate_achieved_msgs_per_s {
         Some(r) => (
@@ -518,6 +752,9 @@ pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
         Some(Scenario::Max) => "max",
         Some(Scenario::Embedded) => "embedded",
         Some(Scenario::Throughput) => "throughput",
+        Some(Scenario::FanoutProbe) => "fanout_probe",
+        Some(Scenario::Fanout) => "fanout",
+        Some(Scenario::MdLatency) => "md_latency",
         None => "-",
     }
 }

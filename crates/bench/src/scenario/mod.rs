@@ -11,8 +11,10 @@
 //! - [`throughput`]: unpaced throughput;
 //! - [`paced`]: load with pings, the size x rate sweep, the maximum search, embedded
 //!   timestamps;
+//! - [`fanout`]: market data fan-out through a distribution tier, and its latency table;
 //! - [`suite`]: the default suite.
 
+pub mod fanout;
 pub mod latency;
 pub mod paced;
 pub mod suite;
@@ -40,6 +42,8 @@ pub enum Scenario {
     Sweep(paced::SweepPlan),
     Max(paced::MaxPlan),
     Latency(paced::EmbeddedPlan),
+    Fanout(fanout::FanoutPlan),
+    MdLatency(fanout::MdLatencyPlan),
 }
 
 impl Scenario {
@@ -54,6 +58,8 @@ impl Scenario {
             Scenario::Sweep(_) => "sweep",
             Scenario::Max(_) => "max",
             Scenario::Latency(_) => "latency",
+            Scenario::Fanout(_) => "fanout",
+            Scenario::MdLatency(_) => "fanout-latency",
         }
     }
 
@@ -68,6 +74,8 @@ impl Scenario {
             Scenario::Sweep(p) => p.pacing.cpus,
             Scenario::Max(p) => p.pacing.cpus,
             Scenario::Latency(p) => p.pacing.cpus,
+            // Not pinned: the feed, the tier and N clients share every CPU.
+            Scenario::Fanout(_) | Scenario::MdLatency(_) => CpuPair::default_pair(),
         }
     }
 
@@ -80,6 +88,8 @@ impl Scenario {
                 | Scenario::Sweep(_)
                 | Scenario::Max(_)
                 | Scenario::Latency(_)
+                | Scenario::Fanout(_)
+                | Scenario::MdLatency(_)
         )
     }
 }
@@ -169,6 +179,8 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::Sweep(plan) => paced::sweep(&plan, &mut session),
         Scenario::Max(plan) => paced::max(&plan, &mut session),
         Scenario::Latency(plan) => paced::embedded(&plan, &mut session),
+        Scenario::Fanout(plan) => fanout::fanout(&plan, &mut session),
+        Scenario::MdLatency(plan) => fanout::md_latency(&plan, &mut session),
     };
     if session.folder.results().cells.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);

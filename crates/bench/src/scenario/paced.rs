@@ -303,6 +303,7 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
             rate_label(cfg.rate_msgs_per_s)
         ),
         scenario: Some(scenario),
+        system: None,
         transport: cfg.transport.name().to_string(),
         size_bytes: cfg.size,
         rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),

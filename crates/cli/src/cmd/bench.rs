@@ -3,8 +3,8 @@
 //! hand (two hosts, or two terminals).
 
 use crate::flags::bench::{
-    BenchArgs, Common, FloorArgs, LatencyArgs, LoadArgs, MaxArgs, PingPongArgs,
-    ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
+    BenchArgs, Common, FanoutArgs, FanoutMode, FloorArgs, LatencyArgs, LoadArgs, MaxArgs,
+    PingPongArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
 };
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
@@ -39,6 +39,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
         Some(Flags::Sweep(a)) => Scenario::Sweep(sweep(a)),
         Some(Flags::Max(a)) => Scenario::Max(max(a)),
         Some(Flags::Latency(a)) => Scenario::Latency(embedded(a)?),
+        Some(Flags::Fanout(a)) => fanout(a)?,
     };
     scenario::run(
         scenario,
@@ -276,4 +277,56 @@ fn resolver_traffic(a: &ResolverTrafficArgs, json: bool) -> Result<()> {
         print!("{}", r.table());
     }
     Ok(())
+}
+
+/// The default update rates of `bench fanout --latency`: seed 003's Table 2 from 1K, in
+/// coarser steps past 100K.
+pub const FANOUT_LATENCY_RATES: [f64; 12] = [
+    1e3, 5e3, 10e3, 20e3, 50e3, 100e3, 150e3, 200e3, 300e3, 400e3, 500e3, 600e3,
+];
+
+fn fanout(a: FanoutArgs) -> Result<Scenario> {
+    use peregrine_bench::fanout::{FanoutConfig, WriteMode};
+    use peregrine_bench::scenario::fanout::{FanoutPlan, MdLatencyPlan};
+    if a.rates.is_some() && !a.latency {
+        bail!("--rates lists the update rates of --latency: add --latency, or drop --rates (the throughput search finds its rates itself from --start-rate)");
+    }
+    if !(a.max_lag_ms > 0.0 && a.max_lag_ms <= 60_000.0) {
+        bail!(
+            "--max-lag-ms {} is not accepted: give 1 to 60000 milliseconds",
+            a.max_lag_ms
+        );
+    }
+    let mode = match a.mode {
+        Some(FanoutMode::Throughput) => WriteMode::Throughput,
+        Some(FanoutMode::Latency) => WriteMode::Latency,
+        None if a.latency => WriteMode::Latency,
+        None => WriteMode::Throughput,
+    };
+    let cfg = FanoutConfig {
+        clients: a.clients.unwrap_or(if a.latency { 1 } else { 16 }) as usize,
+        items_per_client: a.items as usize,
+        overlap: a.overlap,
+        size: a.size,
+        mode,
+        seconds: a.seconds,
+        max_lag_ms: a.max_lag_ms,
+        seed: a.seed,
+    };
+    cfg.validate()?;
+    let compare_nats = a.compare.is_some();
+    Ok(if a.latency {
+        Scenario::MdLatency(MdLatencyPlan {
+            cfg,
+            compare_nats,
+            rates: a.rates.unwrap_or_else(|| FANOUT_LATENCY_RATES.to_vec()),
+        })
+    } else {
+        Scenario::Fanout(FanoutPlan {
+            cfg,
+            compare_nats,
+            start_rate: a.start_rate,
+            max_rate: a.max_rate,
+        })
+    })
 }

@@ -64,6 +64,8 @@ struct ItemTally {
     /// The item_seq of its last REFRESH or UPDATE.
     last_seq: u32,
     updates: u64,
+    /// REFRESHes after the first (an image the distributor asked the feed for again).
+    refreshes: u64,
 }
 
 /// What one connection knows of an item (by the distributor's id).
@@ -391,7 +393,10 @@ impl Client {
                 self.t.messages += 1;
                 self.t.refreshes += 1;
                 let tally = match self.t.tally_of.get(r.name) {
-                    Some(&k) => k,
+                    Some(&k) => {
+                        self.t.tallies[k].refreshes += 1;
+                        k
+                    }
                     None => {
                         let k = self.t.tallies.len();
                         self.t.tallies.push(ItemTally {
@@ -399,6 +404,7 @@ impl Client {
                             first_seq: r.item_seq,
                             last_seq: r.item_seq,
                             updates: 0,
+                            refreshes: 0,
                         });
                         self.t.tally_of.insert(r.name.to_string(), k);
                         k
@@ -521,11 +527,15 @@ impl Client {
         )
     }
 
-    /// `--items-out`: `NAME FIRST_SEQ LAST_SEQ UPDATES` per item received.
+    /// `--items-out`: `NAME FIRST_SEQ LAST_SEQ UPDATES REFRESHES` per item received.
     fn write_items(&self, path: &std::path::Path) -> io::Result<()> {
         let mut w = BufWriter::new(std::fs::File::create(path)?);
         for t in &self.t.tallies {
-            writeln!(w, "{} {} {} {}", t.name, t.first_seq, t.last_seq, t.updates)?;
+            writeln!(
+                w,
+                "{} {} {} {} {}",
+                t.name, t.first_seq, t.last_seq, t.updates, t.refreshes
+            )?;
         }
         w.flush()
     }

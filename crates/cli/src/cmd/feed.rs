@@ -77,7 +77,8 @@ pub fn run(a: FeedArgs) -> Result<()> {
         .subscriber(&request_topic(&a.service), &requests, IdleKind::Backoff)
         .with_context(|| format!("subscribing to image requests on --requests {requests}"))?;
 
-    let layout = UpdateLayout::for_size(a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
+    let layout =
+        UpdateLayout::for_size(a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
     let mut rng = SplitMix64::new(a.seed);
     let mut items: Vec<FeedItem> = names
         .into_iter()

@@ -37,6 +37,13 @@ pub enum Scenario {
     /// One-way latency from timestamps embedded by the publisher (the RMDS method), over a
     /// list of update rates.
     Latency(LatencyArgs),
+    /// Market data fan-out (seed 003's Producer 50/50): a feed, a distributor and N client
+    /// processes whose watchlists share a fraction of their items; the feed rate is raised
+    /// until an update is lost, a client lags or the distributor refuses, and the highest
+    /// aggregate updates/s delivered is reported. With --latency, one-way latency feed to
+    /// client over a list of update rates (seed 003's Table 2). --compare nats runs the same
+    /// through nats-server.
+    Fanout(FanoutArgs),
     /// Topic resolution traffic: packets, advertisements and bytes per second on the resolver
     /// group while one context advertises N topics, and how long a wildcard subscriber takes
     /// to learn them all (prints its table; writes no results folder).
@@ -282,4 +289,59 @@ pub struct ThroughputArgs {
     pub loss: Option<String>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// How the distributor writes to its clients in `bench fanout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FanoutMode {
+    /// Writes coalesced under a 20 ms flush interval: the most updates per second.
+    Throughput,
+    /// Each update written at once, clients busy-polling 50 us after data.
+    Latency,
+}
+
+#[derive(Args, Debug)]
+pub struct FanoutArgs {
+    /// Client processes (default 16; 1 with --latency).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=512))]
+    pub clients: Option<u64>,
+    /// Items on each client's watchlist.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=17_576))]
+    pub items: u64,
+    /// The fraction of each client's items every client watches: 0.5 or 50%.
+    #[arg(long, default_value = "50%", value_parser = values::parse_fraction)]
+    pub overlap: f64,
+    /// UPDATE size in bytes (60, or 64 to 16384; 74 is the seed's).
+    #[arg(long, default_value_t = 74)]
+    pub size: usize,
+    /// How the distributor writes to clients (default throughput; latency with --latency).
+    #[arg(long, value_enum)]
+    pub mode: Option<FanoutMode>,
+    /// One-way latency over a list of update rates (seed 003's Table 2) instead of the rate
+    /// search.
+    #[arg(long)]
+    pub latency: bool,
+    /// With --latency: feed update rates, comma-separated (suffixes k, m); the run stops after
+    /// the first one not sustained.
+    #[arg(long, value_delimiter = ',', value_parser = values::parse_rate)]
+    pub rates: Option<Vec<f64>>,
+    /// Also run the same clients, watchlists, updates and rates through another system and
+    /// print the ratio: `nats` (nats-server, the Debian package).
+    #[arg(long, value_parser = ["nats"])]
+    pub compare: Option<String>,
+    /// Seconds of updates in each probe.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// The first feed rate the search tries (suffixes k, m).
+    #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
+    pub start_rate: f64,
+    /// The highest feed rate the search tries.
+    #[arg(long, default_value = "20m", value_parser = values::parse_rate)]
+    pub max_rate: f64,
+    /// A client lags when an update reaches it later than this after the feed sent it.
+    #[arg(long, default_value_t = 100.0)]
+    pub max_lag_ms: f64,
+    /// Seed of the feed's item draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }

@@ -160,8 +160,9 @@ pub struct ClientArgs {
     #[arg(long)]
     pub dictionary: Option<PathBuf>,
     /// At exit, write one line per item received to this file: `NAME FIRST_SEQ LAST_SEQ
-    /// UPDATES` (the item_seq of its first REFRESH and of its last REFRESH or UPDATE, and how
-    /// many UPDATEs came), to check against the feed's `--items-out`.
+    /// UPDATES REFRESHES` (the item_seq of its first REFRESH and of its last REFRESH or
+    /// UPDATE, how many UPDATEs came and how many REFRESHes after the first), to check
+    /// against the feed's `--items-out`.
     #[arg(long)]
     pub items_out: Option<PathBuf>,
     /// After data arrives, keep reading without blocking (a busy core) this many

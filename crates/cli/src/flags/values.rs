@@ -127,3 +127,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         format!("'{s}' is not a size: give bytes with an optional k, m or g, for example 4m")
     })
 }
+
+/// A fraction: `0.5` or `50%`, from 0 to 1.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a fraction: give 0 to 1 or 0% to 100%, for example 0.5 or 50%"
+        )),
+    }
+}
