@@ -23,6 +23,20 @@ pub mod fid {
     pub const PAD: u16 = 9000;
 }
 
+/// How long a paced feed sleeps between its bursts: until its next update is due, but at
+/// least [`PACING_STEP`] and at most a millisecond. Every update is stamped when it is
+/// encoded, just before it is sent, so a burst adds no latency to what it carries; what the
+/// step saves is system calls: at 200 K updates/s a feed woken every 10 us (in practice every
+/// 60 us, the kernel's timer slack) sent a datagram per wake-up, and spent 0.5 of a core on
+/// them on the 2-core test machine.
+pub fn pacing_sleep(next_due: std::time::Instant) -> Option<std::time::Duration> {
+    let wait = next_due.checked_duration_since(std::time::Instant::now())?;
+    Some(wait.clamp(PACING_STEP, std::time::Duration::from_millis(1)))
+}
+
+/// The shortest sleep of a paced feed.
+pub const PACING_STEP: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// Prices are in cents.
 const PRICE_EXPONENT: i8 = -2;
 

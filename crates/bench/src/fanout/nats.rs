@@ -16,7 +16,7 @@ use super::peregrine::Workdir;
 use super::process::Proc;
 use super::{
     account, read_client_items, read_feed_items, ClientReport, FanoutConfig, LatencyStats, Probe,
-    ProbeRecord, System, Watchlists, WriteMode,
+    ProbeRecord, System, Watchlists,
 };
 use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::BenchError;
@@ -316,8 +316,8 @@ pub fn feed(spec: &NatsFeedSpec) -> Result<(), BenchError> {
             continue;
         }
         let next_due = start + Duration::from_secs_f64(sent as f64 / spec.rate);
-        if let Some(wait) = next_due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait.min(Duration::from_millis(1)));
+        if let Some(wait) = peregrine_md::quotes::pacing_sleep(next_due) {
+            std::thread::sleep(wait);
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -555,10 +555,10 @@ impl NatsRun {
         let n = self.probes;
         let d = self.dir.path.clone();
         let (server, addr) = self.start_server()?;
-        let busy_poll_us = match self.cfg.mode {
-            WriteMode::Latency => super::BUSY_POLL_US,
-            WriteMode::Throughput => 0,
-        };
+        if let Some(p) = self.cfg.pin {
+            server.pin(p.b)?;
+        }
+        let busy_poll_us = self.cfg.client_busy_poll_us;
         let mut clients = Vec::with_capacity(self.cfg.clients);
         for k in 0..self.cfg.clients {
             let spec = HelperSpec::NatsClient(NatsClientSpec {
@@ -568,7 +568,11 @@ impl NatsRun {
                 busy_poll_us,
                 max_seconds: self.cfg.seconds + 60.0,
             });
-            clients.push(Helper::start(&self.exe, &spec)?);
+            let c = Helper::start(&self.exe, &spec)?;
+            if let Some(p) = self.cfg.pin {
+                super::process::pin_process(c.pid(), p.a)?;
+            }
+            clients.push(c);
         }
         let feed_items = d.join(format!("feed-{n}.items"));
         let feed = Helper::start(
@@ -583,6 +587,9 @@ impl NatsRun {
                 items_out: feed_items.clone(),
             }),
         )?;
+        if let Some(p) = self.cfg.pin {
+            super::process::pin_process(feed.pid(), p.a)?;
+        }
         let done: NatsFeedReport = feed.finish()?;
         let mut reports = Vec::with_capacity(clients.len());
         for c in clients {
@@ -670,6 +677,6 @@ mod tests {
             assert!(parse_op(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
         assert!(parse_op(&vec![b'x'; MAX_LINE + 1]).is_err());
-        assert_eq!(parse_op(&vec![b'x'; 100]).unwrap(), None);
+        assert_eq!(parse_op(&[b'x'; 100]).unwrap(), None);
     }
 }

@@ -7,7 +7,7 @@
 use super::process::Proc;
 use super::{
     account, read_client_items, read_feed_items, ClientReport, FanoutConfig, LatencyStats, Probe,
-    ProbeRecord, System, Watchlists, WriteMode,
+    ProbeRecord, System, Watchlists,
 };
 use crate::BenchError;
 use std::collections::BTreeMap;
@@ -91,9 +91,10 @@ impl PeregrineRun {
     fn backbone(&self) -> String {
         let pid = std::process::id();
         format!(
-            "mcast://239.255.97.{}:{}",
+            "mcast://239.255.97.{}:{}?datagram={}",
             1 + pid % 250,
-            44_000 + (pid % 1000) * 10 + (self.probes % 5) * 2
+            44_000 + (pid % 1000) * 10 + (self.probes % 5) * 2,
+            self.cfg.backbone_datagram
         )
     }
 
@@ -120,6 +121,9 @@ impl PeregrineRun {
             Duration::from_secs(20),
             "'listening' line",
         )?;
+        if let Some(p) = self.cfg.pin {
+            dist.pin(p.b)?;
+        }
         let addr = serde_json::from_str::<serde_json::Value>(&line)
             .ok()
             .and_then(|v| v["listening"].as_str().map(str::to_string))
@@ -134,8 +138,8 @@ impl PeregrineRun {
                 .arg("--items-out")
                 .arg(d.join(format!("client{k}-{n}.items")))
                 .env("PEREGRINE_MD_TOKEN", TOKEN);
-            if self.cfg.mode == WriteMode::Latency {
-                c.args(["--busy-poll-us", &super::BUSY_POLL_US.to_string()]);
+            if self.cfg.client_busy_poll_us > 0 {
+                c.args(["--busy-poll-us", &self.cfg.client_busy_poll_us.to_string()]);
             }
             clients.push(Proc::spawn(c, format!("peregrine client {k}"))?);
         }
@@ -145,6 +149,9 @@ impl PeregrineRun {
                 Duration::from_secs(20),
                 "login",
             )?;
+            if let Some(p) = self.cfg.pin {
+                c.pin(p.a)?;
+            }
         }
         let feed_items = d.join(format!("feed-{n}.items"));
         let mut feed = Proc::spawn(
@@ -164,6 +171,9 @@ impl PeregrineRun {
             },
             "peregrine feed",
         )?;
+        if let Some(p) = self.cfg.pin {
+            feed.pin(p.a)?;
+        }
         feed.wait(Duration::from_secs_f64(self.cfg.seconds + 60.0))?;
         let done = feed.last_json("done")?;
         std::thread::sleep(DRAIN);

@@ -173,6 +173,12 @@ impl Proc {
             })
     }
 
+    /// Pins every thread it has now to `cpu` (threads it starts later inherit the pinning of
+    /// the thread that starts them). Best effort: a thread that ended meanwhile is skipped.
+    pub fn pin(&self, cpu: usize) -> Result<(), BenchError> {
+        pin_process(self.child.id(), cpu)
+    }
+
     /// CPU seconds (user + system) it has used so far, from `/proc/PID/stat`.
     pub fn cpu_s(&self) -> Option<f64> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
@@ -183,6 +189,23 @@ impl Proc {
         let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
         Some(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
     }
+}
+
+/// Pins every thread process `pid` has now to `cpu` (see [`Proc::pin`]).
+pub fn pin_process(pid: u32, cpu: usize) -> Result<(), BenchError> {
+    let mut set = rustix::thread::CpuSet::new();
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(BenchError::Config(format!("cpu {cpu} out of range")));
+    }
+    set.set(cpu);
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
+    for t in tasks.flatten() {
+        let tid = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok());
+        if let Some(tid) = tid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::thread::sched_setaffinity(Some(tid), &set);
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Proc {

@@ -226,6 +226,9 @@ fn configurations_out_of_range_are_refused_naming_the_flag() {
         seconds: 3.0,
         max_lag_ms: 100.0,
         seed: 1,
+        client_busy_poll_us: 0,
+        pin: None,
+        backbone_datagram: LOOPBACK_DATAGRAM,
     };
     good.validate().unwrap();
     for (bad, flag) in [

@@ -302,6 +302,12 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     detail.insert("items_per_client".into(), cfg.items_per_client.into());
     detail.insert("overlap".into(), cfg.overlap.into());
     detail.insert("mode".into(), cfg.mode.name().into());
+    detail.insert(
+        "pin".into(),
+        cfg.pin.map_or("none".to_string(), |p| p.to_arg()).into(),
+    );
+    detail.insert("backbone_datagram".into(), cfg.backbone_datagram.into());
+    detail.insert("client_busy_poll_us".into(), cfg.client_busy_poll_us.into());
     detail.insert("feed_updates_per_s".into(), round3(r.feed_rate).into());
     detail.insert("verdict".into(), p.verdict.name().into());
     if !p.why.is_empty() {

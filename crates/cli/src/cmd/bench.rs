@@ -312,6 +312,17 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         seconds: a.seconds,
         max_lag_ms: a.max_lag_ms,
         seed: a.seed,
+        client_busy_poll_us: a.client_busy_poll_us,
+        pin: match a.pin.as_deref() {
+            Some("none") => None,
+            Some(p) => Some(
+                peregrine_bench::CpuPair::parse(p)
+                    .map_err(|e| anyhow::anyhow!("--pin: {e} (or --pin none)"))?,
+            ),
+            None if a.latency => Some(peregrine_bench::CpuPair::default_pair()),
+            None => None,
+        },
+        backbone_datagram: a.backbone_datagram as usize,
     };
     cfg.validate()?;
     let compare_nats = a.compare.is_some();

@@ -25,6 +25,8 @@ const MAX_UPDATE_BURST: u64 = 1024;
 /// REFRESHes sent per loop turn at most: the start-up images and the answers to a request for
 /// every image go out in slices between the updates, never as one burst of thousands.
 const MAX_REFRESH_BURST: usize = 64;
+/// How often image requests are looked for.
+const REQUEST_POLL: Duration = Duration::from_millis(1);
 
 /// One item the feed publishes: its quote, and whether a REFRESH of it is queued.
 #[derive(Debug, Clone)]
@@ -119,6 +121,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
     let mut c = FeedCounters::default();
     let mut scratch = Vec::with_capacity(512);
     let mut requests_seen: Vec<[u8; 12]> = Vec::new();
+    let mut next_request_poll = Instant::now();
     let began = Instant::now();
     // The update schedule starts once the start-up images are out, so that no UPDATE reaches
     // a distributor before its item's image (it would be dropped, and an image asked for).
@@ -192,19 +195,24 @@ pub fn run(a: FeedArgs) -> Result<()> {
         let _ = publisher.flush();
         publisher.do_work();
 
-        // Image requests.
+        // Image requests, looked for every REQUEST_POLL (not on every turn: a turn at a high
+        // rate sends a few updates, and two empty receive calls per turn would cost as much).
         requests_seen.clear();
-        req.poll(
-            &mut |m| {
-                if let Ok(b) = <[u8; 12]>::try_from(m.payload) {
-                    requests_seen.push(b);
-                } else {
-                    c.bad_requests += 1;
-                }
-            },
-            256,
-        );
-        while req.next_event().is_some() {}
+        let turn = Instant::now();
+        if turn >= next_request_poll {
+            next_request_poll = turn + REQUEST_POLL;
+            req.poll(
+                &mut |m| {
+                    if let Ok(b) = <[u8; 12]>::try_from(m.payload) {
+                        requests_seen.push(b);
+                    } else {
+                        c.bad_requests += 1;
+                    }
+                },
+                256,
+            );
+            while req.next_event().is_some() {}
+        }
         for b in &requests_seen {
             let Ok(r) = ImageRequestRepr::parse(&ImageRequestView::new_unchecked(&b[..])) else {
                 c.bad_requests += 1;
@@ -250,8 +258,8 @@ pub fn run(a: FeedArgs) -> Result<()> {
             continue;
         }
         let next_due = start + Duration::from_secs_f64(c.updates as f64 / a.rate);
-        if let Some(wait) = next_due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait.min(Duration::from_millis(1)));
+        if let Some(wait) = peregrine_md::quotes::pacing_sleep(next_due) {
+            std::thread::sleep(wait);
         }
     }
     publisher.close();

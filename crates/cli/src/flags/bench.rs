@@ -296,7 +296,8 @@ pub struct ThroughputArgs {
 pub enum FanoutMode {
     /// Writes coalesced under a 20 ms flush interval: the most updates per second.
     Throughput,
-    /// Each update written at once, clients busy-polling 50 us after data.
+    /// What arrives together is written at once; the distributor busy-polls 200 us after
+    /// backbone data.
     Latency,
 }
 
@@ -344,4 +345,17 @@ pub struct FanoutArgs {
     /// Seed of the feed's item draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Clients of both systems keep reading without blocking this long after data (0: they
+    /// block; on 2 cores a spinning client takes the core the tier needs).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub client_busy_poll_us: u64,
+    /// Pin the tier (distributor or nats-server) to CPU B and the feed and clients to CPU A,
+    /// `A,B` (default with --latency: the first two CPUs; `none` for no pinning, the default of
+    /// the throughput search).
+    #[arg(long)]
+    pub pin: Option<String>,
+    /// Payload bytes per backbone datagram (the multicast URI's `datagram`; 1472 fits a
+    /// 1500-byte MTU, loopback's is 65536).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(512..=65_000))]
+    pub backbone_datagram: u64,
 }

@@ -61,7 +61,8 @@ pub struct FeedArgs {
 pub enum WriteMode {
     /// Writes to each client coalesced under a flush interval (or 64 KiB).
     Throughput,
-    /// Every update written at once (TCP_NODELAY, as in throughput mode).
+    /// Updates written as soon as they arrive, those that arrived together in one write
+    /// (TCP_NODELAY, as in throughput mode).
     Latency,
 }
 
@@ -96,8 +97,8 @@ pub struct DistributorArgs {
     /// A service to carry (repeat for several). Default FEED1.
     #[arg(long = "service", value_parser = values::parse_service)]
     pub services: Vec<String>,
-    /// throughput: writes coalesced under --flush-interval-ms (or 64 KiB); latency: each
-    /// update written at once. Default throughput.
+    /// throughput: writes coalesced under --flush-interval-ms (or 64 KiB); latency: updates
+    /// written as soon as they arrive. Default throughput.
     #[arg(long, value_enum)]
     pub mode: Option<WriteMode>,
     /// Throughput mode: how often client buffers are written (1 to 1000 ms). Default 20.

@@ -695,15 +695,16 @@ impl Server {
                 b.last_message = Instant::now();
             }
             let now = self.now_ns();
-            let latency = self.s.mode == WriteMode::Latency;
             for &(at, len) in &spans {
                 self.core
                     .handle_backbone_message(service, &arena[at..at + len], now);
                 self.drain_core();
-                if latency {
-                    // Each update is written at once, not after the rest of the batch.
-                    self.write_dirty(false);
-                }
+            }
+            if self.s.mode == WriteMode::Latency && !spans.is_empty() {
+                // What arrived together is written together, at once: one write per client
+                // per batch. Writing each update on its own would make the batch's last
+                // update wait for a system call per update before it.
+                self.write_dirty(false);
             }
             self.arena = arena;
             self.spans = spans;

@@ -23,7 +23,7 @@
 //! | `image_retry_ms` | | 1000 | 10 to 600000 |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
-//! | `busy_poll_us` | | latency: 50, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
+//! | `busy_poll_us` | | latency: 200, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
 
 use crate::flags::md::{
     DistributorArgs, WriteMode, DEFAULT_BACKBONE, DEFAULT_LISTEN, DEFAULT_SERVICE,
@@ -318,7 +318,7 @@ impl Settings {
         let stats_every_s = f.int("stats_every_s", 0, 3600)?.unwrap_or(10);
         let busy_poll_us = f
             .int("busy_poll_us", 0, 100_000)?
-            .unwrap_or(if mode == WriteMode::Latency { 50 } else { 0 });
+            .unwrap_or(if mode == WriteMode::Latency { 200 } else { 0 });
         Ok(Settings {
             listen,
             users,
