@@ -637,7 +637,10 @@ fn fanout(results: &Results) -> Option<Section> {
     Some(Section {
         title: "Market data fan-out (Producer 50/50)".to_string(),
         intro: Some(
-            "A feed, a distribution tier and its client processes on one host; the feed rate is              raised until an update is lost, a client lags or the tier refuses. Throughput is              the updates per second delivered to all clients together; every client's items              are checked against what the feed sent."
+            "A feed, a distribution tier and its client processes on one host; the feed rate \
+             is raised until an update is lost, a client lags or the tier refuses. Throughput \
+             is the updates per second delivered to all clients together; every client's \
+             items are checked against what the feed sent."
                 .to_string(),
         ),
         tables,
@@ -700,7 +703,9 @@ fn md_latency(results: &Results) -> Option<Section> {
     Some(Section {
         title: "Market data latency, feed to client through the distribution tier".to_string(),
         intro: Some(
-            "One-way, from the timestamp the feed embeds in every update to its arrival at the              client (same host), over every update delivered; the rates stop at the first one              not sustained."
+            "One-way, from the timestamp the feed embeds in every update to its arrival at \
+             the client (same host), over every update delivered; the rates stop at the first \
+             one not sustained."
                 .to_string(),
         ),
         tables,

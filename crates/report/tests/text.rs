@@ -461,3 +461,154 @@ fn a_size_with_no_sustained_rate_says_so() {
         block.join("\n")
     );
 }
+
+/// A fan-out cell as `peregrine bench fanout` records it.
+fn md_cell(scenario: Scenario, system: &str, rate: f64, mean_us: f64, sustained: bool) -> Cell {
+    let mut detail = serde_json::Map::new();
+    detail.insert("clients".into(), 16.into());
+    detail.insert("items_per_client".into(), 400.into());
+    detail.insert("overlap".into(), 0.5.into());
+    detail.insert("feed_updates_per_s".into(), rate.into());
+    detail.insert(
+        "verdict".into(),
+        if sustained { "sustained" } else { "lagging" }.into(),
+    );
+    if !sustained {
+        detail.insert(
+            "why".into(),
+            "client 0: an update took 345.5 ms (lag bound 100 ms)".into(),
+        );
+    }
+    let mut cpu_s = std::collections::BTreeMap::new();
+    cpu_s.insert("feed".to_string(), 1.5);
+    cpu_s.insert(
+        if system == "nats" {
+            "nats-server"
+        } else {
+            "distributor"
+        }
+        .to_string(),
+        2.25,
+    );
+    cpu_s.insert("clients".to_string(), 0.75);
+    Cell {
+        id: format!("{system}-{rate}"),
+        scenario: Some(scenario),
+        system: Some(system.to_string()),
+        transport: "tcp".into(),
+        size_bytes: 74,
+        rate_requested_msgs_per_s: Some(rate),
+        rate_achieved_msgs_per_s: Some(rate * 1.88),
+        sustained: Some(sustained),
+        latency: Some(peregrine_report::model::Latency {
+            samples: (rate * 2.0) as u64,
+            min_ns: 12_000.0,
+            mean_ns: mean_us * 1000.0,
+            max_ns: 1_500_000.0,
+            stddev_ns: 26_500.0,
+            ..Default::default()
+        }),
+        cpu_s,
+        detail,
+        ..Cell::default()
+    }
+}
+
+/// Seed 003's Table 1 and Table 2 from recorded probes: one row per system with the ratio
+/// to NATS, the probes in the order they ran, and per system the latency rows by rate with
+/// the first rate not sustained as a note, not a row.
+#[test]
+fn fanout_tables_follow_seed_003_from_recorded_probes() {
+    let mut r = sample();
+    r.cells.clear();
+    r.cells.push(md_cell(
+        Scenario::FanoutProbe,
+        "peregrine",
+        800_000.0,
+        16_000.0,
+        true,
+    ));
+    r.cells.push(md_cell(
+        Scenario::FanoutProbe,
+        "peregrine",
+        1_600_000.0,
+        59_000.0,
+        false,
+    ));
+    r.cells.push(md_cell(
+        Scenario::Fanout,
+        "peregrine",
+        800_000.0,
+        16_000.0,
+        true,
+    ));
+    r.cells
+        .push(md_cell(Scenario::Fanout, "nats", 200_000.0, 17_000.0, true));
+    for (system, rates) in [
+        ("peregrine", [1_000.0, 100_000.0, 200_000.0]),
+        ("nats", [1_000.0, 100_000.0, 200_000.0]),
+    ] {
+        for (i, rate) in rates.into_iter().enumerate() {
+            let mean = if system == "nats" { 120.0 } else { 45.0 } + i as f64;
+            r.cells
+                .push(md_cell(Scenario::MdLatency, system, rate, mean, i < 2));
+        }
+    }
+    let report = text(&r);
+    let fan = section(&report, "Market data fan-out (Producer 50/50)");
+    let p = tokens(row(&fan, "Peregrine").expect("a Peregrine row"));
+    // System, clients, items, shared, size, feed rate, delivered, x NATS, lost, cpu.
+    assert_eq!(
+        &p[..9],
+        [
+            "Peregrine",
+            "16",
+            "400",
+            "50%",
+            "74",
+            "800,000",
+            "1,504,000",
+            "4.00",
+            "0"
+        ]
+    );
+    assert_eq!(&p[9..], ["1.50", "/", "2.25", "/", "0.75"]);
+    let probes: Vec<&str> = fan
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("Peregrine  "))
+        .collect();
+    assert_eq!(probes.len(), 3, "{fan:?}");
+    assert!(
+        probes[2].contains("lagging: client 0: an update took 345.5 ms"),
+        "{}",
+        probes[2]
+    );
+
+    let lat = section(
+        &report,
+        "Market data latency, feed to client through the distribution tier",
+    );
+    let headers: Vec<usize> = (0..lat.len())
+        .filter(|&i| lat[i].starts_with("Update Rate [74-byte messages/sec]"))
+        .collect();
+    assert_eq!(headers.len(), 2, "one Table 2 per system: {lat:?}");
+    assert_eq!(lat[headers[0] - 1].trim(), "Peregrine");
+    assert_eq!(lat[headers[1] - 1].trim(), "NATS (nats-server)");
+    let first = &lat[headers[0]..headers[1]];
+    assert_eq!(
+        tokens(row(first, "1,000").unwrap()),
+        ["1,000", "45.00", "26.50", "1500.00", "12.00", "2000"]
+    );
+    assert_eq!(tokens(row(first, "100,000").unwrap())[1], "46.00");
+    assert!(
+        row(first, "200,000").is_none(),
+        "a rate not sustained is no row"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|l| l.contains("not sustained at 200,000 updates/sec: client 0")),
+        "{first:?}"
+    );
+}

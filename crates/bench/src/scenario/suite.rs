@@ -1,7 +1,8 @@
 //! `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
 //! ping-pong at 32 bytes against the bare-socket ping-pong, a short IPC and UDP load sweep
-//! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), and IPC and UDP throughput. About
-//! a minute on 2 cores.
+//! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), IPC and UDP throughput, and one
+//! short market data fan-out probe (16 clients, 50% shared, 200K updates/s into the
+//! distributor for 2 s). About a minute and a half on 2 cores.
 
 use super::latency::{self, pingpong_cell, pingpong_config};
 use super::paced::{Pacing, SweepPlan};
@@ -89,6 +90,25 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         };
         super::throughput::run(&cfg, s)?;
     }
+    let fanout = crate::fanout::FanoutConfig {
+        clients: 16,
+        items_per_client: 400,
+        overlap: 0.5,
+        size: 74,
+        mode: crate::fanout::WriteMode::Throughput,
+        seconds: 2.0,
+        max_lag_ms: 100.0,
+        seed: 1,
+        client_busy_poll_us: 0,
+        pin: None,
+        backbone_datagram: crate::fanout::LOOPBACK_DATAGRAM,
+    };
+    if !s.out.json {
+        println!(
+            "market data fan-out: feed, distributor and 16 clients, 400 items each, half shared, 74 B updates (the search: peregrine bench fanout)"
+        );
+    }
+    super::fanout::suite_probe(&fanout, 200_000.0, s)?;
     Ok(())
 }
 
