@@ -156,8 +156,12 @@ fn the_latency_table_and_the_nats_comparison_run_side_by_side() {
     );
     for r in &rows {
         assert_exact(r, 4);
-        // Every delivered update is a latency point; the statistics are ordered.
-        assert_eq!(r["points"], r["delivered"], "{r}");
+        // The updates after the warm-up are the latency points; the statistics are ordered.
+        let points = r["points"].as_u64().unwrap();
+        assert!(
+            0 < points && points < r["delivered"].as_u64().unwrap(),
+            "{r}"
+        );
         let (min, mean, max) = (
             r["min_ns"].as_f64().unwrap(),
             r["mean_ns"].as_f64().unwrap(),

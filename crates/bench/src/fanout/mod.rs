@@ -73,6 +73,9 @@ pub struct FanoutConfig {
     pub mode: WriteMode,
     /// Seconds of updates in each probe.
     pub seconds: f64,
+    /// Latency (and the lag bound) counts from this long after each client's first update:
+    /// the images of the start travel with the first updates.
+    pub warmup_s: f64,
     /// A client lags when an update reaches it later than this after the feed sent it.
     pub max_lag_ms: f64,
     /// Seed of the feed's item draws.
@@ -118,6 +121,12 @@ impl FanoutConfig {
         }
         peregrine_md::quotes::UpdateLayout::for_size(self.size)
             .map_err(|e| BenchError::Config(format!("--size {}: {e}", self.size)))?;
+        if !(0.0..=60.0).contains(&self.warmup_s) || self.warmup_s >= self.seconds {
+            return bad(format!(
+                "--warmup-s {} is not accepted: give 0 to 60 seconds, less than --seconds {}",
+                self.warmup_s, self.seconds
+            ));
+        }
         if !(0.5..=600.0).contains(&self.seconds) {
             return bad(format!(
                 "--seconds {} is not accepted: give 0.5 to 600 seconds of updates per probe",

@@ -173,8 +173,10 @@ impl Conn {
     }
 
     /// Sends PING and reads until its PONG: the server has then processed everything sent
-    /// before it (subscriptions, publications).
+    /// before it (subscriptions, publications). Waits up to a minute.
     fn round_trip(&mut self) -> io::Result<()> {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(60)))?;
         self.w.write_all(b"PING\r\n")?;
         self.w.flush()?;
         loop {
@@ -348,6 +350,8 @@ pub struct NatsClientSpec {
     pub busy_poll_us: u64,
     /// Give up (and report) after this long without the end message.
     pub max_seconds: f64,
+    /// Record latency only for updates that arrive this long after the first.
+    pub latency_after_s: f64,
 }
 
 /// The NATS client: subscribes to its items (subscription id = the item's line, from 1) and
@@ -383,6 +387,7 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
         .map_err(io)?;
     let mut ended = false;
     let mut pongs_owed = 0;
+    let mut record_from_ns: Option<u64> = None;
     while !ended && Instant::now() < deadline {
         match c.fill() {
             Ok(true) => {
@@ -437,7 +442,9 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
                         match (k, Message::parse(payload)) {
                             (Some(k), Ok(Message::Update(u))) => {
                                 r.updates += 1;
-                                if now_ns >= u.timestamp_ns {
+                                let from = *record_from_ns
+                                    .get_or_insert(now_ns + (spec.latency_after_s * 1e9) as u64);
+                                if now_ns >= u.timestamp_ns && now_ns >= from {
                                     lat.saturating_record(now_ns - u.timestamp_ns);
                                 }
                                 if u.item_seq != last[k - 1].wrapping_add(1) {
@@ -567,6 +574,7 @@ impl NatsRun {
                 items_out: d.join(format!("client{k}-{n}.items")),
                 busy_poll_us,
                 max_seconds: self.cfg.seconds + 60.0,
+                latency_after_s: self.cfg.warmup_s,
             });
             let c = Helper::start(&self.exe, &spec)?;
             if let Some(p) = self.cfg.pin {

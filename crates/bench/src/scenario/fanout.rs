@@ -302,6 +302,15 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     detail.insert("items_per_client".into(), cfg.items_per_client.into());
     detail.insert("overlap".into(), cfg.overlap.into());
     detail.insert("mode".into(), cfg.mode.name().into());
+    detail.insert("warmup_s".into(), cfg.warmup_s.into());
+    detail.insert(
+        "client_cpu_s".into(),
+        r.clients
+            .iter()
+            .map(|c| round3(c.cpu_s))
+            .collect::<Vec<_>>()
+            .into(),
+    );
     detail.insert(
         "pin".into(),
         cfg.pin.map_or("none".to_string(), |p| p.to_arg()).into(),

@@ -97,6 +97,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         size: 74,
         mode: crate::fanout::WriteMode::Throughput,
         seconds: 2.0,
+        warmup_s: 0.5,
         max_lag_ms: 100.0,
         seed: 1,
         client_busy_poll_us: 0,

@@ -310,6 +310,7 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         size: a.size,
         mode,
         seconds: a.seconds,
+        warmup_s: a.warmup_s,
         max_lag_ms: a.max_lag_ms,
         seed: a.seed,
         client_busy_poll_us: a.client_busy_poll_us,

@@ -94,6 +94,8 @@ struct Client {
     stop: Stop,
     start: Instant,
     deadline: Option<Instant>,
+    /// Latency is recorded from this time on (`--latency-after-s` after the first UPDATE).
+    record_from_ns: Option<u64>,
     t: Totals,
     out: BufWriter<io::Stdout>,
     last_line: Instant,
@@ -141,6 +143,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
     let start = Instant::now();
     let mut c = Client {
         deadline: a.seconds.map(|s| start + Duration::from_secs_f64(s)),
+        record_from_ns: None,
         a,
         token,
         watch,
@@ -427,7 +430,10 @@ impl Client {
             Message::Update(u) => {
                 self.t.messages += 1;
                 self.t.updates += 1;
-                if u.timestamp_ns > 0 && now_ns >= u.timestamp_ns {
+                let from = *self
+                    .record_from_ns
+                    .get_or_insert_with(|| now_ns + (self.a.latency_after_s * 1e9) as u64);
+                if u.timestamp_ns > 0 && now_ns >= u.timestamp_ns && now_ns >= from {
                     self.t.latency.saturating_record(now_ns - u.timestamp_ns);
                 }
                 let name = match items.get_mut(&u.item_id) {

@@ -333,6 +333,10 @@ pub struct FanoutArgs {
     /// Seconds of updates in each probe.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Latency and the lag bound count from this long after each client's first update (the
+    /// start's images travel with the first updates); every update is still checked.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup_s: f64,
     /// The first feed rate the search tries (suffixes k, m).
     #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
     pub start_rate: f64,

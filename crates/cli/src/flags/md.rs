@@ -160,6 +160,10 @@ pub struct ClientArgs {
     /// A field dictionary to print fields with (default: the built-in one).
     #[arg(long)]
     pub dictionary: Option<PathBuf>,
+    /// Record latency only for UPDATEs that arrive this many seconds after the first (a
+    /// warm-up: the images of a fresh connection travel with the first updates).
+    #[arg(long, default_value_t = 0.0, value_parser = values::parse_warmup)]
+    pub latency_after_s: f64,
     /// At exit, write one line per item received to this file: `NAME FIRST_SEQ LAST_SEQ
     /// UPDATES REFRESHES` (the item_seq of its first REFRESH and of its last REFRESH or
     /// UPDATE, how many UPDATEs came and how many REFRESHes after the first), to check

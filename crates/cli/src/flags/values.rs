@@ -142,3 +142,13 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
         )),
     }
 }
+
+/// A warm-up in seconds: 0 to 3600.
+pub fn parse_warmup(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not accepted: give 0 to 3600 seconds, for example 0.5"
+        )),
+    }
+}
