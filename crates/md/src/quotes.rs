@@ -242,27 +242,42 @@ impl Quote {
     /// The UPDATE of the current quote, numbered `self.seq` (the caller advances `seq` once it
     /// is sent), laid out as `layout` says.
     pub fn encode_update(&self, timestamp_ns: u64, layout: &UpdateLayout, out: &mut Vec<u8>) {
-        let mut fields = [Field::new(0, Value::Int(0)); 4 + UpdateLayout::MAX_SIZE / 259 + 1];
-        fields[0] = Field::new(fid::BID, Self::price(self.bid));
-        fields[1] = Field::new(fid::ASK, Self::price(self.bid + self.spread));
-        fields[2] = Field::new(fid::BIDSIZE, Value::Int(self.bid_size));
-        fields[3] = Field::new(fid::ASKSIZE, Value::Int(self.ask_size));
-        let mut n = layout.quote_fields;
-        for (i, &len) in layout.pads.iter().enumerate() {
-            fields[n] = Field::new(
+        let quote = [
+            Field::new(fid::BID, Self::price(self.bid)),
+            Field::new(fid::ASK, Self::price(self.bid + self.spread)),
+            Field::new(fid::BIDSIZE, Value::Int(self.bid_size)),
+            Field::new(fid::ASKSIZE, Value::Int(self.ask_size)),
+        ];
+        let pads = layout.pads.iter().enumerate().map(|(i, &len)| {
+            Field::new(
                 fid::PAD + i as u16,
                 Value::Str(&PAD_TEXT[..usize::from(len)]),
-            );
-            n += 1;
-        }
+            )
+        });
+        let fields = quote[..layout.quote_fields].iter().copied().chain(pads);
+        // The usual sizes fit in a small array on the stack (this runs once per update);
+        // the largest need up to 63 padding fields.
+        const SMALL: usize = 8;
+        let n = layout.quote_fields + layout.pads.len();
         out.clear();
-        Message::Update(UpdateRepr {
-            item_id: self.id,
-            timestamp_ns,
-            item_seq: self.seq,
-            fields: FieldList::List(&fields[..n]),
-        })
-        .emit_to_vec(out);
+        let emit = |list: &[Field<'_>], out: &mut Vec<u8>| {
+            Message::Update(UpdateRepr {
+                item_id: self.id,
+                timestamp_ns,
+                item_seq: self.seq,
+                fields: FieldList::List(list),
+            })
+            .emit_to_vec(out)
+        };
+        if n <= SMALL {
+            let mut small = [quote[0]; SMALL];
+            for (slot, f) in small.iter_mut().zip(fields) {
+                *slot = f;
+            }
+            emit(&small[..n], out);
+        } else {
+            emit(&fields.collect::<Vec<_>>(), out);
+        }
     }
 
     /// The full image, numbered `self.seq`.
