@@ -446,54 +446,22 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         })
         .collect();
     if !embedded.is_empty() {
-        let rate_of = |c: &Cell| c.rate_requested_msgs_per_s.or(c.rate_achieved_msgs_per_s);
-        let mut mean = Vec::new();
-        let mut stddev = Vec::new();
-        for (transport, size, group) in tables::embedded_groups(&embedded) {
-            let mut points: Vec<(f64, f64, f64)> = group
-                .iter()
-                .filter_map(|c| Some((rate_of(c)?, c.latency?)))
-                .map(|(r, l)| (r, us(l.mean_ns), us(l.stddev_ns)))
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let name = format!("{transport} {size}B");
-            let colour = colour_of(results, transport);
-            mean.push(Series {
-                name: name.clone(),
-                colour,
-                dashed: false,
-                points: points.iter().map(|p| (p.0, p.1)).collect(),
-            });
-            stddev.push(Series {
-                name,
-                colour,
-                dashed: false,
-                points: points.iter().map(|p| (p.0, p.2)).collect(),
-            });
-        }
-        let mut rates: Vec<f64> = embedded.iter().filter_map(|c| rate_of(c)).collect();
-        rates.sort_by(f64::total_cmp);
-        rates.dedup_by(|a, b| same_rate(*a, *b));
-        let ticks: Vec<(f64, String)> = rates.into_iter().map(|r| (r, rate_label(r))).collect();
-        let panel = |title: &str, y_desc: &str, series| LinePanel {
-            title: title.to_string(),
-            x_desc: "update rate (msgs/sec)".to_string(),
-            y_desc: y_desc.to_string(),
-            x_ticks: ticks.clone(),
-            series,
-        };
-        out.push(Planned {
-            name: "embedded".to_string(),
-            title: "One-way latency from embedded timestamps vs update rate".to_string(),
-            plot: Plot::Lines(vec![
-                panel("Mean latency", "mean (microseconds)", mean),
-                panel(
-                    "Latency standard deviation",
-                    "std dev (microseconds)",
-                    stddev,
-                ),
-            ]),
-        });
+        let groups = tables::embedded_groups(&embedded)
+            .into_iter()
+            .map(|(transport, size, group)| {
+                (
+                    format!("{transport} {size}B"),
+                    colour_of(results, transport),
+                    group,
+                )
+            })
+            .collect();
+        out.push(mean_and_stddev_vs_rate(
+            "embedded",
+            "One-way latency from embedded timestamps vs update rate",
+            "update rate (msgs/sec)",
+            groups,
+        ));
     }
 
     // The same figures for the market data tier: both systems on one chart.
@@ -508,52 +476,83 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         })
         .collect();
     if !md.is_empty() {
-        let mut mean = Vec::new();
-        let mut stddev = Vec::new();
-        for (i, (system, size, group)) in tables::md_latency_groups(&md).into_iter().enumerate() {
-            let mut points: Vec<(f64, f64, f64)> = group
-                .iter()
-                .filter_map(|c| Some((c.rate_requested_msgs_per_s?, c.latency?)))
-                .map(|(r, l)| (r, us(l.mean_ns), us(l.stddev_ns)))
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let name = format!("{} {size}B", tables::system_title(system));
-            mean.push(Series {
-                name: name.clone(),
-                colour: i,
-                dashed: false,
-                points: points.iter().map(|p| (p.0, p.1)).collect(),
-            });
-            stddev.push(Series {
-                name,
-                colour: i,
-                dashed: false,
-                points: points.iter().map(|p| (p.0, p.2)).collect(),
-            });
-        }
-        let ticks = rate_ticks(&md);
-        let panel = |title: &str, y_desc: &str, series| LinePanel {
-            title: title.to_string(),
-            x_desc: "update rate (updates/sec)".to_string(),
-            y_desc: y_desc.to_string(),
-            x_ticks: ticks.clone(),
-            series,
-        };
-        out.push(Planned {
-            name: "md_latency".to_string(),
-            title: "Market data latency, feed to client, vs update rate (seed 003, Figures 3-2 and 3-3)"
-                .to_string(),
-            plot: Plot::Lines(vec![
-                panel("Mean latency", "mean (microseconds)", mean),
-                panel(
-                    "Latency standard deviation",
-                    "std dev (microseconds)",
-                    stddev,
-                ),
-            ]),
-        });
+        let groups = tables::md_latency_groups(&md)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (system, size, group))| {
+                (
+                    format!("{} {size}B", tables::system_title(system)),
+                    i,
+                    group,
+                )
+            })
+            .collect();
+        out.push(mean_and_stddev_vs_rate(
+            "md_latency",
+            "Market data latency, feed to client, vs update rate (seed 003, Figures 3-2 and 3-3)",
+            "update rate (updates/sec)",
+            groups,
+        ));
     }
     out
+}
+
+/// Seed 003's Figures 3-2 and 3-3 side by side: mean and standard deviation of latency
+/// against update rate, one line per (name, colour, cells) group; a cell's rate is the rate
+/// asked, else the one achieved.
+fn mean_and_stddev_vs_rate(
+    name: &str,
+    title: &str,
+    x_desc: &str,
+    groups: Vec<(String, usize, Vec<&Cell>)>,
+) -> Planned {
+    let rate_of = |c: &Cell| c.rate_requested_msgs_per_s.or(c.rate_achieved_msgs_per_s);
+    let mut mean = Vec::new();
+    let mut stddev = Vec::new();
+    let mut rates = Vec::new();
+    for (label, colour, group) in groups {
+        let mut points: Vec<(f64, f64, f64)> = group
+            .iter()
+            .filter_map(|c| Some((rate_of(c)?, c.latency?)))
+            .map(|(r, l)| (r, us(l.mean_ns), us(l.stddev_ns)))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        rates.extend(points.iter().map(|p| p.0));
+        mean.push(Series {
+            name: label.clone(),
+            colour,
+            dashed: false,
+            points: points.iter().map(|p| (p.0, p.1)).collect(),
+        });
+        stddev.push(Series {
+            name: label,
+            colour,
+            dashed: false,
+            points: points.iter().map(|p| (p.0, p.2)).collect(),
+        });
+    }
+    rates.sort_by(f64::total_cmp);
+    rates.dedup_by(|a, b| same_rate(*a, *b));
+    let ticks: Vec<(f64, String)> = rates.into_iter().map(|r| (r, rate_label(r))).collect();
+    let panel = |title: &str, y_desc: &str, series| LinePanel {
+        title: title.to_string(),
+        x_desc: x_desc.to_string(),
+        y_desc: y_desc.to_string(),
+        x_ticks: ticks.clone(),
+        series,
+    };
+    Planned {
+        name: name.to_string(),
+        title: title.to_string(),
+        plot: Plot::Lines(vec![
+            panel("Mean latency", "mean (microseconds)", mean),
+            panel(
+                "Latency standard deviation",
+                "std dev (microseconds)",
+                stddev,
+            ),
+        ]),
+    }
 }
 
 impl Plot {

@@ -402,31 +402,8 @@ fn embedded(results: &Results) -> Option<Section> {
         .into_iter()
         .map(|(transport, size, mut group)| {
             group.sort_by(by_rate);
-            let mut rows = vec![Row::Header(vec![
-                format!("Update Rate [{size}-byte messages/sec]"),
-                "Mean Latency (us)".to_string(),
-                "Std Deviation (us)".to_string(),
-                "Maximum Latency (us)".to_string(),
-                "Minimum Latency (us)".to_string(),
-                "Number of Latency Points".to_string(),
-            ])];
-            for c in &group {
-                let rate = c
-                    .rate_requested_msgs_per_s
-                    .or(c.rate_achieved_msgs_per_s)
-                    .map(|r| thousands(r.round() as u64))
-                    .unwrap_or_else(dash);
-                let mut row = vec![rate];
-                row.extend(latency_values(c.latency.as_ref(), |l| {
-                    [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
-                }));
-                row.push(
-                    c.latency
-                        .map(|l| l.samples.to_string())
-                        .unwrap_or_else(dash),
-                );
-                rows.push(Row::Cells(row));
-            }
+            let mut rows = vec![table2_header(size)];
+            rows.extend(group.iter().map(|c| table2_row(c)));
             Table {
                 caption: Some(transport_title(transport, &group)),
                 left: 0,
@@ -443,6 +420,37 @@ fn embedded(results: &Results) -> Option<Section> {
         ),
         tables,
     })
+}
+
+/// Seed 003's Table 2 header.
+fn table2_header(size: usize) -> Row {
+    Row::Header(vec![
+        format!("Update Rate [{size}-byte messages/sec]"),
+        "Mean Latency (us)".to_string(),
+        "Std Deviation (us)".to_string(),
+        "Maximum Latency (us)".to_string(),
+        "Minimum Latency (us)".to_string(),
+        "Number of Latency Points".to_string(),
+    ])
+}
+
+/// A cell as a row of seed 003's Table 2: rate, mean, std dev, max, min, points.
+fn table2_row(c: &Cell) -> Row {
+    let rate = c
+        .rate_requested_msgs_per_s
+        .or(c.rate_achieved_msgs_per_s)
+        .map(|r| thousands(r.round() as u64))
+        .unwrap_or_else(dash);
+    let mut row = vec![rate];
+    row.extend(latency_values(c.latency.as_ref(), |l| {
+        [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
+    }));
+    row.push(
+        c.latency
+            .map(|l| l.samples.to_string())
+            .unwrap_or_else(dash),
+    );
+    Row::Cells(row)
 }
 
 /// Embedded cells grouped by (transport, size), in the order the groups first appear.
@@ -657,14 +665,7 @@ fn md_latency(results: &Results) -> Option<Section> {
         .into_iter()
         .map(|(system, size, mut group)| {
             group.sort_by(by_rate);
-            let mut rows = vec![Row::Header(vec![
-                format!("Update Rate [{size}-byte messages/sec]"),
-                "Mean Latency (us)".to_string(),
-                "Std Deviation (us)".to_string(),
-                "Maximum Latency (us)".to_string(),
-                "Minimum Latency (us)".to_string(),
-                "Number of Latency Points".to_string(),
-            ])];
+            let mut rows = vec![table2_header(size)];
             for c in &group {
                 if c.sustained == Some(false) {
                     rows.push(Row::Note(format!(
@@ -679,19 +680,7 @@ fn md_latency(results: &Results) -> Option<Section> {
                     )));
                     continue;
                 }
-                let mut row = vec![c
-                    .rate_requested_msgs_per_s
-                    .map(|r| thousands(r.round() as u64))
-                    .unwrap_or_else(dash)];
-                row.extend(latency_values(c.latency.as_ref(), |l| {
-                    [l.mean_ns, l.stddev_ns, l.max_ns, l.min_ns]
-                }));
-                row.push(
-                    c.latency
-                        .map(|l| l.samples.to_string())
-                        .unwrap_or_else(dash),
-                );
-                rows.push(Row::Cells(row));
+                rows.push(table2_row(c));
             }
             Table {
                 caption: Some(system_title(system)),

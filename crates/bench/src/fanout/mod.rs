@@ -47,7 +47,9 @@ impl System {
 pub enum WriteMode {
     /// Coalesced writes under a flush interval: the most updates per second.
     Throughput,
-    /// Each update written at once, clients busy-polling: the lowest latency.
+    /// What arrives together written at once, the distributor busy-polling after backbone
+    /// data: the lowest latency. (The `--mode` of `peregrine distributor`, whose flag type
+    /// lives in the CLI.)
     Latency,
 }
 

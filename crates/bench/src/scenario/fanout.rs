@@ -169,7 +169,7 @@ pub fn md_latency(plan: &MdLatencyPlan, s: &mut Session) -> Result<(), BenchErro
         }
         for &rate in &rates {
             let p = runner.probe(rate)?;
-            let cell = latency_cell(&plan.cfg, &p);
+            let cell = probe_cell(&plan.cfg, &p, Scenario::MdLatency);
             if s.out.json {
                 println!("{}", latency_json(&plan.cfg, &p));
             } else {
@@ -213,7 +213,7 @@ fn show_probe(s: &mut Session, cfg: &FanoutConfig, p: &Probe) -> Result<(), Benc
     } else {
         println!("  {}", probe_line(p));
     }
-    s.record(probe_cell(cfg, p), None, None)
+    s.record(probe_cell(cfg, p, Scenario::FanoutProbe), None, None)
 }
 
 /// `feed 200K/s -> 376,000 updates/s to 16 clients, lost 0, sustained (cpu: ...)`.
@@ -349,22 +349,19 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     }
 }
 
-fn probe_cell(cfg: &FanoutConfig, p: &Probe) -> Cell {
+/// A probe (`FanoutProbe`) or a latency row (`MdLatency`) as a cell.
+fn probe_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario) -> Cell {
+    let kind = if scenario == Scenario::MdLatency {
+        "md-latency"
+    } else {
+        "fanout-probe"
+    };
     let id = format!(
-        "fanout-probe-{}-{}",
+        "{kind}-{}-{}",
         p.system.name(),
         rate_label(p.record.rate_asked)
     );
-    base_cell(cfg, p, Scenario::FanoutProbe, id)
-}
-
-fn latency_cell(cfg: &FanoutConfig, p: &Probe) -> Cell {
-    let id = format!(
-        "md-latency-{}-{}",
-        p.system.name(),
-        rate_label(p.record.rate_asked)
-    );
-    base_cell(cfg, p, Scenario::MdLatency, id)
+    base_cell(cfg, p, scenario, id)
 }
 
 /// The search's result: the highest sustained probe, or a cell saying none was.

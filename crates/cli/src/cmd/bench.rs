@@ -3,8 +3,8 @@
 //! hand (two hosts, or two terminals).
 
 use crate::flags::bench::{
-    BenchArgs, Common, FanoutArgs, FanoutMode, FloorArgs, LatencyArgs, LoadArgs, MaxArgs,
-    PingPongArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
+    BenchArgs, Common, FanoutArgs, FloorArgs, LatencyArgs, LoadArgs, MaxArgs, PingPongArgs,
+    ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
 };
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
@@ -297,9 +297,10 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
             a.max_lag_ms
         );
     }
+    use crate::flags::md::WriteMode as Flag;
     let mode = match a.mode {
-        Some(FanoutMode::Throughput) => WriteMode::Throughput,
-        Some(FanoutMode::Latency) => WriteMode::Latency,
+        Some(Flag::Throughput) => WriteMode::Throughput,
+        Some(Flag::Latency) => WriteMode::Latency,
         None if a.latency => WriteMode::Latency,
         None => WriteMode::Throughput,
     };

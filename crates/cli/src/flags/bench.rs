@@ -291,16 +291,6 @@ pub struct ThroughputArgs {
     pub common: Common,
 }
 
-/// How the distributor writes to its clients in `bench fanout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FanoutMode {
-    /// Writes coalesced under a 20 ms flush interval: the most updates per second.
-    Throughput,
-    /// What arrives together is written at once; the distributor busy-polls 200 us after
-    /// backbone data.
-    Latency,
-}
-
 #[derive(Args, Debug)]
 pub struct FanoutArgs {
     /// Client processes (default 16; 1 with --latency).
@@ -315,9 +305,10 @@ pub struct FanoutArgs {
     /// UPDATE size in bytes (60, or 64 to 16384; 74 is the seed's).
     #[arg(long, default_value_t = 74)]
     pub size: usize,
-    /// How the distributor writes to clients (default throughput; latency with --latency).
+    /// How the distributor writes to clients (default throughput; latency with --latency:
+    /// what arrives together is written at once, and it busy-polls 200 us after backbone data).
     #[arg(long, value_enum)]
-    pub mode: Option<FanoutMode>,
+    pub mode: Option<super::md::WriteMode>,
     /// One-way latency over a list of update rates (seed 003's Table 2) instead of the rate
     /// search.
     #[arg(long)]
