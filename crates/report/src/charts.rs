@@ -670,6 +670,28 @@ fn tick_label(ticks: &[(f64, String)], v: f64) -> String {
         .unwrap_or_default()
 }
 
+/// The ticks of a log axis from `x_min` to `x_max` drawn `width_px` wide that keep their labels
+/// apart: ascending, each at least 36 pixels (a label's width) after the last one kept
+/// (100K 150K 200K 300K 400K 500K 600K on a narrow panel keeps 100K 200K 400K).
+fn spaced_ticks(
+    ticks: impl Iterator<Item = f64>,
+    x_min: f64,
+    x_max: f64,
+    width_px: u32,
+) -> Vec<f64> {
+    let mut sorted: Vec<f64> = ticks.collect();
+    sorted.sort_by(f64::total_cmp);
+    let span = (x_max / x_min).log10().max(f64::MIN_POSITIVE);
+    let min_step = span * 36.0 / f64::from(width_px.max(1));
+    let mut kept: Vec<f64> = Vec::new();
+    for t in sorted {
+        if kept.last().is_none_or(|&k| (t / k).log10() >= min_step) {
+            kept.push(t);
+        }
+    }
+    kept
+}
+
 fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &LinePanel) -> DrawResult<DB> {
     let xs = p.x_ticks.iter().map(|t| t.0);
     let x_min = xs.clone().fold(f64::INFINITY, f64::min);
@@ -686,7 +708,12 @@ fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &LinePanel) 
         .fold(0.0, f64::max);
     // Headroom above the data for the legend.
     let y_top = if y_top > 0.0 { y_top * 1.35 } else { 1.0 };
-    let ticks: Vec<f64> = p.x_ticks.iter().map(|t| t.0).collect();
+    let ticks = spaced_ticks(
+        p.x_ticks.iter().map(|t| t.0),
+        x_min,
+        x_max,
+        area.dim_in_pixel().0,
+    );
     let mut chart = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 20))
         .margin(16)
@@ -903,6 +930,16 @@ fn draw_boxes<DB: DrawingBackend>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn log_axis_ticks_keep_their_labels_apart() {
+        let rates = [1e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1.5e5, 2e5, 3e5, 4e5, 5e5, 6e5];
+        let kept = super::spaced_ticks(rates.into_iter(), 1e3 / 1.5, 6e5 * 1.5, 480);
+        assert_eq!(kept, [1e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 4e5]);
+        // Wide enough: every tick stays.
+        let all = super::spaced_ticks(rates.into_iter(), 1e3 / 1.5, 6e5 * 1.5, 4800);
+        assert_eq!(all, rates);
+    }
+
     use super::*;
 
     fn load(transport: &str, size: usize, rate: f64, sustained: bool) -> Cell {
