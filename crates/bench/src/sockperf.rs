@@ -337,7 +337,7 @@ pub fn run(cfg: &SockperfConfig) -> Result<Summary, BenchError> {
     drop(server);
     let report = parse_output(&text)?;
     if report.dropped + report.duplicated + report.out_of_order > 0 {
-        eprintln!(
+        tracing::warn!(
             "sockperf {} {} B: {} dropped, {} duplicated, {} out-of-order messages (not in its statistics)",
             cfg.transport, cfg.size, report.dropped, report.duplicated, report.out_of_order
         );

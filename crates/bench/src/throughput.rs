@@ -434,7 +434,9 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
     r.first_lost_end_sequence = lost_events.first().map_or(0, |&(f, c)| f + c);
     r.gaps = lost_events.len() as u64;
     if merge_ranges(&observed_gaps) != merge_ranges(&lost_events) {
-        eprintln!("gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}");
+        tracing::warn!(
+            "gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}"
+        );
         r.out_of_order += 1;
     }
     r.cpu_s = crate::cpu_seconds_self();

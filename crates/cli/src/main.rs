@@ -11,8 +11,28 @@ mod flags;
 use clap::Parser;
 use flags::{Cli, Command};
 
+/// Logs through `tracing` to standard error, filtered by `--log`, else `RUST_LOG`, else
+/// `warn`. Results and statistics go to standard output; the libraries print nothing.
+fn init_logging(flag: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match flag {
+        Some(f) => EnvFilter::builder().parse_lossy(f),
+        None => EnvFilter::builder()
+            .with_default_directive(tracing::Level::WARN.into())
+            .from_env_lossy(),
+    };
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() {
     let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
     let result = match cli.command {
         Command::Bench(b) => cmd::bench::run(b),
         Command::Report(r) => cmd::report::run(r),

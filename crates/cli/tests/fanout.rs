@@ -15,6 +15,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const BIN: &str = env!("CARGO_BIN_EXE_peregrine");
 
 fn run(args: &[&str], out: &Path) -> Vec<Value> {
+    run_logged(args, out).0
+}
+
+/// The JSON lines of a run, and what it logged on standard error.
+fn run_logged(args: &[&str], out: &Path) -> (Vec<Value>, String) {
     let o = Command::new(BIN)
         .args(["bench", "fanout", "--json", "--out"])
         .arg(out)
@@ -28,10 +33,13 @@ fn run(args: &[&str], out: &Path) -> Vec<Value> {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    (
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn out_dir(name: &str) -> std::path::PathBuf {
@@ -65,8 +73,10 @@ fn assert_exact(p: &Value, clients: u64) {
 fn four_clients_get_every_update_of_their_watchlists_and_none_of_another() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir("peregrine");
-    let lines = run(
+    let (lines, log) = run_logged(
         &[
+            "--log",
+            "info",
             "--clients",
             "4",
             "--items",
@@ -89,6 +99,11 @@ fn four_clients_get_every_update_of_their_watchlists_and_none_of_another() {
         .filter(|l| l["kind"] == "fanout_probe")
         .collect();
     assert_eq!(probes.len(), 1, "{lines:?}");
+    // --log info: the probe is logged on standard error.
+    assert!(
+        log.contains("INFO") && log.contains("fan-out probe: 4 clients"),
+        "{log}"
+    );
     assert_eq!(probes[0]["system"], "peregrine");
     assert_exact(probes[0], 4);
     let result = lines
@@ -195,6 +210,7 @@ fn bad_fanout_flags_are_refused_naming_the_value() {
         ),
         (&["--compare", "kafka"][..], "kafka"),
         (&["--pin", "0,0"][..], "--pin"),
+        (&["--log", "bogus==="][..], "is not a log filter"),
     ] {
         let o = Command::new(BIN)
             .args(["bench", "fanout"])

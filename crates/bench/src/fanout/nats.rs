@@ -459,7 +459,7 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
                 }
                 Op::Ping => pongs_owed += 1,
                 Op::Err(e) => {
-                    eprintln!("nats client: the server said -ERR {e}");
+                    tracing::warn!("nats client: the server said -ERR {e}");
                     r.disconnects += 1;
                     ended = true;
                 }
@@ -485,7 +485,7 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
     }
     w.flush()?;
     if !ended && r.disconnects == 0 {
-        eprintln!("nats client: no end message within {} s", spec.max_seconds);
+        tracing::warn!("nats client: no end message within {} s", spec.max_seconds);
     }
     r.latency = LatencyStats {
         mean_ns: lat.mean(),

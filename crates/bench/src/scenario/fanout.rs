@@ -110,6 +110,12 @@ pub fn fanout(plan: &FanoutPlan, s: &mut Session) -> Result<(), BenchError> {
             plan.max_rate,
             TOLERANCE,
             |rate| {
+                tracing::info!(
+                    system = system.name(),
+                    rate = rate.round(),
+                    "fan-out probe: {} clients",
+                    plan.cfg.clients
+                );
                 let p = runner.probe(rate.round())?;
                 show_probe(s, &plan.cfg, &p)?;
                 let ok = p.sustained();

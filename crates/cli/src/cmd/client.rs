@@ -441,9 +441,10 @@ impl Client {
                         match v.seq {
                             Some(s) if u.item_seq != s.wrapping_add(1) => {
                                 self.t.gaps += 1;
-                                eprintln!(
+                                tracing::warn!(
                                     "GAP: {} item_seq {} after {s}, with no STATUS between",
-                                    v.name, u.item_seq
+                                    v.name,
+                                    u.item_seq
                                 );
                             }
                             Some(_) => {}

@@ -19,6 +19,21 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// What to log to standard error: a level (error, warn, info, debug, trace) or a filter
+    /// in RUST_LOG's syntax (`peregrine=debug,warn`). Default: RUST_LOG, else warn.
+    #[arg(long, global = true, value_parser = parse_log)]
+    pub log: Option<String>,
+}
+
+/// A `--log` value: a level or an `EnvFilter` directive list, checked here so a typo is an
+/// error naming it rather than a silent default.
+fn parse_log(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::builder()
+        .parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| {
+            format!("'{s}' is not a log filter ({e}): give error, warn, info, debug or trace, or directives like peregrine=debug,warn")
+        })
 }
 
 #[derive(Subcommand, Debug)]
