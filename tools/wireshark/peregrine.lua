@@ -142,6 +142,22 @@ local function utf8_without_nul(bytes)
     return true
 end
 
+-- A frame type without flags.
+local function no_flags(tree, t, flags, name)
+    if flags ~= 0 then
+        return invalid(tree, t, "BadField " .. name .. ".flags: must be zero")
+    end
+    return true
+end
+
+-- A frame type of `min` bytes or more.
+local function at_least(tree, t, min, name)
+    if t:len() < min then
+        return invalid(tree, t, string.format("BadLength: %s is at least %d bytes", name, min))
+    end
+    return true
+end
+
 local function text(tree, t, off, len, field, name)
     local r = t(off, len)
     tree:add_packet_field(field, r, ENC_UTF_8)
@@ -156,7 +172,7 @@ end
 local body = {}
 
 body[0x01] = function(t, tree, flags)
-    if t:len() < 32 then return invalid(tree, t, "BadLength: DATA is at least 32 bytes") end
+    if not at_least(tree, t, 32, "DATA") then return nil end
     tree:add_le(f.stream_id, t(16, 4))
     tree:add_le(f.message_length, t(20, 4))
     tree:add_le(f.sequence, t(24, 8))
@@ -179,7 +195,7 @@ body[0x01] = function(t, tree, flags)
 end
 
 body[0x02] = function(t, tree, flags)
-    if t:len() < 32 then return invalid(tree, t, "BadLength: PAD is at least 32 bytes") end
+    if not at_least(tree, t, 32, "PAD") then return nil end
     tree:add_le(f.stream_id, t(16, 4))
     tree:add_le(f.message_length, t(20, 4))
     tree:add_le(f.sequence, t(24, 8))
@@ -195,7 +211,7 @@ body[0x03] = function(t, tree, flags)
     reserved(tree, t, 20, 4, "heartbeat.reserved")
     tree:add_le(f.next_sequence, t(24, 8))
     tree:add_le(f.oldest_retained, t(32, 8))
-    if flags ~= 0 then invalid(tree, t, "BadField heartbeat.flags: must be zero") end
+    no_flags(tree, t, flags, "heartbeat")
     if t(32, 8):le_uint64() > t(24, 8):le_uint64() then
         invalid(tree, t, "BadField heartbeat.oldest_retained: above next_sequence")
     end
@@ -204,13 +220,13 @@ body[0x03] = function(t, tree, flags)
 end
 
 body[0x04] = function(t, tree, flags)
-    if t:len() < 32 then return invalid(tree, t, "BadLength: NAK is at least 32 bytes") end
+    if not at_least(tree, t, 32, "NAK") then return nil end
     tree:add_le(f.stream_id, t(16, 4))
     tree:add_le(f.receiver_id, t(20, 4))
     tree:add_le(f.range_count, t(24, 2))
     reserved(tree, t, 26, 2, "nak.reserved")
     reserved(tree, t, 28, 4, "nak.reserved")
-    if flags ~= 0 then invalid(tree, t, "BadField nak.flags: must be zero") end
+    no_flags(tree, t, flags, "nak")
     local n = t(24, 2):le_uint()
     if n < 1 or n > 64 then
         return invalid(tree, t, "BadField nak.range_count: 1 to 64")
@@ -233,13 +249,13 @@ body[0x04] = function(t, tree, flags)
 end
 
 body[0x05] = function(t, tree, flags)
-    if t:len() < 32 then return invalid(tree, t, "BadLength: ADVERTISE is at least 32 bytes") end
+    if not at_least(tree, t, 32, "ADVERTISE") then return nil end
     tree:add_le(f.stream_id, t(16, 4))
     tree:add_le(f.ttl_ms, t(20, 4))
     tree:add_le(f.topic_len, t(24, 2))
     tree:add_le(f.uri_len, t(26, 2))
     reserved(tree, t, 28, 4, "advertise.reserved")
-    if flags ~= 0 then invalid(tree, t, "BadField advertise.flags: must be zero") end
+    no_flags(tree, t, flags, "advertise")
     local tl, ul = t(24, 2):le_uint(), t(26, 2):le_uint()
     if tl < 1 or tl > 1024 then return invalid(tree, t, "BadField advertise.topic_len: 1 to 1024") end
     if ul < 1 or ul > 1024 then return invalid(tree, t, "BadField advertise.uri_len: 1 to 1024") end
@@ -252,12 +268,12 @@ body[0x05] = function(t, tree, flags)
 end
 
 body[0x06] = function(t, tree, flags)
-    if t:len() < 24 then return invalid(tree, t, "BadLength: QUERY is at least 24 bytes") end
+    if not at_least(tree, t, 24, "QUERY") then return nil end
     tree:add(f.pattern_kind, t(16, 1))
     reserved(tree, t, 17, 1, "query.reserved")
     tree:add_le(f.pattern_len, t(18, 2))
     tree:add_le(f.query_id, t(20, 4))
-    if flags ~= 0 then invalid(tree, t, "BadField query.flags: must be zero") end
+    no_flags(tree, t, flags, "query")
     if pattern_kinds[t(16, 1):uint()] == nil then
         invalid(tree, t, "BadField query.pattern_kind: 0, 1 or 2")
     end
@@ -274,7 +290,7 @@ body[0x07] = function(t, tree, flags)
     tree:add_le(f.stream_id, t(16, 4))
     reserved(tree, t, 20, 4, "bye.reserved")
     tree:add_le(f.final_next_sequence, t(24, 8))
-    if flags ~= 0 then invalid(tree, t, "BadField bye.flags: must be zero") end
+    no_flags(tree, t, flags, "bye")
     return string.format("BYE stream=%d final next=%s", t(16, 4):le_uint(),
         tostring(t(24, 8):le_uint64()))
 end
@@ -309,7 +325,7 @@ end
 body[0x0A] = function(t, tree, flags)
     if not exact(tree, t, 32, "AUTH") then return nil end
     tree:add(f.tag, t(16, 16))
-    if flags ~= 0 then invalid(tree, t, "BadField auth.flags: must be zero") end
+    no_flags(tree, t, flags, "auth")
     return string.format("AUTH key=%08x", t(12, 4):le_uint())
 end
 
