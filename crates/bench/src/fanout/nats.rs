@@ -672,6 +672,37 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever the server sends, parsing never panics, and an operation it accepts never
+        /// claims more bytes than there are.
+        #[test]
+        fn any_bytes_parse_without_panicking(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            if let Ok(Some((_, used))) = parse_op(&bytes) {
+                proptest::prop_assert!(used <= bytes.len());
+            }
+        }
+
+        /// A MSG of any subject, sid and payload is read back exactly, whole or not at all.
+        #[test]
+        fn messages_read_back_exactly(
+            subject in "[a-zA-Z0-9.]{1,40}",
+            sid in 0u32..100_000,
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            cut in 0usize..400,
+        ) {
+            let mut b = format!("MSG {subject} {sid} {}\r\n", payload.len()).into_bytes();
+            b.extend_from_slice(&payload);
+            b.extend_from_slice(b"\r\n");
+            let sid_text = sid.to_string();
+            let (op, used) = parse_op(&b).unwrap().unwrap();
+            proptest::prop_assert_eq!(used, b.len());
+            proptest::prop_assert_eq!(op, Op::Msg { sid: sid_text.as_bytes(), payload: &payload });
+            if cut < b.len() {
+                proptest::prop_assert_eq!(parse_op(&b[..cut]).unwrap(), None);
+            }
+        }
+    }
+
     #[test]
     fn malformed_server_lines_are_errors_not_panics() {
         for bad in [
