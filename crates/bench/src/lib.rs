@@ -9,6 +9,7 @@
 //! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
 //! - [`raw`]: the same ping-pong over bare udp, mcast and tcp sockets, Peregrine's own baseline.
 //! - [`sockperf`]: the peer baseline, `sockperf` ping-pong over loopback, parsed into the columns.
+//! - [`jitter`]: the machine's jitter floor, a thread per CPU spinning on the clock.
 //! - [`fanout`]: market data fan-out through a distribution tier (Peregrine's distributor, or
 //!   nats-server), its rate search and its exact accounting of every client's updates.
 #![deny(unsafe_code)]
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod fanout;
 pub mod floor;
 pub mod helper;
+pub mod jitter;
 pub mod load;
 pub mod output;
 pub mod pacer;

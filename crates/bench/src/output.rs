@@ -77,6 +77,7 @@ impl ResultLine {
             Some(Scenario::FanoutProbe) => "fanout_probe",
             Some(Scenario::Fanout) => "fanout",
             Some(Scenario::MdLatency) => "md_latency",
+            Some(Scenario::Jitter) => "jitter",
             None => "result",
         };
         let mut line = match &c.latency {

@@ -82,6 +82,9 @@ pub enum Scenario {
     /// One-way latency, feed to client through a distribution tier, at one update rate
     /// (seed 003's Table 2).
     MdLatency,
+    /// The machine's jitter on one CPU (sysjitter's method): `detail` holds the gaps per
+    /// second over 1 us, 10 us, 100 us and 1 ms, the largest gap and the fraction of time lost.
+    Jitter,
 }
 
 /// Latency statistics of one cell, in nanoseconds.

@@ -62,6 +62,7 @@ pub(crate) fn machine(results: &Results) -> Vec<(&'static str, String)> {
 /// Every section that has cells, in report order.
 pub(crate) fn sections(results: &Results) -> Vec<Section> {
     [
+        jitter(results),
         pingpong(results),
         full_results(results),
         max_throughput(results),
@@ -499,6 +500,57 @@ fn throughput(results: &Results) -> Option<Section> {
     })
 }
 
+/// sysjitter's table: per CPU, the gaps a spinning thread saw per second over each threshold,
+/// the largest, and the fraction of the time lost.
+fn jitter(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::Jitter);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut rows = vec![header(&[
+        "CPU",
+        "Seconds",
+        ">= 1 us /s",
+        ">= 10 us /s",
+        ">= 100 us /s",
+        ">= 1 ms /s",
+        "Largest (us)",
+        "Time lost (%)",
+    ])];
+    for c in cells {
+        let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+        let per_s = |k: &str| d(k).map(|v| format!("{v:.1}")).unwrap_or_else(dash);
+        rows.push(Row::Cells(vec![
+            d("cpu").map(|v| format!("{v:.0}")).unwrap_or_else(dash),
+            format!("{:.1}", c.seconds),
+            per_s("gaps_over_1us_per_s"),
+            per_s("gaps_over_10us_per_s"),
+            per_s("gaps_over_100us_per_s"),
+            per_s("gaps_over_1ms_per_s"),
+            d("largest_gap_ns")
+                .map(|v| format!("{:.1}", v / 1e3))
+                .unwrap_or_else(dash),
+            d("lost_fraction")
+                .map(|v| format!("{:.4}", v * 100.0))
+                .unwrap_or_else(dash),
+        ]));
+    }
+    Some(Section {
+        title: "Machine jitter".to_string(),
+        intro: Some(
+            "A thread per CPU spinning on the clock with nothing else to do (sysjitter's \
+             method): every gap between two reads of 1 us or more is time the machine took. \
+             Tails below these are the machine's, not the messaging's."
+                .to_string(),
+        ),
+        tables: vec![Table {
+            caption: None,
+            left: 1,
+            rows,
+        }],
+    })
+}
+
 /// A fan-out cell's system, `peregrine` when none is named.
 pub(crate) fn system_of(c: &Cell) -> &str {
     c.system.as_deref().unwrap_or("peregrine")
@@ -749,6 +801,7 @@ pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
         Some(Scenario::FanoutProbe) => "fanout_probe",
         Some(Scenario::Fanout) => "fanout",
         Some(Scenario::MdLatency) => "md_latency",
+        Some(Scenario::Jitter) => "jitter",
         None => "-",
     }
 }

@@ -612,3 +612,33 @@ fn fanout_tables_follow_seed_003_from_recorded_probes() {
         "{first:?}"
     );
 }
+
+/// sysjitter's table from a recorded cell: the gaps per second by threshold, the largest in
+/// microseconds, the time lost in percent.
+#[test]
+fn jitter_table_from_a_recorded_cell() {
+    let mut r = sample();
+    r.cells.clear();
+    let mut detail = serde_json::Map::new();
+    detail.insert("cpu".into(), 1.into());
+    detail.insert("gaps_over_1us_per_s".into(), 928.7.into());
+    detail.insert("gaps_over_10us_per_s".into(), 377.3.into());
+    detail.insert("gaps_over_100us_per_s".into(), 6.0.into());
+    detail.insert("gaps_over_1ms_per_s".into(), 0.3.into());
+    detail.insert("largest_gap_ns".into(), 5_575_300.0.into());
+    detail.insert("lost_fraction".into(), 0.017005.into());
+    r.cells.push(Cell {
+        id: "jitter-cpu1".into(),
+        scenario: Some(Scenario::Jitter),
+        transport: "cpu1".into(),
+        seconds: 3.0,
+        detail,
+        ..Cell::default()
+    });
+    let report = text(&r);
+    let lines = section(&report, "Machine jitter");
+    assert_eq!(
+        tokens(row(&lines, "1").expect("the CPU 1 row")),
+        ["1", "3.0", "928.7", "377.3", "6.0", "0.3", "5575.3", "1.7005"]
+    );
+}

@@ -15,6 +15,7 @@
 //! - [`suite`]: the default suite.
 
 pub mod fanout;
+pub mod jitter;
 pub mod latency;
 pub mod paced;
 pub mod suite;
@@ -44,6 +45,7 @@ pub enum Scenario {
     Latency(paced::EmbeddedPlan),
     Fanout(fanout::FanoutPlan),
     MdLatency(fanout::MdLatencyPlan),
+    Jitter(crate::jitter::JitterConfig),
 }
 
 impl Scenario {
@@ -60,6 +62,7 @@ impl Scenario {
             Scenario::Latency(_) => "latency",
             Scenario::Fanout(_) => "fanout",
             Scenario::MdLatency(_) => "fanout-latency",
+            Scenario::Jitter(_) => "jitter",
         }
     }
 
@@ -76,6 +79,10 @@ impl Scenario {
             Scenario::Latency(p) => p.pacing.cpus,
             // Not pinned: the feed, the tier and N clients share every CPU.
             Scenario::Fanout(_) | Scenario::MdLatency(_) => CpuPair::default_pair(),
+            Scenario::Jitter(c) => CpuPair {
+                a: c.cpus[0],
+                b: *c.cpus.get(1).unwrap_or(&c.cpus[0]),
+            },
         }
     }
 
@@ -90,6 +97,7 @@ impl Scenario {
                 | Scenario::Latency(_)
                 | Scenario::Fanout(_)
                 | Scenario::MdLatency(_)
+                | Scenario::Jitter(_)
         )
     }
 }
@@ -181,6 +189,7 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::Latency(plan) => paced::embedded(&plan, &mut session),
         Scenario::Fanout(plan) => fanout::fanout(&plan, &mut session),
         Scenario::MdLatency(plan) => fanout::md_latency(&plan, &mut session),
+        Scenario::Jitter(cfg) => jitter::run(&cfg, &mut session).map(drop),
     };
     if session.folder.results().cells.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -1,5 +1,6 @@
 //! `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
-//! ping-pong at 32 bytes against the bare-socket ping-pong, a short IPC and UDP load sweep
+//! ping-pong at 32 bytes against the bare-socket ping-pong, the machine's jitter on both CPUs
+//! (2 s), a short IPC and UDP load sweep
 //! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), IPC and UDP throughput, and one
 //! short market data fan-out probe (16 clients, 50% shared, 200K updates/s into the
 //! distributor for 2 s). About a minute and a half on 2 cores.
@@ -52,6 +53,18 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
     let cfg = pingpong_config(Scheme::Udp, 32, 200_000, cpus);
     let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
     s.show_and_record(pingpong_cell(&cfg, &r, Some(&raw)), Some(&r.recorder), None)?;
+    // The machine's own jitter, measured just before the load runs whose tails it bounds.
+    super::jitter::run(
+        &crate::jitter::JitterConfig {
+            cpus: if cpus.a == cpus.b {
+                vec![cpus.a]
+            } else {
+                vec![cpus.a, cpus.b]
+            },
+            seconds: 2.0,
+        },
+        s,
+    )?;
     super::paced::sweep(
         &SweepPlan {
             transports: vec![Scheme::Ipc, Scheme::Udp],

@@ -40,6 +40,22 @@ pub fn run(b: BenchArgs) -> Result<()> {
         Some(Flags::Max(a)) => Scenario::Max(max(a)),
         Some(Flags::Latency(a)) => Scenario::Latency(embedded(a)?),
         Some(Flags::Fanout(a)) => fanout(a)?,
+        Some(Flags::Jitter(a)) => {
+            let cpus = a.cpus.unwrap_or_else(|| {
+                let p = CpuPair::default_pair();
+                if p.a == p.b {
+                    vec![p.a]
+                } else {
+                    vec![p.a, p.b]
+                }
+            });
+            let cfg = peregrine_bench::jitter::JitterConfig {
+                cpus,
+                seconds: a.seconds,
+            };
+            cfg.validate()?;
+            Scenario::Jitter(cfg)
+        }
     };
     scenario::run(
         scenario,

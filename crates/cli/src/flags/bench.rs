@@ -37,6 +37,10 @@ pub enum Scenario {
     /// One-way latency from timestamps embedded by the publisher (the RMDS method), over a
     /// list of update rates.
     Latency(LatencyArgs),
+    /// The machine's jitter floor (sysjitter's method): a thread per CPU spins reading the
+    /// clock and counts the gaps the machine imposes (over 1, 10, 100 us and 1 ms per second,
+    /// the largest, the fraction of time lost).
+    Jitter(JitterArgs),
     /// Market data fan-out (seed 003's Producer 50/50): a feed, a distributor and N client
     /// processes whose watchlists share a fraction of their items; the feed rate is raised
     /// until an update is lost, a client lags or the distributor refuses, and the highest
@@ -353,4 +357,14 @@ pub struct FanoutArgs {
     /// 1500-byte MTU, loopback's is 65536).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(512..=65_000))]
     pub backbone_datagram: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct JitterArgs {
+    /// The CPUs to spin on, comma-separated, all at once (default: the first two allowed).
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+    /// How long each CPU spins.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
 }

@@ -1,0 +1,241 @@
+//! The machine's jitter floor, sysjitter's method: one thread per CPU, pinned, spins reading
+//! the clock; every gap between two consecutive reads longer than a threshold is time the
+//! machine took from the thread (an interrupt, the hypervisor, a preemption). Reported per CPU:
+//! how many gaps per second passed 1 us, 10 us, 100 us and 1 ms, the largest, and the fraction
+//! of the time lost in gaps of 1 us or more. No messaging runs meanwhile: this is what any
+//! spinning thread on these CPUs loses, the floor under every tail the other scenarios report.
+
+use crate::clock::Clock;
+use crate::BenchError;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Gap thresholds, in nanoseconds: 1 us, 10 us, 100 us, 1 ms.
+pub const THRESHOLDS_NS: [f64; 4] = [1_000.0, 10_000.0, 100_000.0, 1_000_000.0];
+
+/// A jitter run: the CPUs to spin on (one thread each, all at once) and for how long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JitterConfig {
+    pub cpus: Vec<usize>,
+    pub seconds: f64,
+}
+
+impl JitterConfig {
+    /// Checks the CPUs (allowed, no repeats) and the duration.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let allowed = peregrine_agent::allowed_cpus();
+        if self.cpus.is_empty() {
+            return Err(BenchError::Config(format!(
+                "--cpus is empty: give CPUs from the allowed set {allowed:?}, for example --cpus 0,1"
+            )));
+        }
+        for (i, c) in self.cpus.iter().enumerate() {
+            if !allowed.contains(c) {
+                return Err(BenchError::Config(format!(
+                    "--cpus: CPU {c} is not one this process may use; the allowed set is {allowed:?}"
+                )));
+            }
+            if self.cpus[..i].contains(c) {
+                return Err(BenchError::Config(format!(
+                    "--cpus: CPU {c} is given twice; give each CPU once"
+                )));
+            }
+        }
+        if !(0.1..=3600.0).contains(&self.seconds) {
+            return Err(BenchError::Config(format!(
+                "--seconds {} is not accepted: give 0.1 to 3600 seconds",
+                self.seconds
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What one CPU's spinning thread lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuJitter {
+    pub cpu: usize,
+    /// How long the thread spun.
+    pub seconds: f64,
+    /// Clock reads.
+    pub reads: u64,
+    /// Gaps of at least each of [`THRESHOLDS_NS`].
+    pub gaps_over: [u64; 4],
+    pub largest_gap_ns: f64,
+    /// The sum of the gaps of 1 us or more.
+    pub lost_ns: f64,
+}
+
+impl CpuJitter {
+    /// Gaps per second of at least `THRESHOLDS_NS[i]`.
+    pub fn per_s(&self, i: usize) -> f64 {
+        if self.seconds > 0.0 {
+            self.gaps_over[i] as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The fraction of the time lost in gaps of 1 us or more.
+    pub fn lost_fraction(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.lost_ns / (self.seconds * 1e9)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Counts the gaps between consecutive clock reads (sans-I/O: fed gaps in nanoseconds).
+#[derive(Debug, Clone, Default)]
+pub struct GapCounter {
+    gaps_over: [u64; 4],
+    largest_ns: f64,
+    lost_ns: f64,
+}
+
+impl GapCounter {
+    /// One gap between two reads.
+    #[inline]
+    pub fn gap(&mut self, ns: f64) {
+        if ns < THRESHOLDS_NS[0] {
+            return;
+        }
+        self.lost_ns += ns;
+        self.largest_ns = self.largest_ns.max(ns);
+        for (count, t) in self.gaps_over.iter_mut().zip(THRESHOLDS_NS) {
+            if ns >= t {
+                *count += 1;
+            }
+        }
+    }
+
+    pub fn finish(self, cpu: usize, seconds: f64, reads: u64) -> CpuJitter {
+        CpuJitter {
+            cpu,
+            seconds,
+            reads,
+            gaps_over: self.gaps_over,
+            largest_gap_ns: self.largest_ns,
+            lost_ns: self.lost_ns,
+        }
+    }
+}
+
+/// Spins on every CPU of `cfg` at once for its seconds and returns what each lost.
+pub fn measure(cfg: &JitterConfig, clock: &Clock) -> Result<Vec<CpuJitter>, BenchError> {
+    cfg.validate()?;
+    let clock = *clock;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(cfg.cpus.len()));
+    let threads: Vec<_> = cfg
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let start = std::sync::Arc::clone(&start);
+            let seconds = cfg.seconds;
+            std::thread::spawn(move || -> Result<CpuJitter, String> {
+                peregrine_agent::pin_to_cpu(cpu)
+                    .map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
+                start.wait();
+                Ok(spin(&clock, cpu, Duration::from_secs_f64(seconds)))
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| {
+            t.join()
+                .map_err(|_| BenchError::Child("a jitter thread panicked".into()))?
+                .map_err(BenchError::Child)
+        })
+        .collect()
+}
+
+/// The spinning loop of one CPU.
+fn spin(clock: &Clock, cpu: usize, length: Duration) -> CpuJitter {
+    let ns_per_tick = clock.ns_per_tick;
+    let length_ticks = (length.as_nanos() as f64 / ns_per_tick) as u64;
+    let mut counter = GapCounter::default();
+    let first = clock.now();
+    let end = first + length_ticks;
+    let mut prev = first;
+    let mut reads = 1u64;
+    loop {
+        let now = clock.now();
+        reads += 1;
+        // A clock that steps back (it should not) counts as no gap.
+        counter.gap(now.saturating_sub(prev) as f64 * ns_per_tick);
+        prev = now;
+        if now >= end {
+            break;
+        }
+    }
+    let seconds = (prev - first) as f64 * ns_per_tick / 1e9;
+    counter.finish(cpu, seconds, reads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_are_counted_by_threshold_and_summed_from_one_microsecond() {
+        let mut g = GapCounter::default();
+        for ns in [20.0, 999.0, 1_000.0, 15_000.0, 250_000.0, 2_500_000.0, 40.0] {
+            g.gap(ns);
+        }
+        let j = g.finish(1, 2.0, 7);
+        assert_eq!(j.gaps_over, [4, 3, 2, 1]);
+        assert_eq!(j.largest_gap_ns, 2_500_000.0);
+        assert_eq!(j.lost_ns, 1_000.0 + 15_000.0 + 250_000.0 + 2_500_000.0);
+        assert_eq!(j.per_s(0), 2.0);
+        assert!((j.lost_fraction() - 2_766_000.0 / 2e9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_short_spin_reads_the_clock_for_the_time_asked() {
+        let clock = Clock::calibrate(Duration::from_millis(20));
+        let cpu = peregrine_agent::allowed_cpus()[0];
+        let r = measure(
+            &JitterConfig {
+                cpus: vec![cpu],
+                seconds: 0.1,
+            },
+            &clock,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 1);
+        // Behaviour, not speed: it spun for the time asked and read the clock many times.
+        assert!(r[0].seconds >= 0.1 && r[0].seconds < 10.0, "{r:?}");
+        assert!(r[0].reads > 1000, "{r:?}");
+        assert!(r[0].lost_fraction() <= 1.0, "{r:?}");
+    }
+
+    #[test]
+    fn bad_cpu_lists_are_refused_naming_the_cpu() {
+        let e = JitterConfig {
+            cpus: vec![0, 0],
+            seconds: 1.0,
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("CPU 0 is given twice"), "{e}");
+        let e = JitterConfig {
+            cpus: vec![100_000],
+            seconds: 1.0,
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("CPU 100000"), "{e}");
+        let e = JitterConfig {
+            cpus: vec![0],
+            seconds: 0.0,
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--seconds 0"), "{e}");
+    }
+}
