@@ -539,8 +539,8 @@ fn jitter(results: &Results) -> Option<Section> {
         title: "Machine jitter".to_string(),
         intro: Some(
             "A thread per CPU spinning on the clock with nothing else to do (sysjitter's \
-             method): every gap between two reads of 1 us or more is time the machine took. \
-             Tails below these are the machine's, not the messaging's."
+             method): every gap between two reads of 1 us or more is time the machine took. A \
+             latency tail near these gaps is the machine's, not the messaging's."
                 .to_string(),
         ),
         tables: vec![Table {
