@@ -200,25 +200,20 @@ fn the_latency_table_and_the_nats_comparison_run_side_by_side() {
 
 #[test]
 fn bad_fanout_flags_are_refused_naming_the_value() {
-    for (args, says) in [
-        (&["--clients", "0"][..], "--clients"),
-        (&["--overlap", "150%"][..], "150%"),
-        (&["--size", "62"][..], "--size 62"),
-        (
-            &["--rates", "1k"][..],
-            "--rates lists the update rates of --latency",
-        ),
-        (&["--compare", "kafka"][..], "kafka"),
-        (&["--pin", "0,0"][..], "--pin"),
-        (&["--log", "bogus==="][..], "is not a log filter"),
-    ] {
-        let o = Command::new(BIN)
-            .args(["bench", "fanout"])
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{args:?} was accepted");
-        assert!(err.contains(says), "{args:?}: {err}");
-    }
+    peregrine_testkit::assert_refused(
+        BIN,
+        &["bench", "fanout"],
+        &[
+            (&["--clients", "0"][..], "--clients"),
+            (&["--overlap", "150%"][..], "150%"),
+            (&["--size", "62"][..], "--size 62"),
+            (
+                &["--rates", "1k"][..],
+                "--rates lists the update rates of --latency",
+            ),
+            (&["--compare", "kafka"][..], "kafka"),
+            (&["--pin", "0,0"][..], "--pin"),
+            (&["--log", "bogus==="][..], "is not a log filter"),
+        ],
+    );
 }

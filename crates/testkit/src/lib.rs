@@ -194,6 +194,21 @@ pub fn signal(pid: u32, sig: rustix::process::Signal) -> std::io::Result<()> {
     rustix::process::kill_process(pid, sig).map_err(Into::into)
 }
 
+/// Runs `program command... args...` for each case and asserts it is refused (a failing exit)
+/// with standard error containing the case's text (the value named, or the fix).
+pub fn assert_refused(program: &str, command: &[&str], cases: &[(&[&str], &str)]) {
+    for (args, says) in cases {
+        let o = Command::new(program)
+            .args(command)
+            .args(*args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{command:?} {args:?} was accepted");
+        assert!(err.contains(says), "{command:?} {args:?}: {err}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
