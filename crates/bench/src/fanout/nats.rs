@@ -272,6 +272,12 @@ pub fn feed(spec: &NatsFeedSpec) -> Result<(), BenchError> {
         .lines()
         .map(str::to_string)
         .collect();
+    if names.is_empty() {
+        return Err(BenchError::Config(format!(
+            "nats feed: {} holds no item",
+            spec.items.display()
+        )));
+    }
     let layout = UpdateLayout::for_size(spec.size)
         .map_err(|e| BenchError::Config(format!("--size {}: {e}", spec.size)))?;
     let mut rng = SplitMix64::new(spec.seed);
