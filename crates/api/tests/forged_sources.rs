@@ -24,6 +24,22 @@ fn setup(k: u8, name: &str) -> (SocketAddrV4, Config, String) {
     (group, cfg, format!("forged{pid}.{name}"))
 }
 
+/// `count` forged sources of `topic`: sessions from `first_session`, each at a loopback port
+/// from `first_port` where nothing listens.
+fn forge_sources(
+    out: &UdpSocket,
+    group: SocketAddrV4,
+    topic: &str,
+    count: u32,
+    first_session: u32,
+    first_port: u32,
+) {
+    for k in 0..count {
+        let uri = format!("udp://127.0.0.1:{}", first_port + k);
+        advertise(out, group, first_session + k, topic, &uri);
+    }
+}
+
 /// One ADVERTISE frame per datagram, as a peer would send it.
 fn advertise(out: &UdpSocket, group: SocketAddrV4, session_id: u32, topic: &str, uri: &str) {
     let repr = AdvertiseRepr {
@@ -88,15 +104,7 @@ fn forged_sources_get_a_bounded_number_of_transports_and_the_real_one_is_still_f
     let mut sub = ctx.subscribe(&topic, IdleKind::Backoff).unwrap();
     // 400 sources of the topic at 400 loopback ports where nothing listens.
     let out = sender();
-    for k in 0..400u32 {
-        advertise(
-            &out,
-            group,
-            0x0f00_0001 + k,
-            &topic,
-            &format!("udp://127.0.0.1:{}", 20_000 + k),
-        );
-    }
+    forge_sources(&out, group, &topic, 400, 0x0f00_0001, 20_000);
     // Every forgery reached the subscriber: opened, or waiting.
     poll_until(
         &mut sub,
@@ -167,15 +175,7 @@ fn a_topic_pinned_by_topics_is_read_at_its_uri_only() {
     let ctx = Context::with_config(cfg.clone());
     let mut sub = ctx.subscribe(&topic, IdleKind::Backoff).unwrap();
     let out = sender();
-    for k in 0..50u32 {
-        advertise(
-            &out,
-            group,
-            0x0e00_0001 + k,
-            &topic,
-            &format!("udp://127.0.0.1:{}", 21_000 + k),
-        );
-    }
+    forge_sources(&out, group, &topic, 50, 0x0e00_0001, 21_000);
     poll_until(
         &mut sub,
         Duration::from_secs(10),
@@ -235,15 +235,7 @@ fn with_a_resolver_key_only_advertisements_under_it_are_read() {
     let mut sub = ctx.subscribe(&topic, IdleKind::Backoff).unwrap();
     // Forgeries: 20 unsigned, and a publisher of the topic under another key.
     let out = sender();
-    for k in 0..20u32 {
-        advertise(
-            &out,
-            group,
-            0x0d00_0001 + k,
-            &topic,
-            &format!("udp://127.0.0.1:{}", 22_000 + k),
-        );
-    }
+    forge_sources(&out, group, &topic, 20, 0x0d00_0001, 22_000);
     let foreign_ctx = Context::with_config(foreign);
     let mut foreign_pub = foreign_ctx.publish(&topic).unwrap();
     let keyed_pub_ctx = Context::with_config(keyed);

@@ -329,6 +329,14 @@ impl Drop for Net {
     }
 }
 
+/// A `--print` client of user alice (token `a`) watching `watch`, once it printed an UPDATE of
+/// AAA.O (the first item, which it must watch) through distributor `d`.
+fn alice_printing_after_an_update(net: &Net, addr: &str, watch: &[&str], d: &Proc) -> Proc {
+    let c = net.client(addr, "alice", "a", watch, &["--print", "--seconds", "30"]);
+    c.expect("an update", S * 10, |l| l.starts_with("UPDATE AAA.O"), &[d]);
+    c
+}
+
 /// The distributor saw the feed (and asked for its images).
 fn feed_found(d: &Proc, from: usize, feed: &Proc) -> usize {
     d.expect_from(
@@ -905,19 +913,7 @@ fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
     let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--backbone", &backbone]);
     let f = net.feed(&items, "1000", &[]);
     feed_found(&d, 0, &f);
-    let mut c = net.client(
-        &addr,
-        "alice",
-        "a",
-        &["AAA.O", "AAB.N"],
-        &["--print", "--seconds", "30"],
-    );
-    c.expect(
-        "an update",
-        S * 10,
-        |l| l.starts_with("UPDATE AAA.O"),
-        &[&d],
-    );
+    let mut c = alice_printing_after_an_update(&net, &addr, &["AAA.O", "AAB.N"], &d);
 
     f.signal(Signal::KILL);
     drop(f);
@@ -1027,19 +1023,7 @@ fn a_restarted_distributor_is_reconnected_to_and_serves_fresh_images() {
     let (d, addr) = net.distributor(&users, &listen, &[]);
     let f = net.feed(&items, "1000", &[]);
     feed_found(&d, 0, &f);
-    let mut c = net.client(
-        &addr,
-        "alice",
-        "a",
-        &["AAA.O"],
-        &["--print", "--seconds", "30"],
-    );
-    c.expect(
-        "an update",
-        S * 10,
-        |l| l.starts_with("UPDATE AAA.O"),
-        &[&d],
-    );
+    let mut c = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
 
     d.signal(Signal::KILL);
     drop(d);

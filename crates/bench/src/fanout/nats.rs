@@ -385,9 +385,7 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
     let mut lat: Histogram<u64> =
         Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
     let deadline = Instant::now() + Duration::from_secs_f64(spec.max_seconds);
-    let busy = Duration::from_micros(spec.busy_poll_us);
-    let mut spinning = false;
-    let mut last_data = Instant::now();
+    let mut spin = peregrine_agent::SpinThenBlock::new(Duration::from_micros(spec.busy_poll_us));
     c.stream
         .set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(io)?;
@@ -397,12 +395,8 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
     while !ended && Instant::now() < deadline {
         match c.fill() {
             Ok(true) => {
-                if !busy.is_zero() {
-                    last_data = Instant::now();
-                    if !spinning {
-                        c.stream.set_nonblocking(true).map_err(io)?;
-                        spinning = true;
-                    }
+                if let Some(nonblocking) = spin.data() {
+                    c.stream.set_nonblocking(nonblocking).map_err(io)?;
                 }
             }
             Ok(false) => {
@@ -417,9 +411,8 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
                         | io::ErrorKind::Interrupted
                 ) =>
             {
-                if spinning && last_data.elapsed() > busy {
-                    c.stream.set_nonblocking(false).map_err(io)?;
-                    spinning = false;
+                if let Some(nonblocking) = spin.nothing() {
+                    c.stream.set_nonblocking(nonblocking).map_err(io)?;
                 }
                 continue;
             }
@@ -477,8 +470,9 @@ pub fn client(spec: &NatsClientSpec) -> Result<(), BenchError> {
             }
         }
         if pongs_owed > 0 {
-            c.stream.set_nonblocking(false).map_err(io)?;
-            spinning = false;
+            if let Some(nonblocking) = spin.block() {
+                c.stream.set_nonblocking(nonblocking).map_err(io)?;
+            }
             for _ in 0..pongs_owed {
                 c.pong().map_err(io)?;
             }

@@ -268,9 +268,8 @@ impl Client {
         let mut items: HashMap<u32, ItemView> = HashMap::new();
         // --busy-poll-us: after data, read without blocking (spinning) this long before
         // sleeping in a blocking read again.
-        let busy = Duration::from_micros(self.a.busy_poll_us);
-        let mut spinning = false;
-        let mut last_data = Instant::now();
+        let mut spin =
+            peregrine_agent::SpinThenBlock::new(Duration::from_micros(self.a.busy_poll_us));
         loop {
             if self.stopping() {
                 return Ok(End::Stop);
@@ -279,19 +278,14 @@ impl Client {
             let n = match stream.read(&mut chunk) {
                 Ok(0) => return Ok(End::Lost("the distributor closed the connection".into())),
                 Ok(n) => {
-                    if !busy.is_zero() {
-                        last_data = Instant::now();
-                        if !spinning {
-                            stream.set_nonblocking(true)?;
-                            spinning = true;
-                        }
+                    if let Some(nonblocking) = spin.data() {
+                        stream.set_nonblocking(nonblocking)?;
                     }
                     n
                 }
-                Err(e) if spinning && e.kind() == io::ErrorKind::WouldBlock => {
-                    if last_data.elapsed() > busy {
-                        stream.set_nonblocking(false)?;
-                        spinning = false;
+                Err(e) if spin.spinning() && e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(nonblocking) = spin.nothing() {
+                        stream.set_nonblocking(nonblocking)?;
                     }
                     continue;
                 }
