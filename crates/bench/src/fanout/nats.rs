@@ -58,6 +58,9 @@ struct Conn {
     buf: Vec<u8>,
     /// Start of the unparsed bytes in `buf`.
     at: usize,
+    /// What one read fills (allocated and zeroed once), copied to `buf` as `peregrine client`
+    /// does with its own.
+    chunk: Vec<u8>,
 }
 
 /// One thing the server sent.
@@ -154,6 +157,7 @@ impl Conn {
             w,
             buf: Vec::with_capacity(256 << 10),
             at: 0,
+            chunk: vec![0; 64 << 10],
         };
         c.stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         match c.next_op_owned()? {
@@ -202,12 +206,9 @@ impl Conn {
             self.buf.drain(..self.at);
             self.at = 0;
         }
-        let len = self.buf.len();
-        self.buf.resize(len + (128 << 10), 0);
-        let r = self.stream.read(&mut self.buf[len..]);
-        let n = *r.as_ref().unwrap_or(&0);
-        self.buf.truncate(len + n);
-        Ok(r? > 0)
+        let n = self.stream.read(&mut self.chunk)?;
+        self.buf.extend_from_slice(&self.chunk[..n]);
+        Ok(n > 0)
     }
 
     /// The next operation, blocking (for set-up: copies what it returns).
