@@ -15,6 +15,7 @@ pub mod error;
 pub mod ipc;
 pub mod net;
 pub mod resolver;
+pub mod stat;
 pub mod uri;
 
 pub use any::{AnyPublisher, AnySubscriber};
