@@ -33,6 +33,7 @@
 
 pub mod config;
 mod resolve;
+pub mod stat;
 pub use config::{Config, ConfigError, Remote, ResolverSettings};
 pub use peregrine_proto::resolver::{
     LostReason, Pattern, PatternError, ResolverCounters, Schedule,
@@ -43,6 +44,7 @@ pub use resolve::{SourceAdmission, MAX_UNPROVEN_LEGS, MAX_WAITING_SOURCES, PROOF
 use peregrine_agent::{Idle, IdleStrategy};
 use peregrine_transport::ipc::IpcConfig;
 use peregrine_transport::net::NetConfig;
+use peregrine_transport::stat::{Record, RecordType, ValueKind};
 use peregrine_transport::{AnyPublisher, AnySubscriber, Uri};
 
 pub use peregrine_agent::IdleKind;
@@ -71,6 +73,7 @@ pub use peregrine_transport::{
 pub struct Context {
     config: Config,
     resolver: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<resolve::Handle>>>>,
+    counters: stat::ContextCounters,
 }
 
 impl Context {
@@ -84,6 +87,7 @@ impl Context {
         Context {
             config,
             resolver: Default::default(),
+            counters: Default::default(),
         }
     }
 
@@ -93,7 +97,26 @@ impl Context {
         if let Some(h) = &*slot {
             return Ok(h.clone());
         }
-        let h = resolve::Handle::start(self.config.resolver())?;
+        let settings = self.config.resolver();
+        let path = match &settings.path {
+            peregrine_transport::resolver::ResolverPath::Multicast { group, .. } => {
+                format!("mcast://{group}")
+            }
+            peregrine_transport::resolver::ResolverPath::Daemon { daemon, .. } => {
+                format!("resolverd://{daemon}")
+            }
+            other => format!("{other:?}"),
+        };
+        let record = self.counters.record(
+            RecordType::Resolver,
+            &[("path", &path)],
+            &[
+                stat::descriptors(&ResolverCounters::NAMES, &[]),
+                vec![(ValueKind::Counter, "send_errors")],
+            ]
+            .concat(),
+        );
+        let h = resolve::Handle::start(settings, record)?;
         *slot = Some(h.clone());
         Ok(h)
     }
@@ -157,7 +180,9 @@ impl Context {
             }
         }
         let publication = handle.advertise(topic, session_id, &uris)?;
+        let uri = uris.join(" ");
         Ok(Publisher {
+            stat: self.publisher_record(topic, &uri, session_id),
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
                 ipc,
                 net,
@@ -166,7 +191,7 @@ impl Context {
                 session_id,
             ))),
             topic: topic.to_string(),
-            uri: uris.join(" "),
+            uri,
         })
     }
 
@@ -190,6 +215,9 @@ impl Context {
         let handle = self.resolver()?;
         let text = pattern.text().to_string();
         Ok(Subscriber {
+            stat: self.subscriber_record(&[("pattern", &text)]),
+            stat_dirty: false,
+            stat_polls: 0,
             inner: SubscriberInner::Multi(Box::new(resolve::MultiSubscriber::new(
                 handle,
                 pattern,
@@ -219,6 +247,40 @@ impl Context {
         Ok((publisher, uri))
     }
 
+    /// A record of this context's counters file for a component of the application's own
+    /// (the distributor uses it): `values` are named counters and gauges, written by the
+    /// caller with [`Record::add`] and [`Record::set`] and read by `peregrine stat`. When the
+    /// file cannot be created or is full, the record still counts, privately.
+    pub fn counters_record(
+        &self,
+        kind: RecordType,
+        labels: &[(&str, &str)],
+        values: &[(ValueKind, &str)],
+    ) -> Record {
+        self.counters.record(kind, labels, values)
+    }
+
+    fn publisher_record(&self, topic: &str, uri: &str, session_id: u32) -> Record {
+        self.counters.record(
+            RecordType::Publisher,
+            &[
+                ("topic", topic),
+                ("uri", uri),
+                ("transport", &stat::transports(uri)),
+                ("session", &format!("{session_id:#010x}")),
+            ],
+            &stat::descriptors(&PublisherCounters::NAMES, &[PUBLISHER_SUBSCRIBERS]),
+        )
+    }
+
+    fn subscriber_record(&self, labels: &[(&str, &str)]) -> Record {
+        self.counters.record(
+            RecordType::Subscriber,
+            labels,
+            &stat::descriptors(&SubscriberCounters::NAMES, &[SUBSCRIBER_SOURCES]),
+        )
+    }
+
     /// The configuration of the environment: the file named by `PEREGRINE_CONFIG` if set, then
     /// `PEREGRINE_<TRANSPORT>_<KEY>` variables over it.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -237,6 +299,7 @@ impl Context {
         peregrine_transport::validate_topic(topic)?;
         let (publisher, uri) = self.open_publisher(topic, uri, resolve::new_session_id())?;
         Ok(Publisher {
+            stat: self.publisher_record(topic, &uri, publisher.session_id()),
             inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
             uri,
@@ -272,6 +335,13 @@ impl Context {
             idle == IdleKind::Block,
         )?;
         Ok(Subscriber {
+            stat: self.subscriber_record(&[
+                ("topic", topic),
+                ("uri", &uri),
+                ("transport", &stat::transports(&uri)),
+            ]),
+            stat_dirty: false,
+            stat_polls: 0,
             inner: SubscriberInner::One(subscriber),
             idle: Idle::new(idle),
             topic: topic.to_string(),
@@ -357,17 +427,58 @@ pub struct Publisher {
     inner: PublisherInner,
     topic: String,
     uri: String,
+    /// This publisher's values in the context's counters file (see [`stat`]).
+    stat: Record,
 }
+
+/// Gauges after a publisher's counters: subscribers attached or followed now.
+const PUBLISHER_SUBSCRIBERS: &str = "subscribers";
+/// Gauges after a subscriber's counters: sources followed now (0 or 1 on one URI).
+const SUBSCRIBER_SOURCES: &str = "sources";
+const MESSAGES: usize = 0;
+const BYTES: usize = 1;
+const _: () = assert!(
+    peregrine_transport::stat::MAX_VALUES > PublisherCounters::NAMES.len()
+        && peregrine_transport::stat::MAX_VALUES > SubscriberCounters::NAMES.len()
+);
 
 impl Publisher {
     /// Publishes `payload`; returns its sequence number, or why nothing was sent
     /// ([`OfferError::BackPressured`]: try again after the subscribers make room).
     #[inline]
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
-        match &mut self.inner {
+        let r = match &mut self.inner {
             PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer(payload),
             other => cold_offer(other, payload.len(), |b| b.copy_from_slice(payload)),
+        };
+        self.count(r, payload.len())
+    }
+
+    /// Counts an offer's outcome in the counters file.
+    #[inline]
+    fn count(&self, r: Result<u64, OfferError>, len: usize) -> Result<u64, OfferError> {
+        match r {
+            Ok(seq) => {
+                self.stat.add(MESSAGES, 1);
+                self.stat.add(BYTES, len as u64);
+                Ok(seq)
+            }
+            Err(e) => {
+                self.publish_counters();
+                Err(e)
+            }
         }
+    }
+
+    /// Writes every value but `messages` and `bytes` (counted as they happen) to the
+    /// counters file.
+    #[cold]
+    fn publish_counters(&self) {
+        let v = self.counters().values();
+        for (i, value) in v.iter().enumerate().skip(BYTES + 1) {
+            self.stat.set(i, *value);
+        }
+        self.stat.set(v.len(), self.subscriber_count() as u64);
     }
 
     /// Publishes a message of `len` bytes written in place by `fill` (zero copy).
@@ -377,27 +488,32 @@ impl Publisher {
         len: usize,
         fill: F,
     ) -> Result<u64, OfferError> {
-        match &mut self.inner {
+        let r = match &mut self.inner {
             PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer_with(len, fill),
             other => cold_offer(other, len, fill),
-        }
+        };
+        self.count(r, len)
     }
 
     /// Sends whatever is batched.
     pub fn flush(&mut self) -> Result<(), OfferError> {
-        match &mut self.inner {
+        let r = match &mut self.inner {
             PublisherInner::One(AnyPublisher::Ipc(_)) => Ok(()),
             other => cold_flush(other),
-        }
+        };
+        self.publish_counters();
+        r
     }
 
     /// The duty cycle (network transports): sends a batch whose interval passed, heartbeats
     /// while idle, reads subscribers' joins and windows. Returns the work done.
     pub fn do_work(&mut self) -> usize {
-        match &mut self.inner {
+        let work = match &mut self.inner {
             PublisherInner::One(p) => p.do_work(),
             PublisherInner::Multi(p) => p.do_work(),
-        }
+        };
+        self.publish_counters();
+        work
     }
 
     pub fn topic(&self) -> &str {
@@ -451,6 +567,7 @@ impl Publisher {
             PublisherInner::One(p) => p.close(),
             PublisherInner::Multi(p) => p.close(),
         }
+        self.publish_counters();
     }
 
     /// What the test loss generator (`loss=`, `PEREGRINE_LOSS`) saw and dropped, if one runs.
@@ -477,6 +594,12 @@ pub struct Subscriber {
     inner: SubscriberInner,
     idle: Idle,
     topic: String,
+    /// This subscriber's values in the context's counters file (see [`stat`]).
+    stat: Record,
+    /// Messages were delivered since the values were last written.
+    stat_dirty: bool,
+    /// Polls that delivered since the values were last written.
+    stat_polls: u32,
 }
 
 impl Subscriber {
@@ -486,10 +609,41 @@ impl Subscriber {
     /// the call.
     #[inline]
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
-        match &mut self.inner {
+        let n = match &mut self.inner {
             SubscriberInner::One(AnySubscriber::Ipc(s)) => s.poll(handler, limit),
             other => cold_poll(other, handler, limit),
+        };
+        self.count(n);
+        n
+    }
+
+    /// The counters file's cadence (see [`stat`]): write the values while waiting, or every
+    /// [`stat::SUBSCRIBER_EVERY_POLLS`] polls that delivered.
+    #[inline]
+    fn count(&mut self, delivered: usize) {
+        if delivered > 0 {
+            self.stat_dirty = true;
+            self.stat_polls += 1;
+            if self.stat_polls >= stat::SUBSCRIBER_EVERY_POLLS {
+                self.publish_counters();
+            }
+        } else if self.stat_dirty {
+            self.publish_counters();
         }
+    }
+
+    /// Writes every value to the counters file.
+    #[cold]
+    fn publish_counters(&mut self) {
+        self.stat_dirty = false;
+        self.stat_polls = 0;
+        let v = self.counters().values();
+        self.stat.set_all(v);
+        let sources = match &self.inner {
+            SubscriberInner::One(s) => s.is_connected() as u64,
+            SubscriberInner::Multi(s) => s.source_count() as u64,
+        };
+        self.stat.set(v.len(), sources);
     }
 
     /// Applies the idle strategy after a poll that returned `work_count` messages: spin, yield,
@@ -510,21 +664,27 @@ impl Subscriber {
         handler: &mut F,
         limit: usize,
     ) -> usize {
-        match &mut self.inner {
+        let n = match &mut self.inner {
             SubscriberInner::Multi(s) => s.poll(handler, limit),
             other => {
                 let topic = &self.topic;
                 cold_poll(other, &mut |m| handler(topic, m), limit)
             }
-        }
+        };
+        self.count(n);
+        n
     }
 
     /// The next connection, loss or resolution event, if any.
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
-        match &mut self.inner {
+        let e = match &mut self.inner {
             SubscriberInner::One(s) => s.next_event(),
             SubscriberInner::Multi(s) => s.next_event(),
+        };
+        if e.is_some() {
+            self.publish_counters();
         }
+        e
     }
 
     /// The socket a subscriber on a `udp://` or `mcast://` URI receives on, for a driver

@@ -27,6 +27,7 @@ use peregrine_transport::ipc::{IpcConfig, IpcPublisher};
 use peregrine_transport::net::sys;
 use peregrine_transport::net::NetConfig;
 use peregrine_transport::resolver::{ResolverSocket, MAX_DATAGRAM};
+use peregrine_transport::stat::Record;
 use peregrine_transport::{
     AnyPublisher, AnySubscriber, Message, OfferError, OpenError, PublisherCounters, Scheme,
     SubscriberCounters, SubscriberEvent, Uri,
@@ -176,7 +177,10 @@ impl fmt::Debug for Handle {
 }
 
 impl Handle {
-    pub(crate) fn start(settings: ResolverSettings) -> Result<Arc<Handle>, OpenError> {
+    pub(crate) fn start(
+        settings: ResolverSettings,
+        record: Record,
+    ) -> Result<Arc<Handle>, OpenError> {
         let socket = ResolverSocket::open(&settings.path)?;
         let socket_fd = socket.fd();
         let auth = settings.auth.as_ref().map(|a| a.key.clone());
@@ -214,7 +218,14 @@ impl Handle {
                 let mut drain = [0u8; 64];
                 while !s.stop.load(Ordering::Acquire) {
                     let now = now_ns();
-                    let next = s.state.lock().expect("resolver lock").do_work(now);
+                    let next = {
+                        let mut st = s.state.lock().expect("resolver lock");
+                        let next = st.do_work(now);
+                        let v = st.resolver.counters().values();
+                        record.set_all(v);
+                        record.set(v.len(), st.socket.send_errors);
+                        next
+                    };
                     let wait_ms = (next.saturating_sub(now_ns()) / 1_000_000 + 1).min(1000) as i32;
                     sys::wait_readable(&[socket_fd, wake_rx.as_raw_fd()], wait_ms);
                     while wake_rx.recv(&mut drain).is_ok() {}
@@ -938,6 +949,10 @@ impl MultiSubscriber {
     }
 
     /// The topic of each source followed now.
+    pub(crate) fn source_count(&self) -> usize {
+        self.sources.len()
+    }
+
     pub(crate) fn sources(&self) -> Vec<(u32, String, String)> {
         let mut v: Vec<_> = self
             .sources

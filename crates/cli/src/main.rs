@@ -33,6 +33,19 @@ fn init_logging(flag: Option<&str>) {
 fn main() {
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
+    // Names this process in its counters files (`peregrine stat`).
+    peregrine::stat::set_process_label(match &cli.command {
+        Command::Bench(_) => "peregrine-bench",
+        Command::Report(_) => "peregrine-report",
+        Command::Pub(_) => "peregrine-pub",
+        Command::Sub(_) => "peregrine-sub",
+        Command::Resolverd(_) => "peregrine-resolverd",
+        Command::Feed(_) => "peregrine-feed",
+        Command::Distributor(_) => "peregrine-distributor",
+        Command::Client(_) => "peregrine-client",
+        Command::Stat(_) => "peregrine-stat",
+        Command::Helper(_) => "peregrine-helper",
+    });
     let result = match cli.command {
         Command::Bench(b) => cmd::bench::run(b),
         Command::Report(r) => cmd::report::run(r),
@@ -42,6 +55,7 @@ fn main() {
         Command::Feed(a) => cmd::feed::run(a),
         Command::Distributor(a) => cmd::distributor::run(a),
         Command::Client(a) => cmd::client::run(a),
+        Command::Stat(a) => cmd::stat::run(a),
         Command::Helper(h) => peregrine_bench::helper::serve_spec(&h.spec).map_err(Into::into),
     };
     if let Err(e) = result {

@@ -31,6 +31,41 @@ pub struct PublisherCounters {
     pub retransmit_refused: u64,
 }
 
+impl PublisherCounters {
+    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
+    /// Prometheus metric names).
+    pub const NAMES: [&'static str; 11] = [
+        "messages",
+        "bytes",
+        "back_pressured",
+        "subscribers_reaped",
+        "flow_dropped",
+        "joins_refused",
+        "rate_limited",
+        "naks_received",
+        "retransmitted",
+        "retransmit_unavailable",
+        "retransmit_refused",
+    ];
+
+    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
+    pub fn values(&self) -> [u64; 11] {
+        [
+            self.messages,
+            self.bytes,
+            self.back_pressured,
+            self.subscribers_reaped,
+            self.flow_dropped,
+            self.joins_refused,
+            self.rate_limited,
+            self.naks_received,
+            self.retransmitted,
+            self.retransmit_unavailable,
+            self.retransmit_refused,
+        ]
+    }
+}
+
 /// What a subscriber counted on one session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SubscriberCounters {
@@ -52,6 +87,37 @@ pub struct SubscriberCounters {
     pub retransmits_received: u64,
     /// Missing frames that arrived later (retransmitted or reordered): gaps repaired.
     pub recovered: u64,
+}
+
+impl SubscriberCounters {
+    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
+    /// Prometheus metric names).
+    pub const NAMES: [&'static str; 9] = [
+        "messages",
+        "bytes",
+        "gaps",
+        "lost",
+        "corrupt_frames",
+        "duplicates",
+        "naks_sent",
+        "retransmits_received",
+        "recovered",
+    ];
+
+    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
+    pub fn values(&self) -> [u64; 9] {
+        [
+            self.messages,
+            self.bytes,
+            self.gaps,
+            self.lost,
+            self.corrupt_frames,
+            self.duplicates,
+            self.naks_sent,
+            self.retransmits_received,
+            self.recovered,
+        ]
+    }
 }
 
 impl SubscriberCounters {

@@ -155,6 +155,47 @@ pub struct RelayCounters {
 }
 
 impl RelayCounters {
+    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
+    /// Prometheus metric names). Counters kept per kind of reason are summed.
+    pub const NAMES: [&'static str; 14] = [
+        "datagrams_received",
+        "datagrams_forwarded",
+        "copies_sent",
+        "keepalives",
+        "malformed",
+        "unexpected_frames",
+        "missing_cookie",
+        "challenges",
+        "cookies_refreshed",
+        "table_full",
+        "ip_full",
+        "clients_evicted",
+        "clients_registered",
+        "clients_expired",
+    ];
+
+    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
+    pub fn values(&self) -> [u64; 14] {
+        [
+            self.datagrams_received,
+            self.datagrams_forwarded,
+            self.copies_sent,
+            self.keepalives,
+            self.malformed.iter().sum(),
+            self.unexpected_frames,
+            self.missing_cookie,
+            self.challenges,
+            self.cookies_refreshed,
+            self.table_full,
+            self.ip_full,
+            self.clients_evicted,
+            self.clients_registered,
+            self.clients_expired,
+        ]
+    }
+}
+
+impl RelayCounters {
     /// Every datagram dropped: malformed, unexpected, without a cookie, or from a client beyond
     /// the table (challenged datagrams are not counted here: they were answered).
     pub fn rejected(&self) -> u64 {

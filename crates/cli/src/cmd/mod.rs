@@ -17,6 +17,7 @@ mod md;
 pub mod publish;
 pub mod report;
 pub mod resolverd;
+pub mod stat;
 pub mod subscribe;
 
 use anyhow::{Context as _, Result};

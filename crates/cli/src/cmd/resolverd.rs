@@ -15,6 +15,22 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
         max_clients_per_ip: a.max_clients_per_ip as usize,
     };
     let mut d = Daemon::bind(a.listen, cfg)?;
+    use peregrine::stat::{RecordType, ValueKind};
+    use peregrine_proto::resolverd::RelayCounters;
+    let file = peregrine_transport::stat::CountersFile::create(1);
+    let listen = d.local_addr().to_string();
+    let values: Vec<(ValueKind, &str)> = RelayCounters::NAMES
+        .iter()
+        .map(|n| (ValueKind::Counter, *n))
+        .chain([(ValueKind::Gauge, "clients")])
+        .collect();
+    let stat = match &file {
+        Ok(f) => f.record(RecordType::Relay, &[("listen", &listen)], &values),
+        Err(e) => {
+            tracing::warn!("counters stay private (peregrine stat will not see them): {e}");
+            peregrine::stat::Record::detached(values.len())
+        }
+    };
     let out = std::io::stdout();
     let mut out = out.lock();
     writeln!(out, "resolverd listening on {}", d.local_addr())?;
@@ -23,6 +39,9 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
     let mut last = start;
     loop {
         d.run_once(100);
+        let v = d.counters().values();
+        stat.set_all(v);
+        stat.set(v.len(), d.clients() as u64);
         let now = Instant::now();
         if a.stats_every_s > 0 && now - last >= Duration::from_secs(a.stats_every_s) {
             let c = d.counters();

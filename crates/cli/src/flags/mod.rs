@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod md;
+pub mod stat;
 pub mod topics;
 pub mod values;
 
@@ -62,6 +63,10 @@ pub enum Command {
     /// Market data client: logs in to a distributor, opens a watchlist, counts updates and
     /// measures one-way latency; --print shows every message.
     Client(md::ClientArgs),
+    /// Show the counters of every live Peregrine process of this user (publishers,
+    /// subscribers, resolvers, distributors, resolverd): once, with --watch every second, as
+    /// JSON, or served to Prometheus with --serve ADDR.
+    Stat(stat::StatArgs),
     /// (internal) One side of a benchmark, started by `peregrine bench` itself.
     #[command(hide = true)]
     Helper(HelperArgs),

@@ -219,6 +219,67 @@ pub struct ResolverCounters {
 }
 
 impl ResolverCounters {
+    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
+    /// Prometheus metric names). Counters kept per kind of reason are summed.
+    pub const NAMES: [&'static str; 24] = [
+        "datagrams_received",
+        "advertisements_received",
+        "queries_received",
+        "withdrawals_received",
+        "own_frames",
+        "malformed",
+        "unexpected_frames",
+        "bad_stream_id",
+        "bad_uri",
+        "bad_ttl",
+        "conflicts",
+        "spoofed_own",
+        "bad_patterns",
+        "table_full",
+        "table_bytes_full",
+        "auth_rejected",
+        "datagrams_sent",
+        "advertisements_sent",
+        "queries_sent",
+        "query_responses",
+        "advertisements_delayed",
+        "sources_found",
+        "sources_expired",
+        "sources_withdrawn",
+    ];
+
+    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
+    pub fn values(&self) -> [u64; 24] {
+        [
+            self.datagrams_received,
+            self.advertisements_received,
+            self.queries_received,
+            self.withdrawals_received,
+            self.own_frames,
+            self.malformed.iter().sum(),
+            self.unexpected_frames,
+            self.bad_stream_id,
+            self.bad_uri,
+            self.bad_ttl,
+            self.conflicts,
+            self.spoofed_own,
+            self.bad_patterns,
+            self.table_full,
+            self.table_bytes_full,
+            self.auth_rejected.iter().sum(),
+            self.datagrams_sent,
+            self.advertisements_sent,
+            self.queries_sent,
+            self.query_responses,
+            self.advertisements_delayed,
+            self.sources_found,
+            self.sources_expired,
+            self.sources_withdrawn,
+        ]
+    }
+}
+
+impl ResolverCounters {
     /// Every frame rejected: malformed, unexpected or not believable.
     pub fn rejected(&self) -> u64 {
         self.malformed.iter().sum::<u64>()

@@ -65,7 +65,9 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use reader::{read_segment, scan, ProcessCounters, RecordSnapshot, Scan, SegmentProblem, Value};
+pub use reader::{
+    read_segment, scan, ProcessCounters, RecordSnapshot, Scan, SegmentProblem, Value,
+};
 pub use writer::{set_process_label, CountersFile, Record};
 
 /// `PGRNSTAT`, the first 8 bytes of every counters file.

@@ -42,10 +42,7 @@ impl RecordSnapshot {
 
     /// The value named `name`, if the record has it.
     pub fn value(&self, name: &str) -> Option<u64> {
-        self.values
-            .iter()
-            .find(|v| v.name == name)
-            .map(|v| v.value)
+        self.values.iter().find(|v| v.name == name).map(|v| v.value)
     }
 }
 
@@ -259,8 +256,8 @@ fn parse(v: &View<'_>, len: u64) -> Result<Option<ProcessCounters>, String> {
             "process label of {label_len} bytes, longer than {MAX_PROCESS_LABEL_LEN}"
         ));
     }
-    let label = String::from_utf8_lossy(&v.bytes(H_LABEL, MAX_PROCESS_LABEL_LEN)[..label_len])
-        .into_owned();
+    let label =
+        String::from_utf8_lossy(&v.bytes(H_LABEL, MAX_PROCESS_LABEL_LEN)[..label_len]).into_owned();
     let mut p = ProcessCounters {
         file: String::new(),
         pid,

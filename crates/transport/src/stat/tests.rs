@@ -174,9 +174,17 @@ fn bad_files_of_live_processes_are_reported_not_crashed_on() {
     ];
     let mut held = Vec::new();
     for (what, bytes, _) in &cases {
-        held.push(plant(&format!("{FILE_PREFIX}{tag}.bad-{what}.0"), bytes, true));
+        held.push(plant(
+            &format!("{FILE_PREFIX}{tag}.bad-{what}.0"),
+            bytes,
+            true,
+        ));
     }
-    let (bad_path, _bad) = plant(&format!("{FILE_PREFIX}{tag}.bad-record.0"), &bad_record, true);
+    let (bad_path, _bad) = plant(
+        &format!("{FILE_PREFIX}{tag}.bad-record.0"),
+        &bad_record,
+        true,
+    );
     let scan = scan(&DirSpec::default()).unwrap();
     for (what, _, expect) in &cases {
         let name = format!("{FILE_PREFIX}{tag}.bad-{what}.0");
@@ -190,7 +198,10 @@ fn bad_files_of_live_processes_are_reported_not_crashed_on() {
     // A broken record is skipped and named; the file's other content is still read.
     let p = mine(&scan, &bad_path);
     assert!(p.records.is_empty());
-    assert_eq!(p.problems, vec!["record 0: 99 values, more than 48".to_string()]);
+    assert_eq!(
+        p.problems,
+        vec!["record 0: 99 values, more than 48".to_string()]
+    );
     for (path, _) in held.iter().chain([(bad_path, _bad)].iter()) {
         let _ = std::fs::remove_file(path);
     }
@@ -203,7 +214,11 @@ fn files_nobody_holds_are_removed_as_dead() {
     drop(f);
     let scan = scan(&DirSpec::default()).unwrap();
     // (A concurrent test's cleanup may have removed it first.)
-    assert!(!path.exists(), "{name} still there: {:?}", scan.removed_dead);
+    assert!(
+        !path.exists(),
+        "{name} still there: {:?}",
+        scan.removed_dead
+    );
     assert!(!scan.processes.iter().any(|p| p.file == name));
 }
 

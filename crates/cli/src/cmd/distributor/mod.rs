@@ -162,7 +162,14 @@ struct Server {
     start: Instant,
     next_flush: Instant,
     accept_errors: u64,
+    /// The distributor's counters and gauges for `peregrine stat`.
+    stat: peregrine::stat::Record,
 }
+
+/// How often the distributor writes its values for `peregrine stat`.
+const STAT_EVERY: Duration = Duration::from_millis(100);
+/// Gauges after the distributor's counters.
+const DISTRIBUTOR_GAUGES: [&str; 4] = ["clients", "items", "queued_bytes", "largest_queue_bytes"];
 
 impl Server {
     fn new(s: Settings, users: Users, json: bool) -> Result<Server> {
@@ -211,7 +218,22 @@ impl Server {
             });
         }
         let start = Instant::now();
+        let listen = local_addr.to_string();
+        let stat = ctx.counters_record(
+            peregrine::stat::RecordType::Distributor,
+            &[("listen", &listen), ("services", &services.join(","))],
+            &Counters::NAMES
+                .iter()
+                .map(|n| (peregrine::stat::ValueKind::Counter, *n))
+                .chain(
+                    DISTRIBUTOR_GAUGES
+                        .iter()
+                        .map(|n| (peregrine::stat::ValueKind::Gauge, *n)),
+                )
+                .collect::<Vec<_>>(),
+        );
         Ok(Server {
+            stat,
             next_flush: start + Duration::from_millis(s.flush_interval_ms),
             s,
             json,
@@ -305,6 +327,7 @@ impl Server {
         let mut last_counters = self.core.counters().clone();
         let mut last_stats = Instant::now();
         let mut next_login_check = Instant::now();
+        let mut next_stat = Instant::now();
         while stop.requested().is_none() {
             let timeout = self.timeout(next_stats);
             match self.poll.poll(&mut events, Some(timeout)) {
@@ -352,6 +375,10 @@ impl Server {
             }
             self.write_dirty(flush_all);
             self.expire_lingering(now);
+            if now >= next_stat {
+                next_stat = now + STAT_EVERY;
+                self.publish_counters();
+            }
             if let Some(at) = next_stats {
                 if now >= at {
                     self.stats(&last_counters, now - last_stats);
@@ -363,6 +390,7 @@ impl Server {
         }
         // Hand what is queued to the sockets once before leaving.
         self.write_dirty(true);
+        self.publish_counters();
         for b in &mut self.backbones {
             b.requests.close();
         }
@@ -759,6 +787,19 @@ impl Server {
             _ => {}
         }
         self.drain_core();
+    }
+
+    /// Writes the counters and gauges for `peregrine stat`.
+    fn publish_counters(&self) {
+        let c = self.core.counters();
+        let n = Counters::NAMES.len();
+        self.stat.set_all(c.values().map(|(_, v)| v));
+        let queues = self.conns.slots.iter().flatten().map(|c| c.out.len());
+        let (queued, largest) = queues.fold((0, 0), |(sum, max), q| (sum + q, max.max(q)));
+        self.stat.set(n, self.conns.len() as u64);
+        self.stat.set(n + 1, self.core.footprint().items as u64);
+        self.stat.set(n + 2, queued as u64);
+        self.stat.set(n + 3, largest as u64);
     }
 
     fn stats(&self, last: &Counters, over: Duration) {

@@ -1,0 +1,77 @@
+//! Publishing a context's counters to other processes (`peregrine stat`): the context's
+//! counters file, and when each publisher and subscriber writes its values into it.
+//!
+//! The layout and the reader are in [`peregrine_transport::stat`]. Here is the cadence, chosen
+//! so the data path pays next to nothing:
+//!
+//! - a publisher adds `messages` and `bytes` on every successful offer (two relaxed
+//!   load-and-stores on a cache line of its own), and writes its other values after a refused
+//!   offer, on `flush`, `do_work` and `close`;
+//! - a subscriber writes all its values on the first poll that finds nothing after polls that
+//!   delivered (so while it waits for the next message, not while it delivers one), after every
+//!   64th poll that delivered, before its idle strategy blocks or sleeps, and when it hands out
+//!   an event.
+//!
+//! So a reader sees a publisher's message count exactly, and every other value at most one of
+//! those moments late.
+
+use peregrine_transport::stat::{CountersFile, DEFAULT_CAPACITY};
+use std::sync::{Arc, Mutex};
+
+pub use peregrine_transport::stat::{set_process_label, Record, RecordType, ValueKind};
+
+/// A context's counters file, created on first use and shared by the context's clones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ContextCounters {
+    /// `None`: not tried yet; `Some(None)`: it could not be created (values stay private).
+    file: Arc<Mutex<Option<Option<Arc<CountersFile>>>>>,
+}
+
+impl ContextCounters {
+    pub(crate) fn record(
+        &self,
+        kind: RecordType,
+        labels: &[(&str, &str)],
+        values: &[(ValueKind, &str)],
+    ) -> Record {
+        let mut slot = self.file.lock().expect("counters file lock");
+        let file = slot.get_or_insert_with(|| match CountersFile::create(DEFAULT_CAPACITY) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::warn!(
+                    "counters stay private to this process (peregrine stat will not see them): {e}"
+                );
+                None
+            }
+        });
+        match file {
+            Some(f) => f.record(kind, labels, values),
+            None => Record::detached(values.len()),
+        }
+    }
+}
+
+/// Value descriptors: `counters` as counters, then `gauges`.
+pub(crate) fn descriptors(
+    counters: &[&'static str],
+    gauges: &[&'static str],
+) -> Vec<(ValueKind, &'static str)> {
+    counters
+        .iter()
+        .map(|n| (ValueKind::Counter, *n))
+        .chain(gauges.iter().map(|n| (ValueKind::Gauge, *n)))
+        .collect()
+}
+
+/// The transport names of a URI list (`ipc`, `udp+ipc`).
+pub(crate) fn transports(uris: &str) -> String {
+    let mut names: Vec<&str> = uris
+        .split_whitespace()
+        .filter_map(|u| u.split_once("://").map(|(s, _)| s))
+        .collect();
+    names.dedup();
+    names.join("+")
+}
+
+/// How often (in polls that delivered) a busy subscriber writes all its values.
+pub(crate) const SUBSCRIBER_EVERY_POLLS: u32 = 64;
