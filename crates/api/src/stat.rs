@@ -6,11 +6,11 @@
 //!
 //! - a publisher adds `messages` and `bytes` on every successful offer (two relaxed
 //!   load-and-stores on a cache line of its own), and writes its other values after a refused
-//!   offer, on `flush`, `do_work` and `close`;
+//!   offer, after a `do_work` that did work, every 1024th `flush` or `do_work` call, and on
+//!   `close`;
 //! - a subscriber writes all its values on the first poll that finds nothing after polls that
 //!   delivered (so while it waits for the next message, not while it delivers one), after every
-//!   64th poll that delivered, before its idle strategy blocks or sleeps, and when it hands out
-//!   an event.
+//!   64th poll that delivered, and when it hands out an event.
 //!
 //! So a reader sees a publisher's message count exactly, and every other value at most one of
 //! those moments late.
@@ -75,3 +75,5 @@ pub(crate) fn transports(uris: &str) -> String {
 
 /// How often (in polls that delivered) a busy subscriber writes all its values.
 pub(crate) const SUBSCRIBER_EVERY_POLLS: u32 = 64;
+/// How often (in `flush` and `do_work` calls that did nothing) a publisher writes its values.
+pub(crate) const PUBLISHER_EVERY_CALLS: u32 = 1024;
