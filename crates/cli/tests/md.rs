@@ -547,6 +547,34 @@ fn rss_kib(pid: u32) -> u64 {
     l.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// The distributor record of process `pid` in `peregrine stat --json`, once `done` holds.
+fn wait_for_stat(pid: u32, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let o = Command::new(BIN)
+            .args(["stat", "--json", "--filter", "distributor"])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let record = doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["pid"] == pid)
+            .flat_map(|p| p["records"].as_array().unwrap().iter())
+            .find(|r| r["type"] == "distributor")
+            .cloned();
+        if let Some(r) = record.filter(|r| done(r)) {
+            return r;
+        }
+        assert!(
+            start.elapsed() < S * 5,
+            "distributor {pid} not in peregrine stat as expected: {doc}"
+        );
+        std::thread::sleep(S / 10);
+    }
+}
+
 fn counter(summary: &Value, name: &str) -> u64 {
     summary["counters"][name]
         .as_u64()
@@ -890,6 +918,15 @@ fn a_client_that_stops_reading_is_conflated_or_disconnected_while_another_gets_e
     assert!(!conflated.eof, "a conflated client stays connected");
     // The disconnected one finds its connection closed once it drained what was in flight.
     dropped.until_closed(S * 5);
+
+    // `peregrine stat` sees the same from outside (the distributor writes every 100 ms).
+    let stat = wait_for_stat(d.pid(), |r| r["values"]["slow_disconnects"] == 1);
+    assert!(
+        stat["values"]["conflations"].as_u64().unwrap() >= 1,
+        "{stat}"
+    );
+    assert!(stat["values"]["clients"].as_u64().unwrap() >= 1, "{stat}");
+    assert_eq!(stat["labels"]["listen"], addr.as_str(), "{stat}");
 
     let s = good.stop_json();
     assert_eq!(s["gaps"], 0, "{s}");

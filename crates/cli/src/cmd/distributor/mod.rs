@@ -169,7 +169,8 @@ struct Server {
 /// How often the distributor writes its values for `peregrine stat`.
 const STAT_EVERY: Duration = Duration::from_millis(100);
 /// Gauges after the distributor's counters.
-const DISTRIBUTOR_GAUGES: [&str; 4] = ["clients", "items", "queued_bytes", "largest_queue_bytes"];
+pub(crate) const DISTRIBUTOR_GAUGES: [&str; 4] =
+    ["clients", "items", "queued_bytes", "largest_queue_bytes"];
 
 impl Server {
     fn new(s: Settings, users: Users, json: bool) -> Result<Server> {

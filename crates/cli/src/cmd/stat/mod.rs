@@ -192,9 +192,11 @@ fn headline(kind: RecordType, name: &str) -> bool {
         RecordType::Subscriber => {
             matches!(name, "messages" | "bytes" | "gaps" | "lost" | "sources")
         }
-        RecordType::Resolver | RecordType::Relay => {
-            matches!(name, "datagrams_received" | "datagrams_sent")
-        }
+        RecordType::Resolver => matches!(name, "datagrams_received" | "datagrams_sent"),
+        RecordType::Relay => matches!(
+            name,
+            "clients" | "datagrams_received" | "datagrams_forwarded"
+        ),
         RecordType::Distributor => matches!(
             name,
             "clients" | "updates_sent" | "conflations" | "slow_disconnects" | "queued_bytes"

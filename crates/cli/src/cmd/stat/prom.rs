@@ -250,4 +250,51 @@ mod tests {
             "peregrine_subscriber_sources"
         );
     }
+
+    /// Every metric family the counters files produce is documented in docs/operations.md.
+    #[test]
+    fn every_metric_is_documented() {
+        let doc = include_str!("../../../../../docs/operations.md");
+        let counters: Vec<(RecordType, &[&str])> = vec![
+            (
+                RecordType::Publisher,
+                &peregrine_proto::counters::PublisherCounters::NAMES,
+            ),
+            (
+                RecordType::Subscriber,
+                &peregrine_proto::counters::SubscriberCounters::NAMES,
+            ),
+            (
+                RecordType::Resolver,
+                &peregrine_proto::resolver::ResolverCounters::NAMES,
+            ),
+            (RecordType::Resolver, &["send_errors"]),
+            (
+                RecordType::Relay,
+                &peregrine_proto::resolverd::RelayCounters::NAMES,
+            ),
+            (RecordType::Distributor, peregrine_md::dist::Counters::NAMES),
+        ];
+        let gauges: Vec<(RecordType, &[&str])> = vec![
+            (RecordType::Publisher, &["subscribers"]),
+            (RecordType::Subscriber, &["sources"]),
+            (RecordType::Relay, &["clients"]),
+            (
+                RecordType::Distributor,
+                &crate::cmd::distributor::DISTRIBUTOR_GAUGES,
+            ),
+        ];
+        let mut missing = Vec::new();
+        for (list, kind) in [(counters, ValueKind::Counter), (gauges, ValueKind::Gauge)] {
+            for (t, names) in list {
+                for n in names {
+                    let f = family(t, n, kind);
+                    if !doc.contains(&format!("| `{f}` |")) {
+                        missing.push(f);
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in docs/operations.md: {missing:?}");
+    }
 }
