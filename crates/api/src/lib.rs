@@ -184,6 +184,7 @@ impl Context {
         Ok(Publisher {
             stat: self.publisher_record(topic, &uri, session_id),
             stat_calls: 0,
+            stat_written_ns: 0,
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
                 ipc,
                 net,
@@ -302,6 +303,7 @@ impl Context {
         Ok(Publisher {
             stat: self.publisher_record(topic, &uri, publisher.session_id()),
             stat_calls: 0,
+            stat_written_ns: 0,
             inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
             uri,
@@ -431,8 +433,10 @@ pub struct Publisher {
     uri: String,
     /// This publisher's values in the context's counters file (see [`stat`]).
     stat: Record,
-    /// `flush` and `do_work` calls since the values were last written.
+    /// `flush` and `do_work` calls (the clock is read every few).
     stat_calls: u32,
+    /// When the values were last written (monotonic ns).
+    stat_written_ns: u64,
 }
 
 /// Gauges after a publisher's counters: subscribers attached or followed now.
@@ -463,7 +467,7 @@ impl Publisher {
     // compiler stopped inlining them into callers' loops, and the IPC ping-pong median rose
     // from 80 to 90 ns (paired runs of `peregrine bench pingpong`).
     #[inline(always)]
-    fn count(&self, r: Result<u64, OfferError>, len: usize) -> Result<u64, OfferError> {
+    fn count(&mut self, r: Result<u64, OfferError>, len: usize) -> Result<u64, OfferError> {
         match r {
             Ok(seq) => {
                 self.stat.add(MESSAGES, 1);
@@ -481,7 +485,8 @@ impl Publisher {
     /// counters file.
     #[cold]
     #[inline(never)]
-    fn publish_counters(&self) {
+    fn publish_counters(&mut self) {
+        self.stat_written_ns = peregrine_agent::monotonic_ns();
         let v = self.counters().values();
         for (i, value) in v.iter().enumerate().skip(BYTES + 1) {
             self.stat.set(i, *value);
@@ -514,15 +519,20 @@ impl Publisher {
     }
 
     /// The counters file's cadence for `flush` and `do_work`: write the values after work
-    /// was done, else every [`stat::PUBLISHER_EVERY_CALLS`] calls. (Not on every call: an
-    /// idle loop calls them millions of times a second, and the `subscribers` gauge reads
-    /// the segment's subscriber slots, lines the subscribers write.)
+    /// was done, else once [`stat::PUBLISHER_EVERY_NS`] passed (the clock is read every
+    /// [`stat::PUBLISHER_CLOCK_CALLS`] calls). Not on every call: an idle loop calls them
+    /// millions of times a second, and the `subscribers` gauge reads the segment's
+    /// subscriber slots, lines the subscribers write.
     #[inline]
     fn tick(&mut self, worked: bool) {
-        self.stat_calls += 1;
-        if worked || self.stat_calls >= stat::PUBLISHER_EVERY_CALLS {
-            self.stat_calls = 0;
+        self.stat_calls = self.stat_calls.wrapping_add(1);
+        if worked {
             self.publish_counters();
+        } else if self.stat_calls % stat::PUBLISHER_CLOCK_CALLS == 0 {
+            let now_ns = peregrine_agent::monotonic_ns();
+            if now_ns.saturating_sub(self.stat_written_ns) >= stat::PUBLISHER_EVERY_NS {
+                self.publish_counters();
+            }
         }
     }
 

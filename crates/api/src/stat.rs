@@ -6,8 +6,8 @@
 //!
 //! - a publisher adds `messages` and `bytes` on every successful offer (two relaxed
 //!   load-and-stores on a cache line of its own), and writes its other values after a refused
-//!   offer, after a `do_work` that did work, every 1024th `flush` or `do_work` call, and on
-//!   `close`;
+//!   offer, after a `do_work` that did work, on a `flush` or `do_work` call 100 ms or more
+//!   after it last wrote them (the clock is read every 64th call), and on `close`;
 //! - a subscriber writes all its values on the first poll that finds nothing after polls that
 //!   delivered (so while it waits for the next message, not while it delivers one), after every
 //!   64th poll that delivered, and when it hands out an event.
@@ -75,5 +75,7 @@ pub(crate) fn transports(uris: &str) -> String {
 
 /// How often (in polls that delivered) a busy subscriber writes all its values.
 pub(crate) const SUBSCRIBER_EVERY_POLLS: u32 = 64;
-/// How often (in `flush` and `do_work` calls that did nothing) a publisher writes its values.
-pub(crate) const PUBLISHER_EVERY_CALLS: u32 = 1024;
+/// How often an idle publisher writes its values, when `flush` or `do_work` is called.
+pub(crate) const PUBLISHER_EVERY_NS: u64 = 100_000_000;
+/// An idle publisher reads the clock every this many `flush` and `do_work` calls.
+pub(crate) const PUBLISHER_CLOCK_CALLS: u32 = 64;

@@ -54,7 +54,21 @@ impl Base {
     /// The segment files of this user: in its directory, and (so that these tests show the
     /// attacks on a build from before issue 14, see `PEREGRINE_TEST_EXE`) regular files
     /// `peregrine-NAME` directly in the base, where segments were kept then.
+    /// The segments (and leftovers) in the directory: every file but the counters files.
     fn my_files(&self) -> Vec<PathBuf> {
+        self.all_files()
+            .into_iter()
+            .filter(|p| !is_counters(p))
+            .collect()
+    }
+    /// The counters files (`peregrine stat`) of live or dead processes.
+    fn counters_files(&self) -> Vec<PathBuf> {
+        self.all_files()
+            .into_iter()
+            .filter(|p| is_counters(p))
+            .collect()
+    }
+    fn all_files(&self) -> Vec<PathBuf> {
         let list = |d: &Path| -> Vec<PathBuf> {
             std::fs::read_dir(d)
                 .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
@@ -210,6 +224,7 @@ fn pub_sub_and_resolverd_stopped_by_sigint_sigterm_or_sighup_close_cleanly_and_l
         let mut sub = Proc::start(base.cmd(&["sub", &t]));
         assert!(sub.wait_line("subscribed to"));
         let mut publ = Proc::start(base.cmd(&["pub", &t, "--rate", "200"]));
+        let publ_pid = publ.child.id();
         assert!(publ.wait_line("publishing"), "{name}");
         wait_until("the publisher's segment", || !base.my_files().is_empty());
         assert!(sub.wait_line("source found"), "{name}");
@@ -226,6 +241,16 @@ fn pub_sub_and_resolverd_stopped_by_sigint_sigterm_or_sighup_close_cleanly_and_l
             "{name}: left behind {:?}",
             base.my_files()
         );
+        let pub_counters = format!("counters.{}.", publ_pid);
+        assert!(
+            !base.counters_files().iter().any(|p| p
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&pub_counters)),
+            "{name}: the publisher's counters file stayed: {:?}",
+            base.counters_files()
+        );
         sub.signal(sig);
         let o = sub.finish(Duration::from_secs(20));
         assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
@@ -236,6 +261,11 @@ fn pub_sub_and_resolverd_stopped_by_sigint_sigterm_or_sighup_close_cleanly_and_l
         let o = d.finish(Duration::from_secs(20));
         assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
         assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("stopped by {name}")));
+        assert!(
+            base.all_files().is_empty(),
+            "{name}: left behind {:?}",
+            base.all_files()
+        );
     }
 }
 
@@ -256,6 +286,12 @@ fn a_segment_left_by_kill_9_is_removed_by_the_next_publisher_which_counts_it() {
         Some(rustix::process::Signal::KILL.as_raw())
     );
     assert_eq!(base.my_files(), left, "kill -9 leaves the segment behind");
+    assert_eq!(
+        base.counters_files().len(),
+        1,
+        "and its counters file: {:?}",
+        base.counters_files()
+    );
     let o = base
         .cmd(&["pub", &topic("next"), "--count", "1", "--linger-ms", "0"])
         .output()
@@ -267,7 +303,7 @@ fn a_segment_left_by_kill_9_is_removed_by_the_next_publisher_which_counts_it() {
         "{}",
         text(&o)
     );
-    assert!(base.my_files().is_empty(), "{:?}", base.my_files());
+    assert!(base.all_files().is_empty(), "{:?}", base.all_files());
 }
 
 /// Issue 14: truncating a live segment killed its publisher and its subscribers with SIGBUS
@@ -532,4 +568,11 @@ fn a_subscriber_by_topic_takes_the_network_from_another_users_publisher() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(out.contains("via udp://"), "{out}");
     assert!(!out.contains("via ipc://"), "{out}");
+}
+
+fn is_counters(p: &Path) -> bool {
+    p.file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("counters.")
 }

@@ -101,7 +101,10 @@ fn pair(tag: &str) -> Pair {
     let (p, s) = (publisher.0.id(), subscriber.0.id());
     wait_for(&topic, "300 messages on both sides", |d| {
         let m = |pid, kind| record(d, pid, kind).map(|r| r["values"]["messages"].clone());
-        m(p, "publisher") == Some(300.into()) && m(s, "subscriber") == Some(300.into())
+        let subscribers = record(d, p, "publisher").map(|r| r["values"]["subscribers"].clone());
+        m(p, "publisher") == Some(300.into())
+            && m(s, "subscriber") == Some(300.into())
+            && subscribers == Some(1.into())
     });
     Pair {
         topic,

@@ -562,7 +562,11 @@ fn remove_dead(dir: &SegmentDir, except: &str) -> usize {
         if !name.starts_with(TEMP_PREFIX) {
             mark_closed(&f);
         }
-        if dir.names(name, &f) && dir.unlink(name).is_ok() {
+        // Counters files of dead processes go too, but are not counted as segments.
+        if dir.names(name, &f)
+            && dir.unlink(name).is_ok()
+            && !name.starts_with(crate::stat::FILE_PREFIX)
+        {
             removed += 1;
         }
     }
