@@ -184,6 +184,7 @@ impl Context {
         Ok(Publisher {
             stat: self.publisher_record(topic, &uri, session_id),
             stat_calls: 0,
+            stat_offers: 0,
             stat_written_ns: 0,
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
                 ipc,
@@ -220,6 +221,7 @@ impl Context {
             stat: self.subscriber_record(&[("pattern", &text)]),
             stat_dirty: false,
             stat_polls: 0,
+            stat_empty: 0,
             inner: SubscriberInner::Multi(Box::new(resolve::MultiSubscriber::new(
                 handle,
                 pattern,
@@ -303,6 +305,7 @@ impl Context {
         Ok(Publisher {
             stat: self.publisher_record(topic, &uri, publisher.session_id()),
             stat_calls: 0,
+            stat_offers: 0,
             stat_written_ns: 0,
             inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
@@ -346,6 +349,7 @@ impl Context {
             ]),
             stat_dirty: false,
             stat_polls: 0,
+            stat_empty: 0,
             inner: SubscriberInner::One(subscriber),
             idle: Idle::new(idle),
             topic: topic.to_string(),
@@ -435,6 +439,8 @@ pub struct Publisher {
     stat: Record,
     /// `flush` and `do_work` calls (the clock is read every few).
     stat_calls: u32,
+    /// Offers, accepted or refused (the counters are written every few).
+    stat_offers: u32,
     /// When the values were last written (monotonic ns).
     stat_written_ns: u64,
 }
@@ -443,8 +449,6 @@ pub struct Publisher {
 const PUBLISHER_SUBSCRIBERS: &str = "subscribers";
 /// Gauges after a subscriber's counters: sources followed now (0 or 1 on one URI).
 const SUBSCRIBER_SOURCES: &str = "sources";
-const MESSAGES: usize = 0;
-const BYTES: usize = 1;
 const _: () = assert!(
     peregrine_transport::stat::MAX_VALUES > PublisherCounters::NAMES.len()
         && peregrine_transport::stat::MAX_VALUES > SubscriberCounters::NAMES.len()
@@ -459,38 +463,38 @@ impl Publisher {
             PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer(payload),
             other => cold_offer(other, payload.len(), |b| b.copy_from_slice(payload)),
         };
-        self.count(r, payload.len())
+        self.count(r)
     }
 
-    /// Counts an offer's outcome in the counters file.
+    /// Counts an offer for the counters file: every [`stat::PUBLISHER_EVERY_OFFERS`] offers,
+    /// accepted or refused, the counters are written.
     // Always inline, as `offer` and `poll`: the counting made them large enough that the
     // compiler stopped inlining them into callers' loops, and the IPC ping-pong median rose
-    // from 80 to 90 ns (paired runs of `peregrine bench pingpong`).
+    // from 80 to 90 ns (paired runs of `peregrine bench pingpong`). A countdown, not the
+    // values themselves: two load-and-stores per offer cost the IPC 32 B throughput about 4%.
     #[inline(always)]
-    fn count(&mut self, r: Result<u64, OfferError>, len: usize) -> Result<u64, OfferError> {
-        match r {
-            Ok(seq) => {
-                self.stat.add(MESSAGES, 1);
-                self.stat.add(BYTES, len as u64);
-                Ok(seq)
-            }
-            Err(e) => {
-                self.publish_counters();
-                Err(e)
-            }
+    fn count(&mut self, r: Result<u64, OfferError>) -> Result<u64, OfferError> {
+        self.stat_offers = self.stat_offers.wrapping_add(1);
+        if self.stat_offers % stat::PUBLISHER_EVERY_OFFERS == 0 {
+            self.write_counters();
         }
+        r
     }
 
-    /// Writes every value but `messages` and `bytes` (counted as they happen) to the
-    /// counters file.
+    /// Writes the counters (not the gauge, which reads lines the subscribers write).
+    #[cold]
+    #[inline(never)]
+    fn write_counters(&mut self) {
+        self.stat.set_all(self.counters().values());
+    }
+
+    /// Writes every value to the counters file.
     #[cold]
     #[inline(never)]
     fn publish_counters(&mut self) {
         self.stat_written_ns = peregrine_agent::monotonic_ns();
         let v = self.counters().values();
-        for (i, value) in v.iter().enumerate().skip(BYTES + 1) {
-            self.stat.set(i, *value);
-        }
+        self.stat.set_all(v);
         self.stat.set(v.len(), self.subscriber_count() as u64);
     }
 
@@ -505,7 +509,7 @@ impl Publisher {
             PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer_with(len, fill),
             other => cold_offer(other, len, fill),
         };
-        self.count(r, len)
+        self.count(r)
     }
 
     /// Sends whatever is batched.
@@ -528,7 +532,7 @@ impl Publisher {
         self.stat_calls = self.stat_calls.wrapping_add(1);
         if worked {
             self.publish_counters();
-        } else if self.stat_calls % stat::PUBLISHER_CLOCK_CALLS == 0 {
+        } else if self.stat_calls % stat::PUBLISHER_CLOCK_CALLS == 1 {
             let now_ns = peregrine_agent::monotonic_ns();
             if now_ns.saturating_sub(self.stat_written_ns) >= stat::PUBLISHER_EVERY_NS {
                 self.publish_counters();
@@ -631,6 +635,8 @@ pub struct Subscriber {
     stat_dirty: bool,
     /// Polls that delivered since the values were last written.
     stat_polls: u32,
+    /// Polls in a row that found nothing since messages were delivered.
+    stat_empty: u32,
 }
 
 impl Subscriber {
@@ -654,12 +660,19 @@ impl Subscriber {
     fn count(&mut self, delivered: usize) {
         if delivered > 0 {
             self.stat_dirty = true;
+            self.stat_empty = 0;
             self.stat_polls += 1;
             if self.stat_polls >= stat::SUBSCRIBER_EVERY_POLLS {
                 self.publish_counters();
             }
         } else if self.stat_dirty {
-            self.publish_counters();
+            // Only once it has been waiting a while: a subscriber keeping up with a fast
+            // publisher finds nothing every other poll, and writing the values on each of
+            // those cost the IPC 32 B throughput about a tenth.
+            self.stat_empty += 1;
+            if self.stat_empty >= stat::SUBSCRIBER_EVERY_POLLS {
+                self.publish_counters();
+            }
         }
     }
 
@@ -669,6 +682,7 @@ impl Subscriber {
     fn publish_counters(&mut self) {
         self.stat_dirty = false;
         self.stat_polls = 0;
+        self.stat_empty = 0;
         let v = self.counters().values();
         self.stat.set_all(v);
         let sources = match &self.inner {
@@ -682,6 +696,14 @@ impl Subscriber {
     /// back off, or block (a futex on `ipc`, `poll(2)` on the socket otherwise).
     #[inline]
     pub fn idle(&mut self, work_count: usize) {
+        // A strategy that may sleep or block writes the values first (it may not poll again
+        // for a long time).
+        if work_count == 0
+            && self.stat_dirty
+            && matches!(self.idle.kind(), IdleKind::Backoff | IdleKind::Block)
+        {
+            self.publish_counters();
+        }
         let idle = &mut self.idle;
         match &mut self.inner {
             SubscriberInner::One(s) => s.idle(work_count, idle),

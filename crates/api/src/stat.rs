@@ -4,16 +4,18 @@
 //! The layout and the reader are in [`peregrine_transport::stat`]. Here is the cadence, chosen
 //! so the data path pays next to nothing:
 //!
-//! - a publisher adds `messages` and `bytes` on every successful offer (two relaxed
-//!   load-and-stores on a cache line of its own), and writes its other values after a refused
-//!   offer, after a `do_work` that did work, on a `flush` or `do_work` call 100 ms or more
-//!   after it last wrote them (the clock is read every 64th call), and on `close`;
-//! - a subscriber writes all its values on the first poll that finds nothing after polls that
-//!   delivered (so while it waits for the next message, not while it delivers one), after every
-//!   64th poll that delivered, and when it hands out an event.
+//! - a publisher writes its counters every 256 offers (accepted or refused), and all its values
+//!   after a `do_work` that did work, on the first `flush` or `do_work` call and then on one
+//!   100 ms or more after it last wrote them (the clock is read every 64th call), and on
+//!   `close`;
+//! - a subscriber writes all its values every 64 polls that delivered, after 64 polls in a row
+//!   that found nothing since it delivered (so while it waits, not while it delivers), before an
+//!   idle strategy that may sleep or block (`backoff`, `block`) waits, and when it hands out an
+//!   event.
 //!
-//! So a reader sees a publisher's message count exactly, and every other value at most one of
-//! those moments late.
+//! So a reader sees every value at most one of those moments late: a publisher whose loop calls
+//! `do_work` (as it must on the network transports) within 100 ms, a subscriber as soon as it
+//! waits for messages.
 
 use peregrine_transport::stat::{CountersFile, DEFAULT_CAPACITY};
 use std::sync::{Arc, Mutex};
@@ -75,6 +77,8 @@ pub(crate) fn transports(uris: &str) -> String {
 
 /// How often (in polls that delivered) a busy subscriber writes all its values.
 pub(crate) const SUBSCRIBER_EVERY_POLLS: u32 = 64;
+/// How often (in offers) a publisher writes its counters.
+pub(crate) const PUBLISHER_EVERY_OFFERS: u32 = 256;
 /// How often an idle publisher writes its values, when `flush` or `do_work` is called.
 pub(crate) const PUBLISHER_EVERY_NS: u64 = 100_000_000;
 /// An idle publisher reads the clock every this many `flush` and `do_work` calls.
