@@ -34,6 +34,7 @@ pub use charts::{charts, Chart};
 pub use error::ReportError;
 pub use html::html;
 pub use load::{load, RESULTS_FILE};
+pub use tables::thousands;
 pub use text::text;
 
 use std::path::{Path, PathBuf};

@@ -834,7 +834,7 @@ pub(crate) fn size_rate_label(cell: &Cell) -> String {
 }
 
 /// An integer with thousands separators: `1,000,000`.
-pub(crate) fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {

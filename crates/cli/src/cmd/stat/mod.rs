@@ -6,6 +6,7 @@ mod prom;
 
 use crate::flags::stat::StatArgs;
 use anyhow::{Context as _, Result};
+use peregrine_report::thousands;
 use peregrine_transport::ipc::dir::DirSpec;
 use peregrine_transport::stat::{
     scan, ProcessCounters, RecordSnapshot, RecordType, Scan, ValueKind,
@@ -155,19 +156,6 @@ fn plural(kind: RecordType) -> &'static str {
     }
 }
 
-/// `1234567` as `1,234,567`.
-fn grouped(v: u64) -> String {
-    let digits = v.to_string();
-    let mut s = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            s.push(',');
-        }
-        s.push(c);
-    }
-    s
-}
-
 fn uptime(start_unix_ns: u64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -270,7 +258,7 @@ pub(crate) fn render_text(
                     hidden += 1;
                     continue;
                 }
-                let _ = write!(s, "      {:<26}{:>20}", v.name, grouped(v.value));
+                let _ = write!(s, "      {:<26}{:>20}", v.name, thousands(v.value));
                 match v.kind {
                     ValueKind::Gauge => s.push_str("  (now)"),
                     ValueKind::Counter => {
@@ -278,7 +266,7 @@ pub(crate) fn render_text(
                             .as_ref()
                             .and_then(|m| rate(m, over, p, r, &v.name, v.value))
                         {
-                            let _ = write!(s, "{:>16}/s", grouped(per_s.round() as u64));
+                            let _ = write!(s, "{:>16}/s", thousands(per_s.round() as u64));
                         }
                     }
                 }
@@ -376,18 +364,4 @@ pub(crate) fn to_json(
         "removed_dead": scan.removed_dead,
         "problems": scan.problems.iter().map(|p| json!({"file": p.file, "problem": p.problem})).collect::<Vec<_>>(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(1000), "1,000");
-        assert_eq!(grouped(1_234_567), "1,234,567");
-        assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
-    }
 }
