@@ -503,7 +503,7 @@ impl Descriptor {
 /// True while a process holds `file`'s exclusive lock (its publisher is alive, or a creator is
 /// building it). Probing with a *shared* lock keeps a dead segment looking dead to everyone
 /// probing it at the same moment.
-fn held_exclusively(file: &File) -> bool {
+pub(crate) fn held_exclusively(file: &File) -> bool {
     match flock(file, FlockOperation::NonBlockingLockShared) {
         Ok(()) => {
             let _ = flock(file, FlockOperation::Unlock);

@@ -6,7 +6,6 @@ use super::*;
 use crate::error::OpenError;
 use crate::ipc::dir::{DirSpec, SegmentDir};
 use crate::ipc::sigbus::Mapping;
-use rustix::fs::FlockOperation;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -126,7 +125,7 @@ pub fn scan(spec: &DirSpec) -> Result<Scan, OpenError> {
                 continue;
             }
         };
-        if !held(&file) {
+        if !crate::ipc::segment::held_exclusively(&file) {
             // Its creator died (the lock went with it): remove it, if the name still is it.
             if dir.names(&name, &file) && dir.unlink(&name).is_ok() {
                 out.removed_dead.push(name);
@@ -146,17 +145,6 @@ pub fn scan(spec: &DirSpec) -> Result<Scan, OpenError> {
         }
     }
     Ok(out)
-}
-
-/// True when some process holds the file's `flock` (its creator is alive).
-fn held(file: &File) -> bool {
-    match rustix::fs::flock(file, FlockOperation::NonBlockingLockShared) {
-        Ok(()) => {
-            let _ = rustix::fs::flock(file, FlockOperation::Unlock);
-            false
-        }
-        Err(_) => true,
-    }
 }
 
 /// Reads one counters file (open read-write: mappings are shared). `Ok(None)` while its
