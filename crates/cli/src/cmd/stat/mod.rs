@@ -4,6 +4,7 @@
 
 mod prom;
 
+use super::printable;
 use crate::flags::stat::StatArgs;
 use anyhow::{Context as _, Result};
 use peregrine_report::thousands;
@@ -233,7 +234,7 @@ pub(crate) fn render_text(
             s,
             "\npid {}  {}  up {}  ({})",
             p.pid,
-            p.label,
+            printable(&p.label),
             uptime(p.start_unix_ns),
             p.file
         );
@@ -250,7 +251,13 @@ pub(crate) fn render_text(
                 let _ = writeln!(s, "  {}", plural(r.kind));
                 last = Some(r.kind);
             }
-            let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            // Another process wrote these bytes: escape control characters (a file written by
+            // hand could hold terminal escape sequences).
+            let labels: Vec<String> = r
+                .labels
+                .iter()
+                .map(|(k, v)| printable(&format!("{k}={v}")))
+                .collect();
             let _ = writeln!(s, "    {}", labels.join("  "));
             let mut hidden = 0;
             for v in &r.values {
@@ -277,7 +284,7 @@ pub(crate) fn render_text(
             }
         }
         for problem in &p.problems {
-            let _ = writeln!(s, "  skipped {problem}");
+            let _ = writeln!(s, "  skipped {}", printable(problem));
         }
     }
     for problem in &scan.problems {
