@@ -518,21 +518,19 @@ impl Publisher {
             PublisherInner::One(AnyPublisher::Ipc(_)) => Ok(()),
             other => cold_flush(other),
         };
-        self.tick(false);
+        self.tick();
         r
     }
 
-    /// The counters file's cadence for `flush` and `do_work`: write the values after work
-    /// was done, else once [`stat::PUBLISHER_EVERY_NS`] passed (the clock is read every
-    /// [`stat::PUBLISHER_CLOCK_CALLS`] calls). Not on every call: an idle loop calls them
-    /// millions of times a second, and the `subscribers` gauge reads the segment's
+    /// The counters file's cadence for `flush` and `do_work`: write the values once
+    /// [`stat::PUBLISHER_EVERY_NS`] passed (the clock is read every
+    /// [`stat::PUBLISHER_CLOCK_CALLS`] calls, from the first). Not on every call: a loop calls
+    /// them millions of times a second, and the `subscribers` gauge reads the segment's
     /// subscriber slots, lines the subscribers write.
     #[inline]
-    fn tick(&mut self, worked: bool) {
+    fn tick(&mut self) {
         self.stat_calls = self.stat_calls.wrapping_add(1);
-        if worked {
-            self.publish_counters();
-        } else if self.stat_calls % stat::PUBLISHER_CLOCK_CALLS == 1 {
+        if self.stat_calls % stat::PUBLISHER_CLOCK_CALLS == 1 {
             let now_ns = peregrine_agent::monotonic_ns();
             if now_ns.saturating_sub(self.stat_written_ns) >= stat::PUBLISHER_EVERY_NS {
                 self.publish_counters();
@@ -547,7 +545,7 @@ impl Publisher {
             PublisherInner::One(p) => p.do_work(),
             PublisherInner::Multi(p) => p.do_work(),
         };
-        self.tick(work > 0);
+        self.tick();
         work
     }
 

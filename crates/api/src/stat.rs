@@ -5,9 +5,8 @@
 //! so the data path pays next to nothing:
 //!
 //! - a publisher writes its counters every 256 offers (accepted or refused), and all its values
-//!   after a `do_work` that did work, on the first `flush` or `do_work` call and then on one
-//!   100 ms or more after it last wrote them (the clock is read every 64th call), and on
-//!   `close`;
+//!   on the first `flush` or `do_work` call and then on one 100 ms or more after it last wrote
+//!   them (the clock is read every 64th call), and on `close`;
 //! - a subscriber writes all its values every 64 polls that delivered, after 64 polls in a row
 //!   that found nothing since it delivered (so while it waits, not while it delivers), before an
 //!   idle strategy that may sleep or block (`backoff`, `block`) waits, and when it hands out an
@@ -53,8 +52,9 @@ impl ContextCounters {
     }
 }
 
-/// Value descriptors: `counters` as counters, then `gauges`.
-pub(crate) fn descriptors(
+/// Value descriptors: `counters` as counters, then `gauges` (for
+/// [`Context::counters_record`](crate::Context::counters_record)).
+pub fn descriptors(
     counters: &[&'static str],
     gauges: &[&'static str],
 ) -> Vec<(ValueKind, &'static str)> {

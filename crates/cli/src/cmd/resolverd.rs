@@ -15,22 +15,15 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
         max_clients_per_ip: a.max_clients_per_ip as usize,
     };
     let mut d = Daemon::bind(a.listen, cfg)?;
-    use peregrine::stat::{RecordType, ValueKind};
-    use peregrine_proto::resolverd::RelayCounters;
-    let file = peregrine_transport::stat::CountersFile::create(1);
-    let listen = d.local_addr().to_string();
-    let values: Vec<(ValueKind, &str)> = RelayCounters::NAMES
-        .iter()
-        .map(|n| (ValueKind::Counter, *n))
-        .chain([(ValueKind::Gauge, "clients")])
-        .collect();
-    let stat = match &file {
-        Ok(f) => f.record(RecordType::Relay, &[("listen", &listen)], &values),
-        Err(e) => {
-            tracing::warn!("counters stay private (peregrine stat will not see them): {e}");
-            peregrine::stat::Record::detached(values.len())
-        }
-    };
+    // A context of its own only for its counters file (it starts no resolver).
+    let stat = peregrine::Context::new().counters_record(
+        peregrine::stat::RecordType::Relay,
+        &[("listen", &d.local_addr().to_string())],
+        &peregrine::stat::descriptors(
+            &peregrine_proto::resolverd::RelayCounters::NAMES,
+            &["clients"],
+        ),
+    );
     let out = std::io::stdout();
     let mut out = out.lock();
     writeln!(out, "resolverd listening on {}", d.local_addr())?;

@@ -223,15 +223,7 @@ impl Server {
         let stat = ctx.counters_record(
             peregrine::stat::RecordType::Distributor,
             &[("listen", &listen), ("services", &services.join(","))],
-            &Counters::NAMES
-                .iter()
-                .map(|n| (peregrine::stat::ValueKind::Counter, *n))
-                .chain(
-                    DISTRIBUTOR_GAUGES
-                        .iter()
-                        .map(|n| (peregrine::stat::ValueKind::Gauge, *n)),
-                )
-                .collect::<Vec<_>>(),
+            &peregrine::stat::descriptors(Counters::NAMES, &DISTRIBUTOR_GAUGES),
         );
         Ok(Server {
             stat,
