@@ -186,6 +186,8 @@ impl Context {
             stat_calls: 0,
             stat_offers: 0,
             stat_written_ns: 0,
+            claims: 0,
+            staging: Vec::new(),
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
                 ipc,
                 net,
@@ -307,6 +309,8 @@ impl Context {
             stat_calls: 0,
             stat_offers: 0,
             stat_written_ns: 0,
+            claims: 0,
+            staging: Vec::new(),
             inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
             uri,
@@ -443,6 +447,34 @@ pub struct Publisher {
     stat_offers: u32,
     /// When the values were last written (monotonic ns).
     stat_written_ns: u64,
+    /// Claims made (the last one is the only one that may be committed).
+    claims: u64,
+    /// A claim's payload on the network transports and topic publishers, copied to the batch
+    /// at commit.
+    staging: Vec<u8>,
+}
+
+/// Room for one message claimed by [`Publisher::claim`]: write the payload through
+/// [`Publisher::claim_buffer`], then [`Publisher::commit`] it. Dropping it abandons the claim.
+#[derive(Debug)]
+#[must_use = "a claim publishes nothing until it is committed"]
+pub struct ClaimToken {
+    /// Which of the publisher's claims this is.
+    number: u64,
+    /// The transport's claim, on `ipc://`; `None` when the payload is staged.
+    ipc: Option<peregrine_transport::ipc::IpcClaim>,
+    len: usize,
+}
+
+impl ClaimToken {
+    /// The payload length claimed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a claim of an empty message.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Gauges after a publisher's counters: subscribers attached or followed now.
@@ -508,6 +540,87 @@ impl Publisher {
         let r = match &mut self.inner {
             PublisherInner::One(AnyPublisher::Ipc(p)) => p.offer_with(len, fill),
             other => cold_offer(other, len, fill),
+        };
+        self.count(r)
+    }
+
+    /// Claims room for a message of `len` bytes, to be written in place and then committed
+    /// with [`commit`](Self::commit) (zero copy on `ipc://`: the payload is written straight
+    /// into shared memory, and subscribers see nothing of it before the commit).
+    ///
+    /// On the network transports and on publishers by topic name the claim is a buffer of the
+    /// publisher's that the commit offers (one copy, as `offer`), and the commit may still be
+    /// refused by flow control. Only the latest claim can be committed; dropping a token
+    /// abandons its claim.
+    ///
+    /// ```
+    /// # let ctx = peregrine::Context::new();
+    /// # let uri = format!("ipc://doc-claim-{}", std::process::id());
+    /// let mut publisher = ctx.publisher("md.eq.AAPL", &uri)?;
+    /// let claim = publisher.claim(8)?;
+    /// publisher.claim_buffer(&claim).copy_from_slice(&42u64.to_le_bytes());
+    /// let sequence = publisher.commit(claim)?;
+    /// # assert_eq!(sequence, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn claim(&mut self, len: usize) -> Result<ClaimToken, OfferError> {
+        self.claims += 1;
+        let number = self.claims;
+        let r = match &mut self.inner {
+            PublisherInner::One(AnyPublisher::Ipc(p)) => p.claim(len).map(Some),
+            _ => {
+                let max = self.max_message_len();
+                if len > max {
+                    Err(OfferError::TooLarge { len, max })
+                } else {
+                    self.staging.clear();
+                    self.staging.resize(len, 0);
+                    Ok(None)
+                }
+            }
+        };
+        match r {
+            Ok(ipc) => Ok(ClaimToken { number, ipc, len }),
+            Err(e) => {
+                let _ = self.count(Err(e));
+                Err(e)
+            }
+        }
+    }
+
+    /// The payload bytes of `claim`, to write before committing it (their content is
+    /// unspecified until written).
+    pub fn claim_buffer(&mut self, claim: &ClaimToken) -> &mut [u8] {
+        match (&mut self.inner, &claim.ipc) {
+            (PublisherInner::One(AnyPublisher::Ipc(p)), Some(c))
+                if claim.number == self.claims && p.is_current(c) =>
+            {
+                p.claimed_payload(c)
+            }
+            // A stale token's buffer: the staging buffer, never the log, so writing it cannot
+            // disturb a frame published since (its commit will fail).
+            _ => {
+                self.staging.resize(claim.len, 0);
+                &mut self.staging[..claim.len]
+            }
+        }
+    }
+
+    /// Publishes what was written into `claim`; returns its sequence number. Fails with
+    /// [`OfferError::ClaimStale`] when it is not this publisher's latest claim or another
+    /// offer took its room since.
+    pub fn commit(&mut self, claim: ClaimToken) -> Result<u64, OfferError> {
+        let r = if claim.number != self.claims {
+            Err(OfferError::ClaimStale)
+        } else {
+            match (&mut self.inner, claim.ipc) {
+                (PublisherInner::One(AnyPublisher::Ipc(p)), Some(c)) => p.commit(c),
+                (_, Some(_)) => Err(OfferError::ClaimStale),
+                (inner, None) => {
+                    let staged = &self.staging[..claim.len];
+                    cold_offer(inner, staged.len(), |b| b.copy_from_slice(staged))
+                }
+            }
         };
         self.count(r)
     }

@@ -115,6 +115,9 @@ pub enum OfferError {
     /// another process: nothing more can be published on it. The path is leaked once per
     /// damaged publisher so that this error stays `Copy`.
     SegmentDamaged { path: &'static std::path::Path },
+    /// A claimed message was committed after another offer or commit on the same publisher
+    /// took its room: nothing was published. Claim again.
+    ClaimStale,
 }
 
 impl fmt::Display for OfferError {
@@ -126,6 +129,9 @@ impl fmt::Display for OfferError {
                 "message of {len} bytes exceeds this transport's maximum of {max} bytes (on ipc:// raise ?capacity=)"
             ),
             OfferError::Closed => f.write_str("the publisher is closed"),
+            OfferError::ClaimStale => f.write_str(
+                "the claim was overtaken by another offer or commit on this publisher and published nothing: claim again"
+            ),
             OfferError::SegmentDamaged { path } => write!(
                 f,
                 "shared-memory segment {} was truncated or damaged by another process of your user: this publisher cannot go on; create a new one",

@@ -27,7 +27,7 @@ pub mod sigbus;
 mod subscriber;
 
 pub use layout::SlowSubscriberPolicy;
-pub use publisher::IpcPublisher;
+pub use publisher::{IpcClaim, IpcPublisher};
 pub use subscriber::IpcSubscriber;
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};

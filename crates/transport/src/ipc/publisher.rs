@@ -13,6 +13,36 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 /// it back is still alive.
 const REAP_CHECK_EVERY: u32 = 4096;
 
+/// Room for one message claimed in the log by [`IpcPublisher::claim`], until it is committed
+/// (or dropped, which abandons it).
+#[derive(Debug)]
+#[must_use = "a claim publishes nothing until it is committed"]
+pub struct IpcClaim {
+    /// The frame's offset in the log.
+    off: usize,
+    /// The position before the PAD this claim may have written.
+    start: u64,
+    /// The frame's position (after that PAD): the publisher's position until the commit.
+    position: u64,
+    /// The claim position stored for this frame.
+    claim: u64,
+    clean_first: bool,
+    seq: u64,
+    len: usize,
+    aligned: u64,
+}
+
+impl IpcClaim {
+    /// The payload length claimed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a claim of an empty message.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// Publishes messages into a shared-memory log: one per name on the host.
 #[derive(Debug)]
 pub struct IpcPublisher {
@@ -165,6 +195,18 @@ impl IpcPublisher {
         len: usize,
         fill: F,
     ) -> Result<u64, OfferError> {
+        let claim = self.claim(len)?;
+        fill(self.claimed_payload(&claim));
+        Ok(self.commit_current(claim))
+    }
+
+    /// Claims room for a message of `len` bytes in the log: write its payload in place through
+    /// [`claimed_payload`](Self::claimed_payload), then [`commit`](Self::commit) it (zero
+    /// copy). Subscribers see nothing of it before the commit. Dropping the claim without
+    /// committing abandons it: the next claim or offer reuses the room and the sequence number.
+    /// Fails as `offer` does (back-pressure, too large, damaged segment).
+    #[inline(always)]
+    pub fn claim(&mut self, len: usize) -> Result<IpcClaim, OfferError> {
         if len > self.max_message {
             return Err(OfferError::TooLarge {
                 len,
@@ -198,16 +240,73 @@ impl IpcPublisher {
         }
         if pad != 0 {
             // SAFETY: [offset, capacity) is inside the log and below `claim`; in back-pressure
-            // mode no subscriber is still reading it (limit check above).
+            // mode no subscriber is still reading it (limit check above). A PAD is complete in
+            // itself: an abandoned claim leaves it, and the position after it, in place.
             unsafe { self.write_pad(offset, pad, seq) };
             self.position += pad;
         }
-        let off = (self.position & self.mask) as usize;
-        // SAFETY: the frame [off, off + aligned) does not wrap (PAD above) and is below `claim`.
+        Ok(IpcClaim {
+            off: (self.position & self.mask) as usize,
+            start,
+            position: self.position,
+            claim,
+            clean_first,
+            seq,
+            len,
+            aligned,
+        })
+    }
+
+    /// The payload bytes of `claim`, in the log (their previous content is unspecified). Only
+    /// for a claim that [`is_current`](Self::is_current): a stale one's bytes may belong to a
+    /// message published since.
+    #[inline(always)]
+    pub fn claimed_payload(&mut self, claim: &IpcClaim) -> &mut [u8] {
+        // SAFETY: the frame [off, off + aligned) does not wrap (a PAD filled the end of the log
+        // instead) and lies below the claim position stored by `claim`; no subscriber trusts
+        // it before its commit (invariant 1). `DATA_HEADER_LEN + len <= aligned`, and the
+        // `&mut self` borrow keeps this publisher from writing it meanwhile.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.log.add(claim.off + DATA_HEADER_LEN), claim.len)
+        }
+    }
+
+    /// True while `claim` can be committed: no offer or commit on this publisher came after it.
+    #[inline]
+    pub fn is_current(&self, claim: &IpcClaim) -> bool {
+        claim.position == self.position && claim.seq == self.next_sequence
+    }
+
+    /// Commits `claim`: subscribers receive its payload as written. Returns its sequence number,
+    /// or [`OfferError::ClaimStale`] when another offer or commit on this publisher came after
+    /// the claim (it took the claim's room; nothing is published).
+    #[inline(always)]
+    pub fn commit(&mut self, claim: IpcClaim) -> Result<u64, OfferError> {
+        if !self.is_current(&claim) {
+            return Err(OfferError::ClaimStale);
+        }
+        Ok(self.commit_current(claim))
+    }
+
+    /// Commits a claim known to be the current one.
+    #[inline(always)]
+    fn commit_current(&mut self, claim: IpcClaim) -> u64 {
+        let IpcClaim {
+            off,
+            start,
+            claim,
+            clean_first,
+            seq,
+            len,
+            aligned,
+            ..
+        } = claim;
+        let frame_len = DATA_HEADER_LEN + len;
+        // SAFETY: `off` starts a line of the log (8-byte aligned) and the frame's `frame_len`
+        // bytes are inside the log and below the claim position; no reader trusts them before
+        // the commit below (invariant 1).
         let frame = unsafe { self.log.add(off) };
-        // SAFETY: `frame` starts a line, so it is 8-byte aligned, and its `frame_len` bytes are
-        // inside the log and below `claim`; no reader trusts them before the commit below
-        // (invariant 1). The payload slice covers exactly `len` bytes after the fixed part.
+        // SAFETY: as above: the fixed part lies inside the frame.
         unsafe {
             write_header(
                 frame,
@@ -217,10 +316,6 @@ impl IpcPublisher {
                     words::stream_length(self.stream_id, len as u32),
                 ],
             );
-            fill(std::slice::from_raw_parts_mut(
-                frame.add(DATA_HEADER_LEN),
-                len,
-            ));
         }
         let next = self.position + aligned;
         // SAFETY: this frame's commit word: inside the log, 8-byte aligned (a line start plus
@@ -239,7 +334,7 @@ impl IpcPublisher {
         self.counters.messages += 1;
         self.counters.bytes += len as u64;
         self.wake_blocked();
-        Ok(seq)
+        seq
     }
 
     /// Marks the commit words of the lines in `[start + CLEAN_AHEAD, claim)` uncommitted.
