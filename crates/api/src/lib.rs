@@ -455,7 +455,8 @@ pub struct Publisher {
 }
 
 /// Room for one message claimed by [`Publisher::claim`]: write the payload through
-/// [`Publisher::claim_buffer`], then [`Publisher::commit`] it. Dropping it abandons the claim.
+/// [`Publisher::claim_buffer`], then [`Publisher::commit`] it. Dropping it uncommitted
+/// abandons the claim.
 #[derive(Debug)]
 #[must_use = "a claim publishes nothing until it is committed"]
 pub struct ClaimToken {
@@ -559,7 +560,7 @@ impl Publisher {
     /// let mut publisher = ctx.publisher("md.eq.AAPL", &uri)?;
     /// let claim = publisher.claim(8)?;
     /// publisher.claim_buffer(&claim).copy_from_slice(&42u64.to_le_bytes());
-    /// let sequence = publisher.commit(claim)?;
+    /// let sequence = publisher.commit(&claim)?;
     /// # assert_eq!(sequence, 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -607,13 +608,15 @@ impl Publisher {
     }
 
     /// Publishes what was written into `claim`; returns its sequence number. Fails with
-    /// [`OfferError::ClaimStale`] when it is not this publisher's latest claim or another
-    /// offer took its room since.
-    pub fn commit(&mut self, claim: ClaimToken) -> Result<u64, OfferError> {
+    /// [`OfferError::ClaimStale`] when it is not this publisher's latest claim, was committed
+    /// already, or another offer took its room since. On the network transports flow control
+    /// may refuse it ([`OfferError::BackPressured`]): the claim and its payload stay, to commit
+    /// again.
+    pub fn commit(&mut self, claim: &ClaimToken) -> Result<u64, OfferError> {
         let r = if claim.number != self.claims {
             Err(OfferError::ClaimStale)
         } else {
-            match (&mut self.inner, claim.ipc) {
+            match (&mut self.inner, &claim.ipc) {
                 (PublisherInner::One(AnyPublisher::Ipc(p)), Some(c)) => p.commit(c),
                 (_, Some(_)) => Err(OfferError::ClaimStale),
                 (inner, None) => {
@@ -622,6 +625,9 @@ impl Publisher {
                 }
             }
         };
+        if r.is_ok() {
+            self.claims += 1; // this token is stale now
+        }
         self.count(r)
     }
 

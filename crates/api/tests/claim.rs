@@ -39,7 +39,7 @@ fn a_committed_claim_is_delivered_and_an_abandoned_one_leaves_no_trace() {
         assert_eq!(claim.len(), len);
         let payload: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();
         publ.claim_buffer(&claim).copy_from_slice(&payload);
-        let seq = publ.commit(claim).unwrap();
+        let seq = publ.commit(&claim).unwrap();
         assert_eq!(seq, i as u64);
         sent.push((seq, payload));
         // Read as we go: the log holds a few messages only.
@@ -60,13 +60,14 @@ fn a_claim_overtaken_by_an_offer_publishes_nothing() {
     assert_eq!(publ.offer(b"first").unwrap(), 0);
     // The stale claim's buffer is not the log: writing it leaves the offered message intact.
     publ.claim_buffer(&claim).copy_from_slice(b"XXXX");
-    assert_eq!(publ.commit(claim), Err(OfferError::ClaimStale));
+    assert_eq!(publ.commit(&claim), Err(OfferError::ClaimStale));
     // Only the latest claim commits.
     let older = publ.claim(3).unwrap();
     let newer = publ.claim(3).unwrap();
     publ.claim_buffer(&newer).copy_from_slice(b"new");
-    assert_eq!(publ.commit(older), Err(OfferError::ClaimStale));
-    assert_eq!(publ.commit(newer).unwrap(), 1);
+    assert_eq!(publ.commit(&older), Err(OfferError::ClaimStale));
+    assert_eq!(publ.commit(&newer).unwrap(), 1);
+    assert_eq!(publ.commit(&newer), Err(OfferError::ClaimStale), "committed once only");
     let got = receive(&mut sub, &mut publ, 2);
     assert_eq!(got, vec![(0, b"first".to_vec()), (1, b"new".to_vec())]);
     assert_eq!(sub.poll(&mut |_| {}, 16), 0, "nothing else was published");
@@ -93,7 +94,7 @@ fn a_claim_over_udp_is_sent_at_commit() {
     for i in 0..20u8 {
         let claim = publ.claim(100).unwrap();
         publ.claim_buffer(&claim).fill(i);
-        let seq = publ.commit(claim).unwrap();
+        let seq = publ.commit(&claim).unwrap();
         sent.push((seq, vec![i; 100]));
     }
     publ.flush().unwrap();

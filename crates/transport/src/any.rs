@@ -146,7 +146,7 @@ impl AnyPublisher {
     /// log is closed when the publisher is dropped.
     pub fn close(&mut self) {
         match self {
-            AnyPublisher::Ipc(_) => {}
+            AnyPublisher::Ipc(p) => p.close(),
             AnyPublisher::Udp(p) => p.close(),
             AnyPublisher::Tcp(p) => p.close(),
         }

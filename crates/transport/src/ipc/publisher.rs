@@ -68,6 +68,8 @@ pub struct IpcPublisher {
     created: Created,
     /// The segment's path, leaked once it is found damaged (for the `Copy` error).
     damaged: Option<&'static std::path::Path>,
+    /// `close` was called: every claim fails with [`OfferError::Closed`].
+    closed: bool,
 }
 
 // SAFETY: `log` is the only field that is not `Send`; it points into `seg`'s mapping, which is
@@ -117,6 +119,7 @@ impl IpcPublisher {
             counters: PublisherCounters::default(),
             created,
             damaged: None,
+            closed: false,
             seg,
         })
     }
@@ -197,7 +200,7 @@ impl IpcPublisher {
     ) -> Result<u64, OfferError> {
         let claim = self.claim(len)?;
         fill(self.claimed_payload(&claim));
-        Ok(self.commit_current(claim))
+        Ok(self.commit_current(&claim))
     }
 
     /// Claims room for a message of `len` bytes in the log: write its payload in place through
@@ -279,10 +282,10 @@ impl IpcPublisher {
 
     /// Commits `claim`: subscribers receive its payload as written. Returns its sequence number,
     /// or [`OfferError::ClaimStale`] when another offer or commit on this publisher came after
-    /// the claim (it took the claim's room; nothing is published).
+    /// the claim (it took the claim's room; nothing is published). A committed claim is stale.
     #[inline(always)]
-    pub fn commit(&mut self, claim: IpcClaim) -> Result<u64, OfferError> {
-        if !self.is_current(&claim) {
+    pub fn commit(&mut self, claim: &IpcClaim) -> Result<u64, OfferError> {
+        if !self.is_current(claim) {
             return Err(OfferError::ClaimStale);
         }
         Ok(self.commit_current(claim))
@@ -290,8 +293,8 @@ impl IpcPublisher {
 
     /// Commits a claim known to be the current one.
     #[inline(always)]
-    fn commit_current(&mut self, claim: IpcClaim) -> u64 {
-        let IpcClaim {
+    fn commit_current(&mut self, claim: &IpcClaim) -> u64 {
+        let &IpcClaim {
             off,
             start,
             claim,
@@ -429,6 +432,9 @@ impl IpcPublisher {
     #[cold]
     #[inline(never)]
     fn refresh_limit(&mut self, claim: u64) -> Result<(), OfferError> {
+        if self.closed {
+            return Err(OfferError::Closed);
+        }
         if self.seg.damaged() {
             return Err(self.damaged_error());
         }
@@ -543,6 +549,18 @@ unsafe fn write_header(frame: *mut u8, [length_type, flags_session, stream_lengt
             .add(words::STREAM_LENGTH)
             .cast::<u64>()
             .write_volatile(stream_length);
+    }
+}
+
+impl IpcPublisher {
+    /// Ends the session: subscribers see it closed once they have read what was published;
+    /// later offers and claims fail with [`OfferError::Closed`]. The segment stays until the
+    /// publisher is dropped.
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.limit = 0; // every later claim goes through `refresh_limit`
+        self.seg.u32_at(CLOSED).store(1, Ordering::Release);
+        self.wake_all();
     }
 }
 
