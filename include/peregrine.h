@@ -278,7 +278,7 @@ int32_t pg_publish(pg_context *context, const char *topic, pg_publisher **out);
 // success writes the message's sequence number to `*sequence` unless `sequence` is NULL.
 // `PG_ERROR_BACK_PRESSURED`: nothing was sent; try again after the subscribers made room.
 int32_t pg_publisher_offer(pg_publisher *publisher,
-                           const uint8_t *data,
+                           const void *data,
                            size_t length,
                            uint64_t *sequence);
 
@@ -327,7 +327,7 @@ int32_t pg_publisher_max_message_len(pg_publisher *publisher, size_t *length);
 int32_t pg_publisher_subscriber_count(pg_publisher *publisher);
 
 // The publisher's counters into `*counters`.
-int32_t pg_publisher_counters(pg_publisher *publisher, pg_publisher_counters *counters);
+int32_t pg_publisher_get_counters(pg_publisher *publisher, pg_publisher_counters *counters);
 
 // Makes a subscriber of `topic` on the transport `uri` into `*out`, idling with `idle` (a
 // `pg_idle`) in `pg_subscriber_idle`. It may come before its publisher: it attaches when the
@@ -376,7 +376,7 @@ int32_t pg_subscriber_is_connected(pg_subscriber *subscriber);
 int32_t pg_subscriber_readable_fd(pg_subscriber *subscriber, int32_t *fd);
 
 // The subscriber's counters (summed over its sessions) into `*counters`.
-int32_t pg_subscriber_counters(pg_subscriber *subscriber, pg_subscriber_counters *counters);
+int32_t pg_subscriber_get_counters(pg_subscriber *subscriber, pg_subscriber_counters *counters);
 
 // Frees a subscriber (it detaches from its publishers); its handle is dead afterwards.
 int32_t pg_subscriber_free(pg_subscriber *subscriber);

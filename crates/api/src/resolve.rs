@@ -475,8 +475,11 @@ impl MultiPublisher {
         if let Some(n) = &mut self.net {
             n.close();
         }
-        // Dropping the log marks it closed for its subscribers and unlinks its name.
-        self.ipc = None;
+        // Marks the log closed for its subscribers (its name goes when the publisher is
+        // dropped); its counters stay readable.
+        if let Some(i) = &mut self.ipc {
+            i.close();
+        }
         if let Some((h, id)) = self.registration.take() {
             h.withdraw(id);
         }

@@ -467,7 +467,7 @@ pub unsafe extern "C" fn pg_publish(
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_offer(
     publisher: *mut pg_publisher,
-    data: *const u8,
+    data: *const c_void,
     length: usize,
     sequence: *mut u64,
 ) -> i32 {
@@ -489,7 +489,7 @@ pub unsafe extern "C" fn pg_publisher_offer(
                 }
                 // SAFETY: non-null; the caller promises `length` readable bytes at `data`,
                 // which live for the call.
-                unsafe { std::slice::from_raw_parts(data, length) }
+                unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) }
             };
             let seq = p.publisher.offer(payload)?;
             put_optional(sequence, seq)?;
@@ -689,7 +689,7 @@ pub unsafe extern "C" fn pg_publisher_subscriber_count(publisher: *mut pg_publis
 
 /// The publisher's counters into `*counters`.
 #[no_mangle]
-pub unsafe extern "C" fn pg_publisher_counters(
+pub unsafe extern "C" fn pg_publisher_get_counters(
     publisher: *mut pg_publisher,
     counters: *mut pg_publisher_counters,
 ) -> i32 {
@@ -1059,7 +1059,7 @@ pub unsafe extern "C" fn pg_subscriber_readable_fd(
 
 /// The subscriber's counters (summed over its sessions) into `*counters`.
 #[no_mangle]
-pub unsafe extern "C" fn pg_subscriber_counters(
+pub unsafe extern "C" fn pg_subscriber_get_counters(
     subscriber: *mut pg_subscriber,
     counters: *mut pg_subscriber_counters,
 ) -> i32 {

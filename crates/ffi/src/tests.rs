@@ -130,7 +130,7 @@ fn every_entry_point_refuses_null_and_bad_handles() {
                 "pg_subscribe_regex",
             );
             expected(
-                pg_publisher_offer(p, b"x".as_ptr(), 1, &mut seq),
+                pg_publisher_offer(p, b"x".as_ptr().cast(), 1, &mut seq),
                 "pg_publisher_offer",
             );
             expected(pg_publisher_claim(p, 1, &mut buf), "pg_publisher_claim");
@@ -148,7 +148,10 @@ fn every_entry_point_refuses_null_and_bad_handles() {
                 pg_publisher_subscriber_count(p),
                 "pg_publisher_subscriber_count",
             );
-            expected(pg_publisher_counters(p, &mut pc), "pg_publisher_counters");
+            expected(
+                pg_publisher_get_counters(p, &mut pc),
+                "pg_publisher_get_counters",
+            );
             expected(pg_publisher_free(p), "pg_publisher_free");
             expected(
                 pg_subscriber_poll(s, Some(count_messages), null_mut(), 10),
@@ -164,7 +167,10 @@ fn every_entry_point_refuses_null_and_bad_handles() {
                 pg_subscriber_readable_fd(s, &mut fd),
                 "pg_subscriber_readable_fd",
             );
-            expected(pg_subscriber_counters(s, &mut sc), "pg_subscriber_counters");
+            expected(
+                pg_subscriber_get_counters(s, &mut sc),
+                "pg_subscriber_get_counters",
+            );
             expected(pg_subscriber_free(s), "pg_subscriber_free");
         }
     }
@@ -174,7 +180,7 @@ fn every_entry_point_refuses_null_and_bad_handles() {
         assert_eq!(pg_context_new(&mut out_ctx), 0);
         let as_pub = out_ctx as *mut pg_publisher;
         assert_eq!(
-            pg_publisher_offer(as_pub, b"x".as_ptr(), 1, null_mut()),
+            pg_publisher_offer(as_pub, b"x".as_ptr().cast(), 1, null_mut()),
             PG_ERROR_BAD_HANDLE as i32
         );
         assert_eq!(pg_publisher_free(as_pub), PG_ERROR_BAD_HANDLE as i32);
@@ -236,12 +242,12 @@ fn null_arguments_are_refused_with_a_message() {
         assert_eq!(pg_publisher_claim(publ, 3, null_mut()), n);
         assert_eq!(pg_publisher_uri(publ, null_mut()), n);
         assert_eq!(pg_publisher_max_message_len(publ, null_mut()), n);
-        assert_eq!(pg_publisher_counters(publ, null_mut()), n);
+        assert_eq!(pg_publisher_get_counters(publ, null_mut()), n);
         assert_eq!(pg_subscriber_poll(sub, None, null_mut(), 1), n);
         assert!(last_error().contains("handler is NULL"), "{}", last_error());
         assert_eq!(pg_subscriber_next_event(sub, null_mut()), n);
         assert_eq!(pg_subscriber_readable_fd(sub, null_mut()), n);
-        assert_eq!(pg_subscriber_counters(sub, null_mut()), n);
+        assert_eq!(pg_subscriber_get_counters(sub, null_mut()), n);
         // Invalid values, named.
         let bad = [0xffu8, 0xfe, 0];
         assert_eq!(
@@ -302,7 +308,10 @@ fn messages_claims_events_and_counters_over_shared_memory() {
             0
         );
         let mut seq = u64::MAX;
-        assert_eq!(pg_publisher_offer(publ, b"hello".as_ptr(), 5, &mut seq), 0);
+        assert_eq!(
+            pg_publisher_offer(publ, b"hello".as_ptr().cast(), 5, &mut seq),
+            0
+        );
         assert_eq!(seq, 0);
         let mut buf: *mut u8 = null_mut();
         assert_eq!(pg_publisher_claim(publ, 4, &mut buf), 0);
@@ -312,7 +321,7 @@ fn messages_claims_events_and_counters_over_shared_memory() {
             "one claim at a time"
         );
         assert_eq!(
-            pg_publisher_offer(publ, b"x".as_ptr(), 1, null_mut()),
+            pg_publisher_offer(publ, b"x".as_ptr().cast(), 1, null_mut()),
             PG_ERROR_CLAIM as i32
         );
         std::ptr::copy_nonoverlapping(b"zero".as_ptr(), buf, 4);
@@ -330,7 +339,12 @@ fn messages_claims_events_and_counters_over_shared_memory() {
         let mut max = 0usize;
         assert_eq!(pg_publisher_max_message_len(publ, &mut max), 0);
         assert_eq!(
-            pg_publisher_offer(publ, vec![0u8; max + 1].as_ptr(), max + 1, null_mut()),
+            pg_publisher_offer(
+                publ,
+                vec![0u8; max + 1].as_ptr().cast(),
+                max + 1,
+                null_mut()
+            ),
             PG_ERROR_TOO_LARGE as i32
         );
         assert!(last_error().contains("exceeds"), "{}", last_error());
@@ -362,10 +376,10 @@ fn messages_claims_events_and_counters_over_shared_memory() {
         assert_eq!(ev.kind, pg_event_kind::PG_EVENT_CONNECTED as i32);
         assert_eq!(ev.sequence, 0);
         let mut pc = pg_publisher_counters::default();
-        assert_eq!(pg_publisher_counters(publ, &mut pc), 0);
+        assert_eq!(pg_publisher_get_counters(publ, &mut pc), 0);
         assert_eq!((pc.messages, pc.bytes), (2, 9));
         let mut sc = pg_subscriber_counters::default();
-        assert_eq!(pg_subscriber_counters(sub, &mut sc), 0);
+        assert_eq!(pg_subscriber_get_counters(sub, &mut sc), 0);
         assert_eq!((sc.messages, sc.bytes, sc.lost), (2, 9, 0));
         let mut uri_out: *const c_char = null();
         assert_eq!(pg_publisher_uri(publ, &mut uri_out), 0);
@@ -375,7 +389,7 @@ fn messages_claims_events_and_counters_over_shared_memory() {
         assert_eq!(fd, -1, "shared memory has no socket");
         assert_eq!(pg_publisher_close(publ), 0);
         assert_eq!(
-            pg_publisher_offer(publ, b"x".as_ptr(), 1, null_mut()),
+            pg_publisher_offer(publ, b"x".as_ptr().cast(), 1, null_mut()),
             PG_ERROR_CLOSED as i32
         );
         // The publisher closed: the subscriber hears it.
@@ -425,7 +439,7 @@ fn a_panic_becomes_an_error_and_poisons_the_handle() {
     // SAFETY: as above.
     unsafe {
         assert_eq!(
-            pg_publisher_offer(publ, b"x".as_ptr(), 1, null_mut()),
+            pg_publisher_offer(publ, b"x".as_ptr().cast(), 1, null_mut()),
             PG_ERROR_INTERNAL as i32
         );
         assert!(last_error().contains("free it"), "{}", last_error());

@@ -1,0 +1,272 @@
+//! The C examples (examples/c/), built by the system C compiler against include/peregrine.h
+//! and the library cargo built for this test, and run against each other across processes:
+//! a subscriber receiving and checking every byte from a publisher (over shared memory, over
+//! UDP, and by topic name), the ping-pong, and the C++ header check.
+//!
+//! Without a C (or C++) compiler the tests say so in one line and skip; under
+//! `PEREGRINE_REQUIRE_TOOLS=1` (.ci/run) that is a failure.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The folder holding libperegrine.so and .a: this test's profile folder (target/debug),
+/// where they are built first, once per run: `cargo test` builds a library crate's test
+/// harness, not its C libraries, so this runs `cargo build` for them (cargo does not hold its
+/// lock while tests run).
+fn lib_dir() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "-p", "peregrine-ffi", "--lib"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let out = build.output().unwrap();
+            assert!(
+                out.status.success(),
+                "cargo build -p peregrine-ffi failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                dir.join("libperegrine.so").exists(),
+                "cargo build -p peregrine-ffi left no libperegrine.so in {}",
+                dir.display()
+            );
+            dir
+        })
+        .clone()
+}
+
+/// Builds examples/c/`source` with `compiler` into this test's temporary folder.
+fn build(compiler: &Path, source: &str, extra: &[&str]) -> PathBuf {
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-examples");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    // One file per test and source: tests run in parallel and may build the same example.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("test")
+        .replace("::", "-");
+    let out = out_dir.join(format!("{}-{test}", source.split('.').next().unwrap()));
+    let lib = lib_dir();
+    let cpp = source.ends_with(".cpp");
+    let std = if cpp { "-std=c++17" } else { "-std=c11" };
+    let mut cmd = Command::new(compiler);
+    cmd.args([std, "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root().join("include"))
+        .arg(root().join("examples/c").join(source))
+        .arg("-o")
+        .arg(&out)
+        .args(extra);
+    if !extra.iter().any(|a| a.ends_with(".a")) {
+        cmd.arg("-L")
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lperegrine");
+    }
+    let result = cmd.output().unwrap();
+    assert!(
+        result.status.success(),
+        "{} failed on {source}:\n{}",
+        compiler.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+fn cc() -> Option<PathBuf> {
+    peregrine_testkit::program("cc", "apt-get install gcc")
+}
+
+/// Runs the subscriber example on `sub_uri`, waits for its "ready", then the publisher on
+/// `pub_uri`; both must succeed, and the subscriber must report every message.
+fn publisher_to_subscriber(cc: &Path, pub_uri: &str, sub_uri: &str, topic: &str, size: &str) {
+    let publisher = build(cc, "publisher.c", &[]);
+    let subscriber = build(cc, "subscriber.c", &[]);
+    let count = "20000";
+    let mut sub = Command::new(&subscriber)
+        .args([sub_uri, topic, count])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(sub.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let published = Command::new(&publisher)
+        .args([pub_uri, topic, count, size])
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "publisher: {}{}",
+        String::from_utf8_lossy(&published.stdout),
+        String::from_utf8_lossy(&published.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = sub.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the subscriber did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "subscriber: {rest:?} {err}");
+    let size: u64 = size.parse().unwrap();
+    assert_eq!(
+        rest,
+        vec![format!(
+            "received 20000 messages, {} bytes, lost 0",
+            20000 * size
+        )]
+    );
+    assert!(
+        String::from_utf8_lossy(&published.stdout)
+            .starts_with(&format!("published 20000 messages, {} bytes", 20000 * size)),
+        "{}",
+        String::from_utf8_lossy(&published.stdout)
+    );
+}
+
+#[test]
+fn c_publisher_to_c_subscriber_over_shared_memory() {
+    let Some(cc) = cc() else { return };
+    let uri = format!("ipc://c-example-{}?capacity=64k", std::process::id());
+    // 300-byte messages through a 64 KiB log: the publisher waits on back-pressure, and the
+    // claims go round the ring many times.
+    publisher_to_subscriber(&cc, &uri, &uri, "c.example", "300");
+}
+
+#[test]
+fn c_publisher_to_c_subscriber_over_udp() {
+    let Some(cc) = cc() else { return };
+    let port = 20_000 + std::process::id() % 20_000;
+    let uri = format!("udp://127.0.0.1:{port}");
+    publisher_to_subscriber(&cc, &uri, &uri, "c.example.udp", "1000");
+}
+
+#[test]
+fn c_publisher_to_c_subscriber_by_topic_name() {
+    let Some(cc) = cc() else { return };
+    let topic = format!("c.example.{}.quotes", std::process::id());
+    let pattern = format!("c.example.{}.*", std::process::id());
+    // The subscriber by glob, the publisher by name: topic resolution finds it.
+    let publisher = build(&cc, "publisher.c", &[]);
+    let subscriber = build(&cc, "subscriber.c", &[]);
+    let mut sub = Command::new(&subscriber)
+        .args(["-", &pattern, "5000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(sub.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let published = Command::new(&publisher)
+        .args(["-", &topic, "5000", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    let out = sub.wait_with_output().unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{rest:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rest, vec!["received 5000 messages, 320000 bytes, lost 0"]);
+}
+
+#[test]
+fn c_pingpong_across_processes() {
+    let Some(cc) = cc() else { return };
+    let exe = build(&cc, "pingpong.c", &[]);
+    let name = format!("c-pingpong-{}", std::process::id());
+    let mut pong = Command::new(&exe)
+        .args(["pong", &name])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ping = Command::new(&exe)
+        .args(["ping", &name, "20000", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ping.stderr)
+    );
+    let out = String::from_utf8(ping.stdout).unwrap();
+    let json: std::collections::BTreeMap<String, f64> = out
+        .trim()
+        .trim_matches(['{', '}'])
+        .split(',')
+        .map(|kv| {
+            let (k, v) = kv.split_once(':').unwrap();
+            (k.trim_matches('"').to_string(), v.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(json["count"], 20000.0);
+    assert_eq!(json["size"], 64.0);
+    assert!(json["min_ns"] > 0.0 && json["min_ns"] <= json["median_ns"]);
+    assert!(json["median_ns"] <= json["p99_ns"] && json["p99_ns"] <= json["max_ns"]);
+    // The ping side closing ends the pong side.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = pong.try_wait().unwrap() {
+            assert!(s.success(), "the pong side failed");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pong side did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_header_compiles_as_cpp_and_refuses_bad_handles() {
+    let Some(cxx) = peregrine_testkit::program("c++", "apt-get install g++") else {
+        return;
+    };
+    let exe = build(&cxx, "header_check.cpp", &[]);
+    let out = Command::new(&exe).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("from C++: ok"), "{text}");
+}
+
+#[test]
+fn the_static_library_links_on_its_own() {
+    let Some(cc) = cc() else { return };
+    let lib = lib_dir().join("libperegrine.a");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    let lib = lib.to_string_lossy().to_string();
+    let exe = build(&cc, "subscriber.c", &[&lib, "-lpthread", "-ldl", "-lm"]);
+    // Linked statically: it runs without the shared library on its path, and refuses its
+    // arguments as it should.
+    let out = Command::new(&exe).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));
+    let ldd = Command::new("ldd").arg(&exe).output();
+    if let Ok(ldd) = ldd {
+        assert!(
+            !String::from_utf8_lossy(&ldd.stdout).contains("libperegrine.so"),
+            "linked against the shared library"
+        );
+    }
+}
