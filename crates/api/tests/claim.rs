@@ -67,7 +67,11 @@ fn a_claim_overtaken_by_an_offer_publishes_nothing() {
     publ.claim_buffer(&newer).copy_from_slice(b"new");
     assert_eq!(publ.commit(&older), Err(OfferError::ClaimStale));
     assert_eq!(publ.commit(&newer).unwrap(), 1);
-    assert_eq!(publ.commit(&newer), Err(OfferError::ClaimStale), "committed once only");
+    assert_eq!(
+        publ.commit(&newer),
+        Err(OfferError::ClaimStale),
+        "committed once only"
+    );
     let got = receive(&mut sub, &mut publ, 2);
     assert_eq!(got, vec![(0, b"first".to_vec()), (1, b"new".to_vec())]);
     assert_eq!(sub.poll(&mut |_| {}, 16), 0, "nothing else was published");

@@ -53,6 +53,13 @@ struct Buffers {
     segs: [usize; RECV_BATCH],
 }
 
+// SAFETY: the raw pointers (in the iovecs and message headers) point only into heap
+// allocations this ring owns privately and never moves (the invariant above); nothing ties them
+// to a thread, and the kernel writes through them only during a receive call made with
+// `&mut self`. So a ring may move to another thread with its owner (a subscriber handed to a
+// Python or C thread). Not `Sync`: every use takes `&mut self`.
+unsafe impl Send for RecvRing {}
+
 impl std::fmt::Debug for RecvRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecvRing")

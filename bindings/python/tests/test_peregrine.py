@@ -1,0 +1,289 @@
+"""The Python package against real shared memory, sockets and processes.
+
+Run with pytest after `pip install bindings/python`. The tests that start a Rust
+`peregrine pub` process need its path in PEREGRINE_BIN (crates/cli/tests/python.rs sets it);
+without it they say so and skip.
+"""
+
+import array
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import peregrine
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
+
+
+def unique(what: str) -> str:
+    return f"py-{what}-{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
+
+
+def receive(sub, want: int, timeout: float = 10.0, publisher=None):
+    """Every message until `want` came or `timeout` passed, as (sequence, bytes, topic)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        if publisher is not None:
+            publisher.do_work()
+        batch = sub.poll(64)
+        got.extend((m.sequence, bytes(m.payload), m.topic) for m in batch)
+        if not batch:
+            time.sleep(0.0005)
+    return got
+
+
+def test_messages_arrive_in_order_with_their_payloads():
+    uri = f"ipc://{unique('order')}"
+    with peregrine.Context() as ctx, ctx.publisher("py.order", uri) as pub, ctx.subscriber(
+        "py.order", uri
+    ) as sub:
+        sent = [i.to_bytes(8, "little") + bytes([i % 251]) * (i % 100) for i in range(2000)]
+        for i, payload in enumerate(sent):
+            assert pub.offer(payload) == i
+        got = receive(sub, len(sent))
+        assert got == [(i, p, "py.order") for i, p in enumerate(sent)]
+        assert pub.counters()["messages"] == 2000
+        c = sub.counters()
+        assert (c["messages"], c["lost"], c["gaps"]) == (2000, 0, 0)
+        events = sub.events()
+        assert [e.kind for e in events] == ["connected"]
+        assert events[0].sequence == 0 and events[0].session_id == pub.session_id
+
+
+def test_payloads_are_memoryviews_of_one_buffer_per_poll():
+    uri = f"ipc://{unique('view')}"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.view", uri)
+        sub = ctx.subscriber("py.view", uri, idle="spin")
+        for i in range(3):
+            pub.offer(bytes([i]) * 5)
+        msgs = sub.poll(10)
+        assert len(msgs) == 3
+        views = [m.payload for m in msgs]
+        assert all(isinstance(v, memoryview) and v.readonly for v in views)
+        assert [bytes(v) for v in views] == [b"\x00" * 5, b"\x01" * 5, b"\x02" * 5]
+        # Views of one object: the poll's buffer, copied once from the transport.
+        assert views[0].obj is views[1].obj is views[2].obj
+        assert len(msgs[1]) == 5
+        # Still valid after later polls overwrote nothing of theirs.
+        pub.offer(b"later")
+        assert bytes(sub.poll(10)[0].payload) == b"later"
+        assert bytes(views[2]) == b"\x02" * 5
+
+
+def test_offer_takes_any_contiguous_buffer():
+    uri = f"ipc://{unique('buffers')}"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.buffers", uri)
+        sub = ctx.subscriber("py.buffers", uri, idle="spin")
+        pub.offer(b"bytes")
+        pub.offer(bytearray(b"bytearray"))
+        pub.offer(memoryview(b"..memoryview..")[2:-2])
+        pub.offer(array.array("B", b"array"))
+        pub.offer(b"")
+        assert [p for _, p, _ in receive(sub, 5)] == [
+            b"bytes",
+            b"bytearray",
+            b"memoryview",
+            b"array",
+            b"",
+        ]
+        with pytest.raises(ValueError, match="contiguous"):
+            pub.offer(memoryview(b"abcdef")[::2])
+        with pytest.raises(TypeError):
+            pub.offer("text is not bytes")
+
+
+def test_poll_batch_gives_columns():
+    uri = f"ipc://{unique('batch')}"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.batch", uri)
+        sub = ctx.subscriber("py.batch", uri, idle="spin")
+        sent = [b"a" * (i + 1) for i in range(100)]
+        for p in sent:
+            pub.offer(p)
+        batch = sub.poll_batch(4096)
+        assert len(batch) == 100
+        assert list(batch.sequences) == list(range(100))
+        offsets = list(batch.offsets)
+        assert offsets[0] == 0 and offsets[-1] == sum(len(p) for p in sent)
+        data = batch.data
+        assert [bytes(data[offsets[i] : offsets[i + 1]]) for i in range(100)] == sent
+        assert set(batch.session_ids) == {pub.session_id}
+        assert bytes(batch[-1].payload) == sent[-1] and batch[-1].sequence == 99
+        assert [m.sequence for m in batch] == list(range(100))
+        with pytest.raises(IndexError):
+            batch[100]
+        assert len(sub.poll_batch()) == 0
+
+
+def test_a_callback_that_raises_does_not_poison_the_subscriber():
+    uri = f"ipc://{unique('raise')}"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.raise", uri)
+        sub = ctx.subscriber("py.raise", uri, idle="spin")
+        for i in range(10):
+            pub.offer(bytes([i]))
+        seen = []
+
+        def handler(m):
+            seen.append(m.sequence)
+            if m.sequence == 2:
+                raise RuntimeError("the application failed on message 2")
+
+        with pytest.raises(RuntimeError, match="message 2"):
+            sub.poll_with(handler, 100)
+        assert seen == [0, 1, 2]
+        # The next poll goes on after the message that raised: nothing lost, nothing twice.
+        assert sub.poll_with(handler, 100) == 7
+        assert seen == list(range(10))
+        c = sub.counters()
+        assert (c["messages"], c["lost"]) == (10, 0)
+        pub.offer(b"more")
+        assert [bytes(m.payload) for m in sub.poll()] == [b"more"]
+
+
+def test_the_message_iterator_and_its_timeout():
+    uri = f"ipc://{unique('iter')}"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.iter", uri)
+        sub = ctx.subscriber("py.iter", uri, idle="backoff")
+        for i in range(50):
+            pub.offer(str(i).encode())
+        got = [bytes(m.payload) for m in sub.messages(timeout=0.5)]
+        assert got == [str(i).encode() for i in range(50)]
+        t0 = time.monotonic()
+        assert list(sub.messages(timeout=0.2)) == []
+        assert time.monotonic() - t0 >= 0.2
+        with pytest.raises(ValueError, match="timeout"):
+            sub.messages(timeout=-1)
+        pub.offer(b"first")
+        assert bytes(next(iter(sub)).payload) == b"first"
+
+
+def test_closing_and_errors_raise_with_the_library_message():
+    uri = f"ipc://{unique('errors')}"
+    ctx = peregrine.Context()
+    with ctx.publisher("py.errors", uri) as pub:
+        with pytest.raises(peregrine.MessageTooLarge, match="exceeds"):
+            pub.offer(b"x" * (pub.max_message_len + 1))
+    with pytest.raises(peregrine.Closed):
+        pub.offer(b"x")
+    assert pub.counters()["messages"] == 0
+    with ctx.subscriber("py.errors", uri) as sub:
+        pass
+    with pytest.raises(peregrine.Closed):
+        sub.poll()
+    with pytest.raises(peregrine.OpenError, match="smoke"):
+        ctx.publisher("py.errors", "smoke://nowhere")
+    with pytest.raises(ValueError, match="idle strategy 'lazy'"):
+        ctx.subscriber("py.errors", uri, idle="lazy")
+    with pytest.raises(peregrine.ConfigError, match="no_such_key"):
+        peregrine.Context("[udp]\nno_such_key = 1\n")
+    with pytest.raises(ValueError):
+        ctx.subscribe("(", regex=True)
+    assert issubclass(peregrine.BackPressured, peregrine.PeregrineError)
+    ctx.close()
+    with pytest.raises(peregrine.Closed):
+        ctx.publisher("py.errors", uri)
+
+
+def test_back_pressure_raises_and_nothing_is_lost():
+    uri = f"ipc://{unique('full')}?capacity=64k"
+    with peregrine.Context() as ctx:
+        pub = ctx.publisher("py.full", uri)
+        sub = ctx.subscriber("py.full", uri, idle="spin")
+        sent = 0
+        with pytest.raises(peregrine.BackPressured, match="back-pressured"):
+            while True:
+                pub.offer(sent.to_bytes(8, "little") * 16)
+                sent += 1
+        got = receive(sub, sent)
+        assert [s for s, _, _ in got] == list(range(sent))
+        assert pub.offer(b"room again") == sent
+
+
+def test_topic_resolution_by_glob_finds_a_publisher_by_name():
+    prefix = unique("resolve").replace("-", "_")
+    with peregrine.Context() as ctx:
+        sub = ctx.subscribe(f"{prefix}.*")
+        pub = ctx.publish(f"{prefix}.quotes")
+        deadline = time.monotonic() + 10
+        while pub.subscriber_count < 1:
+            assert time.monotonic() < deadline, "the subscriber never attached"
+            sub.poll()
+            pub.do_work()
+            time.sleep(0.001)
+        for i in range(100):
+            pub.offer(b"q%d" % i)
+        got = receive(sub, 100, publisher=pub)
+        assert [(p, t) for _, p, t in got] == [(b"q%d" % i, f"{prefix}.quotes") for i in range(100)]
+        kinds = [e.kind for e in sub.events()]
+        assert "source_found" in kinds
+        assert sub.sources()[0][1] == f"{prefix}.quotes"
+
+
+def test_a_python_subscriber_receives_from_a_rust_peregrine_pub_process():
+    exe = os.environ.get("PEREGRINE_BIN")
+    if not exe:
+        pytest.skip("PEREGRINE_BIN is not set (crates/cli/tests/python.rs sets it)")
+    topic = unique("rust").replace("-", "_") + ".feed"
+    with peregrine.Context() as ctx:
+        sub = ctx.subscribe(topic)
+        proc = subprocess.Popen(
+            [exe, "pub", topic, "--rate", "50k", "--count", "3000", "--size", "48",
+             "--wait-subscribers", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            got = receive(sub, 3000, timeout=30)
+        finally:
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err.decode()
+        assert len(got) == 3000
+        for i, (seq, payload, t) in enumerate(got):
+            assert seq == i and t == topic
+            assert len(payload) == 48
+            m = re.fullmatch(rb"#(\d+)\.*", payload)
+            assert m and int(m.group(1)) == i, payload
+        assert sub.counters()["lost"] == 0
+
+
+def test_the_pingpong_example_across_processes():
+    name = unique("pingpong")
+    pong = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "pingpong.py"), "pong", name], stderr=subprocess.PIPE
+    )
+    try:
+        ping = subprocess.run(
+            [sys.executable, str(EXAMPLES / "pingpong.py"), "ping", name, "2000"],
+            capture_output=True,
+            timeout=60,
+        )
+        assert ping.returncode == 0, ping.stderr.decode()
+        result = json.loads(ping.stdout)
+        assert result["count"] == 2000
+        assert 0 < result["min_ns"] <= result["median_ns"] <= result["p99_ns"] <= result["max_ns"]
+    finally:
+        assert pong.wait(timeout=30) == 0, pong.stderr.read().decode()
+
+
+def test_the_receive_cost_example_runs():
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "receive_cost.py"), "20000"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    result = json.loads(out.stdout)
+    for key in ("offer", "poll", "poll_batch", "poll_batch_loop"):
+        assert result[f"{key}_ns_per_msg"] > 0

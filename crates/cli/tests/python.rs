@@ -1,0 +1,89 @@
+//! The Python package (bindings/python), installed with one `pip install` of its folder into
+//! a virtual environment under target/, then tested by its pytest suite, which includes a
+//! Python subscriber receiving from this crate's `peregrine pub` process and the Python
+//! ping-pong across processes.
+//!
+//! Without Python (with venv) the test says so in one line and skips; under
+//! `PEREGRINE_REQUIRE_TOOLS=1` (.ci/run) that is a failure. pip fetches maturin and, when the
+//! interpreter has none, pytest from PyPI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{what} failed:\n{text}");
+    text
+}
+
+#[test]
+fn the_python_package_installs_with_pip_and_passes_its_tests() {
+    let Some(python) =
+        peregrine_testkit::program("python3", "apt-get install python3 python3-venv")
+    else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
+    let venv: PathBuf = target.join("python-venv");
+    let venv_python = venv.join("bin/python");
+    if !venv_python.exists() {
+        let made = Command::new(&python)
+            .args(["-m", "venv", "--system-site-packages"])
+            .arg(&venv)
+            .output()
+            .unwrap();
+        if !made.status.success() {
+            peregrine_testkit::skip(
+                &format!(
+                    "python3 cannot make a virtual environment ({}; apt-get install python3-venv)",
+                    String::from_utf8_lossy(&made.stderr).trim()
+                ),
+                ".ci/run installs it",
+            );
+            return;
+        }
+    }
+    let has_pytest = Command::new(&venv_python)
+        .args(["-c", "import pytest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_pytest {
+        run(
+            Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", "pytest"]),
+            "pip install pytest",
+        );
+    }
+    // One pip install of the folder, as the README says; the Rust build lands in
+    // target/python, so a second run rebuilds only what changed.
+    run(
+        Command::new(&venv_python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(root.join("bindings/python"))
+            .env("CARGO_TARGET_DIR", target.join("python")),
+        "pip install bindings/python",
+    );
+    let out = run(
+        Command::new(&venv_python)
+            .args(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
+            .arg(root.join("bindings/python/tests"))
+            .env("PEREGRINE_BIN", env!("CARGO_BIN_EXE_peregrine")),
+        "pytest bindings/python/tests",
+    );
+    assert!(
+        out.contains(" passed") && !out.contains("skipped") && !out.contains("SKIPPED"),
+        "every Python test runs:\n{out}"
+    );
+}
