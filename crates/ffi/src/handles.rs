@@ -10,17 +10,19 @@
 //! and no read-modify-write. Creation and freeing take a mutex.
 //!
 //! Invariants:
-//! 1. A slot's `object` is non-null exactly while a live object of kind `kind` owns the slot;
-//!    `generation` changes (under `ALLOC`) every time the slot is freed, before the slot is
-//!    reused, so a handle of an earlier generation never matches again (until the 32-bit
-//!    generation wraps: 4 billion frees of one slot).
+//! 1. A slot's `object` is non-null exactly while a live object owns the slot, and its `tag`
+//!    then holds `generation << 32 | kind << 1 | poisoned`. The generation changes (under
+//!    `ALLOC`) every time the slot is freed, before the slot is reused, so a handle of an
+//!    earlier generation never matches again (until the 32-bit generation wraps: 4 billion
+//!    frees of one slot). One load and one comparison check a handle's generation and kind
+//!    and that the object is not poisoned.
 //! 2. Chunks of slots are allocated once and never freed: a pointer read from `TABLE` stays
 //!    valid for the life of the process.
 //! 3. The object behind a live slot is used by one thread at a time (the caller's promise in
 //!    the header); freeing it while another thread uses it is the caller's error, as for any
 //!    C library.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 #[cfg(not(target_pointer_width = "64"))]
@@ -42,12 +44,18 @@ pub(crate) const MAX_HANDLES: usize = CHUNK_SLOTS * CHUNKS;
 
 #[derive(Debug)]
 struct Slot {
-    generation: AtomicU32,
-    kind: AtomicU8,
-    /// An internal error (a caught panic) left the object in an unknown state: every later
-    /// call but the free fails.
-    poisoned: AtomicBool,
+    /// `generation << 32 | kind << 1 | poisoned` (invariant 1). Poisoned: an internal error (a
+    /// caught panic) left the object in an unknown state, and every later call but the free
+    /// fails.
+    tag: AtomicU64,
     object: AtomicPtr<()>,
+}
+
+const POISONED: u64 = 1;
+
+/// The tag of a live, unpoisoned object of `kind` in a slot of `generation`.
+fn tag(generation: u32, kind: Kind) -> u64 {
+    (generation as u64) << 32 | (kind as u64) << 1
 }
 
 static TABLE: [AtomicPtr<Slot>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
@@ -85,7 +93,8 @@ fn slot(index: usize) -> Option<&'static Slot> {
     Some(unsafe { &*chunk.add(index % CHUNK_SLOTS) })
 }
 
-fn decode(handle: usize, kind: Kind) -> Result<(&'static Slot, u32), HandleError> {
+/// The slot a handle names and the tag it expects there.
+fn decode(handle: usize, kind: Kind) -> Result<(&'static Slot, u64), HandleError> {
     if handle == 0 {
         return Err(HandleError::Null);
     }
@@ -96,7 +105,7 @@ fn decode(handle: usize, kind: Kind) -> Result<(&'static Slot, u32), HandleError
     let index = ((h & 0xffff_ffff) >> 2) as usize;
     let generation = (h >> 32) as u32;
     let slot = slot(index).ok_or(HandleError::Bad)?;
-    Ok((slot, generation))
+    Ok((slot, tag(generation, kind)))
 }
 
 /// Moves `object` into a free slot; returns its handle.
@@ -112,9 +121,8 @@ pub(crate) fn insert<T>(kind: Kind, object: Box<T>) -> Result<usize, HandleError
             if i % CHUNK_SLOTS == 0 {
                 let chunk: Box<[Slot]> = (0..CHUNK_SLOTS)
                     .map(|_| Slot {
-                        generation: AtomicU32::new(1),
-                        kind: AtomicU8::new(0),
-                        poisoned: AtomicBool::new(false),
+                        // Generation 1, no kind: matches no handle.
+                        tag: AtomicU64::new(1 << 32),
                         object: AtomicPtr::new(std::ptr::null_mut()),
                     })
                     .collect();
@@ -126,11 +134,11 @@ pub(crate) fn insert<T>(kind: Kind, object: Box<T>) -> Result<usize, HandleError
         }
     };
     let slot = slot(index).expect("allocated above");
-    slot.kind.store(kind as u8, Ordering::Relaxed);
-    slot.poisoned.store(false, Ordering::Relaxed);
+    let generation = (slot.tag.load(Ordering::Relaxed) >> 32) as u32;
     slot.object
-        .store(Box::into_raw(object).cast(), Ordering::Release);
-    let generation = slot.generation.load(Ordering::Relaxed);
+        .store(Box::into_raw(object).cast(), Ordering::Relaxed);
+    // Release: a thread that sees the tag sees the object.
+    slot.tag.store(tag(generation, kind), Ordering::Release);
     Ok(((generation as u64) << 32 | (index as u64) << 2 | kind as u64) as usize)
 }
 
@@ -141,30 +149,33 @@ pub(crate) fn insert<T>(kind: Kind, object: Box<T>) -> Result<usize, HandleError
 /// to the same object (invariant 3).
 #[inline]
 pub(crate) unsafe fn get<'a, T>(handle: usize, kind: Kind) -> Result<&'a mut T, HandleError> {
-    let (slot, generation) = decode(handle, kind)?;
-    if slot.generation.load(Ordering::Acquire) != generation
-        || slot.kind.load(Ordering::Relaxed) != kind as u8
-    {
-        return Err(HandleError::Bad);
+    let (slot, expected) = decode(handle, kind)?;
+    let found = slot.tag.load(Ordering::Acquire);
+    if found != expected {
+        return Err(if found == expected | POISONED {
+            HandleError::Poisoned
+        } else {
+            HandleError::Bad
+        });
     }
-    let object = slot.object.load(Ordering::Acquire);
+    let object = slot.object.load(Ordering::Relaxed);
     if object.is_null() {
         return Err(HandleError::Bad);
     }
-    if slot.poisoned.load(Ordering::Relaxed) {
-        return Err(HandleError::Poisoned);
-    }
-    // SAFETY: a non-null object of a slot whose generation and kind match is a live Box<T>
-    // of that kind (invariant 1; the caller vouches for T), used by this thread alone.
+    // SAFETY: a non-null object of a slot whose tag matches is a live Box<T> of that kind
+    // (invariant 1; the caller vouches for T), used by this thread alone.
     Ok(unsafe { &mut *object.cast::<T>() })
 }
 
 /// Marks the object behind `handle` as left in an unknown state by an internal error.
 pub(crate) fn poison(handle: usize, kind: Kind) {
-    if let Ok((slot, generation)) = decode(handle, kind) {
-        if slot.generation.load(Ordering::Acquire) == generation {
-            slot.poisoned.store(true, Ordering::Relaxed);
-        }
+    if let Ok((slot, expected)) = decode(handle, kind) {
+        let _ = slot.tag.compare_exchange(
+            expected,
+            expected | POISONED,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -173,20 +184,23 @@ pub(crate) fn poison(handle: usize, kind: Kind) {
 /// # Safety
 /// `T` must be the type inserted with `kind`, and no other thread may be using the object.
 pub(crate) unsafe fn remove<T>(handle: usize, kind: Kind) -> Result<Box<T>, HandleError> {
-    let (slot, generation) = decode(handle, kind)?;
+    let (slot, expected) = decode(handle, kind)?;
     let index = ((handle as u64 & 0xffff_ffff) >> 2) as usize;
     let mut alloc = ALLOC.lock().unwrap_or_else(|e| e.into_inner());
-    if slot.generation.load(Ordering::Acquire) != generation
-        || slot.kind.load(Ordering::Relaxed) != kind as u8
-    {
+    // A poisoned object can be freed.
+    if slot.tag.load(Ordering::Acquire) & !POISONED != expected {
         return Err(HandleError::Bad);
     }
     let object = slot.object.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if object.is_null() {
         return Err(HandleError::Bad);
     }
-    slot.generation
-        .store(generation.wrapping_add(1).max(1), Ordering::Release);
+    let generation = (expected >> 32) as u32;
+    // The next generation, no kind: matches no handle until the slot is given out again.
+    slot.tag.store(
+        (generation.wrapping_add(1).max(1) as u64) << 32,
+        Ordering::Release,
+    );
     alloc.free.push(index);
     drop(alloc);
     // SAFETY: the object was a Box<T> (invariant 1; the caller vouches for T), and it is out of
