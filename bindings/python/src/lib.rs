@@ -827,74 +827,20 @@ struct Event {
 
 impl From<SubscriberEvent> for Event {
     fn from(e: SubscriberEvent) -> Self {
-        let mut ev = Event {
-            kind: "other",
-            session_id: None,
-            sequence: None,
-            count: None,
-            topic: None,
-            uri: None,
-            reason: None,
-        };
-        match e {
-            SubscriberEvent::Connected {
-                session_id,
-                first_sequence,
-            } => {
-                ev.kind = "connected";
-                ev.session_id = Some(session_id);
-                ev.sequence = Some(first_sequence);
-            }
-            SubscriberEvent::Lost {
-                session_id,
-                from_sequence,
-                count,
-            } => {
-                ev.kind = "lost";
-                ev.session_id = Some(session_id);
-                ev.sequence = Some(from_sequence);
-                ev.count = Some(count);
-            }
-            SubscriberEvent::PublisherClosed { session_id } => {
-                ev.kind = "publisher_closed";
-                ev.session_id = Some(session_id);
-            }
-            SubscriberEvent::PublisherDied { session_id } => {
-                ev.kind = "publisher_died";
-                ev.session_id = Some(session_id);
-            }
-            SubscriberEvent::AttachFailed { reason } => {
-                ev.kind = "attach_failed";
-                ev.reason = Some(reason);
-            }
-            SubscriberEvent::SegmentDamaged { session_id, reason } => {
-                ev.kind = "segment_damaged";
-                ev.session_id = Some(session_id);
-                ev.reason = Some(reason);
-            }
-            SubscriberEvent::SourceFound {
-                topic,
-                session_id,
-                uri,
-            } => {
-                ev.kind = "source_found";
-                ev.session_id = Some(session_id);
-                ev.topic = Some(topic);
-                ev.uri = Some(uri);
-            }
-            SubscriberEvent::SourceLost {
-                topic,
-                session_id,
-                reason,
-            } => {
-                ev.kind = "source_lost";
-                ev.session_id = Some(session_id);
-                ev.topic = Some(topic);
-                ev.reason = Some(reason.to_string());
-            }
-            other => ev.reason = Some(format!("{other:?}")),
+        let f = e.fields();
+        let kind = if f.kind.is_empty() { "other" } else { f.kind };
+        Event {
+            kind,
+            session_id: f.session_id,
+            sequence: f.sequence,
+            count: f.count,
+            topic: f.topic.map(str::to_string),
+            uri: f.uri.map(str::to_string),
+            reason: match kind {
+                "other" => Some(format!("{e:?}")),
+                _ => f.reason.map(str::to_string),
+            },
         }
-        ev
     }
 }
 

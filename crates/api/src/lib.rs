@@ -63,8 +63,8 @@ pub fn ipc_max_message_len(capacity: u64) -> usize {
 pub const IPC_DEFAULT_CAPACITY: u64 = IpcConfig::DEFAULT_CAPACITY;
 pub use peregrine_transport::uri::UnknownScheme;
 pub use peregrine_transport::{
-    Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters, SubscriberEvent,
-    UriError,
+    EventFields, Message, OfferError, OpenError, PublisherCounters, Scheme, SubscriberCounters,
+    SubscriberEvent, UriError,
 };
 
 /// One process's handle: configuration, topic resolution, and the factory of publishers and

@@ -23,7 +23,7 @@ mod handles;
 pub use error::pg_status;
 use error::{pg_status::*, Failure};
 use handles::Kind;
-use peregrine::{ClaimToken, Config, Context, IdleKind, Publisher, Subscriber, SubscriberEvent};
+use peregrine::{ClaimToken, Config, Context, IdleKind, Publisher, Subscriber};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -214,6 +214,19 @@ fn internal(panic: &(dyn std::any::Any + Send)) -> i32 {
     .report()
 }
 
+/// Frees the object behind `handle` (of `kind`, stored as a `T`).
+fn free<T>(handle: usize, kind: Kind, what: &str) -> i32 {
+    run(|| {
+        // SAFETY: each kind is inserted with its own type only (ContextObject,
+        // PublisherObject, SubscriberObject), which the callers below name; the header tells
+        // callers to free a handle while no other thread uses it.
+        let object =
+            unsafe { handles::remove::<T>(handle, kind) }.map_err(|e| Failure::handle(e, what))?;
+        drop(object);
+        Ok(0)
+    })
+}
+
 /// Runs `body` on the object behind `handle`; a panic poisons the handle.
 #[inline(always)]
 fn with<T>(
@@ -234,6 +247,33 @@ fn with<T>(
         handles::poison(handle, kind);
     }
     r
+}
+
+/// [`with`] for a publisher handle.
+#[inline(always)]
+fn with_publisher(
+    publisher: *mut pg_publisher,
+    body: impl FnOnce(&mut PublisherObject) -> Result<i32, Failure>,
+) -> i32 {
+    with(publisher as usize, Kind::Publisher, "publisher", body)
+}
+
+/// [`with`] for a subscriber handle.
+#[inline(always)]
+fn with_subscriber(
+    subscriber: *mut pg_subscriber,
+    body: impl FnOnce(&mut SubscriberObject) -> Result<i32, Failure>,
+) -> i32 {
+    with(subscriber as usize, Kind::Subscriber, "subscriber", body)
+}
+
+/// [`with`] for a context handle.
+#[inline(always)]
+fn with_context(
+    context: *mut pg_context,
+    body: impl FnOnce(&mut ContextObject) -> Result<i32, Failure>,
+) -> i32 {
+    with(context as usize, Kind::Context, "context", body)
 }
 
 /// The UTF-8 text at `p` (NUL-terminated).
@@ -386,14 +426,7 @@ pub unsafe extern "C" fn pg_context_with_config(
 /// need); topic resolution stops when the last of them is freed.
 #[no_mangle]
 pub unsafe extern "C" fn pg_context_free(context: *mut pg_context) -> i32 {
-    run(|| {
-        // SAFETY: contexts are inserted as ContextObject; the caller frees it while no other
-        // thread uses it (header preamble).
-        let object = unsafe { handles::remove::<ContextObject>(context as usize, Kind::Context) }
-            .map_err(|e| Failure::handle(e, "context"))?;
-        drop(object);
-        Ok(0)
-    })
+    free::<ContextObject>(context as usize, Kind::Context, "context")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,19 +457,14 @@ pub unsafe extern "C" fn pg_publisher_new(
     uri: *const c_char,
     out: *mut *mut pg_publisher,
 ) -> i32 {
-    with(
-        context as usize,
-        Kind::Context,
-        "context",
-        |c: &mut ContextObject| {
-            let topic = text(topic, "topic")?;
-            let uri = text(uri, "uri")?;
-            if out.is_null() {
-                return Err(Failure::null("out"));
-            }
-            new_publisher(c.context.publisher(topic, uri)?, out)
-        },
-    )
+    with_context(context, |c| {
+        let topic = text(topic, "topic")?;
+        let uri = text(uri, "uri")?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        new_publisher(c.context.publisher(topic, uri)?, out)
+    })
 }
 
 /// Makes a publisher of `topic` found by name through topic resolution (subscribers need no
@@ -447,18 +475,13 @@ pub unsafe extern "C" fn pg_publish(
     topic: *const c_char,
     out: *mut *mut pg_publisher,
 ) -> i32 {
-    with(
-        context as usize,
-        Kind::Context,
-        "context",
-        |c: &mut ContextObject| {
-            let topic = text(topic, "topic")?;
-            if out.is_null() {
-                return Err(Failure::null("out"));
-            }
-            new_publisher(c.context.publish(topic)?, out)
-        },
-    )
+    with_context(context, |c| {
+        let topic = text(topic, "topic")?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        new_publisher(c.context.publish(topic)?, out)
+    })
 }
 
 /// Publishes `length` bytes at `data` (copied; the caller keeps them). Never blocks. On
@@ -471,31 +494,26 @@ pub unsafe extern "C" fn pg_publisher_offer(
     length: usize,
     sequence: *mut u64,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            if p.claim.is_some() {
-                return Err(Failure::claim(
-                    "a claim is pending on this publisher: commit or abort it first",
-                ));
+    with_publisher(publisher, |p| {
+        if p.claim.is_some() {
+            return Err(Failure::claim(
+                "a claim is pending on this publisher: commit or abort it first",
+            ));
+        }
+        let payload = if length == 0 {
+            &[][..]
+        } else {
+            if data.is_null() {
+                return Err(Failure::null("data"));
             }
-            let payload = if length == 0 {
-                &[][..]
-            } else {
-                if data.is_null() {
-                    return Err(Failure::null("data"));
-                }
-                // SAFETY: non-null; the caller promises `length` readable bytes at `data`,
-                // which live for the call.
-                unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) }
-            };
-            let seq = p.publisher.offer(payload)?;
-            put_optional(sequence, seq)?;
-            Ok(0)
-        },
-    )
+            // SAFETY: non-null; the caller promises `length` readable bytes at `data`,
+            // which live for the call.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) }
+        };
+        let seq = p.publisher.offer(payload)?;
+        put_optional(sequence, seq)?;
+        Ok(0)
+    })
 }
 
 /// Claims room for a message of `length` bytes and writes the address where its payload goes
@@ -510,26 +528,21 @@ pub unsafe extern "C" fn pg_publisher_claim(
     length: usize,
     buffer: *mut *mut u8,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            if buffer.is_null() {
-                return Err(Failure::null("buffer"));
-            }
-            if p.claim.is_some() {
-                return Err(Failure::claim(
-                    "a claim is already pending on this publisher: commit or abort it first",
-                ));
-            }
-            let claim = p.publisher.claim(length)?;
-            let at = p.publisher.claim_buffer(&claim).as_mut_ptr();
-            put(buffer, at, "buffer")?;
-            p.claim = Some(claim);
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        if buffer.is_null() {
+            return Err(Failure::null("buffer"));
+        }
+        if p.claim.is_some() {
+            return Err(Failure::claim(
+                "a claim is already pending on this publisher: commit or abort it first",
+            ));
+        }
+        let claim = p.publisher.claim(length)?;
+        let at = p.publisher.claim_buffer(&claim).as_mut_ptr();
+        put(buffer, at, "buffer")?;
+        p.claim = Some(claim);
+        Ok(0)
+    })
 }
 
 /// Publishes the pending claim's payload as written; its sequence number goes to `*sequence`
@@ -540,60 +553,45 @@ pub unsafe extern "C" fn pg_publisher_commit(
     publisher: *mut pg_publisher,
     sequence: *mut u64,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            let Some(claim) = &p.claim else {
-                return Err(Failure::claim(
-                    "no claim is pending on this publisher: call pg_publisher_claim first",
-                ));
-            };
-            match p.publisher.commit(claim) {
-                Ok(seq) => {
-                    p.claim = None;
-                    put_optional(sequence, seq)?;
-                    Ok(0)
-                }
-                // Refused by flow control: the staged payload is intact; the claim stays.
-                Err(e @ peregrine::OfferError::BackPressured) => Err(e.into()),
-                Err(e) => {
-                    p.claim = None;
-                    Err(e.into())
-                }
+    with_publisher(publisher, |p| {
+        let Some(claim) = &p.claim else {
+            return Err(Failure::claim(
+                "no claim is pending on this publisher: call pg_publisher_claim first",
+            ));
+        };
+        match p.publisher.commit(claim) {
+            Ok(seq) => {
+                p.claim = None;
+                put_optional(sequence, seq)?;
+                Ok(0)
             }
-        },
-    )
+            // Refused by flow control: the staged payload is intact; the claim stays.
+            Err(e @ peregrine::OfferError::BackPressured) => Err(e.into()),
+            Err(e) => {
+                p.claim = None;
+                Err(e.into())
+            }
+        }
+    })
 }
 
 /// Abandons the pending claim: nothing is published, and the next offer or claim reuses its
 /// room and sequence number.
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_abort(publisher: *mut pg_publisher) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| match p.claim.take() {
-            Some(_) => Ok(0),
-            None => Err(Failure::claim("no claim is pending on this publisher")),
-        },
-    )
+    with_publisher(publisher, |p| match p.claim.take() {
+        Some(_) => Ok(0),
+        None => Err(Failure::claim("no claim is pending on this publisher")),
+    })
 }
 
 /// Sends whatever is batched (network transports in normal mode; a no-op on `ipc://`).
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_flush(publisher: *mut pg_publisher) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            p.publisher.flush()?;
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        p.publisher.flush()?;
+        Ok(0)
+    })
 }
 
 /// The publisher's duty cycle: sends a batch whose interval passed, heartbeats, answers
@@ -601,12 +599,9 @@ pub unsafe extern "C" fn pg_publisher_flush(publisher: *mut pg_publisher) -> i32
 /// more) or a negative code.
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_do_work(publisher: *mut pg_publisher) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| Ok(p.publisher.do_work().min(i32::MAX as usize) as i32),
-    )
+    with_publisher(publisher, |p| {
+        Ok(p.publisher.do_work().min(i32::MAX as usize) as i32)
+    })
 }
 
 /// Ends the session: sends what is batched and tells subscribers the stream ended (lingering
@@ -614,30 +609,17 @@ pub unsafe extern "C" fn pg_publisher_do_work(publisher: *mut pg_publisher) -> i
 /// `pg_publisher_free`, which closes too.
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_close(publisher: *mut pg_publisher) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            p.claim = None;
-            p.publisher.close();
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        p.claim = None;
+        p.publisher.close();
+        Ok(0)
+    })
 }
 
 /// Closes (if not yet) and frees a publisher; its handle is dead afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_free(publisher: *mut pg_publisher) -> i32 {
-    run(|| {
-        // SAFETY: publishers are inserted as PublisherObject; freed while no other thread uses
-        // it (header preamble).
-        let object =
-            unsafe { handles::remove::<PublisherObject>(publisher as usize, Kind::Publisher) }
-                .map_err(|e| Failure::handle(e, "publisher"))?;
-        drop(object);
-        Ok(0)
-    })
+    free::<PublisherObject>(publisher as usize, Kind::Publisher, "publisher")
 }
 
 /// The URI subscribers use (with the port bound for `:0`; for a publisher by topic, every URI
@@ -648,15 +630,10 @@ pub unsafe extern "C" fn pg_publisher_uri(
     publisher: *mut pg_publisher,
     uri: *mut *const c_char,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            put(uri, p.uri.as_ptr(), "uri")?;
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        put(uri, p.uri.as_ptr(), "uri")?;
+        Ok(0)
+    })
 }
 
 /// The largest message this publisher accepts, in bytes, into `*length`.
@@ -665,26 +642,18 @@ pub unsafe extern "C" fn pg_publisher_max_message_len(
     publisher: *mut pg_publisher,
     length: *mut usize,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            put(length, p.publisher.max_message_len(), "length")?;
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        put(length, p.publisher.max_message_len(), "length")?;
+        Ok(0)
+    })
 }
 
 /// Subscribers attached or followed now. Returns the count (0 or more) or a negative code.
 #[no_mangle]
 pub unsafe extern "C" fn pg_publisher_subscriber_count(publisher: *mut pg_publisher) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| Ok(p.publisher.subscriber_count().min(i32::MAX as usize) as i32),
-    )
+    with_publisher(publisher, |p| {
+        Ok(p.publisher.subscriber_count().min(i32::MAX as usize) as i32)
+    })
 }
 
 /// The publisher's counters into `*counters`.
@@ -693,29 +662,24 @@ pub unsafe extern "C" fn pg_publisher_get_counters(
     publisher: *mut pg_publisher,
     counters: *mut pg_publisher_counters,
 ) -> i32 {
-    with(
-        publisher as usize,
-        Kind::Publisher,
-        "publisher",
-        |p: &mut PublisherObject| {
-            let c = p.publisher.counters();
-            let out = pg_publisher_counters {
-                messages: c.messages,
-                bytes: c.bytes,
-                back_pressured: c.back_pressured,
-                subscribers_reaped: c.subscribers_reaped,
-                flow_dropped: c.flow_dropped,
-                joins_refused: c.joins_refused,
-                rate_limited: c.rate_limited,
-                naks_received: c.naks_received,
-                retransmitted: c.retransmitted,
-                retransmit_unavailable: c.retransmit_unavailable,
-                retransmit_refused: c.retransmit_refused,
-            };
-            put(counters, out, "counters")?;
-            Ok(0)
-        },
-    )
+    with_publisher(publisher, |p| {
+        let c = p.publisher.counters();
+        let out = pg_publisher_counters {
+            messages: c.messages,
+            bytes: c.bytes,
+            back_pressured: c.back_pressured,
+            subscribers_reaped: c.subscribers_reaped,
+            flow_dropped: c.flow_dropped,
+            joins_refused: c.joins_refused,
+            rate_limited: c.rate_limited,
+            naks_received: c.naks_received,
+            retransmitted: c.retransmitted,
+            retransmit_unavailable: c.retransmit_unavailable,
+            retransmit_refused: c.retransmit_refused,
+        };
+        put(counters, out, "counters")?;
+        Ok(0)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -751,20 +715,15 @@ pub unsafe extern "C" fn pg_subscriber_new(
     idle: i32,
     out: *mut *mut pg_subscriber,
 ) -> i32 {
-    with(
-        context as usize,
-        Kind::Context,
-        "context",
-        |c: &mut ContextObject| {
-            let topic = text(topic, "topic")?;
-            let uri = text(uri, "uri")?;
-            let idle = idle_kind(idle)?;
-            if out.is_null() {
-                return Err(Failure::null("out"));
-            }
-            new_subscriber(c.context.subscriber(topic, uri, idle)?, false, out)
-        },
-    )
+    with_context(context, |c| {
+        let topic = text(topic, "topic")?;
+        let uri = text(uri, "uri")?;
+        let idle = idle_kind(idle)?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        new_subscriber(c.context.subscriber(topic, uri, idle)?, false, out)
+    })
 }
 
 /// Makes a subscriber of every topic `pattern` matches, found by topic resolution, into
@@ -777,19 +736,14 @@ pub unsafe extern "C" fn pg_subscribe(
     idle: i32,
     out: *mut *mut pg_subscriber,
 ) -> i32 {
-    with(
-        context as usize,
-        Kind::Context,
-        "context",
-        |c: &mut ContextObject| {
-            let pattern = text(pattern, "pattern")?;
-            let idle = idle_kind(idle)?;
-            if out.is_null() {
-                return Err(Failure::null("out"));
-            }
-            new_subscriber(c.context.subscribe(pattern, idle)?, true, out)
-        },
-    )
+    with_context(context, |c| {
+        let pattern = text(pattern, "pattern")?;
+        let idle = idle_kind(idle)?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        new_subscriber(c.context.subscribe(pattern, idle)?, true, out)
+    })
 }
 
 /// `pg_subscribe` with a regular expression matched against whole topic names
@@ -801,21 +755,16 @@ pub unsafe extern "C" fn pg_subscribe_regex(
     idle: i32,
     out: *mut *mut pg_subscriber,
 ) -> i32 {
-    with(
-        context as usize,
-        Kind::Context,
-        "context",
-        |c: &mut ContextObject| {
-            let regex = text(regex, "regex")?;
-            let idle = idle_kind(idle)?;
-            if out.is_null() {
-                return Err(Failure::null("out"));
-            }
-            let pattern = peregrine::Pattern::new(peregrine::PatternKind::Regex, regex)
-                .map_err(|e| Failure::invalid(e.to_string()))?;
-            new_subscriber(c.context.subscribe_pattern(pattern, idle)?, true, out)
-        },
-    )
+    with_context(context, |c| {
+        let regex = text(regex, "regex")?;
+        let idle = idle_kind(idle)?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        let pattern = peregrine::Pattern::new(peregrine::PatternKind::Regex, regex)
+            .map_err(|e| Failure::invalid(e.to_string()))?;
+        new_subscriber(c.context.subscribe_pattern(pattern, idle)?, true, out)
+    })
 }
 
 /// Calls `handler(user, message)` for up to `limit` messages, in order, and returns how many
@@ -828,54 +777,49 @@ pub unsafe extern "C" fn pg_subscriber_poll(
     user: *mut c_void,
     limit: usize,
 ) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| {
-            let Some(handler) = handler else {
-                return Err(Failure::null("handler"));
-            };
-            let limit = limit.min(i32::MAX as usize);
-            let n = if s.by_pattern {
-                s.subscriber.poll_topic(
-                    &mut |topic: &str, m: peregrine::Message<'_>| {
-                        let msg = pg_message {
-                            payload: m.payload.as_ptr(),
-                            length: m.payload.len(),
-                            sequence: m.sequence,
-                            session_id: m.session_id,
-                            topic: topic.as_ptr().cast(),
-                            topic_length: topic.len(),
-                        };
-                        // SAFETY: a C function pointer given by the caller, called with the
-                        // caller's `user` and a message that lives for the call.
-                        unsafe { handler(user, &msg) }
-                    },
-                    limit,
-                )
-            } else {
-                let topic = s.topic.as_ptr();
-                let topic_length = s.topic.as_bytes().len();
-                s.subscriber.poll(
-                    &mut |m: peregrine::Message<'_>| {
-                        let msg = pg_message {
-                            payload: m.payload.as_ptr(),
-                            length: m.payload.len(),
-                            sequence: m.sequence,
-                            session_id: m.session_id,
-                            topic,
-                            topic_length,
-                        };
-                        // SAFETY: as above.
-                        unsafe { handler(user, &msg) }
-                    },
-                    limit,
-                )
-            };
-            Ok(n as i32)
-        },
-    )
+    with_subscriber(subscriber, |s| {
+        let Some(handler) = handler else {
+            return Err(Failure::null("handler"));
+        };
+        let limit = limit.min(i32::MAX as usize);
+        let n = if s.by_pattern {
+            s.subscriber.poll_topic(
+                &mut |topic: &str, m: peregrine::Message<'_>| {
+                    let msg = pg_message {
+                        payload: m.payload.as_ptr(),
+                        length: m.payload.len(),
+                        sequence: m.sequence,
+                        session_id: m.session_id,
+                        topic: topic.as_ptr().cast(),
+                        topic_length: topic.len(),
+                    };
+                    // SAFETY: a C function pointer given by the caller, called with the
+                    // caller's `user` and a message that lives for the call.
+                    unsafe { handler(user, &msg) }
+                },
+                limit,
+            )
+        } else {
+            let topic = s.topic.as_ptr();
+            let topic_length = s.topic.as_bytes().len();
+            s.subscriber.poll(
+                &mut |m: peregrine::Message<'_>| {
+                    let msg = pg_message {
+                        payload: m.payload.as_ptr(),
+                        length: m.payload.len(),
+                        sequence: m.sequence,
+                        session_id: m.session_id,
+                        topic,
+                        topic_length,
+                    };
+                    // SAFETY: as above.
+                    unsafe { handler(user, &msg) }
+                },
+                limit,
+            )
+        };
+        Ok(n as i32)
+    })
 }
 
 /// Applies the idle strategy after a poll that returned `work_count`: spin, yield, back off or
@@ -885,15 +829,10 @@ pub unsafe extern "C" fn pg_subscriber_idle(
     subscriber: *mut pg_subscriber,
     work_count: i32,
 ) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| {
-            s.subscriber.idle(work_count.max(0) as usize);
-            Ok(0)
-        },
-    )
+    with_subscriber(subscriber, |s| {
+        s.subscriber.idle(work_count.max(0) as usize);
+        Ok(0)
+    })
 }
 
 /// The next event, if any, into `*event`. Returns 1 when one was written, 0 when there is
@@ -903,139 +842,57 @@ pub unsafe extern "C" fn pg_subscriber_next_event(
     subscriber: *mut pg_subscriber,
     event: *mut pg_event,
 ) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| {
-            if event.is_null() {
-                return Err(Failure::null("event"));
+    with_subscriber(subscriber, |s| {
+        if event.is_null() {
+            return Err(Failure::null("event"));
+        }
+        let Some(e) = s.subscriber.next_event() else {
+            return Ok(0);
+        };
+        let f = e.fields();
+        use pg_event_kind::*;
+        let kind = match f.kind {
+            "connected" => PG_EVENT_CONNECTED,
+            "lost" => PG_EVENT_LOST,
+            "publisher_closed" => PG_EVENT_PUBLISHER_CLOSED,
+            "publisher_died" => PG_EVENT_PUBLISHER_DIED,
+            "attach_failed" => PG_EVENT_ATTACH_FAILED,
+            "segment_damaged" => PG_EVENT_SEGMENT_DAMAGED,
+            "source_found" => PG_EVENT_SOURCE_FOUND,
+            "source_lost" => PG_EVENT_SOURCE_LOST,
+            _ => PG_EVENT_OTHER,
+        };
+        let other = (kind == PG_EVENT_OTHER).then(|| format!("{e:?}"));
+        let reason = f.reason.or(other.as_deref());
+        let mut ptrs = [std::ptr::null(); 3];
+        for (i, t) in [f.topic, f.uri, reason].into_iter().enumerate() {
+            if let Some(t) = t {
+                s.event_text[i] = cstring(t);
+                ptrs[i] = s.event_text[i].as_ptr();
             }
-            let Some(e) = s.subscriber.next_event() else {
-                return Ok(0);
-            };
-            use pg_event_kind::*;
-            let (kind, session_id, sequence, count, topic, uri, reason) = match e {
-                SubscriberEvent::Connected {
-                    session_id,
-                    first_sequence,
-                } => (
-                    PG_EVENT_CONNECTED,
-                    session_id,
-                    first_sequence,
-                    0,
-                    None,
-                    None,
-                    None,
-                ),
-                SubscriberEvent::Lost {
-                    session_id,
-                    from_sequence,
-                    count,
-                } => (
-                    PG_EVENT_LOST,
-                    session_id,
-                    from_sequence,
-                    count,
-                    None,
-                    None,
-                    None,
-                ),
-                SubscriberEvent::PublisherClosed { session_id } => (
-                    PG_EVENT_PUBLISHER_CLOSED,
-                    session_id,
-                    0,
-                    0,
-                    None,
-                    None,
-                    None,
-                ),
-                SubscriberEvent::PublisherDied { session_id } => {
-                    (PG_EVENT_PUBLISHER_DIED, session_id, 0, 0, None, None, None)
-                }
-                SubscriberEvent::AttachFailed { reason } => {
-                    (PG_EVENT_ATTACH_FAILED, 0, 0, 0, None, None, Some(reason))
-                }
-                SubscriberEvent::SegmentDamaged { session_id, reason } => (
-                    PG_EVENT_SEGMENT_DAMAGED,
-                    session_id,
-                    0,
-                    0,
-                    None,
-                    None,
-                    Some(reason),
-                ),
-                SubscriberEvent::SourceFound {
-                    topic,
-                    session_id,
-                    uri,
-                } => (
-                    PG_EVENT_SOURCE_FOUND,
-                    session_id,
-                    0,
-                    0,
-                    Some(topic),
-                    Some(uri),
-                    None,
-                ),
-                SubscriberEvent::SourceLost {
-                    topic,
-                    session_id,
-                    reason,
-                } => (
-                    PG_EVENT_SOURCE_LOST,
-                    session_id,
-                    0,
-                    0,
-                    Some(topic),
-                    None,
-                    Some(reason.to_string()),
-                ),
-                other => (
-                    PG_EVENT_OTHER,
-                    0,
-                    0,
-                    0,
-                    None,
-                    None,
-                    Some(format!("{other:?}")),
-                ),
-            };
-            let mut ptrs = [std::ptr::null(); 3];
-            for (i, t) in [topic, uri, reason].into_iter().enumerate() {
-                if let Some(t) = t {
-                    s.event_text[i] = cstring(&t);
-                    ptrs[i] = s.event_text[i].as_ptr();
-                }
-            }
-            put(
-                event,
-                pg_event {
-                    kind: kind as i32,
-                    session_id,
-                    sequence,
-                    count,
-                    topic: ptrs[0],
-                    uri: ptrs[1],
-                    reason: ptrs[2],
-                },
-                "event",
-            )?;
-            Ok(1)
-        },
-    )
+        }
+        put(
+            event,
+            pg_event {
+                kind: kind as i32,
+                session_id: f.session_id.unwrap_or(0),
+                sequence: f.sequence.unwrap_or(0),
+                count: f.count.unwrap_or(0),
+                topic: ptrs[0],
+                uri: ptrs[1],
+                reason: ptrs[2],
+            },
+            "event",
+        )?;
+        Ok(1)
+    })
 }
 
 /// 1 when the subscriber is attached to a publisher (by pattern: to at least one), 0 when
 /// not, or a negative code.
 #[no_mangle]
 pub unsafe extern "C" fn pg_subscriber_is_connected(subscriber: *mut pg_subscriber) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| Ok(s.subscriber.is_connected() as i32),
-    )
+    with_subscriber(subscriber, |s| Ok(s.subscriber.is_connected() as i32))
 }
 
 /// The socket a `udp://` or `mcast://` subscriber receives on into `*fd`, for an application
@@ -1046,15 +903,10 @@ pub unsafe extern "C" fn pg_subscriber_readable_fd(
     subscriber: *mut pg_subscriber,
     fd: *mut i32,
 ) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| {
-            put(fd, s.subscriber.readable_fd().unwrap_or(-1), "fd")?;
-            Ok(0)
-        },
-    )
+    with_subscriber(subscriber, |s| {
+        put(fd, s.subscriber.readable_fd().unwrap_or(-1), "fd")?;
+        Ok(0)
+    })
 }
 
 /// The subscriber's counters (summed over its sessions) into `*counters`.
@@ -1063,41 +915,28 @@ pub unsafe extern "C" fn pg_subscriber_get_counters(
     subscriber: *mut pg_subscriber,
     counters: *mut pg_subscriber_counters,
 ) -> i32 {
-    with(
-        subscriber as usize,
-        Kind::Subscriber,
-        "subscriber",
-        |s: &mut SubscriberObject| {
-            let c = s.subscriber.counters();
-            let out = pg_subscriber_counters {
-                messages: c.messages,
-                bytes: c.bytes,
-                gaps: c.gaps,
-                lost: c.lost,
-                corrupt_frames: c.corrupt_frames,
-                duplicates: c.duplicates,
-                naks_sent: c.naks_sent,
-                retransmits_received: c.retransmits_received,
-                recovered: c.recovered,
-            };
-            put(counters, out, "counters")?;
-            Ok(0)
-        },
-    )
+    with_subscriber(subscriber, |s| {
+        let c = s.subscriber.counters();
+        let out = pg_subscriber_counters {
+            messages: c.messages,
+            bytes: c.bytes,
+            gaps: c.gaps,
+            lost: c.lost,
+            corrupt_frames: c.corrupt_frames,
+            duplicates: c.duplicates,
+            naks_sent: c.naks_sent,
+            retransmits_received: c.retransmits_received,
+            recovered: c.recovered,
+        };
+        put(counters, out, "counters")?;
+        Ok(0)
+    })
 }
 
 /// Frees a subscriber (it detaches from its publishers); its handle is dead afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn pg_subscriber_free(subscriber: *mut pg_subscriber) -> i32 {
-    run(|| {
-        // SAFETY: subscribers are inserted as SubscriberObject; freed while no other thread
-        // uses it (header preamble).
-        let object =
-            unsafe { handles::remove::<SubscriberObject>(subscriber as usize, Kind::Subscriber) }
-                .map_err(|e| Failure::handle(e, "subscriber"))?;
-        drop(object);
-        Ok(0)
-    })
+    free::<SubscriberObject>(subscriber as usize, Kind::Subscriber, "subscriber")
 }
 
 #[cfg(test)]

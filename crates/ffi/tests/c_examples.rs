@@ -270,3 +270,20 @@ fn the_static_library_links_on_its_own() {
         );
     }
 }
+
+#[test]
+fn the_offer_loop_moves_every_message() {
+    let Some(cc) = cc() else { return };
+    let exe = build(&cc, "offer_loop.c", &[]);
+    let out = Command::new(&exe).arg("10000").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Sequences 0..10000, each received once.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "10000 messages, sequence sum 49995000"
+    );
+}

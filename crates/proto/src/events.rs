@@ -47,3 +47,155 @@ pub enum SubscriberEvent {
         reason: &'static str,
     },
 }
+
+/// A [`SubscriberEvent`] as flat fields, for bindings that hand events to other languages (the
+/// C ABI's `pg_event`, Python's `peregrine.Event`): the kind's name and the fields it has.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventFields<'a> {
+    /// `connected`, `lost`, `publisher_closed`, `publisher_died`, `attach_failed`,
+    /// `segment_damaged`, `source_found`, `source_lost`.
+    pub kind: &'static str,
+    pub session_id: Option<u32>,
+    /// `connected`: the first sequence; `lost`: the first one lost.
+    pub sequence: Option<u64>,
+    /// `lost`: how many.
+    pub count: Option<u64>,
+    pub topic: Option<&'a str>,
+    pub uri: Option<&'a str>,
+    /// `attach_failed`, `segment_damaged`: why; `source_lost`: `withdrawn` or `expired`.
+    pub reason: Option<&'a str>,
+}
+
+impl SubscriberEvent {
+    /// The event as flat fields.
+    pub fn fields(&self) -> EventFields<'_> {
+        let f = EventFields::default();
+        match self {
+            SubscriberEvent::Connected {
+                session_id,
+                first_sequence,
+            } => EventFields {
+                kind: "connected",
+                session_id: Some(*session_id),
+                sequence: Some(*first_sequence),
+                ..f
+            },
+            SubscriberEvent::Lost {
+                session_id,
+                from_sequence,
+                count,
+            } => EventFields {
+                kind: "lost",
+                session_id: Some(*session_id),
+                sequence: Some(*from_sequence),
+                count: Some(*count),
+                ..f
+            },
+            SubscriberEvent::PublisherClosed { session_id } => EventFields {
+                kind: "publisher_closed",
+                session_id: Some(*session_id),
+                ..f
+            },
+            SubscriberEvent::PublisherDied { session_id } => EventFields {
+                kind: "publisher_died",
+                session_id: Some(*session_id),
+                ..f
+            },
+            SubscriberEvent::AttachFailed { reason } => EventFields {
+                kind: "attach_failed",
+                reason: Some(reason),
+                ..f
+            },
+            SubscriberEvent::SegmentDamaged { session_id, reason } => EventFields {
+                kind: "segment_damaged",
+                session_id: Some(*session_id),
+                reason: Some(reason),
+                ..f
+            },
+            SubscriberEvent::SourceFound {
+                topic,
+                session_id,
+                uri,
+            } => EventFields {
+                kind: "source_found",
+                session_id: Some(*session_id),
+                topic: Some(topic),
+                uri: Some(uri),
+                ..f
+            },
+            SubscriberEvent::SourceLost {
+                topic,
+                session_id,
+                reason,
+            } => EventFields {
+                kind: "source_lost",
+                session_id: Some(*session_id),
+                topic: Some(topic),
+                reason: Some(reason),
+                ..f
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_has_its_own_kind_and_its_fields() {
+        let events = [
+            SubscriberEvent::Connected {
+                session_id: 1,
+                first_sequence: 5,
+            },
+            SubscriberEvent::Lost {
+                session_id: 2,
+                from_sequence: 7,
+                count: 3,
+            },
+            SubscriberEvent::PublisherClosed { session_id: 3 },
+            SubscriberEvent::PublisherDied { session_id: 4 },
+            SubscriberEvent::AttachFailed {
+                reason: "no".into(),
+            },
+            SubscriberEvent::SegmentDamaged {
+                session_id: 5,
+                reason: "cut".into(),
+            },
+            SubscriberEvent::SourceFound {
+                topic: "t".into(),
+                session_id: 6,
+                uri: "ipc://x".into(),
+            },
+            SubscriberEvent::SourceLost {
+                topic: "t".into(),
+                session_id: 7,
+                reason: "expired",
+            },
+        ];
+        let kinds: Vec<&str> = events.iter().map(|e| e.fields().kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "connected",
+                "lost",
+                "publisher_closed",
+                "publisher_died",
+                "attach_failed",
+                "segment_damaged",
+                "source_found",
+                "source_lost"
+            ]
+        );
+        let lost = events[1].fields();
+        assert_eq!(
+            (lost.session_id, lost.sequence, lost.count),
+            (Some(2), Some(7), Some(3))
+        );
+        let found = events[6].fields();
+        assert_eq!((found.topic, found.uri), (Some("t"), Some("ipc://x")));
+        assert_eq!(events[7].fields().reason, Some("expired"));
+        assert_eq!(events[4].fields().session_id, None);
+    }
+}

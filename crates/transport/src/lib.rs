@@ -23,7 +23,7 @@ pub use error::{OfferError, OpenError};
 pub use peregrine_proto::counters::{PublisherCounters, SubscriberCounters};
 pub use uri::{Scheme, Uri, UriError};
 
-pub use peregrine_proto::events::{Message, SubscriberEvent};
+pub use peregrine_proto::events::{EventFields, Message, SubscriberEvent};
 
 /// The sending side of a transport session.
 pub trait TransportPublisher {
