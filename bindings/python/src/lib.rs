@@ -71,6 +71,19 @@ fn idle_kind(name: &str) -> PyResult<IdleKind> {
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Counters as a dict of name to value.
+fn counters_dict<'py>(
+    py: Python<'py>,
+    names: &[&str],
+    values: &[u64],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, value) in names.iter().zip(values) {
+        d.set_item(name, value)?;
+    }
+    Ok(d)
+}
+
 /// Locks an object's Rust half (a Python object may be shared between threads).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -281,11 +294,7 @@ impl Publisher {
     /// The counters, by name (messages, bytes, back_pressured...).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = lock(&self.inner).counters();
-        let d = PyDict::new(py);
-        for (name, value) in peregrine::PublisherCounters::NAMES.iter().zip(c.values()) {
-            d.set_item(name, value)?;
-        }
-        Ok(d)
+        counters_dict(py, &peregrine::PublisherCounters::NAMES, &c.values())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -728,11 +737,7 @@ impl Subscriber {
     /// The counters, by name (messages, bytes, gaps, lost...).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.state()?.subscriber.counters();
-        let d = PyDict::new(py);
-        for (name, value) in peregrine::SubscriberCounters::NAMES.iter().zip(c.values()) {
-            d.set_item(name, value)?;
-        }
-        Ok(d)
+        counters_dict(py, &peregrine::SubscriberCounters::NAMES, &c.values())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

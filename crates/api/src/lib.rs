@@ -188,6 +188,7 @@ impl Context {
             stat_written_ns: 0,
             claims: 0,
             staging: Vec::new(),
+            discard: Vec::new(),
             inner: PublisherInner::Multi(Box::new(resolve::MultiPublisher::new(
                 ipc,
                 net,
@@ -311,6 +312,7 @@ impl Context {
             stat_written_ns: 0,
             claims: 0,
             staging: Vec::new(),
+            discard: Vec::new(),
             inner: PublisherInner::One(publisher),
             topic: topic.to_string(),
             uri,
@@ -452,6 +454,9 @@ pub struct Publisher {
     /// A claim's payload on the network transports and topic publishers, copied to the batch
     /// at commit.
     staging: Vec<u8>,
+    /// What a stale claim's buffer is: written, never published (and never the log or the
+    /// latest claim's staging).
+    discard: Vec<u8>,
 }
 
 /// Room for one message claimed by [`Publisher::claim`]: write the payload through
@@ -592,17 +597,17 @@ impl Publisher {
     /// The payload bytes of `claim`, to write before committing it (their content is
     /// unspecified until written).
     pub fn claim_buffer(&mut self, claim: &ClaimToken) -> &mut [u8] {
+        let latest = claim.number == self.claims;
         match (&mut self.inner, &claim.ipc) {
-            (PublisherInner::One(AnyPublisher::Ipc(p)), Some(c))
-                if claim.number == self.claims && p.is_current(c) =>
-            {
+            (PublisherInner::One(AnyPublisher::Ipc(p)), Some(c)) if latest && p.is_current(c) => {
                 p.claimed_payload(c)
             }
-            // A stale token's buffer: the staging buffer, never the log, so writing it cannot
-            // disturb a frame published since (its commit will fail).
+            (_, None) if latest => &mut self.staging[..claim.len],
+            // A stale token's buffer: neither the log nor the latest claim's, so writing it
+            // cannot disturb a frame published since or a claim made since (its commit fails).
             _ => {
-                self.staging.resize(claim.len, 0);
-                &mut self.staging[..claim.len]
+                self.discard.resize(claim.len, 0);
+                &mut self.discard[..claim.len]
             }
         }
     }

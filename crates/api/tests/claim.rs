@@ -94,7 +94,13 @@ fn a_claim_over_udp_is_sent_at_commit() {
         sub.poll(&mut |_| {}, 16);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut sent = Vec::new();
+    // A stale claim's buffer is not the latest claim's.
+    let stale = publ.claim(100).unwrap();
+    let latest = publ.claim(100).unwrap();
+    publ.claim_buffer(&latest).fill(0xaa);
+    publ.claim_buffer(&stale).fill(0xbb);
+    assert_eq!(publ.commit(&stale), Err(OfferError::ClaimStale));
+    let mut sent = vec![(publ.commit(&latest).unwrap(), vec![0xaa; 100])];
     for i in 0..20u8 {
         let claim = publ.claim(100).unwrap();
         publ.claim_buffer(&claim).fill(i);
@@ -102,7 +108,7 @@ fn a_claim_over_udp_is_sent_at_commit() {
         sent.push((seq, vec![i; 100]));
     }
     publ.flush().unwrap();
-    assert_eq!(receive(&mut sub, &mut publ, 20), sent);
+    assert_eq!(receive(&mut sub, &mut publ, 21), sent);
     assert!(matches!(
         publ.claim(publ.max_message_len() + 1),
         Err(OfferError::TooLarge { .. })

@@ -89,14 +89,20 @@ fn cc() -> Option<PathBuf> {
     peregrine_testkit::program("cc", "apt-get install gcc")
 }
 
-/// Runs the subscriber example on `sub_uri`, waits for its "ready", then the publisher on
-/// `pub_uri`; both must succeed, and the subscriber must report every message.
-fn publisher_to_subscriber(cc: &Path, pub_uri: &str, sub_uri: &str, topic: &str, size: &str) {
+/// Runs the subscriber example (`sub_uri`, `sub_topic`: "-" and a glob for topic
+/// resolution), waits for its "ready", then the publisher; both must succeed, and the
+/// subscriber must report every one of `count` messages of `size` bytes.
+fn publisher_to_subscriber(
+    cc: &Path,
+    (pub_uri, pub_topic): (&str, &str),
+    (sub_uri, sub_topic): (&str, &str),
+    count: u64,
+    size: u64,
+) {
     let publisher = build(cc, "publisher.c", &[]);
     let subscriber = build(cc, "subscriber.c", &[]);
-    let count = "20000";
     let mut sub = Command::new(&subscriber)
-        .args([sub_uri, topic, count])
+        .args([sub_uri, sub_topic, &count.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -104,7 +110,7 @@ fn publisher_to_subscriber(cc: &Path, pub_uri: &str, sub_uri: &str, topic: &str,
     let mut lines = BufReader::new(sub.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     let published = Command::new(&publisher)
-        .args([pub_uri, topic, count, size])
+        .args([pub_uri, pub_topic, &count.to_string(), &size.to_string()])
         .output()
         .unwrap();
     assert!(
@@ -125,17 +131,18 @@ fn publisher_to_subscriber(cc: &Path, pub_uri: &str, sub_uri: &str, topic: &str,
     let mut err = String::new();
     std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "subscriber: {rest:?} {err}");
-    let size: u64 = size.parse().unwrap();
     assert_eq!(
         rest,
         vec![format!(
-            "received 20000 messages, {} bytes, lost 0",
-            20000 * size
+            "received {count} messages, {} bytes, lost 0",
+            count * size
         )]
     );
     assert!(
-        String::from_utf8_lossy(&published.stdout)
-            .starts_with(&format!("published 20000 messages, {} bytes", 20000 * size)),
+        String::from_utf8_lossy(&published.stdout).starts_with(&format!(
+            "published {count} messages, {} bytes",
+            count * size
+        )),
         "{}",
         String::from_utf8_lossy(&published.stdout)
     );
@@ -147,7 +154,7 @@ fn c_publisher_to_c_subscriber_over_shared_memory() {
     let uri = format!("ipc://c-example-{}?capacity=64k", std::process::id());
     // 300-byte messages through a 64 KiB log: the publisher waits on back-pressure, and the
     // claims go round the ring many times.
-    publisher_to_subscriber(&cc, &uri, &uri, "c.example", "300");
+    publisher_to_subscriber(&cc, (&uri, "c.example"), (&uri, "c.example"), 20_000, 300);
 }
 
 #[test]
@@ -155,7 +162,13 @@ fn c_publisher_to_c_subscriber_over_udp() {
     let Some(cc) = cc() else { return };
     let port = 20_000 + std::process::id() % 20_000;
     let uri = format!("udp://127.0.0.1:{port}");
-    publisher_to_subscriber(&cc, &uri, &uri, "c.example.udp", "1000");
+    publisher_to_subscriber(
+        &cc,
+        (&uri, "c.example.udp"),
+        (&uri, "c.example.udp"),
+        20_000,
+        1000,
+    );
 }
 
 #[test]
@@ -164,33 +177,7 @@ fn c_publisher_to_c_subscriber_by_topic_name() {
     let topic = format!("c.example.{}.quotes", std::process::id());
     let pattern = format!("c.example.{}.*", std::process::id());
     // The subscriber by glob, the publisher by name: topic resolution finds it.
-    let publisher = build(&cc, "publisher.c", &[]);
-    let subscriber = build(&cc, "subscriber.c", &[]);
-    let mut sub = Command::new(&subscriber)
-        .args(["-", &pattern, "5000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(sub.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let published = Command::new(&publisher)
-        .args(["-", &topic, "5000", "64"])
-        .output()
-        .unwrap();
-    assert!(
-        published.status.success(),
-        "{}",
-        String::from_utf8_lossy(&published.stderr)
-    );
-    let out = sub.wait_with_output().unwrap();
-    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    assert!(
-        out.status.success(),
-        "{rest:?} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(rest, vec!["received 5000 messages, 320000 bytes, lost 0"]);
+    publisher_to_subscriber(&cc, ("-", &topic), ("-", &pattern), 5000, 64);
 }
 
 #[test]
