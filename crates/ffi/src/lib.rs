@@ -290,8 +290,9 @@ fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, Failure> {
         .map_err(|e| Failure::invalid(format!("{what} is not UTF-8 ({e}): give UTF-8 text")))
 }
 
-/// Writes `value` to the caller's `out`.
-fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), Failure> {
+/// Checks that `out` can take a value (not NULL, aligned): constructors check before they
+/// make the object, so a bad output pointer leaks nothing.
+fn check_out<T>(out: *mut T, what: &str) -> Result<(), Failure> {
     if out.is_null() {
         return Err(Failure::null(what));
     }
@@ -300,6 +301,12 @@ fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), Failure> {
             "{what} is not aligned for its type"
         )));
     }
+    Ok(())
+}
+
+/// Writes `value` to the caller's `out`.
+fn put<T>(out: *mut T, value: T, what: &str) -> Result<(), Failure> {
+    check_out(out, what)?;
     // SAFETY: non-null and aligned; the caller promises it points to writable memory of the
     // type (header preamble).
     unsafe { out.write(value) };
@@ -373,9 +380,7 @@ pub extern "C" fn pg_status_name(status: i32) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn pg_context_new(out: *mut *mut pg_context) -> i32 {
     run(|| {
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         let h = insert(
             Kind::Context,
             ContextObject {
@@ -393,9 +398,7 @@ pub unsafe extern "C" fn pg_context_new(out: *mut *mut pg_context) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn pg_context_from_env(out: *mut *mut pg_context) -> i32 {
     run(|| {
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         let context = Context::from_env()?;
         let h = insert(Kind::Context, ContextObject { context })?;
         put(out, h as *mut pg_context, "out")?;
@@ -412,9 +415,7 @@ pub unsafe extern "C" fn pg_context_with_config(
 ) -> i32 {
     run(|| {
         let toml = text(toml, "toml")?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         let context = Context::with_config(Config::from_toml(toml, "pg_context_with_config")?);
         let h = insert(Kind::Context, ContextObject { context })?;
         put(out, h as *mut pg_context, "out")?;
@@ -460,9 +461,7 @@ pub unsafe extern "C" fn pg_publisher_new(
     with_context(context, |c| {
         let topic = text(topic, "topic")?;
         let uri = text(uri, "uri")?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         new_publisher(c.context.publisher(topic, uri)?, out)
     })
 }
@@ -477,9 +476,7 @@ pub unsafe extern "C" fn pg_publish(
 ) -> i32 {
     with_context(context, |c| {
         let topic = text(topic, "topic")?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         new_publisher(c.context.publish(topic)?, out)
     })
 }
@@ -719,9 +716,7 @@ pub unsafe extern "C" fn pg_subscriber_new(
         let topic = text(topic, "topic")?;
         let uri = text(uri, "uri")?;
         let idle = idle_kind(idle)?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         new_subscriber(c.context.subscriber(topic, uri, idle)?, false, out)
     })
 }
@@ -739,9 +734,7 @@ pub unsafe extern "C" fn pg_subscribe(
     with_context(context, |c| {
         let pattern = text(pattern, "pattern")?;
         let idle = idle_kind(idle)?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         new_subscriber(c.context.subscribe(pattern, idle)?, true, out)
     })
 }
@@ -758,9 +751,7 @@ pub unsafe extern "C" fn pg_subscribe_regex(
     with_context(context, |c| {
         let regex = text(regex, "regex")?;
         let idle = idle_kind(idle)?;
-        if out.is_null() {
-            return Err(Failure::null("out"));
-        }
+        check_out(out, "out")?;
         let pattern = peregrine::Pattern::new(peregrine::PatternKind::Regex, regex)
             .map_err(|e| Failure::invalid(e.to_string()))?;
         new_subscriber(c.context.subscribe_pattern(pattern, idle)?, true, out)

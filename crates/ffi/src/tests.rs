@@ -275,6 +275,13 @@ fn null_arguments_are_refused_with_a_message() {
             PG_ERROR_INVALID_ARGUMENT as i32
         );
         let unaligned = (std::ptr::addr_of_mut!(sub) as *mut u8).wrapping_add(1) as *mut usize;
+        let unaligned_out =
+            (std::ptr::addr_of_mut!(publ) as *mut u8).wrapping_add(1) as *mut *mut pg_publisher;
+        assert_eq!(
+            pg_publisher_new(ctx, c"t".as_ptr(), uri.as_ptr(), unaligned_out),
+            PG_ERROR_INVALID_ARGUMENT as i32,
+            "refused before the publisher is made"
+        );
         assert_eq!(
             pg_publisher_max_message_len(publ, unaligned),
             PG_ERROR_INVALID_ARGUMENT as i32
