@@ -6,8 +6,12 @@
 //!   sends to the ping URI; the pong echoes to the sender.
 //! - `mcast`: the pong joins the ping URI's group and port, the ping joins the pong URI's
 //!   (a different port); each sends to the other's group:port, on the loopback interface.
-//! - `tcp`: the pong listens on the ping URI's address, the ping connects; `TCP_NODELAY` on both
-//!   sides and every message is exactly `size` bytes. (The pong URI names the same connection.)
+//! - `tcp`: the shape of Peregrine's TCP transport, two one-way connections: the pong side listens
+//!   on both URIs' addresses (two ports of its host), the ping side connects to both, sends pings
+//!   on the first and reads echoes on the second; the reverse direction of each carries only
+//!   ACKs, as a subscriber's connection does. (A single connection that carries both ways lets
+//!   each echo carry the ACK of its ping; sockperf's row measures that shape.) `TCP_NODELAY` on
+//!   every socket, and every message is exactly `size` bytes.
 //!
 //! `busy_poll` makes the sockets non-blocking and polls them in a spin loop; otherwise a receive
 //! blocks. At the end the ping sends a stop message (udp/mcast: an empty datagram, answered by an
@@ -172,10 +176,17 @@ pub fn local_uris(transport: Scheme) -> Result<(String, String), BenchError> {
             ))
         }
         Scheme::Tcp => {
-            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(ctx)?;
-            let p = l.local_addr().map_err(ctx)?.port();
-            let uri = format!("tcp://127.0.0.1:{p}");
-            Ok((uri.clone(), uri))
+            // Both held at once, so they differ.
+            let a = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(ctx)?;
+            let b = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(ctx)?;
+            let (p, q) = (
+                a.local_addr().map_err(ctx)?.port(),
+                b.local_addr().map_err(ctx)?.port(),
+            );
+            Ok((
+                format!("tcp://127.0.0.1:{p}"),
+                format!("tcp://127.0.0.1:{q}"),
+            ))
         }
         t => Err(BenchError::Config(format!(
             "--transport {t} is not accepted with --raw: give udp, mcast or tcp"
@@ -436,8 +447,12 @@ enum PingLink {
         timeout: Duration,
     },
     Stream {
-        s: TcpStream,
-        peer: Endpoint,
+        /// Pings go out on this connection (to the ping URI)...
+        tx: TcpStream,
+        /// ...and echoes come back on this one (from the pong URI).
+        rx: TcpStream,
+        ping: Endpoint,
+        pong: Endpoint,
         busy: bool,
         timeout: Duration,
     },
@@ -481,13 +496,18 @@ impl PingLink {
                     timeout,
                 })
             }
-            (Endpoint::Tcp(to), Endpoint::Tcp(_)) => {
-                let s = TcpStream::connect_timeout(&to.into(), timeout)
-                    .map_err(io_ctx(format!("ping side: cannot connect to {ping}")))?;
-                set_mode_tcp(&s, busy, timeout).map_err(io_ctx("ping side: socket options"))?;
+            (Endpoint::Tcp(to), Endpoint::Tcp(from)) => {
+                let connect = |addr: SocketAddrV4, e: Endpoint| {
+                    let s = TcpStream::connect_timeout(&addr.into(), timeout)
+                        .map_err(io_ctx(format!("ping side: cannot connect to {e}")))?;
+                    set_mode_tcp(&s, busy, timeout).map_err(io_ctx("ping side: socket options"))?;
+                    Ok::<_, BenchError>(s)
+                };
                 Ok(PingLink::Stream {
-                    s,
-                    peer: ping,
+                    tx: connect(to, ping)?,
+                    rx: connect(from, pong)?,
+                    ping,
+                    pong,
                     busy,
                     timeout,
                 })
@@ -505,9 +525,9 @@ impl PingLink {
             } => send_dgram(sock, buf, *to, *timeout)
                 .map_err(io_ctx(format!("ping {i}: cannot send to {to}"))),
             PingLink::Stream {
-                s, peer, timeout, ..
-            } => write_full(s, buf, *timeout)
-                .map_err(io_ctx(format!("ping {i}: cannot send to {peer}"))),
+                tx, ping, timeout, ..
+            } => write_full(tx, buf, *timeout)
+                .map_err(io_ctx(format!("ping {i}: cannot send to {ping}"))),
         }
     }
 
@@ -533,24 +553,26 @@ impl PingLink {
                 None => Err(timed_out(local, timeout)),
             },
             PingLink::Stream {
-                s,
-                peer,
+                rx,
+                pong,
                 busy,
                 timeout,
-            } => match read_full(s, buf, *busy, *timeout)
-                .map_err(io_ctx(format!("ping {i}: cannot receive from {peer}")))?
+                ..
+            } => match read_full(rx, buf, *busy, *timeout)
+                .map_err(io_ctx(format!("ping {i}: cannot receive from {pong}")))?
             {
                 Some(true) => Ok(buf.len()),
                 Some(false) => Err(BenchError::Child(format!(
-                    "the pong side closed {peer} before echoing ping {i}"
+                    "the pong side closed {pong} before echoing ping {i}"
                 ))),
-                None => Err(timed_out(peer, timeout)),
+                None => Err(timed_out(pong, timeout)),
             },
         }
     }
 
     /// Tells the pong side to stop and waits until it has (udp/mcast: its empty answer, which
-    /// is sent again up to a few times should a datagram be lost; tcp: its close).
+    /// is sent again up to a few times should a datagram be lost; tcp: a write shutdown of the
+    /// ping connection, answered by the pong side closing the echo connection).
     fn stop(self) -> Result<(), BenchError> {
         match self {
             PingLink::Dgram {
@@ -591,31 +613,33 @@ impl PingLink {
                 )))
             }
             PingLink::Stream {
-                mut s,
-                peer,
+                tx,
+                mut rx,
+                ping,
+                pong,
                 timeout,
                 ..
             } => {
-                s.shutdown(Shutdown::Write)
-                    .map_err(io_ctx(format!("cannot shut down {peer}")))?;
-                s.set_nonblocking(false)
-                    .and_then(|_| s.set_read_timeout(Some(timeout)))
+                tx.shutdown(Shutdown::Write)
+                    .map_err(io_ctx(format!("cannot shut down {ping}")))?;
+                rx.set_nonblocking(false)
+                    .and_then(|_| rx.set_read_timeout(Some(timeout)))
                     .map_err(io_ctx("ping side: socket options"))?;
                 let mut buf = [0u8; 4096];
                 loop {
-                    match s.read(&mut buf) {
+                    match rx.read(&mut buf) {
                         Ok(0) => return Ok(()),
                         Ok(_) => {}
                         Err(e) if is_timeout(&e) => {
                             return Err(BenchError::Child(format!(
-                                "the pong side did not close {peer} within {} s of the stop",
+                                "the pong side did not close {pong} within {} s of the stop",
                                 timeout.as_secs_f64()
                             )))
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         // A reset is an end too.
                         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
-                        Err(e) => return Err(io_ctx(format!("cannot read {peer}"))(e)),
+                        Err(e) => return Err(io_ctx(format!("cannot read {pong}"))(e)),
                     }
                 }
             }
@@ -679,9 +703,13 @@ enum PongSide {
         /// Multicast: where echoes go; unicast: back to each sender.
         reply_to: Option<SocketAddrV4>,
     },
-    Listener {
-        l: TcpListener,
-        local: Endpoint,
+    Listeners {
+        /// Where the pings' connection comes.
+        pings: TcpListener,
+        /// Where the echoes' connection comes.
+        echoes: TcpListener,
+        ping: Endpoint,
+        pong: Endpoint,
     },
 }
 
@@ -713,10 +741,22 @@ impl PongSide {
                     reply_to: Some(theirs),
                 })
             }
-            (Endpoint::Tcp(mine), Endpoint::Tcp(_)) => {
-                let l = TcpListener::bind(mine)
-                    .map_err(io_ctx(format!("pong side: cannot listen on {ping}")))?;
-                Ok(PongSide::Listener { l, local: ping })
+            (Endpoint::Tcp(a), Endpoint::Tcp(b)) => {
+                if a == b {
+                    return Err(BenchError::Config(format!(
+                        "--ping-uri and --pong-uri are both {ping}: tcp needs two ports, one connection each way"
+                    )));
+                }
+                let listen = |addr: SocketAddrV4, e: Endpoint| {
+                    TcpListener::bind(addr)
+                        .map_err(io_ctx(format!("pong side: cannot listen on {e}")))
+                };
+                Ok(PongSide::Listeners {
+                    pings: listen(a, ping)?,
+                    echoes: listen(b, pong)?,
+                    ping,
+                    pong,
+                })
             }
             _ => Err(BenchError::Config(format!(
                 "{ping} and {pong} are not of the same transport"
@@ -762,47 +802,61 @@ impl PongSide {
                     echoed += 1;
                 }
             }
-            PongSide::Listener { l, local } => {
-                l.set_nonblocking(true)
-                    .map_err(io_ctx("pong side: socket options"))?;
-                let start = Instant::now();
-                let mut s = loop {
-                    match l.accept() {
-                        Ok((s, _)) => break s,
-                        Err(e) if is_timeout(&e) => {
-                            if start.elapsed() > timeout {
-                                return Err(BenchError::Child(format!(
-                                    "pong side: the ping side did not connect to {local} within {} s",
-                                    timeout.as_secs_f64()
-                                )));
-                            }
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            return Err(io_ctx(format!("pong side: cannot accept on {local}"))(e))
-                        }
-                    }
-                };
-                drop(l);
-                set_mode_tcp(&s, busy, timeout).map_err(io_ctx("pong side: socket options"))?;
+            PongSide::Listeners {
+                pings,
+                echoes,
+                ping,
+                pong,
+            } => {
+                let mut rx = accept_within(pings, ping, timeout)?;
+                let mut tx = accept_within(echoes, pong, timeout)?;
+                for s in [&rx, &tx] {
+                    set_mode_tcp(s, busy, timeout).map_err(io_ctx("pong side: socket options"))?;
+                }
                 let mut buf = vec![0u8; size];
                 loop {
-                    match read_full(&mut s, &mut buf, busy, timeout)
-                        .map_err(io_ctx(format!("pong side: cannot receive on {local}")))?
+                    match read_full(&mut rx, &mut buf, busy, timeout)
+                        .map_err(io_ctx(format!("pong side: cannot receive on {ping}")))?
                     {
                         Some(true) => {}
                         Some(false) => break,
-                        None => return Err(idle(&local)),
+                        None => return Err(idle(&ping)),
                     }
-                    write_full(&mut s, &buf, timeout)
-                        .map_err(io_ctx(format!("pong side: cannot echo on {local}")))?;
+                    write_full(&mut tx, &buf, timeout)
+                        .map_err(io_ctx(format!("pong side: cannot echo on {pong}")))?;
                     echoed += 1;
                 }
-                // Dropping the stream closes it: the ping side's stop waits for that.
+                // Dropping the echo connection closes it: the ping side's stop waits for that.
             }
         }
         Ok(echoed)
+    }
+}
+
+/// The one connection `l` (on `local`) is waiting for, within `timeout`.
+fn accept_within(
+    l: TcpListener,
+    local: Endpoint,
+    timeout: Duration,
+) -> Result<TcpStream, BenchError> {
+    l.set_nonblocking(true)
+        .map_err(io_ctx("pong side: socket options"))?;
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((s, _)) => return Ok(s),
+            Err(e) if is_timeout(&e) => {
+                if start.elapsed() > timeout {
+                    return Err(BenchError::Child(format!(
+                        "pong side: the ping side did not connect to {local} within {} s",
+                        timeout.as_secs_f64()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_ctx(format!("pong side: cannot accept on {local}"))(e)),
+        }
     }
 }
 
@@ -861,6 +915,34 @@ mod tests {
     fn tcp_echo_in_process_is_intact() {
         let cfg = config("tcp", 100, 2000, false);
         assert_eq!(echo_in_process(&cfg), (2000, 2010));
+    }
+
+    #[test]
+    fn tcp_carries_pings_and_echoes_on_two_one_way_connections() {
+        let cfg = config("tcp", 64, 500, false);
+        let (ping_uri, pong_uri) = local_uris(cfg.transport).unwrap();
+        assert_ne!(ping_uri, pong_uri, "two ports");
+        let (ping, pong) = endpoints(&cfg, &ping_uri, &pong_uri).unwrap();
+        let side = PongSide::open(ping, pong).unwrap();
+        let t = Duration::from_secs(5);
+        let echo = std::thread::spawn(move || side.echo(64, false, t));
+        let mut link = PingLink::open(&cfg, ping, pong, t).unwrap();
+        ping_loop(&cfg, &CLOCK, &mut link, |_| {}).unwrap();
+        let PingLink::Stream { tx, rx, .. } = &link else {
+            panic!("tcp opens a stream link")
+        };
+        assert_eq!(tx.peer_addr().unwrap(), SocketAddr::V4(ping.addr()));
+        assert_eq!(rx.peer_addr().unwrap(), SocketAddr::V4(pong.addr()));
+        // Nothing ever came back on the pings' connection: the echoes took the other one.
+        tx.set_nonblocking(true).unwrap();
+        let err = (&*tx).read(&mut [0u8; 16]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        link.stop().unwrap();
+        assert_eq!(echo.join().unwrap().unwrap(), 510);
+        // One port for both ways is refused, naming the fix.
+        let same = Endpoint::parse(&ping_uri).unwrap();
+        let err = PongSide::open(same, same).err().unwrap().to_string();
+        assert!(err.contains("tcp needs two ports"), "{err}");
     }
 
     #[test]
