@@ -669,6 +669,13 @@ impl TcpSubscriber {
             }
             Ok(k) => {
                 self.end += k;
+                // Delayed ACKs: this connection carries data one way, so every ACK is a pure
+                // ACK segment, and the kernel's quick-ACK mode sends one per segment received,
+                // in the receive path before the data reaches this read. Leaving quick-ACK mode
+                // after each read (the kernel re-enters it by itself) cut the TCP ping-pong
+                // median from about 12.3 to 9.8 us on loopback (6 paired runs of `peregrine
+                // bench pingpong --transport tcp`; forcing quick ACKs instead: 13.3 us).
+                let _ = sock.set_tcp_quickack(false);
                 true
             }
             Err(e)
@@ -719,4 +726,39 @@ impl peregrine_agent::Wake for TcpSubscriber {
         }
     }
     fn cancel_wait(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AnyPublisher, AnySubscriber, Uri};
+    use std::time::{Duration, Instant};
+
+    /// The subscriber's connection carries data one way: after a read it leaves quick-ACK mode
+    /// (delayed ACKs), which the kernel reports through TCP_QUICKACK.
+    #[test]
+    fn the_subscriber_leaves_quick_ack_mode_after_each_read() {
+        let mut publ =
+            AnyPublisher::open(&Uri::parse("tcp://127.0.0.1:0").unwrap(), "t", 1, 7).unwrap();
+        let bound = format!("tcp://{}", publ.local_addr().unwrap());
+        let AnySubscriber::Tcp(mut sub) =
+            AnySubscriber::open(&Uri::parse(&bound).unwrap(), "t", 1, false).unwrap()
+        else {
+            panic!("a tcp:// URI opens a TCP subscriber")
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = 0;
+        while got == 0 {
+            assert!(Instant::now() < deadline, "nothing arrived");
+            publ.do_work();
+            if publ.subscriber_count() > 0 {
+                let _ = publ.offer(b"ping");
+                let _ = publ.flush();
+            }
+            got += sub.poll(&mut |_| {}, 16);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (sock, connected) = sub.stream.as_ref().expect("connected");
+        assert!(*connected);
+        assert!(!sock.tcp_quickack().unwrap(), "delayed ACKs after a read");
+    }
 }
