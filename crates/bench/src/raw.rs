@@ -24,7 +24,7 @@ use crate::helper::{say_ready, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use peregrine::Scheme;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, SockRef, Socket, Type};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
@@ -364,6 +364,9 @@ fn send_dgram(sock: &UdpSocket, buf: &[u8], to: SocketAddrV4, timeout: Duration)
 
 /// Reads exactly `buf.len()` bytes: `Ok(Some(true))` when done, `Ok(Some(false))` at a clean end
 /// of stream before the first byte, `Ok(None)` when nothing more came within the timeout.
+/// After each read the socket leaves quick-ACK mode, as Peregrine's TCP subscriber does: on a
+/// one-way connection every ACK is a segment of its own, and delayed ACKs are the best a bare
+/// socket can do there (the floor must not be beaten by a socket option it lacks).
 fn read_full(
     s: &mut TcpStream,
     buf: &mut [u8],
@@ -384,7 +387,10 @@ fn read_full(
                     ),
                 ))
             }
-            Ok(n) => got += n,
+            Ok(n) => {
+                got += n;
+                let _ = SockRef::from(&*s).set_tcp_quickack(false);
+            }
             Err(e) if is_timeout(&e) => {
                 if !busy || p.exhausted() {
                     return Ok(None);
