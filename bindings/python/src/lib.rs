@@ -520,6 +520,28 @@ impl Subscriber {
         Ok(StateGuard(guard))
     }
 
+    /// Polls up to `limit` messages as `Message`s over one buffer.
+    fn poll_messages(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<Message>> {
+        let mut state = self.state()?;
+        let n = self.gather(&mut state, limit);
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let g = &state.gathered;
+        let buffer = Self::buffer(py, g)?.unbind();
+        let mut topics = Vec::new();
+        Ok((0..n)
+            .map(|i| Message {
+                sequence: g.seqs[i],
+                session_id: g.sessions[i],
+                topic: self.topic_of(py, g, &mut topics, i),
+                buffer: buffer.clone_ref(py),
+                start: g.starts[i],
+                end: g.starts.get(i + 1).copied().unwrap_or(g.data.len()),
+            })
+            .collect())
+    }
+
     /// Polls up to `limit` messages into the state's gathered columns.
     fn gather(&self, state: &mut SubscriberState, limit: usize) -> usize {
         state.gathered.clear();
@@ -576,27 +598,7 @@ impl Subscriber {
     /// are none; never blocks). Their payloads are views of one buffer per poll.
     #[pyo3(signature = (limit = 256))]
     fn poll<'py>(&self, py: Python<'py>, limit: usize) -> PyResult<Bound<'py, PyList>> {
-        let mut state = self.state()?;
-        let n = self.gather(&mut state, limit);
-        if n == 0 {
-            return Ok(PyList::empty(py));
-        }
-        let g = &state.gathered;
-        let buffer = Self::buffer(py, g)?.unbind();
-        let mut topics = Vec::new();
-        let mut items = Vec::with_capacity(n);
-        for i in 0..n {
-            let end = g.starts.get(i + 1).copied().unwrap_or(g.data.len());
-            items.push(Message {
-                sequence: g.seqs[i],
-                session_id: g.sessions[i],
-                topic: self.topic_of(py, g, &mut topics, i),
-                buffer: buffer.clone_ref(py),
-                start: g.starts[i],
-                end,
-            });
-        }
-        PyList::new(py, items)
+        PyList::new(py, self.poll_messages(py, limit)?)
     }
 
     /// The messages received so far, up to `limit`, as one `Batch` of columns: the cheapest
@@ -642,24 +644,11 @@ impl Subscriber {
         limit: usize,
     ) -> PyResult<usize> {
         let mut done = 0;
-        let mut topics = Vec::new();
         while done < limit {
             // One message per poll: when the callback raises, nothing after its message has
             // been taken from the transport.
-            let message = {
-                let mut state = self.state()?;
-                if self.gather(&mut state, 1) == 0 {
-                    break;
-                }
-                let g = &state.gathered;
-                Message {
-                    sequence: g.seqs[0],
-                    session_id: g.sessions[0],
-                    topic: self.topic_of(py, g, &mut topics, 0),
-                    buffer: Self::buffer(py, g)?.unbind(),
-                    start: 0,
-                    end: g.data.len(),
-                }
+            let Some(message) = self.poll_messages(py, 1)?.pop() else {
+                break;
             };
             done += 1;
             callback.call1((message,))?;
@@ -786,20 +775,10 @@ impl MessageIterator {
         let started = Instant::now();
         let mut idle_calls = 0u32;
         loop {
-            let polled = sub.poll(py, self.limit)?;
+            let polled = sub.poll_messages(py, self.limit)?;
             if !polled.is_empty() {
-                for item in polled.iter() {
-                    let m = item.cast::<Message>()?.get();
-                    self.pending.push_back(Message {
-                        sequence: m.sequence,
-                        session_id: m.session_id,
-                        topic: m.topic.clone_ref(py),
-                        buffer: m.buffer.clone_ref(py),
-                        start: m.start,
-                        end: m.end,
-                    });
-                }
                 sub.idle(py, polled.len())?;
+                self.pending.extend(polled);
                 return Ok(self.pending.pop_front());
             }
             if self.timeout.is_some_and(|t| started.elapsed() >= t) {

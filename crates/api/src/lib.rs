@@ -579,7 +579,7 @@ impl Publisher {
                 if len > max {
                     Err(OfferError::TooLarge { len, max })
                 } else {
-                    self.staging.clear();
+                    // Its content is unspecified until written: only its length changes.
                     self.staging.resize(len, 0);
                     Ok(None)
                 }

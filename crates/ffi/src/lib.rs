@@ -773,41 +773,27 @@ pub unsafe extern "C" fn pg_subscriber_poll(
             return Err(Failure::null("handler"));
         };
         let limit = limit.min(i32::MAX as usize);
+        // Hands one message to the C handler, with its topic's bytes.
+        let deliver = |topic: &[u8], m: peregrine::Message<'_>| {
+            let msg = pg_message {
+                payload: m.payload.as_ptr(),
+                length: m.payload.len(),
+                sequence: m.sequence,
+                session_id: m.session_id,
+                topic: topic.as_ptr().cast(),
+                topic_length: topic.len(),
+            };
+            // SAFETY: a C function pointer given by the caller, called with the caller's
+            // `user` and a message that lives for the call.
+            unsafe { handler(user, &msg) }
+        };
         let n = if s.by_pattern {
-            s.subscriber.poll_topic(
-                &mut |topic: &str, m: peregrine::Message<'_>| {
-                    let msg = pg_message {
-                        payload: m.payload.as_ptr(),
-                        length: m.payload.len(),
-                        sequence: m.sequence,
-                        session_id: m.session_id,
-                        topic: topic.as_ptr().cast(),
-                        topic_length: topic.len(),
-                    };
-                    // SAFETY: a C function pointer given by the caller, called with the
-                    // caller's `user` and a message that lives for the call.
-                    unsafe { handler(user, &msg) }
-                },
-                limit,
-            )
+            s.subscriber
+                .poll_topic(&mut |t: &str, m| deliver(t.as_bytes(), m), limit)
         } else {
-            let topic = s.topic.as_ptr();
-            let topic_length = s.topic.as_bytes().len();
-            s.subscriber.poll(
-                &mut |m: peregrine::Message<'_>| {
-                    let msg = pg_message {
-                        payload: m.payload.as_ptr(),
-                        length: m.payload.len(),
-                        sequence: m.sequence,
-                        session_id: m.session_id,
-                        topic,
-                        topic_length,
-                    };
-                    // SAFETY: as above.
-                    unsafe { handler(user, &msg) }
-                },
-                limit,
-            )
+            // The subscriber's own topic, NUL-terminated (the length leaves the NUL out).
+            let topic = s.topic.as_bytes();
+            s.subscriber.poll(&mut |m| deliver(topic, m), limit)
         };
         Ok(n as i32)
     })

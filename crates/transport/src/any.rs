@@ -142,8 +142,8 @@ impl AnyPublisher {
         }
     }
 
-    /// Ends a network session (sends what is batched, lingers, says goodbye). A shared-memory
-    /// log is closed when the publisher is dropped.
+    /// Ends the session: a network one sends what is batched, lingers and says goodbye; a
+    /// shared-memory log is marked closed (its file goes when the publisher is dropped).
     pub fn close(&mut self) {
         match self {
             AnyPublisher::Ipc(p) => p.close(),

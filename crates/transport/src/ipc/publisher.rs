@@ -32,17 +32,6 @@ pub struct IpcClaim {
     aligned: u64,
 }
 
-impl IpcClaim {
-    /// The payload length claimed.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True for a claim of an empty message.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
 /// Publishes messages into a shared-memory log: one per name on the host.
 #[derive(Debug)]
 pub struct IpcPublisher {
