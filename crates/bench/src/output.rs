@@ -172,9 +172,9 @@ impl Printer {
             println!();
             println!("Latency, half round trip, microseconds");
             println!(
-                "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8}",
+                "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
                 "test", "transport", "size", "samples", "Min", "Avg", "Median", "99th", "99.9th", "99.99th", "Max",
-                "Std Dev", "x floor", "99/flr"
+                "Std Dev", "floor", "x floor", "99/flr"
             );
         }
         let us = |v: Option<f64>| {
@@ -182,8 +182,16 @@ impl Printer {
                 .unwrap_or_else(|| "-".into())
         };
         let x = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+        // The floor of the run's moments (bursts between blocks of pings), starred when the
+        // machine changed mode during the run.
+        let num = |k: &str| r.detail.get(k).and_then(|v| v.as_f64());
+        let moved = r.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
+        let floor = match num("floor_ns") {
+            Some(f) => format!("{}{}", us(Some(f)), if moved { "*" } else { "" }),
+            None => "-".into(),
+        };
         println!(
-            "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8}",
+            "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
             r.kind,
             r.transport,
             r.size_bytes,
@@ -196,9 +204,19 @@ impl Printer {
             us(r.p9999_ns),
             us(r.max_ns),
             us(r.stddev_ns),
+            floor,
             x(r.median_x_floor),
             x(r.p99_x_floor),
         );
+        if moved {
+            println!(
+                "           * the floor moved during this run (bursts {}): x floor counts only the blocks whose floor held",
+                r.detail
+                    .get("floor_bursts_ns")
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+            );
+        }
     }
 
     fn print_throughput(&mut self, r: &ResultLine) {

@@ -3,7 +3,7 @@
 //! carries its number in its first 8 bytes (sizes of 8 bytes and more) and the echo is checked.
 
 use crate::clock::Clock;
-use crate::floor::with_cpu;
+use crate::floor::{with_cpu, FloorMoments, Line};
 use crate::helper::{say_ready_with, say_result, EchoReport, Helper, HelperSpec};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
@@ -30,6 +30,27 @@ pub struct PingPongConfig {
     pub ping_uri: Option<String>,
     /// The pong stream's URI.
     pub pong_uri: Option<String>,
+    /// Floor bursts: before the first measured ping, then after every this many (0: none).
+    /// Only when this process starts the pong side ([`run`]).
+    #[serde(default)]
+    pub floor_every: u64,
+    /// The shared line the bursts run on (set by [`run`] for the pong side).
+    #[serde(default)]
+    pub floor_line: Option<String>,
+}
+
+/// Round trips of one floor burst between blocks of pings, and the ones before them that are
+/// not kept (the line's first transfers after a block of pings).
+pub const FLOOR_BURST: u64 = 5_000;
+pub const FLOOR_BURST_WARMUP: u64 = 500;
+
+/// Word 0 of a message asking the pong side to answer a floor burst (never a ping number).
+const FLOOR_REQUEST: u64 = 1 << 63;
+
+/// The default spacing of floor bursts for `count` pings: about 20 blocks, none under 10,000
+/// pings (a burst costs a few milliseconds).
+pub fn default_floor_every(count: u64) -> u64 {
+    (count / 20).max(10_000)
 }
 
 /// The context of a benchmark process: the configuration of the environment
@@ -65,6 +86,8 @@ pub struct PingPongResult {
     pub recorder: LatencyRecorder,
     pub ping_cpu_s: f64,
     pub pong_cpu_s: Option<f64>,
+    /// The floor bursts between blocks of pings, when asked for (`floor_every`).
+    pub floor: Option<FloorMoments>,
 }
 
 /// Checks that each URI given (`(flag, uri)`) is of the transport `--transport` names.
@@ -164,11 +187,17 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     // The URI as bound (a free port in place of :0) goes to the pong side.
     let ping_uri = publ.uri().to_string();
+    let floor_name = format!("{}-floor", cfg.name);
+    let line = match cfg.floor_every {
+        0 => None,
+        _ => Some(Line::open(&floor_name, true)?),
+    };
     let helper = Helper::start(
         exe,
         &HelperSpec::Pong(PingPongConfig {
             ping_uri: Some(ping_uri),
             pong_uri: Some(pong_uri.clone()),
+            floor_line: line.as_ref().map(|_| floor_name),
             ..cfg.clone()
         }),
     )?;
@@ -178,7 +207,7 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         helper.ready_info.clone()
     };
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
-    let recorder = ping_loop(cfg, clock, publ, sub)?;
+    let (recorder, floor) = ping_loop(cfg, clock, publ, sub, line.as_ref())?;
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let r: EchoReport = helper.finish()?;
     Ok(PingPongResult {
@@ -186,6 +215,7 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         recorder,
         ping_cpu_s,
         pong_cpu_s: Some(r.cpu_s),
+        floor,
     })
 }
 
@@ -196,12 +226,14 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
-    let recorder = ping_loop(cfg, clock, publ, sub)?;
+    // The pong side runs elsewhere: no shared line, no floor bursts.
+    let (recorder, _) = ping_loop(cfg, clock, publ, sub, None)?;
     Ok(PingPongResult {
         summary: recorder.summary(),
         recorder,
         ping_cpu_s: crate::cpu_seconds_self(),
         pong_cpu_s: None,
+        floor: None,
     })
 }
 
@@ -239,12 +271,17 @@ pub(crate) fn wait_connected(
 /// queued bytes, so a lost ping is repaired instead of waited for until the session times out.
 const POLLS_PER_DUTY_CYCLE: u32 = 4096;
 
+/// The ping side's loop. With a floor `line`, a floor burst runs before the first measured
+/// ping and after every `floor_every` of them (and after the last): the ping side asks the
+/// pong side to answer on the line with a message of its own, so both processes, pinned where
+/// they are, measure the machine's floor between two blocks of pings.
 fn ping_loop(
     cfg: &PingPongConfig,
     clock: &Clock,
     mut publ: Publisher,
     mut sub: Subscriber,
-) -> Result<LatencyRecorder, BenchError> {
+    line: Option<&Line>,
+) -> Result<(LatencyRecorder, Option<FloorMoments>), BenchError> {
     // The pong side sends nothing before the first ping.
     let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "pong")?;
     if !early.is_empty() {
@@ -255,8 +292,53 @@ fn ping_loop(
     }
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
+    let every = cfg.floor_every.max(1);
+    let mut moments = FloorMoments::default();
+    let mut block = LatencyRecorder::new();
+    let mut next_floor = 0u64;
+    // One burst: the one-line floor, then the two-line floor (one line each way, as the two
+    // logs of a ping-pong), both with the pong side answering on the shared page.
+    let mut floor_burst =
+        |publ: &mut Publisher, line: &Line, moments: &mut FloorMoments| -> Result<(), BenchError> {
+            // No stale value (the last burst's LEAVE) may greet the pong side: it is reset
+            // before the request is sent.
+            line.word().store(0, std::sync::atomic::Ordering::Release);
+            let mut req = vec![0u8; cfg.size];
+            req[..8].copy_from_slice(&(FLOOR_REQUEST | next_floor).to_le_bytes());
+            offer_spinning(publ, &req)
+                .map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
+            let one = crate::floor::burst(
+                line,
+                FLOOR_BURST,
+                FLOOR_BURST_WARMUP,
+                clock,
+                &mut next_floor,
+                false,
+            );
+            let two = crate::floor::burst(
+                line,
+                FLOOR_BURST,
+                FLOOR_BURST_WARMUP,
+                clock,
+                &mut next_floor,
+                true,
+            );
+            crate::floor::leave(line.word());
+            moments.bursts_ns.push(one.summary().median_ns);
+            moments.two_line_bursts_ns.push(two.summary().median_ns);
+            Ok(())
+        };
     let result = with_cpu(cfg.cpus.a, || -> Result<(), BenchError> {
         for i in 0..cfg.warmup + cfg.count {
+            if let Some(line) = line {
+                if i >= cfg.warmup && (i - cfg.warmup) % every == 0 {
+                    if i > cfg.warmup {
+                        moments.blocks_ns.push(block.summary().median_ns);
+                        block = LatencyRecorder::new();
+                    }
+                    floor_burst(&mut publ, line, &mut moments)?;
+                }
+            }
             buf[..8].copy_from_slice(&i.to_le_bytes());
             let t0 = clock.now();
             offer_spinning(&mut publ, &buf)
@@ -295,13 +377,19 @@ fn ping_loop(
                 )));
             }
             if i >= cfg.warmup {
-                rec.record(clock.ticks_to_ns(t1 - t0) / 2.0);
+                let half_ns = clock.ticks_to_ns(t1 - t0) / 2.0;
+                rec.record(half_ns);
+                block.record(half_ns);
             }
+        }
+        if let Some(line) = line {
+            moments.blocks_ns.push(block.summary().median_ns);
+            floor_burst(&mut publ, line, &mut moments)?;
         }
         Ok(())
     })?;
     result?;
-    Ok(rec)
+    Ok((rec, line.map(|_| moments)))
 }
 
 /// Offers `payload`, spinning while the publisher is back-pressured.
@@ -371,8 +459,22 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
     // Pings that arrived while this side still waited for its own subscriber are echoed
     // first, in order.
     let early = wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "ping")?;
-    serve(&mut publ, &mut sub, &early, 16, offer_spinning)
-        .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
+    let line = match &cfg.floor_line {
+        Some(name) => Some(Line::open(name, false)?),
+        None => None,
+    };
+    serve(&mut publ, &mut sub, &early, 16, |publ, payload| {
+        if let Some(line) = &line {
+            // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
+            // line, then go back to echoing.
+            if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
+                crate::floor::answer(line);
+                return Ok(());
+            }
+        }
+        offer_spinning(publ, payload)
+    })
+    .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
     say_result(&EchoReport {
         cpu_s: crate::cpu_seconds_self(),
         echoed: sub.counters().messages,

@@ -176,9 +176,10 @@ fn pingpong(results: &Results) -> Option<Section> {
             }
             None => row.extend(std::iter::repeat_n(dash(), 8)),
         }
+        let moved = c.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
         row.push(
             x_floor(results, c)
-                .map(|x| format!("{x:.2}"))
+                .map(|x| format!("{x:.2}{}", if moved { "*" } else { "" }))
                 .unwrap_or_else(dash),
         );
         rows.push(Row::Cells(row));
@@ -187,7 +188,11 @@ fn pingpong(results: &Results) -> Option<Section> {
         title: "Ping-pong latency (half round trip), microseconds".to_string(),
         intro: Some(
             "x floor: median over the machine's floor median (the cache-line ping-pong for ipc, \
-             the bare-socket ping-pong of the same transport for network transports)."
+             the bare-socket ping-pong of the same transport for network transports). An ipc \
+             ping-pong measures the cache-line floor in short bursts between blocks of pings and \
+             compares each block with the floor of its own moment (the median over blocks is \
+             shown); * marks a run during which the machine's floor moved by more than 1.3x \
+             (its blocks that straddled the change are left out of the ratio)."
                 .to_string(),
         ),
         tables: vec![Table {
@@ -221,8 +226,12 @@ pub(crate) fn floor_of<'a>(results: &'a Results, cell: &Cell) -> Option<&'a Cell
         .or_else(|| candidates.iter().copied().find(with_latency))
 }
 
-/// Median over the floor's median, when both exist.
+/// Median over the floor's median: the ratio the cell carries (against the floor of its own
+/// moments, measured in bursts between blocks of pings), else the floor cell's.
 pub(crate) fn x_floor(results: &Results, cell: &Cell) -> Option<f64> {
+    if let Some(x) = cell.detail.get("median_x_floor").and_then(|v| v.as_f64()) {
+        return Some(x);
+    }
     let floor = floor_of(results, cell)?.latency?.median_ns;
     let median = cell.latency?.median_ns;
     (floor > 0.0).then(|| median / floor)

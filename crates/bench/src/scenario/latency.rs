@@ -207,15 +207,59 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
             format!("blocking receive: each message wakes {waits}, which costs ~30 us across cores on a KVM guest").into(),
         );
     }
-    if let Some(f) = floor.filter(|f| f.median_ns > 0.0) {
+    // The floor of the moment: cache-line bursts between blocks of pings.
+    let moments = r.floor.as_ref().filter(|m| !m.bursts_ns.is_empty());
+    if let Some(m) = moments {
+        d.insert("floor_ns".into(), round3(m.floor_ns()).into());
         d.insert(
-            "median_x_floor".into(),
-            round3(r.summary.median_ns / f.median_ns).into(),
+            "floor_bursts_ns".into(),
+            m.bursts_ns
+                .iter()
+                .map(|v| round3(*v))
+                .collect::<Vec<_>>()
+                .into(),
         );
+        d.insert("floor_spread".into(), round3(m.spread()).into());
         d.insert(
-            "p99_x_floor".into(),
-            round3(r.summary.p99_ns / f.median_ns).into(),
+            "two_line_floor_ns".into(),
+            round3(m.two_line_floor_ns()).into(),
         );
+        if let Some(x) = m.median_x_two_line_floor() {
+            d.insert("median_x_two_line_floor".into(), round3(x).into());
+        }
+        d.insert("floor_moved".into(), m.moved().into());
+        d.insert(
+            "blocks_steady_floor".into(),
+            m.same_moment_ratios().len().into(),
+        );
+        d.insert("blocks".into(), m.blocks_ns.len().into());
+    }
+    match (cfg.transport, moments) {
+        // Shared memory's floor is the cache line: each block against the bursts around it.
+        (Scheme::Ipc, Some(m)) => {
+            if let Some(x) = m.median_x_floor() {
+                d.insert("median_x_floor".into(), round3(x).into());
+            }
+            if m.floor_ns() > 0.0 {
+                d.insert(
+                    "p99_x_floor".into(),
+                    round3(r.summary.p99_ns / m.floor_ns()).into(),
+                );
+            }
+        }
+        // A floor measured before the run (the bare-socket ping-pong for the network).
+        _ => {
+            if let Some(f) = floor.filter(|f| f.median_ns > 0.0) {
+                d.insert(
+                    "median_x_floor".into(),
+                    round3(r.summary.median_ns / f.median_ns).into(),
+                );
+                d.insert(
+                    "p99_x_floor".into(),
+                    round3(r.summary.p99_ns / f.median_ns).into(),
+                );
+            }
+        }
     }
     cell
 }
@@ -259,5 +303,7 @@ pub(crate) fn pingpong_config(
         connect_timeout: Duration::from_secs(20),
         ping_uri: None,
         pong_uri: None,
+        floor_every: crate::pingpong::default_floor_every(count),
+        floor_line: None,
     }
 }

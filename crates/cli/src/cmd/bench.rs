@@ -118,6 +118,13 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         connect_timeout: connect_timeout(&a.common),
         ping_uri: a.ping_uri.clone(),
         pong_uri: a.pong_uri.clone(),
+        // Floor bursts between blocks of pings, unless no floor is wanted.
+        floor_every: if a.no_floor {
+            0
+        } else {
+            peregrine_bench::pingpong::default_floor_every(a.count)
+        },
+        floor_line: None,
     };
     peregrine_bench::pingpong::validate(&cfg)?;
     let net = cfg.transport != Scheme::Ipc;

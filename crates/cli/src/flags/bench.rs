@@ -243,8 +243,10 @@ pub struct PingPongArgs {
     /// What a side does when there is nothing to read: spin, yield, backoff or block.
     #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
     pub idle: IdleKind,
-    /// Do not measure the floor first (no ratio column). The floor of ipc is the cache-line
-    /// ping-pong; the floor of udp, mcast and tcp is the bare-socket ping-pong (--raw).
+    /// Do not measure the floor (no ratio column). The floor of ipc is the cache-line
+    /// ping-pong, measured first and in short bursts between blocks of pings, so each block is
+    /// compared with the floor of its own moment; the floor of udp, mcast and tcp is the
+    /// bare-socket ping-pong (--raw), and the cache-line bursts flag a machine mode change.
     #[arg(long)]
     pub no_floor: bool,
     /// Only the bare-socket ping-pong (udp, mcast, tcp): the baseline of Peregrine's overhead.
