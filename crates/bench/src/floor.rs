@@ -35,7 +35,7 @@ pub struct FloorPongReport {
 }
 
 /// The value that ends a floor pong process.
-const STOP: u64 = u64::MAX;
+pub(crate) const STOP: u64 = u64::MAX;
 /// The value that ends one burst answered inside another benchmark's pong (see [`answer`]).
 const LEAVE: u64 = u64::MAX - 1;
 

@@ -41,8 +41,15 @@ pub enum HelperSpec {
     },
     /// A throughput subscriber (`uri`: the stream as the publisher bound it).
     ThroughputSubscriber { cfg: ThroughputConfig, uri: String },
-    /// The load run's subscriber: discards the load, reflects the pings.
-    LoadReflector(LoadConfig),
+    /// The load run's subscriber: discards the load, reflects the pings (and counts its loop's
+    /// stalls with the measuring side's `clock`).
+    LoadReflector { cfg: LoadConfig, clock: Clock },
+    /// The floor under load's reflector, on the shared page `line`.
+    CacheLineReflector {
+        cfg: LoadConfig,
+        line: String,
+        clock: Clock,
+    },
     /// The embedded-timestamp publisher: paces the stream and writes the send time, read with
     /// the measuring side's `clock`.
     EmbeddedPublisher { cfg: LoadConfig, clock: Clock },
@@ -66,7 +73,10 @@ impl HelperSpec {
             HelperSpec::ThroughputSubscriber { cfg, uri } => {
                 crate::throughput::subscribe(&cfg, &uri)
             }
-            HelperSpec::LoadReflector(cfg) => crate::load::reflect(&cfg),
+            HelperSpec::LoadReflector { cfg, clock } => crate::load::reflect(&cfg, &clock),
+            HelperSpec::CacheLineReflector { cfg, line, clock } => {
+                crate::load::reflect_cache_line(&cfg, &line, &clock)
+            }
             HelperSpec::EmbeddedPublisher { cfg, clock } => {
                 crate::load::publish_embedded(&cfg, &clock)
             }
@@ -82,7 +92,8 @@ impl HelperSpec {
             HelperSpec::Pong(_) => "ping-pong pong side",
             HelperSpec::RawPong { .. } => "bare-socket pong side",
             HelperSpec::ThroughputSubscriber { .. } => "throughput subscriber",
-            HelperSpec::LoadReflector(_) => "load reflector",
+            HelperSpec::LoadReflector { .. } => "load reflector",
+            HelperSpec::CacheLineReflector { .. } => "cache-line reflector",
             HelperSpec::EmbeddedPublisher { .. } => "embedded-timestamp publisher",
             HelperSpec::NatsFeed(_) => "NATS feed",
             HelperSpec::NatsClient(_) => "NATS client",

@@ -122,6 +122,48 @@ impl GapCounter {
     }
 }
 
+/// The stalls a benchmark's own spinning loop sees over its measured interval: the gaps
+/// between its consecutive clock reads, counted as [`GapCounter`] does. A loop iteration of
+/// the benchmarks does at most a batch of work (microseconds), so gaps of 100 us and more are
+/// the machine's (an interrupt, the hypervisor) taken from the loop while it measured: the
+/// jitter over the same interval as the latencies, next to which a tail is read.
+#[derive(Debug, Clone)]
+pub struct Stalls {
+    counter: GapCounter,
+    ns_per_tick: f64,
+    first: u64,
+    prev: u64,
+    reads: u64,
+}
+
+impl Stalls {
+    /// Starts counting at clock reading `now_ticks`.
+    pub fn start(clock: &Clock, now_ticks: u64) -> Stalls {
+        Stalls {
+            counter: GapCounter::default(),
+            ns_per_tick: clock.ns_per_tick,
+            first: now_ticks,
+            prev: now_ticks,
+            reads: 1,
+        }
+    }
+
+    /// One more clock reading of the loop.
+    #[inline]
+    pub fn at(&mut self, now_ticks: u64) {
+        self.counter
+            .gap(now_ticks.saturating_sub(self.prev) as f64 * self.ns_per_tick);
+        self.prev = now_ticks;
+        self.reads += 1;
+    }
+
+    /// What the loop on `cpu` lost, from the first reading to the last.
+    pub fn finish(self, cpu: usize) -> CpuJitter {
+        let seconds = self.prev.saturating_sub(self.first) as f64 * self.ns_per_tick / 1e9;
+        self.counter.finish(cpu, seconds, self.reads)
+    }
+}
+
 /// Spins on every CPU of `cfg` at once for its seconds and returns what each lost.
 pub fn measure(cfg: &JitterConfig, clock: &Clock) -> Result<Vec<CpuJitter>, BenchError> {
     cfg.validate()?;

@@ -25,8 +25,9 @@
 //! word 1 is the send time in clock ticks.
 
 use crate::clock::Clock;
-use crate::floor::with_cpu;
-use crate::helper::{say_ready_with, say_result, Helper, HelperSpec};
+use crate::floor::{with_cpu, Line};
+use crate::helper::{say_ready, say_ready_with, say_result, Helper, HelperSpec};
+use crate::jitter::{CpuJitter, Stalls};
 use crate::pacer::{Pacer, PingPicker, Step};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
@@ -34,6 +35,7 @@ use peregrine::{IdleKind, OfferError, Publisher, Scheme, Subscriber};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Word 0's flag: this message is a ping, to be reflected.
@@ -50,6 +52,11 @@ pub enum Method {
     Pings,
     /// Every message carries its send time: one-way latency read by the subscriber.
     Embedded,
+    /// The floor under load: the same pacer and ping picker, but each message is a store to
+    /// one shared cache line (its number, and the ping's number when it is a ping) and the
+    /// reflector answers pings on a second line. No transport: what the machine allows
+    /// under the schedule.
+    CacheLine,
 }
 
 /// Settings of a load run.
@@ -104,6 +111,10 @@ pub struct LoadResult {
     pub sleeps: u64,
     pub publisher_cpu_s: f64,
     pub subscriber_cpu_s: f64,
+    /// The stalls the two spinning loops saw over the measured interval (the machine's jitter
+    /// over the same interval), when counted.
+    pub stalls_publisher: Option<CpuJitter>,
+    pub stalls_subscriber: Option<CpuJitter>,
 }
 
 impl LoadResult {
@@ -121,7 +132,7 @@ impl LoadResult {
 pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
     crate::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
     let min = match cfg.method {
-        Method::Pings => 8,
+        Method::Pings | Method::CacheLine => 8,
         Method::Embedded => 16,
     };
     let max = if cfg.transport == Scheme::Ipc {
@@ -202,6 +213,9 @@ pub struct SubReport {
     pub corrupt: u64,
     pub reflected: u64,
     pub cpu_s: f64,
+    /// The reflector loop's stalls after the first measured message.
+    #[serde(default)]
+    pub stalls: Option<CpuJitter>,
 }
 
 /// What a paced publisher process reports (embedded mode).
@@ -218,6 +232,69 @@ pub fn run(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, Be
     match cfg.method {
         Method::Pings => run_pings(cfg, exe, clock),
         Method::Embedded => run_embedded(cfg, exe, clock),
+        Method::CacheLine => run_cache_line(cfg, exe, clock),
+    }
+}
+
+/// The pings of a run in flight and their latencies: the sending side tells it each ping's
+/// send time, the reading side each reflection.
+struct PingBook {
+    /// Pings in flight, oldest first: (number, send ticks, scheduled ns since the start).
+    in_flight: VecDeque<(u64, u64, u64)>,
+    latency: LatencyRecorder,
+    from_schedule: LatencyRecorder,
+    unanswered: u64,
+    bad_echo: Option<String>,
+    first_measured: u64,
+    t0: u64,
+}
+
+impl PingBook {
+    fn new(t0: u64) -> PingBook {
+        PingBook {
+            in_flight: VecDeque::new(),
+            latency: LatencyRecorder::new(),
+            from_schedule: LatencyRecorder::new(),
+            unanswered: 0,
+            bad_echo: None,
+            first_measured: u64::MAX,
+            t0,
+        }
+    }
+
+    /// Ping `number` was sent at `sent_ticks`, scheduled at `sched_ns` (after the warm-up).
+    fn sent(&mut self, number: u64, sent_ticks: u64, sched_ns: u64) {
+        if self.first_measured == u64::MAX {
+            self.first_measured = number;
+        }
+        self.in_flight.push_back((number, sent_ticks, sched_ns));
+    }
+
+    /// Ping `number`'s reflection arrived at `now` (ticks).
+    fn reflected(&mut self, number: u64, now: u64, clock: &Clock) {
+        // Warm-up pings are not kept: their reflections are ignored.
+        if number < self.first_measured {
+            return;
+        }
+        // Reflections come back in order: a ping older than this one was lost.
+        while let Some(&(n, sent, sched)) = self.in_flight.front() {
+            if n > number {
+                break;
+            }
+            self.in_flight.pop_front();
+            if n == number {
+                let rtt_half_ns = clock.ticks_to_ns(now - sent) / 2.0;
+                let sent_ns = clock.ticks_to_ns(sent - self.t0);
+                let behind_ns = (sent_ns - sched as f64).max(0.0);
+                self.latency.record(rtt_half_ns);
+                self.from_schedule.record(behind_ns + rtt_half_ns);
+                return;
+            }
+            self.unanswered += 1;
+        }
+        self.bad_echo = Some(format!(
+            "a reflection of ping {number}, which was not sent or was answered before"
+        ));
     }
 }
 
@@ -227,13 +304,15 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     let (load_uri, _) = uris(cfg);
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     let bound = publ.uri().to_string();
-    let first_measured_ping = Cell::new(u64::MAX);
     let helper = Helper::start(
         exe,
-        &HelperSpec::LoadReflector(LoadConfig {
-            uri: Some(bound.clone()),
-            ..cfg.clone()
-        }),
+        &HelperSpec::LoadReflector {
+            cfg: LoadConfig {
+                uri: Some(bound.clone()),
+                ..cfg.clone()
+            },
+            clock: *clock,
+        },
     )?;
     let reflect_uri = if helper.ready_info.is_empty() {
         uris(cfg).1
@@ -258,50 +337,26 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         std::thread::sleep(Duration::from_millis(1));
     }
 
-    let mut latency = LatencyRecorder::new();
-    let mut from_schedule = LatencyRecorder::new();
-    // Pings in flight, oldest first: (number, send ticks, scheduled ns since the start). Both
-    // the sending side (`on_ping`) and the reading side (`service`) reach it.
-    let in_flight: RefCell<VecDeque<(u64, u64, u64)>> = RefCell::new(VecDeque::new());
-    let mut unanswered = 0u64;
-    let mut bad_echo: Option<String> = None;
     let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
     let picker = PingPicker::new(cfg.ping_every, 0x5eed ^ cfg.rate_msgs_per_s as u64);
-    let stats = with_cpu(cfg.cpus.a, || -> Result<PacedStats, BenchError> {
+    let (stats, book) = with_cpu(cfg.cpus.a, || -> Result<_, BenchError> {
         let t0 = clock.now();
-        let mut reflect = |sub: &mut Subscriber| {
+        // Both the sending side (`on_ping`) and the reading side (`service`) reach it.
+        let book = RefCell::new(PingBook::new(t0));
+        let reflect = |sub: &mut Subscriber| {
             sub.poll(
                 &mut |m| {
                     let now = clock.now();
-                    let Some(word) = m.payload.get(..8) else {
-                        bad_echo = Some(format!("a {}-byte reflection", m.payload.len()));
-                        return;
-                    };
-                    let number = u64::from_le_bytes(word.try_into().expect("8 bytes")) & NUMBER;
-                    // Warm-up pings are not kept: their reflections are ignored.
-                    if number < first_measured_ping.get() {
-                        return;
-                    }
-                    let mut in_flight = in_flight.borrow_mut();
-                    // Reflections come back in order: a ping older than this one was lost.
-                    while let Some(&(n, sent, sched)) = in_flight.front() {
-                        if n > number {
-                            break;
+                    let mut book = book.borrow_mut();
+                    match m.payload.get(..8) {
+                        Some(word) => {
+                            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+                            book.reflected(word & NUMBER, now, clock);
                         }
-                        in_flight.pop_front();
-                        if n == number {
-                            let rtt_half_ns = clock.ticks_to_ns(now - sent) / 2.0;
-                            let sent_ns = clock.ticks_to_ns(sent - t0);
-                            let behind_ns = (sent_ns - sched as f64).max(0.0);
-                            latency.record(rtt_half_ns);
-                            from_schedule.record(behind_ns + rtt_half_ns);
-                            return;
+                        None => {
+                            book.bad_echo = Some(format!("a {}-byte reflection", m.payload.len()));
                         }
-                        unanswered += 1;
                     }
-                    bad_echo = Some(format!(
-                        "a reflection of ping {number}, which was not sent or was answered before"
-                    ));
                 },
                 64,
             )
@@ -315,10 +370,7 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
             |buf, word| buf[..8].copy_from_slice(&word.to_le_bytes()),
             |i, sent_ticks, sched_ns| {
                 if sched_ns >= warmup_ns {
-                    if first_measured_ping.get() == u64::MAX {
-                        first_measured_ping.set(i);
-                    }
-                    in_flight.borrow_mut().push_back((i, sent_ticks, sched_ns));
+                    book.borrow_mut().sent(i, sent_ticks, sched_ns);
                 }
             },
             |publ| {
@@ -329,19 +381,19 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         )?;
         // The last pings' reflections.
         let wait = Instant::now();
-        while !in_flight.borrow().is_empty() && wait.elapsed() < Duration::from_secs(2) {
+        while !book.borrow().in_flight.is_empty() && wait.elapsed() < Duration::from_secs(2) {
             if reflect(&mut sub) == 0 {
                 publ.do_work();
             }
         }
-        Ok(stats)
+        Ok((stats, book.into_inner()))
     })??;
-    if let Some(e) = bad_echo {
+    if let Some(e) = book.bad_echo {
         return Err(BenchError::Child(format!(
             "the subscriber reflected {e}: this is a bug, please report it"
         )));
     }
-    unanswered += in_flight.borrow().len() as u64;
+    let unanswered = book.unanswered + book.in_flight.len() as u64;
     // Ends the session (a shared-memory publisher ends it when dropped): the subscriber
     // drains and reports.
     publ.close();
@@ -369,14 +421,206 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         refused: stats.refused,
         pings: stats.pings,
         pings_unanswered: unanswered,
-        latency,
-        latency_from_schedule: from_schedule,
+        latency: book.latency,
+        latency_from_schedule: book.from_schedule,
         batches: stats.batches,
         max_batch: stats.max_batch,
         sleeps: stats.sleeps,
         publisher_cpu_s,
         subscriber_cpu_s: report.cpu_s,
+        stalls_publisher: stats.stalls.clone(),
+        stalls_subscriber: report.stalls,
     })
+}
+
+/// Words of the floor's page ([`crate::floor::Line`]) the floor under load uses. The load line
+/// holds the latest message's word 0 and the count of pings sent; each ping's number goes to a
+/// ring of [`RING`] slots first, so that no ping is overwritten while the reflector is held up
+/// (a stall of the machine): like a log, the floor keeps every ping and its tail. The reflect
+/// line holds the count of pings reflected, their numbers in a second ring. Lines written by
+/// different sides are 128 bytes or more apart.
+const LOAD_WORD: usize = 16;
+const PINGS_SENT_WORD: usize = 17;
+const REFLECTED_WORD: usize = 48;
+const PING_RING_WORD: usize = 64;
+const REFLECT_RING_WORD: usize = 192;
+/// Slots of each ring: at about 5,000 pings a second, 12 ms of pings.
+const RING: u64 = 64;
+
+/// The load side of the floor under load: each message is a store to the load line.
+struct LineSink<'a> {
+    line: &'a Line,
+    pings: u64,
+}
+
+impl Sink for LineSink<'_> {
+    #[inline]
+    fn offer_word(
+        &mut self,
+        _size: usize,
+        word: u64,
+        _fill: &mut impl FnMut(&mut [u8], u64),
+    ) -> Result<(), OfferError> {
+        if word & PING != 0 {
+            let slot = PING_RING_WORD + (self.pings % RING) as usize;
+            self.line.word_at(slot).store(word, Ordering::Relaxed);
+            self.pings += 1;
+            self.line
+                .word_at(PINGS_SENT_WORD)
+                .store(self.pings, Ordering::Release);
+        }
+        self.line.word_at(LOAD_WORD).store(word, Ordering::Release);
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The floor under load: [`Method::CacheLine`].
+fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, BenchError> {
+    let cpu_before = crate::cpu_seconds_self();
+    let name = crate::run_name("fl");
+    let line = Line::open(&name, true)?;
+    let helper = Helper::start(
+        exe,
+        &HelperSpec::CacheLineReflector {
+            cfg: cfg.clone(),
+            line: name,
+            clock: *clock,
+        },
+    )?;
+    let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
+    let picker = PingPicker::new(cfg.ping_every, 0x5eed ^ cfg.rate_msgs_per_s as u64);
+    let count = line.word_at(REFLECTED_WORD);
+    let (stats, book) = with_cpu(cfg.cpus.a, || -> Result<_, BenchError> {
+        let t0 = clock.now();
+        let book = RefCell::new(PingBook::new(t0));
+        let mut seen = 0u64;
+        let mut reflect = || {
+            let c = count.load(Ordering::Acquire);
+            if c == seen {
+                return;
+            }
+            let now = clock.now();
+            let mut book = book.borrow_mut();
+            // More than the ring holds since the last look: the oldest are gone (counted
+            // unanswered when a later one arrives).
+            seen = seen.max(c.saturating_sub(RING));
+            while seen < c {
+                let slot = REFLECT_RING_WORD + (seen % RING) as usize;
+                let word = line.word_at(slot).load(Ordering::Relaxed);
+                book.reflected(word & NUMBER, now, clock);
+                seen += 1;
+            }
+        };
+        let stats = paced_publish(
+            &mut LineSink {
+                line: &line,
+                pings: 0,
+            },
+            clock,
+            t0,
+            cfg,
+            Some(picker),
+            |_, _| {},
+            |i, sent_ticks, sched_ns| {
+                if sched_ns >= warmup_ns {
+                    book.borrow_mut().sent(i, sent_ticks, sched_ns);
+                }
+            },
+            |_| reflect(),
+        )?;
+        let wait = Instant::now();
+        while !book.borrow().in_flight.is_empty() && wait.elapsed() < Duration::from_secs(2) {
+            reflect();
+        }
+        Ok((stats, book.into_inner()))
+    })??;
+    line.word_at(LOAD_WORD)
+        .store(crate::floor::STOP, Ordering::Release);
+    let publisher_cpu_s = crate::cpu_seconds_self() - cpu_before;
+    let report: SubReport = helper.finish()?;
+    if let Some(e) = book.bad_echo {
+        return Err(BenchError::Child(format!(
+            "the cache-line reflector reflected {e}: this is a bug, please report it"
+        )));
+    }
+    Ok(LoadResult {
+        sent: stats.measured_sent,
+        sent_total: stats.sent_total,
+        seconds: stats.measured_seconds(),
+        achieved_msgs_per_s: stats.achieved_msgs_per_s(),
+        // One line holds only the latest message: the reflector sees the changes it was
+        // fast enough to see, and nothing can be lost or reordered.
+        received: report.received,
+        lost: 0,
+        duplicates: 0,
+        out_of_order: 0,
+        refused: 0,
+        pings: stats.pings,
+        pings_unanswered: book.unanswered + book.in_flight.len() as u64,
+        latency: book.latency,
+        latency_from_schedule: book.from_schedule,
+        batches: stats.batches,
+        max_batch: stats.max_batch,
+        sleeps: stats.sleeps,
+        publisher_cpu_s,
+        subscriber_cpu_s: report.cpu_s,
+        stalls_publisher: stats.stalls.clone(),
+        stalls_subscriber: report.stalls,
+    })
+}
+
+/// The reflector of the floor under load: spins on the load line, answers each new ping on
+/// the reflect line, and counts its loop's stalls once measured messages come.
+pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result<(), BenchError> {
+    let line = Line::open(name, false)?;
+    peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
+    say_ready();
+    let load = line.word_at(LOAD_WORD);
+    let pings_sent = line.word_at(PINGS_SENT_WORD);
+    let count = line.word_at(REFLECTED_WORD);
+    let (mut last, mut reflected, mut changes) = (0u64, 0u64, 0u64);
+    let mut stalls: Option<Stalls> = None;
+    loop {
+        let word = load.load(Ordering::Acquire);
+        if word == crate::floor::STOP {
+            break;
+        }
+        if word != last {
+            last = word;
+            changes += 1;
+            if stalls.is_none() && word & MEASURED != 0 {
+                stalls = Some(Stalls::start(clock, clock.now()));
+            }
+            let sent = pings_sent.load(Ordering::Acquire);
+            // More pings than the ring holds since the last look: the oldest are gone (the
+            // measuring side counts them unanswered).
+            reflected = reflected.max(sent.saturating_sub(RING));
+            while reflected < sent {
+                let p = line
+                    .word_at(PING_RING_WORD + (reflected % RING) as usize)
+                    .load(Ordering::Relaxed);
+                line.word_at(REFLECT_RING_WORD + (reflected % RING) as usize)
+                    .store(p, Ordering::Relaxed);
+                reflected += 1;
+                count.store(reflected, Ordering::Release);
+            }
+        }
+        if let Some(st) = stalls.as_mut() {
+            st.at(clock.now());
+        }
+        std::hint::spin_loop();
+    }
+    say_result(&SubReport {
+        received: changes,
+        reflected,
+        cpu_s: crate::cpu_seconds_self(),
+        stalls: stalls.map(|s| s.finish(cfg.cpus.b)),
+        ..SubReport::default()
+    });
+    Ok(())
 }
 
 fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, BenchError> {
@@ -450,6 +694,8 @@ fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResul
         sleeps: s.sleeps,
         publisher_cpu_s: report.cpu_s,
         subscriber_cpu_s,
+        stalls_publisher: s.stalls.clone(),
+        stalls_subscriber: None,
     })
 }
 
@@ -467,6 +713,9 @@ pub struct PacedStats {
     pub batches: u64,
     pub max_batch: u64,
     pub sleeps: u64,
+    /// The paced loop's stalls over the measured interval.
+    #[serde(default)]
+    pub stalls: Option<CpuJitter>,
 }
 
 impl PacedStats {
@@ -483,6 +732,33 @@ impl PacedStats {
     }
 }
 
+/// Where the paced loop sends: a publisher, or the floor's cache line.
+trait Sink {
+    /// Sends a message of `size` bytes whose word 0 is `word`, written by `fill`.
+    fn offer_word(
+        &mut self,
+        size: usize,
+        word: u64,
+        fill: &mut impl FnMut(&mut [u8], u64),
+    ) -> Result<(), OfferError>;
+    fn flush(&mut self) -> Result<(), String>;
+}
+
+impl Sink for Publisher {
+    #[inline]
+    fn offer_word(
+        &mut self,
+        size: usize,
+        word: u64,
+        fill: &mut impl FnMut(&mut [u8], u64),
+    ) -> Result<(), OfferError> {
+        self.offer_with(size, |buf| fill(buf, word)).map(drop)
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        Publisher::flush(self).map_err(|e| e.to_string())
+    }
+}
+
 /// The paced publisher: the outer loop of [`crate::pacer`] around `publ`.
 // The hooks are what differ between the ping and the embedded runs; a struct of closures
 // would only rename them.
@@ -492,16 +768,18 @@ impl PacedStats {
 /// - `on_ping(number, sent_ticks, scheduled_ns)` is told each ping's send time;
 /// - `service(publ)` runs between batches, while an offer is refused, and while the loop
 ///   waits (reading reflected pings, answering the transport's control traffic).
+///
+/// Every clock reading after the warm-up also counts the loop's stalls ([`Stalls`]).
 #[allow(clippy::too_many_arguments)]
-fn paced_publish(
-    publ: &mut Publisher,
+fn paced_publish<S: Sink>(
+    publ: &mut S,
     clock: &Clock,
     t0: u64,
     cfg: &LoadConfig,
     mut picker: Option<PingPicker>,
     mut fill: impl FnMut(&mut [u8], u64),
     mut on_ping: impl FnMut(u64, u64, u64),
-    mut service: impl FnMut(&mut Publisher),
+    mut service: impl FnMut(&mut S),
 ) -> Result<PacedStats, BenchError> {
     let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
     let end_ns = warmup_ns + (cfg.seconds * 1e9) as u64;
@@ -509,11 +787,16 @@ fn paced_publish(
     let mut st = PacedStats::default();
     let ns = |ticks: u64| clock.ticks_to_ns(ticks.wrapping_sub(t0)) as u64;
     let mut measured_first: Option<u64> = None;
+    let mut stalls: Option<Stalls> = None;
     let size = cfg.size;
     // Steps 1-6 of the pacer's doc. The clock is read once per outer loop, and once more for
     // each ping (its own send time).
     loop {
-        let now_ns = ns(clock.now());
+        let now = clock.now();
+        if let Some(s) = stalls.as_mut() {
+            s.at(now);
+        }
+        let now_ns = ns(now);
         if now_ns >= end_ns {
             st.measured_to_ns = now_ns;
             break;
@@ -521,6 +804,7 @@ fn paced_publish(
         if measured_first.is_none() && now_ns >= warmup_ns {
             measured_first = Some(pacer.sent());
             st.measured_from_ns = now_ns;
+            stalls = Some(Stalls::start(clock, now));
         }
         match pacer.step(now_ns) {
             Step::Send { first, count } => {
@@ -532,8 +816,8 @@ fn paced_publish(
                         i | if ping { PING } else { 0 } | if measured { MEASURED } else { 0 };
                     let sent_ticks = if ping { clock.now() } else { 0 };
                     loop {
-                        match publ.offer_with(size, |buf| fill(buf, word)) {
-                            Ok(_) => break,
+                        match publ.offer_word(size, word, &mut fill) {
+                            Ok(()) => break,
                             Err(OfferError::BackPressured) => {
                                 if measured_first.is_some() {
                                     st.refused += 1;
@@ -559,7 +843,14 @@ fn paced_publish(
             }
             Step::Sleep { until_ns } => {
                 st.sleeps += 1;
-                while ns(clock.now()) < until_ns.min(end_ns) {
+                loop {
+                    let now = clock.now();
+                    if let Some(s) = stalls.as_mut() {
+                        s.at(now);
+                    }
+                    if ns(now) >= until_ns.min(end_ns) {
+                        break;
+                    }
                     service(publ);
                 }
             }
@@ -569,6 +860,7 @@ fn paced_publish(
     }
     st.sent_total = pacer.sent();
     st.measured_sent = pacer.sent() - measured_first.unwrap_or(pacer.sent());
+    st.stalls = stalls.map(|s| s.finish(cfg.cpus.a));
     Ok(st)
 }
 
@@ -676,8 +968,9 @@ fn on_load_message(
     Ok(())
 }
 
-/// The subscriber process of a ping run: discards the load, reflects pings.
-pub fn reflect(cfg: &LoadConfig) -> Result<(), BenchError> {
+/// The subscriber process of a ping run: discards the load, reflects pings, and counts its
+/// loop's stalls once measured messages come.
+pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     validate(cfg)?;
     let ctx = crate::pingpong::context()?;
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
@@ -696,15 +989,37 @@ pub fn reflect(cfg: &LoadConfig) -> Result<(), BenchError> {
     let mut r = SubReport::default();
     let mut check = SequenceCheck::default();
     let size = cfg.size;
-    crate::pingpong::serve(&mut reflect, &mut sub, &early, 256, |reflect, payload| {
-        on_load_message(payload, size, &mut r, &mut check, reflect)
-    })
+    let measuring = Cell::new(false);
+    let mut stalls: Option<Stalls> = None;
+    crate::pingpong::serve(
+        &mut reflect,
+        &mut sub,
+        &early,
+        256,
+        |reflect, payload| {
+            if !measuring.get() && payload.get(7).is_some_and(|b| b & 0x40 != 0) {
+                // MEASURED (bit 62 of word 0): the measured interval began.
+                measuring.set(true);
+            }
+            on_load_message(payload, size, &mut r, &mut check, reflect)
+        },
+        || {
+            if measuring.get() {
+                let now = clock.now();
+                match stalls.as_mut() {
+                    Some(s) => s.at(now),
+                    None => stalls = Some(Stalls::start(clock, now)),
+                }
+            }
+        },
+    )
     .map_err(|e| BenchError::Child(format!("reflecting a ping failed: {e}")))?;
     r.received = check.received;
     r.lost = check.gaps;
     r.duplicates = check.duplicates;
     r.out_of_order = check.out_of_order;
     r.cpu_s = crate::cpu_seconds_self();
+    r.stalls = stalls.map(|s| s.finish(cfg.cpus.b));
     say_result(&r);
     Ok(())
 }
@@ -750,7 +1065,7 @@ pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchErro
             buf[8..16].copy_from_slice(&clock.now().to_le_bytes());
         },
         |_, _, _| {},
-        |publ| {
+        |publ: &mut Publisher| {
             publ.do_work();
         },
     )?;

@@ -72,6 +72,7 @@ impl ResultLine {
             Some(Scenario::Throughput) => "throughput",
             Some(Scenario::Load) => "load",
             Some(Scenario::MaxProbe) => "max-probe",
+            Some(Scenario::FloorLoad) => "floorload",
             Some(Scenario::Max) => "max",
             Some(Scenario::Embedded) => "embedded",
             Some(Scenario::FanoutProbe) => "fanout_probe",
@@ -135,7 +136,9 @@ impl Printer {
     /// [`paced`](Self::paced).
     pub fn cell(&mut self, c: &Cell) {
         match c.scenario {
-            Some(Scenario::Load | Scenario::MaxProbe | Scenario::Embedded) => self.paced(c),
+            Some(
+                Scenario::Load | Scenario::MaxProbe | Scenario::Embedded | Scenario::FloorLoad,
+            ) => self.paced(c),
             _ => self.print(&ResultLine::from_cell(c)),
         }
     }

@@ -407,19 +407,21 @@ pub(crate) fn offer_spinning(publ: &mut Publisher, payload: &[u8]) -> Result<(),
 /// The loop of a side that answers (the pong, the load reflector): hands `on_message` the
 /// messages that arrived while it connected (`early`, from [`wait_connected`]), then each one
 /// as it comes, running the publisher's duty cycle when idle, until the other side's
-/// publisher goes. Stops at the first error of `on_message`.
+/// publisher goes. Stops at the first error of `on_message`. `tick` runs once per loop.
 pub(crate) fn serve(
     publ: &mut Publisher,
     sub: &mut Subscriber,
     early: &[Vec<u8>],
     batch: usize,
     mut on_message: impl FnMut(&mut Publisher, &[u8]) -> Result<(), OfferError>,
+    mut tick: impl FnMut(),
 ) -> Result<(), OfferError> {
     for payload in early {
         on_message(publ, payload)?;
     }
     let mut failed = None;
     loop {
+        tick();
         let n = sub.poll(
             &mut |m| {
                 if failed.is_none() {
@@ -463,17 +465,24 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
         Some(name) => Some(Line::open(name, false)?),
         None => None,
     };
-    serve(&mut publ, &mut sub, &early, 16, |publ, payload| {
-        if let Some(line) = &line {
-            // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
-            // line, then go back to echoing.
-            if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
-                crate::floor::answer(line);
-                return Ok(());
+    serve(
+        &mut publ,
+        &mut sub,
+        &early,
+        16,
+        |publ, payload| {
+            if let Some(line) = &line {
+                // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
+                // line, then go back to echoing.
+                if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
+                    crate::floor::answer(line);
+                    return Ok(());
+                }
             }
-        }
-        offer_spinning(publ, payload)
-    })
+            offer_spinning(publ, payload)
+        },
+        || {},
+    )
     .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
     say_result(&EchoReport {
         cpu_s: crate::cpu_seconds_self(),

@@ -64,6 +64,10 @@ pub enum Scenario {
     Pingpong,
     /// Load with pings at a requested rate (one cell of a sweep, or `bench load`).
     Load,
+    /// The floor under load of the load cell `detail.for_cell`: the same pacer, rate, pings
+    /// and CPUs, each message a store to one shared cache line and each ping answered on a
+    /// second: what the machine allows under that schedule (`transport` is `cacheline`).
+    FloorLoad,
     /// One step of the maximum-throughput search.
     MaxProbe,
     /// The result of the maximum-throughput search for one size: `rate_achieved_msgs_per_s` is

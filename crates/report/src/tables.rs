@@ -237,15 +237,40 @@ pub(crate) fn x_floor(results: &Results, cell: &Cell) -> Option<f64> {
     (floor > 0.0).then(|| median / floor)
 }
 
-const FULL_HEADER: [&str; 7] = [
+const FULL_HEADER: [&str; 10] = [
     "Message Size/Rate",
     "Min",
     "Avg",
     "Max",
     "Median",
+    "x floor",
     "99.9th %",
+    "x floor",
+    "Stalls",
     "Std. Dev",
 ];
+
+/// A cell's ratio `key` (to its floor under load), starred when the floor moved around it.
+fn ratio_text(c: &Cell, key: &str) -> String {
+    let moved = c.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
+    match c.detail.get(key).and_then(|v| v.as_f64()) {
+        Some(x) => format!("{x:.2}{}", if moved { "*" } else { "" }),
+        None => dash(),
+    }
+}
+
+/// The machine's jitter over a cell's interval: the stalls of 100 us or more its two spinning
+/// loops saw per second, and the largest, `3.5/s, 1.21 ms`.
+fn stalls_text(c: &Cell) -> String {
+    let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+    match (d("stalls_over_100us_per_s"), d("largest_stall_ns")) {
+        (Some(per_s), Some(largest)) if largest >= 1e6 => {
+            format!("{per_s:.1}/s, {:.2} ms", largest / 1e6)
+        }
+        (Some(per_s), Some(largest)) => format!("{per_s:.1}/s, {:.0} us", largest / 1e3),
+        _ => dash(),
+    }
+}
 
 fn full_results(results: &Results) -> Option<Section> {
     let load = of(results, Scenario::Load);
@@ -281,7 +306,7 @@ fn full_results(results: &Results) -> Option<Section> {
             rows.push(header(&FULL_HEADER));
             for c in block.iter().filter(|c| shown(c)) {
                 let mut row = vec![size_rate_label(c)];
-                row.extend(latency_values(c.latency.as_ref(), |l| {
+                let v = latency_values(c.latency.as_ref(), |l| {
                     [
                         l.min_ns,
                         l.mean_ns,
@@ -290,7 +315,13 @@ fn full_results(results: &Results) -> Option<Section> {
                         l.p999_ns,
                         l.stddev_ns,
                     ]
-                }));
+                });
+                row.extend(v[..4].iter().cloned());
+                row.push(ratio_text(c, "median_x_floor"));
+                row.push(v[4].clone());
+                row.push(ratio_text(c, "p999_x_floor"));
+                row.push(stalls_text(c));
+                row.push(v[5].clone());
                 rows.push(Row::Cells(row));
                 let mut row = vec![size_rate_label(c)];
                 row.extend(latency_values(c.latency_from_schedule.as_ref(), |l| {
@@ -322,12 +353,52 @@ fn full_results(results: &Results) -> Option<Section> {
             rows: corrected,
         });
     }
+    let floors = of(results, Scenario::FloorLoad);
+    if !floors.is_empty() {
+        let mut rows = vec![header(&[
+            "For cell",
+            "Min",
+            "Avg",
+            "Max",
+            "Median",
+            "99.9th %",
+            "Stalls",
+            "Floor before/after",
+        ])];
+        for c in floors {
+            let mut row = vec![detail_str(c, "for_cell").to_string()];
+            row.extend(latency_values(c.latency.as_ref(), |l| {
+                [l.min_ns, l.mean_ns, l.max_ns, l.median_ns, l.p999_ns]
+            }));
+            row.push(stalls_text(c));
+            let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+            row.push(match (d("floor_before_ns"), d("floor_after_ns")) {
+                (Some(a), Some(b)) => format!("{a:.0} / {b:.0} ns"),
+                _ => dash(),
+            });
+            rows.push(Row::Cells(row));
+        }
+        tables.push(Table {
+            caption: Some(
+                "Machine floor under load: the same schedule and pings on one cache line"
+                    .to_string(),
+            ),
+            left: 1,
+            rows,
+        });
+    }
     Some(Section {
         title: "Full Results".to_string(),
         intro: Some(
             "All values are latency in microseconds (half round trip of the pings), measured \
              from each ping's actual send time; the second table of each transport measures \
-             from the time the ping was scheduled to be sent."
+             from the time the ping was scheduled to be sent. x floor: the median and the \
+             99.9th percentile over the machine's floor under load, measured just before the \
+             cell with the same pacer, rate and pings on one shared cache line (last table). \
+             * marks a cell whose cache-line floor, measured before and after it, moved by \
+             more than 1.3x: its ratios compare two machine modes. Stalls: the machine's \
+             jitter over the cell's interval, gaps of 100 us or more per second that its two \
+             spinning loops saw, and the largest."
                 .to_string(),
         ),
         tables,
@@ -804,6 +875,7 @@ pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
         Some(Scenario::Pingpong) => "pingpong",
         Some(Scenario::Load) => "load",
         Some(Scenario::MaxProbe) => "max_probe",
+        Some(Scenario::FloorLoad) => "floor_load",
         Some(Scenario::Max) => "max",
         Some(Scenario::Embedded) => "embedded",
         Some(Scenario::Throughput) => "throughput",

@@ -3,6 +3,7 @@
 //! embedded timestamps over a list of update rates.
 
 use super::{progress, Session};
+use crate::floor::FloorConfig;
 use crate::load::{LoadConfig, LoadResult, Method};
 use crate::output::format_rate;
 use crate::pacer::default_ping_every;
@@ -33,7 +34,9 @@ impl Pacing {
             size,
             rate_msgs_per_s: rate,
             ping_every: match method {
-                Method::Pings => self.ping_every.unwrap_or_else(|| default_ping_every(rate)),
+                Method::Pings | Method::CacheLine => {
+                    self.ping_every.unwrap_or_else(|| default_ping_every(rate))
+                }
                 Method::Embedded => 1,
             },
             seconds: self.seconds,
@@ -139,29 +142,122 @@ fn sorted(rates: &[f64]) -> Vec<f64> {
     r
 }
 
-/// `bench load`: one load run.
+/// `bench load`: one load run, with the machine's floor under the same schedule before it.
 pub fn load(cfg: &LoadConfig, s: &mut Session) -> Result<(), BenchError> {
     crate::load::validate(cfg)?;
-    let r = crate::load::run(cfg, s.exe(), s.clock())?;
-    let cell = load_cell(cfg, &r, Scenario::Load);
-    s.show_and_record(cell, Some(&r.latency), Some(&r.latency_from_schedule))
+    let bar = progress(1, true);
+    paced_cell(cfg, Scenario::Load, s, &bar)?;
+    Ok(())
+}
+
+/// Round trips of the short cache-line floor measured around each load cell, and the ones not
+/// kept before them.
+const FLOOR_PROBE: u64 = 20_000;
+const FLOOR_PROBE_WARMUP: u64 = 2_000;
+
+/// The cache-line floor's median now: a short floor run on the cell's CPUs.
+fn floor_probe(cpus: CpuPair, s: &Session) -> Result<f64, BenchError> {
+    let r = crate::floor::run(
+        &FloorConfig {
+            count: FLOOR_PROBE,
+            warmup: FLOOR_PROBE_WARMUP,
+            cpus,
+        },
+        s.exe(),
+        s.clock(),
+    )?;
+    Ok(r.summary().median_ns)
+}
+
+/// The floor under load of a load cell: the same rate, pings and CPUs, on one cache line, for
+/// at most a second (its 99.9th percentile rests on about 5,000 pings).
+fn floor_under_load_config(cfg: &LoadConfig) -> LoadConfig {
+    LoadConfig {
+        method: Method::CacheLine,
+        seconds: cfg.seconds.min(1.0),
+        warmup_seconds: cfg.warmup_seconds.min(0.2),
+        name: crate::run_name("fl"),
+        ..cfg.clone()
+    }
 }
 
 /// Runs one paced cell, prints and records it; returns whether it held its rate.
+///
+/// A load cell (`Scenario::Load`) is measured with its floors: the cache-line floor now, the
+/// floor under load (the same schedule on one cache line), the floor again, the cell, and the
+/// floor once more. The cell carries its ratios to the floor under load (`median_x_floor`,
+/// `p999_x_floor`) and is flagged (`floor_moved`) when the floors around it disagree: then
+/// the ratio compares two machine modes.
 fn paced_cell(
     cfg: &LoadConfig,
     scenario: Scenario,
     s: &mut Session,
     bar: &indicatif::ProgressBar,
 ) -> Result<bool, BenchError> {
+    let with_floor = scenario == Scenario::Load;
+    let mut floors = Vec::new();
+    let mut under_load = None;
+    if with_floor {
+        floors.push(floor_probe(cfg.cpus, s)?);
+        let fcfg = floor_under_load_config(cfg);
+        let r = crate::load::run(&fcfg, s.exe(), s.clock())?;
+        floors.push(floor_probe(cfg.cpus, s)?);
+        let mut cell = load_cell(&fcfg, &r, Scenario::FloorLoad);
+        cell.transport = "cacheline".into();
+        cell.size_bytes = 8;
+        cell.id = format!("floorload-{}", load_cell_id(cfg, "load"));
+        cell.detail
+            .insert("for_cell".into(), load_cell_id(cfg, "load").into());
+        insert_floors(&mut cell, &floors[..2]);
+        bar.suspend(|| s.out.paced(&cell));
+        let summary = r.latency.summary();
+        s.record(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
+        under_load = Some(summary);
+    }
     let r = crate::load::run(cfg, s.exe(), s.clock())?;
-    let cell = load_cell(cfg, &r, scenario);
+    let mut cell = load_cell(cfg, &r, scenario);
+    if with_floor {
+        floors.push(floor_probe(cfg.cpus, s)?);
+        insert_floors(&mut cell, &floors[1..]);
+        // The floors on both sides of the floor under load count too: the ratio spans it.
+        cell.detail.insert(
+            "floor_moved".into(),
+            floors
+                .windows(2)
+                .any(|w| crate::floor::floor_moved(w[0], w[1]))
+                .into(),
+        );
+        if let (Some(f), Some(l)) = (under_load, cell.latency) {
+            let d = &mut cell.detail;
+            d.insert("floor_load_median_ns".into(), round3(f.median_ns).into());
+            d.insert("floor_load_p999_ns".into(), round3(f.p999_ns).into());
+            if f.median_ns > 0.0 && f.p999_ns > 0.0 {
+                d.insert(
+                    "median_x_floor".into(),
+                    round3(l.median_ns / f.median_ns).into(),
+                );
+                d.insert("p999_x_floor".into(), round3(l.p999_ns / f.p999_ns).into());
+            }
+        }
+    }
     let held = cell.sustained == Some(true);
     bar.suspend(|| s.out.paced(&cell));
     let from_schedule = (scenario != Scenario::Embedded).then_some(&r.latency_from_schedule);
     s.record(cell, Some(&r.latency), from_schedule)?;
     bar.inc(1);
     Ok(held)
+}
+
+/// The floors measured before and after a cell, and whether they disagree.
+fn insert_floors(cell: &mut Cell, floors: &[f64]) {
+    let (before, after) = (floors[0], floors[floors.len() - 1]);
+    let d = &mut cell.detail;
+    d.insert("floor_before_ns".into(), round3(before).into());
+    d.insert("floor_after_ns".into(), round3(after).into());
+    d.insert(
+        "floor_moved".into(),
+        crate::floor::floor_moved(before, after).into(),
+    );
 }
 
 /// Runs the sweep: per transport and size, rates in increasing order until one is not
@@ -259,6 +355,16 @@ pub fn embedded(plan: &EmbeddedPlan, s: &mut Session) -> Result<(), BenchError> 
     Ok(())
 }
 
+/// `load-ipc-32B-1M`.
+fn load_cell_id(cfg: &LoadConfig, kind: &str) -> String {
+    format!(
+        "{kind}-{}-{}B-{}",
+        cfg.transport,
+        cfg.size,
+        rate_label(cfg.rate_msgs_per_s)
+    )
+}
+
 /// A load run as a results cell. `scenario` is `Load`, `MaxProbe` or `Embedded`.
 pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     let mut cpu_s = BTreeMap::new();
@@ -269,11 +375,12 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     let kind = match scenario {
         Scenario::Embedded => "embedded",
         Scenario::MaxProbe => "max-probe",
+        Scenario::FloorLoad => "floorload",
         _ => "load",
     };
     let mut detail = serde_json::Map::new();
     detail.insert("idle".into(), cfg.idle.name().into());
-    if cfg.transport != Scheme::Ipc {
+    if cfg.transport != Scheme::Ipc && cfg.method != Method::CacheLine {
         // The report titles a transport with its path when all its cells share one.
         let path = if cfg.uri.is_none() {
             "loopback"
@@ -293,15 +400,31 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         detail.insert("pings".into(), r.pings.into());
         detail.insert("pings_unanswered".into(), r.pings_unanswered.into());
     }
+    for (side, st) in [
+        ("publisher", &r.stalls_publisher),
+        ("subscriber", &r.stalls_subscriber),
+    ] {
+        if let Some(j) = st {
+            let mut line = super::jitter::cell(j).detail;
+            line.insert("seconds".into(), round3(j.seconds).into());
+            detail.insert(format!("stalls_{side}"), line.into());
+        }
+    }
+    // Both loops together: stalls of 100 us or more per second, and the largest.
+    let sides: Vec<&crate::jitter::CpuJitter> = [&r.stalls_publisher, &r.stalls_subscriber]
+        .into_iter()
+        .flatten()
+        .collect();
+    if !sides.is_empty() {
+        let per_s: f64 = sides.iter().map(|j| j.per_s(2)).sum();
+        let largest = sides.iter().map(|j| j.largest_gap_ns).fold(0.0, f64::max);
+        detail.insert("stalls_over_100us_per_s".into(), round3(per_s).into());
+        detail.insert("largest_stall_ns".into(), round3(largest).into());
+    }
     let lat = r.latency.summary();
     let sched = r.latency_from_schedule.summary();
     Cell {
-        id: format!(
-            "{kind}-{}-{}B-{}",
-            cfg.transport,
-            cfg.size,
-            rate_label(cfg.rate_msgs_per_s)
-        ),
+        id: load_cell_id(cfg, kind),
         scenario: Some(scenario),
         system: None,
         transport: cfg.transport.name().to_string(),
