@@ -443,9 +443,9 @@ const LOAD_WORD: usize = 16;
 const PINGS_SENT_WORD: usize = 17;
 const REFLECTED_WORD: usize = 48;
 const PING_RING_WORD: usize = 64;
-const REFLECT_RING_WORD: usize = 192;
-/// Slots of each ring: at about 5,000 pings a second, 12 ms of pings.
-const RING: u64 = 64;
+const REFLECT_RING_WORD: usize = PING_RING_WORD + RING as usize;
+/// Slots of each ring: at about 5,000 pings a second, 38 ms of pings.
+const RING: u64 = 192;
 
 /// The load side of the floor under load: each message is a store to the load line.
 struct LineSink<'a> {
@@ -496,7 +496,7 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
     let (stats, book) = with_cpu(cfg.cpus.a, || -> Result<_, BenchError> {
         let t0 = clock.now();
         let book = RefCell::new(PingBook::new(t0));
-        let mut seen = 0u64;
+        let (mut seen, mut latest) = (0u64, None);
         let mut reflect = || {
             let c = count.load(Ordering::Acquire);
             if c == seen {
@@ -509,9 +509,16 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
             seen = seen.max(c.saturating_sub(RING));
             while seen < c {
                 let slot = REFLECT_RING_WORD + (seen % RING) as usize;
-                let word = line.word_at(slot).load(Ordering::Relaxed);
-                book.reflected(word & NUMBER, now, clock);
+                let number = line.word_at(slot).load(Ordering::Relaxed) & NUMBER;
                 seen += 1;
+                // Pings are reflected in order: a number not above the latest is a slot the
+                // reflector skipped when it fell a whole ring behind, still holding a ping
+                // of the lap before.
+                if latest.is_some_and(|l| number <= l) {
+                    continue;
+                }
+                latest = Some(number);
+                book.reflected(number, now, clock);
             }
         };
         let stats = paced_publish(

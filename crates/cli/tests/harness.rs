@@ -124,8 +124,53 @@ fn a_short_sweep_writes_the_folder_and_prints_the_seed_tables() {
             assert_eq!(stdout.contains(&row), held, "row {row}:\n{stdout}");
         }
     }
+    // Each load cell comes with its floor under load: the same rate and pings on one cache
+    // line, measured just before it, and the ratios to it; the cache-line floor measured around
+    // both; the stalls of the spinning loops over the interval.
+    let floors = cells(&r, "floor_load");
+    assert_eq!(floors.len(), load.len());
+    for (f, c) in floors.iter().zip(&load) {
+        assert_eq!(f["transport"], "cacheline", "{f}");
+        assert_eq!(
+            f["rate_requested_msgs_per_s"],
+            c["rate_requested_msgs_per_s"]
+        );
+        // A ping is lost only when the reflector falls a whole ring (38 ms of pings) behind,
+        // as a process preempted by a build on a busy test machine may.
+        let pings = f["detail"]["pings"].as_u64().unwrap();
+        assert!(pings > 0, "{f}");
+        assert!(
+            f["detail"]["pings_unanswered"].as_u64().unwrap() < pings,
+            "{f}"
+        );
+        assert!(f["latency"]["samples"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(
+            f["detail"]["for_cell"].as_str().unwrap(),
+            c["id"].as_str().unwrap()
+        );
+        let x = c["detail"]["median_x_floor"].as_f64().unwrap();
+        let want = c["latency"]["median_ns"].as_f64().unwrap()
+            / f["latency"]["median_ns"].as_f64().unwrap();
+        assert!((x - want).abs() < 0.001, "{x} vs {want}");
+        assert!(c["detail"]["p999_x_floor"].as_f64().unwrap() > 0.0);
+        for d in [&f["detail"], &c["detail"]] {
+            assert!(d["floor_before_ns"].as_f64().unwrap() > 0.0, "{d}");
+            assert!(d["floor_after_ns"].as_f64().unwrap() > 0.0, "{d}");
+            assert!(d["floor_moved"].is_boolean(), "{d}");
+            assert!(d["stalls_over_100us_per_s"].as_f64().unwrap() >= 0.0, "{d}");
+            assert!(
+                d["stalls_publisher"]["seconds"].as_f64().unwrap() > 0.0,
+                "{d}"
+            );
+            assert!(
+                d["stalls_subscriber"]["seconds"].as_f64().unwrap() > 0.0,
+                "{d}"
+            );
+        }
+    }
+    assert!(stdout.contains("Machine floor under load"), "{stdout}");
     let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
-    assert_eq!(csv.lines().count(), load.len() + 1);
+    assert_eq!(csv.lines().count(), load.len() + floors.len() + 1);
     assert!(dir.join("report.html").exists() && dir.join("report.txt").exists());
     assert!(dir.join("charts/latency_vs_rate.svg").exists());
     assert!(dir.join("charts/latency_vs_size.png").exists());
@@ -171,7 +216,15 @@ fn load_reports_both_latencies_and_the_schedule_one_is_never_lower() {
         "--out",
         dir.to_str().unwrap(),
     ]));
-    let line: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    // The floor under load's line comes first, then the cell's.
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["scenario"], "floor_load");
+    let line = lines[1].clone();
+    assert_eq!(line["scenario"], "load");
     assert_clean_load_cell(&line);
     assert_eq!(line["detail"]["ping_every"], 4);
     let pings = line["detail"]["pings"].as_u64().unwrap();
