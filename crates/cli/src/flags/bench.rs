@@ -279,8 +279,9 @@ pub struct EchoArgs {
     #[arg(long, value_delimiter = ',', default_value = "28,1460", value_parser = values::parse_message_size)]
     pub sizes: Vec<usize>,
     /// Measured round trips of every cell and of the ping-pong references (default: 50000,
-    /// and 10000 in normal mode, whose round trip waits about two batch intervals, ~200 us:
-    /// the default run takes about 30 s). A tenth as many run first as warm-up.
+    /// and 10000 in normal mode, whose round trip waits about two batch intervals, ~220 us;
+    /// `bench pingpong`'s 1000000 would take minutes per cell: the default run takes about
+    /// 20 s on loopback). A tenth as many run first as warm-up.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Two CPUs, `A,B`: the sender runs on A, the echo side on B (default: the first two).
