@@ -69,6 +69,7 @@ impl ResultLine {
             Some(Scenario::Floor) => "floor",
             Some(Scenario::Raw) => "raw",
             Some(Scenario::Pingpong) => "pingpong",
+            Some(Scenario::Echo) => "echo",
             Some(Scenario::Throughput) => "throughput",
             Some(Scenario::Load) => "load",
             Some(Scenario::MaxProbe) => "max-probe",
@@ -193,9 +194,15 @@ impl Printer {
             Some(f) => format!("{}{}", us(Some(f)), if moved { "*" } else { "" }),
             None => "-".into(),
         };
+        // An echo's mode, within the column's width (the report's table spells it out).
+        let test = match (r.kind, r.detail.get("mode").and_then(|m| m.as_str())) {
+            ("echo", Some("urgent")) => "echo urg",
+            ("echo", Some("normal")) => "echo norm",
+            (kind, _) => kind,
+        };
         println!(
             "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
-            r.kind,
+            test,
             r.transport,
             r.size_bytes,
             r.samples,

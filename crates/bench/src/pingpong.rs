@@ -1,6 +1,9 @@
 //! Ping-pong: half round trip over a transport between two processes (sockperf's and Reflex's
 //! method). The ping side stamps a send, waits for the echo, and records (RTT / 2). Each ping
 //! carries its number in its first 8 bytes (sizes of 8 bytes and more) and the echo is checked.
+//!
+//! The same two sides measure `bench echo` (Reflex's normal and urgent modes): the streams'
+//! [`StreamMode`] and the ping side's [`DutyCycle`] are its two settings.
 
 use crate::clock::Clock;
 use crate::floor::{with_cpu, FloorMoments, Line};
@@ -37,6 +40,11 @@ pub struct PingPongConfig {
     /// The shared line the bursts run on (set by [`run`] for the pong side).
     #[serde(default)]
     pub floor_line: Option<String>,
+    /// The `mode=` added to both streams' URIs when they do not name one (network transports;
+    /// `ipc` has no send modes): `urgent`, the latency configuration, unless `bench echo`
+    /// measures `normal`.
+    #[serde(default)]
+    pub mode: StreamMode,
 }
 
 /// Round trips of one floor burst between blocks of pings, and the ones before them that are
@@ -51,6 +59,59 @@ const FLOOR_REQUEST: u64 = 1 << 63;
 /// pings (a burst costs a few milliseconds).
 pub fn default_floor_every(count: u64) -> u64 {
     (count / 20).max(10_000)
+}
+
+/// How the publishers of a network stream send (the URI's `mode=`; `ipc` has one path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamMode {
+    /// `mode=urgent`: every message leaves in the `offer` that publishes it.
+    #[default]
+    Urgent,
+    /// `mode=normal`: messages are batched; a batch leaves when the oldest message in it has
+    /// waited the URI's `batch_interval_us` (checked by `offer`, `flush` and `do_work`), or
+    /// when it holds `batch_bytes`.
+    Normal,
+}
+
+impl StreamMode {
+    /// Every mode, in the order `--modes` lists them by default.
+    pub const ALL: [StreamMode; 2] = [StreamMode::Normal, StreamMode::Urgent];
+
+    /// The URI's value: `urgent`, `normal`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamMode::Urgent => "urgent",
+            StreamMode::Normal => "normal",
+        }
+    }
+}
+
+impl std::str::FromStr for StreamMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StreamMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}' is not a send mode: give normal (batched) or urgent (every message at once), for example normal,urgent"
+                )
+            })
+    }
+}
+
+/// How often the ping side runs its publisher's duty cycle (`do_work`) while it waits for an
+/// echo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DutyCycle {
+    /// Every [`POLLS_PER_DUTY_CYCLE`] empty polls (`bench pingpong`): in urgent mode a ping
+    /// leaves in its `offer`, and the duty cycle only sends heartbeats and answers NAKs.
+    Sparse,
+    /// On every empty poll, as an application's event loop does (`bench echo`): what sends a
+    /// normal-mode batch once its interval has passed.
+    EveryEmptyPoll,
 }
 
 /// The context of a benchmark process: the configuration of the environment
@@ -88,6 +149,12 @@ pub struct PingPongResult {
     pub pong_cpu_s: Option<f64>,
     /// The floor bursts between blocks of pings, when asked for (`floor_every`).
     pub floor: Option<FloorMoments>,
+    /// The ping stream's URI as opened: the configuration's defaults applied, the bound port
+    /// in place of `:0`.
+    pub ping_uri: String,
+    /// The pong stream's URI as opened (on the network transports, as the pong side announced
+    /// it).
+    pub pong_uri: String,
 }
 
 /// Checks that each URI given (`(flag, uri)`) is of the transport `--transport` names.
@@ -107,8 +174,8 @@ pub(crate) fn check_transport(
     Ok(())
 }
 
-/// The ping and pong URIs: given ones (with `mode=urgent`, and `gro=0` on UDP, added when they
-/// do not set them), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
+/// The ping and pong URIs: given ones (with `mode=` of `cfg.mode`, `urgent` unless set
+/// otherwise, and `gro=0` on UDP, added when they do not set them), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
 /// binds a free port and the pong side announces its URI on its `ready` line.
 pub fn uris(cfg: &PingPongConfig) -> (String, String) {
     let default = |which: u16| -> String {
@@ -122,9 +189,10 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
         }
     };
     // The latency configuration, unless the URI says otherwise: every ping leaves at once
-    // (`mode=urgent`), and UDP receivers read datagram by datagram (`gro=0`: UDP GRO raises
-    // throughput but costs about half a microsecond per receive on this kernel).
-    let urgent = |uri: String| -> String {
+    // (`mode=urgent`; `bench echo` also measures `mode=normal`), and UDP receivers read
+    // datagram by datagram (`gro=0`: UDP GRO raises throughput but costs about half a
+    // microsecond per receive on this kernel).
+    let settings = |uri: String| -> String {
         let scheme = Scheme::of_uri(&uri);
         if scheme == Some(Scheme::Ipc) {
             return uri;
@@ -134,8 +202,9 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
                 .is_some_and(|(_, q)| q.split('&').any(|p| p.split('=').next() == Some(key)))
         };
         let mut extra = Vec::new();
+        let mode = format!("mode={}", cfg.mode.name());
         if !has("mode") {
-            extra.push("mode=urgent");
+            extra.push(mode.as_str());
         }
         if scheme != Some(Scheme::Tcp) && !has("gro") {
             extra.push("gro=0");
@@ -147,8 +216,8 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
         format!("{uri}{sep}{}", extra.join("&"))
     };
     (
-        urgent(cfg.ping_uri.clone().unwrap_or_else(|| default(0))),
-        urgent(cfg.pong_uri.clone().unwrap_or_else(|| default(1))),
+        settings(cfg.ping_uri.clone().unwrap_or_else(|| default(0))),
+        settings(cfg.pong_uri.clone().unwrap_or_else(|| default(1))),
     )
 }
 
@@ -180,6 +249,16 @@ pub fn validate(cfg: &PingPongConfig) -> Result<(), BenchError> {
 
 /// Runs both sides: spawns the pong process with `exe`, then pings from this one.
 pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongResult, BenchError> {
+    run_with(cfg, exe, clock, DutyCycle::Sparse)
+}
+
+/// [`run`] with the ping side running its publisher's duty cycle as `duty` says.
+pub fn run_with(
+    cfg: &PingPongConfig,
+    exe: &Path,
+    clock: &Clock,
+    duty: DutyCycle,
+) -> Result<PingPongResult, BenchError> {
     validate(cfg)?;
     let cpu_before = crate::cpu_seconds_self();
     let ctx = context()?;
@@ -195,7 +274,7 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
     let helper = Helper::start(
         exe,
         &HelperSpec::Pong(PingPongConfig {
-            ping_uri: Some(ping_uri),
+            ping_uri: Some(ping_uri.clone()),
             pong_uri: Some(pong_uri.clone()),
             floor_line: line.as_ref().map(|_| floor_name),
             ..cfg.clone()
@@ -207,7 +286,12 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         helper.ready_info.clone()
     };
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
-    let (recorder, floor) = ping_loop(cfg, clock, publ, sub, line.as_ref())?;
+    let (recorder, floor) = match duty {
+        DutyCycle::Sparse => {
+            ping_loop::<POLLS_PER_DUTY_CYCLE>(cfg, clock, publ, sub, line.as_ref())?
+        }
+        DutyCycle::EveryEmptyPoll => ping_loop::<1>(cfg, clock, publ, sub, line.as_ref())?,
+    };
     let ping_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let r: EchoReport = helper.finish()?;
     Ok(PingPongResult {
@@ -216,6 +300,8 @@ pub fn run(cfg: &PingPongConfig, exe: &Path, clock: &Clock) -> Result<PingPongRe
         ping_cpu_s,
         pong_cpu_s: Some(r.cpu_s),
         floor,
+        ping_uri,
+        pong_uri,
     })
 }
 
@@ -225,15 +311,18 @@ pub fn ping(cfg: &PingPongConfig, clock: &Clock) -> Result<PingPongResult, Bench
     let ctx = context()?;
     let (ping_uri, pong_uri) = uris(cfg);
     let publ = ctx.publisher("bench.ping", &ping_uri)?;
+    let ping_uri = publ.uri().to_string();
     let sub = ctx.subscriber("bench.pong", &pong_uri, cfg.idle)?;
     // The pong side runs elsewhere: no shared line, no floor bursts.
-    let (recorder, _) = ping_loop(cfg, clock, publ, sub, None)?;
+    let (recorder, _) = ping_loop::<POLLS_PER_DUTY_CYCLE>(cfg, clock, publ, sub, None)?;
     Ok(PingPongResult {
         summary: recorder.summary(),
         recorder,
         ping_cpu_s: crate::cpu_seconds_self(),
         pong_cpu_s: None,
         floor: None,
+        ping_uri,
+        pong_uri,
     })
 }
 
@@ -266,16 +355,20 @@ pub(crate) fn wait_connected(
 }
 
 /// Empty polls between two duty cycles of the ping side's publisher while it waits for an
-/// echo. A round trip takes microseconds, far fewer polls, so a measured ping never waits on
+/// echo ([`DutyCycle::Sparse`]). A round trip takes microseconds, far fewer polls, so a measured ping never waits on
 /// it; but if the echo is late the publisher still sends heartbeats, answers NAKs and drains
 /// queued bytes, so a lost ping is repaired instead of waited for until the session times out.
-const POLLS_PER_DUTY_CYCLE: u32 = 4096;
+pub const POLLS_PER_DUTY_CYCLE: u32 = 4096;
 
-/// The ping side's loop. With a floor `line`, a floor burst runs before the first measured
-/// ping and after every `floor_every` of them (and after the last): the ping side asks the
-/// pong side to answer on the line with a message of its own, so both processes, pinned where
-/// they are, measure the machine's floor between two blocks of pings.
-fn ping_loop(
+/// The ping side's loop: offers each ping (no flush) and polls for its echo, running the
+/// publisher's duty cycle every `POLLS` empty polls (a constant, so that `bench pingpong`'s
+/// loop compiles as it did before `bench echo` asked for `POLLS = 1`).
+///
+/// With a floor `line`, a floor burst runs before the first measured ping and after every
+/// `floor_every` of them (and after the last): the ping side asks the pong side to answer on
+/// the line with a message of its own, so both processes, pinned where they are, measure the
+/// machine's floor between two blocks of pings.
+fn ping_loop<const POLLS: u32>(
     cfg: &PingPongConfig,
     clock: &Clock,
     mut publ: Publisher,
@@ -307,6 +400,9 @@ fn ping_loop(
             req[..8].copy_from_slice(&(FLOOR_REQUEST | next_floor).to_le_bytes());
             offer_spinning(publ, &req)
                 .map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
+            // A batched (normal-mode) stream sends it now: the pong side must get it to answer.
+            publ.flush()
+                .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
             let one = crate::floor::burst(
                 line,
                 FLOOR_BURST,
@@ -364,7 +460,7 @@ fn ping_loop(
                     )));
                 }
                 empty_polls += 1;
-                if empty_polls % POLLS_PER_DUTY_CYCLE == 0 {
+                if empty_polls % POLLS == 0 {
                     publ.do_work();
                 }
             }
@@ -539,5 +635,56 @@ mod tests {
         late.join().unwrap();
         assert_eq!(early.unwrap(), vec![b"ping 0 (early)".to_vec()]);
         assert_eq!(pong_sub.poll(&mut |_| {}, 16), 0, "delivered twice");
+    }
+
+    fn config(transport: Scheme) -> PingPongConfig {
+        PingPongConfig {
+            transport,
+            size: 32,
+            count: 10,
+            warmup: 1,
+            cpus: CpuPair { a: 0, b: 1 },
+            idle: IdleKind::Spin,
+            name: "bench-pp-test".into(),
+            connect_timeout: Duration::from_secs(1),
+            ping_uri: None,
+            pong_uri: None,
+            mode: StreamMode::default(),
+        }
+    }
+
+    /// `bench pingpong` keeps the latency configuration; a URI naming its own mode keeps it.
+    #[test]
+    fn the_pingpong_streams_are_urgent_unless_a_mode_is_set() {
+        let (ping, pong) = uris(&config(Scheme::Udp));
+        assert_eq!(ping, "udp://127.0.0.1:0?mode=urgent&gro=0");
+        assert_eq!(pong, "udp://127.0.0.1:0?mode=urgent&gro=0");
+        let mut cfg = config(Scheme::Tcp);
+        cfg.mode = StreamMode::Normal;
+        cfg.ping_uri = Some("tcp://127.0.0.1:4000?mode=urgent".into());
+        let (ping, pong) = uris(&cfg);
+        assert_eq!(ping, "tcp://127.0.0.1:4000?mode=urgent");
+        assert_eq!(pong, "tcp://127.0.0.1:0?mode=normal");
+    }
+
+    /// A helper spec written before the mode existed still reads (as urgent).
+    #[test]
+    fn a_config_without_a_mode_reads_as_urgent() {
+        let mut json = serde_json::to_value(config(Scheme::Udp)).unwrap();
+        assert_eq!(json["mode"], "urgent");
+        json.as_object_mut().unwrap().remove("mode");
+        let back: PingPongConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back.mode, StreamMode::Urgent);
+    }
+
+    #[test]
+    fn send_modes_parse_by_name_and_a_bad_one_names_the_choices() {
+        assert_eq!("normal".parse::<StreamMode>(), Ok(StreamMode::Normal));
+        assert_eq!("urgent".parse::<StreamMode>(), Ok(StreamMode::Urgent));
+        let e = "fast".parse::<StreamMode>().unwrap_err();
+        assert!(
+            e.contains("'fast'") && e.contains("normal") && e.contains("urgent"),
+            "{e}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! the charts render the same on a machine with no fonts installed.
 
 use crate::error::ReportError;
-use crate::model::{Cell, Results, Scenario};
+use crate::model::{Cell, Latency, Results, Scenario};
 use crate::tables::{self, rate_label, shown};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
@@ -97,7 +97,25 @@ pub(crate) enum Plot {
     /// Line charts side by side, all with a logarithmic x axis.
     Lines(Vec<LinePanel>),
     Bars(Bars),
-    Boxes(Vec<BoxStat>),
+    Boxes(BoxPlot),
+}
+
+/// Seed 004's box plot: one box per cell, the first at the top.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BoxPlot {
+    /// The line inside each box.
+    pub centre: Centre,
+    /// A logarithmic value axis; else linear from zero.
+    pub log_scale: bool,
+    pub boxes: Vec<BoxStat>,
+}
+
+/// What the line inside a box marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Centre {
+    /// As seed 004 draws it.
+    Mean,
+    Median,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -138,8 +156,49 @@ pub(crate) struct BoxStat {
     pub p1: f64,
     pub p25: f64,
     pub mean: f64,
+    pub median: f64,
     pub p75: f64,
     pub p99: f64,
+}
+
+impl BoxStat {
+    /// The box of a cell's latency, labelled `label`.
+    fn of(label: String, colour: usize, l: &Latency) -> BoxStat {
+        BoxStat {
+            label,
+            colour,
+            p1: us(l.p1_ns),
+            p25: us(l.p25_ns),
+            mean: us(l.mean_ns),
+            median: us(l.median_ns),
+            p75: us(l.p75_ns),
+            p99: us(l.p99_ns),
+        }
+    }
+
+    fn centre(&self, centre: Centre) -> f64 {
+        match centre {
+            Centre::Mean => self.mean,
+            Centre::Median => self.median,
+        }
+    }
+}
+
+/// Whether box values span more than two decades (whisker to whisker, over every box): then
+/// the value axis is logarithmic, or the smallest boxes would be lines at zero.
+pub(crate) fn spans_decades(boxes: &[BoxStat]) -> bool {
+    let positive = |v: &f64| v.is_finite() && *v > 0.0;
+    let lo = boxes
+        .iter()
+        .map(|b| b.p1.min(b.p25))
+        .filter(positive)
+        .fold(f64::INFINITY, f64::min);
+    let hi = boxes
+        .iter()
+        .map(|b| b.p99.max(b.p75))
+        .filter(positive)
+        .fold(0.0, f64::max);
+    lo.is_finite() && hi / lo > 100.0
 }
 
 fn us(ns: f64) -> f64 {
@@ -412,15 +471,7 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                 }
                 _ => format!("{} {}B", c.transport, c.size_bytes),
             };
-            Some(BoxStat {
-                label,
-                colour: colour_of(results, &c.transport),
-                p1: us(l.p1_ns),
-                p25: us(l.p25_ns),
-                mean: us(l.mean_ns),
-                p75: us(l.p75_ns),
-                p99: us(l.p99_ns),
-            })
+            Some(BoxStat::of(label, colour_of(results, &c.transport), &l))
         })
         .collect();
     if !boxes.is_empty() {
@@ -429,7 +480,37 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
             title: "Latency distribution: box = quartiles, centre line = mean, whiskers = 1st \
                     and 99th percentiles"
                 .to_string(),
-            plot: Plot::Boxes(boxes),
+            plot: Plot::Boxes(BoxPlot {
+                centre: Centre::Mean,
+                log_scale: true,
+                boxes,
+            }),
+        });
+    }
+
+    // Seed 004's own measurement: the echo per transport, mode and size.
+    let echo: Vec<BoxStat> = tables::echo_cells(results)
+        .into_iter()
+        .filter_map(|c| {
+            let label = format!("{} {} {}B", c.transport, tables::mode_of(c), c.size_bytes);
+            Some(BoxStat::of(
+                label,
+                colour_of(results, &c.transport),
+                &c.latency?,
+            ))
+        })
+        .collect();
+    if !echo.is_empty() {
+        out.push(Planned {
+            name: "echo_boxplot".to_string(),
+            title: "Echo, half round trip: box = quartiles, centre line = median, whiskers = \
+                    1st and 99th percentiles"
+                .to_string(),
+            plot: Plot::Boxes(BoxPlot {
+                centre: Centre::Median,
+                log_scale: spans_decades(&echo),
+                boxes: echo,
+            }),
         });
     }
 
@@ -560,7 +641,7 @@ impl Plot {
     fn size(&self) -> (u32, u32) {
         match self {
             Plot::Lines(panels) if panels.len() > 1 => (1200, 520),
-            Plot::Boxes(boxes) => (960, (120 + 40 * boxes.len() as u32).max(360)),
+            Plot::Boxes(p) => (960, (120 + 40 * p.boxes.len() as u32).max(360)),
             _ => (960, 540),
         }
     }
@@ -645,7 +726,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, planned: &Planned) ->
             }
         }
         Plot::Bars(bars) => draw_bars(root, &planned.title, bars)?,
-        Plot::Boxes(boxes) => draw_boxes(root, &planned.title, boxes)?,
+        Plot::Boxes(p) => draw_boxes(root, &planned.title, p)?,
     }
     root.present()
 }
@@ -839,46 +920,38 @@ fn draw_bars<DB: DrawingBackend>(
 fn draw_boxes<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
-    boxes: &[BoxStat],
+    plot: &BoxPlot,
 ) -> DrawResult<DB> {
-    let n = boxes.len().max(1);
     let positive = |v: f64| v.is_finite() && v > 0.0;
-    let lo = boxes
+    let hi = plot
+        .boxes
         .iter()
-        .flat_map(|b| [b.p1, b.p25, b.mean])
-        .filter(|v| positive(*v))
-        .fold(f64::INFINITY, f64::min);
-    let hi = boxes
-        .iter()
-        .flat_map(|b| [b.p99, b.p75, b.mean])
+        .flat_map(|b| [b.p99, b.p75, b.centre(plot.centre)])
         .filter(|v| positive(*v))
         .fold(0.0, f64::max);
+    if !plot.log_scale {
+        let hi = if hi > 0.0 { hi * 1.1 } else { 1.0 };
+        let x_label = move |v: &f64| axis_number(*v, hi);
+        return draw_boxes_on(
+            area,
+            title,
+            plot,
+            0f64..hi,
+            0.0,
+            "latency (microseconds)",
+            &x_label,
+        );
+    }
+    let lo = plot
+        .boxes
+        .iter()
+        .flat_map(|b| [b.p1, b.p25, b.centre(plot.centre)])
+        .filter(|v| positive(*v))
+        .fold(f64::INFINITY, f64::min);
     let (lo, hi) = if lo.is_finite() && hi > 0.0 {
         (lo / 1.5, hi * 1.5)
     } else {
         (0.01, 1.0)
-    };
-    // A log axis cannot show zero: values at or below the axis start sit on it.
-    let clamp = |v: f64| if positive(v) { v.max(lo) } else { lo };
-    let longest = boxes
-        .iter()
-        .map(|b| b.label.chars().count())
-        .max()
-        .unwrap_or(0) as u32;
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 18))
-        .margin(16)
-        .x_label_area_size(50)
-        .y_label_area_size(16 + 8 * longest)
-        .build_cartesian_2d((lo..hi).log_scale(), SlotAxis { slots: n })?;
-    // The first box at the top.
-    let row_y = |i: usize| (n - 1 - i) as f64 + 0.5;
-    let y_label = |v: &f64| {
-        let row = v.floor() as usize;
-        boxes
-            .get(n.saturating_sub(1).saturating_sub(row))
-            .map(|b| b.label.clone())
-            .unwrap_or_default()
     };
     let x_label = |v: &f64| {
         if *v >= 10.0 {
@@ -889,11 +962,60 @@ fn draw_boxes<DB: DrawingBackend>(
             format!("{v:.2}")
         }
     };
+    draw_boxes_on(
+        area,
+        title,
+        plot,
+        (lo..hi).log_scale(),
+        lo,
+        "latency (microseconds, log scale)",
+        &x_label,
+    )
+}
+
+/// Draws the boxes on the value axis `x`, whose start is `lo`: values at or below it (a log
+/// axis cannot show zero) sit on it.
+fn draw_boxes_on<DB: DrawingBackend, X>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    plot: &BoxPlot,
+    x: X,
+    lo: f64,
+    x_desc: &str,
+    x_label: &dyn Fn(&f64) -> String,
+) -> DrawResult<DB>
+where
+    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    X::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let boxes = &plot.boxes;
+    let n = boxes.len().max(1);
+    let clamp = |v: f64| if v.is_finite() && v > lo { v } else { lo };
+    let longest = boxes
+        .iter()
+        .map(|b| b.label.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 18))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(16 + 8 * longest)
+        .build_cartesian_2d(x, SlotAxis { slots: n })?;
+    // The first box at the top.
+    let row_y = |i: usize| (n - 1 - i) as f64 + 0.5;
+    let y_label = |v: &f64| {
+        let row = v.floor() as usize;
+        boxes
+            .get(n.saturating_sub(1).saturating_sub(row))
+            .map(|b| b.label.clone())
+            .unwrap_or_default()
+    };
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .x_desc("latency (microseconds, log scale)")
-        .x_label_formatter(&x_label)
+        .x_desc(x_desc)
+        .x_label_formatter(x_label)
         .y_label_formatter(&y_label)
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 15))
@@ -902,10 +1024,10 @@ fn draw_boxes<DB: DrawingBackend>(
     for (i, b) in boxes.iter().enumerate() {
         let c = colour(b.colour);
         let y = row_y(i);
-        let (p1, p25, mean, p75, p99) = (
+        let (p1, p25, centre, p75, p99) = (
             clamp(b.p1),
             clamp(b.p25),
-            clamp(b.mean),
+            clamp(b.centre(plot.centre)),
             clamp(b.p75),
             clamp(b.p99),
         );
@@ -921,7 +1043,7 @@ fn draw_boxes<DB: DrawingBackend>(
             Rectangle::new([(p25, y - 0.3), (p75, y + 0.3)], c.stroke_width(1)),
         ])?;
         chart.draw_series([PathElement::new(
-            vec![(mean, y - 0.3), (mean, y + 0.3)],
+            vec![(centre, y - 0.3), (centre, y + 0.3)],
             BLACK.stroke_width(3),
         )])?;
     }
@@ -1020,5 +1142,107 @@ mod tests {
     fn file_names_keep_only_safe_characters() {
         assert_eq!(file_safe("udp"), "udp");
         assert_eq!(file_safe("tcp/v6 x"), "tcp_v6_x");
+    }
+
+    fn boxes_of<'a>(planned: &'a [Planned], name: &str) -> &'a BoxPlot {
+        let chart = planned
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no chart {name}"));
+        let Plot::Boxes(b) = &chart.plot else {
+            panic!("{name} is a box plot");
+        };
+        b
+    }
+
+    #[test]
+    fn echo_boxes_show_each_transport_mode_and_size_around_the_median() {
+        use crate::tables::tests::{echo_cell, results_of};
+        let results = results_of(vec![
+            echo_cell("udp", "normal", 28, 110.0),
+            echo_cell("udp", "urgent", 28, 8.0),
+            echo_cell("ipc", "normal", 28, 0.3),
+            echo_cell("ipc", "urgent", 28, 0.3),
+        ]);
+        let planned = plan(&results);
+        let echo = boxes_of(&planned, "echo_boxplot");
+        let title = &planned
+            .iter()
+            .find(|p| p.name == "echo_boxplot")
+            .unwrap()
+            .title;
+        assert!(
+            title.contains("median") && title.contains("1st and 99th"),
+            "{title}"
+        );
+        assert_eq!(echo.centre, Centre::Median);
+        let labels: Vec<&str> = echo.boxes.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "udp normal 28B",
+                "udp urgent 28B",
+                "ipc normal 28B",
+                "ipc urgent 28B"
+            ]
+        );
+        let b = &echo.boxes[0];
+        assert_eq!((b.p25, b.median, b.p75), (99.0, 110.0, 132.0));
+        assert_eq!((b.p1, b.p99), (66.0, 220.0));
+        // Transports keep their colour.
+        assert_eq!(echo.boxes[0].colour, echo.boxes[1].colour);
+        assert_ne!(echo.boxes[0].colour, echo.boxes[2].colour);
+        // From 0.18 us (ipc's 1st percentile) to 220 us: past two decades, a log axis.
+        assert!(echo.log_scale);
+        // Echo cells add nothing to the ping-pong box plot.
+        assert!(planned.iter().all(|p| p.name != "boxplot"));
+    }
+
+    #[test]
+    fn echo_boxes_within_two_decades_keep_a_linear_axis() {
+        use crate::tables::tests::{echo_cell, results_of};
+        let results = results_of(vec![
+            echo_cell("udp", "urgent", 28, 8.0),
+            echo_cell("tcp", "urgent", 28, 10.0),
+        ]);
+        let planned = plan(&results);
+        assert!(!boxes_of(&planned, "echo_boxplot").log_scale);
+        // 1st percentile of the first (4.8 us) to 99th of the udp normal box (600 us).
+        let results = results_of(vec![
+            echo_cell("udp", "urgent", 28, 8.0),
+            echo_cell("udp", "normal", 28, 300.0),
+        ]);
+        assert!(boxes_of(&plan(&results), "echo_boxplot").log_scale);
+        let at = |p1: f64, p99: f64| BoxStat {
+            label: String::new(),
+            colour: 0,
+            p1,
+            p25: p1,
+            mean: p1,
+            median: p1,
+            p75: p99,
+            p99,
+        };
+        assert!(!spans_decades(&[at(1.0, 100.0)]));
+        assert!(spans_decades(&[at(1.0, 100.5)]));
+        assert!(!spans_decades(&[at(0.0, 0.0)]));
+    }
+
+    #[test]
+    fn the_pingpong_box_plot_keeps_the_mean_on_a_log_axis() {
+        let mut c = Cell {
+            scenario: Some(Scenario::Pingpong),
+            transport: "udp".into(),
+            size_bytes: 32,
+            latency: Some(Default::default()),
+            ..Cell::default()
+        };
+        c.latency.as_mut().unwrap().mean_ns = 9000.0;
+        let results = crate::tables::tests::results_of(vec![c]);
+        let planned = plan(&results);
+        let b = boxes_of(&planned, "boxplot");
+        assert_eq!((b.centre, b.log_scale), (Centre::Mean, true));
+        assert_eq!(b.boxes[0].mean, 9.0);
+        assert!(planned.iter().all(|p| p.name != "echo_boxplot"));
     }
 }

@@ -8,6 +8,7 @@
 //! | output | follows |
 //! | --- | --- |
 //! | text "Ping-pong latency (half round trip)" | the sockperf and Reflex reports: RTT / 2, with a ratio to the machine's own floor |
+//! | text "Echo (half round trip)", per transport, mode (normal, urgent) and size, with a ratio to the ping-pong | the Reflex report's TCP/UDP NORMAL/URGENT runs |
 //! | text "Full Results", per transport and size, `32B/100K` rows, "CPU-bound after N msgs/sec" | the UM report, Full Results |
 //! | text "Corrected for coordinated omission" | load latency from the scheduled send time (docs/benchmarks.md) |
 //! | text "Maximum sustainable throughput" | the UM report, per-transport single-threaded message rates |
@@ -17,6 +18,7 @@
 //! | chart `latency_vs_rate` (Avg and 99.9th) | the UM report, "Latency Versus Message Rate" |
 //! | charts `stddev_<transport>` (bars by size and rate, blank when not sustained) | the UM report, "Standard Deviation (Jitter)" |
 //! | chart `boxplot` (centre = mean, box = quartiles, whiskers = 1st and 99th percentiles) | the Reflex report |
+//! | chart `echo_boxplot` (centre = median, box = quartiles, whiskers = 1st and 99th percentiles; log axis past two decades) | the Reflex report |
 //! | chart `embedded` (mean and std dev vs update rate) | the STAC RMDS report, Figures 3-2 and 3-3 |
 //!
 //! Latencies are shown in microseconds with two decimals; the model keeps nanoseconds.

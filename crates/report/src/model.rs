@@ -62,6 +62,14 @@ pub enum Scenario {
     Raw,
     /// Ping-pong over a Peregrine transport (half round trip).
     Pingpong,
+    /// Echo (seed 004, Reflex): the half round trip between a sender and an echo process that
+    /// each run an application's event loop (offer without flush, then poll and run the
+    /// publisher's duty cycle on every empty poll), with both streams in one send mode:
+    /// `detail.mode` is `normal` (batched) or `urgent`. `detail.median_x_pingpong` is the
+    /// median over the ping-pong median of the same transport and size in the same run;
+    /// `detail.batch_interval_us` the normal-mode batch interval of the sender's and
+    /// `detail.echo_batch_interval_us` of the echo's stream (network transports).
+    Echo,
     /// Load with pings at a requested rate (one cell of a sweep, or `bench load`).
     Load,
     /// The floor under load of the load cell `detail.for_cell`: the same pacer, rate, pings

@@ -64,6 +64,7 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
     [
         jitter(results),
         pingpong(results),
+        echo(results),
         full_results(results),
         max_throughput(results),
         embedded(results),
@@ -235,6 +236,165 @@ pub(crate) fn x_floor(results: &Results, cell: &Cell) -> Option<f64> {
     let floor = floor_of(results, cell)?.latency?.median_ns;
     let median = cell.latency?.median_ns;
     (floor > 0.0).then(|| median / floor)
+}
+
+/// An echo cell's send mode (`detail.mode`), `-` when it names none.
+pub(crate) fn mode_of(c: &Cell) -> &str {
+    match detail_str(c, "mode") {
+        "" => "-",
+        m => m,
+    }
+}
+
+/// The echo cells in report order: transports, then modes, in the order they first appear;
+/// sizes ascending.
+pub(crate) fn echo_cells(results: &Results) -> Vec<&Cell> {
+    let mut cells = of(results, Scenario::Echo);
+    let transports = transports(&cells);
+    let mut modes: Vec<&str> = Vec::new();
+    for c in &cells {
+        if !modes.contains(&mode_of(c)) {
+            modes.push(mode_of(c));
+        }
+    }
+    let rank = |c: &Cell| {
+        (
+            transports.iter().position(|t| *t == c.transport),
+            modes.iter().position(|m| *m == mode_of(c)),
+            c.size_bytes,
+        )
+    };
+    cells.sort_by_key(|c| rank(c));
+    cells
+}
+
+/// An echo cell's median over the ping-pong median of the same transport and size: the ratio
+/// recorded with it, else computed from the ping-pong cell of the same run.
+pub(crate) fn x_pingpong(results: &Results, cell: &Cell) -> Option<f64> {
+    if let Some(x) = cell
+        .detail
+        .get("median_x_pingpong")
+        .and_then(|v| v.as_f64())
+    {
+        return Some(x);
+    }
+    let reference = of(results, Scenario::Pingpong)
+        .into_iter()
+        .find(|c| c.transport == cell.transport && c.size_bytes == cell.size_bytes)?
+        .latency?
+        .median_ns;
+    let median = cell.latency?.median_ns;
+    (reference > 0.0).then(|| median / reference)
+}
+
+/// Seed 004's measurements as a table: the echo's half round trip per transport, mode and
+/// size, with its ratio to the ping-pong; notes (ipc's single path) under each transport.
+fn echo(results: &Results) -> Option<Section> {
+    let cells = echo_cells(results);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut rows = vec![header(&[
+        "transport",
+        "mode",
+        "size",
+        "samples",
+        "Min",
+        "25th",
+        "Median",
+        "75th",
+        "99th",
+        "99.9th",
+        "Max",
+        "Std Dev",
+        "x ping-pong",
+    ])];
+    for (i, c) in cells.iter().enumerate() {
+        let mut row = vec![
+            c.transport.clone(),
+            mode_of(c).to_string(),
+            c.size_bytes.to_string(),
+        ];
+        match &c.latency {
+            Some(l) => {
+                row.push(thousands(l.samples));
+                row.extend(
+                    [
+                        l.min_ns,
+                        l.p25_ns,
+                        l.median_ns,
+                        l.p75_ns,
+                        l.p99_ns,
+                        l.p999_ns,
+                        l.max_ns,
+                        l.stddev_ns,
+                    ]
+                    .map(us),
+                );
+            }
+            None => row.extend(std::iter::repeat_n(dash(), 9)),
+        }
+        row.push(
+            x_pingpong(results, c)
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(dash),
+        );
+        rows.push(Row::Cells(row));
+        let last_of_transport = cells
+            .get(i + 1)
+            .is_none_or(|next| next.transport != c.transport);
+        if last_of_transport {
+            let mut notes: Vec<&str> = Vec::new();
+            for n in cells
+                .iter()
+                .filter(|o| o.transport == c.transport)
+                .map(|o| detail_str(o, "note"))
+                .filter(|n| !n.is_empty())
+            {
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
+            rows.extend(notes.into_iter().map(|n| Row::Note(n.to_string())));
+        }
+    }
+    let mut intervals: Vec<f64> = cells
+        .iter()
+        .flat_map(|c| ["batch_interval_us", "echo_batch_interval_us"].map(|k| c.detail.get(k)))
+        .flatten()
+        .filter_map(|v| v.as_f64())
+        .collect();
+    intervals.sort_by(f64::total_cmp);
+    intervals.dedup();
+    let interval = match intervals.as_slice() {
+        [] => "the URI's batch_interval_us, 100 us by default".to_string(),
+        [one] => format!("batch_interval_us, {one} us in this run"),
+        many => format!(
+            "batch_interval_us, {} us in this run",
+            many.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    };
+    Some(Section {
+        title: "Echo (half round trip), microseconds".to_string(),
+        intro: Some(format!(
+            "A sender and an echo process, each an application's event loop: offer a message \
+             (no flush), then poll for the answer and run the publisher's duty cycle on every \
+             empty poll; RTT / 2 as in seed 004. urgent: every message leaves in its offer. \
+             normal (batched): a message leaves when the oldest message of its batch has \
+             waited the batch interval ({interval}), checked by the duty cycle, on each side: \
+             each leg waits about one interval, so normal mode's half round trip is about one \
+             batch interval above urgent's. x ping-pong: median over the median of the \
+             ping-pong (urgent) of the same transport and size in this run."
+        )),
+        tables: vec![Table {
+            caption: None,
+            left: 2,
+            rows,
+        }],
+    })
 }
 
 const FULL_HEADER: [&str; 10] = [
@@ -873,6 +1033,7 @@ pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
         Some(Scenario::Floor) => "floor",
         Some(Scenario::Raw) => "raw",
         Some(Scenario::Pingpong) => "pingpong",
+        Some(Scenario::Echo) => "echo",
         Some(Scenario::Load) => "load",
         Some(Scenario::MaxProbe) => "max_probe",
         Some(Scenario::FloorLoad) => "floor_load",
@@ -997,7 +1158,7 @@ fn command_line(args: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1099,5 +1260,174 @@ mod tests {
         let c = load_cell(32, 1e5, Some(true));
         assert_eq!(transport_title("udp", &[&a, &c]), "UDP");
         assert_eq!(transport_title("ipc", &[&c]), "IPC (shared memory)");
+    }
+
+    fn latency(median_us: f64) -> Latency {
+        let ns = median_us * 1000.0;
+        Latency {
+            samples: 2000,
+            min_ns: ns * 0.5,
+            mean_ns: ns * 1.1,
+            p1_ns: ns * 0.6,
+            p25_ns: ns * 0.9,
+            median_ns: ns,
+            p75_ns: ns * 1.2,
+            p90_ns: ns * 1.5,
+            p99_ns: ns * 2.0,
+            p999_ns: ns * 4.0,
+            p9999_ns: ns * 8.0,
+            max_ns: ns * 10.0,
+            stddev_ns: ns * 0.3,
+        }
+    }
+
+    /// An echo cell as `bench echo` records it.
+    pub(crate) fn echo_cell(transport: &str, mode: &str, size: usize, median_us: f64) -> Cell {
+        let mut c = Cell {
+            id: format!("echo-{transport}-{mode}-{size}B"),
+            scenario: Some(Scenario::Echo),
+            transport: transport.into(),
+            size_bytes: size,
+            latency: Some(latency(median_us)),
+            ..Cell::default()
+        };
+        c.detail.insert("mode".into(), mode.into());
+        if transport == "ipc" {
+            c.detail
+                .insert("note".into(), "ipc has no send modes: one path".into());
+        } else if mode == "normal" {
+            c.detail.insert("batch_interval_us".into(), 100.0.into());
+            c.detail
+                .insert("echo_batch_interval_us".into(), 100.0.into());
+        }
+        c
+    }
+
+    fn pingpong_cell(transport: &str, size: usize, median_us: f64) -> Cell {
+        Cell {
+            id: format!("pingpong-{transport}-{size}B"),
+            scenario: Some(Scenario::Pingpong),
+            transport: transport.into(),
+            size_bytes: size,
+            latency: Some(latency(median_us)),
+            ..Cell::default()
+        }
+    }
+
+    pub(crate) fn results_of(cells: Vec<Cell>) -> Results {
+        Results {
+            format: crate::model::FORMAT_VERSION,
+            peregrine_version: "test".into(),
+            started_utc: String::new(),
+            command_line: vec![],
+            machine: Default::default(),
+            cells,
+        }
+    }
+
+    fn cells_rows(table: &Table) -> Vec<Vec<String>> {
+        table
+            .rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Cells(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn echo_rows_go_by_transport_mode_and_size_with_the_ratio_to_the_pingpong() {
+        let mut urgent = echo_cell("udp", "urgent", 28, 8.0);
+        urgent
+            .detail
+            .insert("median_x_pingpong".into(), 1.05.into());
+        let results = results_of(vec![
+            pingpong_cell("udp", 28, 7.5),
+            pingpong_cell("udp", 1460, 10.0),
+            echo_cell("udp", "normal", 1460, 120.0),
+            echo_cell("udp", "normal", 28, 110.0),
+            urgent,
+            pingpong_cell("ipc", 28, 0.25),
+            echo_cell("ipc", "normal", 28, 0.3),
+            echo_cell("ipc", "urgent", 28, 0.3),
+        ]);
+        let sections = sections(&results);
+        let echo = sections
+            .iter()
+            .find(|s| s.title == "Echo (half round trip), microseconds")
+            .expect("an echo section");
+        let intro = echo.intro.as_deref().unwrap();
+        assert!(intro.contains("100 us in this run"), "{intro}");
+        let table = &echo.tables[0];
+        assert_eq!(
+            table.rows[0],
+            header(&[
+                "transport",
+                "mode",
+                "size",
+                "samples",
+                "Min",
+                "25th",
+                "Median",
+                "75th",
+                "99th",
+                "99.9th",
+                "Max",
+                "Std Dev",
+                "x ping-pong",
+            ])
+        );
+        let rows = cells_rows(table);
+        let keys: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("udp", "normal", "28"),
+                ("udp", "normal", "1460"),
+                ("udp", "urgent", "28"),
+                ("ipc", "normal", "28"),
+                ("ipc", "urgent", "28"),
+            ]
+        );
+        // samples, min, 25th, median, 75th, 99th, 99.9th, max, std dev, ratio.
+        assert_eq!(
+            rows[0][3..],
+            [
+                "2,000", "55.00", "99.00", "110.00", "132.00", "220.00", "440.00", "1100.00",
+                "33.00", "14.67"
+            ]
+        );
+        // The ratio recorded with the cell wins over one computed from the report's cells.
+        assert_eq!(rows[2][12], "1.05");
+        assert_eq!(rows[3][12], "1.20");
+        // ipc's note, once, after its rows.
+        let notes: Vec<&Row> = table
+            .rows
+            .iter()
+            .filter(|r| matches!(r, Row::Note(_)))
+            .collect();
+        assert_eq!(
+            notes,
+            [&Row::Note("ipc has no send modes: one path".into())]
+        );
+        assert_eq!(table.rows.last(), Some(notes[0]));
+        // The ping-pong table keeps its own cells only.
+        let pingpong = sections
+            .iter()
+            .find(|s| s.title.starts_with("Ping-pong latency"))
+            .unwrap();
+        assert_eq!(cells_rows(&pingpong.tables[0]).len(), 3);
+    }
+
+    #[test]
+    fn no_echo_section_without_echo_cells() {
+        let results = results_of(vec![pingpong_cell("udp", 28, 7.5)]);
+        assert!(sections(&results)
+            .iter()
+            .all(|s| !s.title.starts_with("Echo")));
     }
 }

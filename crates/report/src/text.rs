@@ -7,8 +7,8 @@ use crate::tables::{self, Row, Table};
 pub(crate) const TITLE: &str = "Peregrine benchmark report";
 
 /// The text report: the machine block, then one section per kind of measurement that has cells
-/// (ping-pong, Full Results of the load sweep, maximum throughput, embedded-timestamp latency,
-/// throughput). Latencies are in microseconds with two decimals.
+/// (ping-pong, echo, Full Results of the load sweep, maximum throughput, embedded-timestamp
+/// latency, throughput). Latencies are in microseconds with two decimals.
 pub fn text(results: &Results) -> String {
     let mut out = String::new();
     underline(&mut out, TITLE, '=');

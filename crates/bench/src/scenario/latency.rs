@@ -6,7 +6,7 @@ use super::Session;
 use crate::clock::Clock;
 use crate::floor::FloorConfig;
 use crate::output::{Printer, ResultLine};
-use crate::pingpong::{PingPongConfig, PingPongResult};
+use crate::pingpong::{PingPongConfig, PingPongResult, StreamMode};
 use crate::raw::RawConfig;
 use crate::sockperf::SockperfConfig;
 use crate::stats::{LatencyRecorder, Summary};
@@ -264,12 +264,18 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     cell
 }
 
-/// A latency cell of `samples` (half round trips).
-fn latency_cell(kind: Scenario, transport: &str, size: usize, samples: &LatencyRecorder) -> Cell {
+/// A latency cell of `samples` (half round trips), its id `<scenario>-<transport>-<size>B`.
+pub(super) fn latency_cell(
+    kind: Scenario,
+    transport: &str,
+    size: usize,
+    samples: &LatencyRecorder,
+) -> Cell {
     let s = samples.summary();
     let label = match kind {
         Scenario::Floor => "floor",
         Scenario::Raw => "raw",
+        Scenario::Echo => "echo",
         _ => "pingpong",
     };
     Cell {
@@ -305,5 +311,6 @@ pub(crate) fn pingpong_config(
         pong_uri: None,
         floor_every: crate::pingpong::default_floor_every(count),
         floor_line: None,
+        mode: StreamMode::Urgent,
     }
 }

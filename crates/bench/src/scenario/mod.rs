@@ -8,12 +8,15 @@
 //!
 //! - [`latency`]: the floor, the bare-socket ping-pong, the ping-pong (with its floor and the
 //!   sockperf comparison);
+//! - [`echo`]: the half round trip in normal (batched) and urgent mode, against the ping-pong
+//!   (Reflex);
 //! - [`throughput`]: unpaced throughput;
 //! - [`paced`]: load with pings, the size x rate sweep, the maximum search, embedded
 //!   timestamps;
 //! - [`fanout`]: market data fan-out through a distribution tier, and its latency table;
 //! - [`suite`]: the default suite.
 
+pub mod echo;
 pub mod fanout;
 pub mod jitter;
 pub mod latency;
@@ -38,6 +41,8 @@ pub enum Scenario {
     Suite,
     Floor(crate::floor::FloorConfig),
     Pingpong(latency::PingPongPlan),
+    /// Echo in normal and urgent mode, with the ping-pong of each transport and size.
+    Echo(echo::EchoPlan),
     Throughput(crate::throughput::ThroughputConfig),
     Load(crate::load::LoadConfig),
     Sweep(paced::SweepPlan),
@@ -55,6 +60,7 @@ impl Scenario {
             Scenario::Suite => "suite",
             Scenario::Floor(_) => "floor",
             Scenario::Pingpong(_) => "pingpong",
+            Scenario::Echo(_) => "echo",
             Scenario::Throughput(_) => "throughput",
             Scenario::Load(_) => "load",
             Scenario::Sweep(_) => "sweep",
@@ -72,6 +78,7 @@ impl Scenario {
             Scenario::Suite => CpuPair::default_pair(),
             Scenario::Floor(c) => c.cpus,
             Scenario::Pingpong(p) => p.cfg.cpus,
+            Scenario::Echo(p) => p.cpus,
             Scenario::Throughput(c) => c.cpus.unwrap_or_else(CpuPair::default_pair),
             Scenario::Load(c) => c.cpus,
             Scenario::Sweep(p) => p.pacing.cpus,
@@ -91,6 +98,7 @@ impl Scenario {
         matches!(
             self,
             Scenario::Suite
+                | Scenario::Echo(_)
                 | Scenario::Load(_)
                 | Scenario::Sweep(_)
                 | Scenario::Max(_)
@@ -182,6 +190,7 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::Suite => suite::run(&mut session),
         Scenario::Floor(cfg) => latency::floor(&cfg, &mut session).map(|_| ()),
         Scenario::Pingpong(plan) => latency::pingpong(&plan, &mut session),
+        Scenario::Echo(plan) => echo::echo(&plan, &mut session),
         Scenario::Throughput(cfg) => throughput::run(&cfg, &mut session),
         Scenario::Load(cfg) => paced::load(&cfg, &mut session),
         Scenario::Sweep(plan) => paced::sweep(&plan, &mut session),

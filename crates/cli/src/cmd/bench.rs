@@ -3,14 +3,15 @@
 //! hand (two hosts, or two terminals).
 
 use crate::flags::bench::{
-    BenchArgs, Common, FanoutArgs, FloorArgs, LatencyArgs, LoadArgs, MaxArgs, PingPongArgs,
-    ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
+    BenchArgs, Common, EchoArgs, FanoutArgs, FloorArgs, LatencyArgs, LoadArgs, MaxArgs,
+    PingPongArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
 };
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
 use peregrine_bench::floor::{FloorConfig, FloorPong};
 use peregrine_bench::load::Method;
-use peregrine_bench::pingpong::PingPongConfig;
+use peregrine_bench::pingpong::{PingPongConfig, StreamMode};
+use peregrine_bench::scenario::echo::EchoPlan;
 use peregrine_bench::scenario::latency::PingPongPlan;
 use peregrine_bench::scenario::paced::{EmbeddedPlan, MaxPlan, Pacing, SweepPlan};
 use peregrine_bench::scenario::{self, RunOptions, Scenario};
@@ -31,6 +32,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
             Some(plan) => Scenario::Pingpong(plan),
             None => return Ok(()),
         },
+        Some(Flags::Echo(a)) => Scenario::Echo(echo(a)?),
         Some(Flags::Throughput(a)) => match throughput(a, b.json)? {
             Some(cfg) => Scenario::Throughput(cfg),
             None => return Ok(()),
@@ -125,6 +127,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
             peregrine_bench::pingpong::default_floor_every(a.count)
         },
         floor_line: None,
+        mode: StreamMode::Urgent,
     };
     peregrine_bench::pingpong::validate(&cfg)?;
     let net = cfg.transport != Scheme::Ipc;
@@ -170,6 +173,19 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         Some(Role::Ping) => scenario::latency::ping_role(&plan.cfg, json)?,
     }
     Ok(None)
+}
+
+/// `bench echo`: every value checked before anything runs.
+fn echo(a: EchoArgs) -> Result<EchoPlan> {
+    let plan = EchoPlan {
+        transports: a.transport,
+        modes: a.modes,
+        sizes: a.sizes,
+        count: a.count,
+        cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+    };
+    plan.validate()?;
+    Ok(plan)
 }
 
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.

@@ -3,6 +3,7 @@
 use super::values;
 use clap::{Args, Subcommand, ValueEnum};
 use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
+use peregrine_bench::pingpong::StreamMode;
 use peregrine_bench::CpuPair;
 use std::path::PathBuf;
 
@@ -25,6 +26,11 @@ pub enum Scenario {
     Floor(FloorArgs),
     /// Half round trip over a transport between two processes, with its ratio to the floor.
     Pingpong(PingPongArgs),
+    /// Echo (seed 004, Reflex): the half round trip of messages sent in normal (batched) and
+    /// urgent mode, per transport, mode and size, each against the ping-pong of the same
+    /// transport and size measured in the same run. Both sides run an application's event
+    /// loop: offer (no flush), then poll and run the publisher's duty cycle on every empty poll.
+    Echo(EchoArgs),
     /// One publisher, N subscriber processes: messages per second, every sequence checked.
     Throughput(ThroughputArgs),
     /// Load with pings at a requested rate (lbmpubload's method): latency from the actual and
@@ -261,6 +267,31 @@ pub struct PingPongArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct EchoArgs {
+    /// Transports, comma-separated: ipc, udp, mcast, tcp (loopback). ipc has no send modes:
+    /// both modes run the same path there, and the report says so.
+    #[arg(long, alias = "transports", value_delimiter = ',', default_value = "tcp,udp,ipc", value_parser = values::parse_scheme)]
+    pub transport: Vec<Scheme>,
+    /// Send modes of both streams, comma-separated: normal (batched: a message leaves when the
+    /// oldest of its batch waited the URI's batch_interval_us, 100 us by default) and urgent
+    /// (every message leaves at once).
+    #[arg(long, value_delimiter = ',', default_value = "normal,urgent", value_parser = values::parse_mode)]
+    pub modes: Vec<StreamMode>,
+    /// Message sizes in bytes, comma-separated (at least 8: each message carries its number).
+    #[arg(long, value_delimiter = ',', default_value = "28,1460", value_parser = values::parse_message_size)]
+    pub sizes: Vec<usize>,
+    /// Measured round trips of every cell and of the ping-pong references (default: 50000,
+    /// and 10000 in normal mode, whose round trip waits about two batch intervals, ~220 us;
+    /// `bench pingpong`'s 1000000 would take minutes per cell: the default run takes about
+    /// 20 s on loopback). A tenth as many run first as warm-up.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Two CPUs, `A,B`: the sender runs on A, the echo side on B (default: the first two).
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
+}
+
+#[derive(Args, Debug)]
 pub struct ThroughputArgs {
     /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says otherwise).
     #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
@@ -369,4 +400,80 @@ pub struct JitterArgs {
     /// How long each CPU spins.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EchoArgs, Scenario};
+    use crate::flags::{Cli, Command};
+    use clap::Parser;
+    use peregrine::Scheme;
+    use peregrine_bench::pingpong::StreamMode;
+
+    fn echo(args: &[&str]) -> Result<EchoArgs, String> {
+        let argv = ["peregrine", "bench", "echo"].iter().chain(args);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Bench(b) => match b.scenario {
+                Some(Scenario::Echo(a)) => Ok(a),
+                other => panic!("not bench echo: {other:?}"),
+            },
+            _ => panic!("not bench"),
+        }
+    }
+
+    #[test]
+    fn echo_defaults_are_the_seed_s_runs_on_every_transport() {
+        let a = echo(&[]).unwrap();
+        assert_eq!(a.transport, [Scheme::Tcp, Scheme::Udp, Scheme::Ipc]);
+        assert_eq!(a.modes, [StreamMode::Normal, StreamMode::Urgent]);
+        assert_eq!(a.sizes, [28, 1460]);
+        assert_eq!(a.count, None);
+        let a = echo(&["--transport", "udp", "--modes", "urgent", "--sizes", "64"]).unwrap();
+        assert_eq!(
+            (a.transport, a.modes, a.sizes),
+            (vec![Scheme::Udp], vec![StreamMode::Urgent], vec![64])
+        );
+    }
+
+    #[test]
+    fn a_bad_mode_is_named_with_the_modes_there_are() {
+        let e = echo(&["--modes", "normal,fast"]).unwrap_err();
+        assert!(e.contains("'fast' is not a send mode"), "{e}");
+        assert!(e.contains("normal,urgent"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_list_or_a_stray_comma_says_so() {
+        for args in [
+            ["--modes", ""],
+            ["--modes", "normal,"],
+            ["--sizes", ""],
+            ["--sizes", "28,,1460"],
+        ] {
+            let e = echo(&args).unwrap_err();
+            assert!(
+                e.contains("an empty list, or a stray comma"),
+                "{args:?}: {e}"
+            );
+        }
+        let e = echo(&["--transport", ""]).unwrap_err();
+        assert!(e.contains("'' is not a transport"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_size_is_named_with_the_fix() {
+        let e = echo(&["--sizes", "28,abc"]).unwrap_err();
+        assert!(e.contains("'abc' is not a size in bytes"), "{e}");
+        assert!(e.contains("28 or 1460"), "{e}");
+        let e = echo(&["--sizes", "4"]).unwrap_err();
+        assert!(
+            e.contains("4 bytes is too small") && e.contains("at least 8"),
+            "{e}"
+        );
+        let e = echo(&["--count", "0"]).unwrap_err();
+        assert!(e.contains("--count") && e.contains('0'), "{e}");
+    }
 }

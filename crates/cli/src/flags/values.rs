@@ -1,6 +1,7 @@
 //! Parsers of single flag values: each rejection names the value and what is accepted.
 
 use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
+use peregrine_bench::pingpong::StreamMode;
 use peregrine_bench::CpuPair;
 
 /// `100000`, `100k`, `1.5m`, `2M`: messages per second.
@@ -24,6 +25,33 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 pub fn parse_scheme(s: &str) -> Result<Scheme, String> {
     s.parse::<Scheme>()
         .map_err(|_| format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp"))
+}
+
+/// A send mode: `normal` or `urgent` (an empty value is a stray comma or an empty list).
+pub fn parse_mode(s: &str) -> Result<StreamMode, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "an empty send mode (an empty list, or a stray comma): give normal, urgent or both, comma-separated, for example normal,urgent".into(),
+        );
+    }
+    s.trim().parse::<StreamMode>()
+}
+
+/// A message size in bytes, at least 8 (the benchmark's message number); the transport's
+/// upper limit is checked with the other settings.
+pub fn parse_message_size(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 8 => Ok(n),
+        Ok(n) => Err(format!(
+            "{n} bytes is too small: give a size of at least 8 bytes (each message carries its 8-byte number), for example 28 or 1460"
+        )),
+        Err(_) if s.trim().is_empty() => Err(
+            "an empty size (an empty list, or a stray comma): give sizes in bytes, comma-separated, for example 28,1460".into(),
+        ),
+        Err(_) => Err(format!(
+            "'{s}' is not a size in bytes: give a whole number of at least 8, for example 28 or 1460"
+        )),
+    }
 }
 
 pub fn parse_cpus(s: &str) -> Result<CpuPair, String> {
