@@ -650,6 +650,8 @@ mod tests {
             ping_uri: None,
             pong_uri: None,
             mode: StreamMode::default(),
+            floor_every: 0,
+            floor_line: None,
         }
     }
 

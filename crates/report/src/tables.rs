@@ -1430,4 +1430,78 @@ pub(crate) mod tests {
             .iter()
             .all(|s| !s.title.starts_with("Echo")));
     }
+
+    #[test]
+    fn a_load_row_shows_its_floor_ratios_starred_when_the_floor_moved_and_its_stalls() {
+        let mut load = Cell {
+            id: "load-ipc-32B-1M".into(),
+            scenario: Some(Scenario::Load),
+            transport: "ipc".into(),
+            size_bytes: 32,
+            rate_requested_msgs_per_s: Some(1e6),
+            sustained: Some(true),
+            latency: Some(latency(0.3)),
+            ..Cell::default()
+        };
+        let d = &mut load.detail;
+        d.insert("median_x_floor".into(), 1.172.into());
+        d.insert("p999_x_floor".into(), 0.259.into());
+        d.insert("floor_moved".into(), true.into());
+        d.insert("stalls_over_100us_per_s".into(), 11.5.into());
+        d.insert("largest_stall_ns".into(), 4_074_884.4.into());
+        let mut floor = Cell {
+            id: "floorload-load-ipc-32B-1M".into(),
+            scenario: Some(Scenario::FloorLoad),
+            transport: "cacheline".into(),
+            size_bytes: 8,
+            rate_requested_msgs_per_s: Some(1e6),
+            latency: Some(latency(0.25)),
+            ..Cell::default()
+        };
+        let d = &mut floor.detail;
+        d.insert("for_cell".into(), "load-ipc-32B-1M".into());
+        d.insert("floor_before_ns".into(), 175.0.into());
+        d.insert("floor_after_ns".into(), 180.0.into());
+        d.insert("stalls_over_100us_per_s".into(), 5.0.into());
+        d.insert("largest_stall_ns".into(), 650_000.0.into());
+        let results = results_of(vec![floor, load]);
+        let full = sections(&results)
+            .into_iter()
+            .find(|s| s.title == "Full Results")
+            .unwrap();
+        let row = &cells_rows(&full.tables[0])[0];
+        assert_eq!(
+            row[1..],
+            [
+                "0.15",
+                "0.33",
+                "3.00",
+                "0.30",
+                "1.17*",
+                "1.20",
+                "0.26*",
+                "11.5/s, 4.07 ms",
+                "0.09"
+            ]
+        );
+        let floors = full.tables.last().unwrap();
+        assert!(floors
+            .caption
+            .as_deref()
+            .unwrap()
+            .starts_with("Machine floor under load"));
+        assert_eq!(
+            cells_rows(floors)[0],
+            [
+                "load-ipc-32B-1M",
+                "0.12",
+                "0.28",
+                "2.50",
+                "0.25",
+                "1.00",
+                "5.0/s, 650 us",
+                "175 / 180 ns"
+            ]
+        );
+    }
 }

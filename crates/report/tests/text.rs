@@ -53,15 +53,22 @@ fn label(c: &Cell) -> String {
     )
 }
 
-const SEED_HEADER: [&str; 10] = [
+/// The seed's columns, with the ratio to the floor under load after the median and the 99.9th,
+/// and the machine's stalls over the cell's interval next to the 99.9th.
+const SEED_HEADER: [&str; 15] = [
     "Message",
     "Size/Rate",
     "Min",
     "Avg",
     "Max",
     "Median",
+    "x",
+    "floor",
     "99.9th",
     "%",
+    "x",
+    "floor",
+    "Stalls",
     "Std.",
     "Dev",
 ];
@@ -270,16 +277,18 @@ fn a_known_cell_is_printed_in_microseconds_with_two_decimals() {
     let l = c.latency.expect("latency");
     let block = full_block(&full, "UDP");
     let line = row(&block, "32B/100K").expect("a 32B/100K row");
-    let expected: Vec<String> = [
-        l.min_ns,
-        l.mean_ns,
-        l.max_ns,
-        l.median_ns,
-        l.p999_ns,
-        l.stddev_ns,
-    ]
-    .map(us)
-    .to_vec();
+    // The sample's cells carry no floor under load and no stalls: dashes.
+    let expected: Vec<String> = vec![
+        us(l.min_ns),
+        us(l.mean_ns),
+        us(l.max_ns),
+        us(l.median_ns),
+        "-".into(),
+        us(l.p999_ns),
+        "-".into(),
+        "-".into(),
+        us(l.stddev_ns),
+    ];
     assert_eq!(tokens(line)[1..], expected[..], "{line}");
 
     let corrected = corrected_block(&full, "UDP");

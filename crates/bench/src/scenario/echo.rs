@@ -352,6 +352,7 @@ mod tests {
             recorder,
             ping_cpu_s: 0.5,
             pong_cpu_s: Some(0.4),
+            floor: None,
             ping_uri: "udp://127.0.0.1:40001?mode=normal&gro=0".into(),
             pong_uri: "udp://127.0.0.1:40002?mode=normal&gro=0&batch_interval_us=50".into(),
         }
