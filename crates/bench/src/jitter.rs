@@ -235,6 +235,26 @@ mod tests {
     }
 
     #[test]
+    fn a_loops_stalls_are_counted_from_its_clock_readings_on_a_virtual_clock() {
+        // CLOCK_MONOTONIC_RAW's "ticks" are nanoseconds: readings given by hand.
+        let clock = Clock::from_arg("raw").unwrap();
+        let mut st = Stalls::start(&clock, 1_000);
+        // Readings 50 ns apart, then a 150 us stall, a 2 ms stall, a 20 us one.
+        let mut t = 1_000;
+        for gap in [50, 50, 150_000, 50, 2_000_000, 20_000, 50] {
+            t += gap;
+            st.at(t);
+        }
+        let j = st.finish(3);
+        assert_eq!(j.cpu, 3);
+        assert_eq!(j.reads, 8);
+        assert_eq!(j.gaps_over, [3, 3, 2, 1]);
+        assert_eq!(j.largest_gap_ns, 2_000_000.0);
+        assert_eq!(j.seconds, (t - 1_000) as f64 / 1e9);
+        assert_eq!(j.lost_ns, 2_170_000.0);
+    }
+
+    #[test]
     fn a_short_spin_reads_the_clock_for_the_time_asked() {
         let clock = Clock::calibrate(Duration::from_millis(20));
         let cpu = peregrine_agent::allowed_cpus()[0];

@@ -126,6 +126,71 @@ pub(crate) struct LinePanel {
     /// Where the x axis has ticks, and their labels (the data's own x values).
     pub x_ticks: Vec<(f64, String)>,
     pub series: Vec<Series>,
+    /// A logarithmic y axis (the values span more than two decades); else linear from zero.
+    pub log_y: bool,
+}
+
+/// Whether the y values of `series` span more than two decades (a linear axis would lay the
+/// small ones flat on zero beneath the large).
+pub(crate) fn series_span_decades(series: &[Series]) -> bool {
+    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let lo = ys
+        .clone()
+        .filter(|y| *y > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let hi = ys.fold(0.0, f64::max);
+    lo.is_finite() && hi / lo > 100.0
+}
+
+/// The machine's floor under load beside load cells: "floor Avg" and "floor 99.9th" at each
+/// plotted cell's x, from the floor-under-load cells measured for them (the mean where
+/// several share an x).
+fn floor_series(
+    results: &Results,
+    cells: &[&Cell],
+    x_of: impl Fn(&Cell) -> Option<f64>,
+) -> Vec<Series> {
+    let mut points: Vec<(f64, f64, f64)> = Vec::new();
+    for c in cells {
+        let Some(x) = x_of(c) else { continue };
+        let floor = results.cells.iter().find(|f| {
+            f.scenario == Some(Scenario::FloorLoad)
+                && f.detail.get("for_cell").and_then(|v| v.as_str()) == Some(c.id.as_str())
+        });
+        if let Some(l) = floor.and_then(|f| f.latency) {
+            points.push((x, us(l.mean_ns), us(l.p999_ns)));
+        }
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut merged: Vec<(f64, f64, f64, f64)> = Vec::new();
+    for (x, a, p) in points {
+        match merged.last_mut() {
+            Some(m) if m.0 == x => {
+                m.1 += a;
+                m.2 += p;
+                m.3 += 1.0;
+            }
+            _ => merged.push((x, a, p, 1.0)),
+        }
+    }
+    if merged.is_empty() {
+        return Vec::new();
+    }
+    let grey = PALETTE.len() - 3;
+    vec![
+        Series {
+            name: "floor Avg".to_string(),
+            colour: grey,
+            dashed: false,
+            points: merged.iter().map(|m| (m.0, m.1 / m.3)).collect(),
+        },
+        Series {
+            name: "floor 99.9th".to_string(),
+            colour: grey,
+            dashed: true,
+            points: merged.iter().map(|m| (m.0, m.2 / m.3)).collect(),
+        },
+    ]
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -353,6 +418,10 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         )
     };
     if !by_size.is_empty() {
+        let mut series = avg_and_p999(results, &by_size, |c| Some(c.size_bytes as f64));
+        series.extend(floor_series(results, &by_size, |c| {
+            Some(c.size_bytes as f64)
+        }));
         out.push(Planned {
             name: "latency_vs_size".to_string(),
             title: title.clone(),
@@ -361,7 +430,8 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                 x_desc: "message size (bytes)".to_string(),
                 y_desc: "latency (microseconds)".to_string(),
                 x_ticks: size_ticks(&by_size),
-                series: avg_and_p999(results, &by_size, |c| Some(c.size_bytes as f64)),
+                log_y: series_span_decades(&series),
+                series,
             }]),
         });
     }
@@ -375,6 +445,10 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
             .collect();
         if !smallest.is_empty() {
             let title = format!("Latency vs message rate, {size}-byte messages");
+            let mut series = avg_and_p999(results, &smallest, |c| c.rate_requested_msgs_per_s);
+            series.extend(floor_series(results, &smallest, |c| {
+                c.rate_requested_msgs_per_s
+            }));
             out.push(Planned {
                 name: "latency_vs_rate".to_string(),
                 title: title.clone(),
@@ -383,7 +457,8 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                     x_desc: "requested rate (msgs/sec)".to_string(),
                     y_desc: "latency (microseconds)".to_string(),
                     x_ticks: rate_ticks(&smallest),
-                    series: avg_and_p999(results, &smallest, |c| c.rate_requested_msgs_per_s),
+                    log_y: series_span_decades(&series),
+                    series,
                 }]),
             });
         }
@@ -615,11 +690,12 @@ fn mean_and_stddev_vs_rate(
     rates.sort_by(f64::total_cmp);
     rates.dedup_by(|a, b| same_rate(*a, *b));
     let ticks: Vec<(f64, String)> = rates.into_iter().map(|r| (r, rate_label(r))).collect();
-    let panel = |title: &str, y_desc: &str, series| LinePanel {
+    let panel = |title: &str, y_desc: &str, series: Vec<Series>| LinePanel {
         title: title.to_string(),
         x_desc: x_desc.to_string(),
         y_desc: y_desc.to_string(),
         x_ticks: ticks.clone(),
+        log_y: series_span_decades(&series),
         series,
     };
     Planned {
@@ -782,70 +858,106 @@ fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &LinePanel) 
     } else {
         (1.0, 10.0)
     };
-    let y_top = p
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|pt| pt.1))
-        .fold(0.0, f64::max);
-    // Headroom above the data for the legend.
-    let y_top = if y_top > 0.0 { y_top * 1.35 } else { 1.0 };
+    let ys = p.series.iter().flat_map(|s| s.points.iter().map(|pt| pt.1));
+    let y_max = ys.clone().fold(0.0, f64::max);
+    let y_min = ys.filter(|y| *y > 0.0).fold(f64::INFINITY, f64::min);
     let ticks = spaced_ticks(
         p.x_ticks.iter().map(|t| t.0),
         x_min,
         x_max,
         area.dim_in_pixel().0,
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, (FONT, 20))
-        .margin(16)
-        .x_label_area_size(50)
-        .y_label_area_size(64)
-        .build_cartesian_2d(
-            (x_min..x_max).log_scale().with_key_points(ticks),
-            0f64..y_top,
-        )?;
+    let builder = || {
+        let mut b = ChartBuilder::on(area);
+        b.caption(&p.title, (FONT, 20))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(64);
+        b
+    };
     let x_label = |v: &f64| tick_label(&p.x_ticks, *v);
-    let y_label = |v: &f64| axis_number(*v, y_top);
-    chart
-        .configure_mesh()
-        .x_desc(p.x_desc.as_str())
-        .y_desc(p.y_desc.as_str())
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(RGBColor(238, 238, 238))
-        .draw()?;
-    for s in &p.series {
-        let c = colour(s.colour);
-        let line = c.stroke_width(2);
-        if s.dashed {
+    // The mesh, the series and the legend, the same on either y axis.
+    macro_rules! draw_on {
+        ($chart:expr, $y_top:expr) => {{
+            let mut chart = $chart;
+            let y_top = $y_top;
+            let y_label = |v: &f64| axis_number(*v, y_top);
             chart
-                .draw_series(DashedLineSeries::new(s.points.clone(), 8, 5, line))?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (7, 0)], line)
-                        + PathElement::new(vec![(12, 0), (19, 0)], line)
-                        + TriangleMarker::new((10, 0), 4, c.filled())
-                });
-            chart.draw_series(
-                s.points
+                .configure_mesh()
+                .x_desc(p.x_desc.as_str())
+                .y_desc(p.y_desc.as_str())
+                .x_label_formatter(&x_label)
+                .y_label_formatter(&y_label)
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 15))
+                .light_line_style(RGBColor(238, 238, 238))
+                .draw()?;
+            for s in &p.series {
+                let c = colour(s.colour);
+                let line = c.stroke_width(2);
+                // A log axis has no zero: points at or below zero are left out.
+                let pts: Vec<(f64, f64)> = s
+                    .points
                     .iter()
-                    .map(|&pt| TriangleMarker::new(pt, 5, c.filled())),
-            )?;
-        } else {
+                    .copied()
+                    .filter(|pt| !p.log_y || pt.1 > 0.0)
+                    .collect();
+                if s.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, line))?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| {
+                            EmptyElement::at((x, y))
+                                + PathElement::new(vec![(0, 0), (7, 0)], line)
+                                + PathElement::new(vec![(12, 0), (19, 0)], line)
+                                + TriangleMarker::new((10, 0), 4, c.filled())
+                        });
+                    chart.draw_series(
+                        pts.iter().map(|&pt| TriangleMarker::new(pt, 5, c.filled())),
+                    )?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), line))?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| {
+                            EmptyElement::at((x, y))
+                                + PathElement::new(vec![(0, 0), (19, 0)], line)
+                                + Circle::new((10, 0), 3, c.filled())
+                        });
+                    chart.draw_series(pts.iter().map(|&pt| Circle::new(pt, 4, c.filled())))?;
+                }
+            }
             chart
-                .draw_series(LineSeries::new(s.points.clone(), line))?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (19, 0)], line)
-                        + Circle::new((10, 0), 3, c.filled())
-                });
-            chart.draw_series(s.points.iter().map(|&pt| Circle::new(pt, 4, c.filled())))?;
-        }
+        }};
     }
+    let mut chart = if p.log_y && y_min.is_finite() && y_max > 0.0 {
+        // Headroom above the data for the legend: a decade and a half on a log axis.
+        let (lo, hi) = (y_min / 2.0, y_max * 30.0);
+        let mut chart = draw_on!(
+            builder().build_cartesian_2d(
+                (x_min..x_max).log_scale().with_key_points(ticks),
+                (lo..hi).log_scale(),
+            )?,
+            hi
+        );
+        return chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 13))
+            .draw();
+    } else {
+        // Headroom above the data for the legend.
+        let y_top = if y_max > 0.0 { y_max * 1.35 } else { 1.0 };
+        draw_on!(
+            builder().build_cartesian_2d(
+                (x_min..x_max).log_scale().with_key_points(ticks),
+                0f64..y_top,
+            )?,
+            y_top
+        )
+    };
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -1106,6 +1218,73 @@ mod tests {
         ];
         let refs: Vec<&Cell> = cells.iter().collect();
         assert_eq!(chart_rate(&refs), Some(250e3));
+    }
+
+    #[test]
+    fn load_charts_draw_the_floor_under_load_and_go_logarithmic_past_two_decades() {
+        let mut cells = Vec::new();
+        for (rate, mean_ns, p999_ns) in [(100e3, 300.0, 5_000.0), (1e6, 400.0, 900_000.0)] {
+            let mut c = load("ipc", 32, rate, true);
+            c.id = format!("load-ipc-32B-{rate}");
+            c.latency = Some(crate::model::Latency {
+                mean_ns,
+                p999_ns,
+                ..Default::default()
+            });
+            let mut f = load("cacheline", 8, rate, true);
+            f.scenario = Some(Scenario::FloorLoad);
+            f.id = format!("floorload-{}", c.id);
+            f.detail.insert("for_cell".into(), c.id.clone().into());
+            f.latency = Some(crate::model::Latency {
+                mean_ns: mean_ns / 2.0,
+                p999_ns: p999_ns / 4.0,
+                ..Default::default()
+            });
+            cells.push(f);
+            cells.push(c);
+        }
+        let results = Results {
+            format: crate::model::FORMAT_VERSION,
+            peregrine_version: "test".into(),
+            started_utc: String::new(),
+            command_line: vec![],
+            machine: Default::default(),
+            cells,
+        };
+        let planned = plan(&results);
+        let by_rate = planned
+            .iter()
+            .find(|p| p.name == "latency_vs_rate")
+            .unwrap();
+        let Plot::Lines(panels) = &by_rate.plot else {
+            panic!("latency vs rate is a line chart");
+        };
+        let names: Vec<&str> = panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["ipc Avg", "ipc 99.9th", "floor Avg", "floor 99.9th"]
+        );
+        assert_eq!(panels[0].series[2].points, [(100e3, 0.15), (1e6, 0.2)]);
+        assert_eq!(panels[0].series[3].points, [(100e3, 1.25), (1e6, 225.0)]);
+        // 0.15 us to 900 us: a linear axis would lay the averages flat on zero.
+        assert!(panels[0].log_y);
+        // The floor-under-load cells are not plotted as a transport of their own.
+        assert!(planned.iter().all(|p| p.name != "stddev_cacheline"));
+        // Within two decades the axis stays linear.
+        let flat = vec![Series {
+            name: "x".into(),
+            colour: 0,
+            dashed: false,
+            points: vec![(1.0, 1.0), (2.0, 99.0)],
+        }];
+        assert!(!series_span_decades(&flat));
+        // The charts draw (SVG and PNG) on the log axis.
+        let dir = std::env::temp_dir().join(format!("pg-charts-{}", std::process::id()));
+        let drawn = charts(&results, &dir).unwrap();
+        assert!(drawn
+            .iter()
+            .any(|c| c.name == "latency_vs_rate" && c.png_path.exists()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
