@@ -1,9 +1,11 @@
 //! `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
 //! ping-pong at 32 bytes against the bare-socket ping-pong, the machine's jitter on both CPUs
 //! (2 s), a short IPC and UDP load sweep
-//! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s), IPC and UDP throughput, and one
-//! short market data fan-out probe (16 clients, 50% shared, 200K updates/s into the
-//! distributor for 2 s). About a minute and a half on 2 cores.
+//! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s, each cell with its floor under load and
+//! the cache-line floor measured around it), IPC and UDP throughput, and one short market data
+//! fan-out probe (16 clients, 50% shared, 200K updates/s into the distributor for 2 s). About a
+//! minute and a half on 2 cores. The ping-pongs measure the cache-line floor in bursts between
+//! blocks of pings, so their ratios are to the floor of their own moment.
 
 use super::latency::{self, pingpong_cell, pingpong_config};
 use super::paced::{Pacing, SweepPlan};
