@@ -393,7 +393,6 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
             "the subscriber reflected {e}: this is a bug, please report it"
         )));
     }
-    let unanswered = book.unanswered + book.in_flight.len() as u64;
     // Ends the session (a shared-memory publisher ends it when dropped): the subscriber
     // drains and reports.
     publ.close();
@@ -406,7 +405,18 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
             report.corrupt
         )));
     }
-    Ok(LoadResult {
+    Ok(ping_result(stats, book, report, publisher_cpu_s))
+}
+
+/// The result of a ping run (over a transport or on the cache line) from the paced side's
+/// counts, its pings and the reflector's report.
+fn ping_result(
+    stats: PacedStats,
+    book: PingBook,
+    report: SubReport,
+    publisher_cpu_s: f64,
+) -> LoadResult {
+    LoadResult {
         sent: stats.measured_sent,
         sent_total: stats.sent_total,
         seconds: stats.measured_seconds(),
@@ -420,7 +430,7 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         out_of_order: report.out_of_order,
         refused: stats.refused,
         pings: stats.pings,
-        pings_unanswered: unanswered,
+        pings_unanswered: book.unanswered + book.in_flight.len() as u64,
         latency: book.latency,
         latency_from_schedule: book.from_schedule,
         batches: stats.batches,
@@ -428,9 +438,9 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
         sleeps: stats.sleeps,
         publisher_cpu_s,
         subscriber_cpu_s: report.cpu_s,
-        stalls_publisher: stats.stalls.clone(),
+        stalls_publisher: stats.stalls,
         stalls_subscriber: report.stalls,
-    })
+    }
 }
 
 /// Words of the floor's page ([`crate::floor::Line`]) the floor under load uses. The load line
@@ -554,28 +564,12 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
         )));
     }
     Ok(LoadResult {
-        sent: stats.measured_sent,
-        sent_total: stats.sent_total,
-        seconds: stats.measured_seconds(),
-        achieved_msgs_per_s: stats.achieved_msgs_per_s(),
-        // One line holds only the latest message: the reflector sees the changes it was
-        // fast enough to see, and nothing can be lost or reordered.
-        received: report.received,
+        // One line holds only the latest message: the reflector counts the changes it was
+        // fast enough to see, and nothing can be lost, duplicated or reordered.
         lost: 0,
         duplicates: 0,
         out_of_order: 0,
-        refused: 0,
-        pings: stats.pings,
-        pings_unanswered: book.unanswered + book.in_flight.len() as u64,
-        latency: book.latency,
-        latency_from_schedule: book.from_schedule,
-        batches: stats.batches,
-        max_batch: stats.max_batch,
-        sleeps: stats.sleeps,
-        publisher_cpu_s,
-        subscriber_cpu_s: report.cpu_s,
-        stalls_publisher: stats.stalls.clone(),
-        stalls_subscriber: report.stalls,
+        ..ping_result(stats, book, report, publisher_cpu_s)
     })
 }
 

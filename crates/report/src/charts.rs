@@ -1243,14 +1243,7 @@ mod tests {
             cells.push(f);
             cells.push(c);
         }
-        let results = Results {
-            format: crate::model::FORMAT_VERSION,
-            peregrine_version: "test".into(),
-            started_utc: String::new(),
-            command_line: vec![],
-            machine: Default::default(),
-            cells,
-        };
+        let results = crate::tables::tests::results_of(cells);
         let planned = plan(&results);
         let by_rate = planned
             .iter()

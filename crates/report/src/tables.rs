@@ -287,6 +287,23 @@ pub(crate) fn x_pingpong(results: &Results, cell: &Cell) -> Option<f64> {
     (reference > 0.0).then(|| median / reference)
 }
 
+/// The echo table's columns.
+const ECHO_HEADER: [&str; 13] = [
+    "transport",
+    "mode",
+    "size",
+    "samples",
+    "Min",
+    "25th",
+    "Median",
+    "75th",
+    "99th",
+    "99.9th",
+    "Max",
+    "Std Dev",
+    "x ping-pong",
+];
+
 /// Seed 004's measurements as a table: the echo's half round trip per transport, mode and
 /// size, with its ratio to the ping-pong; notes (ipc's single path) under each transport.
 fn echo(results: &Results) -> Option<Section> {
@@ -294,21 +311,7 @@ fn echo(results: &Results) -> Option<Section> {
     if cells.is_empty() {
         return None;
     }
-    let mut rows = vec![header(&[
-        "transport",
-        "mode",
-        "size",
-        "samples",
-        "Min",
-        "25th",
-        "Median",
-        "75th",
-        "99th",
-        "99.9th",
-        "Max",
-        "Std Dev",
-        "x ping-pong",
-    ])];
+    let mut rows = vec![header(&ECHO_HEADER)];
     for (i, c) in cells.iter().enumerate() {
         let mut row = vec![
             c.transport.clone(),
@@ -1360,24 +1363,7 @@ pub(crate) mod tests {
         let intro = echo.intro.as_deref().unwrap();
         assert!(intro.contains("100 us in this run"), "{intro}");
         let table = &echo.tables[0];
-        assert_eq!(
-            table.rows[0],
-            header(&[
-                "transport",
-                "mode",
-                "size",
-                "samples",
-                "Min",
-                "25th",
-                "Median",
-                "75th",
-                "99th",
-                "99.9th",
-                "Max",
-                "Std Dev",
-                "x ping-pong",
-            ])
-        );
+        assert_eq!(table.rows[0], header(&ECHO_HEADER));
         let rows = cells_rows(table);
         let keys: Vec<(&str, &str, &str)> = rows
             .iter()
