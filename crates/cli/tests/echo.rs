@@ -7,30 +7,18 @@
 mod common;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::process::Output;
 
-/// Each run has two busy processes: on a 2-core machine, one test at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    common::one_bench_at_a_time()
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .args(args)
-        .env("PEREGRINE_RESULTS", common::results_base())
-        // The transports' defaults, not a configuration of the environment's.
-        .env_remove("PEREGRINE_CONFIG")
-        .output()
-        .expect("peregrine runs")
+    common::run_bench(args)
 }
 
 fn fresh_dir(tag: &str) -> PathBuf {
-    let d = common::results_base().join(format!("{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::fresh_results_dir(tag)
 }
 
 const COUNT: u64 = 2000;

@@ -90,3 +90,36 @@ impl Drop for ShmBase {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A bench run's results folder under [`results_base`], named by `tag` and this process, and
+/// not there yet.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn fresh_results_dir(tag: &str) -> std::path::PathBuf {
+    let d = results_base().join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Benchmark runs have two busy processes: on a 2-core machine, one test at a time, so that
+/// the rates asked for are the rates run (a test that overloads the machine measures nothing).
+#[allow(dead_code)]
+static ONE_BENCH_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[allow(dead_code)]
+pub fn one_bench_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_BENCH_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `peregrine ARGS` with its results under [`results_base`] and the transports'
+/// defaults (not a configuration of the environment's).
+#[allow(dead_code)]
+pub fn run_bench(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_peregrine"))
+        .args(args)
+        .env("PEREGRINE_RESULTS", results_base())
+        .env_remove("PEREGRINE_CONFIG")
+        .output()
+        .expect("peregrine runs")
+}
