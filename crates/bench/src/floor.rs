@@ -232,20 +232,6 @@ impl FloorMoments {
         median(&self.two_line_bursts_ns)
     }
 
-    /// Like [`median_x_floor`](Self::median_x_floor), against the two-line floor of the same
-    /// moments (blocks whose one-line floor held).
-    pub fn median_x_two_line_floor(&self) -> Option<f64> {
-        let r: Vec<f64> = self
-            .blocks_ns
-            .iter()
-            .zip(self.bursts_ns.windows(2))
-            .zip(self.two_line_bursts_ns.windows(2))
-            .filter(|((_, f), _)| !floor_moved(f[0], f[1]))
-            .map(|((b, _), t)| b / ((t[0] + t[1]) / 2.0))
-            .collect();
-        (!r.is_empty()).then(|| median(&r))
-    }
-
     /// The largest burst over the smallest.
     pub fn spread(&self) -> f64 {
         let lo = self.bursts_ns.iter().copied().fold(f64::INFINITY, f64::min);
@@ -267,20 +253,36 @@ impl FloorMoments {
     /// after it), for the blocks whose two bursts agree ([`floor_moved`] is false): a block
     /// whose floor moved is in no one mode, and is left out.
     pub fn same_moment_ratios(&self) -> Vec<f64> {
+        self.ratios_to(&self.bursts_ns)
+    }
+
+    /// Each block's median over the mean of `floors` before and after it (one per burst), for
+    /// the blocks whose one-line bursts agree.
+    fn ratios_to(&self, floors: &[f64]) -> Vec<f64> {
         self.blocks_ns
             .iter()
             .zip(self.bursts_ns.windows(2))
-            .filter(|(_, f)| !floor_moved(f[0], f[1]))
-            .map(|(b, f)| b / ((f[0] + f[1]) / 2.0))
+            .zip(floors.windows(2))
+            .filter(|((_, f), _)| !floor_moved(f[0], f[1]))
+            .map(|((b, _), t)| b / ((t[0] + t[1]) / 2.0))
             .collect()
     }
 
     /// The median of [`same_moment_ratios`](Self::same_moment_ratios), when any block had a
     /// steady floor.
     pub fn median_x_floor(&self) -> Option<f64> {
-        let r = self.same_moment_ratios();
-        (!r.is_empty()).then(|| median(&r))
+        median_of_some(&self.same_moment_ratios())
     }
+
+    /// Like [`median_x_floor`](Self::median_x_floor), against the two-line floor of the same
+    /// moments (blocks whose one-line floor held).
+    pub fn median_x_two_line_floor(&self) -> Option<f64> {
+        median_of_some(&self.ratios_to(&self.two_line_bursts_ns))
+    }
+}
+
+fn median_of_some(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| median(v))
 }
 
 /// The median of `v` (the mean of the middle two of an even count); 0 when empty.

@@ -148,7 +148,8 @@ impl Stalls {
         }
     }
 
-    /// One more clock reading of the loop.
+    /// One more clock reading of the loop (a clock that steps back, as it should not, counts
+    /// as no gap).
     #[inline]
     pub fn at(&mut self, now_ticks: u64) {
         self.counter
@@ -195,25 +196,18 @@ pub fn measure(cfg: &JitterConfig, clock: &Clock) -> Result<Vec<CpuJitter>, Benc
 
 /// The spinning loop of one CPU.
 fn spin(clock: &Clock, cpu: usize, length: Duration) -> CpuJitter {
-    let ns_per_tick = clock.ns_per_tick;
-    let length_ticks = (length.as_nanos() as f64 / ns_per_tick) as u64;
-    let mut counter = GapCounter::default();
+    let length_ticks = (length.as_nanos() as f64 / clock.ns_per_tick) as u64;
     let first = clock.now();
     let end = first + length_ticks;
-    let mut prev = first;
-    let mut reads = 1u64;
+    let mut stalls = Stalls::start(clock, first);
     loop {
         let now = clock.now();
-        reads += 1;
-        // A clock that steps back (it should not) counts as no gap.
-        counter.gap(now.saturating_sub(prev) as f64 * ns_per_tick);
-        prev = now;
+        stalls.at(now);
         if now >= end {
             break;
         }
     }
-    let seconds = (prev - first) as f64 * ns_per_tick / 1e9;
-    counter.finish(cpu, seconds, reads)
+    stalls.finish(cpu)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use peregrine::{IdleKind, OfferError, Publisher, Scheme, Subscriber};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Word 0's flag: this message is a ping, to be reflected.
@@ -460,7 +460,21 @@ const RING: u64 = 192;
 /// The load side of the floor under load: each message is a store to the load line.
 struct LineSink<'a> {
     line: &'a Line,
+    /// The load line's two words, looked up once.
+    load: &'a AtomicU64,
+    pings_sent: &'a AtomicU64,
     pings: u64,
+}
+
+impl<'a> LineSink<'a> {
+    fn new(line: &'a Line) -> LineSink<'a> {
+        LineSink {
+            line,
+            load: line.word_at(LOAD_WORD),
+            pings_sent: line.word_at(PINGS_SENT_WORD),
+            pings: 0,
+        }
+    }
 }
 
 impl Sink for LineSink<'_> {
@@ -475,11 +489,9 @@ impl Sink for LineSink<'_> {
             let slot = PING_RING_WORD + (self.pings % RING) as usize;
             self.line.word_at(slot).store(word, Ordering::Relaxed);
             self.pings += 1;
-            self.line
-                .word_at(PINGS_SENT_WORD)
-                .store(self.pings, Ordering::Release);
+            self.pings_sent.store(self.pings, Ordering::Release);
         }
-        self.line.word_at(LOAD_WORD).store(word, Ordering::Release);
+        self.load.store(word, Ordering::Release);
         Ok(())
     }
     fn flush(&mut self) -> Result<(), String> {
@@ -532,10 +544,7 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
             }
         };
         let stats = paced_publish(
-            &mut LineSink {
-                line: &line,
-                pings: 0,
-            },
+            &mut LineSink::new(&line),
             clock,
             t0,
             cfg,

@@ -318,25 +318,19 @@ fn echo(results: &Results) -> Option<Section> {
             mode_of(c).to_string(),
             c.size_bytes.to_string(),
         ];
-        match &c.latency {
-            Some(l) => {
-                row.push(thousands(l.samples));
-                row.extend(
-                    [
-                        l.min_ns,
-                        l.p25_ns,
-                        l.median_ns,
-                        l.p75_ns,
-                        l.p99_ns,
-                        l.p999_ns,
-                        l.max_ns,
-                        l.stddev_ns,
-                    ]
-                    .map(us),
-                );
-            }
-            None => row.extend(std::iter::repeat_n(dash(), 9)),
-        }
+        row.push(c.latency.map(|l| thousands(l.samples)).unwrap_or_else(dash));
+        row.extend(latency_values(c.latency.as_ref(), |l| {
+            [
+                l.min_ns,
+                l.p25_ns,
+                l.median_ns,
+                l.p75_ns,
+                l.p99_ns,
+                l.p999_ns,
+                l.max_ns,
+                l.stddev_ns,
+            ]
+        }));
         row.push(
             x_pingpong(results, c)
                 .map(|x| format!("{x:.2}"))
