@@ -364,8 +364,10 @@ impl Segment {
         let d = Descriptor::parse(&head);
         d.check(size).map_err(bad)?;
         let log_off = log_offset(d.max_subscribers);
-        let map =
-            Mapping::new(&file, log_off + d.capacity as usize).map_err(|e| io_err("map", e))?;
+        // Populated: a subscriber reads each page of the log for the first time on the data
+        // path otherwise. (The publisher faults its pages in when it cleans the log.)
+        let map = Mapping::populated(&file, log_off + d.capacity as usize)
+            .map_err(|e| io_err("map", e))?;
         let seg = Segment {
             map,
             file,

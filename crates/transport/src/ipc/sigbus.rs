@@ -138,8 +138,26 @@ impl Drop for Registration {
 impl Mapping {
     /// Maps `len` bytes of `file` (which must be open read-write) and registers the mapping.
     pub fn new(file: &File, len: usize) -> std::io::Result<Mapping> {
+        Self::map(file, len, false)
+    }
+
+    /// Like [`new`](Self::new), with every page of the mapping faulted in now
+    /// (`MAP_POPULATE`), so that the data path never takes a page fault: a reader's first
+    /// touch of each page otherwise costs a minor fault of a few microseconds (on the 2-core
+    /// test guest, a ping over a 16 MiB log met one every 64 messages of the reflected
+    /// stream: about 1.5% of the pings of a load run).
+    pub fn populated(file: &File, len: usize) -> std::io::Result<Mapping> {
+        Self::map(file, len, true)
+    }
+
+    fn map(file: &File, len: usize, populate: bool) -> std::io::Result<Mapping> {
         install();
-        let map = memmap2::MmapOptions::new().len(len).map_raw(file)?;
+        let mut options = memmap2::MmapOptions::new();
+        options.len(len);
+        if populate {
+            options.populate();
+        }
+        let map = options.map_raw(file)?;
         let start = map.as_mut_ptr() as usize;
         let page = PAGE_SIZE.load(Ordering::Relaxed);
         let end = start + len.div_ceil(page) * page;
