@@ -443,26 +443,93 @@ fn ping_result(
     }
 }
 
-/// Words of the floor's page ([`crate::floor::Line`]) the floor under load uses. The load line
-/// holds the latest message's word 0 and the count of pings sent; each ping's number goes to a
-/// ring of [`RING`] slots first, so that no ping is overwritten while the reflector is held up
-/// (a stall of the machine): like a log, the floor keeps every ping and its tail. The reflect
-/// line holds the count of pings reflected, their numbers in a second ring. Lines written by
-/// different sides are 128 bytes or more apart.
+/// Words of the floor's page ([`crate::floor::Line`]) the floor under load uses: two lines and
+/// two rings. The load line (written by the paced side, spun on by the reflector) holds the
+/// latest message's word 0 and a [`PingChannel`] of the pings sent; the reflect line (written
+/// by the reflector, read by the paced side between batches) holds the channel of the pings
+/// reflected. Each channel keeps its last [`INLINE`] numbers on its own line, so a reader that
+/// keeps up takes one line per ping each way, as a ping over two one-way logs does (a floor
+/// that cost more lines than a transport would not be a floor); every number also goes to a
+/// ring of [`RING`] slots, so that no ping is lost while a reader is held up (a stall of the
+/// machine): like a log, the floor keeps every ping and its tail. Lines written by different
+/// sides are 128 bytes or more apart.
 const LOAD_WORD: usize = 16;
-const PINGS_SENT_WORD: usize = 17;
-const REFLECTED_WORD: usize = 48;
-const PING_RING_WORD: usize = 64;
-const REFLECT_RING_WORD: usize = PING_RING_WORD + RING as usize;
+const PINGS_SENT: PingChannel = PingChannel {
+    count_word: 17,
+    ring_word: 64,
+};
+const PINGS_REFLECTED: PingChannel = PingChannel {
+    count_word: 48,
+    ring_word: 64 + RING as usize + 16,
+};
 /// Slots of each ring: at about 5,000 pings a second, 38 ms of pings.
 const RING: u64 = 192;
+/// Numbers each channel keeps on its count's line, after the count.
+const INLINE: u64 = 6;
+
+/// One direction of the floor under load's pings: a count, the last [`INLINE`] numbers on the
+/// count's line, and every number in a ring of [`RING`] slots.
+///
+/// Invariants: number `n` (0-based) is stored in inline slot `n % INLINE` and ring slot
+/// `n % RING`, both with release ordering, before the count becomes `n + 1` (release). Inline
+/// slot `n % INLINE` is next overwritten by number `n + INLINE`, which is stored after the count
+/// became `n + INLINE`: so a reader that loads the slot (acquire) and then the count, and finds
+/// the count below `n + INLINE`, read number `n` itself.
+#[derive(Clone, Copy)]
+struct PingChannel {
+    count_word: usize,
+    ring_word: usize,
+}
+
+impl PingChannel {
+    /// The writer: stores number `n`.
+    #[inline]
+    fn push(self, line: &Line, n: u64, number: u64) {
+        line.word_at(self.ring_word + (n % RING) as usize)
+            .store(number, Ordering::Release);
+        line.word_at(self.count_word + 1 + (n % INLINE) as usize)
+            .store(number, Ordering::Release);
+        line.word_at(self.count_word)
+            .store(n + 1, Ordering::Release);
+    }
+
+    /// How many numbers the writer has stored.
+    #[inline]
+    fn count(self, line: &Line) -> u64 {
+        line.word_at(self.count_word).load(Ordering::Acquire)
+    }
+
+    /// The reader: number `n`, which [`count`](Self::count) has shown stored. From the count's
+    /// line while the writer is fewer than [`INLINE`] numbers ahead; from the ring otherwise
+    /// (which holds it unless the writer is a whole ring ahead: the caller's check).
+    #[inline]
+    fn get(self, line: &Line, n: u64) -> u64 {
+        let v = line
+            .word_at(self.count_word + 1 + (n % INLINE) as usize)
+            .load(Ordering::Acquire);
+        if self.count(line) - n < INLINE {
+            return v;
+        }
+        line.word_at(self.ring_word + (n % RING) as usize)
+            .load(Ordering::Acquire)
+    }
+}
+
+// The two lines and the two rings do not overlap, and fit in the page.
+const _: () = {
+    assert!(LOAD_WORD / 8 == PINGS_SENT.count_word / 8);
+    assert!(PINGS_SENT.count_word + (INLINE as usize) < 24);
+    assert!(PINGS_REFLECTED.count_word % 8 == 0);
+    assert!(PINGS_SENT.ring_word >= PINGS_REFLECTED.count_word + 16);
+    assert!(PINGS_REFLECTED.ring_word >= PINGS_SENT.ring_word + RING as usize + 16);
+    assert!(PINGS_REFLECTED.ring_word + RING as usize <= 512);
+};
 
 /// The load side of the floor under load: each message is a store to the load line.
 struct LineSink<'a> {
     line: &'a Line,
-    /// The load line's two words, looked up once.
+    /// The load line's word, looked up once.
     load: &'a AtomicU64,
-    pings_sent: &'a AtomicU64,
     pings: u64,
 }
 
@@ -471,7 +538,6 @@ impl<'a> LineSink<'a> {
         LineSink {
             line,
             load: line.word_at(LOAD_WORD),
-            pings_sent: line.word_at(PINGS_SENT_WORD),
             pings: 0,
         }
     }
@@ -486,10 +552,8 @@ impl Sink for LineSink<'_> {
         _fill: &mut impl FnMut(&mut [u8], u64),
     ) -> Result<(), OfferError> {
         if word & PING != 0 {
-            let slot = PING_RING_WORD + (self.pings % RING) as usize;
-            self.line.word_at(slot).store(word, Ordering::Relaxed);
+            PINGS_SENT.push(self.line, self.pings, word);
             self.pings += 1;
-            self.pings_sent.store(self.pings, Ordering::Release);
         }
         self.load.store(word, Ordering::Release);
         Ok(())
@@ -514,13 +578,12 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
     )?;
     let warmup_ns = (cfg.warmup_seconds * 1e9) as u64;
     let picker = PingPicker::new(cfg.ping_every, 0x5eed ^ cfg.rate_msgs_per_s as u64);
-    let count = line.word_at(REFLECTED_WORD);
     let (stats, book) = with_cpu(cfg.cpus.a, || -> Result<_, BenchError> {
         let t0 = clock.now();
         let book = RefCell::new(PingBook::new(t0));
         let (mut seen, mut latest) = (0u64, None);
         let mut reflect = || {
-            let c = count.load(Ordering::Acquire);
+            let c = PINGS_REFLECTED.count(&line);
             if c == seen {
                 return;
             }
@@ -530,8 +593,7 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
             // unanswered when a later one arrives).
             seen = seen.max(c.saturating_sub(RING));
             while seen < c {
-                let slot = REFLECT_RING_WORD + (seen % RING) as usize;
-                let number = line.word_at(slot).load(Ordering::Relaxed) & NUMBER;
+                let number = PINGS_REFLECTED.get(&line, seen) & NUMBER;
                 seen += 1;
                 // Pings are reflected in order: a number not above the latest is a slot the
                 // reflector skipped when it fell a whole ring behind, still holding a ping
@@ -589,8 +651,6 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
     say_ready();
     let load = line.word_at(LOAD_WORD);
-    let pings_sent = line.word_at(PINGS_SENT_WORD);
-    let count = line.word_at(REFLECTED_WORD);
     let (mut last, mut reflected, mut changes) = (0u64, 0u64, 0u64);
     let mut stalls: Option<Stalls> = None;
     loop {
@@ -604,18 +664,14 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
             if stalls.is_none() && word & MEASURED != 0 {
                 stalls = Some(Stalls::start(clock, clock.now()));
             }
-            let sent = pings_sent.load(Ordering::Acquire);
+            let sent = PINGS_SENT.count(&line);
             // More pings than the ring holds since the last look: the oldest are gone (the
             // measuring side counts them unanswered).
             reflected = reflected.max(sent.saturating_sub(RING));
             while reflected < sent {
-                let p = line
-                    .word_at(PING_RING_WORD + (reflected % RING) as usize)
-                    .load(Ordering::Relaxed);
-                line.word_at(REFLECT_RING_WORD + (reflected % RING) as usize)
-                    .store(p, Ordering::Relaxed);
+                let p = PINGS_SENT.get(&line, reflected);
+                PINGS_REFLECTED.push(&line, reflected, p);
                 reflected += 1;
-                count.store(reflected, Ordering::Release);
             }
         }
         if let Some(st) = stalls.as_mut() {
@@ -1089,7 +1145,48 @@ pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchErro
 
 #[cfg(test)]
 mod tests {
-    use super::SequenceCheck;
+    use super::{Line, PingChannel, SequenceCheck, INLINE, PINGS_REFLECTED, PINGS_SENT, RING};
+
+    fn page() -> Line {
+        Line::open(&crate::run_name("chan"), true).unwrap()
+    }
+
+    /// A reader that keeps up reads each number from the count's line; one the writer has
+    /// lapped on that line, from the ring: every number comes back, in both channels, at any
+    /// distance behind the writer short of a whole ring.
+    #[test]
+    fn a_ping_channel_gives_back_every_number_from_its_line_or_its_ring() {
+        let line = page();
+        for chan in [PINGS_SENT, PINGS_REFLECTED] {
+            let number = |n: u64| (n * 7919) ^ (1 << 40);
+            for n in 0..3 * RING {
+                chan.push(&line, n, number(n));
+                assert_eq!(chan.count(&line), n + 1);
+                for behind in [0, 1, INLINE - 1, INLINE, INLINE + 1, RING - 1] {
+                    if behind <= n {
+                        assert_eq!(chan.get(&line, n - behind), number(n - behind));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The two channels and the load word share a page without overwriting each other.
+    #[test]
+    fn the_load_word_and_both_channels_do_not_overlap() {
+        let line = page();
+        let load = line.word_at(super::LOAD_WORD);
+        let (a, b): (PingChannel, PingChannel) = (PINGS_SENT, PINGS_REFLECTED);
+        for n in 0..2 * RING {
+            a.push(&line, n, n + 1);
+            b.push(&line, n, u64::MAX - n);
+            load.store(0xdead, std::sync::atomic::Ordering::Relaxed);
+        }
+        for n in RING..2 * RING {
+            assert_eq!(a.get(&line, n), n + 1);
+            assert_eq!(b.get(&line, n), u64::MAX - n);
+        }
+    }
 
     #[test]
     fn sequence_check_counts_gaps_late_arrivals_and_duplicates() {
