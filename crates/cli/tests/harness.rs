@@ -142,6 +142,11 @@ fn a_short_sweep_writes_the_folder_and_prints_the_seed_tables() {
             / f["latency"]["median_ns"].as_f64().unwrap();
         assert!((x - want).abs() < 0.001, "{x} vs {want}");
         assert!(c["detail"]["p999_x_floor"].as_f64().unwrap() > 0.0);
+        // The unloaded ping-pong of the same transport and size, measured just before it.
+        let x = c["detail"]["median_x_unloaded"].as_f64().unwrap();
+        let want = c["latency"]["median_ns"].as_f64().unwrap()
+            / c["detail"]["unloaded_median_ns"].as_f64().unwrap();
+        assert!((x - want).abs() < 0.001, "{x} vs {want}");
         for d in [&f["detail"], &c["detail"]] {
             assert!(d["floor_before_ns"].as_f64().unwrap() > 0.0, "{d}");
             assert!(d["floor_after_ns"].as_f64().unwrap() > 0.0, "{d}");

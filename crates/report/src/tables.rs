@@ -394,13 +394,14 @@ fn echo(results: &Results) -> Option<Section> {
     })
 }
 
-const FULL_HEADER: [&str; 10] = [
+const FULL_HEADER: [&str; 11] = [
     "Message Size/Rate",
     "Min",
     "Avg",
     "Max",
     "Median",
     "x floor",
+    "x unloaded",
     "99.9th %",
     "x floor",
     "Stalls",
@@ -475,6 +476,7 @@ fn full_results(results: &Results) -> Option<Section> {
                 });
                 row.extend(v[..4].iter().cloned());
                 row.push(ratio_text(c, "median_x_floor"));
+                row.push(ratio_text(c, "median_x_unloaded"));
                 row.push(v[4].clone());
                 row.push(ratio_text(c, "p999_x_floor"));
                 row.push(stalls_text(c));
@@ -552,6 +554,8 @@ fn full_results(results: &Results) -> Option<Section> {
              from the time the ping was scheduled to be sent. x floor: the median and the \
              99.9th percentile over the machine's floor under load, measured just before the \
              cell with the same pacer, rate and pings on one shared cache line (last table). \
+             x unloaded: the median over the median of a plain ping-pong of the same \
+             transport and size, measured just before the cell. \
              * marks a cell whose cache-line floor, measured before and after it, moved by \
              more than 1.3x: its ratios compare two machine modes. Stalls: the machine's \
              jitter over the cell's interval, gaps of 100 us or more per second that its two \
@@ -1412,7 +1416,8 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_load_row_shows_its_floor_ratios_starred_when_the_floor_moved_and_its_stalls() {
+    fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_and_its_stalls()
+    {
         let mut load = Cell {
             id: "load-ipc-32B-1M".into(),
             scenario: Some(Scenario::Load),
@@ -1425,6 +1430,7 @@ pub(crate) mod tests {
         };
         let d = &mut load.detail;
         d.insert("median_x_floor".into(), 1.172.into());
+        d.insert("median_x_unloaded".into(), 1.104.into());
         d.insert("p999_x_floor".into(), 0.259.into());
         d.insert("floor_moved".into(), true.into());
         d.insert("stalls_over_100us_per_s".into(), 11.5.into());
@@ -1458,6 +1464,7 @@ pub(crate) mod tests {
                 "3.00",
                 "0.30",
                 "1.17*",
+                "1.10*",
                 "1.20",
                 "0.26*",
                 "11.5/s, 4.07 ms",

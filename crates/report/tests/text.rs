@@ -54,8 +54,9 @@ fn label(c: &Cell) -> String {
 }
 
 /// The seed's columns, with the ratio to the floor under load after the median and the 99.9th,
-/// and the machine's stalls over the cell's interval next to the 99.9th.
-const SEED_HEADER: [&str; 15] = [
+/// the ratio to the unloaded ping-pong after the median, and the machine's stalls over the
+/// cell's interval next to the 99.9th.
+const SEED_HEADER: [&str; 17] = [
     "Message",
     "Size/Rate",
     "Min",
@@ -64,6 +65,8 @@ const SEED_HEADER: [&str; 15] = [
     "Median",
     "x",
     "floor",
+    "x",
+    "unloaded",
     "99.9th",
     "%",
     "x",
@@ -277,12 +280,14 @@ fn a_known_cell_is_printed_in_microseconds_with_two_decimals() {
     let l = c.latency.expect("latency");
     let block = full_block(&full, "UDP");
     let line = row(&block, "32B/100K").expect("a 32B/100K row");
-    // The sample's cells carry no floor under load and no stalls: dashes.
+    // The sample's cells carry no floor under load, no unloaded reference and no stalls:
+    // dashes.
     let expected: Vec<String> = vec![
         us(l.min_ns),
         us(l.mean_ns),
         us(l.max_ns),
         us(l.median_ns),
+        "-".into(),
         "-".into(),
         us(l.p999_ns),
         "-".into(),

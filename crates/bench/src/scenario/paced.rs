@@ -169,6 +169,26 @@ fn floor_probe(cpus: CpuPair, s: &Session) -> Result<f64, BenchError> {
     Ok(r.summary().median_ns)
 }
 
+/// Round trips of the unloaded ping-pong measured just before each load cell (the cell's
+/// `x unloaded` reference), after a tenth as many not kept: a fraction of a second on every
+/// transport, and enough for a median.
+const UNLOADED_PINGS: u64 = 50_000;
+
+/// The median half round trip of a plain ping-pong of the cell's transport and size on its
+/// CPUs, now: what the cell's pings would take without the load. None when the cell runs on a
+/// URI of the user's (`--uri`: a ping-pong there would need the other host's side).
+fn unloaded_median(cfg: &LoadConfig, s: &Session) -> Result<Option<f64>, BenchError> {
+    if cfg.uri.is_some() {
+        return Ok(None);
+    }
+    let mut pp = super::latency::pingpong_config(cfg.transport, cfg.size, UNLOADED_PINGS, cfg.cpus);
+    // The cache-line floors measured around the cell cover it.
+    pp.floor_every = 0;
+    pp.idle = cfg.idle;
+    let r = crate::pingpong::run(&pp, s.exe(), s.clock())?;
+    Ok(Some(r.summary.median_ns))
+}
+
 /// The floor under load of a load cell: the same rate, pings and CPUs, on one cache line, for
 /// at most a second (its 99.9th percentile rests on about 5,000 pings).
 fn floor_under_load_config(cfg: &LoadConfig) -> LoadConfig {
@@ -183,11 +203,12 @@ fn floor_under_load_config(cfg: &LoadConfig) -> LoadConfig {
 
 /// Runs one paced cell, prints and records it; returns whether it held its rate.
 ///
-/// A load cell (`Scenario::Load`) is measured with its floors: the cache-line floor now, the
-/// floor under load (the same schedule on one cache line), the floor again, the cell, and the
-/// floor once more. The cell carries its ratios to the floor under load (`median_x_floor`,
-/// `p999_x_floor`) and is flagged (`floor_moved`) when the floors around it disagree: then
-/// the ratio compares two machine modes.
+/// A load cell (`Scenario::Load`) is measured with its floors and its unloaded reference: the
+/// cache-line floor now, the floor under load (the same schedule on one cache line), the floor
+/// again, a plain ping-pong of the cell's transport and size, the cell, and the floor once
+/// more. The cell carries its ratios to the floor under load (`median_x_floor`,
+/// `p999_x_floor`) and to the ping-pong (`median_x_unloaded`), and is flagged (`floor_moved`)
+/// when the floors around it disagree: then the ratios compare two machine modes.
 fn paced_cell(
     cfg: &LoadConfig,
     scenario: Scenario,
@@ -197,6 +218,7 @@ fn paced_cell(
     let with_floor = scenario == Scenario::Load;
     let mut floors = Vec::new();
     let mut under_load = None;
+    let mut unloaded = None;
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
         let fcfg = floor_under_load_config(cfg);
@@ -213,6 +235,7 @@ fn paced_cell(
         let summary = r.latency.summary();
         s.record(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
         under_load = Some(summary);
+        unloaded = unloaded_median(cfg, s)?;
     }
     let r = crate::load::run(cfg, s.exe(), s.clock())?;
     let mut cell = load_cell(cfg, &r, scenario);
@@ -237,6 +260,13 @@ fn paced_cell(
                     round3(l.median_ns / f.median_ns).into(),
                 );
                 d.insert("p999_x_floor".into(), round3(l.p999_ns / f.p999_ns).into());
+            }
+        }
+        if let (Some(u), Some(l)) = (unloaded, cell.latency) {
+            let d = &mut cell.detail;
+            d.insert("unloaded_median_ns".into(), round3(u).into());
+            if u > 0.0 {
+                d.insert("median_x_unloaded".into(), round3(l.median_ns / u).into());
             }
         }
     }
