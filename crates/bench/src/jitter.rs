@@ -64,6 +64,15 @@ pub struct CpuJitter {
     pub largest_gap_ns: f64,
     /// The sum of the gaps of 1 us or more.
     pub lost_ns: f64,
+    /// Where the gaps of at least [`SPAN_MIN_NS`] fell: each as the clock readings (ticks of
+    /// the benchmark clock, which every process of a run shares) before and after it, in order;
+    /// at most [`MAX_SPANS`]. Kept by a benchmark's own loops ([`Stalls`]), so that each
+    /// latency sample can be checked against them; empty for `bench jitter`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans_ticks: Vec<(u64, u64)>,
+    /// More gaps of [`SPAN_MIN_NS`] came than [`MAX_SPANS`]: the spans are incomplete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spans_overflowed: bool,
 }
 
 impl CpuJitter {
@@ -118,19 +127,31 @@ impl GapCounter {
             gaps_over: self.gaps_over,
             largest_gap_ns: self.largest_ns,
             lost_ns: self.lost_ns,
+            spans_ticks: Vec::new(),
+            spans_overflowed: false,
         }
     }
 }
 
+/// Gaps of at least this are *stalls*: the machine's, not the loop's work. A loop iteration of
+/// the benchmarks does at most a batch of work (microseconds), so a gap of 100 us or more is
+/// time the machine (an interrupt, the hypervisor, the host) took from the loop.
+pub const SPAN_MIN_NS: f64 = THRESHOLDS_NS[2];
+/// Stalls whose place a loop keeps: at the test guest's 5 to 50 a second, hours.
+pub const MAX_SPANS: usize = 100_000;
+
 /// The stalls a benchmark's own spinning loop sees over its measured interval: the gaps
-/// between its consecutive clock reads, counted as [`GapCounter`] does. A loop iteration of
-/// the benchmarks does at most a batch of work (microseconds), so gaps of 100 us and more are
-/// the machine's (an interrupt, the hypervisor) taken from the loop while it measured: the
-/// jitter over the same interval as the latencies, next to which a tail is read.
+/// between its consecutive clock reads, counted as [`GapCounter`] does, and where each stall
+/// ([`SPAN_MIN_NS`] or more) fell: the jitter over the same interval as the latencies, next to
+/// which a tail is read, and the spans against which each sample is checked
+/// ([`touched`](StallSpans::touched)).
 #[derive(Debug, Clone)]
 pub struct Stalls {
     counter: GapCounter,
     ns_per_tick: f64,
+    span_min_ticks: u64,
+    spans: Vec<(u64, u64)>,
+    overflowed: bool,
     first: u64,
     prev: u64,
     reads: u64,
@@ -142,6 +163,9 @@ impl Stalls {
         Stalls {
             counter: GapCounter::default(),
             ns_per_tick: clock.ns_per_tick,
+            span_min_ticks: (SPAN_MIN_NS / clock.ns_per_tick).ceil() as u64,
+            spans: Vec::new(),
+            overflowed: false,
             first: now_ticks,
             prev: now_ticks,
             reads: 1,
@@ -152,16 +176,74 @@ impl Stalls {
     /// as no gap).
     #[inline]
     pub fn at(&mut self, now_ticks: u64) {
-        self.counter
-            .gap(now_ticks.saturating_sub(self.prev) as f64 * self.ns_per_tick);
+        let gap = now_ticks.saturating_sub(self.prev);
+        self.counter.gap(gap as f64 * self.ns_per_tick);
+        if gap >= self.span_min_ticks {
+            self.stalled(now_ticks);
+        }
         self.prev = now_ticks;
         self.reads += 1;
     }
 
-    /// What the loop on `cpu` lost, from the first reading to the last.
+    #[cold]
+    fn stalled(&mut self, now_ticks: u64) {
+        if self.spans.len() < MAX_SPANS {
+            self.spans.push((self.prev, now_ticks));
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// What the loop on `cpu` lost, from the first reading to the last, and where it stalled.
     pub fn finish(self, cpu: usize) -> CpuJitter {
         let seconds = self.prev.saturating_sub(self.first) as f64 * self.ns_per_tick / 1e9;
-        self.counter.finish(cpu, seconds, self.reads)
+        CpuJitter {
+            spans_ticks: self.spans,
+            spans_overflowed: self.overflowed,
+            ..self.counter.finish(cpu, seconds, self.reads)
+        }
+    }
+}
+
+/// The stalls of several loops of one run (the two sides of a load run), merged: which
+/// intervals of the shared clock any of them overlapped.
+#[derive(Debug, Clone, Default)]
+pub struct StallSpans {
+    /// Spans sorted by start, and the latest end among each one and those before it.
+    starts: Vec<u64>,
+    max_end: Vec<u64>,
+}
+
+impl StallSpans {
+    /// The spans of `loops`; None when a loop's spans overflowed (the check would miss some).
+    pub fn of<'a>(loops: impl IntoIterator<Item = &'a CpuJitter>) -> Option<StallSpans> {
+        let mut spans = Vec::new();
+        for j in loops {
+            if j.spans_overflowed {
+                return None;
+            }
+            spans.extend_from_slice(&j.spans_ticks);
+        }
+        spans.sort_unstable();
+        let mut end = 0;
+        let max_end = spans
+            .iter()
+            .map(|&(_, e)| {
+                end = end.max(e);
+                end
+            })
+            .collect();
+        Some(StallSpans {
+            starts: spans.iter().map(|&(s, _)| s).collect(),
+            max_end,
+        })
+    }
+
+    /// Whether a stall overlapped the interval `[from, to]` (clock ticks): some span started
+    /// before `to` and ended after `from`.
+    pub fn touched(&self, from: u64, to: u64) -> bool {
+        let before = self.starts.partition_point(|&s| s < to);
+        before > 0 && self.max_end[before - 1] > from
     }
 }
 
@@ -246,6 +328,47 @@ mod tests {
         assert_eq!(j.largest_gap_ns, 2_000_000.0);
         assert_eq!(j.seconds, (t - 1_000) as f64 / 1e9);
         assert_eq!(j.lost_ns, 2_170_000.0);
+        // Where the two stalls of 100 us or more fell, between the readings around them.
+        assert_eq!(
+            j.spans_ticks,
+            [(1_100, 151_100), (151_150, 2_151_150)],
+            "{j:?}"
+        );
+        assert!(!j.spans_overflowed);
+    }
+
+    /// Intervals are touched by a stall of either loop that overlaps them, and only then.
+    #[test]
+    fn an_interval_is_touched_only_by_a_stall_that_overlaps_it() {
+        let side = |spans: Vec<(u64, u64)>| CpuJitter {
+            spans_ticks: spans,
+            ..CpuJitter::default()
+        };
+        let a = side(vec![(100, 200), (1_000, 5_000)]);
+        let b = side(vec![(300, 400), (1_500, 1_600)]);
+        let s = StallSpans::of([&a, &b]).unwrap();
+        for (from, to, touched) in [
+            (0, 50, false),
+            (0, 101, true),
+            (150, 160, true),
+            (200, 300, false),
+            (250, 350, true),
+            (401, 999, false),
+            (2_000, 3_000, true),
+            (4_999, 6_000, true),
+            (5_000, 6_000, false),
+            (10, 10_000, true),
+        ] {
+            assert_eq!(s.touched(from, to), touched, "[{from}, {to}]");
+        }
+        assert!(!StallSpans::of([&side(vec![])])
+            .unwrap()
+            .touched(0, u64::MAX));
+        let full = CpuJitter {
+            spans_overflowed: true,
+            ..a.clone()
+        };
+        assert!(StallSpans::of([&full, &b]).is_none());
     }
 
     #[test]

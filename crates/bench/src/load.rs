@@ -27,7 +27,7 @@
 use crate::clock::Clock;
 use crate::floor::{with_cpu, Line};
 use crate::helper::{say_ready, say_ready_with, say_result, Helper, HelperSpec};
-use crate::jitter::{CpuJitter, Stalls};
+use crate::jitter::{CpuJitter, StallSpans, Stalls};
 use crate::pacer::{Pacer, PingPicker, Step};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
@@ -115,6 +115,18 @@ pub struct LoadResult {
     /// over the same interval), when counted.
     pub stalls_publisher: Option<CpuJitter>,
     pub stalls_subscriber: Option<CpuJitter>,
+    /// The pings no stall of either loop overlapped (from their send to their reflection's
+    /// arrival), and how many a stall did: the tail apart from the machine's. None when the
+    /// stalls were not all kept.
+    pub untouched: Option<Untouched>,
+}
+
+/// The latency of the pings no stall touched ([`LoadResult::untouched`]).
+#[derive(Debug, Clone)]
+pub struct Untouched {
+    pub latency: LatencyRecorder,
+    /// Pings a stall of either loop overlapped, left out of `latency`.
+    pub touched: u64,
 }
 
 impl LoadResult {
@@ -247,6 +259,8 @@ struct PingBook {
     bad_echo: Option<String>,
     first_measured: u64,
     t0: u64,
+    /// Every measured ping: (send, reflection's arrival) ticks and RTT / 2.
+    samples: Vec<(u64, u64, f64)>,
 }
 
 impl PingBook {
@@ -259,6 +273,7 @@ impl PingBook {
             bad_echo: None,
             first_measured: u64::MAX,
             t0,
+            samples: Vec::new(),
         }
     }
 
@@ -288,6 +303,7 @@ impl PingBook {
                 let behind_ns = (sent_ns - sched as f64).max(0.0);
                 self.latency.record(rtt_half_ns);
                 self.from_schedule.record(behind_ns + rtt_half_ns);
+                self.samples.push((sent, now, rtt_half_ns));
                 return;
             }
             self.unanswered += 1;
@@ -408,6 +424,23 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     Ok(ping_result(stats, book, report, publisher_cpu_s))
 }
 
+/// The pings of `book` that no stall of the two loops overlapped, and how many one did.
+fn untouched(book: &PingBook, a: Option<&CpuJitter>, b: Option<&CpuJitter>) -> Option<Untouched> {
+    let spans = StallSpans::of([a?, b?])?;
+    let mut u = Untouched {
+        latency: LatencyRecorder::new(),
+        touched: 0,
+    };
+    for &(sent, arrived, half_ns) in &book.samples {
+        if spans.touched(sent, arrived) {
+            u.touched += 1;
+        } else {
+            u.latency.record(half_ns);
+        }
+    }
+    Some(u)
+}
+
 /// The result of a ping run (over a transport or on the cache line) from the paced side's
 /// counts, its pings and the reflector's report.
 fn ping_result(
@@ -416,7 +449,9 @@ fn ping_result(
     report: SubReport,
     publisher_cpu_s: f64,
 ) -> LoadResult {
+    let untouched = untouched(&book, stats.stalls.as_ref(), report.stalls.as_ref());
     LoadResult {
+        untouched,
         sent: stats.measured_sent,
         sent_total: stats.sent_total,
         seconds: stats.measured_seconds(),
@@ -762,6 +797,8 @@ fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResul
         subscriber_cpu_s,
         stalls_publisher: s.stalls.clone(),
         stalls_subscriber: None,
+        // The subscriber's loop does not count its stalls in this mode.
+        untouched: None,
     })
 }
 
@@ -1145,7 +1182,41 @@ pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchErro
 
 #[cfg(test)]
 mod tests {
-    use super::{Line, PingChannel, SequenceCheck, INLINE, PINGS_REFLECTED, PINGS_SENT, RING};
+    use super::{
+        untouched, CpuJitter, Line, PingBook, PingChannel, SequenceCheck, INLINE, PINGS_REFLECTED,
+        PINGS_SENT, RING,
+    };
+    use crate::clock::Clock;
+
+    /// A ping any of whose round trip a stall of either loop overlapped is left out of the
+    /// unstalled latency and counted; the others are kept; without both loops' stalls there
+    /// is nothing to say.
+    #[test]
+    fn pings_a_stall_overlapped_are_counted_apart_from_the_rest() {
+        // CLOCK_MONOTONIC_RAW's ticks are nanoseconds.
+        let clock = Clock::from_arg("raw").unwrap();
+        let mut book = PingBook::new(0);
+        // Pings 1..=5, each sent at n * 1_000_000 and reflected 2 us later.
+        for n in 1..=5u64 {
+            book.sent(n, n * 1_000_000, n * 1_000_000);
+        }
+        for n in 1..=5u64 {
+            book.reflected(n, n * 1_000_000 + 2_000, &clock);
+        }
+        let side = |spans: Vec<(u64, u64)>| CpuJitter {
+            spans_ticks: spans,
+            ..CpuJitter::default()
+        };
+        // The publisher stalled across ping 2's round trip, the reflector inside ping 4's.
+        let publisher = side(vec![(1_500_000, 2_000_500)]);
+        let reflector = side(vec![(4_000_100, 4_000_900), (4_500_000, 4_600_000)]);
+        let u = untouched(&book, Some(&publisher), Some(&reflector)).unwrap();
+        assert_eq!(u.touched, 2);
+        let l = u.latency.summary();
+        assert_eq!(l.samples, 3);
+        assert_eq!(l.max_ns, 1_000.0);
+        assert!(untouched(&book, Some(&publisher), None).is_none());
+    }
 
     fn page() -> Line {
         Line::open(&crate::run_name("chan"), true).unwrap()

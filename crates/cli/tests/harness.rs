@@ -148,6 +148,9 @@ fn a_short_sweep_writes_the_folder_and_prints_the_seed_tables() {
             / c["detail"]["unloaded_median_ns"].as_f64().unwrap();
         assert!((x - want).abs() < 0.001, "{x} vs {want}");
         for d in [&f["detail"], &c["detail"]] {
+            // Every ping is either overlapped by a stall or counted in the unstalled tail.
+            let stalled = d["pings_stalled"].as_u64().unwrap();
+            assert!(stalled <= d["pings"].as_u64().unwrap(), "{d}");
             assert!(d["floor_before_ns"].as_f64().unwrap() > 0.0, "{d}");
             assert!(d["floor_after_ns"].as_f64().unwrap() > 0.0, "{d}");
             assert!(d["floor_moved"].is_boolean(), "{d}");

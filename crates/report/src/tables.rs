@@ -524,7 +524,7 @@ fn full_results(results: &Results) -> Option<Section> {
             "Stalls",
             "Floor before/after",
         ])];
-        for c in floors {
+        for c in &floors {
             let mut row = vec![detail_str(c, "for_cell").to_string()];
             row.extend(latency_values(c.latency.as_ref(), |l| {
                 [l.min_ns, l.mean_ns, l.max_ns, l.median_ns, l.p999_ns]
@@ -546,6 +546,9 @@ fn full_results(results: &Results) -> Option<Section> {
             rows,
         });
     }
+    if let Some(t) = unstalled_tails(&load, &floors) {
+        tables.push(t);
+    }
     Some(Section {
         title: "Full Results".to_string(),
         intro: Some(
@@ -563,6 +566,66 @@ fn full_results(results: &Results) -> Option<Section> {
                 .to_string(),
         ),
         tables,
+    })
+}
+
+/// Each load cell's tail apart from the machine's stalls, beside its floor under load's: the
+/// pings a stall of 100 us or more overlapped, and the 99.9th percentile of the others.
+fn unstalled_tails(load: &[&Cell], floors: &[&Cell]) -> Option<Table> {
+    let f64_of = |c: &Cell, k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+    let stalled = |c: &Cell| -> String {
+        let pings = c.latency.map(|l| l.samples).unwrap_or(0);
+        match c.detail.get("pings_stalled").and_then(|v| v.as_u64()) {
+            Some(n) if pings > 0 => {
+                format!("{} ({:.2}%)", thousands(n), 100.0 * n as f64 / pings as f64)
+            }
+            Some(n) => thousands(n),
+            None => dash(),
+        }
+    };
+    let p999 = |c: Option<&Cell>| {
+        c.and_then(|c| f64_of(c, "unstalled_p999_ns"))
+            .map(us)
+            .unwrap_or_else(dash)
+    };
+    let mut rows = vec![header(&[
+        "Cell",
+        "Pings",
+        "Stalled",
+        "99.9th %",
+        "99.9th % unstalled",
+        "Floor: stalled",
+        "Floor: 99.9th % unstalled",
+        "x floor",
+    ])];
+    for c in load
+        .iter()
+        .filter(|c| c.detail.contains_key("pings_stalled"))
+    {
+        let floor = floors
+            .iter()
+            .copied()
+            .find(|f| detail_str(f, "for_cell") == c.id);
+        let mut row = vec![
+            c.id.clone(),
+            thousands(c.latency.map(|l| l.samples).unwrap_or(0)),
+            stalled(c),
+        ];
+        row.extend(latency_values(c.latency.as_ref(), |l| [l.p999_ns]));
+        row.push(p999(Some(c)));
+        row.push(floor.map(stalled).unwrap_or_else(dash));
+        row.push(p999(floor));
+        row.push(ratio_text(c, "unstalled_p999_x_floor"));
+        rows.push(Row::Cells(row));
+    }
+    (rows.len() > 1).then(|| Table {
+        caption: Some(
+            "Tails apart from the machine's stalls: the pings a stall of 100 us or more in \
+             either spinning loop overlapped, and the 99.9th percentile of the others"
+                .to_string(),
+        ),
+        left: 1,
+        rows,
     })
 }
 
@@ -1416,8 +1479,8 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_and_its_stalls()
-    {
+    fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_its_stalls_and_its_unstalled_tail(
+    ) {
         let mut load = Cell {
             id: "load-ipc-32B-1M".into(),
             scenario: Some(Scenario::Load),
@@ -1435,6 +1498,9 @@ pub(crate) mod tests {
         d.insert("floor_moved".into(), true.into());
         d.insert("stalls_over_100us_per_s".into(), 11.5.into());
         d.insert("largest_stall_ns".into(), 4_074_884.4.into());
+        d.insert("pings_stalled".into(), 30.into());
+        d.insert("unstalled_p999_ns".into(), 15_720.0.into());
+        d.insert("unstalled_p999_x_floor".into(), 2.74.into());
         let mut floor = Cell {
             id: "floorload-load-ipc-32B-1M".into(),
             scenario: Some(Scenario::FloorLoad),
@@ -1450,6 +1516,8 @@ pub(crate) mod tests {
         d.insert("floor_after_ns".into(), 180.0.into());
         d.insert("stalls_over_100us_per_s".into(), 5.0.into());
         d.insert("largest_stall_ns".into(), 650_000.0.into());
+        d.insert("pings_stalled".into(), 4.into());
+        d.insert("unstalled_p999_ns".into(), 5_740.0.into());
         let results = results_of(vec![floor, load]);
         let full = sections(&results)
             .into_iter()
@@ -1471,7 +1539,7 @@ pub(crate) mod tests {
                 "0.09"
             ]
         );
-        let floors = full.tables.last().unwrap();
+        let floors = &full.tables[full.tables.len() - 2];
         assert!(floors
             .caption
             .as_deref()
@@ -1488,6 +1556,26 @@ pub(crate) mod tests {
                 "1.00",
                 "5.0/s, 650 us",
                 "175 / 180 ns"
+            ]
+        );
+        // The tails apart from the stalls, beside the floor under load's.
+        let tails = full.tables.last().unwrap();
+        assert!(tails
+            .caption
+            .as_deref()
+            .unwrap()
+            .starts_with("Tails apart from the machine's stalls"));
+        assert_eq!(
+            cells_rows(tails)[0],
+            [
+                "load-ipc-32B-1M",
+                "2,000",
+                "30 (1.50%)",
+                "1.20",
+                "15.72",
+                "4 (0.20%)",
+                "5.74",
+                "2.74*"
             ]
         );
     }

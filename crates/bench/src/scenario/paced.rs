@@ -218,6 +218,7 @@ fn paced_cell(
     let with_floor = scenario == Scenario::Load;
     let mut floors = Vec::new();
     let mut under_load = None;
+    let mut under_load_unstalled_p999 = None;
     let mut unloaded = None;
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
@@ -233,6 +234,10 @@ fn paced_cell(
         insert_floors(&mut cell, &floors[..2]);
         bar.suspend(|| s.out.paced(&cell));
         let summary = r.latency.summary();
+        under_load_unstalled_p999 = cell
+            .detail
+            .get("unstalled_p999_ns")
+            .and_then(|v| v.as_f64());
         s.record(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
         under_load = Some(summary);
         unloaded = unloaded_median(cfg, s)?;
@@ -260,6 +265,16 @@ fn paced_cell(
                     round3(l.median_ns / f.median_ns).into(),
                 );
                 d.insert("p999_x_floor".into(), round3(l.p999_ns / f.p999_ns).into());
+            }
+        }
+        let unstalled = cell
+            .detail
+            .get("unstalled_p999_ns")
+            .and_then(|v| v.as_f64());
+        if let (Some(f), Some(c)) = (under_load_unstalled_p999, unstalled) {
+            if f > 0.0 {
+                cell.detail
+                    .insert("unstalled_p999_x_floor".into(), round3(c / f).into());
             }
         }
         if let (Some(u), Some(l)) = (unloaded, cell.latency) {
@@ -450,6 +465,16 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         let largest = sides.iter().map(|j| j.largest_gap_ns).fold(0.0, f64::max);
         detail.insert("stalls_over_100us_per_s".into(), round3(per_s).into());
         detail.insert("largest_stall_ns".into(), round3(largest).into());
+    }
+    // The tail apart from the machine's: the pings no stall of either loop overlapped.
+    if let Some(u) = &r.untouched {
+        let l = u.latency.summary();
+        detail.insert("pings_stalled".into(), u.touched.into());
+        if l.samples > 0 {
+            detail.insert("unstalled_median_ns".into(), round3(l.median_ns).into());
+            detail.insert("unstalled_p999_ns".into(), round3(l.p999_ns).into());
+            detail.insert("unstalled_max_ns".into(), round3(l.max_ns).into());
+        }
     }
     let lat = r.latency.summary();
     let sched = r.latency_from_schedule.summary();
