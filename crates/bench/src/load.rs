@@ -862,6 +862,11 @@ impl Sink for Publisher {
     }
 }
 
+/// Messages of a long batch (the one that catches up after a stall) between two calls of the
+/// paced loop's `service`: lbmpubload reads reflections on a thread of their own while it
+/// sends; here, without them waiting for the end of a batch of thousands.
+const SERVICE_EVERY: u64 = 256;
+
 /// The paced publisher: the outer loop of [`crate::pacer`] around `publ`.
 // The hooks are what differ between the ping and the embedded runs; a struct of closures
 // would only rename them.
@@ -869,8 +874,9 @@ impl Sink for Publisher {
 /// - `picker` chooses the pings (none: no message is a ping);
 /// - `fill(buf, word)` writes a message whose word 0 is `word` (number and flags);
 /// - `on_ping(number, sent_ticks, scheduled_ns)` is told each ping's send time;
-/// - `service(publ)` runs between batches, while an offer is refused, and while the loop
-///   waits (reading reflected pings, answering the transport's control traffic).
+/// - `service(publ)` runs between batches, every [`SERVICE_EVERY`] messages of a long one,
+///   while an offer is refused, and while the loop waits (reading reflected pings, answering
+///   the transport's control traffic).
 ///
 /// Every clock reading after the warm-up also counts the loop's stalls ([`Stalls`]).
 #[allow(clippy::too_many_arguments)]
@@ -937,6 +943,9 @@ fn paced_publish<S: Sink>(
                         }
                     }
                     pacer.sent_one();
+                    if (i - first) % SERVICE_EVERY == SERVICE_EVERY - 1 {
+                        service(publ);
+                    }
                 }
                 publ.flush()
                     .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
