@@ -18,7 +18,10 @@ fn root() -> PathBuf {
 /// The folder holding libperegrine.so and .a: this test's profile folder (target/debug),
 /// where they are built first, once per run: `cargo test` builds a library crate's test
 /// harness, not its C libraries, so this runs `cargo build` for them (cargo does not hold its
-/// lock while tests run).
+/// lock while tests run). For the whole workspace's libraries, not `-p peregrine-ffi`: features
+/// are then resolved as `cargo test --workspace` resolved them, and the dependencies it built
+/// are used as they are (with `-p`, cargo rebuilt a dozen of them with other features: about a
+/// minute of `.ci/run`).
 fn lib_dir() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
@@ -28,7 +31,7 @@ fn lib_dir() -> PathBuf {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
             let mut build = Command::new(cargo);
             build
-                .args(["build", "-p", "peregrine-ffi", "--lib"])
+                .args(["build", "--workspace", "--lib"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if dir.file_name().is_some_and(|n| n == "release") {
                 build.arg("--release");
@@ -36,12 +39,12 @@ fn lib_dir() -> PathBuf {
             let out = build.output().unwrap();
             assert!(
                 out.status.success(),
-                "cargo build -p peregrine-ffi failed:\n{}",
+                "cargo build --workspace --lib failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
                 dir.join("libperegrine.so").exists(),
-                "cargo build -p peregrine-ffi left no libperegrine.so in {}",
+                "cargo build --workspace --lib left no libperegrine.so in {}",
                 dir.display()
             );
             dir
