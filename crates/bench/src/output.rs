@@ -176,9 +176,9 @@ impl Printer {
             println!();
             println!("Latency, half round trip, microseconds");
             println!(
-                "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
+                "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8}",
                 "test", "transport", "size", "samples", "Min", "Avg", "Median", "99th", "99.9th", "99.99th", "Max",
-                "Std Dev", "floor", "x floor", "99/flr"
+                "Std Dev", "floor", "x floor", "x 2-line", "99/flr"
             );
         }
         let us = |v: Option<f64>| {
@@ -201,7 +201,7 @@ impl Printer {
             (kind, _) => kind,
         };
         println!(
-            "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
+            "{:<10} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8}",
             test,
             r.transport,
             r.size_bytes,
@@ -216,6 +216,7 @@ impl Printer {
             us(r.stddev_ns),
             floor,
             x(r.median_x_floor),
+            x(num("median_x_two_line_floor")),
             x(r.p99_x_floor),
         );
         if moved {

@@ -152,6 +152,7 @@ fn pingpong(results: &Results) -> Option<Section> {
         "Max",
         "Std Dev",
         "x floor",
+        "x 2-line",
     ])];
     for c in &cells {
         let mut row = vec![
@@ -183,6 +184,7 @@ fn pingpong(results: &Results) -> Option<Section> {
                 .map(|x| format!("{x:.2}{}", if moved { "*" } else { "" }))
                 .unwrap_or_else(dash),
         );
+        row.push(ratio_text(c, "median_x_two_line_floor"));
         rows.push(Row::Cells(row));
     }
     Some(Section {
@@ -193,7 +195,10 @@ fn pingpong(results: &Results) -> Option<Section> {
              ping-pong measures the cache-line floor in short bursts between blocks of pings and \
              compares each block with the floor of its own moment (the median over blocks is \
              shown); * marks a run during which the machine's floor moved by more than 1.3x \
-             (its blocks that straddled the change are left out of the ratio)."
+             (its blocks that straddled the change are left out of the ratio). x 2-line: the \
+             same against the two-line floor of the same moments (each side writes one line \
+             and spins on the other's), the least a round trip over two one-way streams can \
+             cost (docs/benchmarks.md, \"What is Peregrine's\")."
                 .to_string(),
         ),
         tables: vec![Table {
@@ -1468,6 +1473,24 @@ pub(crate) mod tests {
             .find(|s| s.title.starts_with("Ping-pong latency"))
             .unwrap();
         assert_eq!(cells_rows(&pingpong.tables[0]).len(), 3);
+    }
+
+    /// An ipc ping-pong row ends with its ratios to the one-line and the two-line floor of
+    /// its moments, both starred when the floor moved during the run.
+    #[test]
+    fn an_ipc_pingpong_row_shows_both_floor_ratios() {
+        let mut c = pingpong_cell("ipc", 32, 0.16);
+        let d = &mut c.detail;
+        d.insert("median_x_floor".into(), 1.506.into());
+        d.insert("median_x_two_line_floor".into(), 1.09.into());
+        d.insert("floor_moved".into(), true.into());
+        let results = results_of(vec![c]);
+        let pp = sections(&results)
+            .into_iter()
+            .find(|s| s.title.starts_with("Ping-pong"))
+            .unwrap();
+        let row = &cells_rows(&pp.tables[0])[0];
+        assert_eq!(row[row.len() - 2..], ["1.51*", "1.09*"]);
     }
 
     #[test]
