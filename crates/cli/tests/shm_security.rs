@@ -446,8 +446,14 @@ fn another_users_lock_on_the_shared_directory_does_not_stop_our_publishers() {
     let base = Base::new("flock");
     let mut lock = other.command("flock");
     // -o: the lock is held by flock itself (not by sleep), so killing it releases the lock.
-    lock.args(["-o", "-x"]).arg(&base.0).args(["sleep", "30"]);
-    let attacker = Proc::start(lock);
+    // No pipes: its `sleep` child outlives the kill, and would hold them open for 30 s.
+    lock.args(["-o", "-x"])
+        .arg(&base.0)
+        .args(["sleep", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut attacker = lock.spawn().expect("flock starts");
     let probe = std::fs::File::open(&base.0).unwrap();
     wait_until("the other user's lock", || {
         use rustix::fs::{flock, FlockOperation};
@@ -484,7 +490,8 @@ fn another_users_lock_on_the_shared_directory_does_not_stop_our_publishers() {
     ]));
     let p = publ.finish(Duration::from_secs(60));
     let s = sub.finish(Duration::from_secs(60));
-    drop(attacker.finish(Duration::ZERO));
+    let _ = attacker.kill();
+    let _ = attacker.wait();
     assert!(p.status.success(), "publisher: {}", text(&p));
     assert!(s.status.success(), "subscriber: {}", text(&s));
 }
