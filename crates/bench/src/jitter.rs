@@ -205,6 +205,50 @@ impl Stalls {
     }
 }
 
+/// A benchmark loop's [`Stalls`] over its measured interval, the gap that led into that
+/// interval included: a stall that held the loop as the interval began (the reflector that
+/// sees the first measured message only when the machine gives it its CPU back) is one of the
+/// interval's stalls, not a gap nobody counted.
+#[derive(Debug, Clone)]
+pub struct LoopStalls {
+    clock: Clock,
+    /// The latest reading before the measured interval.
+    before: Option<u64>,
+    stalls: Option<Stalls>,
+}
+
+impl LoopStalls {
+    pub fn new(clock: &Clock) -> LoopStalls {
+        LoopStalls {
+            clock: *clock,
+            before: None,
+            stalls: None,
+        }
+    }
+
+    /// One clock reading of the loop; `measuring`: whether the measured interval has begun.
+    #[inline]
+    pub fn at(&mut self, now_ticks: u64, measuring: bool) {
+        match &mut self.stalls {
+            Some(s) => s.at(now_ticks),
+            None if measuring => self.begin(now_ticks),
+            None => self.before = Some(now_ticks),
+        }
+    }
+
+    #[cold]
+    fn begin(&mut self, now_ticks: u64) {
+        let mut s = Stalls::start(&self.clock, self.before.unwrap_or(now_ticks));
+        s.at(now_ticks);
+        self.stalls = Some(s);
+    }
+
+    /// What the loop on `cpu` lost over its measured interval (None if it never began).
+    pub fn finish(self, cpu: usize) -> Option<CpuJitter> {
+        self.stalls.map(|s| s.finish(cpu))
+    }
+}
+
 /// The stalls of several loops of one run (the two sides of a load run), merged: which
 /// intervals of the shared clock any of them overlapped.
 #[derive(Debug, Clone, Default)]
@@ -335,6 +379,26 @@ mod tests {
             "{j:?}"
         );
         assert!(!j.spans_overflowed);
+    }
+
+    /// A stall that spans the start of the measured interval counts: the loop's spans start
+    /// at its last reading before the interval, and nothing before that counts.
+    #[test]
+    fn the_gap_into_the_measured_interval_is_one_of_its_stalls() {
+        let clock = Clock::from_arg("raw").unwrap();
+        let mut l = LoopStalls::new(&clock);
+        // Warm-up readings, including a 5 ms gap that is not counted.
+        for t in [1_000, 2_000, 5_002_000, 5_003_000] {
+            l.at(t, false);
+        }
+        // Held 20 ms; the first reading after it is already in the measured interval.
+        l.at(25_003_000, true);
+        l.at(25_004_000, true);
+        let j = l.finish(1).unwrap();
+        assert_eq!(j.spans_ticks, [(5_003_000, 25_003_000)]);
+        assert_eq!(j.gaps_over[3], 1);
+        assert_eq!(j.reads, 3);
+        assert!(LoopStalls::new(&clock).finish(0).is_none());
     }
 
     /// Intervals are touched by a stall of either loop that overlaps them, and only then.

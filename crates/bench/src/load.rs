@@ -27,7 +27,7 @@
 use crate::clock::Clock;
 use crate::floor::{with_cpu, Line};
 use crate::helper::{say_ready, say_ready_with, say_result, Helper, HelperSpec};
-use crate::jitter::{CpuJitter, StallSpans, Stalls};
+use crate::jitter::{CpuJitter, LoopStalls, StallSpans};
 use crate::pacer::{Pacer, PingPicker, Step};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
@@ -687,7 +687,8 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
     say_ready();
     let load = line.word_at(LOAD_WORD);
     let (mut last, mut reflected, mut changes) = (0u64, 0u64, 0u64);
-    let mut stalls: Option<Stalls> = None;
+    let mut stalls = LoopStalls::new(clock);
+    let mut measuring = false;
     loop {
         let word = load.load(Ordering::Acquire);
         if word == crate::floor::STOP {
@@ -696,9 +697,7 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
         if word != last {
             last = word;
             changes += 1;
-            if stalls.is_none() && word & MEASURED != 0 {
-                stalls = Some(Stalls::start(clock, clock.now()));
-            }
+            measuring |= word & MEASURED != 0;
             let sent = PINGS_SENT.count(&line);
             // More pings than the ring holds since the last look: the oldest are gone (the
             // measuring side counts them unanswered).
@@ -709,16 +708,14 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
                 reflected += 1;
             }
         }
-        if let Some(st) = stalls.as_mut() {
-            st.at(clock.now());
-        }
+        stalls.at(clock.now(), measuring);
         std::hint::spin_loop();
     }
     say_result(&SubReport {
         received: changes,
         reflected,
         cpu_s: crate::cpu_seconds_self(),
-        stalls: stalls.map(|s| s.finish(cfg.cpus.b)),
+        stalls: stalls.finish(cfg.cpus.b),
         ..SubReport::default()
     });
     Ok(())
@@ -878,7 +875,8 @@ const SERVICE_EVERY: u64 = 256;
 ///   while an offer is refused, and while the loop waits (reading reflected pings, answering
 ///   the transport's control traffic).
 ///
-/// Every clock reading after the warm-up also counts the loop's stalls ([`Stalls`]).
+/// Every clock reading also feeds the loop's stalls over the measured interval
+/// ([`LoopStalls`]: the gap into it included).
 #[allow(clippy::too_many_arguments)]
 fn paced_publish<S: Sink>(
     publ: &mut S,
@@ -896,16 +894,14 @@ fn paced_publish<S: Sink>(
     let mut st = PacedStats::default();
     let ns = |ticks: u64| clock.ticks_to_ns(ticks.wrapping_sub(t0)) as u64;
     let mut measured_first: Option<u64> = None;
-    let mut stalls: Option<Stalls> = None;
+    let mut stalls = LoopStalls::new(clock);
     let size = cfg.size;
     // Steps 1-6 of the pacer's doc. The clock is read once per outer loop, and once more for
     // each ping (its own send time).
     loop {
         let now = clock.now();
-        if let Some(s) = stalls.as_mut() {
-            s.at(now);
-        }
         let now_ns = ns(now);
+        stalls.at(now, now_ns >= warmup_ns);
         if now_ns >= end_ns {
             st.measured_to_ns = now_ns;
             break;
@@ -913,7 +909,6 @@ fn paced_publish<S: Sink>(
         if measured_first.is_none() && now_ns >= warmup_ns {
             measured_first = Some(pacer.sent());
             st.measured_from_ns = now_ns;
-            stalls = Some(Stalls::start(clock, now));
         }
         match pacer.step(now_ns) {
             Step::Send { first, count } => {
@@ -957,9 +952,7 @@ fn paced_publish<S: Sink>(
                 st.sleeps += 1;
                 loop {
                     let now = clock.now();
-                    if let Some(s) = stalls.as_mut() {
-                        s.at(now);
-                    }
+                    stalls.at(now, ns(now) >= warmup_ns);
                     if ns(now) >= until_ns.min(end_ns) {
                         break;
                     }
@@ -972,7 +965,7 @@ fn paced_publish<S: Sink>(
     }
     st.sent_total = pacer.sent();
     st.measured_sent = pacer.sent() - measured_first.unwrap_or(pacer.sent());
-    st.stalls = stalls.map(|s| s.finish(cfg.cpus.a));
+    st.stalls = stalls.finish(cfg.cpus.a);
     Ok(st)
 }
 
@@ -1102,7 +1095,7 @@ pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     let mut check = SequenceCheck::default();
     let size = cfg.size;
     let measuring = Cell::new(false);
-    let mut stalls: Option<Stalls> = None;
+    let mut stalls = LoopStalls::new(clock);
     crate::pingpong::serve(
         &mut reflect,
         &mut sub,
@@ -1115,15 +1108,7 @@ pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
             }
             on_load_message(payload, size, &mut r, &mut check, reflect)
         },
-        || {
-            if measuring.get() {
-                let now = clock.now();
-                match stalls.as_mut() {
-                    Some(s) => s.at(now),
-                    None => stalls = Some(Stalls::start(clock, now)),
-                }
-            }
-        },
+        || stalls.at(clock.now(), measuring.get()),
     )
     .map_err(|e| BenchError::Child(format!("reflecting a ping failed: {e}")))?;
     r.received = check.received;
@@ -1131,7 +1116,7 @@ pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     r.duplicates = check.duplicates;
     r.out_of_order = check.out_of_order;
     r.cpu_s = crate::cpu_seconds_self();
-    r.stalls = stalls.map(|s| s.finish(cfg.cpus.b));
+    r.stalls = stalls.finish(cfg.cpus.b);
     say_result(&r);
     Ok(())
 }
