@@ -66,8 +66,8 @@ pub struct CpuJitter {
     pub lost_ns: f64,
     /// Where the gaps of at least [`SPAN_MIN_NS`] fell: each as the clock readings (ticks of
     /// the benchmark clock, which every process of a run shares) before and after it, in order;
-    /// at most [`MAX_SPANS`]. Kept by a benchmark's own loops ([`Stalls`]), so that each
-    /// latency sample can be checked against them; empty for `bench jitter`.
+    /// at most [`MAX_SPANS`]. Kept by every loop that counts with [`Stalls`]; a load run checks
+    /// each latency sample against its two loops' spans (`bench jitter` reports the counts only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spans_ticks: Vec<(u64, u64)>,
     /// More gaps of [`SPAN_MIN_NS`] came than [`MAX_SPANS`]: the spans are incomplete.

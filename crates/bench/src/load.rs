@@ -29,7 +29,7 @@ use crate::floor::{with_cpu, Line};
 use crate::helper::{say_ready, say_ready_with, say_result, Helper, HelperSpec};
 use crate::jitter::{CpuJitter, LoopStalls, StallSpans};
 use crate::pacer::{Pacer, PingPicker, Step};
-use crate::stats::LatencyRecorder;
+use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, OfferError, Publisher, Scheme, Subscriber};
 use std::cell::{Cell, RefCell};
@@ -130,6 +130,11 @@ pub struct Untouched {
 }
 
 impl LoadResult {
+    /// The latency of the pings no stall touched, when the stalls were kept and some were.
+    pub fn unstalled(&self) -> Option<Summary> {
+        self.untouched.as_ref()?.latency.nonempty_summary()
+    }
+
     /// The rate held within 1% with nothing lost, duplicated or out of order.
     pub fn sustained(&self, rate_msgs_per_s: f64) -> bool {
         self.achieved_msgs_per_s >= 0.99 * rate_msgs_per_s

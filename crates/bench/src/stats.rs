@@ -63,6 +63,11 @@ impl LatencyRecorder {
         &self.hist
     }
 
+    /// The summary, when there is a sample to summarise.
+    pub fn nonempty_summary(&self) -> Option<Summary> {
+        (self.count > 0).then(|| self.summary())
+    }
+
     pub fn summary(&self) -> Summary {
         if self.count == 0 {
             return Summary::default();

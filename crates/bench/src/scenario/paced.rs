@@ -217,8 +217,8 @@ fn paced_cell(
 ) -> Result<bool, BenchError> {
     let with_floor = scenario == Scenario::Load;
     let mut floors = Vec::new();
+    // The floor under load's latency and that of its unstalled pings, and the unloaded median.
     let mut under_load = None;
-    let mut under_load_unstalled_p999 = None;
     let mut unloaded = None;
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
@@ -233,13 +233,8 @@ fn paced_cell(
             .insert("for_cell".into(), load_cell_id(cfg, "load").into());
         insert_floors(&mut cell, &floors[..2]);
         bar.suspend(|| s.out.paced(&cell));
-        let summary = r.latency.summary();
-        under_load_unstalled_p999 = cell
-            .detail
-            .get("unstalled_p999_ns")
-            .and_then(|v| v.as_f64());
+        under_load = Some((r.latency.summary(), r.unstalled()));
         s.record(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
-        under_load = Some(summary);
         unloaded = unloaded_median(cfg, s)?;
     }
     let r = crate::load::run(cfg, s.exe(), s.clock())?;
@@ -255,33 +250,18 @@ fn paced_cell(
                 .any(|w| crate::floor::floor_moved(w[0], w[1]))
                 .into(),
         );
-        if let (Some(f), Some(l)) = (under_load, cell.latency) {
-            let d = &mut cell.detail;
+        let d = &mut cell.detail;
+        if let (Some((f, f_unstalled)), Some(l)) = (under_load, r.latency.nonempty_summary()) {
             d.insert("floor_load_median_ns".into(), round3(f.median_ns).into());
             d.insert("floor_load_p999_ns".into(), round3(f.p999_ns).into());
-            if f.median_ns > 0.0 && f.p999_ns > 0.0 {
-                d.insert(
-                    "median_x_floor".into(),
-                    round3(l.median_ns / f.median_ns).into(),
-                );
-                d.insert("p999_x_floor".into(), round3(l.p999_ns / f.p999_ns).into());
+            insert_ratio(d, "median_x_floor", l.median_ns, f.median_ns);
+            insert_ratio(d, "p999_x_floor", l.p999_ns, f.p999_ns);
+            if let (Some(fu), Some(lu)) = (f_unstalled, r.unstalled()) {
+                insert_ratio(d, "unstalled_p999_x_floor", lu.p999_ns, fu.p999_ns);
             }
-        }
-        let unstalled = cell
-            .detail
-            .get("unstalled_p999_ns")
-            .and_then(|v| v.as_f64());
-        if let (Some(f), Some(c)) = (under_load_unstalled_p999, unstalled) {
-            if f > 0.0 {
-                cell.detail
-                    .insert("unstalled_p999_x_floor".into(), round3(c / f).into());
-            }
-        }
-        if let (Some(u), Some(l)) = (unloaded, cell.latency) {
-            let d = &mut cell.detail;
-            d.insert("unloaded_median_ns".into(), round3(u).into());
-            if u > 0.0 {
-                d.insert("median_x_unloaded".into(), round3(l.median_ns / u).into());
+            if let Some(u) = unloaded {
+                d.insert("unloaded_median_ns".into(), round3(u).into());
+                insert_ratio(d, "median_x_unloaded", l.median_ns, u);
             }
         }
     }
@@ -291,6 +271,13 @@ fn paced_cell(
     s.record(cell, Some(&r.latency), from_schedule)?;
     bar.inc(1);
     Ok(held)
+}
+
+/// `key`: `a / b`, when `b` is a positive quantity to divide by.
+fn insert_ratio(d: &mut serde_json::Map<String, serde_json::Value>, key: &str, a: f64, b: f64) {
+    if b > 0.0 {
+        d.insert(key.into(), round3(a / b).into());
+    }
 }
 
 /// The floors measured before and after a cell, and whether they disagree.
@@ -468,13 +455,12 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     }
     // The tail apart from the machine's: the pings no stall of either loop overlapped.
     if let Some(u) = &r.untouched {
-        let l = u.latency.summary();
         detail.insert("pings_stalled".into(), u.touched.into());
-        if l.samples > 0 {
-            detail.insert("unstalled_median_ns".into(), round3(l.median_ns).into());
-            detail.insert("unstalled_p999_ns".into(), round3(l.p999_ns).into());
-            detail.insert("unstalled_max_ns".into(), round3(l.max_ns).into());
-        }
+    }
+    if let Some(l) = r.unstalled() {
+        detail.insert("unstalled_median_ns".into(), round3(l.median_ns).into());
+        detail.insert("unstalled_p999_ns".into(), round3(l.p999_ns).into());
+        detail.insert("unstalled_max_ns".into(), round3(l.max_ns).into());
     }
     let lat = r.latency.summary();
     let sched = r.latency_from_schedule.summary();
