@@ -217,7 +217,7 @@ pub struct FloorMoments {
     pub bursts_ns: Vec<f64>,
     /// The median of each block of pings, in order (`bursts_ns.len() - 1` of them).
     pub blocks_ns: Vec<f64>,
-    /// The median of each burst's two-line part (see [`burst`]), in the same order.
+    /// The median of each burst's two-line part (see `floor::burst`), in the same order.
     pub two_line_bursts_ns: Vec<f64>,
 }
 

@@ -117,7 +117,10 @@ pub struct LoadResult {
     pub stalls_subscriber: Option<CpuJitter>,
     /// The pings no stall of either loop overlapped (from their send to their reflection's
     /// arrival), and how many a stall did: the tail apart from the machine's. None when the
-    /// stalls were not all kept.
+    /// stalls or the pings were not all kept (more than [`jitter::MAX_SPANS`] stalls in a loop,
+    /// more than 2,097,152 pings).
+    ///
+    /// [`jitter::MAX_SPANS`]: crate::jitter::MAX_SPANS
     pub untouched: Option<Untouched>,
 }
 
@@ -264,9 +267,16 @@ struct PingBook {
     bad_echo: Option<String>,
     first_measured: u64,
     t0: u64,
-    /// Every measured ping: (send, reflection's arrival) ticks and RTT / 2.
+    /// Every measured ping: (send, reflection's arrival) ticks and RTT / 2; at most
+    /// [`MAX_PING_SAMPLES`].
     samples: Vec<(u64, u64, f64)>,
+    /// More pings were measured than [`MAX_PING_SAMPLES`]: `samples` is incomplete.
+    samples_full: bool,
 }
+
+/// Pings whose send and arrival a run keeps to check against the stalls (48 MiB): at the
+/// default 5,000 pings a second, about 7 minutes. A longer run has no unstalled figures.
+const MAX_PING_SAMPLES: usize = 1 << 21;
 
 impl PingBook {
     fn new(t0: u64) -> PingBook {
@@ -279,6 +289,7 @@ impl PingBook {
             first_measured: u64::MAX,
             t0,
             samples: Vec::new(),
+            samples_full: false,
         }
     }
 
@@ -308,7 +319,11 @@ impl PingBook {
                 let behind_ns = (sent_ns - sched as f64).max(0.0);
                 self.latency.record(rtt_half_ns);
                 self.from_schedule.record(behind_ns + rtt_half_ns);
-                self.samples.push((sent, now, rtt_half_ns));
+                if self.samples.len() < MAX_PING_SAMPLES {
+                    self.samples.push((sent, now, rtt_half_ns));
+                } else {
+                    self.samples_full = true;
+                }
                 return;
             }
             self.unanswered += 1;
@@ -429,8 +444,12 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     Ok(ping_result(stats, book, report, publisher_cpu_s))
 }
 
-/// The pings of `book` that no stall of the two loops overlapped, and how many one did.
+/// The pings of `book` that no stall of the two loops overlapped, and how many one did (None
+/// when a loop's stalls or the pings were not all kept).
 fn untouched(book: &PingBook, a: Option<&CpuJitter>, b: Option<&CpuJitter>) -> Option<Untouched> {
+    if book.samples_full {
+        return None;
+    }
     let spans = StallSpans::of([a?, b?])?;
     let mut u = Untouched {
         latency: LatencyRecorder::new(),
@@ -1188,8 +1207,8 @@ mod tests {
     use crate::clock::Clock;
 
     /// A ping any of whose round trip a stall of either loop overlapped is left out of the
-    /// unstalled latency and counted; the others are kept; without both loops' stalls there
-    /// is nothing to say.
+    /// unstalled latency and counted; the others are kept; without both loops' stalls, or all
+    /// the pings, there is nothing to say.
     #[test]
     fn pings_a_stall_overlapped_are_counted_apart_from_the_rest() {
         // CLOCK_MONOTONIC_RAW's ticks are nanoseconds.
@@ -1215,6 +1234,9 @@ mod tests {
         assert_eq!(l.samples, 3);
         assert_eq!(l.max_ns, 1_000.0);
         assert!(untouched(&book, Some(&publisher), None).is_none());
+        // Nor when the run measured more pings than it keeps.
+        book.samples_full = true;
+        assert!(untouched(&book, Some(&publisher), Some(&reflector)).is_none());
     }
 
     fn page() -> Line {
