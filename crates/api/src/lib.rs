@@ -91,6 +91,11 @@ impl Context {
         }
     }
 
+    /// The configuration this context applies to every URI it opens.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// The context's resolver, started on first use.
     fn resolver(&self) -> Result<std::sync::Arc<resolve::Handle>, OpenError> {
         let mut slot = self.resolver.lock().expect("resolver slot");

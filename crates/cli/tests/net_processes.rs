@@ -141,12 +141,14 @@ fn fragmented_messages_cross_processes_intact() {
     }
 }
 
+/// Without flow control or repair and with a small receive buffer, the subscriber process may
+/// or may not keep up (that is the machine's call, so nothing here depends on it): whatever it
+/// lost, it checks that the gaps it saw are exactly the ranges of its `Lost` events (the
+/// command fails otherwise), and the parent that received + lost == sent. That an overrun
+/// subscriber is told exactly what it lost is proven deterministically, with a subscriber that
+/// reads only after the publisher is done, in crates/transport/tests/net_subscriber.rs.
 #[test]
-fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
-    // No flow control, no loss repair (`nak=0`) and a small receive buffer: the publisher
-    // overruns the subscriber. The
-    // subscriber process checks that the gaps it sees are exactly the ranges of its `Lost`
-    // events (the command fails otherwise), and the parent that received + lost == sent.
+fn an_unrepaired_udp_subscriber_accounts_for_every_message() {
     let out = run(
         &[
             "bench",
@@ -165,10 +167,6 @@ fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
     );
     let r = &ok(&out)[0];
     let lost = r["lost"].as_u64().unwrap();
-    assert!(
-        lost > 0,
-        "a 64 KiB buffer without flow control should overflow: {r}"
-    );
     assert!(lost < 300_000, "{r}");
 }
 

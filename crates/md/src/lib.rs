@@ -19,6 +19,7 @@ pub mod dictionary;
 pub mod dist;
 mod load;
 pub mod model;
+pub mod provider;
 pub mod quotes;
 
 pub use load::LoadError;

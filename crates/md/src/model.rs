@@ -197,6 +197,11 @@ impl Kind {
 }
 
 impl Value<'_> {
+    /// A price `mantissa × 10^exponent`: `Value::price(18921, -2)` is 189.21.
+    pub const fn price(mantissa: i64, exponent: i8) -> Value<'static> {
+        Value::Price(Price { mantissa, exponent })
+    }
+
     pub const fn kind(&self) -> Kind {
         match self {
             Value::Int(_) => Kind::Int,

@@ -204,3 +204,78 @@ fn a_subscriber_that_joins_a_young_stream_gets_it_from_its_first_message() {
         }
     }
 }
+
+/// Issue 27, item 1: a subscriber that provably cannot keep up is told exactly what it lost.
+/// No flow control (`window=0`), no repair (`nak=0`), a 64 KiB receive buffer, and the
+/// subscriber reads nothing until the publisher has sent every message (one thread does both,
+/// so no machine is fast enough for the subscriber to keep up): the kernel keeps what fits and
+/// drops the rest. Then the subscriber reads, the publisher's heartbeats tell it where the
+/// stream ended, and the gaps it saw are exactly the ranges of its `Lost` events:
+/// received + lost == sent.
+#[test]
+fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
+    const SENT: u64 = 20_000;
+    let uri = fresh_uri(Scheme::Udp, "window=0&rcvbuf=64k&mode=urgent&nak=0");
+    let c = cfg(&uri);
+    let mut p = UdpPublisher::create(&c, &uri, 53, STREAM).unwrap();
+    let mut s = UdpSubscriber::new(&c, &uri, STREAM).unwrap();
+    connect(&uri, &mut p, &mut s);
+    let mut payload = [b'.'; 64];
+    for i in 0..SENT {
+        payload[..8].copy_from_slice(&i.to_le_bytes());
+        p.offer(&payload).unwrap();
+    }
+    p.flush().unwrap();
+
+    let (mut got, mut lost_ranges) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let accounted = |got: &Vec<u64>, lost: &Vec<(u64, u64)>| {
+        got.len() as u64 + lost.iter().map(|r| r.1 - r.0).sum::<u64>()
+    };
+    while accounted(&got, &lost_ranges) < SENT {
+        assert!(
+            Instant::now() < deadline,
+            "{uri}: received {} lost {:?} {:?}",
+            got.len(),
+            lost_ranges,
+            s.receiver_stats()
+        );
+        p.do_work();
+        s.poll(
+            &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
+            usize::MAX,
+        );
+        while let Some(e) = s.next_event() {
+            if let SubscriberEvent::Lost {
+                from_sequence,
+                count,
+                ..
+            } = e
+            {
+                lost_ranges.push((from_sequence, from_sequence + count));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        !lost_ranges.is_empty(),
+        "{uri}: {SENT} messages of 64 B cannot fit a 64 KiB buffer"
+    );
+    // Every sequence is either received or inside exactly one Lost range, in order.
+    let mut expect = 0u64;
+    let (mut g, mut l) = (got.iter().peekable(), lost_ranges.iter().peekable());
+    while expect < SENT {
+        if g.peek() == Some(&&expect) {
+            g.next();
+            expect += 1;
+        } else {
+            let r = l.next().unwrap_or_else(|| {
+                panic!("{uri}: sequence {expect} neither received nor reported lost")
+            });
+            assert_eq!(r.0, expect, "{uri}: a Lost range {r:?} that is not the gap");
+            expect = r.1;
+        }
+    }
+    assert!(g.next().is_none() && l.next().is_none(), "{uri}: extra");
+    assert_eq!(s.counters().lost, SENT - got.len() as u64, "{uri}");
+}

@@ -381,3 +381,60 @@ impl FidSet {
         }
     }
 }
+
+/// Merges an UPDATE's fields into an image (the encoded field list of a REFRESH, `field_count`
+/// fields): each field of the update replaces the image's field of the same id, in place when
+/// both have the same encoded length (the usual price tick), and fields the image lacks are
+/// appended. False if the result would exceed `max_image` bytes or 65 535 fields (the image is
+/// then unchanged). Shared by the distributor's cache and the provider's images.
+pub fn merge_fields(
+    image: &mut Vec<u8>,
+    field_count: &mut u16,
+    update: WireFields<'_>,
+    scratch: &mut Vec<u8>,
+    max_image: usize,
+) -> bool {
+    let find = |image: &[u8], fid: u16| -> Option<(usize, usize)> {
+        let mut at = 0;
+        for (f, raw) in RawFields::new(image) {
+            if f == fid {
+                return Some((at, raw.len()));
+            }
+            at += raw.len();
+        }
+        None
+    };
+    let in_place = update
+        .raw()
+        .all(|(fid, raw)| find(image, fid).is_some_and(|(_, len)| len == raw.len()));
+    if in_place {
+        for (fid, raw) in update.raw() {
+            if let Some((at, len)) = find(image, fid) {
+                image[at..at + len].copy_from_slice(raw);
+            }
+        }
+        return true;
+    }
+    scratch.clear();
+    let mut count = 0usize;
+    for (fid, raw) in RawFields::new(image) {
+        let new = update
+            .raw()
+            .find(|&(f, _)| f == fid)
+            .map_or(raw, |(_, r)| r);
+        scratch.extend_from_slice(new);
+        count += 1;
+    }
+    for (fid, raw) in update.raw() {
+        if find(image, fid).is_none() {
+            scratch.extend_from_slice(raw);
+            count += 1;
+        }
+    }
+    if scratch.len() > max_image || count > usize::from(u16::MAX) {
+        return false;
+    }
+    core::mem::swap(image, scratch);
+    *field_count = count as u16;
+    true
+}

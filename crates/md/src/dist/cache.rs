@@ -13,7 +13,7 @@
 //! Memory: at most `max_items` items, each image at most one REFRESH (64 KiB).
 
 use super::ServiceId;
-use crate::codec::fields::{RawFields, WireFields};
+use crate::codec::fields::{merge_fields, WireFields};
 use crate::codec::header::MAX_MESSAGE_LEN;
 use crate::codec::refresh::{emit_names, fields_offset, RefreshView};
 use crate::codec::{MessageType, StatusRepr, StatusView};
@@ -225,7 +225,13 @@ impl Cache {
                 found: item_seq,
             };
         }
-        if !merge(item, fields, &mut self.scratch, max_image) {
+        if !merge_fields(
+            &mut item.image,
+            &mut item.field_count,
+            fields,
+            &mut self.scratch,
+            max_image,
+        ) {
             item.state = ItemState::Stale;
             return UpdateOutcome::ImageTooLarge(id);
         }
@@ -336,54 +342,6 @@ pub(crate) fn truncate(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-/// Merges an update's fields into an item's image; false if the result would exceed
-/// `max_image` bytes or 65 535 fields (the image is then unchanged).
-fn merge(item: &mut Item, update: WireFields<'_>, scratch: &mut Vec<u8>, max_image: usize) -> bool {
-    let find = |image: &[u8], fid: u16| -> Option<(usize, usize)> {
-        let mut at = 0;
-        for (f, raw) in RawFields::new(image) {
-            if f == fid {
-                return Some((at, raw.len()));
-            }
-            at += raw.len();
-        }
-        None
-    };
-    let in_place = update
-        .raw()
-        .all(|(fid, raw)| find(&item.image, fid).is_some_and(|(_, len)| len == raw.len()));
-    if in_place {
-        for (fid, raw) in update.raw() {
-            if let Some((at, len)) = find(&item.image, fid) {
-                item.image[at..at + len].copy_from_slice(raw);
-            }
-        }
-        return true;
-    }
-    scratch.clear();
-    let mut count = 0usize;
-    for (fid, raw) in RawFields::new(&item.image) {
-        let new = update
-            .raw()
-            .find(|&(f, _)| f == fid)
-            .map_or(raw, |(_, r)| r);
-        scratch.extend_from_slice(new);
-        count += 1;
-    }
-    for (fid, raw) in update.raw() {
-        if find(&item.image, fid).is_none() {
-            scratch.extend_from_slice(raw);
-            count += 1;
-        }
-    }
-    if scratch.len() > max_image || count > usize::from(u16::MAX) {
-        return false;
-    }
-    core::mem::swap(&mut item.image, scratch);
-    item.field_count = count as u16;
-    true
 }
 
 #[cfg(test)]

@@ -1,0 +1,13 @@
+//! Peregrine's market data tier for applications (docs/market-data.md): the roles of RTSDK's
+//! APIs, as libraries over `peregrine-md`'s sans-I/O cores and the Peregrine messaging API.
+//!
+//! - [`backbone`]: the backbone's topics and URIs, and its sealing (authenticated by default);
+//! - [`provider`]: publish your own items; the provider keeps their images and answers the
+//!   distributors' image requests.
+#![forbid(unsafe_code)]
+
+pub mod backbone;
+pub mod provider;
+
+pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
+pub use provider::{Provider, ProviderError, ProviderOptions};

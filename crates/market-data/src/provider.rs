@@ -1,0 +1,300 @@
+//! The provider API (RTSDK's non-interactive provider): an application publishes its own items
+//! onto the backbone, and the provider keeps their last images and answers the distributors'
+//! image requests itself, so the application only publishes changes.
+//!
+//! A thin driver: the state is `peregrine_md::provider::ProviderCore`'s (sans-I/O), the
+//! sockets are a Peregrine publisher of `md.<service>` and a subscriber of `md.<service>.req`.
+//! No thread of its own: the application's calls (`refresh`, `update`, `status`, `do_work`)
+//! drive it, as they drive the messaging API. Call [`Provider::do_work`] every millisecond or
+//! so, between changes and when idle, so that image requests are answered and NAKs repaired.
+//!
+//! ```no_run
+//! use peregrine::Context;
+//! use peregrine_market_data::provider::Provider;
+//! use peregrine_md::model::Value;
+//!
+//! let ctx = Context::new();
+//! let mut prov = Provider::open(&ctx, "FEED1", "mcast://239.255.90.1:40900")?;
+//! prov.refresh_named("AAA.O", &[("BID", Value::price(18921, -2)), ("BIDSIZE", Value::Int(300))])?;
+//! prov.update_named("AAA.O", &[("BID", Value::price(18923, -2))])?;
+//! loop {
+//!     prov.do_work(); // answers image requests; repairs losses
+//!     # break;
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::backbone::{self, Sealing};
+use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber};
+use peregrine_md::dictionary::Dictionary;
+use peregrine_md::model::{Field, ItemState, Value};
+use peregrine_md::provider::{ProvideError, ProviderConfig, ProviderCore, ProviderCounters};
+use std::fmt;
+
+/// Solicited REFRESHes sent per [`Provider::do_work`] at most: answers to a request for every
+/// image go out in slices between the application's own messages, never as one burst.
+pub const REFRESH_BURST: usize = 64;
+
+/// Where and how a provider publishes; [`ProviderOptions::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    pub service: String,
+    /// The backbone URI (`md.<service>` is published there); sealed by default
+    /// ([`backbone`](crate::backbone)).
+    pub backbone: String,
+    /// Where image requests come from (default: the backbone's port + 1).
+    pub requests: Option<String>,
+    /// Field types are checked against it (default: the built-in dictionary).
+    pub dictionary: Dictionary,
+    /// Items at most.
+    pub max_items: usize,
+}
+
+impl ProviderOptions {
+    pub fn new(service: &str, backbone: &str) -> Self {
+        ProviderOptions {
+            service: service.to_string(),
+            backbone: backbone.to_string(),
+            requests: None,
+            dictionary: Dictionary::builtin(),
+            max_items: 1_000_000,
+        }
+    }
+}
+
+/// Why a provider call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The backbone or request URI is unusable.
+    Backbone(backbone::BackboneError),
+    /// Opening the publisher or the request subscriber failed.
+    Open { what: String, error: OpenError },
+    /// The input was refused (bad name, field type, update before refresh, ...): nothing sent.
+    Refused(ProvideError),
+    /// The backbone's slowest subscriber has no room yet: nothing sent; call `do_work` and
+    /// try again.
+    BackPressured,
+    /// The transport failed: nothing sent.
+    Send(OfferError),
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderError::Backbone(e) => e.fmt(f),
+            ProviderError::Open { what, error } => write!(f, "{what}: {error}"),
+            ProviderError::Refused(e) => e.fmt(f),
+            ProviderError::BackPressured => f.write_str(
+                "back-pressured: the backbone's slowest subscriber has no room yet; nothing was \
+                 sent, call do_work and send it again",
+            ),
+            ProviderError::Send(e) => write!(f, "publishing on the backbone: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl From<ProvideError> for ProviderError {
+    fn from(e: ProvideError) -> Self {
+        ProviderError::Refused(e)
+    }
+}
+
+/// A provider of one service: see the module's documentation.
+#[derive(Debug)]
+pub struct Provider {
+    core: ProviderCore,
+    publisher: Publisher,
+    requests: Subscriber,
+    sealing: Sealing,
+    requests_uri: String,
+}
+
+impl Provider {
+    /// A provider of `service` on `backbone`, with the defaults.
+    pub fn open(ctx: &Context, service: &str, backbone: &str) -> Result<Self, ProviderError> {
+        Provider::with_options(ctx, ProviderOptions::new(service, backbone))
+    }
+
+    pub fn with_options(ctx: &Context, o: ProviderOptions) -> Result<Self, ProviderError> {
+        let core = ProviderCore::new(ProviderConfig {
+            service: o.service.clone(),
+            dictionary: o.dictionary,
+            max_items: o.max_items,
+            ..ProviderConfig::new(&o.service)
+        })?;
+        let requests = match o.requests {
+            Some(r) => r,
+            None => backbone::default_requests_uri(&o.backbone).map_err(ProviderError::Backbone)?,
+        };
+        let (backbone_uri, sealing) =
+            backbone::seal(ctx, &o.backbone).map_err(ProviderError::Backbone)?;
+        let (requests_uri, _) = backbone::seal(ctx, &requests).map_err(ProviderError::Backbone)?;
+        let topic = backbone::backbone_topic(&o.service);
+        let publisher =
+            ctx.publisher(&topic, &backbone_uri)
+                .map_err(|error| ProviderError::Open {
+                    what: format!("publishing {topic} on {}", o.backbone),
+                    error,
+                })?;
+        let requests = ctx
+            .subscriber(
+                &backbone::request_topic(&o.service),
+                &requests_uri,
+                IdleKind::Backoff,
+            )
+            .map_err(|error| ProviderError::Open {
+                what: format!("subscribing to image requests on {requests}"),
+                error,
+            })?;
+        Ok(Provider {
+            core,
+            publisher,
+            requests,
+            sealing,
+            requests_uri,
+        })
+    }
+
+    /// Publishes `item`'s full image (a new item, or a new image of a known one).
+    pub fn refresh(&mut self, item: &str, fields: &[Field<'_>]) -> Result<(), ProviderError> {
+        let p = self
+            .core
+            .prepare_refresh(item, fields, peregrine_agent::monotonic_ns())?;
+        self.send(p)
+    }
+
+    /// Publishes the `fields` of `item` that changed; the item must have been refreshed.
+    pub fn update(&mut self, item: &str, fields: &[Field<'_>]) -> Result<(), ProviderError> {
+        let p = self
+            .core
+            .prepare_update(item, fields, peregrine_agent::monotonic_ns())?;
+        self.send(p)
+    }
+
+    /// Publishes `item`'s state: `Stale` (its image is not to be trusted until the next
+    /// refresh) or `Closed` (no more of it; a later refresh reopens it).
+    pub fn status(
+        &mut self,
+        item: &str,
+        state: ItemState,
+        text: &str,
+    ) -> Result<(), ProviderError> {
+        let p = self.core.prepare_status(item, state, text)?;
+        self.send(p)
+    }
+
+    /// [`refresh`](Self::refresh) with fields named as in the dictionary.
+    pub fn refresh_named(
+        &mut self,
+        item: &str,
+        fields: &[(&str, Value<'_>)],
+    ) -> Result<(), ProviderError> {
+        let fields = ProviderCore::fields_by_name(self.core.dictionary(), fields)?;
+        self.refresh(item, &fields)
+    }
+
+    /// [`update`](Self::update) with fields named as in the dictionary.
+    pub fn update_named(
+        &mut self,
+        item: &str,
+        fields: &[(&str, Value<'_>)],
+    ) -> Result<(), ProviderError> {
+        let fields = ProviderCore::fields_by_name(self.core.dictionary(), fields)?;
+        self.update(item, &fields)
+    }
+
+    fn send(&mut self, p: peregrine_md::provider::Prepared) -> Result<(), ProviderError> {
+        match self.publisher.offer(self.core.message()) {
+            Ok(_) => {
+                self.core.commit(p);
+                Ok(())
+            }
+            Err(OfferError::BackPressured) => Err(ProviderError::BackPressured),
+            Err(e) => Err(ProviderError::Send(e)),
+        }
+    }
+
+    /// Reads image requests, sends up to [`REFRESH_BURST`] queued answers, flushes, and runs
+    /// the publisher's timers (heartbeats, NAK repair). Returns the work done (0: idle).
+    pub fn do_work(&mut self) -> usize {
+        let now = peregrine_agent::monotonic_ns();
+        let core = &mut self.core;
+        let mut work = self
+            .requests
+            .poll(&mut |m| core.handle_image_request(m.payload, now), 256);
+        while self.requests.next_event().is_some() {}
+        self.core.handle_timeout(now);
+        for _ in 0..REFRESH_BURST {
+            let Some(p) = self.core.prepare_solicited(now) else {
+                break;
+            };
+            match self.publisher.offer(self.core.message()) {
+                Ok(_) => {
+                    self.core.commit(p);
+                    work += 1;
+                }
+                Err(_) => {
+                    // Back-pressure (or a failing send): answered on a later turn.
+                    self.core.requeue(p);
+                    break;
+                }
+            }
+        }
+        let _ = self.publisher.flush();
+        work + self.publisher.do_work()
+    }
+
+    /// Sends what is batched now (normal mode batches small messages for a short while).
+    pub fn flush(&mut self) -> Result<(), ProviderError> {
+        self.publisher.flush().map_err(ProviderError::Send)
+    }
+
+    /// Closes the backbone session: distributors see the provider go (its items go stale).
+    pub fn close(&mut self) {
+        self.publisher.close();
+    }
+
+    pub fn counters(&self) -> ProviderCounters {
+        self.core.counters()
+    }
+
+    /// How the backbone is sealed, for a start line.
+    pub fn sealing(&self) -> &Sealing {
+        &self.sealing
+    }
+
+    pub fn service(&self) -> &str {
+        self.core.service()
+    }
+
+    /// The backbone URI as opened (with its key's path when sealed).
+    pub fn backbone_uri(&self) -> &str {
+        self.publisher.uri()
+    }
+
+    pub fn requests_uri(&self) -> &str {
+        &self.requests_uri
+    }
+
+    pub fn session_id(&self) -> u32 {
+        self.publisher.session_id()
+    }
+
+    /// Solicited REFRESHes waiting to be sent.
+    pub fn queued_refreshes(&self) -> usize {
+        self.core.queued()
+    }
+
+    /// Every item and the `item_seq` of the last message sent of it (`None`: none yet).
+    pub fn items(&self) -> impl Iterator<Item = (&str, Option<u32>)> + '_ {
+        self.core.items()
+    }
+
+    /// The `item_seq` the item's next message will carry.
+    pub fn item_seq(&self, item: &str) -> Option<u32> {
+        self.core.item_seq(item)
+    }
+}

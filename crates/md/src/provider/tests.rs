@@ -1,0 +1,309 @@
+//! The provider's core on a virtual clock: images kept and merged, item_seq, bad input refused
+//! with nothing kept, image requests coalesced and bounded.
+
+use super::*;
+use crate::codec::ImageRequestRepr;
+use crate::model::{Price, Value};
+
+const SEC: u64 = 1_000_000_000;
+
+fn bid(m: i64) -> Field<'static> {
+    Field::new(
+        22,
+        Value::Price(Price {
+            mantissa: m,
+            exponent: -2,
+        }),
+    )
+}
+
+fn size(v: i64) -> Field<'static> {
+    Field::new(30, Value::Int(v))
+}
+
+fn core() -> ProviderCore {
+    ProviderCore::new(ProviderConfig::new("FEED1")).unwrap()
+}
+
+/// Prepares and commits (the transport took the bytes); returns them.
+fn send(
+    p: &mut ProviderCore,
+    prepare: impl FnOnce(&mut ProviderCore) -> Result<Prepared, ProvideError>,
+) -> Vec<u8> {
+    let prepared = prepare(p).unwrap();
+    let bytes = p.message().to_vec();
+    p.commit(prepared);
+    bytes
+}
+
+fn request(item_id: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    Message::ImageRequest(ImageRequestRepr {
+        item_id,
+        request_id: 9,
+    })
+    .emit_to_vec(&mut b);
+    b
+}
+
+/// Every solicited REFRESH the core has queued, sent: (name, item_seq, fields as (fid, text)).
+fn drain(p: &mut ProviderCore, now_ns: u64) -> Vec<(String, u32, Vec<(u16, String)>)> {
+    let mut out = Vec::new();
+    while let Some(prep) = p.prepare_solicited(now_ns) {
+        let Message::Refresh(r) = Message::parse(p.message()).unwrap() else {
+            panic!("not a refresh")
+        };
+        assert_eq!(r.flags, refresh_flags::SOLICITED);
+        let fields = r
+            .fields
+            .iter()
+            .map(|f| (f.fid, format!("{:?}", f.value)))
+            .collect();
+        out.push((r.name.to_string(), r.item_seq, fields));
+        p.commit(prep);
+    }
+    out
+}
+
+#[test]
+fn refreshes_and_updates_are_numbered_per_item_and_the_image_follows_the_updates() {
+    let mut p = core();
+    let b = send(&mut p, |p| {
+        p.prepare_refresh("AAA.O", &[bid(100), size(3)], 5)
+    });
+    let Message::Refresh(r) = Message::parse(&b).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            r.item_id,
+            r.item_seq,
+            r.flags,
+            r.service,
+            r.name,
+            r.timestamp_ns
+        ),
+        (1, 0, 0, "FEED1", "AAA.O", 5)
+    );
+    send(&mut p, |p| p.prepare_refresh("BBB.O", &[bid(7)], 6));
+    let b = send(&mut p, |p| p.prepare_update("AAA.O", &[bid(101)], 7));
+    let Message::Update(u) = Message::parse(&b).unwrap() else {
+        panic!()
+    };
+    assert_eq!((u.item_id, u.item_seq, u.timestamp_ns), (1, 1, 7));
+    assert_eq!(u.fields.get(22), Some(bid(101).value));
+    // A new field appended, an existing one replaced.
+    send(&mut p, |p| {
+        p.prepare_update("AAA.O", &[Field::new(31, Value::Int(9)), size(4)], 8)
+    });
+    assert_eq!(p.item_seq("AAA.O"), Some(3));
+    assert_eq!(p.item_seq("BBB.O"), Some(1));
+
+    p.handle_image_request(&request(1), 10);
+    let answers = drain(&mut p, 11);
+    assert_eq!(answers.len(), 1);
+    let (name, seq, fields) = &answers[0];
+    assert_eq!((name.as_str(), *seq), ("AAA.O", 3));
+    let fids: Vec<u16> = fields.iter().map(|f| f.0).collect();
+    assert_eq!(fids, [22, 30, 31]);
+    assert_eq!(fields[0].1, format!("{:?}", bid(101).value));
+    assert_eq!(fields[1].1, format!("{:?}", Value::Int(4)));
+    assert_eq!(
+        p.item_seq("AAA.O"),
+        Some(4),
+        "a solicited image is numbered too"
+    );
+    let items: Vec<_> = p.items().collect();
+    assert_eq!(items, [("AAA.O", Some(3)), ("BBB.O", Some(0))]);
+    let c = p.counters();
+    assert_eq!((c.refreshes, c.solicited_refreshes, c.updates), (3, 1, 2));
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_value_and_nothing_is_kept() {
+    let mut p = core();
+    let e = p.prepare_update("AAA.O", &[bid(1)], 1).unwrap_err();
+    assert_eq!(
+        e,
+        ProvideError::UpdateBeforeRefresh {
+            item: "AAA.O".into()
+        }
+    );
+    assert!(e.to_string().contains("refresh"), "{e}");
+    let e = p.prepare_refresh("AAA O", &[bid(1)], 1).unwrap_err();
+    assert!(
+        matches!(e, ProvideError::BadItemName { .. }) && e.to_string().contains("\"AAA O\""),
+        "{e}"
+    );
+    // BID is a price in the dictionary.
+    let e = p
+        .prepare_refresh("AAA.O", &[Field::new(22, Value::Int(5))], 1)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("BID") && e.to_string().contains("price"),
+        "{e}"
+    );
+    let e = p
+        .prepare_refresh("AAA.O", &[bid(1), bid(2)], 1)
+        .unwrap_err();
+    assert!(matches!(e, ProvideError::BadFields { .. }), "{e}");
+    let e = ProviderCore::fields_by_name(p.dictionary(), &[("NOPE", Value::Int(1))]).unwrap_err();
+    assert!(e.to_string().contains("NOPE"), "{e}");
+    let e = p.prepare_status("AAA.O", ItemState::Ok, "").unwrap_err();
+    assert!(matches!(e, ProvideError::BadStatus { .. }), "{e}");
+    assert!(ProviderCore::new(ProviderConfig::new("FEED 1")).is_err());
+    assert!(p.is_empty());
+    assert_eq!(p.counters(), ProviderCounters::default());
+
+    // Prepared but never committed (the transport refused it): nothing changes.
+    let _ = p.prepare_refresh("AAA.O", &[bid(1)], 1).unwrap();
+    assert!(p.is_empty() && p.item_seq("AAA.O").is_none());
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 1));
+    let _ = p.prepare_update("AAA.O", &[bid(2)], 2).unwrap();
+    assert_eq!(p.item_seq("AAA.O"), Some(1));
+    p.handle_image_request(&request(1), 3);
+    let answers = drain(&mut p, 4);
+    assert_eq!(answers[0].2[0].1, format!("{:?}", bid(1).value));
+}
+
+#[test]
+fn a_closed_item_takes_no_update_until_it_is_refreshed_again() {
+    let mut p = core();
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 1));
+    let b = send(&mut p, |p| {
+        p.prepare_status("AAA.O", ItemState::Closed, "halted")
+    });
+    let Message::Status(s) = Message::parse(&b).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (s.item_id, s.state, s.name, s.text),
+        (1, ItemState::Closed, "AAA.O", "halted")
+    );
+    assert!(p.prepare_update("AAA.O", &[bid(2)], 2).is_err());
+    p.handle_image_request(&request(1), 3);
+    assert!(drain(&mut p, 3).is_empty(), "no image to answer with");
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(3)], 4));
+    send(&mut p, |p| p.prepare_update("AAA.O", &[bid(4)], 5));
+    assert_eq!(p.item_seq("AAA.O"), Some(3));
+}
+
+#[test]
+fn a_refresh_the_application_publishes_answers_a_queued_request() {
+    let mut p = core();
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 1));
+    p.handle_image_request(&request(1), 2);
+    p.handle_image_request(&request(1), 2);
+    assert_eq!(p.counters().requests_coalesced, 1);
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(2)], 3));
+    assert!(drain(&mut p, 4).is_empty(), "one image, not two");
+}
+
+#[test]
+fn a_flood_of_image_requests_sends_one_full_cycle_per_interval() {
+    let mut p = core();
+    for i in 0..100 {
+        send(&mut p, |p| {
+            p.prepare_refresh(&format!("I{i}.O"), &[bid(i)], 0)
+        });
+    }
+    // 100 requests for every item a second, and 100 for one item, for 15 virtual seconds,
+    // with the provider sending 10 queued images every millisecond in between.
+    let mut sent = 0usize;
+    let mut now = SEC;
+    let end = 16 * SEC;
+    while now < end {
+        if now % (10 * 1_000_000) == 0 {
+            p.handle_image_request(&request(0), now);
+            p.handle_image_request(&request(5), now);
+        }
+        p.handle_timeout(now);
+        for _ in 0..10 {
+            let Some(prep) = p.prepare_solicited(now) else {
+                break;
+            };
+            p.commit(prep);
+            sent += 1;
+        }
+        now += 1_000_000;
+    }
+    sent += drain(&mut p, now).len();
+    // One full cycle at the first request, then one per second: 15 cycles of 100 images,
+    // plus the last deferred one; item 5 at most once per 100 ms besides.
+    assert!(
+        sent <= 16 * 100 + 16 * 10,
+        "{sent} images for 3000 requests"
+    );
+    assert!(
+        sent >= 15 * 100,
+        "every interval serves the requests: {sent}"
+    );
+    let c = p.counters();
+    assert_eq!(c.image_requests, 3000);
+    assert!(c.requests_coalesced >= 2800, "{c:?}");
+}
+
+#[test]
+fn a_request_within_the_interval_is_served_when_it_ends_never_dropped() {
+    let mut p = core();
+    for i in 0..3 {
+        send(&mut p, |p| {
+            p.prepare_refresh(&format!("I{i}.O"), &[bid(i)], 0)
+        });
+    }
+    p.handle_image_request(&request(0), SEC);
+    assert_eq!(drain(&mut p, SEC).len(), 3);
+    assert_eq!(p.poll_timeout(), None);
+    p.handle_image_request(&request(0), SEC + 10);
+    assert_eq!(p.poll_timeout(), Some(2 * SEC));
+    p.handle_timeout(2 * SEC - 1);
+    assert!(drain(&mut p, 2 * SEC - 1).is_empty());
+    p.handle_timeout(2 * SEC);
+    assert_eq!(drain(&mut p, 2 * SEC).len(), 3);
+    assert_eq!(p.poll_timeout(), None);
+}
+
+#[test]
+fn one_item_is_answered_at_most_once_per_interval_and_no_request_is_dropped() {
+    let mut p = core();
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
+    p.handle_image_request(&request(1), SEC);
+    assert_eq!(drain(&mut p, SEC).len(), 1);
+    // Asked again 1 ms later, ten times: one answer, when the 100 ms have passed.
+    for k in 1..=10 {
+        p.handle_image_request(&request(1), SEC + k * 1_000_000);
+    }
+    assert!(drain(&mut p, SEC + 20_000_000).is_empty());
+    assert_eq!(p.poll_timeout(), Some(SEC + 100_000_000));
+    p.handle_timeout(SEC + 100_000_000);
+    assert_eq!(drain(&mut p, SEC + 100_000_000).len(), 1);
+    assert_eq!(p.poll_timeout(), None);
+    assert_eq!(p.counters().requests_coalesced, 10);
+}
+
+#[test]
+fn a_solicited_refresh_the_transport_refused_is_sent_later() {
+    let mut p = core();
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
+    p.handle_image_request(&request(1), 1);
+    let prep = p.prepare_solicited(2).unwrap();
+    p.requeue(prep);
+    assert_eq!(p.queued(), 1);
+    let answers = drain(&mut p, 3);
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].1, 1);
+}
+
+#[test]
+fn unknown_and_malformed_requests_are_counted_and_not_answered() {
+    let mut p = core();
+    send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
+    p.handle_image_request(&request(7), 1);
+    p.handle_image_request(&[1, 2, 3], 1);
+    let mut wrong = request(1);
+    wrong[2] = 0x01; // a REFRESH's type
+    p.handle_image_request(&wrong, 1);
+    assert!(drain(&mut p, 2).is_empty());
+    let c = p.counters();
+    assert_eq!((c.unknown_requests, c.bad_requests), (1, 2));
+}
