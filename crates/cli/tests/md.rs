@@ -1269,3 +1269,119 @@ fn bad_flags_and_files_are_rejected_naming_the_value_and_the_fix() {
         hex::encode(Sha256::digest(b"s3cret"))
     );
 }
+
+// ---- the backbone sealed by default (issue 29, item 1) -------------------------------------
+
+/// The datagrams a local attacker sends to the backbone group: a REFRESH of AAA.O with
+/// BID=9999.99 from a session of its own (sequence 0), then two DATA frames of another made-up
+/// session with sequences 0 and 5 (a gap, which an unsealed distributor reported as a backbone
+/// loss and answered by turning every item STALE).
+fn forged_backbone_datagrams() -> Vec<Vec<u8>> {
+    use peregrine_md::codec::{FieldList, RefreshRepr};
+    use peregrine_md::model::{Field, Value};
+    use peregrine_wire::data::{DataFrame, DataRepr};
+    use peregrine_wire::header::flags;
+    let stream = peregrine::stream_id("md.FEED1");
+    let bid = [Field::new(22, Value::price(999_999, -2))];
+    let mut refresh = Vec::new();
+    Message::Refresh(RefreshRepr {
+        item_id: 1,
+        flags: 0,
+        timestamp_ns: 1,
+        item_seq: 0,
+        service: "FEED1",
+        name: "AAA.O",
+        fields: FieldList::List(&bid),
+    })
+    .emit_to_vec(&mut refresh);
+    let frame = |session_id: u32, sequence: u64, payload: &[u8]| {
+        let d = DataRepr {
+            session_id,
+            stream_id: stream,
+            sequence,
+            message_length: payload.len() as u32,
+            flags: flags::BEGIN | flags::END,
+            payload,
+        };
+        let mut b = vec![0u8; d.buffer_len()];
+        d.emit(&mut DataFrame::new_unchecked(&mut b[..]));
+        b
+    };
+    vec![
+        frame(0x0bad_0001, 0, &refresh),
+        frame(0x0bad_0002, 0, &refresh),
+        frame(0x0bad_0002, 5, &refresh),
+    ]
+}
+
+/// Sends `datagrams` to the group of `backbone` (`mcast://GROUP:PORT`) every 100 ms for
+/// `rounds` rounds.
+fn forge(backbone: &str, datagrams: &[Vec<u8>], rounds: usize) {
+    let addr: std::net::SocketAddr = backbone.trim_start_matches("mcast://").parse().unwrap();
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_multicast_loop_v4(true).unwrap();
+    let sock = socket2::SockRef::from(&s);
+    sock.set_multicast_if_v4(&std::net::Ipv4Addr::LOCALHOST)
+        .unwrap();
+    for _ in 0..rounds {
+        for d in datagrams {
+            s.send_to(d, addr).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 29, item 1: with no `auth=` anywhere, the backbone is sealed with the user's key, so
+/// a forged REFRESH never reaches the cache and a forged gap never turns items STALE; with
+/// `auth=none` on both sides (the lab opt-out) the same datagrams do both, which shows the
+/// attack is real.
+#[test]
+fn forged_backbone_frames_are_dropped_unless_the_backbone_is_explicitly_unauthenticated() {
+    let _g = serial();
+    let forged = forged_backbone_datagrams();
+    for sealed in [true, false] {
+        let mut net = Net::new(if sealed { "sealed" } else { "open" });
+        if !sealed {
+            net.backbone.push_str("?auth=none");
+            net.requests.push_str("?auth=none");
+        }
+        let items = net.items(4);
+        let users = net.users(&[("alice", "a", &["*"], "")]);
+        let feed = net.feed(&items, "200", &[]);
+        let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+        let started = &d.lines()[0];
+        assert_eq!(
+            started.contains("NOT authenticated"),
+            !sealed,
+            "the start line says how the backbone is sealed: {started}"
+        );
+        let c = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+        forge(&net.backbone.replace("?auth=none", ""), &forged, 10);
+        let forged_seen = |l: &str| l.contains("BID=9999.99");
+        let stale_seen = |l: &str| l.starts_with("STATUS AAA.O stale");
+        if sealed {
+            // Updates keep flowing after the attack, and none of it got through.
+            let from = c.lines().len();
+            c.expect_from(
+                from,
+                "an update after the attack",
+                S * 10,
+                |l| l.starts_with("UPDATE AAA.O"),
+                &[&d, &feed],
+            );
+            let lines = c.lines();
+            assert!(
+                !lines.iter().any(|l| forged_seen(l) || stale_seen(l)),
+                "a forged frame got through a sealed backbone\n{}",
+                c.text()
+            );
+        } else {
+            c.expect(
+                "the forged price (the attack works on an unauthenticated backbone)",
+                S * 10,
+                forged_seen,
+                &[&d, &feed],
+            );
+        }
+    }
+}

@@ -239,9 +239,12 @@ impl Quote {
         self.ask_size = 100 * (1 + rng.below(50) as i64);
     }
 
-    /// The UPDATE of the current quote, numbered `self.seq` (the caller advances `seq` once it
-    /// is sent), laid out as `layout` says.
-    pub fn encode_update(&self, timestamp_ns: u64, layout: &UpdateLayout, out: &mut Vec<u8>) {
+    /// Calls `f` with the fields of the current quote's UPDATE, laid out as `layout` says.
+    pub fn with_update_fields<R>(
+        &self,
+        layout: &UpdateLayout,
+        f: impl FnOnce(&[Field<'_>]) -> R,
+    ) -> R {
         let quote = [
             Field::new(fid::BID, Self::price(self.bid)),
             Field::new(fid::ASK, Self::price(self.bid + self.spread)),
@@ -259,8 +262,22 @@ impl Quote {
         // the largest need up to 63 padding fields.
         const SMALL: usize = 8;
         let n = layout.quote_fields + layout.pads.len();
+        if n <= SMALL {
+            let mut small = [quote[0]; SMALL];
+            for (slot, f) in small.iter_mut().zip(fields) {
+                *slot = f;
+            }
+            f(&small[..n])
+        } else {
+            f(&fields.collect::<Vec<_>>())
+        }
+    }
+
+    /// The UPDATE of the current quote, numbered `self.seq` (the caller advances `seq` once it
+    /// is sent), laid out as `layout` says.
+    pub fn encode_update(&self, timestamp_ns: u64, layout: &UpdateLayout, out: &mut Vec<u8>) {
         out.clear();
-        let emit = |list: &[Field<'_>], out: &mut Vec<u8>| {
+        self.with_update_fields(layout, |list| {
             Message::Update(UpdateRepr {
                 item_id: self.id,
                 timestamp_ns,
@@ -268,16 +285,22 @@ impl Quote {
                 fields: FieldList::List(list),
             })
             .emit_to_vec(out)
-        };
-        if n <= SMALL {
-            let mut small = [quote[0]; SMALL];
-            for (slot, f) in small.iter_mut().zip(fields) {
-                *slot = f;
-            }
-            emit(&small[..n], out);
-        } else {
-            emit(&fields.collect::<Vec<_>>(), out);
-        }
+        });
+    }
+
+    /// The fields of the full image: DSPLY_NAME, CURRENCY, HST_CLOSE, BID, ASK, BIDSIZE,
+    /// ASKSIZE and QUOTIM (`wall_ns`).
+    pub fn refresh_fields(&self, wall_ns: u64) -> [Field<'_>; 8] {
+        [
+            Field::new(fid::DSPLY_NAME, Value::Str(&self.name)),
+            Field::new(fid::CURRENCY, Value::Enum(840)),
+            Field::new(fid::HST_CLOSE, Self::price(self.close)),
+            Field::new(fid::BID, Self::price(self.bid)),
+            Field::new(fid::ASK, Self::price(self.bid + self.spread)),
+            Field::new(fid::BIDSIZE, Value::Int(self.bid_size)),
+            Field::new(fid::ASKSIZE, Value::Int(self.ask_size)),
+            Field::new(fid::QUOTIM, Value::TimeNs(wall_ns)),
+        ]
     }
 
     /// The full image, numbered `self.seq`.
@@ -289,16 +312,7 @@ impl Quote {
         wall_ns: u64,
         out: &mut Vec<u8>,
     ) {
-        let fields = [
-            Field::new(fid::DSPLY_NAME, Value::Str(&self.name)),
-            Field::new(fid::CURRENCY, Value::Enum(840)),
-            Field::new(fid::HST_CLOSE, Self::price(self.close)),
-            Field::new(fid::BID, Self::price(self.bid)),
-            Field::new(fid::ASK, Self::price(self.bid + self.spread)),
-            Field::new(fid::BIDSIZE, Value::Int(self.bid_size)),
-            Field::new(fid::ASKSIZE, Value::Int(self.ask_size)),
-            Field::new(fid::QUOTIM, Value::TimeNs(wall_ns)),
-        ];
+        let fields = self.refresh_fields(wall_ns);
         out.clear();
         Message::Refresh(RefreshRepr {
             item_id: self.id,

@@ -1,40 +1,34 @@
-//! `peregrine feed`: the market data publisher. Publishes UPDATEs of the items of a file onto
-//! the backbone (topic `md.<service>`) at a rate, items drawn with a seeded Zipf popularity,
-//! every UPDATE stamped with CLOCK_MONOTONIC (its `timestamp_ns`, docs/market-data.md, so a
-//! client on the same host measures one-way latency); a REFRESH of every item at start; and
-//! REFRESHes answering the distributors' IMAGE_REQUESTs (topic `md.<service>.req`).
+//! `peregrine feed`: the synthetic market data provider. A driver over the provider API
+//! (`peregrine_market_data::Provider`): publishes UPDATEs of the items of a file onto the
+//! backbone (topic `md.<service>`) at a rate, items drawn with a seeded Zipf popularity, every
+//! UPDATE stamped with CLOCK_MONOTONIC (its `timestamp_ns`, docs/market-data.md, so a client
+//! on the same host measures one-way latency); a REFRESH of every item at start. The provider
+//! keeps every item's image and answers the distributors' IMAGE_REQUESTs (topic
+//! `md.<service>.req`) itself.
 //!
 //! A feed is the only source of images: a distributor's cache holds what the feed's REFRESHes
 //! said, and asks again whenever it cannot trust it (backbone loss, the feed gone and back).
 
-use super::md::{backbone_topic, default_requests_uri, read_list, request_topic};
+use super::md::read_list;
 use super::{context, Stop};
 use crate::flags::md::FeedArgs;
 use anyhow::{bail, Context as _, Result};
-use peregrine::{IdleKind, OfferError};
-use peregrine_md::codec::{refresh_flags, ImageRequestRepr, ImageRequestView};
+use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
 use peregrine_md::model::check_item_name;
 use peregrine_md::quotes::{Quote, SplitMix64, UpdateLayout, Zipf};
-use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// UPDATEs offered per loop turn at most, so that image requests are still served when the
 /// feed runs behind its schedule.
 const MAX_UPDATE_BURST: u64 = 1024;
-/// REFRESHes sent per loop turn at most: the start-up images and the answers to a request for
-/// every image go out in slices between the updates, never as one burst of thousands.
+/// Start-up REFRESHes sent per loop turn at most: they go out in slices between the updates,
+/// never as one burst of thousands.
 const MAX_REFRESH_BURST: usize = 64;
-/// How often image requests are looked for.
-const REQUEST_POLL: Duration = Duration::from_millis(1);
-
-/// One item the feed publishes: its quote, and whether a REFRESH of it is queued.
-#[derive(Debug, Clone)]
-struct FeedItem {
-    quote: Quote,
-    /// A REFRESH of it is queued, with these flags.
-    queued: Option<u8>,
-}
+/// How often the provider's work (image requests, their answers) is done at most, when
+/// updates keep the loop busy: a turn at a high rate sends a few updates, and two empty
+/// receive calls per turn would cost as much.
+const WORK_EVERY: Duration = Duration::from_millis(1);
 
 fn wall_ns() -> u64 {
     std::time::SystemTime::now()
@@ -42,16 +36,10 @@ fn wall_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// What the feed counted.
+/// What the feed counted besides the provider's counters.
 #[derive(Debug, Default, Clone, Copy)]
 struct FeedCounters {
     updates: u64,
-    refreshes: u64,
-    image_requests: u64,
-    /// Image requests for an id the feed does not have (not answered).
-    unknown_requests: u64,
-    /// Request-topic messages that are not IMAGE_REQUESTs.
-    bad_requests: u64,
     /// Offers refused by back-pressure (retried later).
     refused: u64,
 }
@@ -66,62 +54,54 @@ pub fn run(a: FeedArgs) -> Result<()> {
     if names.len() > u32::MAX as usize - 1 {
         bail!("{}: too many items", a.items.display());
     }
-    let requests = match &a.requests {
-        Some(r) => r.clone(),
-        None => default_requests_uri(&a.backbone)?,
-    };
     let ctx = context()?;
-    let topic = backbone_topic(&a.service);
-    let mut publisher = ctx
-        .publisher(&topic, &a.backbone)
-        .with_context(|| format!("publishing {topic} on --backbone {}", a.backbone))?;
-    let mut req = ctx
-        .subscriber(&request_topic(&a.service), &requests, IdleKind::Backoff)
-        .with_context(|| format!("subscribing to image requests on --requests {requests}"))?;
+    let mut options = ProviderOptions::new(&a.service, &a.backbone);
+    options.requests = a.requests.clone();
+    options.max_items = names.len().max(1);
+    let mut provider = Provider::with_options(&ctx, options).map_err(|e| match e {
+        ProviderError::Backbone(e) => anyhow::anyhow!("--backbone: {e}"),
+        e => anyhow::anyhow!("{e}"),
+    })?;
 
     let layout =
         UpdateLayout::for_size(a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
     let mut rng = SplitMix64::new(a.seed);
-    let mut items: Vec<FeedItem> = names
+    let mut items: Vec<Quote> = names
         .into_iter()
         .enumerate()
-        .map(|(i, n)| FeedItem {
-            quote: Quote::new(n, i as u32 + 1, &mut rng),
-            queued: None,
-        })
+        .map(|(i, n)| Quote::new(n, i as u32 + 1, &mut rng))
         .collect();
     let zipf = Zipf::new(items.len(), a.zipf);
-    let mut queue: VecDeque<usize> = VecDeque::new();
-    for (i, it) in items.iter_mut().enumerate() {
-        it.queued = Some(0);
-        queue.push_back(i);
-    }
+    // The start-up images not yet sent: items[next_image..].
+    let mut next_image = 0usize;
 
     let out = std::io::stdout();
     let mut out = out.lock();
+    let topic = peregrine_market_data::backbone::backbone_topic(&a.service);
     if a.json {
         writeln!(
             out,
             "{}",
-            serde_json::json!({"feed": a.service, "items": items.len(), "backbone": publisher.uri(),
-                "topic": topic, "requests": requests, "session": publisher.session_id()})
+            serde_json::json!({"feed": a.service, "items": items.len(), "backbone": provider.backbone_uri(),
+                "topic": topic, "requests": provider.requests_uri(), "session": provider.session_id(),
+                "backbone_auth": provider.sealing().describe()})
         )?;
     } else {
         writeln!(
             out,
-            "feed {}: {} items on {} (topic {topic}, session {:08x}), image requests from {requests}",
+            "feed {}: {} items on {} (topic {topic}, session {:08x}), image requests from {}; {}",
             a.service,
             items.len(),
-            publisher.uri(),
-            publisher.session_id()
+            provider.backbone_uri(),
+            provider.session_id(),
+            provider.requests_uri(),
+            provider.sealing().describe()
         )?;
     }
     out.flush()?;
 
     let mut c = FeedCounters::default();
-    let mut scratch = Vec::with_capacity(512);
-    let mut requests_seen: Vec<[u8; 12]> = Vec::new();
-    let mut next_request_poll = Instant::now();
+    let mut next_work = Instant::now();
     let began = Instant::now();
     // The update schedule starts once the start-up images are out, so that no UPDATE reaches
     // a distributor before its item's image (it would be dropped, and an image asked for).
@@ -129,11 +109,12 @@ pub fn run(a: FeedArgs) -> Result<()> {
     let mut end: Option<Instant> = None;
     let mut last_line = began;
     let mut updates_at_line = 0u64;
-    // A pending update (drawn, encoded, refused by back-pressure) is offered again as is, so
-    // that item_seq numbers only what was sent.
+    // A pending update (drawn, refused by back-pressure) is offered again as is, so that
+    // item_seq numbers only what was sent.
     let mut pending: Option<usize> = None;
+    let send_error = |e: ProviderError| anyhow::anyhow!("publishing on {}: {e}", a.backbone);
     while stop.requested().is_none() && end.is_none_or(|e| Instant::now() < e) {
-        if start.is_none() && queue.is_empty() {
+        if start.is_none() && next_image == items.len() {
             let now = Instant::now();
             start = Some(now);
             end = a.duration.map(|s| now + Duration::from_secs_f64(s));
@@ -146,110 +127,66 @@ pub fn run(a: FeedArgs) -> Result<()> {
                 Some(i) => i,
                 None => {
                     let i = zipf.sample(&mut rng);
-                    items[i].quote.tick(&mut rng);
+                    items[i].tick(&mut rng);
                     i
                 }
             };
-            let q = &mut items[i].quote;
-            q.encode_update(peregrine_agent::monotonic_ns(), &layout, &mut scratch);
-            match publisher.offer(&scratch) {
-                Ok(_) => {
-                    q.seq = q.seq.wrapping_add(1);
+            let q = &items[i];
+            match q.with_update_fields(&layout, |f| provider.update(&q.name, f)) {
+                Ok(()) => {
                     c.updates += 1;
                     burst += 1;
                 }
-                Err(OfferError::BackPressured) => {
+                Err(ProviderError::BackPressured) => {
                     c.refused += 1;
                     pending = Some(i);
                     break;
                 }
-                Err(e) => bail!("publishing on {}: {e}", a.backbone),
+                Err(e) => return Err(send_error(e)),
             }
         }
-        // REFRESHes queued (at start, or asked for).
-        for _ in 0..MAX_REFRESH_BURST {
-            let Some(&i) = queue.front() else { break };
-            let it = &mut items[i];
-            let flags = it.queued.unwrap_or(0);
-            it.quote.encode_refresh(
-                &a.service,
-                flags,
-                peregrine_agent::monotonic_ns(),
-                wall_ns(),
-                &mut scratch,
-            );
-            match publisher.offer(&scratch) {
-                Ok(_) => {
-                    it.quote.seq = it.quote.seq.wrapping_add(1);
-                    it.queued = None;
-                    queue.pop_front();
-                    c.refreshes += 1;
+        // Start-up REFRESHes.
+        let mut sent_images = 0;
+        while next_image < items.len() && sent_images < MAX_REFRESH_BURST {
+            let q = &items[next_image];
+            match provider.refresh(&q.name, &q.refresh_fields(wall_ns())) {
+                Ok(()) => {
+                    next_image += 1;
+                    sent_images += 1;
                 }
-                Err(OfferError::BackPressured) => {
+                Err(ProviderError::BackPressured) => {
                     c.refused += 1;
                     break;
                 }
-                Err(e) => bail!("publishing on {}: {e}", a.backbone),
+                Err(e) => return Err(send_error(e)),
             }
         }
-        let _ = publisher.flush();
-        publisher.do_work();
-
-        // Image requests, looked for every REQUEST_POLL (not on every turn: a turn at a high
-        // rate sends a few updates, and two empty receive calls per turn would cost as much).
-        requests_seen.clear();
+        // Image requests and their answers, every WORK_EVERY (and flushes every turn).
         let turn = Instant::now();
-        if turn >= next_request_poll {
-            next_request_poll = turn + REQUEST_POLL;
-            req.poll(
-                &mut |m| {
-                    if let Ok(b) = <[u8; 12]>::try_from(m.payload) {
-                        requests_seen.push(b);
-                    } else {
-                        c.bad_requests += 1;
-                    }
-                },
-                256,
-            );
-            while req.next_event().is_some() {}
-        }
-        for b in &requests_seen {
-            let Ok(r) = ImageRequestRepr::parse(&ImageRequestView::new_unchecked(&b[..])) else {
-                c.bad_requests += 1;
-                continue;
-            };
-            c.image_requests += 1;
-            let wanted: Box<dyn Iterator<Item = usize>> = if r.item_id == 0 {
-                Box::new(0..items.len())
-            } else if (r.item_id as usize) <= items.len() {
-                Box::new(std::iter::once(r.item_id as usize - 1))
-            } else {
-                // An id this feed never gave: not answered (docs/market-data.md allows a
-                // STATUS not-found or nothing; the distributor stops asking after its retry).
-                c.unknown_requests += 1;
-                Box::new(std::iter::empty())
-            };
-            for i in wanted {
-                let it = &mut items[i];
-                match it.queued {
-                    Some(ref mut f) => *f |= refresh_flags::SOLICITED,
-                    None => {
-                        it.queued = Some(refresh_flags::SOLICITED);
-                        queue.push_back(i);
-                    }
-                }
-            }
+        if turn >= next_work || next_image < items.len() || provider.queued_refreshes() > 0 {
+            next_work = turn + WORK_EVERY;
+            provider.do_work();
+        } else {
+            let _ = provider.flush();
         }
 
         let now = Instant::now();
         if now - last_line >= Duration::from_secs(1) {
             let secs = (now - last_line).as_secs_f64();
             let rate = (c.updates - updates_at_line) as f64 / secs;
-            print_line(&mut out, &a, &c, (now - began).as_secs_f64(), rate, false)?;
+            print_line(
+                &mut out,
+                &a,
+                &c,
+                &provider,
+                (now - began).as_secs_f64(),
+                rate,
+                false,
+            )?;
             last_line = now;
             updates_at_line = c.updates;
         }
-        if !queue.is_empty() {
+        if next_image < items.len() || provider.queued_refreshes() > 0 {
             std::thread::sleep(Duration::from_micros(100));
             continue;
         }
@@ -262,24 +199,32 @@ pub fn run(a: FeedArgs) -> Result<()> {
             std::thread::sleep(wait);
         }
     }
-    publisher.close();
-    // The rate over the updates' own interval (images excluded).
+    // The rate over the updates' own interval (images excluded), before the close's linger.
     let rate = start.map_or(0.0, |s| c.updates as f64 / s.elapsed().as_secs_f64());
+    provider.close();
     if let Some(path) = &a.items_out {
-        write_items(path, &items).with_context(|| format!("--items-out {}", path.display()))?;
+        write_items(path, &provider).with_context(|| format!("--items-out {}", path.display()))?;
     }
-    print_line(&mut out, &a, &c, began.elapsed().as_secs_f64(), rate, true)?;
+    print_line(
+        &mut out,
+        &a,
+        &c,
+        &provider,
+        began.elapsed().as_secs_f64(),
+        rate,
+        true,
+    )?;
     Ok(())
 }
 
 /// `--items-out`: one line per item, `NAME LAST_SEQ`, the `item_seq` of the last REFRESH or
 /// UPDATE sent for it (`-` when none was).
-fn write_items(path: &std::path::Path, items: &[FeedItem]) -> std::io::Result<()> {
+fn write_items(path: &std::path::Path, provider: &Provider) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for it in items {
-        match it.quote.seq.checked_sub(1) {
-            Some(last) => writeln!(w, "{} {last}", it.quote.name)?,
-            None => writeln!(w, "{} -", it.quote.name)?,
+    for (name, last) in provider.items() {
+        match last {
+            Some(last) => writeln!(w, "{name} {last}")?,
+            None => writeln!(w, "{name} -")?,
         }
     }
     w.flush()
@@ -289,19 +234,22 @@ fn print_line(
     out: &mut impl Write,
     a: &FeedArgs,
     c: &FeedCounters,
+    provider: &Provider,
     t: f64,
     rate: f64,
     done: bool,
 ) -> Result<()> {
+    let p = provider.counters();
     if a.json {
         writeln!(
             out,
             "{}",
             serde_json::json!({
                 "t": (t * 10.0).round() / 10.0, "done": done, "updates_per_s": rate.round(),
-                "updates": c.updates, "refreshes": c.refreshes,
-                "image_requests": c.image_requests, "unknown_requests": c.unknown_requests,
-                "bad_requests": c.bad_requests, "refused": c.refused,
+                "updates": c.updates, "refreshes": p.refreshes,
+                "image_requests": p.image_requests, "requests_coalesced": p.requests_coalesced,
+                "unknown_requests": p.unknown_requests,
+                "bad_requests": p.bad_requests, "refused": c.refused,
                 "cpu_s": peregrine_bench::cpu_seconds_self(),
             })
         )?;
@@ -309,13 +257,14 @@ fn print_line(
         writeln!(
             out,
             "{}[feed {t:.1}s] {rate:.0} updates/s, total {}, refreshes {}, image requests {} \
-             ({} unknown, {} malformed), refused {}",
+             ({} coalesced, {} unknown, {} malformed), refused {}",
             if done { "done " } else { "" },
             c.updates,
-            c.refreshes,
-            c.image_requests,
-            c.unknown_requests,
-            c.bad_requests,
+            p.refreshes,
+            p.image_requests,
+            p.requests_coalesced,
+            p.unknown_requests,
+            p.bad_requests,
             c.refused
         )?;
     }

@@ -6,10 +6,7 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// The backbone when none is given: reliable multicast on loopback.
-pub const DEFAULT_BACKBONE: &str = "mcast://239.255.90.1:40900";
-/// The service when none is given.
-pub const DEFAULT_SERVICE: &str = "FEED1";
+pub use peregrine_market_data::backbone::{DEFAULT_BACKBONE, DEFAULT_SERVICE};
 /// Where the distributor listens when neither `--listen` nor the config says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:14500";
 

@@ -20,7 +20,7 @@
 mod conn;
 pub mod settings;
 
-use super::md::{backbone_topic, raise_nofile_limit, request_topic};
+use super::md::raise_nofile_limit;
 use super::{context, Stop};
 use crate::flags::md::{DistributorArgs, WriteMode};
 use anyhow::{Context as _, Result};
@@ -28,6 +28,7 @@ use conn::{Conn, Wrote};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use peregrine::{IdleKind, OfferError, Publisher, Subscriber, SubscriberEvent};
+use peregrine_market_data::backbone::{self, backbone_topic, request_topic};
 use peregrine_md::dist::{ClientId, Counters, Disconnect, Distributor, Event, ServiceId, Users};
 use serde_json::json;
 use settings::Settings;
@@ -140,6 +141,8 @@ impl Conns {
 }
 
 struct Server {
+    /// How the backbone is sealed, for the start line.
+    sealing: peregrine_market_data::Sealing,
     s: Settings,
     json: bool,
     core: Distributor,
@@ -184,12 +187,18 @@ impl Server {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let ctx = context()?;
+        // Sealed by default (peregrine_market_data::backbone): forged frames are dropped
+        // before anything reads them.
+        let (backbone_uri, sealing) =
+            backbone::seal(&ctx, &s.backbone).map_err(|e| anyhow::anyhow!("--backbone: {e}"))?;
+        let (requests_uri, _) =
+            backbone::seal(&ctx, &s.requests).map_err(|e| anyhow::anyhow!("--requests: {e}"))?;
         let mut backbones = Vec::new();
         for (i, name) in services.iter().enumerate() {
             let service = core.service_id(name).expect("a configured service");
             let topic = backbone_topic(name);
             let sub = ctx
-                .subscriber(&topic, &s.backbone, IdleKind::Backoff)
+                .subscriber(&topic, &backbone_uri, IdleKind::Backoff)
                 .with_context(|| format!("subscribing to {topic} on backbone {}", s.backbone))?;
             let has_fd = match sub.readable_fd() {
                 Some(fd) => {
@@ -204,7 +213,7 @@ impl Server {
             };
             let rtopic = request_topic(name);
             let requests = ctx
-                .publisher(&rtopic, &s.requests)
+                .publisher(&rtopic, &requests_uri)
                 .with_context(|| format!("publishing {rtopic} on requests {}", s.requests))?;
             backbones.push(Backbone {
                 service,
@@ -226,6 +235,7 @@ impl Server {
             &peregrine::stat::descriptors(Counters::NAMES, &DISTRIBUTOR_GAUGES),
         );
         Ok(Server {
+            sealing,
             stat,
             next_flush: start + Duration::from_millis(s.flush_interval_ms),
             s,
@@ -263,16 +273,18 @@ impl Server {
         let services = self.s.core.services.join(",");
         self.say(
             format!(
-                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile})",
+                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {}",
                 self.local_addr,
                 self.s.mode.name(),
                 self.s.backbone,
                 self.s.requests,
                 self.s.users.display(),
+                self.sealing.describe(),
             ),
             json!({"listening": self.local_addr.to_string(), "mode": self.s.mode.name(),
                    "services": self.s.core.services, "backbone": self.s.backbone,
-                   "requests": self.s.requests, "open_files_limit": nofile}),
+                   "requests": self.s.requests, "open_files_limit": nofile,
+                   "backbone_auth": self.sealing.describe()}),
         );
         Ok(())
     }

@@ -220,7 +220,8 @@ impl Settings {
             Some(r) => r.clone(),
             None => match f.str("requests")? {
                 Some(r) => r.to_string(),
-                None => super::super::md::default_requests_uri(&backbone)?,
+                None => peregrine_market_data::backbone::default_requests_uri(&backbone)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
             },
         };
         let services = if !a.services.is_empty() {
