@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod consumer;
 pub mod dictionary;
 pub mod dist;
 mod load;

@@ -1,0 +1,302 @@
+//! The consumer's session core on a virtual clock, against a distributor played by the test.
+
+use super::*;
+use crate::codec::{ConflatedRepr, LoginResponseRepr, RefreshRepr, StatusRepr, UpdateRepr};
+use crate::model::{Field, Value};
+
+const MS: u64 = 1_000_000;
+
+/// What the handler saw, owned.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    LoggedIn(usize),
+    Refresh(String, u32, Vec<(u16, String)>),
+    Update(String, u32, Vec<(u16, String)>),
+    Status(String, ItemState, u32),
+    Gap(String, u32, u32),
+    Conflated(u32, u32),
+    Disconnected,
+}
+
+fn fields(f: &FieldList<'_>) -> Vec<(u16, String)> {
+    f.iter()
+        .map(|f| (f.fid, format!("{:?}", f.value)))
+        .collect()
+}
+
+fn record(seen: &mut Vec<Seen>) -> impl FnMut(Event<'_>) + '_ {
+    move |e| {
+        seen.push(match e {
+            Event::LoggedIn { address } => Seen::LoggedIn(address),
+            Event::Refresh {
+                item,
+                item_seq,
+                fields: f,
+                ..
+            } => Seen::Refresh(item.into(), item_seq, fields(&f)),
+            Event::Update {
+                item,
+                item_seq,
+                fields: f,
+                ..
+            } => Seen::Update(item.into(), item_seq, fields(&f)),
+            Event::Status {
+                item,
+                state,
+                request,
+                ..
+            } => Seen::Status(item.into(), state, request),
+            Event::Gap {
+                item,
+                expected,
+                got,
+            } => Seen::Gap(item.into(), expected, got),
+            Event::Conflated {
+                items,
+                updates_dropped,
+            } => Seen::Conflated(items, updates_dropped),
+            Event::Disconnected { .. } => Seen::Disconnected,
+        })
+    }
+}
+
+fn bytes(m: Message<'_>) -> Vec<u8> {
+    let mut b = Vec::new();
+    m.emit_to_vec(&mut b);
+    b
+}
+
+fn accepted() -> Vec<u8> {
+    bytes(Message::LoginResponse(LoginResponseRepr {
+        result: LoginResult::Accepted,
+        text: "",
+    }))
+}
+
+fn refresh(id: u32, name: &str, seq: u32, bid: i64) -> Vec<u8> {
+    let f = [Field::new(22, Value::price(bid, -2))];
+    bytes(Message::Refresh(RefreshRepr {
+        item_id: id,
+        flags: refresh_flags::SOLICITED,
+        timestamp_ns: 5,
+        item_seq: seq,
+        service: "FEED1",
+        name,
+        fields: FieldList::List(&f),
+    }))
+}
+
+fn update(id: u32, seq: u32, bid: i64) -> Vec<u8> {
+    let f = [Field::new(22, Value::price(bid, -2))];
+    bytes(Message::Update(UpdateRepr {
+        item_id: id,
+        timestamp_ns: 6,
+        item_seq: seq,
+        fields: FieldList::List(&f),
+    }))
+}
+
+/// The messages the consumer queued, parsed and described.
+fn sent(c: &mut ConsumerCore) -> Vec<String> {
+    let out = c.transmit().to_vec();
+    c.transmitted(out.len());
+    Messages::new(&out)
+        .map(|m| match Message::parse(m.unwrap().1).unwrap() {
+            Message::Login(l) => format!("LOGIN {}", l.user),
+            Message::Open(o) => format!(
+                "OPEN {} {} {}",
+                o.request_id,
+                o.service,
+                o.patterns.iter().collect::<Vec<_>>().join(",")
+            ),
+            Message::Close(c) => format!("CLOSE {}", c.request_id),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+fn consumer() -> ConsumerCore {
+    ConsumerCore::new(ConsumerConfig::new("alice", b"a", 2)).unwrap()
+}
+
+#[test]
+fn requests_opened_before_login_are_sent_once_logged_in_and_after_every_reconnection() {
+    let mut c = consumer();
+    assert_eq!(c.poll_timeout(), Some(0), "may connect at once");
+    let r1 = c.open("FEED1", &["AAA.O", "MSFT.*"]).unwrap();
+    assert!(c.transmit().is_empty(), "nothing before a connection");
+    c.connected();
+    assert_eq!(sent(&mut c), ["LOGIN alice"]);
+    let mut seen = Vec::new();
+    c.handle_bytes(&accepted(), &mut record(&mut seen)).unwrap();
+    assert_eq!(seen, [Seen::LoggedIn(0)]);
+    assert_eq!(sent(&mut c), [format!("OPEN {r1} FEED1 AAA.O,MSFT.*")]);
+    let r2 = c.open("FEED1", &["BBB.O"]).unwrap();
+    assert_eq!(sent(&mut c), [format!("OPEN {r2} FEED1 BBB.O")]);
+    c.close(r1).unwrap();
+    assert_eq!(sent(&mut c), [format!("CLOSE {r1}")]);
+    assert!(c.close(r1).is_err());
+
+    c.connection_lost(10 * MS, "reset", &mut record(&mut seen));
+    assert_eq!(c.poll_timeout(), Some(60 * MS), "50 ms back-off");
+    assert_eq!(c.address(), 1, "the next distributor of the list");
+    c.connected();
+    c.handle_bytes(&accepted(), &mut record(&mut seen)).unwrap();
+    assert_eq!(
+        sent(&mut c),
+        ["LOGIN alice".to_string(), format!("OPEN {r2} FEED1 BBB.O")]
+    );
+}
+
+#[test]
+fn a_lost_connection_reports_every_ok_item_stale_then_fresh_images_follow() {
+    let mut c = consumer();
+    c.open("FEED1", &["*"]).unwrap();
+    c.connected();
+    let mut seen = Vec::new();
+    let mut input = accepted();
+    input.extend(refresh(1, "AAA.O", 7, 100));
+    input.extend(refresh(2, "BBB.O", 3, 200));
+    input.extend(update(1, 8, 101));
+    // BBB.O goes stale at the distributor: not reported again on the loss.
+    input.extend(bytes(Message::Status(StatusRepr {
+        item_id: 2,
+        request_id: 0,
+        state: ItemState::Stale,
+        service: "",
+        name: "",
+        text: "feed gone",
+    })));
+    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    seen.clear();
+    c.connection_lost(0, "closed", &mut record(&mut seen));
+    assert_eq!(
+        seen,
+        [
+            Seen::Status("AAA.O".into(), ItemState::Stale, 0),
+            Seen::Disconnected
+        ]
+    );
+    seen.clear();
+    c.connected();
+    let mut input = accepted();
+    input.extend(refresh(9, "AAA.O", 8, 101));
+    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    assert_eq!(
+        seen[1].clone(),
+        Seen::Refresh(
+            "AAA.O".into(),
+            8,
+            vec![(22, format!("{:?}", Value::price(101, -2)))]
+        )
+    );
+}
+
+#[test]
+fn an_item_seq_gap_is_an_event_and_the_update_still_arrives() {
+    let mut c = consumer();
+    c.open("FEED1", &["AAA.O"]).unwrap();
+    c.connected();
+    let mut seen = Vec::new();
+    let mut input = accepted();
+    input.extend(refresh(1, "AAA.O", 7, 100));
+    input.extend(update(1, 8, 101));
+    input.extend(update(1, 10, 102));
+    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    assert_eq!(seen[3], Seen::Gap("AAA.O".into(), 9, 10));
+    assert!(matches!(&seen[4], Seen::Update(n, 10, _) if n == "AAA.O"));
+    assert_eq!(c.counters().gaps, 1);
+}
+
+#[test]
+fn messages_split_anywhere_are_reassembled() {
+    let mut c = consumer();
+    c.open("FEED1", &["AAA.O"]).unwrap();
+    c.connected();
+    let mut input = accepted();
+    input.extend(refresh(1, "AAA.O", 7, 100));
+    input.extend(bytes(Message::Conflated(ConflatedRepr {
+        items: 1,
+        updates_dropped: 4,
+    })));
+    for n in 0..8 {
+        input.extend(update(1, 8 + n, 100 + i64::from(n)));
+    }
+    let mut whole = Vec::new();
+    {
+        let mut w = consumer();
+        w.open("FEED1", &["AAA.O"]).unwrap();
+        w.connected();
+        w.handle_bytes(&input, &mut record(&mut whole)).unwrap();
+    }
+    for chunk in [1, 3, 7, 50] {
+        let mut c = consumer();
+        c.open("FEED1", &["AAA.O"]).unwrap();
+        c.connected();
+        let mut seen = Vec::new();
+        for part in input.chunks(chunk) {
+            c.handle_bytes(part, &mut record(&mut seen)).unwrap();
+        }
+        assert_eq!(seen, whole, "chunks of {chunk}");
+    }
+    assert_eq!(whole.len(), 11);
+    let _ = c;
+}
+
+#[test]
+fn back_off_doubles_to_two_seconds_and_resets_after_a_login() {
+    let mut c = consumer();
+    let mut at = Vec::new();
+    let mut now = 0;
+    for _ in 0..8 {
+        c.connect_failed(now);
+        let t = c.poll_timeout().unwrap();
+        at.push((t - now) / MS);
+        now = t;
+    }
+    assert_eq!(at, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
+    c.connected();
+    c.handle_bytes(&accepted(), &mut |_| {}).unwrap();
+    assert_eq!(c.poll_timeout(), None);
+    c.connection_lost(now, "x", &mut |_| {});
+    assert_eq!(c.poll_timeout(), Some(now + 50 * MS));
+}
+
+#[test]
+fn a_refused_login_ends_the_session_and_bad_input_is_refused() {
+    let mut c = consumer();
+    c.connected();
+    let denied = bytes(Message::LoginResponse(LoginResponseRepr {
+        result: LoginResult::Denied,
+        text: "unknown user or wrong token",
+    }));
+    let e = c.handle_bytes(&denied, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("wrong token"), "{e}");
+    assert!(c.is_refused());
+    c.connection_lost(0, "closed", &mut |_| {});
+    assert_eq!(c.poll_timeout(), None, "no more attempts");
+
+    assert!(ConsumerCore::new(ConsumerConfig::new("al ice", b"a", 1)).is_err());
+    assert!(ConsumerCore::new(ConsumerConfig::new("alice", b"", 1)).is_err());
+    let mut c = consumer();
+    let e = c.open("FEED 1", &["A"]).unwrap_err();
+    assert!(e.to_string().contains("FEED 1"), "{e}");
+    let e = c.open("FEED1", &["A B"]).unwrap_err();
+    assert!(e.to_string().contains("\"A B\""), "{e}");
+    assert!(c.open("FEED1", &[]).is_err());
+    let many: Vec<String> = (0..9000).map(|i| format!("ITEM{i}.O")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let e = c.open("FEED1", &many).unwrap_err();
+    assert!(e.to_string().contains("several requests"), "{e}");
+    // A message only distributors receive: the connection must close.
+    c.connected();
+    c.handle_bytes(&accepted(), &mut |_| {}).unwrap();
+    let login = bytes(Message::Login(LoginRepr {
+        user: "x",
+        token: b"y",
+    }));
+    assert!(matches!(
+        c.handle_bytes(&login, &mut |_| {}),
+        Err(ConsumerError::Protocol { .. })
+    ));
+}
