@@ -1385,3 +1385,213 @@ fn forged_backbone_frames_are_dropped_unless_the_backbone_is_explicitly_unauthen
         }
     }
 }
+
+// ---- the provider and consumer APIs (issue 28) ---------------------------------------------
+
+/// What one message carried, owned: (kind, item, item_seq, fields as (fid, value)).
+type Owned = (
+    &'static str,
+    String,
+    u32,
+    Vec<(u16, peregrine_md::model::Price)>,
+);
+
+/// A free TCP port on loopback (for a distributor restarted on the same address).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Rust provider (this process) publishes AAA.O, BBB.O and ZZZ.O with exact prices, a
+/// distributor process fans them out, and a Rust consumer (this process) gets every update of
+/// what it may see with exactly the published values, nothing of ZZZ.O (not entitled); the
+/// distributor killed and restarted on the same address: the consumer reports its items STALE,
+/// reconnects, and gets fresh images equal to the provider's.
+#[test]
+fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_restart() {
+    use peregrine_market_data::consumer::{Consumer, Event};
+    use peregrine_market_data::provider::{Provider, ProviderOptions};
+    use peregrine_md::model::{Field, Price, Value};
+    use std::sync::atomic::AtomicBool;
+    let _g = serial();
+    let net = Net::new("api");
+    let users = net.users(&[("alice", "a", &["AAA.*", "BBB.*"], "")]);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (mut d, addr) = net.distributor(&users, &listen, &[]);
+
+    // The provider: every message it sent, by (item, item_seq).
+    let published: Arc<Mutex<HashMap<(String, u32), Vec<(u16, Price)>>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut options = ProviderOptions::new("FEED1", &net.backbone);
+    options.requests = Some(net.requests.clone());
+    let mut prov = Provider::with_options(&peregrine::Context::new(), options).unwrap();
+    let provider = {
+        let (published, stop) = (published.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let items = ["AAA.O", "BBB.O", "ZZZ.O"];
+            let price = |m: i64| Price {
+                mantissa: m,
+                exponent: -4,
+            };
+            for (k, item) in items.iter().enumerate() {
+                let seq = prov.item_seq(item).unwrap_or(0);
+                let f = vec![(22, price(1_892_100 + k as i64)), (25, price(1_892_200))];
+                let fields: Vec<Field<'_>> = f
+                    .iter()
+                    .map(|&(fid, p)| Field::new(fid, Value::Price(p)))
+                    .collect();
+                prov.refresh(item, &fields).unwrap();
+                published.lock().unwrap().insert((item.to_string(), seq), f);
+            }
+            let mut n = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let item = items[n as usize % 3];
+                let seq = prov.item_seq(item).unwrap();
+                // 189.2101 and up: four decimals, none lost.
+                let f = vec![(22, price(1_892_100 + n))];
+                prov.update(item, &[Field::new(22, Value::Price(f[0].1))])
+                    .unwrap();
+                published.lock().unwrap().insert((item.to_string(), seq), f);
+                for _ in 0..2 {
+                    prov.do_work();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            prov.close();
+        })
+    };
+
+    let mut cons = Consumer::connect(&[addr.as_str()], "alice", b"a").unwrap();
+    cons.open("FEED1", &["AAA.O", "ZZZ.O", "B*"]).unwrap();
+    let mut got: Vec<Owned> = Vec::new();
+    fn collect(
+        cons: &mut Consumer,
+        got: &mut Vec<Owned>,
+        until: &dyn Fn(&[Owned]) -> bool,
+        what: &str,
+    ) {
+        let end = Instant::now() + S * 20;
+        while !until(got) {
+            assert!(Instant::now() < end, "no {what}: {got:?}");
+            cons.poll(Duration::from_millis(100), &mut |e| {
+                let owned = |kind, item: &str, seq, fields: &peregrine_md::codec::FieldList<'_>| {
+                    let f = fields
+                        .iter()
+                        .map(|f| match f.value {
+                            Value::Price(p) => (f.fid, p),
+                            other => panic!("{other:?}"),
+                        })
+                        .collect();
+                    (kind, item.to_string(), seq, f)
+                };
+                match e {
+                    Event::Refresh {
+                        item,
+                        item_seq,
+                        fields,
+                        ..
+                    } => got.push(owned("refresh", item, item_seq, &fields)),
+                    Event::Update {
+                        item,
+                        item_seq,
+                        fields,
+                        ..
+                    } => got.push(owned("update", item, item_seq, &fields)),
+                    Event::Status { item, state, .. } => {
+                        got.push((state.name(), item.to_string(), 0, vec![]))
+                    }
+                    Event::Gap { item, .. } => got.push(("gap", item.to_string(), 0, vec![])),
+                    Event::Disconnected { .. } => {
+                        got.push(("disconnected", String::new(), 0, vec![]))
+                    }
+                    Event::LoggedIn { .. } => got.push(("logged_in", String::new(), 0, vec![])),
+                    Event::Conflated { .. } => got.push(("conflated", String::new(), 0, vec![])),
+                }
+            })
+            .unwrap();
+        }
+    }
+    let updates_of = |got: &[Owned], item: &str| {
+        got.iter()
+            .filter(|g| g.0 == "update" && g.1 == item)
+            .count()
+    };
+    collect(
+        &mut cons,
+        &mut got,
+        &|g| updates_of(g, "AAA.O") >= 20 && updates_of(g, "BBB.O") >= 20,
+        "20 updates of AAA.O and BBB.O",
+    );
+    assert!(
+        got.iter().any(|g| g.0 == "not-entitled" && g.1 == "ZZZ.O"),
+        "{got:?}"
+    );
+    let check = |got: &[Owned]| {
+        let published = published.lock().unwrap();
+        for (kind, item, seq, fields) in got.iter().filter(|g| g.0 == "update" || g.0 == "refresh")
+        {
+            assert_ne!(item, "ZZZ.O", "an item not entitled arrived");
+            let sent = published
+                .get(&(item.clone(), *seq))
+                .unwrap_or_else(|| panic!("{kind} {item} {seq} was never published"));
+            if *kind == "update" {
+                assert_eq!(fields, sent, "{item} {seq}: the values published, exactly");
+            }
+        }
+    };
+    check(&got);
+    assert!(!got.iter().any(|g| g.0 == "gap"), "{got:?}");
+
+    // The distributor dies and comes back on the same address.
+    d.signal(Signal::KILL);
+    let _ = d.wait(S * 5);
+    let before = got.len();
+    collect(
+        &mut cons,
+        &mut got,
+        &|g| g[before..].iter().any(|x| x.0 == "disconnected"),
+        "a disconnection",
+    );
+    for item in ["AAA.O", "BBB.O"] {
+        assert!(
+            got[before..].iter().any(|g| g.0 == "stale" && g.1 == item),
+            "{item} reported stale before the disconnection: {:?}",
+            &got[before..]
+        );
+    }
+    let (_d2, _) = net.distributor(&users, &listen, &[]);
+    let lost_at = got.len();
+    collect(
+        &mut cons,
+        &mut got,
+        &|g| {
+            ["AAA.O", "BBB.O"]
+                .iter()
+                .all(|i| g[lost_at..].iter().any(|x| x.0 == "refresh" && x.1 == *i))
+                && updates_of(&g[lost_at..], "AAA.O") >= 5
+        },
+        "fresh images after the restart",
+    );
+    check(&got[lost_at..]);
+    // Each fresh image holds the item's latest BID as published before it.
+    for (kind, item, seq, fields) in got[lost_at..].iter().filter(|g| g.0 == "refresh") {
+        let published = published.lock().unwrap();
+        // A refresh carries the item_seq of the last message applied to the image.
+        let last_bid = (0..=*seq)
+            .rev()
+            .find_map(|s| published.get(&(item.clone(), s)))
+            .and_then(|f| f.iter().find(|x| x.0 == 22).copied());
+        assert_eq!(
+            fields.iter().find(|x| x.0 == 22).copied(),
+            last_bid,
+            "{kind} {item} {seq}: the image is the provider's"
+        );
+    }
+    assert!(cons.counters().connections >= 2);
+    stop.store(true, Ordering::Relaxed);
+    provider.join().unwrap();
+}

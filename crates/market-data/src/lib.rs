@@ -3,11 +3,15 @@
 //!
 //! - [`backbone`]: the backbone's topics and URIs, and its sealing (authenticated by default);
 //! - [`provider`]: publish your own items; the provider keeps their images and answers the
-//!   distributors' image requests.
+//!   distributors' image requests;
+//! - [`consumer`]: request items from a distributor (or the next of a list) and receive them
+//!   as typed events; stale then fresh images across a lost connection.
 #![forbid(unsafe_code)]
 
 pub mod backbone;
+pub mod consumer;
 pub mod provider;
 
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
+pub use consumer::{Consumer, ConsumerError, Event};
 pub use provider::{Provider, ProviderError, ProviderOptions};

@@ -1,0 +1,337 @@
+//! The consumer API (RTSDK's consumer): an application's view of the items it requested from
+//! a distributor, as typed events.
+//!
+//! A thin driver over `peregrine_md::consumer::ConsumerCore` (sans-I/O): this module owns the
+//! TCP connection and the clock. No thread of its own: [`Consumer::poll`] reads, decodes in
+//! place and hands each [`Event`] to the application's handler, borrowing the bytes just read
+//! (no copy). When the connection breaks it reports every item it had as `stale`, reconnects
+//! with back-off (through the list of distributors in turn), logs in again and re-opens every
+//! open request, so the application sees fresh REFRESHes after: never a silent gap.
+//!
+//! ```no_run
+//! use peregrine_market_data::consumer::{Consumer, Event};
+//! use std::time::Duration;
+//!
+//! let mut cons = Consumer::connect(&["127.0.0.1:14500"], "alice", b"secret")?;
+//! cons.open("FEED1", &["AAA.O", "MSFT.*"])?;
+//! let bid = cons.dictionary().by_name("BID").unwrap().fid;
+//! loop {
+//!     cons.poll(Duration::from_secs(1), &mut |e| match e {
+//!         Event::Refresh { item, fields, .. } | Event::Update { item, fields, .. } => {
+//!             if let Some(v) = fields.get(bid) {
+//!                 println!("{item} BID {v:?}");
+//!             }
+//!         }
+//!         Event::Status { item, state, text, .. } => println!("{item} {} {text}", state.name()),
+//!         _ => {}
+//!     })?;
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use peregrine_md::consumer::{ConsumerConfig, ConsumerCore, ConsumerCounters};
+use peregrine_md::dictionary::Dictionary;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+pub use peregrine_md::consumer::{ConsumerError as SessionError, Event};
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long [`Consumer::connect`] waits for the first login.
+const FIRST_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a consumer call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConsumerError {
+    /// An address that does not resolve.
+    Address { address: String, error: io::Error },
+    /// A bad argument, a refused login, or a distributor that broke the protocol.
+    Session(SessionError),
+    /// No distributor of the list accepted a connection and a login in time.
+    NoDistributor { addresses: String, last: String },
+}
+
+impl fmt::Display for ConsumerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsumerError::Address { address, error } => write!(
+                f,
+                "distributor address {address:?}: {error}; give HOST:PORT, for example \
+                 127.0.0.1:14500"
+            ),
+            ConsumerError::Session(e) => e.fmt(f),
+            ConsumerError::NoDistributor { addresses, last } => write!(
+                f,
+                "no distributor of {addresses} accepted a login within {FIRST_LOGIN_TIMEOUT:?} \
+                 (last: {last}); is one running there?"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConsumerError {}
+
+impl From<SessionError> for ConsumerError {
+    fn from(e: SessionError) -> Self {
+        ConsumerError::Session(e)
+    }
+}
+
+/// A consumer connected to one distributor of a list: see the module's documentation.
+#[derive(Debug)]
+pub struct Consumer {
+    core: ConsumerCore,
+    addresses: Vec<SocketAddr>,
+    stream: Option<TcpStream>,
+    epoch: Instant,
+    read_buf: Vec<u8>,
+    dictionary: Dictionary,
+    last_error: String,
+}
+
+impl Consumer {
+    /// Connects to the first distributor of `addresses` that accepts, logs in as `user` with
+    /// `token`, and returns once logged in (or with the reason none did within 10 s).
+    pub fn connect<A: AsRef<str>>(
+        addresses: &[A],
+        user: &str,
+        token: &[u8],
+    ) -> Result<Consumer, ConsumerError> {
+        let mut resolved = Vec::new();
+        for a in addresses {
+            let a = a.as_ref();
+            let addr = a
+                .to_socket_addrs()
+                .and_then(|mut it| {
+                    it.next().ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::NotFound, "resolves to no address")
+                    })
+                })
+                .map_err(|error| ConsumerError::Address {
+                    address: a.to_string(),
+                    error,
+                })?;
+            resolved.push(addr);
+        }
+        if resolved.is_empty() {
+            return Err(ConsumerError::Address {
+                address: String::new(),
+                error: io::Error::new(io::ErrorKind::InvalidInput, "no address given"),
+            });
+        }
+        let core = ConsumerCore::new(ConsumerConfig::new(user, token, resolved.len()))?;
+        let mut c = Consumer {
+            core,
+            addresses: resolved,
+            stream: None,
+            epoch: Instant::now(),
+            read_buf: vec![0; 64 << 10],
+            dictionary: Dictionary::builtin(),
+            last_error: String::new(),
+        };
+        let end = Instant::now() + FIRST_LOGIN_TIMEOUT;
+        while !c.core.is_logged_in() {
+            let now = Instant::now();
+            if now >= end {
+                return Err(ConsumerError::NoDistributor {
+                    addresses: c
+                        .addresses
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    last: c.last_error.clone(),
+                });
+            }
+            c.poll(end - now, &mut |_| {})?;
+        }
+        Ok(c)
+    }
+
+    /// The field dictionary for reading fields by name (the built-in one unless replaced).
+    pub fn dictionary(&self) -> &Dictionary {
+        &self.dictionary
+    }
+
+    /// Reads fields by the names of this dictionary instead.
+    pub fn set_dictionary(&mut self, dictionary: Dictionary) {
+        self.dictionary = dictionary;
+    }
+
+    /// Opens `patterns` (names and globs) of `service`; returns the request's id. Its images
+    /// and updates arrive through [`poll`](Self::poll).
+    pub fn open(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
+        let id = self.core.open(service, patterns)?;
+        self.flush_out();
+        Ok(id)
+    }
+
+    /// Closes a request.
+    pub fn close(&mut self, request: u32) -> Result<(), ConsumerError> {
+        self.core.close(request)?;
+        self.flush_out();
+        Ok(())
+    }
+
+    pub fn counters(&self) -> ConsumerCounters {
+        self.core.counters()
+    }
+
+    pub fn is_logged_in(&self) -> bool {
+        self.core.is_logged_in()
+    }
+
+    /// The distributor connected to now.
+    pub fn distributor(&self) -> Option<SocketAddr> {
+        self.stream
+            .as_ref()
+            .map(|_| self.addresses[self.core.address()])
+    }
+
+    /// The current connection's socket, for an application's own event loop: wait for it to
+    /// be readable, then call `poll` with a zero timeout. It changes on reconnection (and is
+    /// `None` between connections): look it up again after a `LoggedIn` or `Disconnected`
+    /// event, and call `poll` at least every 50 ms while it is `None`.
+    pub fn readable_fd(&self) -> Option<RawFd> {
+        self.stream.as_ref().map(|s| s.as_raw_fd())
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Waits up to `timeout` for messages and hands each to `handler`; returns how many events
+    /// it handed. Reconnects when it is time. An error ends the session only for a refused
+    /// login or a bad argument; a lost connection is an event, not an error.
+    pub fn poll(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, ConsumerError> {
+        let events = std::cell::Cell::new(0usize);
+        let mut count = |e: Event<'_>| {
+            events.set(events.get() + 1);
+            handler(e);
+        };
+        let end = Instant::now() + timeout;
+        loop {
+            if self.stream.is_none() {
+                if self.core.is_refused() {
+                    return Err(ConsumerError::Session(SessionError::LoginRefused {
+                        result: peregrine_md::codec::LoginResult::Denied,
+                        text: self.last_error.clone(),
+                    }));
+                }
+                let due = self.core.poll_timeout().unwrap_or(0);
+                let now = self.now_ns();
+                if now >= due {
+                    self.try_connect();
+                } else {
+                    let wait = Duration::from_nanos(due - now);
+                    let left = end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(events.get());
+                    }
+                    std::thread::sleep(wait.min(left));
+                }
+                continue;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            let stream = self.stream.as_mut().expect("connected");
+            let r = if left.is_zero() {
+                stream.set_nonblocking(true).and_then(|()| {
+                    let r = stream.read(&mut self.read_buf);
+                    let _ = stream.set_nonblocking(false);
+                    r
+                })
+            } else {
+                stream
+                    .set_read_timeout(Some(left))
+                    .and_then(|()| stream.read(&mut self.read_buf))
+            };
+            match r {
+                Ok(0) => self.lost("the distributor closed the connection", &mut count),
+                Ok(n) => {
+                    let result = self.core.handle_bytes(&self.read_buf[..n], &mut count);
+                    match result {
+                        Ok(()) => self.flush_out(),
+                        Err(SessionError::LoginRefused { result, text }) => {
+                            self.stream = None;
+                            self.last_error = text.clone();
+                            return Err(SessionError::LoginRefused { result, text }.into());
+                        }
+                        Err(e) => self.lost(&e.to_string(), &mut count),
+                    }
+                    if events.get() > 0 {
+                        return Ok(events.get());
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if Instant::now() >= end {
+                        return Ok(events.get());
+                    }
+                }
+                Err(e) => self.lost(&e.to_string(), &mut count),
+            }
+            if events.get() > 0 || Instant::now() >= end {
+                return Ok(events.get());
+            }
+        }
+    }
+
+    fn try_connect(&mut self) {
+        let addr = self.addresses[self.core.address()];
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                self.stream = Some(s);
+                self.core.connected();
+                self.flush_out();
+            }
+            Err(e) => {
+                self.last_error = format!("{addr}: {e}");
+                let now = self.now_ns();
+                self.core.connect_failed(now);
+            }
+        }
+    }
+
+    fn lost(&mut self, reason: &str, handler: &mut dyn FnMut(Event<'_>)) {
+        if let Some(s) = self.stream.take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        self.last_error = reason.to_string();
+        let now = self.now_ns();
+        self.core.connection_lost(now, reason, handler);
+    }
+
+    /// Writes what the core queued (LOGIN, OPENs, CLOSEs). A failed write shows as a lost
+    /// connection on the next read.
+    fn flush_out(&mut self) {
+        let Some(s) = self.stream.as_mut() else {
+            return;
+        };
+        let out = self.core.transmit();
+        if out.is_empty() {
+            return;
+        }
+        let n = out.len();
+        if s.write_all(out).is_ok() {
+            self.core.transmitted(n);
+        } else {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
