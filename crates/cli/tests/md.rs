@@ -1396,6 +1396,9 @@ type Owned = (
     Vec<(u16, peregrine_md::model::Price)>,
 );
 
+/// Every message a provider sent, by (item, item_seq): its fields.
+type Published = HashMap<(String, u32), Vec<(u16, peregrine_md::model::Price)>>;
+
 /// A free TCP port on loopback (for a distributor restarted on the same address).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -1423,7 +1426,7 @@ fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_
     let (mut d, addr) = net.distributor(&users, &listen, &[]);
 
     // The provider: every message it sent, by (item, item_seq).
-    let published: Arc<Mutex<HashMap<(String, u32), Vec<(u16, Price)>>>> = Arc::default();
+    let published: Arc<Mutex<Published>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let mut options = ProviderOptions::new("FEED1", &net.backbone);
     options.requests = Some(net.requests.clone());

@@ -47,7 +47,10 @@ fn request(item_id: u32) -> Vec<u8> {
 }
 
 /// Every solicited REFRESH the core has queued, sent: (name, item_seq, fields as (fid, text)).
-fn drain(p: &mut ProviderCore, now_ns: u64) -> Vec<(String, u32, Vec<(u16, String)>)> {
+/// A solicited REFRESH as sent: (name, item_seq, fields as (fid, text)).
+type Answer = (String, u32, Vec<(u16, String)>);
+
+fn drain(p: &mut ProviderCore, now_ns: u64) -> Vec<Answer> {
     let mut out = Vec::new();
     while let Some(prep) = p.prepare_solicited(now_ns) {
         let Message::Refresh(r) = Message::parse(p.message()).unwrap() else {
