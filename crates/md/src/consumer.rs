@@ -166,7 +166,8 @@ pub enum Event<'a> {
     },
     /// The consumer fell behind; `items` REFRESHes (flagged conflated) follow.
     Conflated { items: u32, updates_dropped: u32 },
-    /// The connection broke; items were reported stale just before. A new attempt follows.
+    /// Not connected: the connection broke (items were reported stale just before), or an
+    /// attempt to connect failed. A new attempt follows after the back-off.
     Disconnected { reason: &'a str },
 }
 
@@ -361,8 +362,15 @@ impl ConsumerCore {
         self.phase = Phase::LoggingIn;
     }
 
-    /// An attempt to connect failed: the next one is scheduled.
-    pub fn connect_failed(&mut self, now_ns: u64) {
+    /// An attempt to connect failed: `Disconnected` with the reason, and the next attempt is
+    /// scheduled.
+    pub fn connect_failed(
+        &mut self,
+        now_ns: u64,
+        reason: &str,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) {
+        on_event(Event::Disconnected { reason });
         self.schedule(now_ns);
     }
 

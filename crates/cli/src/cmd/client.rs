@@ -10,32 +10,28 @@
 //! CONFLATED items=3 dropped=1200
 //! ```
 //!
-//! It checks every item's `item_seq`: an UPDATE that does not follow the item's previous
-//! REFRESH or UPDATE by one is a gap the distributor did not announce (counted in `gaps`;
-//! there should never be one). When the distributor goes away it reconnects with back-off,
-//! logs in again and reopens the watchlist.
+//! A driver over the consumer API (`peregrine_market_data::Consumer`), which checks every
+//! item's `item_seq` (an UPDATE that does not follow the item's previous REFRESH or UPDATE by
+//! one is a gap the distributor did not announce: counted in `gaps`, there should never be
+//! one) and, when the distributor goes away, reports its items stale, reconnects with
+//! back-off, logs in again and reopens the watchlist.
 
 use super::md::read_list;
 use super::Stop;
 use crate::flags::md::ClientArgs;
 use anyhow::{bail, Context as _, Result};
 use hdrhistogram::Histogram;
-use peregrine_md::codec::{
-    LoginRepr, LoginResult, Message, Messages, OpenRepr, PatternList, MAX_MESSAGE_LEN,
-};
+use peregrine_market_data::consumer::{Consumer, Event};
+use peregrine_md::codec::MAX_MESSAGE_LEN;
 use peregrine_md::dictionary::Dictionary;
-use peregrine_md::model::{check_item_pattern, ItemState};
+use peregrine_md::model::check_item_pattern;
 use serde_json::json;
 use std::collections::HashMap;
-use std::io::{self, BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::io::{self, BufWriter, Write};
 use std::time::{Duration, Instant};
 
-/// First reconnection delay; doubled after each failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// How long a read waits, so that statistics lines and deadlines are kept.
-const READ_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a poll waits, so that statistics lines and deadlines are kept.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// What the client counted over its whole run (every connection).
 struct Totals {
@@ -68,29 +64,10 @@ struct ItemTally {
     refreshes: u64,
 }
 
-/// What one connection knows of an item (by the distributor's id).
-struct ItemView {
-    name: String,
-    /// The item_seq of its last REFRESH or UPDATE; `None` while it is not ok.
-    seq: Option<u32>,
-    /// Its entry in [`Totals::tallies`].
-    tally: usize,
-}
-
-/// Why a connection ended.
-enum End {
-    /// Asked to (signal, --count, --seconds).
-    Stop,
-    /// The distributor closed it or it broke.
-    Lost(String),
-}
-
 struct Client {
     a: ClientArgs,
-    token: Vec<u8>,
     watch: Vec<String>,
     dict: Dictionary,
-    addr: SocketAddr,
     stop: Stop,
     start: Instant,
     deadline: Option<Instant>,
@@ -129,26 +106,21 @@ pub fn run(a: ClientArgs) -> Result<()> {
         Some(p) => Dictionary::load(p).map_err(|e| anyhow::anyhow!("--dictionary: {e}"))?,
         None => Dictionary::builtin(),
     };
-    let addr = a
-        .connect
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut it| it.next())
-        .with_context(|| {
-            format!(
-                "--connect {} is not an address: give HOST:PORT, for example 127.0.0.1:14500",
-                a.connect
-            )
-        })?;
+    let addresses: Vec<&str> = a.connect.split(',').map(str::trim).collect();
+    let mut consumer = Consumer::new(&addresses, &a.user, &token).map_err(|e| match e {
+        peregrine_market_data::ConsumerError::Address { .. } => {
+            anyhow::anyhow!("--connect {}: {e}", a.connect)
+        }
+        e => anyhow::anyhow!("{e}"),
+    })?;
+    consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
     let start = Instant::now();
     let mut c = Client {
         deadline: a.seconds.map(|s| start + Duration::from_secs_f64(s)),
         record_from_ns: None,
         a,
-        token,
         watch,
         dict,
-        addr,
         stop,
         start,
         t: Totals {
@@ -169,7 +141,9 @@ pub fn run(a: ClientArgs) -> Result<()> {
         last_line: start,
         updates_at_line: 0,
     };
-    let result = c.run();
+    let result = c.run(&mut consumer);
+    c.t.updates_without_image = consumer.counters().updates_without_image;
+    c.t.reconnects = consumer.counters().connections.saturating_sub(1);
     if let Some(path) = &c.a.items_out {
         c.write_items(path)
             .with_context(|| format!("--items-out {}", path.display()))?;
@@ -195,40 +169,23 @@ impl Client {
         Ok(())
     }
 
-    fn run(&mut self) -> Result<()> {
-        let mut backoff = FIRST_BACKOFF;
-        let mut connected_once = false;
+    fn run(&mut self, consumer: &mut Consumer) -> Result<()> {
+        self.open_watchlist(consumer)?;
         while !self.stopping() {
-            let stream = match TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.say(
-                        format!("cannot connect to {}: {e}; retrying in {} ms", self.addr, backoff.as_millis()),
-                        json!({"event": "connect_failed", "error": e.to_string(), "retry_ms": backoff.as_millis() as u64}),
-                    )?;
-                    self.pause(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    continue;
-                }
-            };
-            if connected_once {
-                self.t.reconnects += 1;
-            }
-            connected_once = true;
-            match self.session(stream)? {
-                End::Stop => break,
-                End::Lost(why) => {
-                    if self.stopping() {
-                        break;
+            self.rate_line()?;
+            let mut failed: Option<anyhow::Error> = None;
+            let result = consumer.poll(POLL_TIMEOUT, &mut |e| {
+                if failed.is_none() {
+                    if let Err(err) = self.on_event(e) {
+                        failed = Some(err);
                     }
-                    self.say(
-                        format!("disconnected: {why}; reconnecting in {} ms", backoff.as_millis()),
-                        json!({"event": "disconnected", "reason": why, "retry_ms": backoff.as_millis() as u64}),
-                    )?;
-                    self.pause(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
+            });
+            if let Some(e) = failed {
+                return Err(e);
             }
+            result.map_err(|e| anyhow::anyhow!("{e}"))?;
+            self.out.flush()?;
         }
         if let (Some(n), true) = (self.a.count, self.stop.requested().is_none()) {
             if self.t.messages < n {
@@ -241,119 +198,9 @@ impl Client {
         Ok(())
     }
 
-    /// Sleeps `d`, waking early to stop.
-    fn pause(&self, d: Duration) {
-        let end = Instant::now() + d;
-        while Instant::now() < end && !self.stopping() {
-            std::thread::sleep(Duration::from_millis(10).min(end - Instant::now()));
-        }
-    }
-
-    /// One connection: login, the watchlist, then messages until it ends.
-    fn session(&mut self, mut stream: TcpStream) -> Result<End> {
-        let _ = stream.set_nodelay(true);
-        stream.set_read_timeout(Some(READ_TIMEOUT))?;
-        let mut buf = Vec::new();
-        Message::Login(LoginRepr {
-            user: &self.a.user,
-            token: &self.token,
-        })
-        .emit_to_vec(&mut buf);
-        if let Err(e) = stream.write_all(&buf) {
-            return Ok(End::Lost(format!("sending LOGIN: {e}")));
-        }
-        let mut inbuf: Vec<u8> = Vec::new();
-        let mut chunk = vec![0u8; 64 << 10];
-        let mut logged_in = false;
-        let mut items: HashMap<u32, ItemView> = HashMap::new();
-        // --busy-poll-us: after data, read without blocking (spinning) this long before
-        // sleeping in a blocking read again.
-        let mut spin =
-            peregrine_agent::SpinThenBlock::new(Duration::from_micros(self.a.busy_poll_us));
-        loop {
-            if self.stopping() {
-                return Ok(End::Stop);
-            }
-            self.rate_line()?;
-            let n = match stream.read(&mut chunk) {
-                Ok(0) => return Ok(End::Lost("the distributor closed the connection".into())),
-                Ok(n) => {
-                    if let Some(nonblocking) = spin.data() {
-                        stream.set_nonblocking(nonblocking)?;
-                    }
-                    n
-                }
-                Err(e) if spin.spinning() && e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Some(nonblocking) = spin.nothing() {
-                        stream.set_nonblocking(nonblocking)?;
-                    }
-                    continue;
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => return Ok(End::Lost(e.to_string())),
-            };
-            inbuf.extend_from_slice(&chunk[..n]);
-            let now_ns = peregrine_agent::monotonic_ns();
-            let mut msgs = Messages::new(&inbuf);
-            let mut consumed_all = true;
-            for m in msgs.by_ref() {
-                let (_, bytes) = match m {
-                    Ok(m) => m,
-                    Err(e) => bail!("the distributor sent a stream this client cannot read: {e}"),
-                };
-                let msg = Message::parse(bytes).map_err(|e| {
-                    anyhow::anyhow!("the distributor sent a malformed message: {e}")
-                })?;
-                if !logged_in {
-                    let Message::LoginResponse(r) = msg else {
-                        bail!(
-                            "the distributor answered LOGIN with {:?}",
-                            msg.message_type()
-                        );
-                    };
-                    match r.result {
-                        LoginResult::Accepted => {
-                            logged_in = true;
-                            self.say(
-                                format!("logged in to {} as {}; opening {} names and globs", self.addr, self.a.user, self.watch.len()),
-                                json!({"event": "logged_in", "user": self.a.user, "patterns": self.watch.len()}),
-                            )?;
-                            self.open_watchlist(&mut stream)?;
-                        }
-                        other => bail!("login refused ({other:?}): {}", r.text),
-                    }
-                    continue;
-                }
-                self.on_message(&msg, &mut items, now_ns)?;
-                if self.stopping() {
-                    consumed_all = false;
-                    break;
-                }
-            }
-            if !consumed_all {
-                self.out.flush()?;
-                return Ok(End::Stop);
-            }
-            let rest = msgs.remaining().len();
-            let from = inbuf.len() - rest;
-            inbuf.drain(..from);
-            self.out.flush()?;
-        }
-    }
-
-    /// Sends the watchlist as OPENs, as many patterns in each as fit in one message.
-    fn open_watchlist(&mut self, stream: &mut TcpStream) -> Result<()> {
-        let mut buf = Vec::new();
-        let mut request_id = 0u32;
+    /// Opens the watchlist: as many patterns in each request as fit in one message (the
+    /// consumer sends them at every login).
+    fn open_watchlist(&mut self, consumer: &mut Consumer) -> Result<()> {
         let mut i = 0;
         while i < self.watch.len() {
             let mut len = 16 + self.a.service.len();
@@ -366,138 +213,144 @@ impl Client {
                 j += 1;
             }
             let patterns: Vec<&str> = self.watch[i..j].iter().map(String::as_str).collect();
-            request_id += 1;
-            Message::Open(OpenRepr {
-                request_id,
-                service: &self.a.service,
-                patterns: PatternList::List(&patterns),
-            })
-            .emit_to_vec(&mut buf);
+            consumer
+                .open(&self.a.service, &patterns)
+                .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
             i = j;
         }
-        stream.write_all(&buf).context("sending OPEN")?;
         Ok(())
     }
 
-    fn on_message(
-        &mut self,
-        msg: &Message<'_>,
-        items: &mut HashMap<u32, ItemView>,
-        now_ns: u64,
-    ) -> Result<()> {
-        match msg {
-            Message::Refresh(r) => {
+    fn tally(&mut self, name: &str, seq: u32) -> usize {
+        match self.t.tally_of.get(name) {
+            Some(&k) => k,
+            None => {
+                let k = self.t.tallies.len();
+                self.t.tallies.push(ItemTally {
+                    name: name.to_string(),
+                    first_seq: seq,
+                    last_seq: seq,
+                    updates: 0,
+                    refreshes: 0,
+                });
+                self.t.tally_of.insert(name.to_string(), k);
+                k
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event<'_>) -> Result<()> {
+        // --count: what arrives past it is not taken.
+        if self.a.count.is_some_and(|n| self.t.messages >= n)
+            && matches!(
+                e,
+                Event::Refresh { .. } | Event::Update { .. } | Event::Status { .. }
+            )
+        {
+            return Ok(());
+        }
+        match e {
+            Event::LoggedIn { .. } => {
+                self.say(
+                    format!(
+                        "logged in to {} as {}; opening {} names and globs",
+                        self.a.connect,
+                        self.a.user,
+                        self.watch.len()
+                    ),
+                    json!({"event": "logged_in", "user": self.a.user, "patterns": self.watch.len()}),
+                )?;
+            }
+            Event::Disconnected { reason } => {
+                self.say(
+                    format!("disconnected: {reason}; reconnecting"),
+                    json!({"event": "disconnected", "reason": reason}),
+                )?;
+            }
+            Event::Refresh {
+                item,
+                item_seq,
+                fields,
+                ..
+            } => {
                 self.t.messages += 1;
                 self.t.refreshes += 1;
-                let tally = match self.t.tally_of.get(r.name) {
-                    Some(&k) => {
-                        self.t.tallies[k].refreshes += 1;
-                        k
-                    }
-                    None => {
-                        let k = self.t.tallies.len();
-                        self.t.tallies.push(ItemTally {
-                            name: r.name.to_string(),
-                            first_seq: r.item_seq,
-                            last_seq: r.item_seq,
-                            updates: 0,
-                            refreshes: 0,
-                        });
-                        self.t.tally_of.insert(r.name.to_string(), k);
-                        k
-                    }
-                };
-                self.t.tallies[tally].last_seq = r.item_seq;
-                items.insert(
-                    r.item_id,
-                    ItemView {
-                        name: r.name.to_string(),
-                        seq: Some(r.item_seq),
-                        tally,
-                    },
-                );
+                let known = self.t.tally_of.contains_key(item);
+                let k = self.tally(item, item_seq);
+                let t = &mut self.t.tallies[k];
+                if known {
+                    t.refreshes += 1;
+                }
+                t.last_seq = item_seq;
                 if self.a.print {
-                    let f = self.dict.display(&r.fields);
-                    writeln!(self.out, "REFRESH {} {f}", r.name)?;
+                    let f = self.dict.display(&fields);
+                    writeln!(self.out, "REFRESH {item} {f}")?;
                 }
             }
-            Message::Update(u) => {
+            Event::Update {
+                item,
+                item_seq,
+                timestamp_ns,
+                fields,
+            } => {
                 self.t.messages += 1;
                 self.t.updates += 1;
+                let now_ns = peregrine_agent::monotonic_ns();
                 let from = *self
                     .record_from_ns
                     .get_or_insert_with(|| now_ns + (self.a.latency_after_s * 1e9) as u64);
-                if u.timestamp_ns > 0 && now_ns >= u.timestamp_ns && now_ns >= from {
-                    self.t.latency.saturating_record(now_ns - u.timestamp_ns);
+                if timestamp_ns > 0 && now_ns >= timestamp_ns && now_ns >= from {
+                    self.t.latency.saturating_record(now_ns - timestamp_ns);
                 }
-                let name = match items.get_mut(&u.item_id) {
-                    Some(v) => {
-                        match v.seq {
-                            Some(s) if u.item_seq != s.wrapping_add(1) => {
-                                self.t.gaps += 1;
-                                tracing::warn!(
-                                    "GAP: {} item_seq {} after {s}, with no STATUS between",
-                                    v.name,
-                                    u.item_seq
-                                );
-                            }
-                            Some(_) => {}
-                            None => self.t.updates_without_image += 1,
-                        }
-                        v.seq = Some(u.item_seq);
-                        let t = &mut self.t.tallies[v.tally];
-                        t.last_seq = u.item_seq;
-                        t.updates += 1;
-                        v.name.as_str()
-                    }
-                    None => {
-                        self.t.updates_without_image += 1;
-                        "?"
-                    }
-                };
+                let k = self.tally(item, item_seq);
+                let t = &mut self.t.tallies[k];
+                t.last_seq = item_seq;
+                t.updates += 1;
                 if self.a.print {
-                    writeln!(self.out, "UPDATE {name} {}", self.dict.display(&u.fields))?;
+                    writeln!(self.out, "UPDATE {item} {}", self.dict.display(&fields))?;
                 }
             }
-            Message::Status(s) => {
+            Event::Gap {
+                item,
+                expected,
+                got,
+            } => {
+                self.t.gaps += 1;
+                tracing::warn!(
+                    "GAP: {item} item_seq {got} where {expected} was due, with no STATUS between"
+                );
+            }
+            Event::Status {
+                item, state, text, ..
+            } => {
                 self.t.messages += 1;
                 self.t.statuses += 1;
-                let known = items.get_mut(&s.item_id);
-                let name = if !s.name.is_empty() {
-                    s.name.to_string()
-                } else {
-                    known.as_ref().map_or("-".to_string(), |v| v.name.clone())
-                };
-                if let Some(v) = known {
-                    if s.state != ItemState::Ok {
-                        v.seq = None;
-                    }
-                }
                 if self.a.print {
-                    if s.text.is_empty() {
-                        writeln!(self.out, "STATUS {name} {}", s.state.name())?;
+                    let item = if item.is_empty() { "-" } else { item };
+                    if text.is_empty() {
+                        writeln!(self.out, "STATUS {item} {}", state.name())?;
                     } else {
                         writeln!(
                             self.out,
-                            "STATUS {name} {} \"{}\"",
-                            s.state.name(),
-                            s.text.escape_debug()
+                            "STATUS {item} {} \"{}\"",
+                            state.name(),
+                            text.escape_debug()
                         )?;
                     }
                 }
             }
-            Message::Conflated(c) => {
+            Event::Conflated {
+                items,
+                updates_dropped,
+            } => {
                 self.t.conflated += 1;
                 if self.a.print {
                     writeln!(
                         self.out,
-                        "CONFLATED items={} dropped={}",
-                        c.items, c.updates_dropped
+                        "CONFLATED items={items} dropped={updates_dropped}"
                     )?;
                 }
             }
-            // Nothing else is sent to logged-in clients.
-            _ => {}
         }
         Ok(())
     }

@@ -125,7 +125,8 @@ pub struct DistributorArgs {
 
 #[derive(Args, Debug)]
 pub struct ClientArgs {
-    /// The distributor's address.
+    /// The distributor's address, or several separated by commas (A,B): the client uses the
+    /// first that accepts and moves to the next when it is lost.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     pub connect: String,
     /// The user to log in as.

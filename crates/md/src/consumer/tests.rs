@@ -249,7 +249,7 @@ fn back_off_doubles_to_two_seconds_and_resets_after_a_login() {
     let mut at = Vec::new();
     let mut now = 0;
     for _ in 0..8 {
-        c.connect_failed(now);
+        c.connect_failed(now, "refused", &mut |_| {});
         let t = c.poll_timeout().unwrap();
         at.push((t - now) / MS);
         now = t;
