@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use peregrine_md::codec::*;
-use peregrine_md::dist::*;
+use peregrine_md::distributor::*;
 use peregrine_md::model::{Field, ItemState, Price, Value};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -5,13 +5,17 @@
 //! - [`provider`]: publish your own items; the provider keeps their images and answers the
 //!   distributors' image requests;
 //! - [`consumer`]: request items from a distributor (or the next of a list) and receive them
-//!   as typed events; stale then fresh images across a lost connection.
+//!   as typed events; stale then fresh images across a lost connection;
+//! - [`distributor`]: the distributor's server (cache, entitlements, fan-out to TCP clients)
+//!   around `peregrine_md::distributor`'s core.
 #![forbid(unsafe_code)]
 
 pub mod backbone;
 pub mod consumer;
+pub mod distributor;
 pub mod provider;
 
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
 pub use consumer::{Consumer, ConsumerError, Event};
+pub use distributor::{DistributorError, DistributorServer, DistributorSettings};
 pub use provider::{Provider, ProviderError, ProviderOptions};

@@ -42,25 +42,7 @@ impl System {
 }
 
 /// How the distributor writes to clients (NATS has one way: its own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteMode {
-    /// Coalesced writes under a flush interval: the most updates per second.
-    Throughput,
-    /// What arrives together written at once, the distributor busy-polling after backbone
-    /// data: the lowest latency. (The `--mode` of `peregrine distributor`, whose flag type
-    /// lives in the CLI.)
-    Latency,
-}
-
-impl WriteMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            WriteMode::Throughput => "throughput",
-            WriteMode::Latency => "latency",
-        }
-    }
-}
+pub use peregrine_md::distributor::WriteMode;
 
 /// The shape of one fan-out probe: who watches what, the update size, how long.
 #[derive(Debug, Clone, Serialize, Deserialize)]

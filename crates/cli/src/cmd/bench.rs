@@ -336,10 +336,8 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
             a.max_lag_ms
         );
     }
-    use crate::flags::md::WriteMode as Flag;
     let mode = match a.mode {
-        Some(Flag::Throughput) => WriteMode::Throughput,
-        Some(Flag::Latency) => WriteMode::Latency,
+        Some(m) => m,
         None if a.latency => WriteMode::Latency,
         None => WriteMode::Throughput,
     };

@@ -5,9 +5,10 @@
 //! - [`publish`], [`subscribe`], [`resolverd`]: publishing and subscribing by topic name from
 //!   the shell (the roles of Ultra Messaging's lbmsrc/lbmrcv and `nats pub`/`nats sub`), and
 //!   the resolver daemon for networks without multicast (lbmrd);
-//! - [`feed`], [`distributor`], [`client`]: the market data tier's drivers (the roles of
-//!   RMDS's publisher, P2PS and rmdstestclient) around `peregrine-md`; `md` holds what they
-//!   share (topic names, the request URI, list files).
+//! - [`feed`], [`distributor`], [`client`]: the market data tier's commands (the roles of
+//!   RMDS's publisher, P2PS and rmdstestclient), thin drivers over `peregrine-market-data`'s
+//!   provider, distributor and consumer; `md` holds what they share (list files, the open
+//!   files limit).
 
 pub mod bench;
 pub mod client;

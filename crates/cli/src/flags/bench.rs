@@ -344,7 +344,7 @@ pub struct FanoutArgs {
     pub size: usize,
     /// How the distributor writes to clients (default throughput; latency with --latency:
     /// what arrives together is written at once, and it busy-polls 200 us after backbone data).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::md::parse_mode)]
     pub mode: Option<super::md::WriteMode>,
     /// One-way latency over a list of update rates (seed 003's Table 2) instead of the rate
     /// search.

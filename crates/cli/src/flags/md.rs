@@ -7,8 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use peregrine_market_data::backbone::{DEFAULT_BACKBONE, DEFAULT_SERVICE};
-/// Where the distributor listens when neither `--listen` nor the config says.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:14500";
+pub use peregrine_market_data::distributor::{WriteMode, DEFAULT_LISTEN};
 
 #[derive(Args, Debug)]
 pub struct FeedArgs {
@@ -53,25 +52,6 @@ pub struct FeedArgs {
     pub json: bool,
 }
 
-/// How the distributor writes to its clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WriteMode {
-    /// Writes to each client coalesced under a flush interval (or 64 KiB).
-    Throughput,
-    /// Updates written as soon as they arrive, those that arrived together in one write
-    /// (TCP_NODELAY, as in throughput mode).
-    Latency,
-}
-
-impl WriteMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            WriteMode::Throughput => "throughput",
-            WriteMode::Latency => "latency",
-        }
-    }
-}
-
 /// Every flag but `--config`, `--hash-token` and `--json` can also be set in the config file
 /// (the flag wins); the defaults apply to what neither sets.
 #[derive(Args, Debug)]
@@ -96,7 +76,7 @@ pub struct DistributorArgs {
     pub services: Vec<String>,
     /// throughput: writes coalesced under --flush-interval-ms (or 64 KiB); latency: updates
     /// written as soon as they arrive. Default throughput.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = parse_mode)]
     pub mode: Option<WriteMode>,
     /// Throughput mode: how often client buffers are written (1 to 1000 ms). Default 20.
     #[arg(long)]
@@ -173,4 +153,9 @@ pub struct ClientArgs {
     /// 1000000; 0: always block).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub busy_poll_us: u64,
+}
+
+/// `--mode`: throughput or latency.
+pub(crate) fn parse_mode(s: &str) -> Result<WriteMode, String> {
+    WriteMode::from_name(s)
 }

@@ -273,7 +273,10 @@ mod tests {
                 RecordType::Relay,
                 &peregrine_proto::resolverd::RelayCounters::NAMES,
             ),
-            (RecordType::Distributor, peregrine_md::dist::Counters::NAMES),
+            (
+                RecordType::Distributor,
+                peregrine_md::distributor::Counters::NAMES,
+            ),
         ];
         let gauges: Vec<(RecordType, &[&str])> = vec![
             (RecordType::Publisher, &["subscribers"]),
@@ -281,7 +284,7 @@ mod tests {
             (RecordType::Relay, &["clients"]),
             (
                 RecordType::Distributor,
-                &crate::cmd::distributor::DISTRIBUTOR_GAUGES,
+                &peregrine_market_data::distributor::DISTRIBUTOR_GAUGES,
             ),
         ];
         let mut missing = Vec::new();

@@ -2,7 +2,7 @@
 //! buffer in front of the socket, which the core counts and bounds).
 
 use mio::net::TcpStream;
-use peregrine_md::dist::ClientId;
+use peregrine_md::distributor::ClientId;
 use std::io::{self, Write};
 use std::time::Instant;
 

@@ -1,6 +1,6 @@
-//! `peregrine distributor`: the point-to-point server of the market data tier. A thin,
-//! single-threaded socket loop (mio: epoll readiness) around `peregrine_md::dist::Distributor`,
-//! the sans-I/O core that decides everything:
+//! The distributor (the P2PS role): the point-to-point server of the market data tier. A
+//! thin, single-threaded socket loop (mio: epoll readiness) around
+//! `peregrine_md::distributor::Distributor`, the sans-I/O core that decides everything:
 //!
 //! - client sockets: accepted, read into `handle_client_bytes`, written from the core's
 //!   `poll_transmit` (the same bytes appended to every listed client's queue: the core
@@ -15,25 +15,29 @@
 //!   at once for a queue past `flush_bytes`), `latency` after each message (TCP_NODELAY in
 //!   both: the coalescing is the queues').
 //!
-//! SIGINT or SIGTERM stops it; it prints its counters and exits 0.
+//! [`DistributorServer::bind`] opens the listener and the backbone; [`DistributorServer::run`]
+//! serves until its `stop` says so. What it has to say (its start, events, statistics lines,
+//! the final counters) goes to the output set with [`DistributorServer::set_output`] as
+//! [`Line`]s, each as text for people and as JSON; `peregrine distributor` prints them.
 
 mod conn;
-pub mod settings;
+mod settings;
 
-use super::md::raise_nofile_limit;
-use super::{context, Stop};
-use crate::flags::md::{DistributorArgs, WriteMode};
-use anyhow::{Context as _, Result};
+use crate::backbone::{self, backbone_topic, request_topic, BackboneError, Sealing};
 use conn::{Conn, Wrote};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
-use peregrine::{IdleKind, OfferError, Publisher, Subscriber, SubscriberEvent};
-use peregrine_market_data::backbone::{self, backbone_topic, request_topic};
-use peregrine_md::dist::{ClientId, Counters, Disconnect, Distributor, Event, ServiceId, Users};
+use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber, SubscriberEvent};
+use peregrine_md::distributor::{
+    ClientId, Counters, Disconnect, Distributor, Event, ServiceId, Users,
+};
 use serde_json::json;
-use settings::Settings;
+pub use settings::{
+    DistributorSettings, SettingsError, SettingsOverrides, WriteMode, DEFAULT_LISTEN,
+};
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,38 +61,49 @@ const BACKBONE_IDLE_TICK: Duration = Duration::from_millis(20);
 /// How often login deadlines are checked (the loop wakes at least every BACKBONE_IDLE_TICK).
 const LOGIN_CHECK: Duration = Duration::from_millis(100);
 
-pub fn run(a: DistributorArgs) -> Result<()> {
-    if a.hash_token {
-        return hash_token();
-    }
-    let settings = Settings::resolve(&a)?;
-    let users = Users::load(&settings.users).map_err(|e| anyhow::anyhow!("--users: {e}"))?;
-    let stop = Stop::install()?;
-    let nofile = raise_nofile_limit();
-    let mut server = Server::new(settings, users, a.json)?;
-    server.say_started(nofile)?;
-    server.run(&stop)?;
-    server.say_done(stop.requested())?;
-    Ok(())
+/// Why a distributor could not start or had to stop.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DistributorError {
+    /// The listening socket could not be opened.
+    Listen { addr: SocketAddr, error: io::Error },
+    /// The settings were refused by the core.
+    Settings(String),
+    /// The backbone or request URI is unusable.
+    Backbone(BackboneError),
+    /// A backbone subscriber or request publisher could not be opened.
+    Open { what: String, error: OpenError },
+    /// epoll failed.
+    Poll(io::Error),
 }
 
-/// `--hash-token`: the SHA-256 of the first line of standard input, in hex.
-fn hash_token() -> Result<()> {
-    use sha2::{Digest, Sha256};
-    let mut input = Vec::new();
-    io::stdin()
-        .read_to_end(&mut input)
-        .context("reading the token from standard input")?;
-    let token = input.split(|&b| b == b'\n').next().unwrap_or_default();
-    let token = token.strip_suffix(b"\r").unwrap_or(token);
-    if token.is_empty() || token.len() > 255 {
-        anyhow::bail!(
-            "--hash-token reads the token from standard input: give 1 to 255 bytes on its first line, for example: printf %s 'TOKEN' | peregrine distributor --hash-token"
-        );
+impl std::fmt::Display for DistributorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DistributorError::Listen { addr, error } => write!(
+                f,
+                "cannot listen on {addr} ({error}): is another distributor there? choose \
+                 another address or port"
+            ),
+            DistributorError::Settings(e) => f.write_str(e),
+            DistributorError::Backbone(e) => e.fmt(f),
+            DistributorError::Open { what, error } => write!(f, "{what}: {error}"),
+            DistributorError::Poll(e) => write!(f, "waiting for sockets (epoll): {e}"),
+        }
     }
-    println!("{}", hex::encode(Sha256::digest(token)));
-    Ok(())
 }
+
+impl std::error::Error for DistributorError {}
+
+/// One thing the distributor says: a line for people and the same as a JSON object.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub text: String,
+    pub json: serde_json::Value,
+}
+
+/// Where [`Line`]s go.
+pub type Output = Box<dyn FnMut(&Line) + Send>;
 
 /// The backbone of one service.
 struct Backbone {
@@ -140,11 +155,11 @@ impl Conns {
     }
 }
 
-struct Server {
+pub struct DistributorServer {
     /// How the backbone is sealed, for the start line.
-    sealing: peregrine_market_data::Sealing,
-    s: Settings,
-    json: bool,
+    sealing: Sealing,
+    s: DistributorSettings,
+    output: Output,
     core: Distributor,
     poll: Poll,
     listener: TcpListener,
@@ -171,50 +186,77 @@ struct Server {
 
 /// How often the distributor writes its values for `peregrine stat`.
 const STAT_EVERY: Duration = Duration::from_millis(100);
-/// Gauges after the distributor's counters.
-pub(crate) const DISTRIBUTOR_GAUGES: [&str; 4] =
+/// Gauges after the distributor's counters in its `peregrine stat` record.
+pub const DISTRIBUTOR_GAUGES: [&str; 4] =
     ["clients", "items", "queued_bytes", "largest_queue_bytes"];
 
-impl Server {
-    fn new(s: Settings, users: Users, json: bool) -> Result<Server> {
+impl std::fmt::Debug for DistributorServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistributorServer")
+            .field("listen", &self.local_addr)
+            .field("services", &self.s.core.services)
+            .field("clients", &self.conns.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DistributorServer {
+    /// Opens the listener, the backbone subscribers and the request publishers of `s`'s
+    /// services, in `ctx` (its configuration applies to the backbone URIs).
+    pub fn bind(
+        ctx: &Context,
+        s: DistributorSettings,
+        users: Users,
+    ) -> Result<DistributorServer, DistributorError> {
         let services: Vec<&str> = s.core.services.iter().map(String::as_str).collect();
         let core = Distributor::new(s.core.clone(), Arc::new(users))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let poll = Poll::new().context("creating the epoll instance")?;
-        let mut listener = TcpListener::bind(s.listen)
-            .with_context(|| format!("cannot listen on --listen {}: is another distributor there? choose another address or port", s.listen))?;
-        let local_addr = listener.local_addr()?;
+            .map_err(|e| DistributorError::Settings(e.to_string()))?;
+        let poll = Poll::new().map_err(DistributorError::Poll)?;
+        let listen_error = |error| DistributorError::Listen {
+            addr: s.listen,
+            error,
+        };
+        let mut listener = TcpListener::bind(s.listen).map_err(listen_error)?;
+        let local_addr = listener.local_addr().map_err(listen_error)?;
         poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let ctx = context()?;
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(DistributorError::Poll)?;
         // Sealed by default (peregrine_market_data::backbone): forged frames are dropped
         // before anything reads them.
         let (backbone_uri, sealing) =
-            backbone::seal(&ctx, &s.backbone).map_err(|e| anyhow::anyhow!("--backbone: {e}"))?;
+            backbone::seal(ctx, &s.backbone).map_err(DistributorError::Backbone)?;
         let (requests_uri, _) =
-            backbone::seal(&ctx, &s.requests).map_err(|e| anyhow::anyhow!("--requests: {e}"))?;
+            backbone::seal(ctx, &s.requests).map_err(DistributorError::Backbone)?;
         let mut backbones = Vec::new();
         for (i, name) in services.iter().enumerate() {
             let service = core.service_id(name).expect("a configured service");
             let topic = backbone_topic(name);
             let sub = ctx
                 .subscriber(&topic, &backbone_uri, IdleKind::Backoff)
-                .with_context(|| format!("subscribing to {topic} on backbone {}", s.backbone))?;
+                .map_err(|error| DistributorError::Open {
+                    what: format!("subscribing to {topic} on backbone {}", s.backbone),
+                    error,
+                })?;
             let has_fd = match sub.readable_fd() {
                 Some(fd) => {
-                    poll.registry().register(
-                        &mut mio::unix::SourceFd(&fd),
-                        Token(BACKBONE_BASE - i),
-                        Interest::READABLE,
-                    )?;
+                    poll.registry()
+                        .register(
+                            &mut mio::unix::SourceFd(&fd),
+                            Token(BACKBONE_BASE - i),
+                            Interest::READABLE,
+                        )
+                        .map_err(DistributorError::Poll)?;
                     true
                 }
                 None => false,
             };
             let rtopic = request_topic(name);
-            let requests = ctx
-                .publisher(&rtopic, &requests_uri)
-                .with_context(|| format!("publishing {rtopic} on requests {}", s.requests))?;
+            let requests =
+                ctx.publisher(&rtopic, &requests_uri)
+                    .map_err(|error| DistributorError::Open {
+                        what: format!("publishing {rtopic} on requests {}", s.requests),
+                        error,
+                    })?;
             backbones.push(Backbone {
                 service,
                 name: name.to_string(),
@@ -234,12 +276,12 @@ impl Server {
             &[("listen", &listen), ("services", &services.join(","))],
             &peregrine::stat::descriptors(Counters::NAMES, &DISTRIBUTOR_GAUGES),
         );
-        Ok(Server {
+        Ok(DistributorServer {
             sealing,
+            output: Box::new(|l: &Line| tracing::info!("{}", l.text)),
             stat,
             next_flush: start + Duration::from_millis(s.flush_interval_ms),
             s,
-            json,
             core,
             poll,
             listener,
@@ -258,18 +300,31 @@ impl Server {
         })
     }
 
-    fn say(&self, text: String, value: serde_json::Value) {
-        let out = io::stdout();
-        let mut out = out.lock();
-        let _ = if self.json {
-            writeln!(out, "{value}")
-        } else {
-            writeln!(out, "{text}")
-        };
-        let _ = out.flush();
+    /// Where its lines go (by default, to `tracing` at level info).
+    pub fn set_output(&mut self, output: Output) {
+        self.output = output;
     }
 
-    fn say_started(&self, nofile: u64) -> Result<()> {
+    /// The address it listens on (with its port when port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// How the backbone is sealed.
+    pub fn sealing(&self) -> &Sealing {
+        &self.sealing
+    }
+
+    pub fn counters(&self) -> &Counters {
+        self.core.counters()
+    }
+
+    fn say(&mut self, text: String, json: serde_json::Value) {
+        (self.output)(&Line { text, json });
+    }
+
+    /// Says where it listens and how, with the process's open files limit.
+    pub fn say_started(&mut self, nofile: u64) {
         let services = self.s.core.services.join(",");
         self.say(
             format!(
@@ -286,10 +341,10 @@ impl Server {
                    "requests": self.s.requests, "open_files_limit": nofile,
                    "backbone_auth": self.sealing.describe()}),
         );
-        Ok(())
     }
 
-    fn say_done(&self, signal: Option<&str>) -> Result<()> {
+    /// Says its final counters (`signal`: what stopped it).
+    pub fn say_done(&mut self, signal: Option<&str>) {
         let c = self.core.counters();
         let f = self.core.footprint();
         let counters: serde_json::Map<String, serde_json::Value> =
@@ -316,16 +371,17 @@ impl Server {
             json!({"done": true, "signal": signal, "counters": counters,
                    "image_requests_refused": refused, "accept_errors": self.accept_errors,
                    "clients": f.clients, "items": f.items, "rss_kib": rss_kib(),
-                   "cpu_s": peregrine_bench::cpu_seconds_self()}),
+                   "cpu_s": cpu_seconds_self()}),
         );
-        Ok(())
     }
 
     fn now_ns(&self) -> u64 {
         peregrine_agent::monotonic_ns()
     }
 
-    fn run(&mut self, stop: &Stop) -> Result<()> {
+    /// Serves until `stop` returns true (it is asked on every turn of the loop, at least every
+    /// 20 ms), then writes what is queued once and closes the request publishers.
+    pub fn run(&mut self, stop: &dyn Fn() -> bool) -> Result<(), DistributorError> {
         let mut events = Events::with_capacity(1024);
         let mut next_stats = (self.s.stats_every_s > 0)
             .then(|| Instant::now() + Duration::from_secs(self.s.stats_every_s));
@@ -333,12 +389,12 @@ impl Server {
         let mut last_stats = Instant::now();
         let mut next_login_check = Instant::now();
         let mut next_stat = Instant::now();
-        while stop.requested().is_none() {
+        while !stop() {
             let timeout = self.timeout(next_stats);
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).context("waiting for sockets (epoll)"),
+                Err(e) => return Err(DistributorError::Poll(e)),
             }
             for ev in events.iter() {
                 match ev.token() {
@@ -557,7 +613,7 @@ impl Server {
         }
     }
 
-    fn log_event(&self, e: Event) {
+    fn log_event(&mut self, e: Event) {
         let client = |id: ClientId| id.get();
         let (text, value) = match &e {
             Event::LoggedIn { client: c, user } => (
@@ -807,7 +863,7 @@ impl Server {
         self.stat.set(n + 3, largest as u64);
     }
 
-    fn stats(&self, last: &Counters, over: Duration) {
+    fn stats(&mut self, last: &Counters, over: Duration) {
         let c = self.core.counters();
         let f = self.core.footprint();
         let secs = over.as_secs_f64().max(1e-9);
@@ -846,6 +902,12 @@ impl Server {
 }
 
 /// This process's resident set (VmRSS of /proc/self/status), in KiB.
+/// CPU seconds this process used.
+fn cpu_seconds_self() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
 fn rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;

@@ -101,6 +101,41 @@ const MAX_EVENTS: usize = 4096;
 /// distributor asks for every image instead.
 const MAX_UNKNOWN_REQUESTS: usize = 4096;
 
+/// How a distributor's driver writes to its clients (the core is the same for both). One
+/// definition for the distributor, its command's `--mode` and `peregrine bench fanout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    /// Writes to each client coalesced under a flush interval (or 64 KiB): the report's
+    /// `timedWrites`.
+    #[default]
+    Throughput,
+    /// Updates written as soon as they arrive, those that arrived together in one write.
+    Latency,
+}
+
+impl WriteMode {
+    pub const fn name(self) -> &'static str {
+        match self {
+            WriteMode::Throughput => "throughput",
+            WriteMode::Latency => "latency",
+        }
+    }
+
+    /// By name, or what is accepted.
+    pub fn from_name(s: &str) -> Result<WriteMode, String> {
+        match s {
+            "throughput" => Ok(WriteMode::Throughput),
+            "latency" => Ok(WriteMode::Latency),
+            _ => Err(
+                "throughput (writes coalesced under flush_interval_ms) or latency (each \
+                      update written at once, TCP_NODELAY)"
+                    .into(),
+            ),
+        }
+    }
+}
+
 /// The distributor's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DistributorConfig {

@@ -1,6 +1,7 @@
-//! The distributor's settings: defaults, then the `--config` TOML file, then the flags. Every
-//! key of the file is checked (unknown keys too) and every value with an error naming the
-//! file, the key, the value and what is accepted; a flag's error names the flag instead.
+//! The distributor's settings: defaults, then the `--config` TOML file, then the command's
+//! flags ([`SettingsOverrides`]: what `peregrine distributor`'s flags set). Every key of the
+//! file is checked (unknown keys too) and every value with an error naming the file, the key,
+//! the value and what is accepted; a flag's error names the flag instead.
 //!
 //! | key | flag | default | accepted |
 //! | --- | --- | --- | --- |
@@ -25,18 +26,57 @@
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
 //! | `busy_poll_us` | | latency: 200, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
 
-use crate::flags::md::{
-    DistributorArgs, WriteMode, DEFAULT_BACKBONE, DEFAULT_LISTEN, DEFAULT_SERVICE,
-};
-use anyhow::{bail, Context as _, Result};
-use peregrine_md::dist::{DistributorConfig, SlowPolicy, MIN_QUEUE_BYTES};
+use crate::backbone::{DEFAULT_BACKBONE, DEFAULT_SERVICE};
+pub use peregrine_md::distributor::WriteMode;
+use peregrine_md::distributor::{DistributorConfig, SlowPolicy, MIN_QUEUE_BYTES};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
+/// Where the distributor listens when neither the flag nor the config says.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:14500";
+
+/// A setting that was not accepted: the message names the flag or the file and key, the
+/// value, and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError(pub String);
+
+impl std::fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+type Result<T, E = SettingsError> = std::result::Result<T, E>;
+
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err(SettingsError(format!($($t)*)))
+    };
+}
+
+/// What the command's flags set; each wins over the config file's key of the same name.
+#[derive(Debug, Clone, Default)]
+pub struct SettingsOverrides {
+    pub listen: Option<SocketAddr>,
+    pub users: Option<PathBuf>,
+    pub backbone: Option<String>,
+    pub requests: Option<String>,
+    pub services: Vec<String>,
+    pub mode: Option<WriteMode>,
+    pub flush_interval_ms: Option<u64>,
+    pub max_queue_bytes: Option<u64>,
+    pub slow: Option<String>,
+    pub max_clients: Option<u64>,
+    /// The TOML file with any of the keys.
+    pub config: Option<PathBuf>,
+}
+
 /// Everything a distributor run needs, checked.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct DistributorSettings {
     pub listen: SocketAddr,
     pub users: PathBuf,
     pub backbone: String,
@@ -93,14 +133,6 @@ fn slow_policy(s: &str) -> Result<SlowPolicy, String> {
     }
 }
 
-fn mode(s: &str) -> Result<WriteMode, String> {
-    match s {
-        "throughput" => Ok(WriteMode::Throughput),
-        "latency" => Ok(WriteMode::Latency),
-        _ => Err("throughput (writes coalesced under flush_interval_ms) or latency (each update written at once, TCP_NODELAY)".into()),
-    }
-}
-
 fn size(v: &Value, lo: u64, hi: u64, example: &str) -> Result<u64, String> {
     let accepted = || {
         format!("a size in bytes from {lo} to {hi}, a number or a string with k, m or g (powers of 1024), for example {example}")
@@ -125,8 +157,11 @@ struct File<'a> {
 }
 
 impl File<'_> {
-    fn err(&self, key: &str, value: &Value, accepted: &str) -> anyhow::Error {
-        anyhow::anyhow!("{}: {key} = {value} is not accepted: {accepted}", self.name)
+    fn err(&self, key: &str, value: &Value, accepted: &str) -> SettingsError {
+        SettingsError(format!(
+            "{}: {key} = {value} is not accepted: {accepted}",
+            self.name
+        ))
     }
     fn str(&self, key: &str) -> Result<Option<&str>> {
         match self.table.get(key) {
@@ -165,11 +200,11 @@ impl File<'_> {
 
 fn load_file(path: &Path) -> Result<(Table, String)> {
     let name = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read --config {name}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SettingsError(format!("cannot read --config {name}: {e}")))?;
     let table: Table = text
         .parse()
-        .map_err(|e| anyhow::anyhow!("{name} is not valid TOML: {e}"))?;
+        .map_err(|e| SettingsError(format!("{name} is not valid TOML: {e}")))?;
     if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
         bail!(
             "{name}: {k} = ... is not accepted: an unknown key: known keys are {}",
@@ -179,9 +214,9 @@ fn load_file(path: &Path) -> Result<(Table, String)> {
     Ok((table, name))
 }
 
-impl Settings {
+impl DistributorSettings {
     /// Defaults, then the config file, then the flags.
-    pub fn resolve(a: &DistributorArgs) -> Result<Settings> {
+    pub fn resolve(a: &SettingsOverrides) -> Result<DistributorSettings> {
         let (table, name) = match &a.config {
             Some(p) => load_file(p)?,
             None => (Table::new(), String::new()),
@@ -220,8 +255,8 @@ impl Settings {
             Some(r) => r.clone(),
             None => match f.str("requests")? {
                 Some(r) => r.to_string(),
-                None => peregrine_market_data::backbone::default_requests_uri(&backbone)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+                None => crate::backbone::default_requests_uri(&backbone)
+                    .map_err(|e| SettingsError(e.to_string()))?,
             },
         };
         let services = if !a.services.is_empty() {
@@ -241,7 +276,7 @@ impl Settings {
                     for (i, s) in list.iter().enumerate() {
                         let key = format!("services[{i}]");
                         let name = s.as_str().ok_or_else(|| f.err(&key, s, &accepted))?;
-                        crate::flags::values::parse_service(name)
+                        peregrine_md::model::check_service(name.as_bytes())
                             .map_err(|_| f.err(&key, s, &accepted))?;
                         out.push(name.to_string());
                     }
@@ -251,11 +286,14 @@ impl Settings {
         };
         let mode = match a.mode {
             Some(m) => m,
-            None => f.parsed("mode", mode)?.unwrap_or(WriteMode::Throughput),
+            None => f
+                .parsed("mode", WriteMode::from_name)?
+                .unwrap_or(WriteMode::Throughput),
         };
         let flush_interval_ms = match a.flush_interval_ms {
-            Some(v) => ranged(v, 1, 1000)
-                .map_err(|acc| anyhow::anyhow!("--flush-interval-ms {v} is not accepted: {acc}"))?,
+            Some(v) => ranged(v, 1, 1000).map_err(|acc| {
+                SettingsError(format!("--flush-interval-ms {v} is not accepted: {acc}"))
+            })?,
             None => f.int("flush_interval_ms", 1, 1000)?.unwrap_or(20),
         };
         let flush_bytes = f
@@ -279,14 +317,15 @@ impl Settings {
         } as usize;
         let slow = match &a.slow {
             Some(s) => slow_policy(s)
-                .map_err(|acc| anyhow::anyhow!("--slow {s} is not accepted: {acc}"))?,
+                .map_err(|acc| SettingsError(format!("--slow {s} is not accepted: {acc}")))?,
             None => f
                 .parsed("slow", slow_policy)?
                 .unwrap_or(SlowPolicy::Conflate),
         };
         let max_clients = match a.max_clients {
-            Some(v) => ranged(v, 1, 1_000_000)
-                .map_err(|acc| anyhow::anyhow!("--max-clients {v} is not accepted: {acc}"))?,
+            Some(v) => ranged(v, 1, 1_000_000).map_err(|acc| {
+                SettingsError(format!("--max-clients {v} is not accepted: {acc}"))
+            })?,
             None => f.int("max_clients", 1, 1_000_000)?.unwrap_or(1024),
         } as usize;
         let mut core = DistributorConfig::new(&[]);
@@ -312,7 +351,7 @@ impl Settings {
         if let Some(v) = f.int("image_retry_ms", 10, 600_000)? {
             core.image_retry_ns = v * 1_000_000;
         }
-        core.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        core.validate().map_err(|e| SettingsError(format!("{e}")))?;
         let client_sndbuf = f
             .size("client_sndbuf", 4 << 10, 64 << 20, "\"256k\"")?
             .map(|v| v as usize);
@@ -320,7 +359,7 @@ impl Settings {
         let busy_poll_us = f
             .int("busy_poll_us", 0, 100_000)?
             .unwrap_or(if mode == WriteMode::Latency { 200 } else { 0 });
-        Ok(Settings {
+        Ok(DistributorSettings {
             listen,
             users,
             backbone,
@@ -339,26 +378,33 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flags::{Cli, Command};
-    use clap::Parser;
 
-    fn args(extra: &[&str]) -> DistributorArgs {
-        let mut v = vec!["peregrine", "distributor"];
-        v.extend_from_slice(extra);
-        match Cli::try_parse_from(v).unwrap().command {
-            Command::Distributor(a) => a,
-            _ => unreachable!(),
+    /// The overrides the command's flags would set (the ones these tests use).
+    fn args(extra: &[&str]) -> SettingsOverrides {
+        let mut o = SettingsOverrides::default();
+        for pair in extra.chunks(2) {
+            let v = pair[1];
+            match pair[0] {
+                "--config" => o.config = Some(v.into()),
+                "--users" => o.users = Some(v.into()),
+                "--mode" => o.mode = Some(WriteMode::from_name(v).unwrap()),
+                "--service" => o.services.push(v.into()),
+                "--slow" => o.slow = Some(v.into()),
+                "--max-queue-bytes" => o.max_queue_bytes = peregrine::parse_bytes(v),
+                other => panic!("{other}"),
+            }
         }
+        o
     }
 
-    fn with_config(text: &str, extra: &[&str]) -> Result<Settings> {
+    fn with_config(text: &str, extra: &[&str]) -> Result<DistributorSettings> {
         let dir = std::env::temp_dir().join(format!("pg-dist-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(format!("c{}.toml", text.len()));
         std::fs::write(&p, text).unwrap();
         let mut v = vec!["--config", p.to_str().unwrap()];
         v.extend_from_slice(extra);
-        let r = Settings::resolve(&args(&v));
+        let r = DistributorSettings::resolve(&args(&v));
         let _ = std::fs::remove_file(&p);
         r
     }
@@ -424,9 +470,10 @@ mod tests {
                 assert!(e.contains(w), "{text:?}: {e:?} lacks {w:?}");
             }
         }
-        let e = Settings::resolve(&args(&["--users", "u", "--slow", "x"])).unwrap_err();
+        let e = DistributorSettings::resolve(&args(&["--users", "u", "--slow", "x"])).unwrap_err();
         assert!(e.to_string().contains("--slow x is not accepted"), "{e}");
-        let e = Settings::resolve(&args(&["--users", "u", "--max-queue-bytes", "1k"])).unwrap_err();
+        let e = DistributorSettings::resolve(&args(&["--users", "u", "--max-queue-bytes", "1k"]))
+            .unwrap_err();
         assert!(e.to_string().contains("--max-queue-bytes 1024"), "{e}");
     }
 }
