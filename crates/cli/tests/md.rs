@@ -1598,3 +1598,112 @@ fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_
     stop.store(true, Ordering::Relaxed);
     provider.join().unwrap();
 }
+
+// ---- recorded ticks (issue 28, item 4) ------------------------------------------------------
+
+/// `peregrine feed --ticks` replays the shipped sample through a distributor: a watching client
+/// prints every tick, the first of each item as its REFRESH and the others as UPDATEs, with
+/// exactly the values of the file (each line compared with the file's tick printed through the
+/// same dictionary).
+#[test]
+fn a_ticks_file_is_replayed_tick_for_tick_with_exact_values() {
+    use peregrine_md::codec::FieldList;
+    use peregrine_md::model::Field;
+    let _g = serial();
+    let net = Net::new("ticks");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../md/ticks/sample.csv");
+    let dict = peregrine_md::dictionary::Dictionary::builtin();
+    let ticks =
+        peregrine_md::ticks::parse(&dict, &std::fs::read_to_string(sample).unwrap()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let expected: Vec<String> = ticks
+        .iter()
+        .map(|t| {
+            let fields: Vec<Field<'_>> = t
+                .fields
+                .iter()
+                .map(|(fid, v)| Field::new(*fid, v.as_value()))
+                .collect();
+            let kind = if seen.insert(t.item.clone()) {
+                "REFRESH"
+            } else {
+                "UPDATE"
+            };
+            format!(
+                "{kind} {} {}",
+                t.item,
+                dict.display(&FieldList::List(&fields))
+            )
+        })
+        .collect();
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let c = net.client(&addr, "alice", "a", &["*"], &["--print", "--seconds", "60"]);
+    c.expect("login", S * 10, |l| l.contains("\"logged_in\""), &[&d]);
+    // 55 recorded seconds at 20 times the pace: under 3 s.
+    let sample_arg = sample.to_string();
+    let feed = Proc::start(
+        "feed",
+        &[
+            "feed",
+            "--ticks",
+            &sample_arg,
+            "--speed",
+            "20",
+            "--backbone",
+            &net.backbone,
+            "--requests",
+            &net.requests,
+            "--json",
+        ],
+    );
+    let printed = |c: &Proc| -> Vec<String> {
+        c.lines()
+            .into_iter()
+            .filter(|l| l.starts_with("REFRESH ") || l.starts_with("UPDATE "))
+            .collect()
+    };
+    let end = Instant::now() + S * 30;
+    while printed(&c).len() < expected.len() {
+        assert!(
+            Instant::now() < end,
+            "{} of {} ticks\n{}\n{}\n{}",
+            printed(&c).len(),
+            expected.len(),
+            c.text(),
+            d.text(),
+            feed.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(printed(&c), expected);
+}
+
+/// A malformed tick file is refused before anything is published, naming the line and the
+/// fix.
+#[test]
+fn a_malformed_ticks_file_names_its_line_and_the_fix() {
+    let net = Net::new("badticks");
+    let file = net.file(
+        "bad.csv",
+        "# ok so far\n2026-11-27T14:30:00Z,FEED1,AAA.O,BID=189.21\n2026-11-27T14:30:01Z,FEED1,AAA.O,BID=cheap\n",
+    );
+    let out = Command::new(BIN)
+        .args(["feed", "--ticks", &file, "--backbone", &net.backbone])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 3: BID=cheap is not accepted: a decimal such as 189.21"),
+        "{err}"
+    );
+    let out = Command::new(BIN)
+        .args(["feed", "--ticks", &file, "--rate", "10"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "--rate goes with --items, not --ticks"
+    );
+}

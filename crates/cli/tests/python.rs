@@ -1,7 +1,9 @@
 //! The Python package (bindings/python), installed with one `pip install` of its folder into
 //! a virtual environment under target/, then tested by its pytest suite, which includes a
-//! Python subscriber receiving from this crate's `peregrine pub` process and the Python
-//! ping-pong across processes.
+//! Python subscriber receiving from this crate's `peregrine pub` process, the Python
+//! ping-pong across processes, and the market data API (`peregrine.md`: a Python provider and
+//! consumer through a `peregrine distributor` process, and examples/md_provider.py and
+//! md_board.py run against one). `PEREGRINE_BIN` gives the suite this crate's binary.
 //!
 //! Without Python (with venv) the test says so in one line and skips; under
 //! `PEREGRINE_REQUIRE_TOOLS=1` (.ci/run) that is a failure. pip fetches maturin and, when the

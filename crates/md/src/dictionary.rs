@@ -18,7 +18,7 @@
 
 use crate::codec::FieldList;
 use crate::load::{join, Doc, LoadError};
-use crate::model::{Kind, Value, MAX_FID};
+use crate::model::{Kind, OwnedValue, Price, Value, MAX_FID};
 use core::fmt;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -159,6 +159,54 @@ impl Dictionary {
         self.by_fid.is_empty()
     }
 
+    /// The field `name` with its value read from `text` as its type says: `int` a whole
+    /// number, `price` a plain decimal (kept exactly), `time` UTC in ISO 8601
+    /// (`2026-11-27T14:30:00.123456789Z`) or nanoseconds since the epoch, `enum` a code or one
+    /// of its named values (`USD`), `string` the text (at most 255 bytes). The error names
+    /// the field, the text and what is accepted.
+    pub fn parse_value(&self, name: &str, text: &str) -> Result<(u16, OwnedValue), String> {
+        let def = self.by_name(name).ok_or_else(|| {
+            format!("{name} is not a field of the dictionary: give a field name it has")
+        })?;
+        let bad = |accepted: &str| format!("{name}={text} is not accepted: {accepted}");
+        let v = match def.kind {
+            Kind::Int => OwnedValue::Int(text.parse().map_err(|_| bad("a whole number"))?),
+            Kind::Price => OwnedValue::Price(Price::parse_decimal(text).ok_or_else(|| {
+                bad("a decimal such as 189.21 (at most 12 places, within 64 bits)")
+            })?),
+            Kind::Time => OwnedValue::TimeNs(parse_utc_ns(text).ok_or_else(|| {
+                bad("a UTC time such as 2026-11-27T14:30:00.000001Z, or nanoseconds since 1970")
+            })?),
+            Kind::Enum => OwnedValue::Enum(match text.parse::<u16>() {
+                Ok(code) => code,
+                Err(_) => {
+                    *def.values
+                        .iter()
+                        .find(|(_, label)| label.as_str() == text)
+                        .ok_or_else(|| {
+                            bad(&format!(
+                                "a code from 0 to 65535{}",
+                                if def.values.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(
+                                        " or one of {}",
+                                        def.values.values().cloned().collect::<Vec<_>>().join(", ")
+                                    )
+                                }
+                            ))
+                        })?
+                        .0
+                }
+            }),
+            Kind::String if text.len() > crate::model::MAX_STRING_LEN => {
+                return Err(bad("a text of at most 255 bytes"))
+            }
+            Kind::String => OwnedValue::Str(text.to_string()),
+        };
+        Ok((def.fid, v))
+    }
+
     /// Prints a field list as `BID=189.21 ASK=189.22 CURRENCY=USD DSPLY_NAME="APPLE INC"`:
     /// names from the dictionary (`#FID` for an id it does not know), prices in decimal,
     /// times in UTC (`2024-05-01T13:30:00.000000001Z`), strings quoted.
@@ -214,6 +262,51 @@ fn write_utc(f: &mut fmt::Formatter<'_>, ns: u64) -> fmt::Result {
         rem % 60,
         ns % 1_000_000_000
     )
+}
+
+/// Nanoseconds since the epoch of a UTC time in ISO 8601 (`2026-11-27T14:30:00Z`, with up to 9
+/// fractional digits and the `Z`), or of a plain count of nanoseconds.
+pub fn parse_utc_ns(text: &str) -> Option<u64> {
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse().ok();
+    }
+    let t = text.strip_suffix('Z')?;
+    let (date, time) = t.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<u64>().ok());
+    let (y, m, dd) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut h = hms.splitn(3, ':').map(|p| p.parse::<u64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    if !(1970..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&dd)
+        || hh > 23
+        || mm > 59
+        || ss > 60
+        || frac.len() > 9
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let nanos = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    let days = days_from_civil(y, m, dd);
+    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000_000) + nanos)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date after it (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's

@@ -12,6 +12,8 @@
 //!   image requests, coalesced and bounded.
 //! - [`consumer`]: the consumer's session core: login, requests, `item_seq` gaps, the
 //!   reconnection schedule.
+//! - [`ticks`]: recorded ticks as text (a CSV of time, service, item, FIELD=value), what a
+//!   feed replays.
 //! - [`quotes`]: the items a test feed publishes, their REFRESHes and UPDATEs (any size from
 //!   60 bytes), the seeded generators that draw them, the sample item names.
 //!
@@ -27,5 +29,6 @@ mod load;
 pub mod model;
 pub mod provider;
 pub mod quotes;
+pub mod ticks;
 
 pub use load::LoadError;

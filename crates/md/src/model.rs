@@ -142,6 +142,35 @@ impl fmt::Display for Price {
     }
 }
 
+impl Price {
+    /// A plain decimal (`189.21`, `-0.005`, `5000`, `+1.5`) exactly: the digits become the
+    /// mantissa and the places after the point the (negative) exponent, trailing zeros kept
+    /// (`1.50` is 150e-2). `None` for anything else, or a value the wire cannot carry (more
+    /// than 12 places, a mantissa past i64).
+    pub fn parse_decimal(text: &str) -> Option<Price> {
+        let (neg, digits) = match text.as_bytes().first()? {
+            b'-' => (true, &text[1..]),
+            b'+' => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.is_empty() && frac.is_empty()
+            || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+            || frac.len() > usize::from(MIN_EXPONENT.unsigned_abs())
+        {
+            return None;
+        }
+        let mut m: i64 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            m = m.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+        }
+        Some(Price {
+            mantissa: if neg { -m } else { m },
+            exponent: -(frac.len() as i8),
+        })
+    }
+}
+
 /// The value of one field. The kinds and their encodings are in `codec::fields`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Value<'a> {
@@ -155,6 +184,29 @@ pub enum Value<'a> {
     Enum(u16),
     /// 0 to 255 bytes of UTF-8.
     Str(&'a str),
+}
+
+/// A field value that owns its string: what a parsed text (a tick file, a binding's input)
+/// holds. [`as_value`](Self::as_value) lends it as a [`Value`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OwnedValue {
+    Int(i64),
+    Price(Price),
+    TimeNs(u64),
+    Enum(u16),
+    Str(String),
+}
+
+impl OwnedValue {
+    pub fn as_value(&self) -> Value<'_> {
+        match self {
+            OwnedValue::Int(v) => Value::Int(*v),
+            OwnedValue::Price(p) => Value::Price(*p),
+            OwnedValue::TimeNs(t) => Value::TimeNs(*t),
+            OwnedValue::Enum(e) => Value::Enum(*e),
+            OwnedValue::Str(s) => Value::Str(s),
+        }
+    }
 }
 
 /// The kind of a field value: its type in the dictionary and its `kind` byte on the wire.

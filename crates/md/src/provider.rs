@@ -10,7 +10,9 @@
 //!    message into the core's buffer ([`ProviderCore::message`]); a bad input is an error
 //!    naming the value, and nothing is kept;
 //! 2. once the driver's `offer` took the bytes, `commit` applies it: the item's image is set
-//!    (REFRESH) or merged (UPDATE), its `item_seq` advances.
+//!    (REFRESH) or merged (UPDATE), its `item_seq` advances. A solicited REFRESH (an answer to
+//!    an image request) is the image as of the item's last message: it carries that
+//!    message's `item_seq` and does not advance it.
 //!
 //! Image requests ([`ProviderCore::handle_image_request`]) only queue items; the driver sends
 //! the queued REFRESHes a few at a time ([`ProviderCore::prepare_solicited`]) between its own
@@ -525,7 +527,9 @@ impl ProviderCore {
                 it.image.extend_from_slice(view.field_bytes());
                 it.field_count = view.field_count();
                 it.has_image = true;
-                it.seq = it.seq.wrapping_add(1);
+                if !solicited {
+                    it.seq = it.seq.wrapping_add(1);
+                }
                 // Any REFRESH answers a queued request: one image, not two.
                 it.queued = false;
                 self.counters.refreshes += 1;
@@ -680,11 +684,15 @@ impl ProviderCore {
             let fields = WireFields::new(it.field_count, &it.image, MAX_MESSAGE_LEN as u16)
                 .expect("an image the core built");
             self.out.clear();
+            // The image as of the item's last message: it carries that message's item_seq and
+            // takes none of its own, so a distributor that already has this image sees
+            // nothing new (and tells its watchers nothing), and the next UPDATE still follows
+            // by one.
             Message::Refresh(RefreshRepr {
                 item_id: index as u32 + 1,
                 flags: refresh_flags::SOLICITED,
                 timestamp_ns,
-                item_seq: it.seq,
+                item_seq: it.seq.wrapping_sub(1),
                 service: &self.config.service,
                 name: &it.name,
                 fields: FieldList::Wire(fields),

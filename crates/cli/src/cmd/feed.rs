@@ -46,13 +46,20 @@ struct FeedCounters {
 
 pub fn run(a: FeedArgs) -> Result<()> {
     let stop = Stop::install()?;
-    let names = read_list(&a.items, "item", |l| {
+    if let Some(path) = a.ticks.clone() {
+        return replay(&a, &path, &stop);
+    }
+    // clap requires both without --ticks.
+    let (Some(items_file), Some(rate)) = (a.items.clone(), a.rate) else {
+        bail!("give --items FILE --rate R (synthetic quotes), or --ticks FILE.csv (a replay)");
+    };
+    let names = read_list(&items_file, "item", |l| {
         check_item_name(l.as_bytes())
             .map(drop)
             .map_err(|e| format!("{e}: give {}", peregrine_md::model::ITEM_ALPHABET))
     })?;
     if names.len() > u32::MAX as usize - 1 {
-        bail!("{}: too many items", a.items.display());
+        bail!("{}: too many items", items_file.display());
     }
     let ctx = context()?;
     let mut options = ProviderOptions::new(&a.service, &a.backbone);
@@ -120,7 +127,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
             end = a.duration.map(|s| now + Duration::from_secs_f64(s));
         }
         // UPDATEs due by the schedule.
-        let due = start.map_or(0, |s| (s.elapsed().as_secs_f64() * a.rate) as u64 + 1);
+        let due = start.map_or(0, |s| (s.elapsed().as_secs_f64() * rate) as u64 + 1);
         let mut burst = 0;
         while c.updates < due && burst < MAX_UPDATE_BURST {
             let i = match pending.take() {
@@ -194,7 +201,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
         if c.updates < due || pending.is_some() {
             continue;
         }
-        let next_due = start + Duration::from_secs_f64(c.updates as f64 / a.rate);
+        let next_due = start + Duration::from_secs_f64(c.updates as f64 / rate);
         if let Some(wait) = peregrine_md::quotes::pacing_sleep(next_due) {
             std::thread::sleep(wait);
         }
@@ -214,6 +221,200 @@ pub fn run(a: FeedArgs) -> Result<()> {
         rate,
         true,
     )?;
+    Ok(())
+}
+
+/// `--ticks FILE`: replays recorded ticks, one provider per service of the file, at the
+/// recorded pace times `--speed`; then keeps answering image requests until stopped (or
+/// `--duration` seconds after the start).
+fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
+    let dictionary = peregrine_md::dictionary::Dictionary::builtin();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --ticks {}", path.display()))?;
+    let ticks = peregrine_md::ticks::parse(&dictionary, &text)
+        .map_err(|e| anyhow::anyhow!("--ticks {}: {e}", path.display()))?;
+    if ticks.is_empty() {
+        bail!(
+            "--ticks {} holds no tick: write one per line, time,service,item,FIELD=value...",
+            path.display()
+        );
+    }
+    let speed = a.speed.unwrap_or(1.0);
+    let ctx = context()?;
+    let mut providers: std::collections::BTreeMap<String, Provider> = Default::default();
+    for t in &ticks {
+        if !providers.contains_key(&t.service) {
+            let mut options = ProviderOptions::new(&t.service, &a.backbone);
+            options.requests = a.requests.clone();
+            options.dictionary = dictionary.clone();
+            let p = Provider::with_options(&ctx, options).map_err(|e| match e {
+                ProviderError::Backbone(e) => anyhow::anyhow!("--backbone: {e}"),
+                e => anyhow::anyhow!("{e}"),
+            })?;
+            providers.insert(t.service.clone(), p);
+        }
+    }
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let items: std::collections::BTreeSet<(&str, &str)> = ticks
+        .iter()
+        .map(|t| (t.service.as_str(), t.item.as_str()))
+        .collect();
+    let first = providers.values().next().expect("a tick, so a provider");
+    let services: Vec<&str> = providers.keys().map(String::as_str).collect();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"feed": services, "ticks": ticks.len(), "items": items.len(),
+                "file": path.display().to_string(), "speed": if speed.is_finite() { speed.into() } else { serde_json::Value::from("max") },
+                "backbone": first.backbone_uri(), "requests": first.requests_uri(),
+                "backbone_auth": first.sealing().describe()})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "feed {}: replaying {} ticks of {} items from {} at {} on {}, image requests from {}; {}",
+            services.join(","),
+            ticks.len(),
+            items.len(),
+            path.display(),
+            if speed.is_finite() { format!("{speed}x the recorded pace") } else { "full speed".into() },
+            first.backbone_uri(),
+            first.requests_uri(),
+            first.sealing().describe()
+        )?;
+    }
+    out.flush()?;
+
+    let began = Instant::now();
+    let end = a.duration.map(|s| began + Duration::from_secs_f64(s));
+    let over = |now: Instant| stop.requested().is_some() || end.is_some_and(|e| now >= e);
+    let t0 = ticks[0].time_ns;
+    let mut c = FeedCounters::default();
+    let mut refreshes = 0u64;
+    let mut seen: std::collections::HashSet<(&str, &str)> = Default::default();
+    let mut next_work = Instant::now();
+    let mut fields = Vec::new();
+    'ticks: for t in &ticks {
+        if speed.is_finite() {
+            let due = began + Duration::from_secs_f64((t.time_ns - t0) as f64 / 1e9 / speed);
+            loop {
+                let now = Instant::now();
+                if over(now) {
+                    break 'ticks;
+                }
+                if now >= due {
+                    break;
+                }
+                providers.values_mut().for_each(|p| {
+                    p.do_work();
+                });
+                std::thread::sleep((due - now).min(Duration::from_millis(1)));
+            }
+        }
+        let p = providers
+            .get_mut(&t.service)
+            .expect("a provider per service");
+        fields.clear();
+        fields.extend(
+            t.fields
+                .iter()
+                .map(|(fid, v)| peregrine_md::model::Field::new(*fid, v.as_value())),
+        );
+        let image = seen.insert((t.service.as_str(), t.item.as_str()));
+        loop {
+            let sent = if image {
+                p.refresh(&t.item, &fields)
+            } else {
+                p.update(&t.item, &fields)
+            };
+            match sent {
+                Ok(()) => break,
+                Err(ProviderError::BackPressured) => {
+                    c.refused += 1;
+                    p.do_work();
+                    if over(Instant::now()) {
+                        break 'ticks;
+                    }
+                }
+                Err(e) => {
+                    return Err(anyhow::anyhow!("--ticks {}: {e}", path.display()));
+                }
+            }
+        }
+        if image {
+            refreshes += 1;
+        } else {
+            c.updates += 1;
+        }
+        let now = Instant::now();
+        if now >= next_work {
+            next_work = now + WORK_EVERY;
+            providers.values_mut().for_each(|p| {
+                p.do_work();
+            });
+        }
+    }
+    let replayed = began.elapsed().as_secs_f64();
+    providers.values_mut().for_each(|p| {
+        let _ = p.flush();
+    });
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"event": "ticks_done", "images": refreshes, "updates": c.updates, "seconds": replayed})
+        )?;
+    } else {
+        writeln!(out, "ticks done: {refreshes} images and {} updates in {replayed:.3} s; answering image requests until stopped", c.updates)?;
+    }
+    out.flush()?;
+    while !over(Instant::now()) {
+        let mut work = 0;
+        providers.values_mut().for_each(|p| work += p.do_work());
+        if work == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for p in providers.values_mut() {
+        p.close();
+    }
+    if let Some(items_out) = &a.items_out {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(items_out)
+                .with_context(|| format!("--items-out {}", items_out.display()))?,
+        );
+        for p in providers.values() {
+            for (name, last) in p.items() {
+                match last {
+                    Some(last) => writeln!(w, "{name} {last}")?,
+                    None => writeln!(w, "{name} -")?,
+                }
+            }
+        }
+        w.flush()?;
+    }
+    let requests: u64 = providers
+        .values()
+        .map(|p| p.counters().image_requests)
+        .sum();
+    let solicited: u64 = providers
+        .values()
+        .map(|p| p.counters().solicited_refreshes)
+        .sum();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"done": true, "images": refreshes, "updates": c.updates,
+            "image_requests": requests, "solicited_refreshes": solicited, "refused": c.refused,
+            "cpu_s": peregrine_bench::cpu_seconds_self()})
+        )?;
+    } else {
+        writeln!(out, "done: {refreshes} images, {} updates, {requests} image requests answered with {solicited} images, refused {}", c.updates, c.refused)?;
+    }
+    out.flush()?;
     Ok(())
 }
 

@@ -11,13 +11,27 @@ pub use peregrine_market_data::distributor::{WriteMode, DEFAULT_LISTEN};
 
 #[derive(Args, Debug)]
 pub struct FeedArgs {
-    /// The items to publish: a file with one item name per line (blank lines and lines
-    /// starting with # are skipped). crates/md/items/sample.txt has 4000.
+    /// The items to publish synthetic quotes of: a file with one item name per line (blank
+    /// lines and lines starting with # are skipped). crates/md/items/sample.txt has 4000.
+    #[arg(
+        long,
+        required_unless_present = "ticks",
+        conflicts_with = "ticks",
+        requires = "rate"
+    )]
+    pub items: Option<PathBuf>,
+    /// UPDATEs per second over all items (k and m suffixes: 10k, 1.5m), with --items.
+    #[arg(long, value_parser = values::parse_rate, conflicts_with = "ticks")]
+    pub rate: Option<f64>,
+    /// Replay recorded ticks instead: a CSV of time,service,item,FIELD=value... (the first
+    /// tick of an item is its image, later ones its updates; crates/md/ticks/sample.csv is one;
+    /// docs/market-data.md). Published at the recorded pace, or --speed times it.
     #[arg(long)]
-    pub items: PathBuf,
-    /// UPDATEs per second over all items (k and m suffixes: 10k, 1.5m).
-    #[arg(long, value_parser = values::parse_rate)]
-    pub rate: f64,
+    pub ticks: Option<PathBuf>,
+    /// With --ticks: replay N times faster than recorded (0.5 is half speed), or `max`: as
+    /// fast as the backbone takes them.
+    #[arg(long, value_parser = parse_speed, requires = "ticks")]
+    pub speed: Option<f64>,
     /// The backbone to publish on (the topic is md.<service>).
     #[arg(long, default_value = DEFAULT_BACKBONE)]
     pub backbone: String,
@@ -158,4 +172,18 @@ pub struct ClientArgs {
 /// `--mode`: throughput or latency.
 pub(crate) fn parse_mode(s: &str) -> Result<WriteMode, String> {
     WriteMode::from_name(s)
+}
+
+/// `--speed`: a factor over the recorded pace (more than 0, at most 1e6), or `max` (infinite).
+fn parse_speed(s: &str) -> Result<f64, String> {
+    if s == "max" {
+        return Ok(f64::INFINITY);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err(format!(
+            "{s} is not accepted: give a factor over the recorded pace, more than 0 and at \
+             most 1000000 (2: twice as fast), or max"
+        )),
+    }
 }

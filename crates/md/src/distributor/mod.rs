@@ -1162,6 +1162,18 @@ impl Distributor {
         if view.service_bytes() != self.service_name(service).as_bytes() {
             return self.backbone_rejected(service, BackboneError::WrongService);
         }
+        // The image the watchers already have (a provider answering an image request with
+        // the image as of the last message applied): nothing is sent to them.
+        let name = core::str::from_utf8(view.name_bytes()).unwrap_or("");
+        let repeated = self
+            .cache
+            .by_name(service, name)
+            .and_then(|id| self.cache.get(id))
+            .is_some_and(|i| {
+                i.state == ItemState::Ok
+                    && i.item_seq == view.item_seq()
+                    && i.image() == view.field_bytes()
+            });
         let (item, new) = match self.cache.apply_refresh(service, &view) {
             Ok(r) => r,
             Err(RefreshRefused::CacheFull) => {
@@ -1170,6 +1182,9 @@ impl Distributor {
             }
         };
         self.counters.refreshes_applied += 1;
+        if repeated {
+            return;
+        }
         if new {
             self.watchers.push(Vec::new());
             self.open_new_item(service, item);

@@ -828,3 +828,40 @@ fn counter_names_are_stable() {
     assert_eq!(names[0], "clients_connected");
     assert!(names.contains(&"updates_conflated"));
 }
+
+/// Issue 34, item 10: a provider answering an image request with the image the watchers
+/// already have (the same item_seq and fields) sends them nothing; a different image, or a
+/// new item_seq, is a REFRESH as before.
+#[test]
+fn a_repeated_image_is_not_sent_to_watchers_again() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 18921));
+    let a = net.login("alice");
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    assert_eq!(net.take(a).len(), 1);
+    net.feed(&update(500, 2, 18922));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=2 BID=189.22"]);
+    // The image as of item_seq 2, as the provider answers a request: nothing new.
+    let mut image = Vec::new();
+    let fields = [
+        Field::new(22, price(18922)),
+        Field::new(30, Value::Int(100)),
+    ];
+    Message::Refresh(RefreshRepr {
+        item_id: 500,
+        flags: refresh_flags::SOLICITED,
+        timestamp_ns: 1,
+        item_seq: 2,
+        service: FEED1,
+        name: "AAA.O",
+        fields: FieldList::List(&fields),
+    })
+    .emit_to_vec(&mut image);
+    net.feed(&image);
+    assert!(net.take(a).is_empty(), "the same image twice");
+    net.feed(&update(500, 3, 18923));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=3 BID=189.23"]);
+    // A new image (another item_seq) still goes out.
+    net.feed(&refresh(500, "AAA.O", 4, 18930));
+    assert_eq!(net.take(a), ["REFRESH 1 AAA.O BID=189.30 BIDSIZE=100"]);
+}
