@@ -6,6 +6,11 @@
 //! whose `payload` is a `memoryview` over one buffer per poll (one copy out of the transport,
 //! none per message); `poll_batch` returns them as columns for loops that must stay cheap
 //! per message. Errors are exceptions carrying the Rust error's text.
+//!
+//! The market data tier (`peregrine.md`: a provider and a consumer) is the submodule `_md`,
+//! in md.rs.
+
+mod md;
 
 use peregrine::{IdleKind, OfferError, SubscriberEvent};
 use pyo3::buffer::PyBuffer;
@@ -871,5 +876,6 @@ fn _peregrine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OpenError", py.get_type::<OpenError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    md::register(m)?;
     Ok(())
 }

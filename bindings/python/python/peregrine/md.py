@@ -1,0 +1,100 @@
+"""Peregrine market data: publish items as a provider, receive them from a distributor as a
+consumer (docs/market-data.md, "The provider and consumer APIs").
+
+    from decimal import Decimal
+    from peregrine import md
+
+    prov = md.Provider("FEED1", backbone="mcast://239.255.90.1:40900")
+    prov.refresh("AAA.O", {"BID": Decimal("189.21"), "ASK": 189.22, "BIDSIZE": 300,
+                           "DSPLY_NAME": "APPLE", "CURRENCY": "USD"})
+    prov.update("AAA.O", {"BID": "189.23"})
+    prov.status("AAA.O", "stale", "feed halted")       # "stale" or "closed"
+    while running:
+        prov.do_work()        # every millisecond or so: answers image requests, repairs NAKs
+
+    cons = md.Consumer(["127.0.0.1:14500"], user="alice", token="s3cret")
+    req = cons.open("FEED1", ["AAA.O", "MSFT.*"])
+    for ev in cons.poll(timeout=1.0):
+        if ev.kind in ("refresh", "update"):
+            print(ev.item, ev.item_seq, ev.fields)      # {"BID": Decimal("189.23")}
+        elif ev.kind == "status":
+            print(ev.item, ev.state, ev.text)          # "not-entitled", "stale", ...
+    cons.close(req)
+
+Provider
+    `Provider(service, backbone=DEFAULT_BACKBONE, requests=None, dictionary=None,
+    max_items=None, context=None)` publishes one service's items. The backbone is sealed
+    with the user's key unless its URI says `auth=none` (`prov.sealing` says how).
+    `refresh(item, fields, **more)` publishes an item's full image, `update(item, fields,
+    **more)` what changed (after a refresh), `status(item, "stale" | "closed", text)`.
+    The provider keeps each item's image and answers the distributors' image requests from
+    it, a few per `do_work()`: call `do_work()` every millisecond or so, busy or idle. It has
+    no thread of its own.
+
+Fields
+    A dict of field name to value: names of the dictionary (the built-in one,
+    crates/md/fields.toml, or the file given as `dictionary`), `"#FID"` or an int id for a
+    field it does not know (typed by the Python value: int, Decimal/float, str, datetime).
+    Values by the field's type:
+
+    - price: given as Decimal, int, float (read as `Decimal(repr(f))`: 189.21 is 189.21) or
+      str; sent as a mantissa and an exponent from -12 to 6 (trailing zeros are kept:
+      "189.20" arrives as Decimal("189.20")). Received as `decimal.Decimal`, exactly.
+    - int: a Python int. enum: an int code (or, when sending, the name of a value the
+      dictionary gives, "USD"); received as the int code.
+    - string: str (at most 255 bytes of UTF-8).
+    - time: an aware `datetime` or int nanoseconds since the epoch; received as a UTC
+      `datetime` (to the microsecond) or, with `Consumer(times="ns")`, exact int nanoseconds.
+
+Errors
+    Bad input raises ValueError naming the value and the fix (an update before the item's
+    refresh, a value of the wrong type, a name the dictionary lacks, a bad item name), and
+    nothing is sent. Back-pressure raises `BackPressured` (`peregrine.BackPressured`): the
+    backbone's slowest subscriber has no room yet, nothing was sent and nothing changed; call
+    `do_work()` and send it again (the provider never retries by itself). A consumer that
+    reaches no distributor, or a protocol error, raises `MarketDataError`; a refused login
+    `LoginRefused`. Closed objects raise `peregrine.Closed`. All are `PeregrineError`s.
+
+Consumer
+    `Consumer(addresses, user, token=None, times="datetime", dictionary=None, busy_poll_us=0)`
+    connects to the first distributor of the list that accepts and logs in (the token
+    defaults to the environment's PEREGRINE_MD_TOKEN; `busy_poll_us` keeps `poll` reading
+    that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
+    `close(request)` closes it. `poll(timeout=1.0)` waits with the GIL released and returns a
+    list of `Event`; `kind` is "refresh", "update", "status", "gap", "conflated",
+    "logged_in" or "disconnected" (see `Event`). An event's `fields` dict is made only when
+    first read, so skipping events is cheap. On a lost connection every item is reported
+    "stale", then "disconnected"; the consumer reconnects (back-off 50 ms to 2 s, through
+    its list), logs in again ("logged_in"), reopens every request, and fresh refreshes
+    follow. `fileno()` gives the socket for `selectors` (-1 between connections).
+    `disconnect()` (or leaving a `with` block) ends it. Use a consumer from one thread at a
+    time: a call from another thread waits until a `poll` in progress returns.
+
+`dictionary(path=None)` lists a dictionary's fields: name -> {"fid", "type", "values"}.
+"""
+
+from . import _peregrine
+from ._peregrine import BackPressured, Closed, PeregrineError
+
+_md = _peregrine._md
+
+Consumer = _md.Consumer
+Event = _md.Event
+Provider = _md.Provider
+MarketDataError = _md.MarketDataError
+LoginRefused = _md.LoginRefused
+DEFAULT_BACKBONE = _md.DEFAULT_BACKBONE
+dictionary = _md.dictionary
+
+__all__ = [
+    "BackPressured",
+    "Closed",
+    "Consumer",
+    "DEFAULT_BACKBONE",
+    "Event",
+    "LoginRefused",
+    "MarketDataError",
+    "PeregrineError",
+    "Provider",
+    "dictionary",
+]

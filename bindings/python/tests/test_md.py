@@ -1,0 +1,385 @@
+"""The market data API (peregrine.md) against a real `peregrine distributor` process.
+
+A Python Provider publishes on a loopback multicast backbone of the test's own, the
+distributor (the Rust binary in PEREGRINE_BIN, which crates/cli/tests/python.rs sets) caches
+and fans out, and a Python Consumer checks what arrives: every value exactly as published.
+The examples (examples/md_provider.py, examples/md_board.py) run here too, so they cannot rot.
+"""
+
+import datetime
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import peregrine
+from peregrine import md
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+SAMPLE_TICKS = ROOT / "crates" / "md" / "ticks" / "sample.csv"
+TOKEN = "s3cret"
+_nets = itertools.count()
+
+
+def backbone():
+    """A multicast group and ports of this test's own (the Rust md tests use 239.255.95.x)."""
+    n = next(_nets)
+    pid = os.getpid()
+    group = f"239.255.97.{1 + (pid + n * 37) % 250}"
+    port = 20_000 + ((pid % 4999) * 2 + n * 2) % 9_990
+    return f"mcast://{group}:{port}", f"mcast://{group}:{port + 1}"
+
+
+class Distributor:
+    """A `peregrine distributor` process on a free port; its output lines are collected."""
+
+    def __init__(self, tmp_path, backbone_uri, requests_uri, items):
+        exe = os.environ.get("PEREGRINE_BIN")
+        if not exe:
+            pytest.skip("PEREGRINE_BIN is not set (crates/cli/tests/python.rs sets it)")
+        users = tmp_path / "users.toml"
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        quoted = ", ".join(f'"{i}"' for i in items)
+        users.write_text(f'[users.alice]\ntoken_sha256 = "{digest}"\nitems = [{quoted}]\n')
+        self.proc = subprocess.Popen(
+            [exe, "distributor", "--listen", "127.0.0.1:0", "--users", str(users),
+             "--backbone", backbone_uri, "--requests", requests_uri, "--mode", "latency",
+             "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines = []
+        listening = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip("\n"))
+                if '"listening"' in line:
+                    listening.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not listening.wait(10):
+            self.stop()
+            pytest.fail("the distributor did not start:\n" + "\n".join(self.lines))
+        line = next(l for l in self.lines if '"listening"' in l)
+        self.address = json.loads(line)["listening"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def net(tmp_path):
+    """(distributor, backbone, requests): alice may see AAA.* and BBB.*."""
+    bb, rq = backbone()
+    d = Distributor(tmp_path, bb, rq, ["AAA.*", "BBB.*"])
+    yield d, bb, rq
+    d.stop()
+
+
+def pump(prov, cons, until, seconds=8.0, what="events"):
+    """Drives the provider and polls the consumer until `until(events)` holds."""
+    got = []
+    deadline = time.monotonic() + seconds
+    while not until(got):
+        assert time.monotonic() < deadline, f"no {what} within {seconds} s: {got[-20:]}"
+        prov.do_work()
+        got.extend(cons.poll(timeout=0.002))
+    return got
+
+
+def test_a_python_provider_and_consumer_exchange_exact_values(net):
+    dist, bb, rq = net
+    quotim = datetime.datetime(2026, 11, 27, 14, 30, 0, 123456, tzinfo=datetime.timezone.utc)
+    trade_ns = 1_795_789_800_123_456_789  # 2026-11-27T14:30:00.123456789Z
+    images = {
+        "AAA.O": {"BID": Decimal("189.2101"), "ASK": Decimal("189.2200"), "BIDSIZE": 300,
+                  "DSPLY_NAME": "APPLE", "CURRENCY": 840, "QUOTIM": quotim,
+                  "TRDTIM_1": trade_ns, "#9001": "padding"},
+        "BBB.O": {"BID": Decimal("0.000000000001"), "ASK": Decimal("5E+6"), "BIDSIZE": -7,
+                  "DSPLY_NAME": "BANANA", "CURRENCY": 978},
+        "ZZZ.O": {"BID": Decimal("1.5"), "ASK": Decimal("1.6")},
+    }
+    with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+        assert "authenticated" in prov.sealing
+        # The provider publishes first; the distributor asks it for the images it missed.
+        for item, fields in images.items():
+            prov.refresh(item, fields)
+        cons = md.Consumer([dist.address], user="alice", token=TOKEN)
+        cons_ns = md.Consumer(dist.address, user="alice", token=TOKEN.encode(), times="ns",
+                              busy_poll_us=50)
+        assert cons.is_logged_in and cons.fileno() >= 0 and cons.distributor == dist.address
+        req = cons.open("FEED1", ["AAA.O", "ZZZ.O", "B*"])
+        cons_ns.open("FEED1", "AAA.O")
+
+        def refreshed(evs, items=("AAA.O", "BBB.O")):
+            return all(any(e.kind == "refresh" and e.item == i for e in evs) for i in items)
+
+        got = pump(prov, cons, refreshed, what="images of AAA.O and BBB.O")
+        got_ns = pump(prov, cons_ns, lambda evs: refreshed(evs, ["AAA.O"]))
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        trade_time = epoch + datetime.timedelta(microseconds=trade_ns // 1000)
+        for e in got:
+            if e.kind == "refresh":
+                # Times given as int nanoseconds arrive as datetime (to the microsecond).
+                assert e.fields == {**images[e.item], **(
+                    {"TRDTIM_1": trade_time} if e.item == "AAA.O" else {})}, e
+                assert e.item_seq == 0 and e.state is None
+        # Exactly: same digits, same exponent, same text.
+        aaa = next(e for e in got if e.kind == "refresh" and e.item == "AAA.O")
+        assert str(aaa.fields["BID"]) == "189.2101" and str(aaa.fields["ASK"]) == "189.2200"
+        assert aaa.fields["QUOTIM"].tzinfo is not None and aaa.fields["QUOTIM"] == quotim
+        assert aaa.fields["#9001"] == "padding"
+        aaa_ns = next(e for e in got_ns if e.kind == "refresh")
+        assert aaa_ns.fields["TRDTIM_1"] == trade_ns
+        assert aaa_ns.fields["QUOTIM"] == int(quotim.timestamp()) * 10**9 + 123_456_000
+
+        # Updates in every form a price may be given: Decimal, str, int, float.
+        published = {}  # (item, item_seq) -> fields as they must arrive
+        forms = [lambda n: Decimal(f"189.{2101 + n:04d}"), lambda n: f"-{n}.5",
+                 lambda n: 190 + n, lambda n: float(f"{189 + n}.21")]
+        for n in range(300):
+            item = ("AAA.O", "BBB.O", "ZZZ.O")[n % 3]
+            given = forms[n % 4](n)
+            fields = {"BID": given, "BIDSIZE": n}
+            seq = prov.item_seq(item)
+            while True:
+                try:
+                    prov.update(item, fields)
+                    break
+                except peregrine.BackPressured:
+                    prov.do_work()
+            want = Decimal(repr(given)) if isinstance(given, float) else Decimal(given)
+            published[(item, seq)] = {"BID": want, "BIDSIZE": n}
+            prov.do_work()
+            got.extend(cons.poll(timeout=0))
+
+        def all_updates(evs):
+            return sum(e.kind == "update" for e in evs) >= 200
+
+        got += pump(prov, cons, lambda evs: all_updates(got + evs), what="200 updates")
+        updates = [e for e in got if e.kind == "update"]
+        assert len(updates) == 200, [e for e in got if e.kind != "update"][-5:]
+        for e in updates:
+            want = published[(e.item, e.item_seq)]
+            assert e.fields == want, e
+            assert str(e.fields["BID"]) == str(want["BID"]), e
+        assert {e.item for e in updates} == {"AAA.O", "BBB.O"}
+        # ZZZ.O: not entitled, and nothing of it ever arrived.
+        zzz = [e for e in got if e.item == "ZZZ.O"]
+        assert [(e.kind, e.state, e.request) for e in zzz] == [("status", "not-entitled", req)]
+        assert "ZZZ.O" in zzz[0].text
+        assert not [e for e in got if e.kind in ("gap", "disconnected", "conflated")]
+        c = cons.counters()
+        assert c["gaps"] == 0 and c["updates"] == 200 and c["connections"] == 1
+
+        # A status, and the request closed: nothing more of AAA.O.
+        prov.status("AAA.O", "stale", "feed halted")
+        st = pump(prov, cons, lambda evs: any(e.kind == "status" for e in evs))
+        assert [(e.item, e.state, e.text) for e in st if e.kind == "status"] == [
+            ("AAA.O", "stale", "feed halted")]
+        cons.close(req)
+        prov.refresh("AAA.O", images["AAA.O"])
+        late = []
+        for _ in range(100):
+            prov.do_work()
+            late.extend(cons.poll(timeout=0.002))
+        assert not [e for e in late if e.item == "AAA.O"], late
+        with pytest.raises(ValueError, match="request 99 is not open"):
+            cons.close(99)
+        cons.disconnect()
+        cons_ns.disconnect()
+        with pytest.raises(peregrine.Closed):
+            cons.poll(0)
+
+
+def test_an_events_fields_are_made_once_when_read(net):
+    dist, bb, rq = net
+    with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+        prov.refresh("AAA.O", BID=Decimal("1.25"), ASKSIZE=4)
+        with md.Consumer(dist.address, "alice", TOKEN) as cons:
+            cons.open("FEED1", "AAA.O")
+            evs = pump(prov, cons, lambda evs: any(e.kind == "refresh" for e in evs))
+            e = next(e for e in evs if e.kind == "refresh")
+            assert e.fields is e.fields
+            assert e.fields == {"BID": Decimal("1.25"), "ASKSIZE": 4}
+            assert "AAA.O" in repr(e) and "BID=1.25" in repr(e)
+            assert e.timestamp_ns > 0 and e.solicited in (True, False)
+
+
+def test_poll_releases_the_gil_while_it_waits(net):
+    dist, _, _ = net
+    with md.Consumer(dist.address, "alice", TOKEN) as cons:
+        ticks = 0
+        stop = False
+
+        def spin():
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                time.sleep(0.001)
+
+        t = threading.Thread(target=spin)
+        t.start()
+        t0 = time.monotonic()
+        assert cons.poll(timeout=0.3) == []
+        waited = time.monotonic() - t0
+        stop = True
+        t.join()
+        assert waited >= 0.29
+        assert ticks > 50, f"another thread ran only {ticks} times during a 0.3 s poll"
+
+
+def test_a_wrong_token_is_refused_and_a_bad_address_is_an_error(net):
+    dist, _, _ = net
+    with pytest.raises(md.LoginRefused, match="login refused"):
+        md.Consumer(dist.address, "alice", "wrong")
+    assert issubclass(md.LoginRefused, md.MarketDataError)
+    assert issubclass(md.MarketDataError, peregrine.PeregrineError)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        md.Consumer("no-port", "alice", TOKEN)
+    with pytest.raises(ValueError, match="times="):
+        md.Consumer(dist.address, "alice", TOKEN, times="float")
+    with md.Consumer(dist.address, "alice", TOKEN) as cons:
+        with pytest.raises(ValueError, match="'bad item'|\"bad item\""):
+            cons.open("FEED1", ["bad item"])
+        with pytest.raises(ValueError, match="service"):
+            cons.open("FEED 1", ["AAA.O"])
+
+
+def test_bad_input_raises_value_error_naming_the_value():
+    bb, rq = backbone()
+    with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+        with pytest.raises(ValueError, match="AAA.O: an update before the item's first refresh"):
+            prov.update("AAA.O", {"BID": 1})
+        with pytest.raises(ValueError, match=r"DSPLY_NAME: Decimal\('189.21'\) is not a str"):
+            prov.refresh("AAA.O", {"DSPLY_NAME": Decimal("189.21")})
+        with pytest.raises(ValueError, match='"NOPE" is not in the dictionary'):
+            prov.refresh("AAA.O", {"NOPE": 1})
+        with pytest.raises(ValueError, match="\"AAA O\": holds the character ' '"):
+            prov.refresh("AAA O", {"BID": 1})
+        with pytest.raises(ValueError, match="BID: '1.0000000000001' has 13 decimal places"):
+            prov.refresh("AAA.O", {"BID": "1.0000000000001"})
+        with pytest.raises(ValueError, match="BID: 0.30000000000000004 has 17 decimal places"):
+            prov.refresh("AAA.O", {"BID": 0.1 + 0.2})
+        with pytest.raises(ValueError, match="BID: 'abc' is not a decimal number"):
+            prov.refresh("AAA.O", {"BID": "abc"})
+        with pytest.raises(ValueError, match="BID: 99999999999999999999 is too large"):
+            prov.refresh("AAA.O", {"BID": 99999999999999999999})
+        with pytest.raises(ValueError, match="BIDSIZE: 1.5 is not an int"):
+            prov.refresh("AAA.O", {"BIDSIZE": 1.5})
+        with pytest.raises(ValueError, match="BID: True is not a price"):
+            prov.refresh("AAA.O", {"BID": True})
+        with pytest.raises(ValueError, match="QUOTIM: .* is a naive datetime"):
+            prov.refresh("AAA.O", {"QUOTIM": datetime.datetime(2026, 1, 1)})
+        with pytest.raises(ValueError, match="CURRENCY: 'XXX' is not a value of this enum.*USD"):
+            prov.refresh("AAA.O", {"CURRENCY": "XXX"})
+        with pytest.raises(ValueError, match="CURRENCY: 70000 is not an enum code"):
+            prov.refresh("AAA.O", {"CURRENCY": 70000})
+        with pytest.raises(ValueError, match="given twice"):
+            prov.refresh("AAA.O", {"BID": 1, "#22": 2})
+        with pytest.raises(ValueError, match="DSPLY_NAME: .* 256 bytes"):
+            prov.refresh("AAA.O", {"DSPLY_NAME": "x" * 256})
+        with pytest.raises(ValueError, match='state "ok"'):
+            prov.status("AAA.O", "ok")
+        with pytest.raises(TypeError, match="dict"):
+            prov.refresh("AAA.O", 42)
+        # Nothing refused was kept: the item is still unknown.
+        assert prov.item_seq("AAA.O") is None and prov.counters()["refreshes"] == 0
+        # Every accepted form of every type.
+        prov.refresh("AAA.O", {"BID": 189.21, "ASK": "189.22", "TRDPRC_1": 189, 12: Decimal("2"),
+                               "CURRENCY": "USD", "QUOTIM": 0, "DSPLY_NAME": "A"})
+        prov.update("AAA.O", BID=Decimal("1E+9"), ASK="1.000000000000000",
+                    QUOTIM=datetime.datetime.now(datetime.timezone.utc))
+        assert prov.item_seq("AAA.O") == 2 and prov.items() == [("AAA.O", 1)]
+    with pytest.raises(peregrine.Closed):
+        prov.update("AAA.O", {"BID": 1})
+    with pytest.raises(ValueError, match="not-a-file"):
+        md.Provider("FEED1", backbone=bb, requests=rq, dictionary="/not-a-file")
+    with pytest.raises(ValueError, match="service"):
+        md.Provider("FEED 1", backbone=bb, requests=rq)
+
+
+def test_the_dictionary_lists_names_ids_and_types():
+    d = md.dictionary()
+    assert d["BID"] == {"fid": 22, "type": "price", "values": {}}
+    assert d["CURRENCY"]["values"][840] == "USD"
+    assert d["QUOTIM"]["type"] == "time"
+
+
+def test_the_examples_publish_the_sample_ticks_and_show_a_board(tmp_path):
+    bb, rq = backbone()
+    dist = Distributor(tmp_path, bb, rq, ["*"])
+    provider = None
+    try:
+        board = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / "md_board.py"), "--connect", dist.address,
+             "--user", "alice", "--token", TOKEN, "--plain", "--count", "40", "--seconds", "20",
+             "AAA.O", "AAB.N", "AAC.L"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # Logged in and watching before the first tick is published.
+        first = board.stdout.readline()
+        assert first.startswith("# board: FEED1 on "), first + board.stderr.read()
+        provider = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / "md_provider.py"), str(SAMPLE_TICKS),
+             "--backbone", bb, "--requests", rq, "--speed", "50", "--linger", "20"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = board.communicate(timeout=30)
+        assert board.returncode == 0, err
+        rows = [l.split() for l in out.splitlines() if l and not l.startswith("#")]
+        # Items not published yet when opened: "not-found", kept open, then their refresh.
+        assert {r[2] for r in rows if r[1] == "status"} <= {"not-found"}, out
+        assert len([r for r in rows if r[1] in ("refresh", "update")]) == 40, out
+        # Every price shown is one of the sample file's, as written there.
+        sample = SAMPLE_TICKS.read_text()
+        for r in rows:
+            if r[1] in ("refresh", "update"):
+                assert r[0] in ("AAA.O", "AAB.N", "AAC.L"), r
+                for cell in r[2:6]:
+                    value = cell.rstrip("*")
+                    assert value == "-" or f"={value}" in sample, (cell, r)
+    finally:
+        if provider is not None:
+            provider.terminate()
+            p_out, p_err = provider.communicate(timeout=10)
+            assert "published" in p_err or "published" in p_out, p_err
+        dist.stop()
+
+
+def test_the_provider_example_names_the_line_of_a_bad_tick(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        "# comment\n"
+        "2026-11-27T14:30:00.000000Z,FEED1,AAA.O,BID=189.21\n"
+        "2026-11-27T14:30:00.100000Z,FEED1,AAA.O,BIDSIZE=12.5\n"
+    )
+    bb, rq = backbone()
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "md_provider.py"), str(bad), "--backbone", bb,
+         "--requests", rq, "--speed", "0", "--linger", "0"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert out.returncode == 2, out.stderr
+    assert f"{bad}:3:" in out.stderr and "BIDSIZE" in out.stderr and "12.5" in out.stderr
