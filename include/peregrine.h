@@ -83,6 +83,9 @@ enum pg_status
   PG_ERROR_INTERNAL = -12,
   // The process holds as many handles as the library can give out (4 million).
   PG_ERROR_TOO_MANY_HANDLES = -13,
+  // Market data: the distributor refused the login (unknown user or wrong token, another
+  // version), or none of the distributors accepted one in time: the message says which.
+  PG_ERROR_REFUSED = -14,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -149,9 +152,96 @@ typedef int32_t pg_event_kind;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// The type of a field's value (`pg_md_field.type`), as the dictionary types it.
+enum pg_md_type
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // A signed integer: `int_value`.
+  PG_MD_INT = 1,
+  // A fixed-point decimal: `int_value` × 10^`exponent` (189.21 is 18921 and -2).
+  PG_MD_PRICE = 2,
+  // Nanoseconds since 1970-01-01 UTC: `time_ns`.
+  PG_MD_TIME = 3,
+  // An enumerated code: `enum_value`.
+  PG_MD_ENUM = 4,
+  // UTF-8 text of `string_length` bytes (at most 255) at `string`.
+  PG_MD_STRING = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pg_md_type pg_md_type;
+#else
+typedef int32_t pg_md_type;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Kinds of market data events (`pg_md_event.kind`).
+enum pg_md_event_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Logged in (after every connection); every open request was sent again.
+  PG_MD_LOGGED_IN = 1,
+  // The item's full image: `fields`.
+  PG_MD_REFRESH = 2,
+  // The fields that changed.
+  PG_MD_UPDATE = 3,
+  // The item's state (`state`, `text`): stale, closed, not-entitled, not-found, rejected.
+  PG_MD_STATUS = 4,
+  // An `item_seq` that did not follow the item's last message (`expected`, `item_seq`):
+  // updates were missed without a STATUS; the UPDATE follows as its own event.
+  PG_MD_GAP = 5,
+  // The consumer fell behind: `items` conflated REFRESHes follow (`dropped` updates).
+  PG_MD_CONFLATED = 6,
+  // Not connected (`text` says why); items were reported stale just before. The consumer
+  // reconnects by itself.
+  PG_MD_DISCONNECTED = 7,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pg_md_event_kind pg_md_event_kind;
+#else
+typedef int32_t pg_md_event_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Item states (`pg_md_event.state`, and `pg_md_provider_status`'s `state`).
+enum pg_md_state
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  PG_MD_OK = 0,
+  PG_MD_STALE = 1,
+  PG_MD_CLOSED = 2,
+  PG_MD_NOT_ENTITLED = 3,
+  PG_MD_NOT_FOUND = 4,
+  PG_MD_REJECTED = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pg_md_state pg_md_state;
+#else
+typedef int32_t pg_md_state;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A context: configuration, topic resolution, the factory of publishers and subscribers.
 // Opaque; made by `pg_context_new`, freed by `pg_context_free`.
 typedef struct pg_context pg_context;
+
+// A market data consumer: logged in to a distributor (or the next of a list), its requests
+// and the events they bring. Opaque; made by `pg_md_consumer_new`, freed by
+// `pg_md_consumer_free`.
+typedef struct pg_md_consumer pg_md_consumer;
+
+// A market data provider of one service (RTSDK's non-interactive provider): it publishes its
+// items on the backbone, keeps their images and answers the distributors' image requests.
+// Opaque; made by `pg_md_provider_new`, freed by `pg_md_provider_free`.
+typedef struct pg_md_provider pg_md_provider;
 
 // A publisher of one topic. Opaque; made by `pg_publisher_new` or `pg_publish`, freed by
 // `pg_publisher_free`.
@@ -229,6 +319,59 @@ typedef struct {
   uint64_t retransmits_received;
   uint64_t recovered;
 } pg_subscriber_counters;
+
+// One field of a REFRESH or UPDATE. To publish: set `fid`, or leave it 0 and set `name` (a
+// dictionary name, NUL-terminated); set `type` and the value's member. In an event: every
+// member is set, `name` is the dictionary's name or NULL for a field it does not know, and
+// `string` points into the consumer's buffer (not NUL-terminated).
+typedef struct {
+  uint16_t fid;
+  // A `pg_md_type`.
+  int32_t type;
+  const char *name;
+  // `PG_MD_INT`: the value; `PG_MD_PRICE`: the mantissa.
+  int64_t int_value;
+  // `PG_MD_PRICE`: the decimal exponent, -12 to 6.
+  int32_t exponent;
+  // `PG_MD_ENUM`: the code.
+  uint16_t enum_value;
+  // `PG_MD_TIME`: nanoseconds since the epoch, UTC.
+  uint64_t time_ns;
+  const char *string;
+  size_t string_length;
+} pg_md_field;
+
+// One market data event, valid only during the handler call it is passed to. Texts are not
+// NUL-terminated: each has its length.
+typedef struct {
+  // A `pg_md_event_kind`.
+  int32_t kind;
+  const char *item;
+  size_t item_length;
+  // REFRESH, UPDATE, GAP: the item's `item_seq`.
+  uint32_t item_seq;
+  // GAP: the `item_seq` that was due.
+  uint32_t expected;
+  // REFRESH, UPDATE: when the provider sent it (its CLOCK_MONOTONIC, nanoseconds).
+  uint64_t timestamp_ns;
+  // STATUS: a `pg_md_state`.
+  int32_t state;
+  // STATUS, DISCONNECTED: why, for people.
+  const char *text;
+  size_t text_length;
+  // STATUS: the request it answers (0: none).
+  uint32_t request;
+  // CONFLATED: REFRESHes that follow, and updates dropped.
+  uint32_t items;
+  uint32_t dropped;
+  // REFRESH, UPDATE: the fields.
+  const pg_md_field *fields;
+  size_t field_count;
+} pg_md_event;
+
+// Called by `pg_md_consumer_poll` for each event, on the polling thread. It must not call
+// any function on the same consumer.
+typedef void (*pg_md_event_handler)(void *user, const pg_md_event *event);
 
 #ifdef __cplusplus
 extern "C" {
@@ -380,6 +523,80 @@ int32_t pg_subscriber_get_counters(pg_subscriber *subscriber, pg_subscriber_coun
 
 // Frees a subscriber (it detaches from its publishers); its handle is dead afterwards.
 int32_t pg_subscriber_free(pg_subscriber *subscriber);
+
+// Makes a provider of `service` publishing on `backbone` (sealed with the user's key by
+// default: docs/market-data.md) into `*out`; `requests` is where image requests come from
+// (NULL: the backbone's port + 1). Fails with `PG_ERROR_OPEN` naming what could not be
+// opened, `PG_ERROR_INVALID_ARGUMENT` for a bad service name.
+int32_t pg_md_provider_new(pg_context *context,
+                           const char *service,
+                           const char *backbone,
+                           const char *requests,
+                           pg_md_provider **out);
+
+// Publishes `item`'s full image: exactly `fields` (`count` of them). Fails with
+// `PG_ERROR_INVALID_ARGUMENT` naming the value (a bad item name, a field the dictionary types
+// differently, an unknown field name) and `PG_ERROR_BACK_PRESSURED` (nothing sent: call
+// `pg_md_provider_do_work` and send it again).
+int32_t pg_md_provider_refresh(pg_md_provider *provider,
+                               const char *item,
+                               const pg_md_field *fields,
+                               size_t count);
+
+// Publishes the `fields` of `item` that changed; the item must have been refreshed. Errors
+// as `pg_md_provider_refresh`'s.
+int32_t pg_md_provider_update(pg_md_provider *provider,
+                              const char *item,
+                              const pg_md_field *fields,
+                              size_t count);
+
+// Publishes `item`'s state: `PG_MD_STALE` or `PG_MD_CLOSED`, with `reason` for people (NULL:
+// none).
+int32_t pg_md_provider_status(pg_md_provider *provider,
+                              const char *item,
+                              int32_t state,
+                              const char *reason);
+
+// Reads image requests and answers them, flushes, runs NAK repair: call it every
+// millisecond or so. Returns the work done (0: idle).
+int32_t pg_md_provider_do_work(pg_md_provider *provider);
+
+// Closes the provider's session (distributors see it go) and frees it.
+int32_t pg_md_provider_free(pg_md_provider *provider);
+
+// Connects to the first of `addresses` (`count` of them, `HOST:PORT`) that accepts, logs in
+// as `user` with `token`, and makes the consumer into `*out` once logged in (within 10 s).
+// Fails with `PG_ERROR_REFUSED` for a refused login or no distributor, naming why.
+int32_t pg_md_consumer_new(const char *const *addresses,
+                           size_t count,
+                           const char *user,
+                           const char *token,
+                           pg_md_consumer **out);
+
+// Opens `patterns` (`count` item names or globs) of `service`; the request's id into
+// `*request` (may be NULL).
+int32_t pg_md_consumer_open(pg_md_consumer *consumer,
+                            const char *service,
+                            const char *const *patterns,
+                            size_t count,
+                            uint32_t *request);
+
+// Closes a request.
+int32_t pg_md_consumer_close(pg_md_consumer *consumer, uint32_t request);
+
+// Waits up to `timeout_ms` milliseconds for events and hands each to `handler`; returns how
+// many. Reconnects by itself; fails only for a refused login (`PG_ERROR_REFUSED`).
+int32_t pg_md_consumer_poll(pg_md_consumer *consumer,
+                            uint32_t timeout_ms,
+                            pg_md_event_handler handler,
+                            void *user);
+
+// The consumer's current socket into `*fd`, for an event loop (wait for it to be readable,
+// then poll with a timeout of 0), or -1 between connections; it changes on reconnection.
+int32_t pg_md_consumer_fd(pg_md_consumer *consumer, int32_t *fd);
+
+// Closes the connection and frees the consumer.
+int32_t pg_md_consumer_free(pg_md_consumer *consumer);
 
 #ifdef __cplusplus
 }  // extern "C"

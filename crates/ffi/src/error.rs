@@ -48,6 +48,9 @@ pub enum pg_status {
     PG_ERROR_INTERNAL = -12,
     /// The process holds as many handles as the library can give out (4 million).
     PG_ERROR_TOO_MANY_HANDLES = -13,
+    /// Market data: the distributor refused the login (unknown user or wrong token, another
+    /// version), or none of the distributors accepted one in time: the message says which.
+    PG_ERROR_REFUSED = -14,
 }
 
 /// The last failure on this thread: kept unformatted when it is an offer's (a loop retrying a
@@ -188,6 +191,7 @@ pub(crate) fn status_name(code: i32) -> &'static std::ffi::CStr {
         (PG_ERROR_CLAIM, c"PG_ERROR_CLAIM"),
         (PG_ERROR_INTERNAL, c"PG_ERROR_INTERNAL"),
         (PG_ERROR_TOO_MANY_HANDLES, c"PG_ERROR_TOO_MANY_HANDLES"),
+        (PG_ERROR_REFUSED, c"PG_ERROR_REFUSED"),
     ];
     match all.iter().find(|(s, _)| *s as i32 == code) {
         Some((_, name)) => name,

@@ -1,7 +1,8 @@
-//! Handles: the values the C API gives out for contexts, publishers and subscribers.
+//! Handles: the values the C API gives out for contexts, publishers, subscribers, and market
+//! data providers and consumers.
 //!
 //! A handle is not an address. It encodes a slot of a process-wide table, the slot's generation
-//! and the object's kind: `generation << 32 | index << 2 | kind`. Every call decodes it and
+//! and the object's kind: `generation << 32 | index << 3 | kind`. Every call decodes it and
 //! checks all three before touching the object, so a handle that was freed (or freed twice),
 //! one of another kind, or any other value gives `PG_ERROR_BAD_HANDLE` instead of a crash.
 //!
@@ -28,14 +29,19 @@ use std::sync::Mutex;
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("the handle encoding needs 64-bit pointers");
 
-/// The kinds of objects, in the two low bits of a handle (never 0: no handle is NULL).
+/// The kinds of objects, in the three low bits of a handle (never 0: no handle is NULL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Kind {
     Context = 1,
     Publisher = 2,
     Subscriber = 3,
+    MdProvider = 4,
+    MdConsumer = 5,
 }
+
+/// Bits of a handle that hold its kind.
+const KIND_BITS: u32 = 3;
 
 const CHUNK_SLOTS: usize = 1024;
 const CHUNKS: usize = 4096;
@@ -99,10 +105,10 @@ fn decode(handle: usize, kind: Kind) -> Result<(&'static Slot, u64), HandleError
         return Err(HandleError::Null);
     }
     let h = handle as u64;
-    if (h & 3) as u8 != kind as u8 {
+    if (h & ((1 << KIND_BITS) - 1)) as u8 != kind as u8 {
         return Err(HandleError::Bad);
     }
-    let index = ((h & 0xffff_ffff) >> 2) as usize;
+    let index = ((h & 0xffff_ffff) >> KIND_BITS) as usize;
     let generation = (h >> 32) as u32;
     let slot = slot(index).ok_or(HandleError::Bad)?;
     Ok((slot, tag(generation, kind)))
@@ -139,7 +145,7 @@ pub(crate) fn insert<T>(kind: Kind, object: Box<T>) -> Result<usize, HandleError
         .store(Box::into_raw(object).cast(), Ordering::Relaxed);
     // Release: a thread that sees the tag sees the object.
     slot.tag.store(tag(generation, kind), Ordering::Release);
-    Ok(((generation as u64) << 32 | (index as u64) << 2 | kind as u64) as usize)
+    Ok(((generation as u64) << 32 | (index as u64) << KIND_BITS | kind as u64) as usize)
 }
 
 /// The live object of `kind` behind `handle`.
@@ -185,7 +191,7 @@ pub(crate) fn poison(handle: usize, kind: Kind) {
 /// `T` must be the type inserted with `kind`, and no other thread may be using the object.
 pub(crate) unsafe fn remove<T>(handle: usize, kind: Kind) -> Result<Box<T>, HandleError> {
     let (slot, expected) = decode(handle, kind)?;
-    let index = ((handle as u64 & 0xffff_ffff) >> 2) as usize;
+    let index = ((handle as u64 & 0xffff_ffff) >> KIND_BITS) as usize;
     let mut alloc = ALLOC.lock().unwrap_or_else(|e| e.into_inner());
     // A poisoned object can be freed.
     if slot.tag.load(Ordering::Acquire) & !POISONED != expected {

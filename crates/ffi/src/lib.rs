@@ -19,6 +19,7 @@
 
 mod error;
 mod handles;
+mod md;
 
 pub use error::pg_status;
 use error::{pg_status::*, Failure};

@@ -277,3 +277,117 @@ fn the_offer_loop_moves_every_message() {
         "10000 messages, sequence sum 49995000"
     );
 }
+
+/// The market data C API end to end (issue 28, item 5): the C provider (examples/c/md_provider.c)
+/// publishes an item through a distributor (the library's `DistributorServer`, in this
+/// process), and the C consumer (examples/c/md_consumer.c) prints its image and every update
+/// with exactly the published prices; the provider's bad input is refused with the field named.
+#[test]
+fn c_market_data_provider_to_c_consumer_through_a_distributor() {
+    use peregrine_market_data::distributor::{
+        DistributorServer, DistributorSettings, SettingsOverrides,
+    };
+    let Some(cc) = cc() else { return };
+    let provider = build(&cc, "md_provider.c", &[]);
+    let consumer = build(&cc, "md_consumer.c", &[]);
+    let pid = std::process::id();
+    let group = format!("239.255.96.{}", 1 + pid % 250);
+    let port = 30_000 + (pid % 7919) * 2 % 30_000;
+    let backbone = format!("mcast://{group}:{port}");
+    let requests = format!("mcast://{group}:{}", port + 1);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let users = dir.join("users.toml");
+    // The SHA-256 of "a".
+    std::fs::write(
+        &users,
+        "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
+    )
+    .unwrap();
+    let settings = DistributorSettings::resolve(&SettingsOverrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        users: Some(users.clone()),
+        backbone: Some(backbone.clone()),
+        requests: Some(requests.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let user_table = peregrine_md::distributor::Users::load(&users).unwrap();
+    let mut server =
+        DistributorServer::bind(&peregrine_market_data::Context::new(), settings, user_table)
+            .unwrap();
+    let addr = server.local_addr().to_string();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            server
+                .run(&|| stop.load(std::sync::atomic::Ordering::Relaxed))
+                .unwrap();
+        })
+    };
+    // The consumer first (it waits for the item), then the provider: 20 updates.
+    let mut cons = Command::new(&consumer)
+        .args([addr.as_str(), "alice", "a", "FEED1", "21", "AAA.O", "ZZZ.O"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let prov = Command::new(&provider)
+        .args([
+            backbone.as_str(),
+            requests.as_str(),
+            "FEED1",
+            "AAA.O",
+            "20",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let prov_out = String::from_utf8_lossy(&prov.stdout).to_string();
+    assert!(
+        prov.status.success(),
+        "md_provider: {prov_out}{}",
+        String::from_utf8_lossy(&prov.stderr)
+    );
+    assert!(
+        prov_out.contains(
+            "refused: item AAA.O: field BID (fid 22) is a price in the dictionary, not a int"
+        ),
+        "{prov_out}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = cons.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the consumer did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut cons.stdout.take().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut cons.stderr.take().unwrap(), &mut err).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    serving.join().unwrap();
+    assert!(status.success(), "md_consumer: {out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let mut want = vec![
+        "STATUS ZZZ.O not-entitled \"user alice may not see ZZZ.O\"".to_string(),
+        "REFRESH AAA.O BID=189.2100 ASK=189.2200 BIDSIZE=300 DSPLY_NAME=\"AAA INC\"".to_string(),
+    ];
+    for i in 1..=20 {
+        want.push(format!("UPDATE AAA.O BID=189.{:04}", 2100 + i));
+    }
+    // The not-entitled answer comes first or after the image, as the distributor handles the
+    // OPEN's names; everything else in order.
+    let mut got: Vec<String> = lines
+        .iter()
+        .filter(|l| !l.starts_with("STATUS AAA.O"))
+        .map(|l| l.to_string())
+        .collect();
+    got.sort_by_key(|l| !l.starts_with("STATUS"));
+    assert_eq!(got, want, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,4 +18,7 @@ pub mod provider;
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
 pub use consumer::{Consumer, ConsumerError, Event};
 pub use distributor::{DistributorError, DistributorServer, DistributorSettings};
+/// The context every API here opens its publishers and subscribers in (its configuration
+/// applies to the backbone's URIs).
+pub use peregrine::Context;
 pub use provider::{Provider, ProviderError, ProviderOptions};
