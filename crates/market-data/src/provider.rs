@@ -270,6 +270,11 @@ impl Provider {
         self.core.service()
     }
 
+    /// The dictionary fields are checked against (and named by).
+    pub fn dictionary(&self) -> &Dictionary {
+        self.core.dictionary()
+    }
+
     /// The backbone URI as opened (with its key's path when sealed).
     pub fn backbone_uri(&self) -> &str {
         self.publisher.uri()

@@ -74,6 +74,14 @@ pub struct FanoutConfig {
     /// Payload bytes per backbone datagram (the `datagram` parameter of the feed's and the
     /// distributor's multicast URI; loopback's MTU is 65 536).
     pub backbone_datagram: usize,
+    /// The backbone sealed with the user's key (the default of the market data tier), or
+    /// `auth=none`: what sealing costs is the ratio of the two.
+    #[serde(default = "sealed_by_default")]
+    pub backbone_sealed: bool,
+}
+
+fn sealed_by_default() -> bool {
+    true
 }
 
 /// The default `backbone_datagram` on loopback: a few updates of the default size per

@@ -91,10 +91,15 @@ impl PeregrineRun {
     fn backbone(&self) -> String {
         let pid = std::process::id();
         format!(
-            "mcast://239.255.97.{}:{}?datagram={}",
+            "mcast://239.255.97.{}:{}?datagram={}{}",
             1 + pid % 250,
             44_000 + (pid % 1000) * 10 + (self.probes % 5) * 2,
-            self.cfg.backbone_datagram
+            self.cfg.backbone_datagram,
+            if self.cfg.backbone_sealed {
+                ""
+            } else {
+                "&auth=none"
+            }
         )
     }
 

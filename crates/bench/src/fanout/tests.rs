@@ -230,6 +230,7 @@ fn configurations_out_of_range_are_refused_naming_the_flag() {
         client_busy_poll_us: 0,
         pin: None,
         backbone_datagram: LOOPBACK_DATAGRAM,
+        backbone_sealed: true,
     };
     good.validate().unwrap();
     for (bad, flag) in [

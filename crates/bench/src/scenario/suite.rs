@@ -118,6 +118,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         client_busy_poll_us: 0,
         pin: None,
         backbone_datagram: crate::fanout::LOOPBACK_DATAGRAM,
+        backbone_sealed: true,
     };
     if !s.out.json {
         println!(

@@ -362,6 +362,7 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
             None => None,
         },
         backbone_datagram: a.backbone_datagram as usize,
+        backbone_sealed: a.backbone_auth == "key",
     };
     cfg.validate()?;
     let compare_nats = a.compare.is_some();

@@ -390,6 +390,10 @@ pub struct FanoutArgs {
     /// 1500-byte MTU, loopback's is 65536).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(512..=65_000))]
     pub backbone_datagram: u64,
+    /// The backbone sealed with the user's key (`key`, the default of the market data tier) or
+    /// not (`none`, the lab opt-out): run both to see what authentication costs.
+    #[arg(long, default_value = "key", value_parser = ["key", "none"])]
+    pub backbone_auth: String,
 }
 
 #[derive(Args, Debug)]
