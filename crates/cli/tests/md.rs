@@ -1016,7 +1016,25 @@ fn backbone_loss_marks_items_stale_then_recovers_them_and_never_leaves_a_silent_
         |l| l.contains("STATUS ") && l.contains(" stale \"backbone loss"),
         &[&d],
     );
-    std::thread::sleep(S * 2);
+    // Every item that went stale gets its image back afterwards: wait for it (the distributor
+    // asks the feed again, and each answer may itself meet a loss), however long it takes.
+    let first_stale_recovered = |lines: &[String]| {
+        watch.iter().all(|w| {
+            match lines
+                .iter()
+                .position(|l| l.starts_with(&format!("STATUS {w} stale")))
+            {
+                None => true,
+                Some(i) => lines[i..]
+                    .iter()
+                    .any(|l| l.starts_with(&format!("REFRESH {w} "))),
+            }
+        })
+    };
+    let end = Instant::now() + S * 20;
+    while !first_stale_recovered(&c.lines()) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let s = c.stop_json();
     let lines = c.lines();
     // Every item that went stale had its image back afterwards.
@@ -1677,6 +1695,19 @@ fn a_ticks_file_is_replayed_tick_for_tick_with_exact_values() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(printed(&c), expected);
+    // Issue 34, item 9: with --print, standard output is the messages'; the statistics lines
+    // (one a second) went to standard error.
+    let lines = c.lines();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("{\"t\"")),
+        "a statistics line on standard output\n{}",
+        c.text()
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("stderr: {\"t\"")),
+        "{}",
+        c.text()
+    );
 }
 
 /// A malformed tick file is refused before anything is published, naming the line and the

@@ -372,13 +372,22 @@ impl Client {
             self.t.statuses,
             self.t.gaps,
         );
-        self.say(
-            format!(
-                "[client {t:.1}s] {rate:.0} updates/s, total {updates}, refreshes {refreshes}, statuses {statuses}, gaps {gaps}, latency mean {mean_us:.1} us"
-            ),
-            json!({"t": (t * 10.0).round() / 10.0, "updates_per_s": rate.round(), "updates": updates,
-                   "refreshes": refreshes, "statuses": statuses, "gaps": gaps}),
-        )
+        let text = format!(
+            "[client {t:.1}s] {rate:.0} updates/s, total {updates}, refreshes {refreshes}, statuses {statuses}, gaps {gaps}, latency mean {mean_us:.1} us"
+        );
+        let value = json!({"t": (t * 10.0).round() / 10.0, "updates_per_s": rate.round(), "updates": updates,
+               "refreshes": refreshes, "statuses": statuses, "gaps": gaps});
+        if self.a.print {
+            // Standard output is the messages' with --print: statistics go to standard error.
+            let mut err = io::stderr().lock();
+            if self.a.json {
+                writeln!(err, "{value}")?;
+            } else {
+                writeln!(err, "{text}")?;
+            }
+            return Ok(());
+        }
+        self.say(text, value)
     }
 
     /// `--items-out`: `NAME FIRST_SEQ LAST_SEQ UPDATES REFRESHES` per item received.

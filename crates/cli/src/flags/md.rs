@@ -137,7 +137,7 @@ pub struct ClientArgs {
     #[arg(long, default_value = DEFAULT_SERVICE, value_parser = values::parse_service)]
     pub service: String,
     /// Print one line per message: REFRESH <item> <fields>, UPDATE <item> <fields>,
-    /// STATUS <item> <state>.
+    /// STATUS <item> <state> (the statistics lines then go to standard error).
     #[arg(long)]
     pub print: bool,
     /// Exit after this many item messages (REFRESH, UPDATE, STATUS).

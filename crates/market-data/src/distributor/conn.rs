@@ -61,6 +61,8 @@ impl OutQueue {
 #[derive(Debug)]
 pub struct Conn {
     pub stream: TcpStream,
+    /// The client's address, for the log.
+    pub peer: std::net::SocketAddr,
     /// The core's id; `None` once the core is done with it (closing).
     pub client: Option<ClientId>,
     pub out: OutQueue,
@@ -84,9 +86,10 @@ pub enum Wrote {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, client: ClientId) -> Conn {
+    pub fn new(stream: TcpStream, client: ClientId, peer: std::net::SocketAddr) -> Conn {
         Conn {
             stream,
+            peer,
             client: Some(client),
             out: OutQueue::default(),
             dirty: false,

@@ -503,7 +503,7 @@ impl DistributorServer {
 
     fn accept(&mut self) {
         loop {
-            let (stream, _) = match self.listener.accept() {
+            let (stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -537,7 +537,7 @@ impl DistributorServer {
             if let Some(n) = self.s.client_sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
             }
-            let tok = self.conns.insert(Conn::new(stream, id));
+            let tok = self.conns.insert(Conn::new(stream, id, peer));
             let c = self.conns.get_mut(tok).expect("just inserted");
             if let Err(e) = self.poll.registry().register(
                 &mut c.stream,
@@ -613,36 +613,75 @@ impl DistributorServer {
         }
     }
 
+    /// A client as the log names it: its user (once logged in) and its address.
+    fn who(&self, c: ClientId) -> (String, String) {
+        let user = self
+            .core
+            .client_stats(c)
+            .and_then(|s| s.user)
+            .unwrap_or_else(|| "(not logged in)".to_string());
+        let peer = self
+            .by_client
+            .get(&c)
+            .and_then(|t| self.conns.slots.get(t.0)?.as_ref())
+            .map_or_else(|| "-".to_string(), |conn| conn.peer.to_string());
+        (user, peer)
+    }
+
     fn log_event(&mut self, e: Event) {
         let client = |id: ClientId| id.get();
         let (text, value) = match &e {
-            Event::LoggedIn { client: c, user } => (
-                format!("client {} logged in as {user}", client(*c)),
-                json!({"event": "logged_in", "client": client(*c), "user": user}),
-            ),
-            Event::LoginDenied { client: c, error } => (
-                format!("client {} refused at login: {error}", client(*c)),
-                json!({"event": "login_denied", "client": client(*c), "error": error.to_string()}),
-            ),
-            Event::ProtocolError { client: c, error } => (
-                format!("client {} closed: {error}", client(*c)),
-                json!({"event": "protocol_error", "client": client(*c), "error": error.to_string()}),
-            ),
-            Event::Conflating { client: c } => (
-                format!("client {} is behind: conflating", client(*c)),
-                json!({"event": "conflating", "client": client(*c)}),
-            ),
-            Event::CaughtUp { client: c } => (
-                format!("client {} caught up", client(*c)),
-                json!({"event": "caught_up", "client": client(*c)}),
-            ),
-            Event::SlowDisconnect { client: c } => (
-                format!(
-                    "client {} disconnected: its queue passed max_queue_bytes",
-                    client(*c)
-                ),
-                json!({"event": "slow_disconnect", "client": client(*c)}),
-            ),
+            Event::LoggedIn { client: c, user } => {
+                let (_, peer) = self.who(*c);
+                (
+                    format!("{user} logged in from {peer} (client {})", client(*c)),
+                    json!({"event": "logged_in", "client": client(*c), "user": user, "peer": peer}),
+                )
+            }
+            Event::LoginDenied { client: c, error } => {
+                let (_, peer) = self.who(*c);
+                (
+                    format!(
+                        "a login from {peer} refused (client {}): {error}",
+                        client(*c)
+                    ),
+                    json!({"event": "login_denied", "client": client(*c), "peer": peer, "error": error.to_string()}),
+                )
+            }
+            Event::ProtocolError { client: c, error } => {
+                let (user, peer) = self.who(*c);
+                (
+                    format!("{user} from {peer} (client {}) closed: {error}", client(*c)),
+                    json!({"event": "protocol_error", "client": client(*c), "user": user, "peer": peer, "error": error.to_string()}),
+                )
+            }
+            Event::Conflating { client: c } => {
+                let (user, peer) = self.who(*c);
+                (
+                    format!(
+                        "{user} from {peer} (client {}) is behind: conflating",
+                        client(*c)
+                    ),
+                    json!({"event": "conflating", "client": client(*c), "user": user, "peer": peer}),
+                )
+            }
+            Event::CaughtUp { client: c } => {
+                let (user, peer) = self.who(*c);
+                (
+                    format!("{user} from {peer} (client {}) caught up", client(*c)),
+                    json!({"event": "caught_up", "client": client(*c), "user": user, "peer": peer}),
+                )
+            }
+            Event::SlowDisconnect { client: c } => {
+                let (user, peer) = self.who(*c);
+                (
+                    format!(
+                        "{user} from {peer} (client {}) disconnected: its queue passed max_queue_bytes",
+                        client(*c)
+                    ),
+                    json!({"event": "slow_disconnect", "client": client(*c), "user": user, "peer": peer}),
+                )
+            }
             Event::BackboneRejected { service, error } => (
                 format!("backbone {}: dropped: {error}", self.service_name(*service)),
                 json!({"event": "backbone_rejected", "service": self.service_name(*service), "error": error.to_string()}),

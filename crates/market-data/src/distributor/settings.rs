@@ -19,6 +19,7 @@
 //! | `max_items` | | 1000000 | 1 to 100000000 |
 //! | `max_requests_per_client` | | 1024 | 1 to 1000000 |
 //! | `max_patterns_per_client` | | 10000 | 1 to 10000000 |
+//! | `max_globs_per_client` | | 256 | 1 to 100000 |
 //! | `max_watch_per_client` | | 100000 | 1 to 10000000 |
 //! | `login_timeout_ms` | | 10000 | 100 to 600000 |
 //! | `image_retry_ms` | | 1000 | 10 to 600000 |
@@ -108,6 +109,7 @@ pub const KEYS: &[&str] = &[
     "max_items",
     "max_requests_per_client",
     "max_patterns_per_client",
+    "max_globs_per_client",
     "max_watch_per_client",
     "login_timeout_ms",
     "image_retry_ms",
@@ -341,6 +343,9 @@ impl DistributorSettings {
         }
         if let Some(v) = f.int("max_patterns_per_client", 1, 10_000_000)? {
             core.max_patterns_per_client = v as usize;
+        }
+        if let Some(v) = f.int("max_globs_per_client", 1, 100_000)? {
+            core.max_globs_per_client = v as usize;
         }
         if let Some(v) = f.int("max_watch_per_client", 1, 10_000_000)? {
             core.max_watch_per_client = v as usize;

@@ -71,6 +71,10 @@ pub enum RequestRejection {
     TooManyPatterns {
         max: usize,
     },
+    /// The request's globs would take the client past `max_globs_per_client`.
+    TooManyGlobs {
+        max: usize,
+    },
     /// Opening this item would exceed the client's watchlist bound.
     WatchlistFull {
         max: usize,
@@ -96,6 +100,11 @@ impl fmt::Display for RequestRejection {
             RequestRejection::TooManyPatterns { max } => write!(
                 f,
                 "too many open names and globs (at most {max} per connection): CLOSE some first"
+            ),
+            RequestRejection::TooManyGlobs { max } => write!(
+                f,
+                "too many globs (at most {max} open per connection): name the items, or CLOSE \
+                 some globs first"
             ),
             RequestRejection::WatchlistFull { max } => {
                 write!(f, "watchlist full (at most {max} items per connection)")

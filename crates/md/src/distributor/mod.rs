@@ -153,6 +153,9 @@ pub struct DistributorConfig {
     pub max_requests_per_client: usize,
     /// Names and globs held open per client.
     pub max_patterns_per_client: usize,
+    /// Globs held open per client (each costs a pass over its service's items when opened,
+    /// and a match against every new item): 256.
+    pub max_globs_per_client: usize,
     /// Items watched per client.
     pub max_watch_per_client: usize,
     /// A connection that has not logged in after this long is refused.
@@ -173,6 +176,7 @@ impl DistributorConfig {
             slow: SlowPolicy::Conflate,
             max_requests_per_client: 1024,
             max_patterns_per_client: 10_000,
+            max_globs_per_client: 256,
             max_watch_per_client: 100_000,
             login_timeout_ns: 10_000_000_000,
             image_retry_ns: 1_000_000_000,
@@ -206,6 +210,7 @@ impl DistributorConfig {
             ("max_clients", self.max_clients),
             ("max_requests_per_client", self.max_requests_per_client),
             ("max_patterns_per_client", self.max_patterns_per_client),
+            ("max_globs_per_client", self.max_globs_per_client),
             ("max_watch_per_client", self.max_watch_per_client),
         ] {
             if v == 0 {
@@ -857,6 +862,13 @@ impl Distributor {
             let max = self.config.max_patterns_per_client;
             return self.reject_request(id, rid, "", RequestRejection::TooManyPatterns { max });
         }
+        // Globs are bounded before any is matched: their cost is paid per item.
+        let globs_open: usize = c.requests.values().map(|r| r.globs.len()).sum();
+        let globs_asked = open.patterns.iter().filter(|p| is_glob(p)).count();
+        if globs_open + globs_asked > self.config.max_globs_per_client {
+            let max = self.config.max_globs_per_client;
+            return self.reject_request(id, rid, "", RequestRejection::TooManyGlobs { max });
+        }
         let users = Arc::clone(&self.users);
         let Some(user) = users.get(user) else { return };
         let Some(service) = self.service_id(open.service) else {
@@ -887,15 +899,10 @@ impl Distributor {
         let mut to_watch = Vec::new();
         for p in open.patterns.iter() {
             if is_glob(p) {
-                request.globs.push(p.into());
-                to_watch.extend(
-                    self.cache
-                        .items_of(service)
-                        .filter(|(name, _)| {
-                            glob_match(p.as_bytes(), name.as_bytes()) && user.may_see_item(name)
-                        })
-                        .map(|(_, item)| item),
-                );
+                // The same glob twice in one request is one glob.
+                if !request.globs.iter().any(|g| **g == *p) {
+                    request.globs.push(p.into());
+                }
             } else if !user.may_see_item(p) {
                 self.counters.not_entitled += 1;
                 let text = format!("user {} may not see {p}", user.name);
@@ -919,6 +926,23 @@ impl Distributor {
                     }
                 }
             }
+        }
+        // One pass over the service's items for all the request's globs: each item is listed
+        // once, whatever the number of globs matching it (memory bounded by the items, never
+        // globs x items).
+        if !request.globs.is_empty() {
+            to_watch.extend(
+                self.cache
+                    .items_of(service)
+                    .filter(|(name, _)| {
+                        request
+                            .globs
+                            .iter()
+                            .any(|g| glob_match(g.as_bytes(), name.as_bytes()))
+                            && user.may_see_item(name)
+                    })
+                    .map(|(_, item)| item),
+            );
         }
         let Some(c) = self.clients.get_mut(id) else {
             return;

@@ -865,3 +865,43 @@ fn a_repeated_image_is_not_sent_to_watchers_again() {
     net.feed(&refresh(500, "AAA.O", 4, 18930));
     assert_eq!(net.take(a), ["REFRESH 1 AAA.O BID=189.30 BIDSIZE=100"]);
 }
+
+/// Issue 29, item 5: an OPEN of 10,000 globs is refused before any is matched (at most
+/// `max_globs_per_client` open per connection); the same glob repeated is one glob, and an
+/// item matched by several globs of a request is listed, and sent, once.
+#[test]
+fn globs_are_bounded_before_they_are_matched_and_each_item_is_listed_once() {
+    let mut net = Net::new();
+    for (i, name) in ["AAA.O", "AAB.O", "BBB.O"].iter().enumerate() {
+        net.feed(&refresh(i as u32 + 1, name, 1, 100));
+    }
+    let a = net.login("bob");
+    let flood = vec!["*"; 10_000];
+    net.open(a, 1, FEED1, &flood);
+    let got = net.take(a);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("rejected") && got[0].contains("too many globs (at most 256"),
+        "{got:?}"
+    );
+    assert!(net.disconnected(a).is_none(), "the connection stays");
+    // Repeated and overlapping globs: each item once.
+    net.open(a, 2, FEED1, &["*", "*", "AA*", "A?A.O"]);
+    let mut got = net.take(a);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100",
+            "REFRESH 2 AAB.O SOLICITED BID=1.00 BIDSIZE=100",
+            "REFRESH 3 BBB.O SOLICITED BID=1.00 BIDSIZE=100",
+        ]
+    );
+    // 3 globs open (the repeated one counts once): 253 more fit, 254 do not.
+    let more: Vec<String> = (0..254).map(|i| format!("X{i}*")).collect();
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    net.open(a, 3, FEED1, &more);
+    assert!(net.take(a)[0].contains("too many globs"));
+    net.open(a, 4, FEED1, &more[..253]);
+    assert!(net.take(a).is_empty(), "253 globs that match nothing yet");
+}
