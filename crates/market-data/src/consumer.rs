@@ -32,7 +32,7 @@
 use peregrine_md::consumer::{ConsumerConfig, ConsumerCore, ConsumerCounters};
 use peregrine_md::dictionary::Dictionary;
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ impl From<SessionError> for ConsumerError {
 pub struct Consumer {
     core: ConsumerCore,
     addresses: Vec<SocketAddr>,
-    /// The connection, non-blocking (waits are `poll(2)` on it).
+    /// The connection: reads and writes pass `MSG_DONTWAIT` but for a call's first wait.
     stream: Option<TcpStream>,
     epoch: Instant,
     read_buf: Vec<u8>,
@@ -95,6 +95,10 @@ pub struct Consumer {
     last_error: String,
     /// After data arrives, keep reading without blocking this long.
     busy_poll: Duration,
+    /// The socket's SO_RCVTIMEO as last set.
+    read_timeout: Option<Duration>,
+    /// The last read found the socket empty (or read less than asked): wait before reading.
+    drained: bool,
 }
 
 impl Consumer {
@@ -165,6 +169,8 @@ impl Consumer {
             dictionary: Dictionary::builtin(),
             last_error: String::new(),
             busy_poll: Duration::ZERO,
+            read_timeout: None,
+            drained: false,
         })
     }
 
@@ -243,6 +249,8 @@ impl Consumer {
         };
         let end = Instant::now() + timeout;
         let mut spin_until: Option<Instant> = None;
+        // The first wait of a call blocks in the read itself; later ones in poll(2).
+        let mut waited = false;
         loop {
             if self.stream.is_none() {
                 if self.core.is_refused() {
@@ -270,8 +278,34 @@ impl Consumer {
             if !self.core.transmit().is_empty() {
                 self.flush_out();
             }
-            let stream = self.stream.as_mut().expect("connected");
-            match stream.read(&mut self.read_buf) {
+            // The socket looked empty (a short read, or EAGAIN): hand back what was read, spin
+            // (busy-poll), or wait for data. A short read is taken as empty without a failing
+            // read to prove it, and the first wait of a call is the read itself, blocking
+            // under SO_RCVTIMEO: one system call per wake-up, as a plain blocking reader has
+            // (a wrong guess costs nothing: the read returns at once).
+            let mut wait = false;
+            if self.drained {
+                let now = Instant::now();
+                let spinning = !self.busy_poll.is_zero()
+                    && (events.get() > 0 || spin_until.is_some())
+                    && now < *spin_until.get_or_insert(now + self.busy_poll);
+                if !spinning {
+                    if events.get() > 0 || now >= end {
+                        return Ok(events.get());
+                    }
+                    if waited {
+                        self.wait_readable(end - now);
+                    } else {
+                        wait = true;
+                        waited = true;
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+                self.drained = false;
+            }
+            let r = self.read(if wait { Some(timeout) } else { None });
+            match r {
                 Ok(0) => self.lost("the distributor closed the connection", &mut count),
                 Ok(n) => {
                     let result = self.core.handle_bytes(&self.read_buf[..n], &mut count);
@@ -284,35 +318,41 @@ impl Consumer {
                         }
                         Err(e) => self.lost(&e.to_string(), &mut count),
                     }
-                    // More may be waiting: read until the socket is empty before returning.
+                    self.drained = n < self.read_buf.len();
                     continue;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let now = Instant::now();
-                    if events.get() > 0 {
-                        // Busy-poll: keep reading a while before handing back, so the next
-                        // call finds a warm loop; without it, return at once.
-                        if self.busy_poll.is_zero() {
-                            return Ok(events.get());
-                        }
-                        let until = *spin_until.get_or_insert(now + self.busy_poll);
-                        if now >= until {
-                            return Ok(events.get());
-                        }
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    if now >= end {
-                        return Ok(0);
-                    }
-                    self.wait_readable(end - now);
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
                 Err(e) => self.lost(&e.to_string(), &mut count),
             }
             if self.stream.is_none() && events.get() > 0 {
                 return Ok(events.get());
             }
+        }
+    }
+
+    /// One read: blocking up to `wait` (SO_RCVTIMEO, set only when it changes), or without
+    /// waiting (`MSG_DONTWAIT`).
+    fn read(&mut self, wait: Option<Duration>) -> io::Result<usize> {
+        let Some(s) = &self.stream else {
+            return Err(io::ErrorKind::NotConnected.into());
+        };
+        let flags = match wait {
+            Some(t) => {
+                // SO_RCVTIMEO of 0 means forever: at least a millisecond.
+                let t = t.max(Duration::from_millis(1));
+                if self.read_timeout != Some(t) {
+                    s.set_read_timeout(Some(t))?;
+                    self.read_timeout = Some(t);
+                }
+                rustix::net::RecvFlags::empty()
+            }
+            None => rustix::net::RecvFlags::DONTWAIT,
+        };
+        match rustix::net::recv(s, &mut self.read_buf[..], flags) {
+            Ok((n, _)) => Ok(n),
+            // SO_RCVTIMEO ran out: as empty as EAGAIN.
+            Err(e) => Err(io::Error::from(e)),
         }
     }
 
@@ -332,12 +372,9 @@ impl Consumer {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
-                if let Err(e) = s.set_nonblocking(true) {
-                    let now = self.now_ns();
-                    self.core.connect_failed(now, &e.to_string(), handler);
-                    return;
-                }
+                self.read_timeout = None;
                 self.stream = Some(s);
+                self.drained = false;
                 self.core.connected();
                 self.flush_out();
             }
@@ -370,7 +407,9 @@ impl Consumer {
             if out.is_empty() {
                 return;
             }
-            match s.write(out) {
+            match rustix::net::send(&*s, out, rustix::net::SendFlags::DONTWAIT)
+                .map_err(io::Error::from)
+            {
                 Ok(0) => return,
                 Ok(n) => self.core.transmitted(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
