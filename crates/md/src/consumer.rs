@@ -22,7 +22,8 @@ use crate::codec::{
     OpenRepr, PatternList, MAX_MESSAGE_LEN,
 };
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// How a consumer logs in and reconnects; [`ConsumerConfig::new`] gives the defaults.
@@ -222,7 +223,8 @@ pub struct ConsumerCore {
     address: usize,
     requests: BTreeMap<u32, Request>,
     next_request: u32,
-    items: HashMap<u32, ItemView>,
+    /// By the distributor's item id (FxHash: looked up per message).
+    items: FxHashMap<u32, ItemView>,
     /// Bytes read that do not yet make a whole message.
     partial: Vec<u8>,
     out: Vec<u8>,
@@ -247,7 +249,7 @@ impl ConsumerCore {
             address: 0,
             requests: BTreeMap::new(),
             next_request: 1,
-            items: HashMap::new(),
+            items: FxHashMap::default(),
             partial: Vec::new(),
             out: Vec::new(),
             counters: ConsumerCounters::default(),

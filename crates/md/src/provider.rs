@@ -50,7 +50,8 @@ use crate::codec::{
 };
 use crate::dictionary::Dictionary;
 use crate::model::{check_item_name, check_service, Field, ItemState, Kind, NameError};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::fmt;
 
 /// How a provider behaves; [`ProviderConfig::new`] gives the defaults.
@@ -224,8 +225,12 @@ struct ProvidedItem {
 #[derive(Debug)]
 pub struct ProviderCore {
     config: ProviderConfig,
+    /// The dictionary's type of each field id (`Kind as u8`, 0: a field it does not know): a
+    /// check per field of every update, so an array, not a tree.
+    kinds: Box<[u8]>,
     items: Vec<ProvidedItem>,
-    by_name: HashMap<Box<str>, usize>,
+    /// By name (FxHash: looked up on every update; the names are the application's own).
+    by_name: FxHashMap<Box<str>, usize>,
     /// Items with a solicited REFRESH queued, in request order (an item whose flag is no
     /// longer set was answered otherwise and is skipped).
     queue: VecDeque<usize>,
@@ -248,10 +253,15 @@ impl ProviderCore {
             service: config.service.clone(),
             why,
         })?;
+        let mut kinds = vec![0u8; usize::from(crate::model::MAX_FID) + 1].into_boxed_slice();
+        for d in config.dictionary.iter() {
+            kinds[usize::from(d.fid)] = d.kind as u8;
+        }
         Ok(ProviderCore {
+            kinds,
             config,
             items: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: FxHashMap::default(),
             queue: VecDeque::new(),
             full_cycle_left: 0,
             last_full_cycle_ns: None,
@@ -333,6 +343,10 @@ impl ProviderCore {
                 error,
             })?;
         for f in fields {
+            let known = self.kinds.get(usize::from(f.fid)).copied().unwrap_or(0);
+            if known == 0 || known == f.value.kind() as u8 {
+                continue;
+            }
             if let Some(def) = self.config.dictionary.get(f.fid) {
                 if def.kind != f.value.kind() {
                     return Err(ProvideError::FieldType {
@@ -681,8 +695,7 @@ impl ProviderCore {
                 self.pop_queue();
                 continue;
             }
-            let fields = WireFields::new(it.field_count, &it.image, MAX_MESSAGE_LEN as u16)
-                .expect("an image the core built");
+            let fields = WireFields::trusted(it.field_count, &it.image);
             self.out.clear();
             // The image as of the item's last message: it carries that message's item_seq and
             // takes none of its own, so a distributor that already has this image sees

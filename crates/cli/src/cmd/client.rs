@@ -26,7 +26,6 @@ use peregrine_md::codec::MAX_MESSAGE_LEN;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::check_item_pattern;
 use serde_json::json;
-use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 use std::time::{Duration, Instant};
 
@@ -49,7 +48,8 @@ struct Totals {
     latency: Histogram<u64>,
     /// Every item received, by name, over every connection (for `--items-out`).
     tallies: Vec<ItemTally>,
-    tally_of: HashMap<String, usize>,
+    /// By item name (FxHash: looked up per message).
+    tally_of: rustc_hash::FxHashMap<String, usize>,
 }
 
 /// What the client received of one item over its whole run.
@@ -73,6 +73,8 @@ struct Client {
     deadline: Option<Instant>,
     /// Latency is recorded from this time on (`--latency-after-s` after the first UPDATE).
     record_from_ns: Option<u64>,
+    /// The clock, read once per poll's batch of messages (they arrived together).
+    batch_now_ns: Option<u64>,
     t: Totals,
     out: BufWriter<io::Stdout>,
     last_line: Instant,
@@ -118,6 +120,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
     let mut c = Client {
         deadline: a.seconds.map(|s| start + Duration::from_secs_f64(s)),
         record_from_ns: None,
+        batch_now_ns: None,
         a,
         watch,
         dict,
@@ -135,7 +138,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
             tallies: Vec::new(),
-            tally_of: HashMap::new(),
+            tally_of: Default::default(),
         },
         out: BufWriter::with_capacity(64 << 10, io::stdout()),
         last_line: start,
@@ -174,6 +177,7 @@ impl Client {
         while !self.stopping() {
             self.rate_line()?;
             let mut failed: Option<anyhow::Error> = None;
+            self.batch_now_ns = None;
             let result = consumer.poll(POLL_TIMEOUT, &mut |e| {
                 if failed.is_none() {
                     if let Err(err) = self.on_event(e) {
@@ -295,7 +299,9 @@ impl Client {
             } => {
                 self.t.messages += 1;
                 self.t.updates += 1;
-                let now_ns = peregrine_agent::monotonic_ns();
+                let now_ns = *self
+                    .batch_now_ns
+                    .get_or_insert_with(peregrine_agent::monotonic_ns);
                 let from = *self
                     .record_from_ns
                     .get_or_insert_with(|| now_ns + (self.a.latency_after_s * 1e9) as u64);

@@ -41,6 +41,12 @@ impl<'a> WireFields<'a> {
         check_fields(count, bytes, length)?;
         Ok(WireFields { count, bytes })
     }
+
+    /// Fields this crate encoded itself (or checked before): not checked again. Iterating a
+    /// list that is not valid stops early rather than panicking.
+    pub(crate) fn trusted(count: u16, bytes: &'a [u8]) -> Self {
+        WireFields { count, bytes }
+    }
     pub fn count(&self) -> u16 {
         self.count
     }
@@ -404,6 +410,35 @@ pub fn merge_fields(
         }
         None
     };
+    // The usual tick: the update's fields are some of the image's, in the image's order, each
+    // with the same encoded length. One pass over the image replaces them in place.
+    {
+        let mut next = update.raw().peekable();
+        let mut at = 0;
+        let mut spans: [(usize, usize); 16] = [(0, 0); 16];
+        let mut n = 0;
+        for (fid, raw) in RawFields::new(image) {
+            match next.peek() {
+                Some(&(f, new)) if f == fid => {
+                    if new.len() != raw.len() || n == spans.len() {
+                        break;
+                    }
+                    spans[n] = (at, new.len());
+                    n += 1;
+                    next.next();
+                }
+                Some(_) => {}
+                None => break,
+            }
+            at += raw.len();
+        }
+        if next.peek().is_none() {
+            for ((at, len), (_, new)) in spans[..n].iter().zip(update.raw()) {
+                image[*at..*at + *len].copy_from_slice(new);
+            }
+            return true;
+        }
+    }
     let in_place = update
         .raw()
         .all(|(fid, raw)| find(image, fid).is_some_and(|(_, len)| len == raw.len()));
