@@ -465,25 +465,11 @@ fn fields_of(
     Ok(out)
 }
 
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, for days after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + u64::from(m <= 2), m, d)
-}
-
 /// A UTC `datetime` of nanoseconds since the epoch (to the microsecond: `datetime` holds no
 /// finer).
 fn datetime_of(py: Python<'_>, ns: u64) -> PyResult<Bound<'_, PyAny>> {
     let secs = ns / 1_000_000_000;
-    let (y, m, d) = civil_from_days(secs / 86_400);
+    let (y, m, d) = peregrine_md::dictionary::civil_from_days(secs / 86_400);
     let rem = secs % 86_400;
     Ok(PyDateTime::new(
         py,

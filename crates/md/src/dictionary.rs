@@ -311,7 +311,7 @@ fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`, for days after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z % 146_097;

@@ -362,7 +362,9 @@ impl ProviderCore {
         Ok(())
     }
 
-    fn encode(&mut self, item: &str, message: Message<'_>) -> Result<(), ProvideError> {
+    /// Encodes `message` into `out` (the core's buffer, passed apart from the rest of the
+    /// core so that the message may borrow the service's name).
+    fn encode(out: &mut Vec<u8>, item: &str, message: Message<'_>) -> Result<(), ProvideError> {
         let len = message.buffer_len();
         if len > MAX_MESSAGE_LEN {
             return Err(ProvideError::TooLarge {
@@ -370,8 +372,8 @@ impl ProviderCore {
                 len,
             });
         }
-        self.out.clear();
-        message.emit_to_vec(&mut self.out);
+        out.clear();
+        message.emit_to_vec(out);
         Ok(())
     }
 
@@ -396,21 +398,19 @@ impl ProviderCore {
             }
             None => (usize::MAX, self.items.len() as u32 + 1, 0),
         };
-        let service = std::mem::take(&mut self.config.service);
-        let r = self.encode(
+        Self::encode(
+            &mut self.out,
             item,
             Message::Refresh(RefreshRepr {
                 item_id: id,
                 flags: 0,
                 timestamp_ns,
                 item_seq: seq,
-                service: &service,
+                service: &self.config.service,
                 name: item,
                 fields: FieldList::List(fields),
             }),
-        );
-        self.config.service = service;
-        r?;
+        )?;
         let item = if index == usize::MAX {
             // A new item: created at commit. Its index is the next one, and stays so until
             // then (only a commit adds items).
@@ -445,7 +445,8 @@ impl ProviderCore {
         };
         self.check_fields(item, fields)?;
         let seq = self.items[index].seq;
-        self.encode(
+        Self::encode(
+            &mut self.out,
             item,
             Message::Update(UpdateRepr {
                 item_id: index as u32 + 1,
@@ -489,20 +490,18 @@ impl ProviderCore {
                 item: item.to_string(),
             });
         };
-        let service = std::mem::take(&mut self.config.service);
-        let r = self.encode(
+        Self::encode(
+            &mut self.out,
             item,
             Message::Status(StatusRepr {
                 item_id: index as u32 + 1,
                 request_id: 0,
                 state,
-                service: &service,
+                service: &self.config.service,
                 name: item,
                 text,
             }),
-        );
-        self.config.service = service;
-        r?;
+        )?;
         Ok(Prepared {
             item: index,
             kind: PreparedKind::Status(state),
