@@ -520,9 +520,15 @@ impl Raw {
 
     /// Everything that arrives within `d`.
     fn collect(&mut self, d: Duration) -> Vec<Got> {
+        self.collect_until(d, |_| false)
+    }
+
+    /// Messages until `done` says the list is complete, or `d` passed, or the connection
+    /// closed: the caller asserts on what came, however fast it came.
+    fn collect_until(&mut self, d: Duration, done: impl Fn(&[Got]) -> bool) -> Vec<Got> {
         let end = Instant::now() + d;
         let mut v = Vec::new();
-        while Instant::now() < end {
+        while Instant::now() < end && !done(&v) {
             if let Some(g) = self.next(end - Instant::now()) {
                 v.push(g);
             } else if self.eof {
@@ -649,8 +655,9 @@ fn a_user_never_receives_an_item_it_may_not_see_by_exact_name_glob_or_batch() {
     let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
     let f = net.feed(&items, "4000", &["--zipf", "0"]);
     feed_found(&d, 0, &f);
-    // The cache holds all 40 before the requests (REFRESHes of every item at start).
-    std::thread::sleep(S / 2);
+    // The cache holds all 40 before the requests (REFRESHes of every item at start): wait
+    // for the distributor's `items` gauge to say so.
+    wait_for_stat(d.pid(), |r| r["values"]["items"] == 40);
 
     let mut bob = Raw::connect(&addr);
     assert_eq!(bob.login("bob", "b0b").login, Some(LoginResult::Accepted));
@@ -658,7 +665,19 @@ fn a_user_never_receives_an_item_it_may_not_see_by_exact_name_glob_or_batch() {
     bob.open(2, &["AA*"]); // a glob: only AAB.N of its matches
     bob.open(3, &["AAC.L", "ABA.L", "AAD.T"]); // a batch: one entitled of three
     bob.open(4, &["*"]); // everything: AAB.N and AB*
-    let got = bob.collect(S * 2);
+                         // Until the 15 images, the 3 refusals and an update have come (or 20 s).
+    let got = bob.collect_until(S * 20, |got| {
+        let images: std::collections::HashSet<&str> = got
+            .iter()
+            .filter(|g| g.ty == MessageType::Refresh)
+            .map(|g| g.name.as_str())
+            .collect();
+        let refused = got
+            .iter()
+            .filter(|g| g.state == Some(ItemState::NotEntitled))
+            .count();
+        images.len() >= 15 && refused >= 3 && got.iter().any(|g| g.ty == MessageType::Update)
+    });
 
     let entitled = |n: &str| n == "AAB.N" || n.starts_with("AB");
     let mut names: HashMap<u32, String> = HashMap::new();
@@ -706,7 +725,9 @@ fn a_user_never_receives_an_item_it_may_not_see_by_exact_name_glob_or_batch() {
         Some(LoginResult::Accepted)
     );
     carol.open(7, &["AAA.O", "AB*"]);
-    let got = carol.collect(S);
+    let mut got = carol.collect_until(S * 20, |got| got.len() >= 2);
+    // Anything more would come right behind them.
+    got.extend(carol.collect(S / 5));
     assert_eq!(got.len(), 2, "{got:?}");
     for g in &got {
         assert_eq!(
@@ -901,7 +922,12 @@ fn a_client_that_stops_reading_is_conflated_or_disconnected_while_another_gets_e
 
     // The conflated client reads again: what it missed comes as CONFLATED, then the images
     // of the items that changed, then updates again.
-    let got = conflated.collect(S);
+    // Until the CONFLATED and the images it announces have come (or 20 s).
+    let got = conflated.collect_until(S * 20, |got| {
+        got.iter()
+            .position(|g| g.ty == MessageType::Conflated)
+            .is_some_and(|at| got.len() > at + got[at].item_id as usize)
+    });
     let at = got
         .iter()
         .position(|g| g.ty == MessageType::Conflated)
