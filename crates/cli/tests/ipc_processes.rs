@@ -79,36 +79,58 @@ fn a_publisher_and_three_subscriber_processes_move_ten_million_messages_without_
 #[test]
 fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_lost() {
     let name = unique("ow");
+    let base = ShmBase::new("ow");
+    let env = base.env();
     let sent_target = "2000000";
-    let mut publ = Role::start(&[
-        "bench",
-        "throughput",
-        "--role",
-        "pub",
-        "--name",
-        &name,
-        "--count",
-        sent_target,
-        "--policy",
-        "overwrite",
-        "--capacity",
-        "64k",
-        "--size",
-        "32",
-        "--json",
-    ]);
-    let mut sub = Role::start(&[
-        "bench",
-        "throughput",
-        "--role",
-        "sub",
-        "--name",
-        &name,
-        "--size",
-        "32",
-    ]);
+    let mut publ = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "pub",
+            "--name",
+            &name,
+            "--count",
+            sent_target,
+            "--policy",
+            "overwrite",
+            "--capacity",
+            "64k",
+            "--size",
+            "32",
+            "--json",
+        ],
+        &env,
+    );
+    // The publisher makes its segment, then waits for its subscriber: stopped there, it
+    // publishes nothing until the subscriber is stopped in turn, so the subscriber provably
+    // cannot keep up, however fast the machine.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !base.segment(&name).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no segment {}",
+            base.segment(&name).display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    publ.signal(Signal::STOP);
+    let mut sub = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "sub",
+            "--name",
+            &name,
+            "--size",
+            "32",
+        ],
+        &env,
+    );
     sub.expect_ready();
     sub.signal(Signal::STOP);
+    publ.signal(Signal::CONT);
     // The publisher never waits in overwrite mode: it finishes while the subscriber is stopped.
     let pub_line = publ.line();
     let p: Value = serde_json::from_str(pub_line.trim()).unwrap();

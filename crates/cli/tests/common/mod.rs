@@ -12,6 +12,7 @@ pub struct Role {
 }
 
 impl Role {
+    #[allow(dead_code)] // not every test binary that includes this module uses it
     pub fn start(args: &[&str]) -> Role {
         Role::start_with(args, &[])
     }
