@@ -209,6 +209,18 @@ fn a_glob_subscriber_receives_every_message_of_several_publishers_in_order() {
     );
     assert!(stdout.contains("lost 0, resolver rejected 0"), "{stdout}");
     assert!(stdout.matches("source found:").count() == 3, "{stdout}");
+    // Issue 34, item 2: the sources counted are those messages came from (all gone by the
+    // end), and each source's line comes before its first message.
+    assert!(stdout.contains("messages from 3 source(s)"), "{stdout}");
+    for (topic, session) in got.keys() {
+        let found = stdout
+            .find(&format!("source found: {topic} session={session}"))
+            .unwrap_or_else(|| panic!("no source line for {topic} {session}: {stdout}"));
+        let first = stdout
+            .find(&format!("{topic} session={session} seq=0 "))
+            .unwrap_or_else(|| panic!("no seq 0 of {topic} {session}: {stdout}"));
+        assert!(found < first, "{topic} {session}: {stdout}");
+    }
     assert!(
         stdout.contains("[sub "),
         "a rate line every second: {stdout}"

@@ -29,12 +29,17 @@ pub fn run(a: SubArgs) -> Result<()> {
     let mut last_line = start;
     let mut received_at_line = 0u64;
     let mut lines: Vec<String> = Vec::new();
+    // The sessions messages came from (the sources still alive at the end may be fewer).
+    let mut sessions: Vec<u32> = Vec::new();
     while received < want && stop.requested().is_none() {
         let limit = (want - received).min(256) as usize;
         let n = s.poll_topic(
             &mut |topic, m| {
                 received += 1;
                 bytes += m.payload.len() as u64;
+                if sessions.last() != Some(&m.session_id) && !sessions.contains(&m.session_id) {
+                    sessions.push(m.session_id);
+                }
                 if a.print {
                     lines.push(format!(
                         "{} session={:08x} seq={} len={}: {}",
@@ -48,9 +53,8 @@ pub fn run(a: SubArgs) -> Result<()> {
             },
             limit,
         );
-        for l in lines.drain(..) {
-            writeln!(out, "{l}")?;
-        }
+        // The events of this poll first: a source's `source found:` line comes before its
+        // first message.
         while let Some(ev) = s.next_event() {
             match ev {
                 SubscriberEvent::SourceFound {
@@ -92,6 +96,9 @@ pub fn run(a: SubArgs) -> Result<()> {
                 _ => {}
             }
         }
+        for l in lines.drain(..) {
+            writeln!(out, "{l}")?;
+        }
         let now = Instant::now();
         if now - last_line >= Duration::from_secs(1) {
             let secs = (now - last_line).as_secs_f64();
@@ -122,7 +129,7 @@ pub fn run(a: SubArgs) -> Result<()> {
         stop.requested()
             .map(|s| format!(" (stopped by {s})"))
             .unwrap_or_default(),
-        s.sources().len(),
+        sessions.len(),
         start.elapsed().as_secs_f64(),
         c.lost,
         r.rejected()
