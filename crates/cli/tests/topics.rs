@@ -684,3 +684,62 @@ fn bad_flags_and_settings_are_rejected_with_the_value_and_the_fix() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// Issue 34, item 3: `peregrine pub` sends a user's own payloads: each line of standard input
+/// (`--stdin`) or a literal (`--message`); the subscriber prints exactly them.
+#[test]
+fn pub_sends_lines_of_standard_input_and_a_literal_message() {
+    use std::io::Write as _;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topic = format!("{}.own", prefix("stdin"));
+    let (sub, out) = start_sub(peregrine(
+        &["sub", &topic, "--print", "--count", "4", "--seconds", "30"],
+        &[],
+    ));
+    let mut publ = peregrine(&["pub", &topic, "--stdin", "--wait-subscribers", "1"], &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    publ.stdin
+        .take()
+        .unwrap()
+        .write_all(b"bid 189.20 ask 189.21\nhello, world\r\n\n")
+        .unwrap(); // dropped: the end of the input
+    let done = publ.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", text(&done));
+    assert!(
+        String::from_utf8_lossy(&done.stdout).contains("sent 3 messages"),
+        "{}",
+        text(&done)
+    );
+    let literal = peregrine(
+        &[
+            "pub",
+            &topic,
+            "--message",
+            "one literal",
+            "--count",
+            "1",
+            "--wait-subscribers",
+            "1",
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert!(literal.status.success(), "{}", text(&literal));
+    let (ok, stdout) = finish_sub(sub, out, Duration::from_secs(40));
+    assert!(ok, "{stdout}");
+    let payloads: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" seq="))
+        .map(|l| l.split_once(": ").map_or("", |p| p.1))
+        .collect();
+    assert_eq!(
+        payloads,
+        ["bid 189.20 ask 189.21", "hello, world", "", "one literal"],
+        "{stdout}"
+    );
+}

@@ -18,13 +18,24 @@ pub fn run(a: PubArgs) -> Result<()> {
     let stop = Stop::install()?;
     let ctx = context()?;
     let mut p = ctx.publish(&a.topic)?;
-    let size = a.size as usize;
+    let size = match &a.message {
+        Some(m) => m.len(),
+        None => a.size as usize,
+    };
     if size > p.max_message_len() {
         bail!(
-            "--size {size} is above what this topic's transports carry ({} bytes): lower --size",
+            "{} of {size} bytes is above what this topic's transports carry ({} bytes): send less",
+            if a.message.is_some() {
+                "--message"
+            } else {
+                "--size"
+            },
             p.max_message_len()
         );
     }
+    // With --stdin, lines are sent as they come unless --rate caps them.
+    let rate = a.rate.unwrap_or(if a.stdin { f64::INFINITY } else { 10.0 });
+    let mut lines = a.stdin.then(|| std::io::stdin().lock());
     let out = std::io::stdout();
     let mut out = out.lock();
     writeln!(
@@ -62,24 +73,58 @@ pub fn run(a: PubArgs) -> Result<()> {
     let mut last_line = start;
     let mut sent_at_line = 0u64;
     let mut scratch = vec![0u8; size];
-    let count = a.count.unwrap_or(u64::MAX);
+    if let Some(m) = &a.message {
+        scratch.copy_from_slice(m.as_bytes());
+    }
+    let mut count = a.count.unwrap_or(u64::MAX);
+    // A line read but refused by back-pressure is offered again as it is.
+    let mut pending_line = false;
     while sent < count && stop.requested().is_none() {
         let now = Instant::now();
-        let due = ((now - start).as_secs_f64() * a.rate) as u64 + 1;
-        let due = due.min(count);
+        let due = ((now - start).as_secs_f64() * rate).min(u64::MAX as f64) as u64;
+        let due = due.saturating_add(1).min(count);
         while sent < due {
-            fill_payload(&mut scratch, sent);
+            if let Some(input) = lines.as_mut() {
+                if !pending_line {
+                    use std::io::BufRead;
+                    scratch.clear();
+                    if input.read_until(b'\n', &mut scratch)? == 0 {
+                        count = sent; // the end of the input
+                        break;
+                    }
+                    if scratch.last() == Some(&b'\n') {
+                        scratch.pop();
+                        if scratch.last() == Some(&b'\r') {
+                            scratch.pop();
+                        }
+                    }
+                    if scratch.len() > p.max_message_len() {
+                        bail!(
+                            "line {} of standard input is {} bytes, above what this topic's \
+                             transports carry ({} bytes): split it",
+                            sent + 1,
+                            scratch.len(),
+                            p.max_message_len()
+                        );
+                    }
+                    pending_line = true;
+                }
+            } else if a.message.is_none() {
+                fill_payload(&mut scratch, sent);
+            }
             match p.offer(&scratch) {
                 Ok(seq) => {
                     if a.print {
                         writeln!(
                             out,
-                            "sent {} seq={seq} len={size}: {}",
+                            "sent {} seq={seq} len={}: {}",
                             a.topic,
+                            scratch.len(),
                             shown(&scratch)
                         )?;
                     }
                     sent += 1;
+                    pending_line = false;
                 }
                 Err(OfferError::BackPressured) => {
                     refused += 1;
@@ -108,7 +153,10 @@ pub fn run(a: PubArgs) -> Result<()> {
         if sent < due {
             continue;
         }
-        let next_due = start + Duration::from_secs_f64(sent as f64 / a.rate);
+        if !rate.is_finite() {
+            continue;
+        }
+        let next_due = start + Duration::from_secs_f64(sent as f64 / rate);
         if let Some(wait) = next_due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
         }

@@ -10,12 +10,20 @@ pub struct PubArgs {
     /// The topic to publish.
     #[arg(value_parser = values::parse_topic)]
     pub topic: String,
-    /// Messages per second (k and m suffixes: 10k, 1.5m).
-    #[arg(long, default_value = "10", value_parser = values::parse_rate)]
-    pub rate: f64,
+    /// Messages per second (k and m suffixes: 10k, 1.5m). Default 10; with --stdin, as fast
+    /// as the lines come.
+    #[arg(long, value_parser = values::parse_rate)]
+    pub rate: Option<f64>,
     /// Payload bytes per message: "#N" (the message number) padded with dots.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub size: u32,
+    /// Send this text as every message's payload (instead of --size's "#N....").
+    #[arg(long, conflicts_with = "stdin")]
+    pub message: Option<String>,
+    /// Send each line of standard input as one message (without its newline), until the end
+    /// of the input (or --count).
+    #[arg(long)]
+    pub stdin: bool,
     /// Messages to send, then stop (default: until interrupted).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
