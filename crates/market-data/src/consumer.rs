@@ -34,7 +34,7 @@ use peregrine_md::dictionary::Dictionary;
 use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 pub use peregrine_md::consumer::{ConsumerError as SessionError, Event};
@@ -229,6 +229,12 @@ impl Consumer {
         self.stream.as_ref().map(|s| s.as_raw_fd())
     }
 
+    /// [`readable_fd`](Self::readable_fd) as a borrowed descriptor, for Rust event loops
+    /// (`poll`, mio's `SourceFd`).
+    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
+        self.stream.as_ref().map(|s| s.as_fd())
+    }
+
     fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
@@ -251,6 +257,7 @@ impl Consumer {
         let mut spin_until: Option<Instant> = None;
         // The first wait of a call blocks in the read itself; later ones in poll(2).
         let mut waited = false;
+        let mut read_tried = false;
         loop {
             if self.stream.is_none() {
                 if self.core.is_refused() {
@@ -290,10 +297,13 @@ impl Consumer {
                     && (events.get() > 0 || spin_until.is_some())
                     && now < *spin_until.get_or_insert(now + self.busy_poll);
                 if !spinning {
-                    if events.get() > 0 || now >= end {
+                    if events.get() > 0 || (now >= end && read_tried) {
                         return Ok(events.get());
                     }
-                    if waited {
+                    if now >= end {
+                        // A call with no time left (an event loop's, after the socket turned
+                        // readable) still reads once, without waiting.
+                    } else if waited {
                         self.wait_readable(end - now);
                     } else {
                         wait = true;
@@ -305,6 +315,7 @@ impl Consumer {
                 self.drained = false;
             }
             let r = self.read(if wait { Some(timeout) } else { None });
+            read_tried = true;
             match r {
                 Ok(0) => self.lost("the distributor closed the connection", &mut count),
                 Ok(n) => {
