@@ -549,8 +549,6 @@ struct ProviderState {
 #[pyclass(module = "peregrine.md", frozen)]
 pub struct Provider {
     inner: Mutex<ProviderState>,
-    /// The dictionary fields are typed by (the provider's own copy checks them again).
-    dict: Dictionary,
     service: String,
 }
 
@@ -574,12 +572,13 @@ impl Provider {
         fields: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let owned = fields_of(&self.dict, fields, kwargs)?;
+        let mut s = self.state(py)?;
+        // Typed by the provider's own dictionary (which checks them again).
+        let owned = fields_of(s.provider.dictionary(), fields, kwargs)?;
         let fields: Vec<Field<'_>> = owned
             .iter()
             .map(|(fid, v)| Field::new(*fid, v.value()))
             .collect();
-        let mut s = self.state(py)?;
         if refresh {
             s.provider.refresh(item, &fields)
         } else {
@@ -606,10 +605,9 @@ impl Provider {
         max_items: Option<usize>,
         context: Option<PyRef<'_, crate::Context>>,
     ) -> PyResult<Self> {
-        let dict = load_dictionary(dictionary)?;
         let mut o = ProviderOptions::new(service, backbone);
         o.requests = requests;
-        o.dictionary = dict.clone();
+        o.dictionary = load_dictionary(dictionary)?;
         if let Some(m) = max_items {
             o.max_items = m;
         }
@@ -630,7 +628,6 @@ impl Provider {
                 provider,
                 closed: false,
             }),
-            dict,
             service: service.to_string(),
         })
     }

@@ -321,7 +321,7 @@ pub unsafe extern "C" fn pg_md_provider_refresh(
 ) -> i32 {
     with_provider(provider, |p| {
         let item = text(item, "item")?;
-        let f = fields_in(&Dictionary::builtin(), fields, count)?;
+        let f = fields_in(p.provider.dictionary(), fields, count)?;
         p.provider.refresh(item, &f)?;
         Ok(0)
     })
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn pg_md_provider_update(
 ) -> i32 {
     with_provider(provider, |p| {
         let item = text(item, "item")?;
-        let f = fields_in(&Dictionary::builtin(), fields, count)?;
+        let f = fields_in(p.provider.dictionary(), fields, count)?;
         p.provider.update(item, &f)?;
         Ok(0)
     })

@@ -225,9 +225,10 @@ impl Client {
         Ok(())
     }
 
-    fn tally(&mut self, name: &str, seq: u32) -> usize {
+    /// The item's tally, and whether it existed before (made now at `seq` if not).
+    fn tally(&mut self, name: &str, seq: u32) -> (usize, bool) {
         match self.t.tally_of.get(name) {
-            Some(&k) => k,
+            Some(&k) => (k, true),
             None => {
                 let k = self.t.tallies.len();
                 self.t.tallies.push(ItemTally {
@@ -238,7 +239,7 @@ impl Client {
                     refreshes: 0,
                 });
                 self.t.tally_of.insert(name.to_string(), k);
-                k
+                (k, false)
             }
         }
     }
@@ -279,8 +280,7 @@ impl Client {
             } => {
                 self.t.messages += 1;
                 self.t.refreshes += 1;
-                let known = self.t.tally_of.contains_key(item);
-                let k = self.tally(item, item_seq);
+                let (k, known) = self.tally(item, item_seq);
                 let t = &mut self.t.tallies[k];
                 if known {
                     t.refreshes += 1;
@@ -308,7 +308,7 @@ impl Client {
                 if timestamp_ns > 0 && now_ns >= timestamp_ns && now_ns >= from {
                     self.t.latency.saturating_record(now_ns - timestamp_ns);
                 }
-                let k = self.tally(item, item_seq);
+                let (k, _) = self.tally(item, item_seq);
                 let t = &mut self.t.tallies[k];
                 t.last_seq = item_seq;
                 t.updates += 1;

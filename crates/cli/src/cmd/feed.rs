@@ -210,7 +210,8 @@ pub fn run(a: FeedArgs) -> Result<()> {
     let rate = start.map_or(0.0, |s| c.updates as f64 / s.elapsed().as_secs_f64());
     provider.close();
     if let Some(path) = &a.items_out {
-        write_items(path, &provider).with_context(|| format!("--items-out {}", path.display()))?;
+        write_items(path, [&provider])
+            .with_context(|| format!("--items-out {}", path.display()))?;
     }
     print_line(
         &mut out,
@@ -380,20 +381,9 @@ fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
     for p in providers.values_mut() {
         p.close();
     }
-    if let Some(items_out) = &a.items_out {
-        let mut w = std::io::BufWriter::new(
-            std::fs::File::create(items_out)
-                .with_context(|| format!("--items-out {}", items_out.display()))?,
-        );
-        for p in providers.values() {
-            for (name, last) in p.items() {
-                match last {
-                    Some(last) => writeln!(w, "{name} {last}")?,
-                    None => writeln!(w, "{name} -")?,
-                }
-            }
-        }
-        w.flush()?;
+    if let Some(path) = &a.items_out {
+        write_items(path, providers.values())
+            .with_context(|| format!("--items-out {}", path.display()))?;
     }
     let requests: u64 = providers
         .values()
@@ -420,12 +410,17 @@ fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
 
 /// `--items-out`: one line per item, `NAME LAST_SEQ`, the `item_seq` of the last REFRESH or
 /// UPDATE sent for it (`-` when none was).
-fn write_items(path: &std::path::Path, provider: &Provider) -> std::io::Result<()> {
+fn write_items<'a>(
+    path: &std::path::Path,
+    providers: impl IntoIterator<Item = &'a Provider>,
+) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for (name, last) in provider.items() {
-        match last {
-            Some(last) => writeln!(w, "{name} {last}")?,
-            None => writeln!(w, "{name} -")?,
+    for provider in providers {
+        for (name, last) in provider.items() {
+            match last {
+                Some(last) => writeln!(w, "{name} {last}")?,
+                None => writeln!(w, "{name} -")?,
+            }
         }
     }
     w.flush()
