@@ -326,14 +326,33 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
                 .unwrap();
         })
     };
-    // The consumer first (it waits for the item), then the provider: 20 updates.
+    // The consumer first, then the provider (20 updates), once the consumer's request is open:
+    // the distributor has answered it (ZZZ.O not entitled, AAA.O not in the cache yet).
     let mut cons = Command::new(&consumer)
         .args([addr.as_str(), "alice", "a", "FEED1", "21", "AAA.O", "ZZZ.O"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let (line_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    let reader = {
+        let stdout = cons.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if line_tx.send(l).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut early = Vec::new();
+    while !early.iter().any(|l: &String| l.starts_with("STATUS ZZZ.O")) {
+        match lines_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => early.push(l),
+            Err(e) => panic!("the consumer's request was not answered ({e}): {early:?}"),
+        }
+    }
     let prov = Command::new(&provider)
         .args([
             backbone.as_str(),
@@ -365,8 +384,12 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
         assert!(Instant::now() < deadline, "the consumer did not finish");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut cons.stdout.take().unwrap(), &mut out).unwrap();
+    reader.join().unwrap();
+    let out: String = early
+        .into_iter()
+        .chain(lines_rx.try_iter())
+        .map(|l| l + "\n")
+        .collect();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut cons.stderr.take().unwrap(), &mut err).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
