@@ -101,12 +101,90 @@ def key_id_of(key):
     return struct.unpack("<I", hashlib.sha256(key).digest()[:4])[0]
 
 
-def seal(key, frames):
+# ---- BLAKE3, from its specification (https://github.com/BLAKE3-team/BLAKE3-specs), so the
+# sealed vectors' second MAC is computed independently of the blake3 crate ---------------------
+B3_IV = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19]
+B3_PERM = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8]
+CHUNK_START, CHUNK_END, PARENT, ROOT, KEYED_HASH, DERIVE_KEY_CONTEXT, DERIVE_KEY_MATERIAL = 1, 2, 4, 8, 16, 32, 64
+
+
+def _b3_g(v, a, b, c, d, x, y):
+    m = 0xFFFFFFFF
+    rot = lambda w, n: ((w >> n) | (w << (32 - n))) & m
+    v[a] = (v[a] + v[b] + x) & m; v[d] = rot(v[d] ^ v[a], 16)
+    v[c] = (v[c] + v[d]) & m;     v[b] = rot(v[b] ^ v[c], 12)
+    v[a] = (v[a] + v[b] + y) & m; v[d] = rot(v[d] ^ v[a], 8)
+    v[c] = (v[c] + v[d]) & m;     v[b] = rot(v[b] ^ v[c], 7)
+
+
+def _b3_compress(cv, block, counter, block_len, flags):
+    """The compression function: 16 output words."""
+    w = list(struct.unpack("<16I", block))
+    v = cv[:] + B3_IV[:4] + [counter & 0xFFFFFFFF, counter >> 32, block_len, flags]
+    for r in range(7):
+        _b3_g(v, 0, 4, 8, 12, w[0], w[1]); _b3_g(v, 1, 5, 9, 13, w[2], w[3])
+        _b3_g(v, 2, 6, 10, 14, w[4], w[5]); _b3_g(v, 3, 7, 11, 15, w[6], w[7])
+        _b3_g(v, 0, 5, 10, 15, w[8], w[9]); _b3_g(v, 1, 6, 11, 12, w[10], w[11])
+        _b3_g(v, 2, 7, 8, 13, w[12], w[13]); _b3_g(v, 3, 4, 9, 14, w[14], w[15])
+        if r < 6:
+            w = [w[i] for i in B3_PERM]
+    return [v[i] ^ v[i + 8] for i in range(8)] + [v[i + 8] ^ cv[i] for i in range(8)]
+
+
+def blake3(data, key_words=B3_IV, flags=0, out_len=32):
+    """BLAKE3 of `data` (any length) with the given key words and mode flags, `out_len` <= 64."""
+    chunks = [data[i:i + 1024] for i in range(0, len(data), 1024)] or [b""]
+
+    def chunk_output(index, chunk):
+        """The last block's compression inputs of a chunk (its root or chaining value)."""
+        blocks = [chunk[i:i + 64] for i in range(0, len(chunk), 64)] or [b""]
+        cv = list(key_words)
+        for n, b in enumerate(blocks):
+            f = flags | (CHUNK_START if n == 0 else 0)
+            if n == len(blocks) - 1:
+                return cv, b.ljust(64, b"\0"), index, len(b), f | CHUNK_END
+            cv = _b3_compress(cv, b, index, 64, f)[:8]
+
+    outputs = [chunk_output(i, c) for i, c in enumerate(chunks)]
+    # Merge chaining values pairwise, left subtrees holding the largest power of two of chunks.
+    def tree(lo, hi):
+        if hi - lo == 1:
+            return outputs[lo]
+        half = 1 << ((hi - lo - 1).bit_length() - 1)
+        left, right = tree(lo, lo + half), tree(lo + half, hi)
+        lcv = _b3_compress(*left)[:8]
+        rcv = _b3_compress(*right)[:8]
+        return list(key_words), struct.pack("<16I", *(lcv + rcv)), 0, 64, flags | PARENT
+
+    cv, block, counter, block_len, f = tree(0, len(outputs))
+    out = _b3_compress(cv, block, 0, block_len, f | ROOT)
+    return struct.pack("<16I", *out)[:out_len]
+
+
+def blake3_keyed(key, data):
+    return blake3(data, list(struct.unpack("<8I", key)), KEYED_HASH)
+
+
+def blake3_derive_key(context, material):
+    context_key = blake3(context.encode(), B3_IV, DERIVE_KEY_CONTEXT)
+    return blake3(material, list(struct.unpack("<8I", context_key)), DERIVE_KEY_MATERIAL)
+
+
+# The BLAKE3 key of an AUTH key (peregrine_proto::auth::BLAKE3_CONTEXT).
+AUTH_BLAKE3_CONTEXT = "peregrine 2026-11 auth blake3"
+AUTH_MACS = {"hmac-sha256": 0, "blake3": 1}
+
+
+def seal(key, frames, mac="hmac-sha256"):
     """A datagram of `frames` (already packed at 8-byte offsets) ended by its AUTH frame: the
-    tag is the first 16 bytes of HMAC-SHA256 over every byte before the tag."""
+    tag is the first 16 bytes of the MAC over every byte before the tag (the AUTH frame's flags
+    name the MAC: 0 HMAC-SHA256, 1 BLAKE3 keyed with a key derived from the AUTH key)."""
     body = frames + bytes(-len(frames) % 8)
-    head = header(32, TYPES["AUTH"], 0, key_id_of(key))
-    tag = hmac.new(key, body + head, hashlib.sha256).digest()[:16]
+    head = header(32, TYPES["AUTH"], AUTH_MACS[mac], key_id_of(key))
+    if mac == "blake3":
+        tag = blake3_keyed(blake3_derive_key(AUTH_BLAKE3_CONTEXT, key), body + head)[:16]
+    else:
+        tag = hmac.new(key, body + head, hashlib.sha256).digest()[:16]
     return body + head + tag
 
 
@@ -334,7 +412,10 @@ valid("auth_tag", "AUTH", auth(S, T), {"session_id": S, "tag_hex": T.hex()},
       "the AUTH frame ending a datagram signed with key 0x12345678 (the key id is in the session_id field)")
 valid("auth_zero_key_id", "AUTH", auth(0, bytes(16)), {"session_id": 0, "tag_hex": "00" * 16},
       "key id 0 and an all-zero tag are well-formed: only the MAC check, with the key, can reject them")
-invalid("auth_flags_nonzero", "AUTH", auth(S, T, flags=1), "BadField", "AUTH defines no flag", field="auth.flags")
+valid("auth_blake3", "AUTH", auth(S, T, flags=1), {"session_id": S, "flags": ["BLAKE3"], "tag_hex": T.hex()},
+      "flag 0x0001: the tag is BLAKE3's (keyed with a key derived from the AUTH key), not HMAC-SHA256's")
+invalid("auth_unknown_flag", "AUTH", auth(S, T, flags=2), "BadField", "AUTH defines one flag (0x0001, BLAKE3)",
+        field="auth.flags")
 invalid("auth_wrong_length", "AUTH", patch(auth(S, T) + bytes(8), 0, "<I", 40), "BadLength",
         "AUTH has a fixed length of 32 bytes")
 
@@ -348,9 +429,17 @@ if "--sealed" in sys.argv:
         ("data_padded", d, "one 37-byte DATA frame, 3 bytes of zero padding, then the AUTH frame"),
         ("two_frames", d + bytes(-len(d) % 8) + hb, "DATA and HEARTBEAT packed at 8-byte offsets, then AUTH"),
     ]
-    out = {"key_hex": key.hex(), "key_id": key_id_of(key), "mac": "HMAC-SHA256, first 16 bytes",
-           "datagrams": [{"name": n, "frames_hex": f.hex(), "sealed_hex": seal(key, f).hex(), "meaning": m}
-                         for n, f, m in cases]}
+    # Two known answers of the BLAKE3 specification's test vectors (test_vectors.json: the
+    # hash of 0 bytes, and of 1025 bytes of the pattern i % 251, which crosses a chunk) guard
+    # the port above.
+    assert blake3(b"").hex() == "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+    assert blake3(bytes(i % 251 for i in range(1025))).hex().startswith("d00278ae47eb27b3")
+    out = {"key_hex": key.hex(), "key_id": key_id_of(key),
+           "mac": "the first 16 bytes of the datagram's MAC: HMAC-SHA256, or BLAKE3 keyed with "
+                  "derive_key(\"" + AUTH_BLAKE3_CONTEXT + "\", key)",
+           "datagrams": [{"name": n if mac == "hmac-sha256" else n + "_blake3", "mac": mac,
+                          "frames_hex": f.hex(), "sealed_hex": seal(key, f, mac).hex(), "meaning": m}
+                         for mac in AUTH_MACS for n, f, m in cases]}
     print(json.dumps(out, indent=2))
 else:
     print(json.dumps(vectors, indent=2, ensure_ascii=False))

@@ -325,8 +325,12 @@ end
 body[0x0A] = function(t, tree, flags)
     if not exact(tree, t, 32, "AUTH") then return nil end
     tree:add(f.tag, t(16, 16))
-    no_flags(tree, t, flags, "auth")
-    return string.format("AUTH key=%08x", t(12, 4):le_uint())
+    -- Flag 0x0001: the tag is BLAKE3's (keyed with a key derived from the pre-shared key);
+    -- without it, HMAC-SHA256's. No other flag is defined.
+    local mac = "hmac-sha256"
+    if flags == 0x0001 then mac = "blake3"
+    elseif flags ~= 0 then invalid(tree, t, "BadField auth.flags: only 0x0001 (BLAKE3) is defined") end
+    return string.format("AUTH key=%08x mac=%s", t(12, 4):le_uint(), mac)
 end
 
 -- One frame: `t` holds exactly its frame_length bytes.

@@ -1,6 +1,6 @@
 //! Message authentication with a pre-shared key, sans I/O: sealing a datagram (its frames, zero
-//! padding to 8 bytes, and an AUTH frame whose tag is HMAC-SHA256 over everything before the
-//! tag, truncated to 16 bytes) and opening one (checking the tag before anything else reads the
+//! padding to 8 bytes, and an AUTH frame whose tag is a MAC over everything before the tag,
+//! truncated to 16 bytes) and opening one (checking the tag before anything else reads the
 //! datagram). The layout is [`peregrine_wire::auth`]; `docs/protocol.md` §11b says why and what
 //! it does not do.
 //!
@@ -19,36 +19,60 @@
 //! assert_eq!(AuthKey::new([8; 32]).open(&frames), Err(AuthReject::Missing));
 //! ```
 //!
-//! HMAC-SHA256 rather than an AEAD: it needs no nonce (an AEAD's nonce must never repeat under
-//! one key, which many publishers sharing a key could not promise), it is in Python's standard
-//! library (the golden vectors are written independently, `docs/golden/make_frames.py`), and
-//! with the SHA extensions a 1472-byte datagram costs about a microsecond. It authenticates;
-//! it does not encrypt, and it does not stop a replay of a datagram that was genuine once
-//! (sequence numbers make a replayed DATA frame a duplicate).
+//! Two MACs, named by the AUTH frame's flags; a receiver checks either, a sender uses the one it
+//! is given ([`AuthKey::with_mac`], `mac=` on a URI):
+//! - **BLAKE3** (the default), keyed with `derive_key("peregrine 2026-11 auth blake3", key)` so
+//!   the two MACs never share a key. In software it is 5-14x faster than HMAC-SHA256 (on a guest
+//!   without the SHA extensions: 146 ns against 1.4 µs for 128 bytes, 1.7 against 8.5 µs for
+//!   1472 bytes, 3.1 against 44 µs for 8 KiB).
+//! - **HMAC-SHA256**, for peers that predate BLAKE3, and where the CPU's SHA extensions make it
+//!   cheap (about a microsecond for 1472 bytes).
+//!
+//! A MAC rather than an AEAD: it needs no nonce (an AEAD's nonce must never repeat under one
+//! key, which many publishers sharing a key could not promise). The golden vectors are written
+//! by an encoder independent of this crate (`docs/golden/make_frames.py`: Python's `hmac`, and
+//! BLAKE3 from its specification). It authenticates; it does not encrypt, and it does not stop
+//! a replay of a datagram that was genuine once (sequence numbers make a replayed DATA frame a
+//! duplicate).
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, Mac as _};
+pub use peregrine_wire::auth::Mac;
 use peregrine_wire::auth::{AuthFrame, AuthRepr, AUTH_LEN, TAG_LEN};
 use peregrine_wire::header::{Header, HEADER_LEN};
 use sha2::{Digest, Sha256};
 use std::fmt;
+use subtle::ConstantTimeEq;
 
 /// Bytes of a key.
 pub const KEY_LEN: usize = 32;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// The context string of BLAKE3's key derivation: the BLAKE3 key is
+/// `blake3::derive_key(BLAKE3_CONTEXT, key)`.
+pub const BLAKE3_CONTEXT: &str = "peregrine 2026-11 auth blake3";
+
 /// A pre-shared key, ready to seal and open datagrams.
 #[derive(Clone)]
 pub struct AuthKey {
     /// HMAC with the key's inner and outer pads already absorbed: each datagram clones it.
-    mac: HmacSha256,
+    hmac: HmacSha256,
+    /// BLAKE3 keyed with the derived key: each datagram clones it.
+    blake3: blake3::Hasher,
+    /// The MAC [`seal_into`](Self::seal_into) uses.
+    mac: Mac,
     key_id: u32,
 }
 
 impl fmt::Debug for AuthKey {
     // Never the key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AuthKey {{ key_id: {:08x} }}", self.key_id)
+        write!(
+            f,
+            "AuthKey {{ key_id: {:08x}, mac: {} }}",
+            self.key_id,
+            self.mac.name()
+        )
     }
 }
 
@@ -100,13 +124,27 @@ impl fmt::Display for AuthReject {
 }
 
 impl AuthKey {
+    /// The key, sealing with the default MAC ([`Mac::Blake3`]).
     pub fn new(key: [u8; KEY_LEN]) -> AuthKey {
         let digest = Sha256::digest(key);
         let key_id = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]);
         AuthKey {
-            mac: HmacSha256::new_from_slice(&key).expect("HMAC takes a key of any length"),
+            hmac: HmacSha256::new_from_slice(&key).expect("HMAC takes a key of any length"),
+            blake3: blake3::Hasher::new_keyed(&blake3::derive_key(BLAKE3_CONTEXT, &key)),
+            mac: Mac::default(),
             key_id,
         }
+    }
+
+    /// The same key sealing with `mac` (it opens datagrams sealed with either).
+    pub fn with_mac(mut self, mac: Mac) -> AuthKey {
+        self.mac = mac;
+        self
+    }
+
+    /// The MAC [`seal_into`](Self::seal_into) uses.
+    pub fn mac(&self) -> Mac {
+        self.mac
     }
 
     /// The key's id: the first four bytes of SHA-256 of the key, little-endian.
@@ -128,11 +166,12 @@ impl AuthKey {
         let auth_at = out.len();
         out.resize(auth_at + AUTH_LEN, 0);
         AuthRepr {
+            mac: self.mac,
             key_id: self.key_id,
             tag: [0; TAG_LEN],
         }
         .emit(&mut AuthFrame::new_unchecked(&mut out[auth_at..]));
-        let tag = self.tag(&out[start..auth_at + HEADER_LEN]);
+        let tag = self.tag(self.mac, &out[start..auth_at + HEADER_LEN]);
         AuthFrame::new_unchecked(&mut out[auth_at..]).set_tag(&tag);
     }
 
@@ -152,20 +191,41 @@ impl AuthKey {
                 key_id: frame.key_id(),
             });
         }
-        let mut mac = self.mac.clone();
-        mac.update(&datagram[..auth_at + HEADER_LEN]);
-        // Constant time: how much of a forged tag matched must not show in the time taken.
-        mac.verify_truncated_left(&frame.tag())
-            .map_err(|_| AuthReject::BadTag)?;
+        let covered = &datagram[..auth_at + HEADER_LEN];
+        let ok = match frame.mac() {
+            Mac::HmacSha256 => {
+                let mut mac = self.hmac.clone();
+                mac.update(covered);
+                // Constant time: how much of a forged tag matched must not show in the time
+                // taken.
+                mac.verify_truncated_left(&frame.tag()).is_ok()
+            }
+            Mac::Blake3 => {
+                let full = self.blake3.clone().update(covered).finalize();
+                // Constant time, as above.
+                bool::from(full.as_bytes()[..TAG_LEN].ct_eq(&frame.tag()))
+            }
+        };
+        if !ok {
+            return Err(AuthReject::BadTag);
+        }
         Ok(&datagram[..auth_at])
     }
 
-    fn tag(&self, covered: &[u8]) -> [u8; TAG_LEN] {
-        let mut mac = self.mac.clone();
-        mac.update(covered);
-        let full = mac.finalize().into_bytes();
+    fn tag(&self, mac: Mac, covered: &[u8]) -> [u8; TAG_LEN] {
         let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&full[..TAG_LEN]);
+        match mac {
+            Mac::HmacSha256 => {
+                let mut m = self.hmac.clone();
+                m.update(covered);
+                tag.copy_from_slice(&m.finalize().into_bytes()[..TAG_LEN]);
+            }
+            Mac::Blake3 => {
+                tag.copy_from_slice(
+                    &self.blake3.clone().update(covered).finalize().as_bytes()[..TAG_LEN],
+                );
+            }
+        }
         tag
     }
 }
@@ -206,24 +266,34 @@ mod tests {
         let key: [u8; 32] = unhex(&field(text, "key_hex")).try_into().unwrap();
         let key = AuthKey::new(key);
         assert_eq!(key.key_id().to_string(), field(text, "key_id"));
-        let mut seen = 0;
-        for part in text.split("\"frames_hex\": ").skip(1) {
-            let frames = unhex(part[1..].split('"').next().unwrap());
+        let mut seen = [0; 2];
+        for part in text.split("\"mac\": ").skip(2) {
+            let mac = Mac::from_name(part[1..].split('"').next().unwrap()).unwrap();
+            let frames = unhex(&field(part, "frames_hex"));
             let sealed = unhex(&field(part, "sealed_hex"));
+            let key = key.clone().with_mac(mac);
             let mut out = Vec::new();
             key.seal_into(&frames, &mut out);
-            assert_eq!(out, sealed, "sealing {} bytes of frames", frames.len());
-            let opened = key.open(&sealed).unwrap();
-            assert_eq!(&opened[..frames.len()], &frames[..]);
-            assert!(opened[frames.len()..].iter().all(|&b| b == 0));
-            seen += 1;
+            assert_eq!(out, sealed, "sealing {} bytes with {mac:?}", frames.len());
+            // Either key opens either MAC: the frame says which.
+            for opener in Mac::ALL {
+                let opened = key.clone().with_mac(opener).open(&sealed).unwrap();
+                assert_eq!(&opened[..frames.len()], &frames[..]);
+                assert!(opened[frames.len()..].iter().all(|&b| b == 0));
+            }
+            seen[mac as usize] += 1;
         }
-        assert_eq!(seen, 3);
+        assert_eq!(seen, [3, 3]);
     }
 
     #[test]
     fn every_changed_bit_and_every_other_key_is_rejected() {
-        let key = AuthKey::new([1; 32]);
+        for mac in Mac::ALL {
+            every_changed_bit_is_rejected(AuthKey::new([1; 32]).with_mac(mac));
+        }
+    }
+
+    fn every_changed_bit_is_rejected(key: AuthKey) {
         let frames: Vec<u8> = (0..37u8).collect();
         let mut sealed = Vec::new();
         key.seal_into(&frames, &mut sealed);

@@ -121,13 +121,19 @@ fn data_frame(session_id: u32, sequence: u64) -> Vec<u8> {
 
 /// Keyed both ways, with 5% of data datagrams dropped by the loss generator: every message
 /// arrives once, in order (NAKs, retransmissions and heartbeats are signed and checked too),
-/// and nothing was rejected.
+/// and nothing was rejected. The two sides seal with different MACs in one case (a publisher
+/// with `mac=hmac-sha256`, a subscriber with the default BLAKE3): each checks the other's.
 #[test]
 fn a_keyed_stream_delivers_everything_and_repairs_loss() {
     let key = KeyFile::new(0x11);
-    for scheme in [Scheme::Udp, Scheme::Mcast] {
+    for (scheme, pub_mac) in [
+        (Scheme::Udp, ""),
+        (Scheme::Mcast, ""),
+        (Scheme::Udp, "&mac=hmac-sha256"),
+    ] {
         let uri = fresh_uri(scheme, &format!("auth={}", key.0.display()));
         let sub_uri = format!("{uri}&loss=rate=5%,seed=3,dir=recv,kinds=data");
+        let uri = format!("{uri}{pub_mac}");
         let mut p = UdpPublisher::create(&cfg(&uri), &uri, 61, STREAM).unwrap();
         let mut s = UdpSubscriber::new(&cfg(&sub_uri), &sub_uri, STREAM).unwrap();
         let mut got = Vec::new();
@@ -295,4 +301,14 @@ fn a_keyed_subscriber_reads_nothing_unsigned_and_small_datagrams_are_refused() {
     let tcp = format!("tcp://127.0.0.1:1?auth={}", key.0.display());
     let e = NetConfig::from_uri(&Uri::parse(&tcp).unwrap()).unwrap_err();
     assert!(e.to_string().contains("auth"), "{e}");
+    let bad_mac = format!("{plain}?auth={}&mac=sha1", key.0.display());
+    let e = NetConfig::from_uri(&Uri::parse(&bad_mac).unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("mac=sha1 is not accepted: use mac=blake3"),
+        "{e}"
+    );
+    let lone_mac = format!("{plain}?mac=blake3");
+    let e = NetConfig::from_uri(&Uri::parse(&lone_mac).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("without auth="), "{e}");
 }

@@ -5,8 +5,8 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +---------------------------------------------------------------+
-//! |  common header (16 bytes, type 0x0A, flags 0; the session_id  |  0
-//! |  field carries the key id)                                    |
+//! |  common header (16 bytes, type 0x0A, flags: the MAC; the      |  0
+//! |  session_id field carries the key id)                         |
 //! +---------------------------------------------------------------+
 //! |                                                               | 16
 //! |                        tag (16 bytes)                         |
@@ -17,15 +17,18 @@
 //!
 //! The frame is always the last of its datagram, at an 8-byte aligned offset (the frames before
 //! it are followed by zero padding up to it, as frames sharing a buffer always are). The tag is
-//! the first 16 bytes of HMAC-SHA256 under the key over every byte of the datagram before the
-//! tag: the frames, the padding, and the AUTH frame's own first 16 bytes, so the key id and the
-//! frame length are covered too. The key id names the key (the first four bytes of SHA-256 of
-//! the key, little-endian), so a receiver tells a datagram signed with another key from a forged
-//! one. Computing and checking tags is `peregrine_proto::auth`'s; this module is the layout.
+//! the first 16 bytes of a MAC under the key over every byte of the datagram before the tag: the
+//! frames, the padding, and the AUTH frame's own first 16 bytes, so the key id, the flags (which
+//! MAC) and the frame length are covered too. The key id names the key (the first four bytes of
+//! SHA-256 of the key, little-endian), so a receiver tells a datagram signed with another key
+//! from a forged one. Computing and checking tags is `peregrine_proto::auth`'s; this module is
+//! the layout.
 //!
-//! The frame length is fixed at [`AUTH_LEN`] (32) bytes; no flag is defined.
+//! The frame length is fixed at [`AUTH_LEN`] (32) bytes. One flag is defined:
+//! [`FLAG_BLAKE3`] says the MAC is BLAKE3 (keyed with a key derived from the pre-shared key);
+//! without it the MAC is HMAC-SHA256. Any other flag is rejected.
 
-use crate::header::{check_fixed, emit_header, field as hfield, FrameType};
+use crate::header::{check_exact_len, emit_header, field as hfield, FrameType, Header};
 use crate::{read_u32, WireError};
 
 /// Field ranges of the AUTH frame after the common header.
@@ -36,6 +39,55 @@ pub mod field {
 
 /// Bytes of a tag.
 pub const TAG_LEN: usize = 16;
+
+/// The AUTH flag saying the tag is BLAKE3's rather than HMAC-SHA256's.
+pub const FLAG_BLAKE3: u16 = 0x0001;
+
+/// Which MAC computed a tag (the AUTH frame's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mac {
+    /// HMAC-SHA256 under the key (flags 0). Fast where the CPU has the SHA extensions.
+    HmacSha256,
+    /// BLAKE3 in keyed mode under a key derived from the pre-shared key ([`FLAG_BLAKE3`]).
+    /// Several times faster than HMAC-SHA256 in software.
+    #[default]
+    Blake3,
+}
+
+impl Mac {
+    /// Every MAC, in the order of [`name`](Self::name)s a user may give.
+    pub const ALL: [Mac; 2] = [Mac::Blake3, Mac::HmacSha256];
+
+    /// The AUTH frame's flags for this MAC.
+    pub const fn flags(self) -> u16 {
+        match self {
+            Mac::HmacSha256 => 0,
+            Mac::Blake3 => FLAG_BLAKE3,
+        }
+    }
+
+    /// The MAC named by `flags`, if they are valid.
+    pub const fn from_flags(flags: u16) -> Option<Mac> {
+        match flags {
+            0 => Some(Mac::HmacSha256),
+            FLAG_BLAKE3 => Some(Mac::Blake3),
+            _ => None,
+        }
+    }
+
+    /// The name a configuration uses (`mac=blake3`, `mac=hmac-sha256`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mac::HmacSha256 => "hmac-sha256",
+            Mac::Blake3 => "blake3",
+        }
+    }
+
+    /// The MAC called `name`, as [`name`](Self::name) spells it.
+    pub fn from_name(name: &str) -> Option<Mac> {
+        Mac::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
 
 /// The length of every AUTH frame.
 pub const AUTH_LEN: usize = field::TAG.end;
@@ -59,19 +111,28 @@ impl<T: AsRef<[u8]>> AuthFrame<T> {
         Ok(f)
     }
 
-    /// Checks the common header, type AUTH, flags 0 and `frame_length == 32`.
+    /// Checks the common header, type AUTH, `frame_length == 32` and flags naming a [`Mac`].
     pub fn check(&self) -> Result<(), WireError> {
-        check_fixed(
-            self.buffer.as_ref(),
-            FrameType::Auth,
-            AUTH_LEN,
-            "auth.flags",
-        )
+        check_exact_len(self.buffer.as_ref(), FrameType::Auth, AUTH_LEN)?;
+        let flags = Header::new_unchecked(self.buffer.as_ref()).flags();
+        if Mac::from_flags(flags).is_none() {
+            return Err(WireError::BadField {
+                field: "auth.flags",
+                value: flags.into(),
+            });
+        }
+        Ok(())
     }
 
     /// Consumes the view, returning the buffer.
     pub fn into_inner(self) -> T {
         self.buffer
+    }
+    /// The MAC the tag was computed with (HMAC-SHA256 for flags this version does not know;
+    /// [`check`](Self::check) rejects those).
+    pub fn mac(&self) -> Mac {
+        Mac::from_flags(Header::new_unchecked(self.buffer.as_ref()).flags())
+            .unwrap_or(Mac::HmacSha256)
     }
     /// The key id (the common header's `session_id` field).
     pub fn key_id(&self) -> u32 {
@@ -93,6 +154,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AuthFrame<T> {
 /// The parsed form of an AUTH frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AuthRepr {
+    pub mac: Mac,
     pub key_id: u32,
     pub tag: [u8; TAG_LEN],
 }
@@ -102,6 +164,7 @@ impl AuthRepr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &AuthFrame<&T>) -> Result<Self, WireError> {
         frame.check()?;
         Ok(AuthRepr {
+            mac: frame.mac(),
             key_id: frame.key_id(),
             tag: frame.tag(),
         })
@@ -120,7 +183,7 @@ impl AuthRepr {
         emit_header(
             frame.buffer.as_mut(),
             FrameType::Auth,
-            0,
+            self.mac.flags(),
             self.key_id,
             AUTH_LEN,
         );
@@ -147,6 +210,7 @@ mod tests {
 
     fn golden_repr() -> AuthRepr {
         AuthRepr {
+            mac: Mac::HmacSha256,
             key_id: 0x1234_5678,
             tag: [
                 0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87, 0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d,
@@ -170,16 +234,36 @@ mod tests {
     }
 
     #[test]
-    fn rejects_any_flag_and_a_length_other_than_32() {
+    fn the_blake3_flag_names_the_mac() {
         let mut buf = GOLDEN;
         buf[8] = 1;
-        assert_eq!(
-            AuthFrame::new_checked(&buf[..]).unwrap_err(),
-            WireError::BadField {
-                field: "auth.flags",
-                value: 1
-            }
-        );
+        let frame = AuthFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!(frame.mac(), Mac::Blake3);
+        let repr = AuthRepr::parse(&frame).unwrap();
+        assert_eq!(repr.mac, Mac::Blake3);
+        let mut out = [0u8; 32];
+        repr.emit(&mut AuthFrame::new_unchecked(&mut out[..]));
+        assert_eq!(out, buf);
+        for m in Mac::ALL {
+            assert_eq!(Mac::from_name(m.name()), Some(m));
+            assert_eq!(Mac::from_flags(m.flags()), Some(m));
+        }
+        assert_eq!(Mac::from_name("sha1"), None);
+    }
+
+    #[test]
+    fn rejects_unknown_flags_and_a_length_other_than_32() {
+        for flags in [2u16, 3, 0x100, 0x8000] {
+            let mut buf = GOLDEN;
+            buf[8..10].copy_from_slice(&flags.to_le_bytes());
+            assert_eq!(
+                AuthFrame::new_checked(&buf[..]).unwrap_err(),
+                WireError::BadField {
+                    field: "auth.flags",
+                    value: flags.into()
+                }
+            );
+        }
         let mut long = [0u8; 40];
         long[..32].copy_from_slice(&GOLDEN);
         long[0] = 40;
@@ -211,8 +295,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn emit_then_parse_round_trips(key_id: u32, tag: [u8; 16]) {
-            let repr = AuthRepr { key_id, tag };
+        fn emit_then_parse_round_trips(blake3: bool, key_id: u32, tag: [u8; 16]) {
+            let mac = if blake3 { Mac::Blake3 } else { Mac::HmacSha256 };
+            let repr = AuthRepr { mac, key_id, tag };
             let mut buf = vec![0xa5u8; repr.buffer_len()];
             repr.emit(&mut AuthFrame::new_unchecked(&mut buf[..]));
             let frame = AuthFrame::new_checked(&buf[..]).unwrap();
@@ -225,8 +310,9 @@ mod tests {
         }
 
         #[test]
-        fn mutated_frames_never_panic(key_id: u32, tag: [u8; 16], m in mutations()) {
-            let repr = AuthRepr { key_id, tag };
+        fn mutated_frames_never_panic(blake3: bool, key_id: u32, tag: [u8; 16], m in mutations()) {
+            let mac = if blake3 { Mac::Blake3 } else { Mac::HmacSha256 };
+            let repr = AuthRepr { mac, key_id, tag };
             let mut buf = vec![0u8; repr.buffer_len()];
             repr.emit(&mut AuthFrame::new_unchecked(&mut buf[..]));
             mutate(&mut buf, &m);

@@ -217,6 +217,7 @@ mod tests {
             }),
             FrameRepr::Cookie(CookieRepr { cookie: [7; 16] }),
             FrameRepr::Auth(crate::auth::AuthRepr {
+                mac: crate::auth::Mac::Blake3,
                 key_id: 9,
                 tag: [3; 16],
             }),

@@ -6,7 +6,7 @@
 //! - invalid vectors: both decoders reject the bytes with exactly the error the JSON names.
 
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
-use peregrine_wire::auth::{AuthFrame, AuthRepr};
+use peregrine_wire::auth::{AuthFrame, AuthRepr, Mac, FLAG_BLAKE3};
 use peregrine_wire::bye::{ByeFrame, ByeRepr};
 use peregrine_wire::cookie::{CookieFrame, CookieRepr};
 use peregrine_wire::data::{DataFrame, DataRepr, PadRepr};
@@ -319,6 +319,12 @@ fn check_valid(v: &Vector) {
         }),
         // The key id travels in the common header's session_id field.
         FrameType::Auth => FrameRepr::Auth(AuthRepr {
+            mac: if f.has("flags") {
+                Mac::from_flags(f.flags(&[("BLAKE3", FLAG_BLAKE3)]))
+                    .unwrap_or_else(|| panic!("{name}: flags name no MAC"))
+            } else {
+                Mac::HmacSha256
+            },
             key_id: session_id,
             tag: unhex(name, f.str("tag_hex"))
                 .try_into()
@@ -433,7 +439,7 @@ fn golden_vectors_cover_every_type_and_the_required_errors() {
         "status_session_zero_keepalive",
         "cookie_session_nonzero",
         "cookie_wrong_length",
-        "auth_flags_nonzero",
+        "auth_unknown_flag",
         "auth_wrong_length",
     ] {
         assert!(

@@ -26,7 +26,8 @@
 //! | `flow_timeout_ms` | udp, mcast, tcp | 1000 | publisher: longest a refused offer waits for one subscriber; past it a UDP receiver is dropped from flow control (it then repairs by NAK or reports an exact loss) and a TCP subscriber is disconnected (it reconnects and is told exactly what it missed); counted in `flow_dropped` |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
-//! | `auth` | udp, mcast | off | the path of a key file: every datagram sent ends with an AUTH frame (HMAC-SHA256 under that pre-shared key) and every datagram received must carry a valid one, checked before anything else reads it ([`super::auth`]); `datagram` must then be at least 96 |
+//! | `auth` | udp, mcast | off | the path of a key file: every datagram sent ends with an AUTH frame (a MAC under that pre-shared key) and every datagram received must carry a valid one, checked before anything else reads it ([`super::auth`]); `datagram` must then be at least 96 |
+//! | `mac` | udp, mcast | `blake3` | with `auth=`, the MAC this side seals with: `blake3`, or `hmac-sha256` for peers older than BLAKE3 (fast only where the CPU has the SHA extensions); a receiver checks either |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
 use peregrine_proto::auth::AuthKey;
@@ -122,6 +123,7 @@ impl NetConfig {
                 "loss",
                 "flow_timeout_ms",
                 "auth",
+                "mac",
             ],
             Scheme::Mcast => &[
                 "iface",
@@ -147,6 +149,7 @@ impl NetConfig {
                 "loss",
                 "flow_timeout_ms",
                 "auth",
+                "mac",
             ],
             Scheme::Tcp => &[
                 "frame",
@@ -418,7 +421,19 @@ impl NetConfig {
                     cfg.segment_len
                 )));
             }
-            cfg.auth = Some(Arc::new(key));
+            let mac = match uri.param("mac") {
+                None => peregrine_proto::auth::Mac::default(),
+                Some(v) => peregrine_proto::auth::Mac::from_name(v).ok_or_else(|| {
+                    uri.error(format!(
+                        "mac={v} is not accepted: use mac=blake3 (the default) or mac=hmac-sha256"
+                    ))
+                })?,
+            };
+            cfg.auth = Some(Arc::new(key.with_mac(mac)));
+        } else if let Some(v) = uri.param("mac") {
+            return Err(uri.error(format!(
+                "mac={v} is given without auth=: give auth=KEYFILE too, or drop mac="
+            )));
         }
         Ok(cfg)
     }
