@@ -1,6 +1,6 @@
 //! `auth=KEYFILE` on `udp://` and `mcast://`: every datagram a publisher or subscriber sends
-//! ends with an AUTH frame (HMAC-SHA256 under a pre-shared key), and every datagram it receives
-//! is checked before anything else reads it. The computation is `peregrine_proto::auth`'s; this
+//! ends with an AUTH frame (a MAC under a pre-shared key: BLAKE3, or HMAC-SHA256 with
+//! `mac=hmac-sha256`), and every datagram it receives is checked before anything else reads it. The computation is `peregrine_proto::auth`'s; this
 //! module reads key files and seals batches for the socket.
 //!
 //! A key file holds the key as 64 hexadecimal digits (32 bytes), on one line; lines starting
