@@ -5,6 +5,7 @@ use super::cache::ItemId;
 use super::entitle::SlowPolicy;
 use super::ServiceId;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 
 /// A client connection, as the distributor names it. Ids are not reused: a stale id (a
 /// connection already gone) is ignored by every input.
@@ -76,11 +77,41 @@ pub(crate) struct Client {
     pub updates_sent: u64,
     pub updates_dropped: u64,
     pub conflations: u64,
+    /// How it is connected (address, TLS), as the driver said.
+    pub link: ClientLink,
+    /// The subject of the client certificate it presented over TLS, normalised
+    /// ([`normalize_subject`](super::entitle::normalize_subject)).
+    pub cert_subject: Option<Box<str>>,
+    /// It holds a slot of `max_pending_clients` (until it logs in or goes).
+    pub pending: bool,
+    /// It holds a slot of `max_clients` and of its user's `max_clients_per_user`.
+    pub counted_user: Option<usize>,
+}
+
+/// How a client is connected: what the driver tells the core at
+/// [`client_connected`](super::Distributor::client_connected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientLink {
+    /// The client's address (connection limits and login throttling count by it).
+    pub peer: IpAddr,
+    /// The connection is TLS (tokens do not cross the network in the clear).
+    pub tls: bool,
+}
+
+impl ClientLink {
+    /// A plaintext connection from `peer`.
+    pub fn plain(peer: IpAddr) -> ClientLink {
+        ClientLink { peer, tls: false }
+    }
 }
 
 impl Client {
-    pub fn new(id: ClientId, now_ns: u64, slow: SlowPolicy) -> Client {
+    pub fn new(id: ClientId, now_ns: u64, slow: SlowPolicy, link: ClientLink) -> Client {
         Client {
+            link,
+            cert_subject: None,
+            pending: true,
+            counted_user: None,
             id,
             login: Login::Awaiting { since_ns: now_ns },
             inbuf: Vec::new(),

@@ -23,7 +23,8 @@ macro_rules! counters {
 counters! {
     /// Client connections accepted by `client_connected`.
     clients_connected,
-    /// Connections refused because `max_clients` were connected.
+    /// Connections refused: `max_clients_per_address` from their address at connection, or
+    /// `max_clients` (or their user's `max_clients_per_user`) logged in at login.
     clients_refused,
     /// Logins accepted.
     logins_accepted,
@@ -86,4 +87,8 @@ counters! {
     slow_disconnects,
     /// Events dropped because the driver did not poll them (at most 4096 are kept).
     events_dropped,
+    /// Logins refused unchecked because their address or user failed too often (throttle).
+    logins_throttled,
+    /// Connections waiting to log in closed to make room (`max_pending_clients`).
+    pending_evicted,
 }

@@ -3,14 +3,18 @@
 //! ```toml
 //! [users.alice]
 //! token_sha256 = "<hex SHA-256 of alice's token>"
+//! cert_subject = "CN=alice,O=Desk" # optional: the subject of alice's TLS client certificate
 //! items = ["AAA.*", "MSFT.O"]     # globs; an item matching none is not-entitled
 //! services = ["FEED1"]            # optional: default every service
 //! slow = "conflate"               # optional: conflate | disconnect (default: the global policy)
 //! ```
 //!
-//! A login hashes the token with SHA-256 and compares the digest with the stored one in
+//! A user has `token_sha256`, `cert_subject` or both; a login must satisfy each it has. A
+//! login hashes the token with SHA-256 and compares the digest with the stored one in
 //! constant time; an unknown user costs the same comparison against a dummy digest, so the
-//! time taken does not tell whether a user exists.
+//! time taken does not tell whether a user exists. A certificate's subject is compared as a
+//! set of `ATTRIBUTE=value` pairs (order, spaces around `,` and `=`, and the case of
+//! attribute names do not matter; values are compared exactly).
 
 use crate::load::{join, Doc, LoadError};
 use crate::model::{
@@ -45,7 +49,9 @@ impl SlowPolicy {
 #[derive(Clone, PartialEq, Eq)]
 pub struct User {
     pub name: String,
-    token_sha256: [u8; 32],
+    token_sha256: Option<[u8; 32]>,
+    /// The subject of the user's client certificate, normalised ([`normalize_subject`]).
+    pub cert_subject: Option<String>,
     /// Item globs the user may see.
     pub items: Vec<String>,
     /// Services the user may open; `None`: every service.
@@ -59,6 +65,7 @@ impl core::fmt::Debug for User {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("User")
             .field("name", &self.name)
+            .field("cert_subject", &self.cert_subject)
             .field("items", &self.items)
             .field("services", &self.services)
             .field("slow", &self.slow)
@@ -71,11 +78,25 @@ impl User {
     pub fn with_token(name: &str, token: &[u8], items: &[&str]) -> User {
         User {
             name: name.to_string(),
-            token_sha256: Sha256::digest(token).into(),
+            token_sha256: Some(Sha256::digest(token).into()),
+            cert_subject: None,
             items: items.iter().map(|s| s.to_string()).collect(),
             services: None,
             slow: None,
         }
+    }
+
+    /// The same user, also (or, with [`without_token`](Self::without_token), only) identified
+    /// by its client certificate's subject.
+    pub fn with_cert_subject(mut self, subject: &str) -> User {
+        self.cert_subject = Some(normalize_subject(subject));
+        self
+    }
+
+    /// The same user with no token: it logs in by its certificate alone.
+    pub fn without_token(mut self) -> User {
+        self.token_sha256 = None;
+        self
     }
 
     /// True if the user may open items of `service`.
@@ -136,13 +157,42 @@ impl Users {
                 )
             })?;
             let def = doc.table(&key, def)?;
-            doc.only_keys(&key, def, &["token_sha256", "items", "services", "slow"])?;
+            doc.only_keys(
+                &key,
+                def,
+                &["token_sha256", "cert_subject", "items", "services", "slow"],
+            )?;
             let hex_accepts = "64 hex digits: the SHA-256 of the user's token (sha256sum)";
             let tkey = format!("{key}.token_sha256");
-            let t = doc.required(&key, def, "token_sha256", hex_accepts)?;
-            let mut token_sha256 = [0u8; 32];
-            hex::decode_to_slice(doc.string(&tkey, t, hex_accepts)?, &mut token_sha256)
-                .map_err(|_| doc.invalid(&tkey, t, hex_accepts))?;
+            let token_sha256 = match def.get("token_sha256") {
+                None => None,
+                Some(t) => {
+                    let mut digest = [0u8; 32];
+                    hex::decode_to_slice(doc.string(&tkey, t, hex_accepts)?, &mut digest)
+                        .map_err(|_| doc.invalid(&tkey, t, hex_accepts))?;
+                    Some(digest)
+                }
+            };
+            let ckey = format!("{key}.cert_subject");
+            let subject_accepts =
+                "a certificate subject as ATTRIBUTE=value pairs separated by commas, for example \"CN=alice,O=Desk\"";
+            let cert_subject = match def.get("cert_subject") {
+                None => None,
+                Some(v) => {
+                    let text = doc.string(&ckey, v, subject_accepts)?;
+                    if !is_subject(text) {
+                        return Err(doc.invalid(&ckey, v, subject_accepts));
+                    }
+                    Some(normalize_subject(text))
+                }
+            };
+            if token_sha256.is_none() && cert_subject.is_none() {
+                return Err(doc.invalid(
+                    &key,
+                    "{...}",
+                    "a user with token_sha256 (a token login), cert_subject (a TLS client certificate login) or both",
+                ));
+            }
             let items_accepts = format!("a list of item globs, each {PATTERN_ALPHABET}");
             let ikey = format!("{key}.items");
             let items_value = doc.required(&key, def, "items", &items_accepts)?;
@@ -189,6 +239,7 @@ impl Users {
             users.push(User {
                 name: name.clone(),
                 token_sha256,
+                cert_subject,
                 items: items.iter().map(|s| s.to_string()).collect(),
                 services,
                 slow,
@@ -197,15 +248,23 @@ impl Users {
         Ok(Users::from_users(users))
     }
 
-    /// The user `name` if `token` is its token. Hashes the token and compares digests in
-    /// constant time, also for an unknown user.
-    pub fn login(&self, name: &str, token: &[u8]) -> Option<usize> {
+    /// The user `name` if the login satisfies each of its credentials: `token` is its token
+    /// (when it has one) and `cert_subject` (a TLS client certificate's, normalised) is its
+    /// subject (when it has one). Hashes the token and compares digests in constant time, also
+    /// for an unknown user or one without a token.
+    pub fn login(&self, name: &str, token: &[u8], cert_subject: Option<&str>) -> Option<usize> {
         const DUMMY: [u8; 32] = [0x5a; 32];
         let digest: [u8; 32] = Sha256::digest(token).into();
         let found = self.by_name.get(name).copied();
-        let stored = found.map_or(&DUMMY, |i| &self.users[i].token_sha256);
-        let equal: bool = digest.ct_eq(stored).into();
-        found.filter(|_| equal)
+        let user = found.map(|i| &self.users[i]);
+        let stored = user.and_then(|u| u.token_sha256.as_ref());
+        let token_ok: bool = digest.ct_eq(stored.unwrap_or(&DUMMY)).into();
+        let token_ok = token_ok || user.is_some_and(|u| u.token_sha256.is_none());
+        let subject_ok = user.is_some_and(|u| match &u.cert_subject {
+            None => true,
+            Some(want) => cert_subject == Some(want.as_str()),
+        });
+        found.filter(|_| token_ok && subject_ok)
     }
 
     pub fn get(&self, index: usize) -> Option<&User> {
@@ -219,6 +278,44 @@ impl Users {
     pub fn is_empty(&self) -> bool {
         self.users.is_empty()
     }
+}
+
+/// A certificate subject in one canonical form: its `ATTRIBUTE=value` pairs with blanks
+/// around them trimmed, attribute names upper-cased, sorted, joined by `,`
+/// (`" o=Desk, CN=alice"` becomes `"CN=alice,O=Desk"`). Values are kept as they are (a value
+/// holding a comma is not supported).
+pub fn normalize_subject(subject: &str) -> String {
+    let mut parts: Vec<String> = subject
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => format!("{}={}", k.trim().to_ascii_uppercase(), v.trim()),
+            None => p.to_string(),
+        })
+        .collect();
+    parts.sort();
+    parts.join(",")
+}
+
+/// True if `s` reads as a subject: one or more `ATTRIBUTE=value` pairs, each attribute a
+/// word of letters, digits or dots (`CN`, `O`, `2.5.4.3`) and each value non-empty.
+fn is_subject(s: &str) -> bool {
+    let mut any = false;
+    for p in s.split(',') {
+        let Some((k, v)) = p.split_once('=') else {
+            return false;
+        };
+        let k = k.trim();
+        if k.is_empty()
+            || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
+            || v.trim().is_empty()
+        {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// Shell-style glob over bytes: `*` matches any run (dots included: item names are not
@@ -286,15 +383,17 @@ items = ["*"]
     #[test]
     fn a_user_logs_in_with_its_token_only() {
         let users = Users::parse(ALICE, "users.toml").unwrap();
-        let alice = users.login("alice", b"secret").unwrap();
+        let alice = users.login("alice", b"secret", None).unwrap();
         let alice = users.get(alice).unwrap();
         assert_eq!(alice.slow, Some(SlowPolicy::Disconnect));
         assert!(alice.may_see_item("AAA.L") && alice.may_see_item("MSFT.O"));
         assert!(!alice.may_see_item("IBM.N"));
         assert!(alice.may_open_service("FEED1") && !alice.may_open_service("FEED2"));
-        assert_eq!(users.login("alice", b"secreT"), None);
-        assert_eq!(users.login("mallory", b"secret"), None);
-        let bob = users.get(users.login("bob", b"bob").unwrap()).unwrap();
+        assert_eq!(users.login("alice", b"secreT", None), None);
+        assert_eq!(users.login("mallory", b"secret", None), None);
+        let bob = users
+            .get(users.login("bob", b"bob", None).unwrap())
+            .unwrap();
         assert!(bob.may_open_service("ANY") && bob.may_see_item("IBM.N"));
         assert!(!format!("{bob:?}").contains("81b6"));
     }
@@ -334,5 +433,50 @@ items = ["*"]
             "[users.\"al ice\"]\ntoken_sha256 = \"{hash}\"\nitems = []"
         ))
         .contains("users.\"al ice\" = {...} is not accepted: a user name of"));
+        assert!(err("[users.alice]\nitems = []")
+            .contains("users.alice = {...} is not accepted: a user with token_sha256"));
+        assert!(
+            err("[users.alice]\ncert_subject = \"alice\"\nitems = []").contains(
+                "users.alice.cert_subject = \"alice\" is not accepted: a certificate subject"
+            )
+        );
+    }
+
+    const CERT_USERS: &str = r#"
+[users.carol]
+cert_subject = " o=Desk,  CN=carol "
+items = ["*"]
+
+[users.dave]
+token_sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+cert_subject = "CN=dave,O=Desk"
+items = ["*"]
+"#;
+
+    #[test]
+    fn a_certificate_user_logs_in_by_its_subject_and_a_both_user_needs_both() {
+        let users = Users::parse(CERT_USERS, "users.toml").unwrap();
+        let carol = normalize_subject("CN=carol, O=Desk");
+        assert_eq!(carol, "CN=carol,O=Desk");
+        // Whatever token (none), with the subject; never without it, or with another.
+        assert!(users.login("carol", b"", Some(&carol)).is_some());
+        assert!(users.login("carol", b"anything", Some(&carol)).is_some());
+        assert_eq!(users.login("carol", b"", None), None);
+        assert_eq!(
+            users.login("carol", b"", Some(&normalize_subject("CN=carol,O=Other"))),
+            None
+        );
+        // dave needs his token and his certificate.
+        let dave = normalize_subject("O=Desk,CN=dave");
+        assert!(users.login("dave", b"secret", Some(&dave)).is_some());
+        assert_eq!(users.login("dave", b"secret", None), None);
+        assert_eq!(users.login("dave", b"wrong", Some(&dave)), None);
+        assert_eq!(users.login("dave", b"secret", Some(&carol)), None);
+        // A certificate names its user: carol's does not log in as an unknown user.
+        assert_eq!(users.login("mallory", b"", Some(&carol)), None);
+        let u = users
+            .get(users.login("carol", b"", Some(&carol)).unwrap())
+            .unwrap();
+        assert_eq!(u.cert_subject.as_deref(), Some("CN=carol,O=Desk"));
     }
 }

@@ -24,6 +24,18 @@ pub enum ClientError {
     NotFromClients(MessageType),
     /// No LOGIN within the login timeout.
     LoginTimeout { timeout_ms: u64 },
+    /// A LOGIN over plaintext from an address that is not loopback, and
+    /// `allow_plaintext_logins` is off.
+    PlaintextLogin,
+    /// Failed logins from this address or for this user: none is checked before `retry_ms`.
+    Throttled { retry_ms: u64 },
+    /// `max_clients` clients are logged in.
+    Full { max: usize },
+    /// The user has `max_clients_per_user` connections logged in.
+    UserLimit { max: usize },
+    /// `max_pending_clients` connections were waiting to log in when another came: the
+    /// oldest of them is closed.
+    Evicted { max: usize },
 }
 
 impl fmt::Display for ClientError {
@@ -54,6 +66,25 @@ impl fmt::Display for ClientError {
             ClientError::LoginTimeout { timeout_ms } => {
                 write!(f, "no LOGIN within {timeout_ms} ms of connecting")
             }
+            ClientError::PlaintextLogin => f.write_str(
+                "a login over plaintext from a non-loopback address is refused (the token would                  cross the network in the clear): connect with TLS, or the distributor's                  operator sets allow_plaintext_logins = true for a trusted network",
+            ),
+            ClientError::Throttled { retry_ms } => write!(
+                f,
+                "too many failed logins from this address or for this user: try again in                  {retry_ms} ms"
+            ),
+            ClientError::Full { max } => write!(
+                f,
+                "the distributor serves its maximum of {max} logged-in clients (max_clients)"
+            ),
+            ClientError::UserLimit { max } => write!(
+                f,
+                "this user has its maximum of {max} connections logged in                  (max_clients_per_user)"
+            ),
+            ClientError::Evicted { max } => write!(
+                f,
+                "more than {max} connections were waiting to log in (max_pending_clients):                  the oldest, this one, was closed"
+            ),
         }
     }
 }
@@ -192,15 +223,17 @@ impl std::error::Error for ConfigError {}
 /// A client connection refused because `max_clients` are connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooManyClients {
+    /// `max_clients_per_address`.
     pub max: usize,
+    pub peer: std::net::IpAddr,
 }
 
 impl fmt::Display for TooManyClients {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} clients are connected (max_clients): refused",
-            self.max
+            "{} has {} connections open (max_clients_per_address): refused",
+            self.peer, self.max
         )
     }
 }

@@ -11,6 +11,7 @@
 //! | `outbox.rs` | the bytes for clients, each written once with its recipients |
 //! | [`counters`] | the counters, with stable names |
 //! | `errors.rs` | why something was refused, events |
+//! | [`throttle`] | failed-login delays per address and per user |
 //! | `tests.rs` | the protocol tests, on a virtual clock |
 //!
 //! # Using it
@@ -18,7 +19,9 @@
 //! Inputs (`now_ns` is the driver's monotonic clock):
 //!
 //! - [`client_connected`](Distributor::client_connected) /
-//!   [`client_closed`](Distributor::client_closed): a TCP connection came or went.
+//!   [`client_closed`](Distributor::client_closed): a TCP connection came or went;
+//!   [`client_identified`](Distributor::client_identified): its TLS handshake showed a client
+//!   certificate (before any of its bytes).
 //! - [`handle_client_bytes`](Distributor::handle_client_bytes): bytes read from a client, in
 //!   any chunks (partial messages are kept).
 //! - [`client_drained`](Distributor::client_drained): how many bytes the client's queue holds
@@ -53,9 +56,10 @@ mod errors;
 mod outbox;
 #[cfg(test)]
 mod tests;
+pub mod throttle;
 
 pub use cache::{Cache, Item, ItemId};
-pub use client::{ClientId, ClientStats};
+pub use client::{ClientId, ClientLink, ClientStats};
 pub use counters::Counters;
 pub use entitle::{glob_match, SlowPolicy, User, Users};
 pub use errors::{
@@ -78,7 +82,9 @@ use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
 use client::{Client, Conflation, Login, Request};
 use outbox::Outbox;
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
+use throttle::{address_group, LoginThrottle};
 
 /// A service the distributor carries: an index into [`DistributorConfig::services`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -143,8 +149,18 @@ pub struct DistributorConfig {
     pub services: Vec<String>,
     /// Items the cache holds at most; REFRESHes of new items past it are refused and counted.
     pub max_items: usize,
-    /// Client connections at most.
+    /// Logged-in clients at most.
     pub max_clients: usize,
+    /// Connections not logged in yet, at most, kept apart from the logged-in ones: past it the
+    /// oldest is closed, so connections that never log in cannot keep honest ones out.
+    pub max_pending_clients: usize,
+    /// Connections (pending and logged in) from one address (IPv6: one /64) at most.
+    pub max_clients_per_address: usize,
+    /// Logged-in connections of one user at most.
+    pub max_clients_per_user: usize,
+    /// Accept LOGINs over plaintext from addresses other than loopback (their tokens cross the
+    /// network in the clear): off unless the operator says so for a trusted network.
+    pub allow_plaintext_logins: bool,
     /// Bound of each client's output queue, in bytes.
     pub max_queue_bytes: usize,
     /// What happens to a client past its bound (a user's `slow` overrides it).
@@ -165,13 +181,18 @@ pub struct DistributorConfig {
 }
 
 impl DistributorConfig {
-    /// Defaults for `services`: 1 M items, 1024 clients, 4 MiB queues that conflate, 10 s to
-    /// log in, image requests repeated after 1 s.
+    /// Defaults for `services`: 1 M items, 1024 logged-in clients (256 more waiting to log in,
+    /// 256 per address, 128 per user), 4 MiB queues that conflate, 10 s to log in, image
+    /// requests repeated after 1 s, no plaintext logins but from loopback.
     pub fn new(services: &[&str]) -> Self {
         DistributorConfig {
             services: services.iter().map(|s| s.to_string()).collect(),
             max_items: 1_000_000,
             max_clients: 1024,
+            max_pending_clients: 256,
+            max_clients_per_address: 256,
+            max_clients_per_user: 128,
+            allow_plaintext_logins: false,
             max_queue_bytes: 4 << 20,
             slow: SlowPolicy::Conflate,
             max_requests_per_client: 1024,
@@ -208,6 +229,9 @@ impl DistributorConfig {
         for (name, v) in [
             ("max_items", self.max_items),
             ("max_clients", self.max_clients),
+            ("max_pending_clients", self.max_pending_clients),
+            ("max_clients_per_address", self.max_clients_per_address),
+            ("max_clients_per_user", self.max_clients_per_user),
             ("max_requests_per_client", self.max_requests_per_client),
             ("max_patterns_per_client", self.max_patterns_per_client),
             ("max_globs_per_client", self.max_globs_per_client),
@@ -303,6 +327,15 @@ struct Clients {
     generations: Vec<u32>,
     free: Vec<u32>,
     len: usize,
+    /// Connections holding a pending slot, oldest first (ids of gone ones are skipped).
+    pending: VecDeque<ClientId>,
+    pending_len: usize,
+    /// Logged-in connections (holding a `max_clients` slot).
+    logged_in: usize,
+    /// Connections per [`address_group`].
+    per_address: HashMap<IpAddr, u32>,
+    /// Logged-in connections per user (index in the users file).
+    per_user: HashMap<usize, u32>,
 }
 
 impl Clients {
@@ -316,7 +349,7 @@ impl Clients {
         let c = self.slots.get_mut(slot)?.as_mut()?;
         (c.id == id).then_some(c)
     }
-    fn insert(&mut self, now_ns: u64, slow: SlowPolicy) -> ClientId {
+    fn insert(&mut self, now_ns: u64, slow: SlowPolicy, link: ClientLink) -> ClientId {
         let slot = match self.free.pop() {
             Some(s) => s as usize,
             None => {
@@ -327,8 +360,14 @@ impl Clients {
         };
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         let id = ClientId((u64::from(self.generations[slot]) << 32) | slot as u64);
-        self.slots[slot] = Some(Client::new(id, now_ns, slow));
+        self.slots[slot] = Some(Client::new(id, now_ns, slow, link));
         self.len += 1;
+        self.pending.push_back(id);
+        self.pending_len += 1;
+        *self
+            .per_address
+            .entry(address_group(link.peer))
+            .or_default() += 1;
         id
     }
     fn remove(&mut self, id: ClientId) -> Option<Client> {
@@ -336,7 +375,48 @@ impl Clients {
         let slot = (id.0 & 0xffff_ffff) as usize;
         self.free.push(slot as u32);
         self.len -= 1;
-        self.slots[slot].take()
+        let c = self.slots[slot].take()?;
+        if c.pending {
+            self.pending_len -= 1;
+        }
+        if let Some(u) = c.counted_user {
+            self.logged_in -= 1;
+            if let Some(n) = self.per_user.get_mut(&u) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_user.remove(&u);
+                }
+            }
+        }
+        let group = address_group(c.link.peer);
+        if let Some(n) = self.per_address.get_mut(&group) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_address.remove(&group);
+            }
+        }
+        Some(c)
+    }
+    /// The client moves from a pending slot to a logged-in one as `user`.
+    fn logged_in(&mut self, id: ClientId, user: usize) {
+        let Some(c) = self.get_mut(id) else { return };
+        let was_pending = std::mem::replace(&mut c.pending, false);
+        c.counted_user = Some(user);
+        if was_pending {
+            self.pending_len -= 1;
+        }
+        self.logged_in += 1;
+        *self.per_user.entry(user).or_default() += 1;
+    }
+    /// The oldest connection still waiting to log in.
+    fn oldest_pending(&mut self) -> Option<ClientId> {
+        while let Some(&id) = self.pending.front() {
+            if self.get(id).is_some_and(|c| c.pending && !c.closing()) {
+                return Some(id);
+            }
+            self.pending.pop_front();
+        }
+        None
     }
     fn iter(&self) -> impl Iterator<Item = &Client> {
         self.slots.iter().flatten()
@@ -370,6 +450,7 @@ pub struct Distributor {
     events: VecDeque<Event>,
     counters: Counters,
     next_request_id: u32,
+    throttle: LoginThrottle,
 }
 
 impl Distributor {
@@ -396,6 +477,7 @@ impl Distributor {
             events: VecDeque::new(),
             counters: Counters::default(),
             next_request_id: 0,
+            throttle: LoginThrottle::default(),
         })
     }
 
@@ -467,16 +549,53 @@ impl Distributor {
 
     // ---- client inputs ----------------------------------------------------------------------
 
-    /// A client connected: it must send LOGIN within the login timeout.
-    pub fn client_connected(&mut self, now_ns: u64) -> Result<ClientId, TooManyClients> {
-        if self.clients.len >= self.config.max_clients {
+    /// A client connected over `link`: it must send LOGIN within the login timeout. Refused
+    /// when its address has `max_clients_per_address` connections; when
+    /// `max_pending_clients` connections are waiting to log in, the oldest of them is
+    /// disconnected ([`poll_disconnect`](Self::poll_disconnect)) to make room.
+    pub fn client_connected(
+        &mut self,
+        now_ns: u64,
+        link: ClientLink,
+    ) -> Result<ClientId, TooManyClients> {
+        let from_address = self
+            .clients
+            .per_address
+            .get(&address_group(link.peer))
+            .copied()
+            .unwrap_or(0);
+        if from_address as usize >= self.config.max_clients_per_address {
             self.counters.clients_refused += 1;
             return Err(TooManyClients {
-                max: self.config.max_clients,
+                max: self.config.max_clients_per_address,
+                peer: link.peer,
             });
         }
+        while self.clients.pending_len >= self.config.max_pending_clients {
+            let Some(oldest) = self.clients.oldest_pending() else {
+                break;
+            };
+            self.counters.pending_evicted += 1;
+            self.refuse_client(
+                oldest,
+                ClientError::Evicted {
+                    max: self.config.max_pending_clients,
+                },
+            );
+            // Its slot is given back now, not when the driver closes it.
+            self.reap();
+        }
         self.counters.clients_connected += 1;
-        Ok(self.clients.insert(now_ns, self.config.slow))
+        Ok(self.clients.insert(now_ns, self.config.slow, link))
+    }
+
+    /// The client's TLS handshake showed a certificate with this subject (as
+    /// `CN=alice,O=Desk`): users of the users file with `cert_subject` log in by it. Call it
+    /// before handing any of the client's bytes.
+    pub fn client_identified(&mut self, client: ClientId, subject: &str) {
+        if let Some(c) = self.clients.get_mut(client) {
+            c.cert_subject = Some(entitle::normalize_subject(subject).into());
+        }
     }
 
     /// The client's connection is gone (closed by the peer, or by the driver after a
@@ -672,26 +791,7 @@ impl Distributor {
             Err(e) => return self.refuse_client(id, ClientError::Malformed(e)),
         };
         match (logged_in, msg) {
-            (false, Message::Login(login)) => match self.users.login(login.user, login.token) {
-                Some(user) => {
-                    let slow = self
-                        .users
-                        .get(user)
-                        .and_then(|u| u.slow)
-                        .unwrap_or(self.config.slow);
-                    if let Some(c) = self.clients.get_mut(id) {
-                        c.login = Login::LoggedIn { user };
-                        c.slow = slow;
-                    }
-                    self.counters.logins_accepted += 1;
-                    self.send_login_response(id, LoginResult::Accepted, "");
-                    self.push_event(Event::LoggedIn {
-                        client: id,
-                        user: login.user.to_string(),
-                    });
-                }
-                None => self.refuse_client(id, ClientError::BadCredentials),
-            },
+            (false, Message::Login(login)) => self.on_login(id, login.user, login.token, now_ns),
             (false, other) => self.refuse_client(id, ClientError::LoginFirst(other.message_type())),
             (true, Message::Login(_)) => self.refuse_client(id, ClientError::AlreadyLoggedIn),
             (true, Message::Open(open)) => self.on_open(id, &open, now_ns),
@@ -700,6 +800,67 @@ impl Distributor {
                 self.refuse_client(id, ClientError::NotFromClients(other.message_type()))
             }
         }
+    }
+
+    fn on_login(&mut self, id: ClientId, user_name: &str, token: &[u8], now_ns: u64) {
+        let Some(c) = self.clients.get(id) else {
+            return;
+        };
+        let link = c.link;
+        if !link.tls && !link.peer.is_loopback() && !self.config.allow_plaintext_logins {
+            return self.refuse_client(id, ClientError::PlaintextLogin);
+        }
+        if let Some(wait) = self.throttle.wait_ns(link.peer, user_name, now_ns) {
+            self.counters.logins_throttled += 1;
+            return self.refuse_client(
+                id,
+                ClientError::Throttled {
+                    retry_ms: wait.div_ceil(1_000_000),
+                },
+            );
+        }
+        let subject = c.cert_subject.as_deref();
+        let Some(user) = self.users.login(user_name, token, subject) else {
+            self.throttle.failed(link.peer, user_name, now_ns);
+            return self.refuse_client(id, ClientError::BadCredentials);
+        };
+        self.throttle.succeeded(user_name);
+        if self.clients.logged_in >= self.config.max_clients {
+            self.counters.clients_refused += 1;
+            return self.refuse_client(
+                id,
+                ClientError::Full {
+                    max: self.config.max_clients,
+                },
+            );
+        }
+        if self.clients.per_user.get(&user).copied().unwrap_or(0) as usize
+            >= self.config.max_clients_per_user
+        {
+            self.counters.clients_refused += 1;
+            return self.refuse_client(
+                id,
+                ClientError::UserLimit {
+                    max: self.config.max_clients_per_user,
+                },
+            );
+        }
+        let slow = self
+            .users
+            .get(user)
+            .and_then(|u| u.slow)
+            .unwrap_or(self.config.slow);
+        self.clients.logged_in(id, user);
+        if let Some(c) = self.clients.get_mut(id) {
+            c.login = Login::LoggedIn { user };
+            c.slow = slow;
+        }
+        self.counters.logins_accepted += 1;
+        self.send_login_response(id, LoginResult::Accepted, "");
+        self.push_event(Event::LoggedIn {
+            client: id,
+            user: user_name.to_string(),
+        });
     }
 
     /// Answers a client that broke the protocol and closes it: a LOGIN_RESPONSE before login

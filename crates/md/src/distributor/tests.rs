@@ -9,6 +9,8 @@ use crate::dictionary::Dictionary;
 use crate::model::{Field, Price, Value};
 use std::collections::HashMap;
 
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
 const FEED1: &str = "FEED1";
 
 /// A distributor, its clients' queues, and what it asked of the feed: a driver without
@@ -118,7 +120,10 @@ impl Net {
     }
 
     fn connect(&mut self) -> ClientId {
-        let c = self.d.client_connected(self.now_ns).unwrap();
+        let c = self
+            .d
+            .client_connected(self.now_ns, ClientLink::plain(LOOPBACK))
+            .unwrap();
         self.queues.insert(c, Vec::new());
         c
     }
@@ -904,4 +909,202 @@ fn globs_are_bounded_before_they_are_matched_and_each_item_is_listed_once() {
     assert!(net.take(a)[0].contains("too many globs"));
     net.open(a, 4, FEED1, &more[..253]);
     assert!(net.take(a).is_empty(), "253 globs that match nothing yet");
+}
+
+impl Net {
+    fn connect_from(&mut self, link: ClientLink) -> Result<ClientId, TooManyClients> {
+        let c = self.d.client_connected(self.now_ns, link)?;
+        self.queues.insert(c, Vec::new());
+        Ok(c)
+    }
+
+    fn login_as(&mut self, c: ClientId, user: &str, token: &[u8]) -> Vec<String> {
+        self.send(c, &encode(&Message::Login(LoginRepr { user, token })));
+        self.take(c)
+    }
+}
+
+const ACCEPTED: &str = "LOGIN_RESPONSE accepted";
+
+fn remote(last: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last))
+}
+
+/// Issue 29, item 4: a token login over plaintext from a non-loopback address is refused
+/// unless the operator allows it; over TLS, or from loopback, it is accepted.
+#[test]
+fn a_plaintext_login_from_another_host_is_refused_unless_allowed() {
+    let mut net = Net::new();
+    let c = net.connect_from(ClientLink::plain(remote(1))).unwrap();
+    let answer = net.login_as(c, "bob", b"bob-token");
+    assert_eq!(answer.len(), 1);
+    assert!(
+        answer[0].starts_with(
+            "LOGIN_RESPONSE denied: a login over plaintext from a non-loopback address is refused"
+        ),
+        "{answer:?}"
+    );
+    let tls = ClientLink {
+        peer: remote(1),
+        tls: true,
+    };
+    let c = net.connect_from(tls).unwrap();
+    assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.allow_plaintext_logins = true;
+    let mut net = Net::with(config);
+    let c = net.connect_from(ClientLink::plain(remote(1))).unwrap();
+    assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+}
+
+/// Issue 29, item 6: a brute force of 10,000 wrong tokens in one second from one address
+/// gets its free failures checked, then is refused unchecked with a growing delay; the right
+/// token from that address waits too, while another address logs in at once.
+#[test]
+fn a_login_brute_force_is_throttled_per_address_and_per_user() {
+    let mut net = Net::new();
+    let attacker = ClientLink::plain(LOOPBACK);
+    let mut denied = 0;
+    let mut throttled = 0;
+    for i in 0..10_000u32 {
+        let c = net.connect_from(attacker).unwrap();
+        let answer = net.login_as(c, "bob", format!("guess-{i}").as_bytes());
+        if answer[0].contains("unknown user or wrong token") {
+            denied += 1;
+        } else {
+            assert!(answer[0].contains("too many failed logins"), "{answer:?}");
+            throttled += 1;
+        }
+        net.now_ns += 100_000; // 10,000 in a second
+    }
+    // The free failures, then one check per expired delay: 100 ms, 200, 400 ms fit in a
+    // second.
+    assert!(denied <= 3 + 4, "{denied} guesses were checked");
+    assert_eq!(denied + throttled, 10_000);
+    assert_eq!(net.d.counters().logins_throttled, throttled);
+    // bob's right token is held back too (his name is being guessed) ...
+    let c = net.connect_from(attacker).unwrap();
+    assert!(net.login_as(c, "bob", b"bob-token")[0].contains("too many failed logins"));
+    // ... while alice, from another address, logs in at once.
+    let c = net
+        .connect_from(ClientLink {
+            peer: remote(7),
+            tls: true,
+        })
+        .unwrap();
+    assert_eq!(net.login_as(c, "alice", b"alice-token"), [ACCEPTED]);
+    // Once the delay passed, bob's right token is accepted.
+    net.now_ns += throttle::MAX_DELAY_NS;
+    let c = net.connect_from(attacker).unwrap();
+    assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+    assert_eq!(net.d.footprint().clients, 2);
+}
+
+/// Issue 29, item 5: connections that never log in hold pending slots only; past
+/// `max_pending_clients` the oldest is closed, so an honest client still logs in. One
+/// address and one user are bounded too, and `max_clients` counts logged-in clients.
+#[test]
+fn slots_cannot_be_exhausted_before_or_after_login() {
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.max_pending_clients = 8;
+    config.max_clients_per_address = 20;
+    config.max_clients_per_user = 3;
+    config.max_clients = 5;
+    let mut net = Net::with(config);
+    // 1,000 connections that never log in, from 100 addresses.
+    let mut idle = Vec::new();
+    for i in 0..1000u32 {
+        let c = net
+            .connect_from(ClientLink::plain(remote((i % 100) as u8)))
+            .unwrap();
+        idle.push(c);
+    }
+    net.pump();
+    assert_eq!(net.d.counters().pending_evicted, 1000 - 8);
+    let evicted = idle
+        .iter()
+        .filter(|&&c| {
+            matches!(
+                net.disconnected(c),
+                Some(DisconnectReason::LoginDenied(ClientError::Evicted {
+                    max: 8
+                }))
+            )
+        })
+        .count();
+    assert_eq!(evicted, 1000 - 8);
+    for c in idle.iter().take(1000 - 8) {
+        net.d.client_closed(*c);
+    }
+    // An honest client connects and logs in.
+    let honest = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert_eq!(net.login_as(honest, "alice", b"alice-token"), [ACCEPTED]);
+
+    // One user: at most 3 logged in; the 4th is refused, other users are not.
+    let mut bobs = Vec::new();
+    for _ in 0..3 {
+        let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+        assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+        bobs.push(c);
+    }
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert!(net.login_as(c, "bob", b"bob-token")[0].contains("max_clients_per_user"));
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert_eq!(net.login_as(c, "carol", b"carol-token"), [ACCEPTED]);
+    // 5 logged in (alice, 3 bobs, carol): max_clients.
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert!(net.login_as(c, "alice", b"alice-token")[0].contains("max_clients"));
+    // A bob leaves: his slots come back.
+    net.d.client_closed(bobs[0]);
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
+
+    // One address: at most `max_clients_per_address` connections, pending or not.
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.max_clients_per_address = 20;
+    let mut net = Net::with(config);
+    let a = remote(200);
+    let first = net.connect_from(ClientLink::plain(a)).unwrap();
+    for _ in 1..20 {
+        net.connect_from(ClientLink::plain(a)).unwrap();
+    }
+    let e = net.connect_from(ClientLink::plain(a)).unwrap_err();
+    assert_eq!(e.max, 20);
+    assert!(
+        e.to_string()
+            .contains("192.0.2.200 has 20 connections open"),
+        "{e}"
+    );
+    assert!(net.connect_from(ClientLink::plain(remote(201))).is_ok());
+    net.d.client_closed(first);
+    assert!(net.connect_from(ClientLink::plain(a)).is_ok());
+}
+
+/// Issue 29, item 3: a user identified by its client certificate logs in by the subject the
+/// driver reports after the TLS handshake; without it, or with another, it is refused.
+#[test]
+fn a_user_logs_in_by_its_client_certificate() {
+    let users = Users::from_users(vec![User::with_token("dora", b"", &["*"])
+        .with_cert_subject("CN=dora,O=Desk")
+        .without_token()]);
+    let mut net = Net {
+        d: Distributor::new(DistributorConfig::new(&[FEED1]), Arc::new(users)).unwrap(),
+        ..Net::new()
+    };
+    let tls = ClientLink {
+        peer: remote(3),
+        tls: true,
+    };
+    let c = net.connect_from(tls).unwrap();
+    // The LOGIN's token is not checked for a user without one (it must not be empty).
+    net.d.client_identified(c, "O=Desk, CN=dora");
+    assert_eq!(net.login_as(c, "dora", b"-"), [ACCEPTED]);
+    let c = net.connect_from(tls).unwrap();
+    assert!(net.login_as(c, "dora", b"-")[0].contains("unknown user or wrong token"));
+    let c = net.connect_from(tls).unwrap();
+    net.d.client_identified(c, "CN=mallory,O=Desk");
+    assert!(net.login_as(c, "dora", b"-")[0].contains("unknown user or wrong token"));
 }
