@@ -8,6 +8,11 @@
 //! with back-off (through the list of distributors in turn), logs in again and re-opens every
 //! open request, so the application sees fresh REFRESHes after: never a silent gap.
 //!
+//! Over TLS ([`ConnectOptions::tls`], [`crate::tls::ClientTls`]) the distributor's
+//! certificate is checked against the CA given and the host connected to; a certificate that
+//! does not verify fails the connection with the reason (an unknown issuer, an expired
+//! certificate, another name), as any lost connection does.
+//!
 //! ```no_run
 //! use peregrine_market_data::consumer::{Consumer, Event};
 //! use std::time::Duration;
@@ -29,10 +34,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::tls::{read_plain, write_pending, ClientTls};
 use peregrine_md::consumer::{ConsumerConfig, ConsumerCore, ConsumerCounters};
 use peregrine_md::dictionary::Dictionary;
 use std::fmt;
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -67,8 +73,8 @@ impl fmt::Display for ConsumerError {
             ConsumerError::Session(e) => e.fmt(f),
             ConsumerError::NoDistributor { addresses, last } => write!(
                 f,
-                "no distributor of {addresses} accepted a login within {FIRST_LOGIN_TIMEOUT:?} \
-                 (last: {last}); is one running there?"
+                "no distributor of {addresses} accepted a connection and a login (tried for up \
+                 to {FIRST_LOGIN_TIMEOUT:?}; last: {last}); is one running there?"
             ),
         }
     }
@@ -82,13 +88,39 @@ impl From<SessionError> for ConsumerError {
     }
 }
 
+/// How a consumer connects (plaintext TCP unless `tls` is set).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    /// TLS: the CA that the distributor's certificate must chain to, and this consumer's own
+    /// certificate when its user logs in by it.
+    pub tls: Option<ClientTls>,
+}
+
+impl ConnectOptions {
+    /// Plaintext TCP (loopback distributors, or ones that allow plaintext logins).
+    pub fn plain() -> ConnectOptions {
+        ConnectOptions::default()
+    }
+
+    /// TLS with `tls`.
+    pub fn tls(tls: ClientTls) -> ConnectOptions {
+        ConnectOptions { tls: Some(tls) }
+    }
+}
+
 /// A consumer connected to one distributor of a list: see the module's documentation.
 #[derive(Debug)]
 pub struct Consumer {
     core: ConsumerCore,
     addresses: Vec<SocketAddr>,
+    /// The host part of each address as given (the name a TLS certificate is checked against).
+    hosts: Vec<String>,
+    tls: Option<ClientTls>,
     /// The connection: reads and writes pass `MSG_DONTWAIT` but for a call's first wait.
     stream: Option<TcpStream>,
+    /// The connection's TLS session, under TLS.
+    session: Option<rustls::Connection>,
     epoch: Instant,
     read_buf: Vec<u8>,
     dictionary: Dictionary,
@@ -99,6 +131,8 @@ pub struct Consumer {
     read_timeout: Option<Duration>,
     /// The last read found the socket empty (or read less than asked): wait before reading.
     drained: bool,
+    /// Connections that failed their TLS handshake (a certificate that does not verify).
+    tls_refusals: usize,
 }
 
 impl Consumer {
@@ -109,11 +143,23 @@ impl Consumer {
         user: &str,
         token: &[u8],
     ) -> Result<Consumer, ConsumerError> {
-        let mut c = Consumer::new(addresses, user, token)?;
+        Consumer::connect_with(addresses, user, token, ConnectOptions::default())
+    }
+
+    /// [`connect`](Self::connect) with `options` (TLS).
+    pub fn connect_with<A: AsRef<str>>(
+        addresses: &[A],
+        user: &str,
+        token: &[u8],
+        options: ConnectOptions,
+    ) -> Result<Consumer, ConsumerError> {
+        let mut c = Consumer::new_with(addresses, user, token, options)?;
         let end = Instant::now() + FIRST_LOGIN_TIMEOUT;
         while !c.core.is_logged_in() {
             let now = Instant::now();
-            if now >= end {
+            // Every distributor refused the handshake (its certificate does not verify, or it
+            // refused ours): trying again for the rest of the time would change nothing.
+            if now >= end || c.tls_refusals >= c.addresses.len() {
                 return Err(ConsumerError::NoDistributor {
                     addresses: c
                         .addresses
@@ -137,9 +183,21 @@ impl Consumer {
         user: &str,
         token: &[u8],
     ) -> Result<Consumer, ConsumerError> {
+        Consumer::new_with(addresses, user, token, ConnectOptions::default())
+    }
+
+    /// [`new`](Self::new) with `options` (TLS).
+    pub fn new_with<A: AsRef<str>>(
+        addresses: &[A],
+        user: &str,
+        token: &[u8],
+        options: ConnectOptions,
+    ) -> Result<Consumer, ConsumerError> {
         let mut resolved = Vec::new();
+        let mut hosts = Vec::new();
         for a in addresses {
             let a = a.as_ref();
+            hosts.push(a.rsplit_once(':').map_or(a, |(h, _)| h).to_string());
             let addr = a
                 .to_socket_addrs()
                 .and_then(|mut it| {
@@ -163,7 +221,10 @@ impl Consumer {
         Ok(Consumer {
             core,
             addresses: resolved,
+            hosts,
+            tls: options.tls,
             stream: None,
+            session: None,
             epoch: Instant::now(),
             read_buf: vec![0; 64 << 10],
             dictionary: Dictionary::builtin(),
@@ -171,6 +232,7 @@ impl Consumer {
             busy_poll: Duration::ZERO,
             read_timeout: None,
             drained: false,
+            tls_refusals: 0,
         })
     }
 
@@ -282,7 +344,9 @@ impl Consumer {
                 }
                 continue;
             }
-            if !self.core.transmit().is_empty() {
+            if !self.core.transmit().is_empty()
+                || self.session.as_ref().is_some_and(|t| t.wants_write())
+            {
                 self.flush_out();
             }
             // The socket looked empty (a short read, or EAGAIN): hand back what was read, spin
@@ -334,7 +398,13 @@ impl Consumer {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
-                Err(e) => self.lost(&e.to_string(), &mut count),
+                Err(e) => {
+                    // TLS refused: a certificate that does not verify, a refused one of ours.
+                    if self.session.is_some() && e.kind() == io::ErrorKind::InvalidData {
+                        self.tls_refusals += 1;
+                    }
+                    self.lost(&e.to_string(), &mut count)
+                }
             }
             if self.stream.is_none() && events.get() > 0 {
                 return Ok(events.get());
@@ -360,10 +430,16 @@ impl Consumer {
             }
             None => rustix::net::RecvFlags::DONTWAIT,
         };
-        match rustix::net::recv(s, &mut self.read_buf[..], flags) {
-            Ok((n, _)) => Ok(n),
-            // SO_RCVTIMEO ran out: as empty as EAGAIN.
-            Err(e) => Err(io::Error::from(e)),
+        match &mut self.session {
+            None => match rustix::net::recv(s, &mut self.read_buf[..], flags) {
+                Ok((n, _)) => Ok(n),
+                // SO_RCVTIMEO ran out: as empty as EAGAIN.
+                Err(e) => Err(io::Error::from(e)),
+            },
+            Some(tls) => {
+                let mut socket = Socket { stream: s, flags };
+                read_plain(tls, &mut socket, &mut self.read_buf)
+            }
         }
     }
 
@@ -380,11 +456,24 @@ impl Consumer {
 
     fn try_connect(&mut self, handler: &mut dyn FnMut(Event<'_>)) {
         let addr = self.addresses[self.core.address()];
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(s) => {
+        let session = match &self.tls {
+            None => Ok(None),
+            Some(tls) => tls
+                .connect(&self.hosts[self.core.address()])
+                .map(|c| Some(rustls::Connection::Client(c))),
+        };
+        let connected = match session {
+            Ok(session) => TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                .map(|s| (s, session))
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match connected {
+            Ok((s, session)) => {
                 let _ = s.set_nodelay(true);
                 self.read_timeout = None;
                 self.stream = Some(s);
+                self.session = session;
                 self.drained = false;
                 self.core.connected();
                 self.flush_out();
@@ -402,6 +491,7 @@ impl Consumer {
         if let Some(s) = self.stream.take() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
+        self.session = None;
         self.last_error = reason.to_string();
         let now = self.now_ns();
         self.core.connection_lost(now, reason, handler);
@@ -413,6 +503,25 @@ impl Consumer {
         let Some(s) = self.stream.as_mut() else {
             return;
         };
+        if let Some(tls) = &mut self.session {
+            // What the core queued is small (LOGIN, OPENs, CLOSEs): rustls takes it whole and
+            // holds its records until the socket does.
+            let out = self.core.transmit();
+            if !out.is_empty() {
+                let n = tls.writer().write(out).unwrap_or(0);
+                self.core.transmitted(n);
+            }
+            let mut socket = Socket {
+                stream: s,
+                flags: rustix::net::RecvFlags::DONTWAIT,
+            };
+            if let Err(e) = write_pending(tls, &mut socket) {
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            }
+            return;
+        }
         loop {
             let out = self.core.transmit();
             if out.is_empty() {
@@ -431,5 +540,31 @@ impl Consumer {
                 }
             }
         }
+    }
+}
+
+/// The consumer's socket as rustls reads and writes it: the first read with `flags` (a wait
+/// under SO_RCVTIMEO, or none), every later one without waiting; writes never wait.
+struct Socket<'a> {
+    stream: &'a TcpStream,
+    flags: rustix::net::RecvFlags,
+}
+
+impl Read for Socket<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let flags = std::mem::replace(&mut self.flags, rustix::net::RecvFlags::DONTWAIT);
+        rustix::net::recv(self.stream, buf, flags)
+            .map(|(n, _)| n)
+            .map_err(io::Error::from)
+    }
+}
+
+impl Write for Socket<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.stream, buf, rustix::net::SendFlags::DONTWAIT)
+            .map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }

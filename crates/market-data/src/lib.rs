@@ -7,16 +7,18 @@
 //! - [`consumer`]: request items from a distributor (or the next of a list) and receive them
 //!   as typed events; stale then fresh images across a lost connection;
 //! - [`distributor`]: the distributor's server (cache, entitlements, fan-out to TCP clients)
-//!   around `peregrine_md::distributor`'s core.
+//!   around `peregrine_md::distributor`'s core;
+//! - [`tls`]: TLS for the distributor's clients (server and consumer sides, mutual TLS).
 #![forbid(unsafe_code)]
 
 pub mod backbone;
 pub mod consumer;
 pub mod distributor;
 pub mod provider;
+pub mod tls;
 
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
-pub use consumer::{Consumer, ConsumerError, Event};
+pub use consumer::{ConnectOptions, Consumer, ConsumerError, Event};
 pub use distributor::{DistributorError, DistributorServer, DistributorSettings};
 /// The context every API here opens its publishers and subscribers in (its configuration
 /// applies to the backbone's URIs).

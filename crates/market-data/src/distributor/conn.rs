@@ -1,9 +1,11 @@
-//! One client connection of the distributor: its socket and its output queue (the user-space
-//! buffer in front of the socket, which the core counts and bounds).
+//! One client connection of the distributor: its socket, its TLS session when the listener
+//! has one, and its output queue (the user-space buffer in front of the socket, which the core
+//! counts and bounds; under TLS at most [`TLS_BUFFER_LIMIT`] more bytes wait in rustls).
 
+use crate::tls::{read_plain, write_pending, TLS_BUFFER_LIMIT};
 use mio::net::TcpStream;
 use peregrine_md::distributor::ClientId;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::time::Instant;
 
 /// Bytes waiting to be written, in order: a buffer and how much of it was written. The
@@ -61,6 +63,10 @@ impl OutQueue {
 #[derive(Debug)]
 pub struct Conn {
     pub stream: TcpStream,
+    /// The TLS session, on a TLS listener.
+    pub tls: Option<Box<rustls::Connection>>,
+    /// The TLS handshake finished and the core was told the client's certificate.
+    pub identified: bool,
     /// The client's address, for the log.
     pub peer: std::net::SocketAddr,
     /// The core's id; `None` once the core is done with it (closing).
@@ -86,9 +92,16 @@ pub enum Wrote {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, client: ClientId, peer: std::net::SocketAddr) -> Conn {
+    pub fn new(
+        stream: TcpStream,
+        tls: Option<rustls::ServerConnection>,
+        client: ClientId,
+        peer: std::net::SocketAddr,
+    ) -> Conn {
         Conn {
             stream,
+            identified: tls.is_none(),
+            tls: tls.map(|t| Box::new(rustls::Connection::Server(t))),
             peer,
             client: Some(client),
             out: OutQueue::default(),
@@ -99,8 +112,38 @@ impl Conn {
         }
     }
 
+    /// Reads what the client sent (plaintext, under TLS): `Ok(0)` at its end, `WouldBlock`
+    /// when nothing is ready; a TLS failure is `InvalidData` naming it.
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            None => self.stream.read(buf),
+            Some(tls) => read_plain(tls, &mut self.stream, buf),
+        }
+    }
+
+    /// Under TLS, once the handshake is done (and once only): the subject of the client's
+    /// certificate, or `Some(None)` when it showed none.
+    pub fn newly_identified(&mut self) -> Option<Option<String>> {
+        if self.identified {
+            return None;
+        }
+        let tls = self.tls.as_ref()?;
+        if tls.is_handshaking() {
+            return None;
+        }
+        self.identified = true;
+        Some(
+            tls.peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|leaf| crate::tls::certificate_subject(leaf)),
+        )
+    }
+
     /// Writes as much of the queue as the socket takes now.
     pub fn write_out(&mut self) -> Wrote {
+        if self.tls.is_some() {
+            return self.write_out_tls();
+        }
         while !self.out.is_empty() {
             match self.stream.write(self.out.front()) {
                 Ok(0) => return Wrote::Failed(io::ErrorKind::WriteZero),
@@ -113,10 +156,54 @@ impl Conn {
                 Err(e) => return Wrote::Failed(e.kind()),
             }
         }
+        self.shut_if_lingering();
+        Wrote::Ok
+    }
+
+    fn shut_if_lingering(&mut self) {
         if self.linger_until.is_some() && !self.write_shut {
+            if let Some(tls) = &mut self.tls {
+                tls.send_close_notify();
+                let _ = write_pending(tls, &mut self.stream);
+            }
             let _ = self.stream.shutdown(std::net::Shutdown::Write);
             self.write_shut = true;
         }
+    }
+
+    /// [`write_out`](Self::write_out) through rustls: the queue's bytes go into the session
+    /// as far as its buffer limit lets them, and the session's records to the socket.
+    fn write_out_tls(&mut self) -> Wrote {
+        let Some(tls) = self.tls.as_mut() else {
+            return Wrote::Ok;
+        };
+        loop {
+            match write_pending(tls, &mut self.stream) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    return Wrote::Ok;
+                }
+                Err(e) => return Wrote::Failed(e.kind()),
+            }
+            if self.out.is_empty() {
+                break;
+            }
+            // Plaintext written before the handshake ends waits in rustls (bounded by the
+            // limit too) and leaves once it does.
+            let take = self.out.len().min(TLS_BUFFER_LIMIT);
+            match tls.writer().write(&self.out.front()[..take]) {
+                Ok(0) => {
+                    if !tls.wants_write() {
+                        // Full, and nothing can leave before the handshake: wait for input.
+                        return Wrote::Ok;
+                    }
+                }
+                Ok(n) => self.out.consume(n),
+                Err(e) => return Wrote::Failed(e.kind()),
+            }
+        }
+        self.shut_if_lingering();
         Wrote::Ok
     }
 }

@@ -29,14 +29,14 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber, SubscriberEvent};
 use peregrine_md::distributor::{
-    ClientId, Counters, Disconnect, Distributor, Event, ServiceId, Users,
+    ClientId, ClientLink, Counters, Disconnect, Distributor, Event, ServiceId, Users,
 };
 use serde_json::json;
 pub use settings::{
-    DistributorSettings, SettingsError, SettingsOverrides, WriteMode, DEFAULT_LISTEN,
+    DistributorSettings, SettingsError, SettingsOverrides, TlsFiles, WriteMode, DEFAULT_LISTEN,
 };
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Read};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,6 +75,8 @@ pub enum DistributorError {
     Open { what: String, error: OpenError },
     /// epoll failed.
     Poll(io::Error),
+    /// The TLS certificate, key or client CA could not be used.
+    Tls(crate::tls::TlsError),
 }
 
 impl std::fmt::Display for DistributorError {
@@ -89,6 +91,7 @@ impl std::fmt::Display for DistributorError {
             DistributorError::Backbone(e) => e.fmt(f),
             DistributorError::Open { what, error } => write!(f, "{what}: {error}"),
             DistributorError::Poll(e) => write!(f, "waiting for sockets (epoll): {e}"),
+            DistributorError::Tls(e) => e.fmt(f),
         }
     }
 }
@@ -164,6 +167,8 @@ pub struct DistributorServer {
     poll: Poll,
     listener: TcpListener,
     local_addr: std::net::SocketAddr,
+    /// TLS on the listener, when its certificate and key are set.
+    tls: Option<crate::tls::ServerTls>,
     conns: Conns,
     by_client: HashMap<ClientId, Token>,
     backbones: Vec<Backbone>,
@@ -215,6 +220,13 @@ impl DistributorServer {
         let listen_error = |error| DistributorError::Listen {
             addr: s.listen,
             error,
+        };
+        let tls = match &s.tls {
+            Some(t) => Some(
+                crate::tls::ServerTls::load(&t.cert, &t.key, t.client_ca.as_deref())
+                    .map_err(DistributorError::Tls)?,
+            ),
+            None => None,
         };
         let mut listener = TcpListener::bind(s.listen).map_err(listen_error)?;
         let local_addr = listener.local_addr().map_err(listen_error)?;
@@ -286,6 +298,7 @@ impl DistributorServer {
             poll,
             listener,
             local_addr,
+            tls,
             conns: Conns::default(),
             by_client: HashMap::new(),
             backbones,
@@ -323,12 +336,45 @@ impl DistributorServer {
         (self.output)(&Line { text, json });
     }
 
+    /// How clients connect: TLS (with or without client certificates) or plaintext, and
+    /// whether plaintext logins from other hosts are allowed.
+    pub fn describe_clients(&self) -> String {
+        let mut t = match (&self.tls, &self.s.tls) {
+            (Some(tls), Some(files)) if tls.verifies_clients() => format!(
+                "clients over TLS (certificate {}; client certificates checked against {})",
+                files.cert.display(),
+                files
+                    .client_ca
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
+            (Some(_), Some(files)) => {
+                format!("clients over TLS (certificate {})", files.cert.display())
+            }
+            _ => "clients over plaintext TCP".to_string(),
+        };
+        if self.tls.is_none() {
+            if self.s.core.allow_plaintext_logins {
+                t.push_str(
+                    ", WARNING: plaintext logins from other hosts ALLOWED (allow_plaintext_logins): their tokens cross the network in the clear",
+                );
+            } else {
+                t.push_str(
+                    ", logins from loopback only (give tls_cert and tls_key for other hosts)",
+                );
+            }
+        }
+        t
+    }
+
     /// Says where it listens and how, with the process's open files limit.
     pub fn say_started(&mut self, nofile: u64) {
         let services = self.s.core.services.join(",");
+        let clients = self.describe_clients();
         self.say(
             format!(
-                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {}",
+                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {clients}; {}",
                 self.local_addr,
                 self.s.mode.name(),
                 self.s.backbone,
@@ -339,7 +385,9 @@ impl DistributorServer {
             json!({"listening": self.local_addr.to_string(), "mode": self.s.mode.name(),
                    "services": self.s.core.services, "backbone": self.s.backbone,
                    "requests": self.s.requests, "open_files_limit": nofile,
-                   "backbone_auth": self.sealing.describe()}),
+                   "backbone_auth": self.sealing.describe(), "clients": clients,
+                   "tls": self.tls.is_some(),
+                   "allow_plaintext_logins": self.s.core.allow_plaintext_logins}),
         );
     }
 
@@ -520,7 +568,21 @@ impl DistributorServer {
                     return;
                 }
             };
-            let id = match self.core.client_connected(self.now_ns()) {
+            let link = ClientLink {
+                peer: peer.ip(),
+                tls: self.tls.is_some(),
+            };
+            let session = match self.tls.as_ref().map(|t| t.accept()).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    self.say(
+                        format!("cannot start TLS for {peer}: {e}"),
+                        json!({"event": "tls_failed", "peer": peer.to_string(), "error": e.to_string()}),
+                    );
+                    continue;
+                }
+            };
+            let id = match self.core.client_connected(self.now_ns(), link) {
                 Ok(id) => id,
                 Err(e) => {
                     self.say(
@@ -537,7 +599,7 @@ impl DistributorServer {
             if let Some(n) = self.s.client_sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
             }
-            let tok = self.conns.insert(Conn::new(stream, id, peer));
+            let tok = self.conns.insert(Conn::new(stream, session, id, peer));
             let c = self.conns.get_mut(tok).expect("just inserted");
             if let Err(e) = self.poll.registry().register(
                 &mut c.stream,
@@ -562,12 +624,37 @@ impl DistributorServer {
             let Some(c) = self.conns.get_mut(tok) else {
                 return;
             };
-            let n = match c.stream.read(&mut self.read_buf) {
+            let read = c.read(&mut self.read_buf);
+            if let Some(subject) = c.newly_identified() {
+                // The handshake just ended: the core learns the certificate before any byte.
+                if let (Some(id), Some(subject)) = (c.client, subject) {
+                    self.core.client_identified(id, &subject);
+                }
+            }
+            let n = match read {
                 Ok(0) => return self.close(tok),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // A handshake answer the socket did not take yet.
+                    if c.tls.as_ref().is_some_and(|t| t.wants_write()) {
+                        self.write(tok);
+                    }
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return self.close(tok),
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        let peer = c.peer;
+                        self.say(
+                            format!("client {peer} refused: {e}"),
+                            json!({"event": "tls_refused", "peer": peer.to_string(), "error": e.to_string()}),
+                        );
+                    }
+                    return self.close(tok);
+                }
+            };
+            let Some(c) = self.conns.get_mut(tok) else {
+                return;
             };
             // A connection closing after its answer: what it still sends is discarded.
             if let Some(id) = c.client {

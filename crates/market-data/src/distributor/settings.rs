@@ -15,7 +15,14 @@
 //! | `flush_bytes` | | 64k | 1k to 16m: a throughput-mode buffer this full is written at once |
 //! | `max_queue_bytes` | `--max-queue-bytes` | 4m | 131102 (`MIN_QUEUE_BYTES`) to 1g |
 //! | `slow` | `--slow` | `conflate` | `conflate` or `disconnect` |
-//! | `max_clients` | `--max-clients` | 1024 | 1 to 1000000 |
+//! | `max_clients` | `--max-clients` | 1024 | 1 to 1000000: logged-in clients |
+//! | `max_pending_clients` | | 256 | 1 to 1000000: connections not logged in yet (past it the oldest is closed) |
+//! | `max_clients_per_address` | | 256 | 1 to 1000000: connections from one address (IPv6: one /64) |
+//! | `max_clients_per_user` | | 128 | 1 to 1000000: logged-in connections of one user |
+//! | `tls_cert` | `--tls-cert` | (none: plaintext) | a PEM certificate chain: clients connect over TLS |
+//! | `tls_key` | `--tls-key` | | its PEM private key (mode 0600, owned by this user or root) |
+//! | `tls_client_ca` | `--tls-client-ca` | (none) | a PEM CA: client certificates are asked for and checked (users with `cert_subject`) |
+//! | `allow_plaintext_logins` | `--allow-plaintext-logins` | false | true: accept logins over plaintext from other hosts (tokens in the clear) |
 //! | `max_items` | | 1000000 | 1 to 100000000 |
 //! | `max_requests_per_client` | | 1024 | 1 to 1000000 |
 //! | `max_patterns_per_client` | | 10000 | 1 to 10000000 |
@@ -71,6 +78,11 @@ pub struct SettingsOverrides {
     pub max_queue_bytes: Option<u64>,
     pub slow: Option<String>,
     pub max_clients: Option<u64>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    /// `true` when the flag is given (the file's key cannot be turned off by a flag).
+    pub allow_plaintext_logins: bool,
     /// The TOML file with any of the keys.
     pub config: Option<PathBuf>,
 }
@@ -89,8 +101,18 @@ pub struct DistributorSettings {
     pub stats_every_s: u64,
     /// After a backbone message, the loop polls without sleeping this long.
     pub busy_poll_us: u64,
-    /// The core's settings (services, bounds, policy, timeouts).
+    /// TLS on the client listener.
+    pub tls: Option<TlsFiles>,
+    /// The core's settings (services, bounds, policy, timeouts, plaintext logins).
     pub core: DistributorConfig,
+}
+
+/// The distributor's TLS files (checked when the server loads them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
 }
 
 /// The keys of the config file, in the order of the table above.
@@ -106,6 +128,13 @@ pub const KEYS: &[&str] = &[
     "max_queue_bytes",
     "slow",
     "max_clients",
+    "max_pending_clients",
+    "max_clients_per_address",
+    "max_clients_per_user",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "allow_plaintext_logins",
     "max_items",
     "max_requests_per_client",
     "max_patterns_per_client",
@@ -335,6 +364,54 @@ impl DistributorSettings {
         core.max_queue_bytes = max_queue_bytes;
         core.slow = slow;
         core.max_clients = max_clients;
+        if let Some(v) = f.int("max_pending_clients", 1, 1_000_000)? {
+            core.max_pending_clients = v as usize;
+        }
+        if let Some(v) = f.int("max_clients_per_address", 1, 1_000_000)? {
+            core.max_clients_per_address = v as usize;
+        }
+        if let Some(v) = f.int("max_clients_per_user", 1, 1_000_000)? {
+            core.max_clients_per_user = v as usize;
+        }
+        core.allow_plaintext_logins = a.allow_plaintext_logins
+            || match f.table.get("allow_plaintext_logins") {
+                None => false,
+                Some(Value::Boolean(b)) => *b,
+                Some(v) => {
+                    return Err(f.err(
+                        "allow_plaintext_logins",
+                        v,
+                        "true or false (true accepts logins over plaintext from other hosts)",
+                    ))
+                }
+            };
+        let path = |flag: &Option<PathBuf>, key: &str| -> Result<Option<PathBuf>> {
+            Ok(match flag {
+                Some(p) => Some(p.clone()),
+                None => f.str(key)?.map(|p| f.dir.join(p)),
+            })
+        };
+        let tls = match (
+            path(&a.tls_cert, "tls_cert")?,
+            path(&a.tls_key, "tls_key")?,
+            path(&a.tls_client_ca, "tls_client_ca")?,
+        ) {
+            (Some(cert), Some(key), client_ca) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca,
+            }),
+            (None, None, None) => None,
+            (Some(_), None, _) => bail!(
+                "tls_cert is given without tls_key: give both (--tls-cert FILE --tls-key FILE),                  the certificate and its private key"
+            ),
+            (None, Some(_), _) => bail!(
+                "tls_key is given without tls_cert: give both (--tls-cert FILE --tls-key FILE)"
+            ),
+            (None, None, Some(_)) => bail!(
+                "tls_client_ca is given without tls_cert and tls_key: client certificates are                  checked over TLS only; give --tls-cert FILE --tls-key FILE too"
+            ),
+        };
         if let Some(v) = f.int("max_items", 1, 100_000_000)? {
             core.max_items = v as usize;
         }
@@ -375,6 +452,7 @@ impl DistributorSettings {
             client_sndbuf,
             stats_every_s,
             busy_poll_us,
+            tls,
             core,
         })
     }
@@ -396,6 +474,8 @@ mod tests {
                 "--service" => o.services.push(v.into()),
                 "--slow" => o.slow = Some(v.into()),
                 "--max-queue-bytes" => o.max_queue_bytes = peregrine::parse_bytes(v),
+                "--tls-cert" => o.tls_cert = Some(v.into()),
+                "--tls-key" => o.tls_key = Some(v.into()),
                 other => panic!("{other}"),
             }
         }
@@ -480,5 +560,45 @@ mod tests {
         let e = DistributorSettings::resolve(&args(&["--users", "u", "--max-queue-bytes", "1k"]))
             .unwrap_err();
         assert!(e.to_string().contains("--max-queue-bytes 1024"), "{e}");
+        let e = DistributorSettings::resolve(&args(&["--users", "u", "--tls-cert", "c.pem"]))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("tls_cert is given without tls_key"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tls_limits_and_plaintext_logins_come_from_the_file() {
+        let s = with_config(
+            "users = \"u.toml\"\ntls_cert = \"md.crt\"\ntls_key = \"md.key\"\n\
+             tls_client_ca = \"ca.crt\"\nallow_plaintext_logins = true\n\
+             max_pending_clients = 16\nmax_clients_per_address = 8\nmax_clients_per_user = 4\n",
+            &[],
+        )
+        .unwrap();
+        let tls = s.tls.unwrap();
+        assert!(tls.cert.ends_with("md.crt") && tls.cert.is_absolute());
+        assert!(tls.key.ends_with("md.key"));
+        assert!(tls.client_ca.unwrap().ends_with("ca.crt"));
+        assert!(s.core.allow_plaintext_logins);
+        assert_eq!(
+            (
+                s.core.max_pending_clients,
+                s.core.max_clients_per_address,
+                s.core.max_clients_per_user
+            ),
+            (16, 8, 4)
+        );
+        let e = with_config("users = \"u\"\nallow_plaintext_logins = \"yes\"", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("allow_plaintext_logins = \"yes\" is not accepted: true or false"),
+            "{e}"
+        );
+        let e = with_config("users = \"u\"\ntls_client_ca = \"ca.crt\"", &[]).unwrap_err();
+        assert!(e.to_string().contains("over TLS only"), "{e}");
+        let s = with_config("users = \"u\"", &[]).unwrap();
+        assert!(s.tls.is_none() && !s.core.allow_plaintext_logins);
     }
 }

@@ -100,7 +100,8 @@ impl LoginThrottle {
         self.by_user.remove(user);
     }
 
-    /// Records held (for the footprint).
+    /// Records held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_address.len() + self.by_user.len()
     }
