@@ -73,6 +73,13 @@ impl PeregrineRun {
         );
         users.push('\n');
         std::fs::write(dir.path.join("users.toml"), users)?;
+        // Every client is one user on one address: the per-user and per-address limits (128
+        // and 256 by default) are raised to the most clients a run may have.
+        let limit = FanoutConfig::MAX_CLIENTS + 8;
+        std::fs::write(
+            dir.path.join("distributor.toml"),
+            format!("max_clients_per_user = {limit}\nmax_clients_per_address = {limit}\nmax_pending_clients = {limit}\n"),
+        )?;
         Ok(PeregrineRun {
             exe: exe.to_path_buf(),
             cfg: cfg.clone(),
@@ -116,6 +123,8 @@ impl PeregrineRun {
                     .args(["--listen", "127.0.0.1:0", "--backbone", &backbone])
                     .arg("--users")
                     .arg(d.join("users.toml"))
+                    .arg("--config")
+                    .arg(d.join("distributor.toml"))
                     .args(["--mode", self.cfg.mode.name(), "--json"]);
                 c
             },

@@ -21,7 +21,8 @@ use super::Stop;
 use crate::flags::md::ClientArgs;
 use anyhow::{bail, Context as _, Result};
 use hdrhistogram::Histogram;
-use peregrine_market_data::consumer::{Consumer, Event};
+use peregrine_market_data::consumer::{ConnectOptions, Consumer, Event};
+use peregrine_market_data::tls::ClientTls;
 use peregrine_md::codec::MAX_MESSAGE_LEN;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::check_item_pattern;
@@ -109,12 +110,29 @@ pub fn run(a: ClientArgs) -> Result<()> {
         None => Dictionary::builtin(),
     };
     let addresses: Vec<&str> = a.connect.split(',').map(str::trim).collect();
-    let mut consumer = Consumer::new(&addresses, &a.user, &token).map_err(|e| match e {
-        peregrine_market_data::ConsumerError::Address { .. } => {
-            anyhow::anyhow!("--connect {}: {e}", a.connect)
+    let options = match &a.tls_ca {
+        None => ConnectOptions::plain(),
+        Some(ca) => {
+            if a.tls_cert.is_some() != a.tls_key.is_some() {
+                bail!("--tls-cert and --tls-key go together: give both, or neither");
+            }
+            let identity = a.tls_cert.as_deref().zip(a.tls_key.as_deref());
+            let mut tls = ClientTls::load(ca, identity).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if let Some(name) = &a.tls_server_name {
+                tls = tls
+                    .with_server_name(name)
+                    .map_err(|e| anyhow::anyhow!("--tls-server-name: {e}"))?;
+            }
+            ConnectOptions::tls(tls)
         }
-        e => anyhow::anyhow!("{e}"),
-    })?;
+    };
+    let mut consumer =
+        Consumer::new_with(&addresses, &a.user, &token, options).map_err(|e| match e {
+            peregrine_market_data::ConsumerError::Address { .. } => {
+                anyhow::anyhow!("--connect {}: {e}", a.connect)
+            }
+            e => anyhow::anyhow!("{e}"),
+        })?;
     consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
     let start = Instant::now();
     let mut c = Client {

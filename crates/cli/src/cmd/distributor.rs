@@ -28,6 +28,10 @@ pub fn run(a: DistributorArgs) -> Result<()> {
         max_queue_bytes: a.max_queue_bytes,
         slow: a.slow.clone(),
         max_clients: a.max_clients,
+        tls_cert: a.tls_cert.clone(),
+        tls_key: a.tls_key.clone(),
+        tls_client_ca: a.tls_client_ca.clone(),
+        allow_plaintext_logins: a.allow_plaintext_logins,
         config: a.config.clone(),
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;

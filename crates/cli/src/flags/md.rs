@@ -102,9 +102,23 @@ pub struct DistributorArgs {
     /// the users file wins). Default conflate.
     #[arg(long)]
     pub slow: Option<String>,
-    /// Client connections at most. Default 1024.
+    /// Logged-in client connections at most. Default 1024.
     #[arg(long)]
     pub max_clients: Option<u64>,
+    /// Serve clients over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key (mode 0600, owned by you or root).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Ask clients for a certificate and check it against this PEM CA (users with
+    /// `cert_subject` in the users file log in by it).
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Accept logins over plaintext from other hosts (their tokens cross the network in the
+    /// clear): only on a network you trust.
+    #[arg(long)]
+    pub allow_plaintext_logins: bool,
     /// A TOML file setting any of the above (and more: docs/market-data.md); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -130,6 +144,18 @@ pub struct ClientArgs {
     /// it out of the process list).
     #[arg(long)]
     pub token: Option<String>,
+    /// Connect over TLS, checking the distributor's certificate against this PEM CA.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Present this PEM client certificate (with --tls-key; for users with `cert_subject`).
+    #[arg(long, value_name = "FILE", requires = "tls_ca")]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's PEM private key (mode 0600).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Check the distributor's certificate against this name instead of --connect's host.
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
     /// The watchlist: one item name or glob (`AAA.*`) per line.
     #[arg(long)]
     pub watch: PathBuf,
