@@ -1,7 +1,8 @@
 //! `peregrine distributor`: the point-to-point server of the market data tier, a thin command
 //! over `peregrine_market_data::distributor` (flags and the config file resolved into its
 //! settings, its lines printed as text or JSON). SIGINT or SIGTERM stops it; it prints its
-//! counters and exits 0.
+//! counters and exits 0. SIGHUP reloads the users file (a file that fails validation is
+//! refused, the old one kept).
 
 use super::md::raise_nofile_limit;
 use super::{context, Stop};
@@ -36,7 +37,10 @@ pub fn run(a: DistributorArgs) -> Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let users = Users::load(&settings.users).map_err(|e| anyhow::anyhow!("--users: {e}"))?;
-    let stop = Stop::install()?;
+    let stop = {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        Stop::install_for(&[SIGINT, SIGTERM])?
+    };
     let nofile = raise_nofile_limit();
     let ctx = context()?;
     let listen = settings.listen;
@@ -57,6 +61,8 @@ pub fn run(a: DistributorArgs) -> Result<()> {
         };
         let _ = out.flush();
     }));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, server.reload_flag())
+        .context("installing the SIGHUP handler")?;
     server.say_started(nofile);
     server
         .run(&|| stop.requested().is_some())

@@ -38,9 +38,14 @@ pub(crate) struct Stop {
 impl Stop {
     pub fn install() -> Result<Stop> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        Stop::install_for(&[SIGINT, SIGTERM, SIGHUP])
+    }
+
+    /// Stops on these signals only (a daemon that gives SIGHUP another meaning).
+    pub fn install_for(signals: &[i32]) -> Result<Stop> {
         let signal = Arc::new(AtomicUsize::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
+        for &sig in signals {
             // Order matters: the second signal's check runs before the flag is set again.
             signal_hook::flag::register_conditional_shutdown(sig, 1, stopping.clone())
                 .context("installing a signal handler")?;

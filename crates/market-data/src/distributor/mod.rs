@@ -16,10 +16,15 @@
 //!   both: the coalescing is the queues').
 //!
 //! [`DistributorServer::bind`] opens the listener and the backbone; [`DistributorServer::run`]
-//! serves until its `stop` says so. What it has to say (its start, events, statistics lines,
+//! serves until its `stop` says so. [`DistributorServer::reload_flag`] (SIGHUP in
+//! `peregrine distributor`) reloads the users file on the next turn without dropping anyone
+//! (`peregrine_md::distributor::Distributor::replace_users`); a file that fails validation
+//! is refused whole and the old one kept. Refusals are logged one line each up to 20 per
+//! 10 s, then summarised (`audit.rs`). What it has to say (its start, events, statistics lines,
 //! the final counters) goes to the output set with [`DistributorServer::set_output`] as
 //! [`Line`]s, each as text for people and as JSON; `peregrine distributor` prints them.
 
+mod audit;
 mod conn;
 mod settings;
 
@@ -187,6 +192,9 @@ pub struct DistributorServer {
     accept_errors: u64,
     /// The distributor's counters and gauges for `peregrine stat`.
     stat: peregrine::stat::Record,
+    /// Set (by a signal handler): reload the users file on the next turn.
+    reload: Arc<std::sync::atomic::AtomicBool>,
+    refusals: audit::Refusals,
 }
 
 /// How often the distributor writes its values for `peregrine stat`.
@@ -310,7 +318,50 @@ impl DistributorServer {
             read_buf: vec![0; READ_CHUNK],
             start,
             accept_errors: 0,
+            reload: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            refusals: audit::Refusals::new(start),
         })
+    }
+
+    /// A flag that, once set (from a signal handler: `signal_hook::flag::register(SIGHUP,
+    /// flag)`), makes [`run`](Self::run) reload the users file on its next turn.
+    pub fn reload_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.reload)
+    }
+
+    /// Reads the users file again and applies it to every logged-in client
+    /// (`Distributor::replace_users`: revoked items answered `not-entitled`, removed users
+    /// logged out). A file that does not load or validate is refused whole: the old one stays,
+    /// and the error says why. Returns how many clients lost something.
+    pub fn reload_users(&mut self) -> Result<usize, peregrine_md::LoadError> {
+        let users = Users::load(&self.s.users)?;
+        let count = users.len();
+        let touched = self.core.replace_users(Arc::new(users));
+        self.drain_core();
+        let file = self.s.users.display().to_string();
+        self.say(
+            format!("users reloaded from {file}: {count} users; {touched} logged-in clients lost entitlements or were logged out"),
+            json!({"event": "users_reloaded", "file": file, "users": count, "clients_changed": touched}),
+        );
+        self.warn_if_users_file_exposed();
+        Ok(touched)
+    }
+
+    /// A users file others can read holds token hashes they could attack offline: said at
+    /// start and on each reload, with the fix.
+    fn warn_if_users_file_exposed(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(&self.s.users) else {
+            return;
+        };
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            let file = self.s.users.display().to_string();
+            self.say(
+                format!("WARNING: the users file {file} is readable by others (mode {mode:o}) and holds token hashes: chmod 600 {file}"),
+                json!({"event": "users_file_exposed", "file": file, "mode": format!("{mode:o}")}),
+            );
+        }
     }
 
     /// Where its lines go (by default, to `tracing` at level info).
@@ -389,6 +440,7 @@ impl DistributorServer {
                    "tls": self.tls.is_some(),
                    "allow_plaintext_logins": self.s.core.allow_plaintext_logins}),
         );
+        self.warn_if_users_file_exposed();
     }
 
     /// Says its final counters (`signal`: what stopped it).
@@ -438,6 +490,21 @@ impl DistributorServer {
         let mut next_login_check = Instant::now();
         let mut next_stat = Instant::now();
         while !stop() {
+            if self
+                .reload
+                .swap(false, std::sync::atomic::Ordering::Relaxed)
+            {
+                if let Err(e) = self.reload_users() {
+                    let file = self.s.users.display().to_string();
+                    self.say(
+                        format!("users file {file} refused, the old one is kept: {e}"),
+                        json!({"event": "users_reload_refused", "file": file, "error": e.to_string()}),
+                    );
+                }
+            }
+            if let Some((text, value)) = self.refusals.summary(Instant::now()) {
+                self.say(text, value);
+            }
             let timeout = self.timeout(next_stats);
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
@@ -585,10 +652,16 @@ impl DistributorServer {
             let id = match self.core.client_connected(self.now_ns(), link) {
                 Ok(id) => id,
                 Err(e) => {
-                    self.say(
-                        format!("connection refused: {e}"),
-                        json!({"event": "client_refused", "error": e.to_string()}),
-                    );
+                    if self.refusals.admit(
+                        Instant::now(),
+                        "connection_refused",
+                        &peer.ip().to_string(),
+                    ) {
+                        self.say(
+                            format!("connection from {peer} refused: {e}"),
+                            json!({"event": "client_refused", "peer": peer.to_string(), "error": e.to_string()}),
+                        );
+                    }
                     continue; // dropped: closed
                 }
             };
@@ -643,8 +716,14 @@ impl DistributorServer {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    if e.kind() == io::ErrorKind::InvalidData {
-                        let peer = c.peer;
+                    let peer = c.peer;
+                    if e.kind() == io::ErrorKind::InvalidData
+                        && self.refusals.admit(
+                            Instant::now(),
+                            "tls_refused",
+                            &peer.ip().to_string(),
+                        )
+                    {
                         self.say(
                             format!("client {peer} refused: {e}"),
                             json!({"event": "tls_refused", "peer": peer.to_string(), "error": e.to_string()}),
@@ -725,14 +804,38 @@ impl DistributorServer {
                     json!({"event": "logged_in", "client": client(*c), "user": user, "peer": peer}),
                 )
             }
-            Event::LoginDenied { client: c, error } => {
+            Event::LoginDenied {
+                client: c,
+                user,
+                error,
+            } => {
+                let (_, peer) = self.who(*c);
+                let host = peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h);
+                if !self.refusals.admit(Instant::now(), "login_denied", host) {
+                    return;
+                }
+                let who = user.as_deref().unwrap_or("(no login)");
+                (
+                    format!(
+                        "a login as {who} from {peer} refused (client {}): {error}",
+                        client(*c)
+                    ),
+                    json!({"event": "login_denied", "client": client(*c), "user": user, "peer": peer, "error": error.to_string()}),
+                )
+            }
+            Event::Revoked {
+                client: c,
+                user,
+                items,
+                requests,
+            } => {
                 let (_, peer) = self.who(*c);
                 (
                     format!(
-                        "a login from {peer} refused (client {}): {error}",
+                        "{user} from {peer} (client {}): entitlements revoked by the reload: {items} items not-entitled ({requests} requests of a service closed)",
                         client(*c)
                     ),
-                    json!({"event": "login_denied", "client": client(*c), "peer": peer, "error": error.to_string()}),
+                    json!({"event": "revoked", "client": client(*c), "user": user, "peer": peer, "items": items, "requests": requests}),
                 )
             }
             Event::ProtocolError { client: c, error } => {

@@ -84,6 +84,8 @@ pub(crate) struct Client {
     pub cert_subject: Option<Box<str>>,
     /// It holds a slot of `max_pending_clients` (until it logs in or goes).
     pub pending: bool,
+    /// The user its LOGIN named, for the log of a refusal.
+    pub login_name: Option<Box<str>>,
     /// It holds a slot of `max_clients` and of its user's `max_clients_per_user`.
     pub counted_user: Option<usize>,
 }
@@ -111,6 +113,7 @@ impl Client {
             link,
             cert_subject: None,
             pending: true,
+            login_name: None,
             counted_user: None,
             id,
             login: Login::Awaiting { since_ns: now_ns },

@@ -271,6 +271,11 @@ impl Users {
         self.users.get(index)
     }
 
+    /// The index of the user called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
     pub fn len(&self) -> usize {
         self.users.len()
     }

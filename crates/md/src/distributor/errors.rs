@@ -36,6 +36,8 @@ pub enum ClientError {
     /// `max_pending_clients` connections were waiting to log in when another came: the
     /// oldest of them is closed.
     Evicted { max: usize },
+    /// The user was removed from the users file (a reload): logged out.
+    UserRemoved,
 }
 
 impl fmt::Display for ClientError {
@@ -81,6 +83,9 @@ impl fmt::Display for ClientError {
                 f,
                 "this user has its maximum of {max} connections logged in                  (max_clients_per_user)"
             ),
+            ClientError::UserRemoved => {
+                f.write_str("the user was removed from the distributor's users file: logged out")
+            }
             ClientError::Evicted { max } => write!(
                 f,
                 "more than {max} connections were waiting to log in (max_pending_clients):                  the oldest, this one, was closed"
@@ -259,6 +264,8 @@ pub enum Event {
     /// The client was refused at login and is being closed.
     LoginDenied {
         client: super::ClientId,
+        /// The user its LOGIN named (none if it sent no valid LOGIN).
+        user: Option<String>,
         error: ClientError,
     },
     /// The client broke the protocol after login and is being closed.
@@ -281,5 +288,14 @@ pub enum Event {
         service: ServiceId,
         items: usize,
         cause: StaleCause,
+    },
+    /// A reload of the users file took entitlements from a logged-in client: `items` it was
+    /// watching were answered STATUS `not-entitled` and are no longer sent to it (`requests`
+    /// of them for a whole service).
+    Revoked {
+        client: super::ClientId,
+        user: String,
+        items: usize,
+        requests: usize,
     },
 }

@@ -589,6 +589,104 @@ impl Distributor {
         Ok(self.clients.insert(now_ns, self.config.slow, link))
     }
 
+    /// Replaces the users file (a reload) without dropping anyone: each logged-in client is
+    /// checked against its user's new entitlements. A user no longer in the file is logged out
+    /// (STATUS `rejected`, then closed); an item the user may no longer see, or every item of
+    /// a service it may no longer open, is answered STATUS `not-entitled` on each request that
+    /// held it and is sent no more (an exact name it may no longer see is dropped from its
+    /// request, a glob stays and matches only what the user may see). The user's `slow` policy
+    /// is taken from the new file. Returns how many clients lost something (or were logged
+    /// out); each gets an [`Event::Revoked`] or an [`Event::ProtocolError`].
+    pub fn replace_users(&mut self, users: Arc<Users>) -> usize {
+        let old = std::mem::replace(&mut self.users, users);
+        let logged_in: Vec<(ClientId, usize)> = self
+            .clients
+            .iter()
+            .filter_map(|c| c.user().map(|u| (c.id, u)))
+            .collect();
+        let mut touched = 0;
+        let mut per_user: HashMap<usize, u32> = HashMap::new();
+        for (id, old_index) in logged_in {
+            let Some(name) = old.get(old_index).map(|u| u.name.clone()) else {
+                continue;
+            };
+            let Some(index) = self.users.index_of(&name) else {
+                touched += 1;
+                // Logged out: its logged-in slot goes now (its user's count is rebuilt below).
+                if let Some(c) = self.clients.get_mut(id) {
+                    c.counted_user = None;
+                    self.clients.logged_in -= 1;
+                }
+                self.refuse_client(id, ClientError::UserRemoved);
+                continue;
+            };
+            *per_user.entry(index).or_default() += 1;
+            let users = Arc::clone(&self.users);
+            let user = users.get(index).expect("index_of gave it");
+            let slow = user.slow.unwrap_or(self.config.slow);
+            let Some(c) = self.clients.get_mut(id) else {
+                continue;
+            };
+            c.login = Login::LoggedIn { user: index };
+            c.counted_user = Some(index);
+            c.slow = slow;
+            // What the client may no longer have: whole requests (their service), and items.
+            let mut dropped_requests = Vec::new();
+            let mut revoked: Vec<(u32, ItemId)> = Vec::new();
+            for (&rid, r) in c.requests.iter_mut() {
+                let service = self.cache.service_name(r.service);
+                if !user.may_open_service(service) {
+                    dropped_requests.push(rid);
+                    revoked.extend(r.items.iter().map(|&i| (rid, i)));
+                    continue;
+                }
+                let cache = &self.cache;
+                r.items.retain(|&item| {
+                    let keep = cache.get(item).is_some_and(|i| user.may_see_item(&i.name));
+                    if !keep {
+                        revoked.push((rid, item));
+                    }
+                    keep
+                });
+                r.exact.retain(|e| user.may_see_item(e));
+            }
+            if revoked.is_empty() && dropped_requests.is_empty() {
+                continue;
+            }
+            touched += 1;
+            for &rid in &dropped_requests {
+                if let Some(r) = c.requests.remove(&rid) {
+                    c.patterns -= r.pattern_count();
+                }
+            }
+            for &(_, item) in &revoked {
+                unwatch(c, item, &mut self.watchers);
+            }
+            let text = format!("user {name}'s entitlements changed: no longer entitled");
+            for &(rid, item) in &revoked {
+                self.counters.not_entitled += 1;
+                let from = self.outbox.buffer().len();
+                self.cache.encode_status(
+                    item,
+                    rid,
+                    ItemState::NotEntitled,
+                    &text,
+                    self.outbox.buffer(),
+                );
+                self.queue_control(id, from);
+            }
+            self.push_event(Event::Revoked {
+                client: id,
+                user: name,
+                items: revoked.len(),
+                requests: dropped_requests.len(),
+            });
+        }
+        self.clients.per_user = per_user;
+        self.reap();
+        touched
+    }
+
     /// The client's TLS handshake showed a certificate with this subject (as
     /// `CN=alice,O=Desk`): users of the users file with `cert_subject` log in by it. Call it
     /// before handing any of the client's bytes.
@@ -803,9 +901,11 @@ impl Distributor {
     }
 
     fn on_login(&mut self, id: ClientId, user_name: &str, token: &[u8], now_ns: u64) {
-        let Some(c) = self.clients.get(id) else {
+        let Some(c) = self.clients.get_mut(id) else {
             return;
         };
+        c.login_name = Some(user_name.into());
+        let c = &*c;
         let link = c.link;
         if !link.tls && !link.peer.is_loopback() && !self.config.allow_plaintext_logins {
             return self.refuse_client(id, ClientError::PlaintextLogin);
@@ -872,6 +972,7 @@ impl Distributor {
         if c.closing() {
             return;
         }
+        let login_name = c.login_name.as_deref().map(str::to_string);
         let text = error.to_string();
         if matches!(error, ClientError::Malformed(_)) {
             self.counters.malformed_messages += 1;
@@ -900,7 +1001,11 @@ impl Distributor {
                 _ => LoginResult::Denied,
             };
             self.send_login_response(id, result, &text);
-            self.push_event(Event::LoginDenied { client: id, error });
+            self.push_event(Event::LoginDenied {
+                client: id,
+                user: login_name,
+                error,
+            });
             DisconnectReason::LoginDenied(error)
         };
         self.close_client(id, reason);

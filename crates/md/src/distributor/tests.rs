@@ -1108,3 +1108,77 @@ fn a_user_logs_in_by_its_client_certificate() {
     net.d.client_identified(c, "CN=mallory,O=Desk");
     assert!(net.login_as(c, "dora", b"-")[0].contains("unknown user or wrong token"));
 }
+
+/// Issue 29, item 7: a reload of the users file revokes mid-stream: an item the user may no
+/// longer see gets STATUS not-entitled and nothing more, a service it may no longer open the
+/// same for each of its items, a removed user is logged out; nobody else is touched, and a
+/// glob still follows new items the user may see.
+#[test]
+fn a_reload_revokes_items_services_and_users_without_dropping_the_others() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.L", 1, 100));
+    net.feed(&refresh(2, "MSFT.O", 1, 200));
+    let a = net.login("alice"); // AAA.*, MSFT.O on FEED1
+    let b = net.login("bob"); // *
+    let c = net.login("carol"); // *, to be removed
+    net.open(a, 1, FEED1, &["AAA.*"]);
+    net.open(a, 2, FEED1, &["MSFT.O"]);
+    net.open(b, 1, FEED1, &["*"]);
+    net.open(c, 1, FEED1, &["*"]);
+    for x in [a, b, c] {
+        net.take(x);
+    }
+    // alice loses MSFT.O; carol is removed; bob is unchanged.
+    let mut alice = User::with_token("alice", b"alice-token", &["AAA.*"]);
+    alice.services = Some(vec![FEED1.into()]);
+    let bob = User::with_token("bob", b"bob-token", &["*"]);
+    let touched = net
+        .d
+        .replace_users(Arc::new(Users::from_users(vec![bob, alice])));
+    net.pump();
+    assert_eq!(touched, 2);
+    let got = net.take(a);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("STATUS 2 req=2 not-entitled") && got[0].contains("no longer entitled"),
+        "{got:?}"
+    );
+    assert!(net.take(b).is_empty());
+    let got = net.take(c);
+    assert!(
+        got[0].contains("removed from the distributor's users file"),
+        "{got:?}"
+    );
+    assert!(matches!(
+        net.disconnected(c),
+        Some(DisconnectReason::Protocol(ClientError::UserRemoved))
+    ));
+    assert!(net.events.iter().any(
+        |e| matches!(e, Event::Revoked { user, items: 1, requests: 0, .. } if user == "alice")
+    ));
+    // Updates: alice gets AAA.L only; bob both.
+    net.feed(&update(1, 2, 101));
+    net.feed(&update(2, 2, 201));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=2 BID=1.01"]);
+    assert_eq!(net.take(b).len(), 2);
+    // alice's glob follows a new item she may see; a new MSFT item she may not see is not sent.
+    net.feed(&refresh(3, "AAA.N", 1, 300));
+    net.feed(&refresh(4, "MSFT.N", 1, 400));
+    let got = net.take(a);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("REFRESH 3 AAA.N"), "{got:?}");
+    // Taking FEED1 away from alice answers each of her items and drops both requests.
+    let mut alice = User::with_token("alice", b"alice-token", &["*"]);
+    alice.services = Some(vec!["FEED2".into()]);
+    let bob = User::with_token("bob", b"bob-token", &["*"]);
+    net.d
+        .replace_users(Arc::new(Users::from_users(vec![alice, bob])));
+    net.pump();
+    let got = net.take(a);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|g| g.contains("not-entitled")), "{got:?}");
+    net.feed(&update(1, 3, 102));
+    assert!(net.take(a).is_empty());
+    assert_eq!(net.d.client_stats(a).unwrap().requests, 0);
+    assert_eq!(net.d.client_stats(a).unwrap().watched, 0);
+}
