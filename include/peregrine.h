@@ -573,6 +573,23 @@ int32_t pg_md_consumer_new(const char *const *addresses,
                            const char *token,
                            pg_md_consumer **out);
 
+// [`pg_md_consumer_new`] over TLS: the distributor's certificate is checked against the
+// PEM CA file `ca_file` and the host of the address connected to (or `server_name`; may be
+// NULL). `cert_file` and `key_file` (both NULL, or both given) are this consumer's PEM
+// certificate and private key (mode 0600), for a user the distributor identifies by its
+// certificate (its token is then any non-empty text). A file that cannot be used is
+// `PG_ERROR_INVALID_ARGUMENT` naming it and the fix; a certificate that does not verify is
+// `PG_ERROR_REFUSED` naming why (`invalid peer certificate: UnknownIssuer`, ...).
+int32_t pg_md_consumer_new_tls(const char *const *addresses,
+                               size_t count,
+                               const char *user,
+                               const char *token,
+                               const char *ca_file,
+                               const char *cert_file,
+                               const char *key_file,
+                               const char *server_name,
+                               pg_md_consumer **out);
+
 // Opens `patterns` (`count` item names or globs) of `service`; the request's id into
 // `*request` (may be NULL).
 int32_t pg_md_consumer_open(pg_md_consumer *consumer,

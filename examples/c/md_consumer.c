@@ -95,13 +95,21 @@ static void on_event(void *user, const pg_md_event *e) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: %s HOST:PORT USER TOKEN SERVICE COUNT ITEM...\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s HOST:PORT USER TOKEN SERVICE COUNT ITEM...\n"
+                "  over TLS: PEREGRINE_TLS_CA=ca.crt (and PEREGRINE_TLS_CERT, PEREGRINE_TLS_KEY\n"
+                "  for a user identified by its certificate)\n",
+                argv[0]);
         return 2;
     }
     const char *address = argv[1];
     uint64_t count = strtoull(argv[5], NULL, 10);
     pg_md_consumer *c = NULL;
-    int32_t rc = pg_md_consumer_new(&address, 1, argv[2], argv[3], &c);
+    const char *ca = getenv("PEREGRINE_TLS_CA");
+    int32_t rc = ca ? pg_md_consumer_new_tls(&address, 1, argv[2], argv[3], ca,
+                                             getenv("PEREGRINE_TLS_CERT"),
+                                             getenv("PEREGRINE_TLS_KEY"), NULL, &c)
+                    : pg_md_consumer_new(&address, 1, argv[2], argv[3], &c);
     if (rc != PG_OK) {
         fprintf(stderr, "md_consumer: %s (%s)\n", pg_last_error(), pg_status_name(rc));
         return 1;

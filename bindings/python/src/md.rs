@@ -1207,6 +1207,40 @@ impl Consumer {
 }
 
 /// A list of str from one str or a sequence of them.
+/// The consumer's TLS from the constructor's `tls_*` arguments: plaintext without `tls_ca`.
+fn connect_options(
+    ca: Option<std::path::PathBuf>,
+    cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+    server_name: Option<&str>,
+) -> PyResult<peregrine_market_data::ConnectOptions> {
+    use peregrine_market_data::tls::ClientTls;
+    let Some(ca) = ca else {
+        if cert.is_some() || key.is_some() || server_name.is_some() {
+            return Err(PyValueError::new_err(
+                "tls_cert, tls_key and tls_server_name need tls_ca (the CA of the distributor's certificate)",
+            ));
+        }
+        return Ok(peregrine_market_data::ConnectOptions::plain());
+    };
+    let identity = match (&cert, &key) {
+        (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "tls_cert and tls_key go together: give both, or neither",
+            ))
+        }
+    };
+    let mut tls = ClientTls::load(&ca, identity).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if let Some(name) = server_name {
+        tls = tls
+            .with_server_name(name)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
+    Ok(peregrine_market_data::ConnectOptions::tls(tls))
+}
+
 fn strings(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(s) = v.cast::<PyString>() {
         return Ok(vec![s.to_string()]);
@@ -1228,9 +1262,13 @@ impl Consumer {
     /// to the microsecond) or "ns" (int nanoseconds, exact). `dictionary`: the path of a
     /// dictionary file for field names (default: the built-in one). `busy_poll_us`: after
     /// data arrives, `poll` keeps reading this long without sleeping (lower latency, a busy
-    /// core; default 0).
+    /// core; default 0). `tls_ca`: connect over TLS, checking the distributor's certificate
+    /// against this PEM CA file (and the host of the address, or `tls_server_name`);
+    /// `tls_cert` and `tls_key`: this consumer's certificate and key, for a user the
+    /// distributor identifies by its certificate.
     #[new]
-    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0))]
+    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0, tls_ca = None, tls_cert = None, tls_key = None, tls_server_name = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         addresses: &Bound<'_, PyAny>,
@@ -1239,7 +1277,12 @@ impl Consumer {
         times: &str,
         dictionary: Option<&str>,
         busy_poll_us: u64,
+        tls_ca: Option<std::path::PathBuf>,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+        tls_server_name: Option<&str>,
     ) -> PyResult<Self> {
+        let options = connect_options(tls_ca, tls_cert, tls_key, tls_server_name)?;
         let addresses = strings("addresses", addresses)?;
         let times_ns = match times {
             "datetime" => false,
@@ -1271,7 +1314,7 @@ impl Consumer {
         let conv = Arc::new(Conv::new(py, &dict, times_ns));
         let user_text = user.to_string();
         let mut consumer = py
-            .detach(|| RsConsumer::connect(&addresses, &user_text, &token))
+            .detach(|| RsConsumer::connect_with(&addresses, &user_text, &token, options))
             .map_err(consumer_error)?;
         consumer.set_dictionary(dict);
         consumer.set_busy_poll(Duration::from_micros(busy_poll_us));

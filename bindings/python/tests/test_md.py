@@ -42,18 +42,19 @@ def backbone():
 class Distributor:
     """A `peregrine distributor` process on a free port; its output lines are collected."""
 
-    def __init__(self, tmp_path, backbone_uri, requests_uri, items):
+    def __init__(self, tmp_path, backbone_uri, requests_uri, items, more_users="", args=()):
         exe = os.environ.get("PEREGRINE_BIN")
         if not exe:
             pytest.skip("PEREGRINE_BIN is not set (crates/cli/tests/python.rs sets it)")
         users = tmp_path / "users.toml"
         digest = hashlib.sha256(TOKEN.encode()).hexdigest()
         quoted = ", ".join(f'"{i}"' for i in items)
-        users.write_text(f'[users.alice]\ntoken_sha256 = "{digest}"\nitems = [{quoted}]\n')
+        users.write_text(f'[users.alice]\ntoken_sha256 = "{digest}"\nitems = [{quoted}]\n'
+                         + more_users)
         self.proc = subprocess.Popen(
             [exe, "distributor", "--listen", "127.0.0.1:0", "--users", str(users),
              "--backbone", backbone_uri, "--requests", requests_uri, "--mode", "latency",
-             "--json"],
+             "--json", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -392,3 +393,67 @@ def test_the_provider_example_names_the_line_of_a_bad_tick(tmp_path):
     )
     assert out.returncode == 2, out.stderr
     assert f"{bad}:3:" in out.stderr and "BIDSIZE" in out.stderr and "12.5" in out.stderr
+
+
+def make_pki(tmp_path):
+    """A CA, the distributor's certificate (localhost, 127.0.0.1), dora's client certificate
+    (CN=dora, O=Desk) and another CA, made with openssl as docs/operations.md shows."""
+    import shutil
+    openssl = shutil.which("openssl")
+    if not openssl:
+        why = "openssl is missing (apt-get install openssl)"
+        if os.environ.get("PEREGRINE_REQUIRE_TOOLS") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    d = tmp_path / "pki"
+    d.mkdir()
+
+    def run(*args):
+        subprocess.run([openssl, *args], cwd=d, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    for ca in ("ca", "other"):
+        run("req", "-x509", *ec, "-days", "30", "-subj", f"/CN={ca} test CA",
+            "-keyout", f"{ca}.key", "-out", f"{ca}.crt")
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subj, ext in (("md", "/CN=md", ["-extfile", "san.ext"]),
+                            ("dora", "/CN=dora/O=Desk", ["-extfile", "client.ext"])):
+        run("req", *ec, "-subj", subj, "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", *ext, "-out", f"{name}.crt")
+        os.chmod(d / f"{name}.key", 0o600)
+    return d
+
+
+def test_a_consumer_over_tls_and_a_user_identified_by_its_certificate(tmp_path):
+    pki = make_pki(tmp_path)
+    bb, rq = backbone()
+    dora = '\n[users.dora]\ncert_subject = "CN=dora,O=Desk"\nitems = ["*"]\n'
+    d = Distributor(tmp_path, bb, rq, ["AAA.*"], more_users=dora,
+                    args=["--tls-cert", str(pki / "md.crt"), "--tls-key", str(pki / "md.key"),
+                          "--tls-client-ca", str(pki / "ca.crt")])
+    try:
+        prov = md.Provider("FEED1", backbone=bb, requests=rq)
+        prov.refresh("AAA.O", {"BID": Decimal("189.21")})
+        with md.Consumer(d.address, "alice", TOKEN, tls_ca=str(pki / "ca.crt")) as cons:
+            cons.open("FEED1", "AAA.O")
+            got = pump(prov, cons, lambda evs: any(e.kind == "refresh" for e in evs))
+            ref = next(e for e in got if e.kind == "refresh")
+            assert ref.fields["BID"] == Decimal("189.21")
+        with md.Consumer(d.address, "dora", "-", tls_ca=str(pki / "ca.crt"),
+                         tls_cert=str(pki / "dora.crt"), tls_key=str(pki / "dora.key")) as cons:
+            cons.open("FEED1", "AAA.O")
+            pump(prov, cons, lambda evs: any(e.kind == "refresh" for e in evs))
+        # A consumer trusting another CA is refused, naming why.
+        with pytest.raises(md.MarketDataError, match="UnknownIssuer"):
+            md.Consumer(d.address, "alice", TOKEN, tls_ca=str(pki / "other.crt"))
+        # dora without her certificate is refused.
+        with pytest.raises(md.LoginRefused):
+            md.Consumer(d.address, "dora", "-", tls_ca=str(pki / "ca.crt"))
+        with pytest.raises(ValueError, match="go together"):
+            md.Consumer(d.address, "alice", TOKEN, tls_ca=str(pki / "ca.crt"),
+                        tls_cert=str(pki / "dora.crt"))
+        prov.close()
+    finally:
+        d.stop()

@@ -414,6 +414,23 @@ impl Raw {
         }
     }
 
+    /// A connection from another loopback address (`127.0.0.2`): the distributor counts and
+    /// throttles it apart from 127.0.0.1.
+    fn connect_from(addr: &str, from: &str) -> Raw {
+        let a: std::net::SocketAddr = addr.parse().unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+        sock.bind(&local.into()).unwrap();
+        sock.connect(&a.into()).unwrap();
+        sock.set_tcp_nodelay(true).unwrap();
+        Raw {
+            s: sock.into(),
+            buf: Vec::new(),
+            eof: false,
+        }
+    }
+
     /// A connection whose receive buffer is tiny: it fills after a few KiB when not read.
     fn connect_small(addr: &str) -> Raw {
         let a: std::net::SocketAddr = addr.parse().unwrap();
@@ -1152,7 +1169,13 @@ fn five_hundred_clients_on_one_host_each_get_their_image_and_updates() {
     let net = Net::new("many");
     let users = net.users(&[("alice", "a", &["*"], "")]);
     let items = net.items(50);
-    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    // 500 connections of one user from one address: past the default per-user (128) and
+    // per-address (256) bounds, raised here.
+    let config = net.file(
+        "distributor.toml",
+        "max_clients_per_user = 600\nmax_clients_per_address = 600\nmax_pending_clients = 600\n",
+    );
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
     let f = net.feed(&items, "5000", &["--zipf", "0"]);
     feed_found(&d, 0, &f);
     std::thread::sleep(S / 2);
@@ -1767,4 +1790,183 @@ fn a_malformed_ticks_file_names_its_line_and_the_fix() {
         !out.status.success(),
         "--rate goes with --items, not --ticks"
     );
+}
+
+/// Issue 29, item 7: SIGHUP reloads the users file mid-stream. alice loses AAB.N: she gets
+/// STATUS not-entitled for it and no update of it after, while AAA.O flows on; then a broken
+/// file is refused whole, the old one kept, and nothing stops.
+#[test]
+fn a_sighup_reload_revokes_an_item_mid_stream_and_a_broken_file_keeps_the_old_one() {
+    let _one = serial();
+    let net = Net::new("reload");
+    let users = net.users(&[("alice", "a", &["AAA.O", "AAB.N"], "")]);
+    let items = net.items(2);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "200", &[]);
+    feed_found(&d, 0, &f);
+    let c = alice_printing_after_an_update(&net, &addr, &["AAA.O", "AAB.N"], &d);
+    c.expect(
+        "an update of AAB.N",
+        S * 10,
+        |l| l.starts_with("UPDATE AAB.N"),
+        &[&d],
+    );
+
+    net.users(&[("alice", "a", &["AAA.O"], "")]);
+    d.signal(Signal::HUP);
+    d.expect(
+        "the reload",
+        S * 5,
+        |l| l.contains("\"users_reloaded\""),
+        &[&c],
+    );
+    d.expect(
+        "the revocation",
+        S * 5,
+        |l| l.contains("\"revoked\"") && l.contains("\"items\":1"),
+        &[&c],
+    );
+    let (at, _) = c.expect(
+        "STATUS not-entitled",
+        S * 5,
+        |l| l.starts_with("STATUS AAB.N not-entitled"),
+        &[&d],
+    );
+    // AAA.O flows on (50 more updates), and AAB.N never again.
+    let mut seen = 0;
+    let mut from = at + 1;
+    while seen < 50 {
+        let (i, _) = c.expect_from(
+            from,
+            "AAA.O updates",
+            S * 10,
+            |l| l.starts_with("UPDATE AAA.O"),
+            &[&d],
+        );
+        seen += 1;
+        from = i + 1;
+    }
+    let lines = c.lines();
+    assert!(
+        !lines[at..]
+            .iter()
+            .any(|l| l.starts_with("UPDATE AAB.N") || l.starts_with("REFRESH AAB.N")),
+        "AAB.N after its revocation\n{}",
+        c.text()
+    );
+
+    // A file that does not validate: refused whole, the old one kept, alice still served.
+    net.file("users.toml", "[users.alice]\nitems = 3\n");
+    d.signal(Signal::HUP);
+    let (at, l) = d.expect(
+        "the refusal",
+        S * 5,
+        |l| l.contains("\"users_reload_refused\""),
+        &[&c],
+    );
+    assert!(l.contains("users.alice"), "{l}");
+    let now = c.lines().len();
+    c.expect_from(
+        now,
+        "updates after the refused reload",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+    let summary = d.stop_json();
+    assert_eq!(counter(&summary, "logins_accepted"), 1, "{}", d.text());
+    let _ = at;
+}
+
+/// Issue 29, items 5, 6 and 8 over real sockets: while 300 connections that never log in are
+/// held and a brute force of wrong tokens runs for two seconds, an honest client keeps getting
+/// its updates and a new honest client logs in; the guessing is throttled and counted, and the
+/// log summarises the refusals instead of a line each.
+#[test]
+fn slot_flooding_and_a_login_brute_force_leave_honest_clients_served() {
+    let _one = serial();
+    raise_nofile();
+    let net = Net::new("flood");
+    let users = net.users(&[("alice", "a", &["*"], ""), ("bob", "b", &["*"], "")]);
+    let items = net.items(2);
+    // The 300 idle connections share one address: the per-address bound (tested in the
+    // core) is raised so that the pending slots are what is tested.
+    let config = net.file(
+        "distributor.toml",
+        "max_clients_per_address = 2000
+",
+    );
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "200", &[]);
+    feed_found(&d, 0, &f);
+    let c = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+
+    // 300 connections that never log in, held open (more than max_pending_clients, 256), from
+    // 127.0.0.3; the guesses come from 127.0.0.2; the honest clients from 127.0.0.1.
+    let idle: Vec<Raw> = (0..300)
+        .map(|_| Raw::connect_from(&addr, "127.0.0.3"))
+        .collect();
+    let before = c.lines().len();
+    // Two seconds of wrong tokens for bob.
+    let end = Instant::now() + S * 2;
+    let mut guesses = 0;
+    while Instant::now() < end {
+        let mut r = Raw::connect_from(&addr, "127.0.0.2");
+        let got = r.login("bob", &format!("guess{guesses}"));
+        assert_eq!(got.login, Some(LoginResult::Denied), "{got:?}");
+        guesses += 1;
+    }
+    assert!(guesses > 3, "only {guesses} guesses were answered");
+    // alice was served during the attack.
+    let updates = c.lines()[before..]
+        .iter()
+        .filter(|l| l.starts_with("UPDATE AAA.O"))
+        .count();
+    assert!(
+        updates > 0,
+        "no update reached alice during the attack\n{}",
+        c.text()
+    );
+    // A new honest client logs in while the idle connections are still held (the oldest
+    // pending ones were closed to make room).
+    let c2 = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AAA.O"],
+        &["--print", "--seconds", "30"],
+    );
+    c2.expect(
+        "an update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+    // bob's own token is held back until the delay passes.
+    let mut r = Raw::connect(&addr);
+    let got = r.login("bob", "b");
+    assert!(got.text.contains("too many failed logins"), "{got:?}");
+    // The log: at most 20 refusals one by one in the window, then one summary (later
+    // windows log again: the idle connections' login deadlines pass after 10 s).
+    let (at, _) = d.expect(
+        "the refusals' summary",
+        S * 15,
+        |l| l.contains("\"refusals_summary\""),
+        &[],
+    );
+    let one_by_one = d.lines()[..at]
+        .iter()
+        .filter(|l| l.contains("\"login_denied\""))
+        .count();
+    assert!(one_by_one <= 20, "{one_by_one} refusals logged one by one");
+    drop(idle);
+    let summary = d.stop_json();
+    assert!(counter(&summary, "logins_throttled") > 0, "{}", d.text());
+    assert!(counter(&summary, "pending_evicted") > 0, "{}", d.text());
+    assert!(
+        counter(&summary, "logins_denied") >= guesses,
+        "{}",
+        d.text()
+    );
+    drop(c2);
 }

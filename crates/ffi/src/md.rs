@@ -5,8 +5,9 @@
 use super::{check_out, free, insert, put, run, text, with, Failure, Kind};
 use crate::error::pg_status::*;
 use crate::pg_context;
-use peregrine_market_data::consumer::{Consumer, ConsumerError, Event};
+use peregrine_market_data::consumer::{ConnectOptions, Consumer, ConsumerError, Event};
 use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
+use peregrine_market_data::tls::ClientTls;
 use peregrine_md::consumer::ConsumerError as SessionError;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::{Field, ItemState, Price, Value};
@@ -401,27 +402,102 @@ pub unsafe extern "C" fn pg_md_consumer_new(
     out: *mut *mut pg_md_consumer,
 ) -> i32 {
     run(|| {
-        check_out(out, "out")?;
-        let addresses = texts(addresses, count, "addresses")?;
-        let user = text(user, "user")?;
-        let token = text(token, "token")?;
-        let consumer = Consumer::connect(&addresses, user, token.as_bytes())?;
-        let names = consumer
-            .dictionary()
-            .iter()
-            .filter_map(|d| CString::new(d.name.clone()).ok().map(|c| (d.fid, c)))
-            .collect();
-        let h = insert(
-            Kind::MdConsumer,
-            ConsumerObject {
-                consumer,
-                names,
-                fields: Vec::new(),
-            },
-        )?;
-        put(out, h as *mut pg_md_consumer, "out")?;
-        Ok(0)
+        new_consumer(
+            addresses,
+            count,
+            user,
+            token,
+            || Ok(ConnectOptions::plain()),
+            out,
+        )
     })
+}
+
+/// [`pg_md_consumer_new`] over TLS: the distributor's certificate is checked against the
+/// PEM CA file `ca_file` and the host of the address connected to (or `server_name`; may be
+/// NULL). `cert_file` and `key_file` (both NULL, or both given) are this consumer's PEM
+/// certificate and private key (mode 0600), for a user the distributor identifies by its
+/// certificate (its token is then any non-empty text). A file that cannot be used is
+/// `PG_ERROR_INVALID_ARGUMENT` naming it and the fix; a certificate that does not verify is
+/// `PG_ERROR_REFUSED` naming why (`invalid peer certificate: UnknownIssuer`, ...).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pg_md_consumer_new_tls(
+    addresses: *const *const c_char,
+    count: usize,
+    user: *const c_char,
+    token: *const c_char,
+    ca_file: *const c_char,
+    cert_file: *const c_char,
+    key_file: *const c_char,
+    server_name: *const c_char,
+    out: *mut *mut pg_md_consumer,
+) -> i32 {
+    run(|| {
+        let options = || {
+            let ca = text(ca_file, "ca_file")?;
+            let optional = |p: *const c_char, what: &str| -> Result<Option<&str>, Failure> {
+                if p.is_null() {
+                    Ok(None)
+                } else {
+                    text(p, what).map(Some)
+                }
+            };
+            let identity = match (
+                optional(cert_file, "cert_file")?,
+                optional(key_file, "key_file")?,
+            ) {
+                (Some(c), Some(k)) => Some((std::path::Path::new(c), std::path::Path::new(k))),
+                (None, None) => None,
+                _ => {
+                    return Err(Failure::invalid(
+                        "cert_file and key_file go together: give both, or neither (NULL)",
+                    ))
+                }
+            };
+            let mut tls = ClientTls::load(std::path::Path::new(ca), identity)
+                .map_err(|e| Failure::invalid(e.to_string()))?;
+            if let Some(name) = optional(server_name, "server_name")? {
+                tls = tls
+                    .with_server_name(name)
+                    .map_err(|e| Failure::invalid(e.to_string()))?;
+            }
+            Ok(ConnectOptions::tls(tls))
+        };
+        new_consumer(addresses, count, user, token, options, out)
+    })
+}
+
+/// The body of the consumer constructors.
+fn new_consumer(
+    addresses: *const *const c_char,
+    count: usize,
+    user: *const c_char,
+    token: *const c_char,
+    options: impl FnOnce() -> Result<ConnectOptions, Failure>,
+    out: *mut *mut pg_md_consumer,
+) -> Result<i32, Failure> {
+    check_out(out, "out")?;
+    let addresses = texts(addresses, count, "addresses")?;
+    let user = text(user, "user")?;
+    let token = text(token, "token")?;
+    let options = options()?;
+    let consumer = Consumer::connect_with(&addresses, user, token.as_bytes(), options)?;
+    let names = consumer
+        .dictionary()
+        .iter()
+        .filter_map(|d| CString::new(d.name.clone()).ok().map(|c| (d.fid, c)))
+        .collect();
+    let h = insert(
+        Kind::MdConsumer,
+        ConsumerObject {
+            consumer,
+            names,
+            fields: Vec::new(),
+        },
+    )?;
+    put(out, h as *mut pg_md_consumer, "out")?;
+    Ok(0)
 }
 
 /// Opens `patterns` (`count` item names or globs) of `service`; the request's id into

@@ -414,3 +414,93 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
     assert_eq!(got, want, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The C consumer over TLS (`pg_md_consumer_new_tls`, examples/c/md_consumer.c with
+/// PEREGRINE_TLS_CA): it logs in and opens through a TLS distributor whose certificate chains
+/// to the CA it is given; given another CA it is refused with PG_ERROR_REFUSED naming why.
+#[test]
+fn the_c_consumer_logs_in_over_tls_and_refuses_a_certificate_it_cannot_verify() {
+    use peregrine_market_data::distributor::{
+        DistributorServer, DistributorSettings, SettingsOverrides,
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let Some(cc) = cc() else { return };
+    let consumer = build(&cc, "md_consumer.c", &[]);
+    let pid = std::process::id();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-tls-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = |name: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let cert = p.self_signed(&key).unwrap();
+        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).unwrap();
+        (cert, key)
+    };
+    let (ca_cert, ca_key) = ca("ca");
+    ca("other");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca_cert, &ca_key)
+        .unwrap();
+    std::fs::write(dir.join("md.crt"), server.pem()).unwrap();
+    std::fs::write(dir.join("md.key"), key.serialize_pem()).unwrap();
+    std::fs::set_permissions(dir.join("md.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let users = dir.join("users.toml");
+    // The SHA-256 of "a".
+    std::fs::write(
+        &users,
+        "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
+    )
+    .unwrap();
+    let group = format!("239.255.96.{}", 1 + (pid + 7) % 250);
+    let port = 30_000 + ((pid % 7919) * 2 + 2) % 30_000;
+    let settings = DistributorSettings::resolve(&SettingsOverrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        users: Some(users.clone()),
+        backbone: Some(format!("mcast://{group}:{port}")),
+        tls_cert: Some(dir.join("md.crt")),
+        tls_key: Some(dir.join("md.key")),
+        ..Default::default()
+    })
+    .unwrap();
+    let user_table = peregrine_md::distributor::Users::load(&users).unwrap();
+    let mut server =
+        DistributorServer::bind(&peregrine_market_data::Context::new(), settings, user_table)
+            .unwrap();
+    let addr = server.local_addr().to_string();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            server
+                .run(&|| stop.load(std::sync::atomic::Ordering::Relaxed))
+                .unwrap();
+        })
+    };
+    let run = |ca: &str| {
+        Command::new(&consumer)
+            .args([addr.as_str(), "alice", "a", "FEED1", "0", "AAA.O"])
+            .env("PEREGRINE_TLS_CA", dir.join(ca))
+            .output()
+            .unwrap()
+    };
+    let ok = run("ca.crt");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let refused = run("other.crt");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("UnknownIssuer") && err.contains("PG_ERROR_REFUSED"),
+        "{err}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    serving.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

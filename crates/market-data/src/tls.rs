@@ -201,12 +201,7 @@ impl ServerTls {
         };
         let config = builder
             .with_single_cert(chain, key)
-            .map_err(|e| TlsError::Config {
-                why: format!(
-                    "{} and its key: {e} (is the key the certificate's?)",
-                    cert.display()
-                ),
-            })?;
+            .map_err(|e| identity_error(cert, e))?;
         Ok(ServerTls {
             config: Arc::new(config),
             verifies_clients: client_ca.is_some(),
@@ -260,12 +255,7 @@ impl ClientTls {
         let config = match identity {
             Some((cert, key)) => builder
                 .with_client_auth_cert(load_certificates(cert)?, load_private_key(key)?)
-                .map_err(|e| TlsError::Config {
-                    why: format!(
-                        "{} and its key: {e} (is the key the certificate's?)",
-                        cert.display()
-                    ),
-                })?,
+                .map_err(|e| identity_error(cert, e))?,
             None => builder.with_no_client_auth(),
         };
         Ok(ClientTls {
@@ -289,6 +279,17 @@ impl ClientTls {
         };
         rustls::ClientConnection::new(self.config.clone(), name)
             .map_err(|e| TlsError::Config { why: e.to_string() })
+    }
+}
+
+/// Why a certificate and key were refused together, with the likely fix.
+fn identity_error(cert: &Path, e: rustls::Error) -> TlsError {
+    let hint = match e {
+        rustls::Error::InconsistentKeys(_) => "the key is not this certificate's: give its own key",
+        _ => "give a PEM X.509 v3 certificate (openssl x509 -req makes version 1 without -extfile)",
+    };
+    TlsError::Config {
+        why: format!("{} and its key: {e}; {hint}", cert.display()),
     }
 }
 

@@ -47,6 +47,11 @@ impl Pki {
     /// Files: ca.crt, other-ca.crt, server.{crt,key}, expired.{crt,key}, elsewhere.{crt,key},
     /// dora.{crt,key}, stranger.{crt,key} (signed by the other CA).
     fn new(tag: &str) -> Pki {
+        Pki::with_server_name(tag, "127.0.0.1")
+    }
+
+    /// [`new`](Self::new), the server's certificate also valid for `server` (an address).
+    fn with_server_name(tag: &str, server: &str) -> Pki {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("tls-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -82,7 +87,7 @@ impl Pki {
         };
         leaf(
             "server",
-            &["localhost", "127.0.0.1"],
+            &["localhost", "127.0.0.1", server],
             "md1",
             None,
             false,
@@ -421,7 +426,7 @@ fn key_files_are_checked_like_backbone_keys() {
     // A key that is not the certificate's.
     let e = ServerTls::load(&pki.path("server.crt"), &pki.path("dora.key"), None).unwrap_err();
     assert!(
-        e.to_string().contains("is the key the certificate's?"),
+        e.to_string().contains("the key is not this certificate's"),
         "{e}"
     );
 }
@@ -467,4 +472,130 @@ fn openssl_s_client_handshakes_and_tls_1_1_is_refused() {
         "{text}"
     );
     d.wait_said("refused: TLS: peer is incompatible");
+}
+
+/// Removes the namespace and the veth pair a test made, whatever happens.
+struct Netns {
+    name: String,
+    host_if: String,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 29, item 4: a client on another host (a network namespace this test makes, joined to
+/// this one by a veth pair) is refused a plaintext token login; over TLS it logs in; with
+/// `allow_plaintext_logins` it logs in over plaintext too.
+#[test]
+fn a_plaintext_login_from_another_host_is_refused_unless_allowed() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let pid = std::process::id();
+    let net = pid % 250;
+    let ns = Netns {
+        name: format!("pgtls{pid}"),
+        host_if: format!("pgt{}a", pid % 100_000),
+    };
+    let peer_if = format!("pgt{}b", pid % 100_000);
+    let host_ip = format!("10.201.{net}.1");
+    let peer_ip = format!("10.201.{net}.2");
+    ip(&["netns", "add", &ns.name]);
+    ip(&[
+        "link",
+        "add",
+        &ns.host_if,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer_if,
+    ]);
+    ip(&["link", "set", &peer_if, "netns", &ns.name]);
+    ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &ns.host_if]);
+    ip(&["link", "set", &ns.host_if, "up"]);
+    ip(&[
+        "netns",
+        "exec",
+        &ns.name,
+        "ip",
+        "addr",
+        "add",
+        &format!("{peer_ip}/30"),
+        "dev",
+        &peer_if,
+    ]);
+    ip(&[
+        "netns", "exec", &ns.name, "ip", "link", "set", &peer_if, "up",
+    ]);
+    ip(&["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]);
+
+    let pki = Pki::with_server_name("netns", &host_ip);
+    let listen = format!("{host_ip}:0");
+    let plain = start(&pki, &listen, SettingsOverrides::default(), 6);
+    let tls = start(&pki, &listen, tls_overrides(&pki, "server"), 7);
+    let allowed = start(
+        &pki,
+        &listen,
+        SettingsOverrides {
+            allow_plaintext_logins: true,
+            ..Default::default()
+        },
+        8,
+    );
+    assert!(plain.said("logins from loopback only"));
+    assert!(allowed.said("WARNING: plaintext logins from other hosts ALLOWED"));
+    // The consumers run on a thread that moved into the namespace: their address is
+    // 10.201.N.2, another host's as the distributor sees it.
+    let (plain_addr, tls_addr, allowed_addr) =
+        (plain.addr.clone(), tls.addr.clone(), allowed.addr.clone());
+    let ca = client_tls(&pki, "ca.crt", None);
+    let results = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{}", format!("pgtls{pid}"))).unwrap();
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&f),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap();
+        let login = |addr: &str, options: ConnectOptions| {
+            Consumer::connect_with(&[addr], "bob", b"bob-token", options).map(|_| ())
+        };
+        (
+            login(&plain_addr, ConnectOptions::plain()),
+            login(&tls_addr, ConnectOptions::tls(ca)),
+            login(&allowed_addr, ConnectOptions::plain()),
+        )
+    })
+    .join()
+    .unwrap();
+    let e = results.0.unwrap_err().to_string();
+    assert!(
+        e.contains("a login over plaintext from a non-loopback address is refused"),
+        "{e}"
+    );
+    plain.wait_said(&format!("from {peer_ip} refused"));
+    results.1.unwrap();
+    results.2.unwrap();
+    tls.wait_said(&format!("bob logged in from {peer_ip}"));
 }

@@ -56,7 +56,8 @@ Errors
     `LoginRefused`. Closed objects raise `peregrine.Closed`. All are `PeregrineError`s.
 
 Consumer
-    `Consumer(addresses, user, token=None, times="datetime", dictionary=None, busy_poll_us=0)`
+    `Consumer(addresses, user, token=None, times="datetime", dictionary=None, busy_poll_us=0,
+    tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None)`
     connects to the first distributor of the list that accepts and logs in (the token
     defaults to the environment's PEREGRINE_MD_TOKEN; `busy_poll_us` keeps `poll` reading
     that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
@@ -69,6 +70,12 @@ Consumer
     follow. `fileno()` gives the socket for `selectors` (-1 between connections).
     `disconnect()` (or leaving a `with` block) ends it. Use a consumer from one thread at a
     time: a call from another thread waits until a `poll` in progress returns.
+
+    Over TLS: `Consumer(..., tls_ca="ca.crt")` checks the distributor's certificate against
+    that CA and the address's host (or `tls_server_name="md1.example"`); add
+    `tls_cert="dora.crt", tls_key="dora.key"` for a user the distributor identifies by its
+    client certificate (its token is then any non-empty text). A certificate that does not
+    verify raises `MarketDataError` naming why ("invalid peer certificate: UnknownIssuer").
 
 `dictionary(path=None)` lists a dictionary's fields: name -> {"fid", "type", "values"}.
 """

@@ -78,6 +78,10 @@ pub struct FanoutConfig {
     /// `auth=none`: what sealing costs is the ratio of the two.
     #[serde(default = "sealed_by_default")]
     pub backbone_sealed: bool,
+    /// Clients connect over TLS (certificates made for the run): what TLS costs is the ratio
+    /// to a plaintext run.
+    #[serde(default)]
+    pub client_tls: bool,
 }
 
 fn sealed_by_default() -> bool {

@@ -80,6 +80,9 @@ impl PeregrineRun {
             dir.path.join("distributor.toml"),
             format!("max_clients_per_user = {limit}\nmax_clients_per_address = {limit}\nmax_pending_clients = {limit}\n"),
         )?;
+        if cfg.client_tls {
+            write_certificates(&dir.path)?;
+        }
         Ok(PeregrineRun {
             exe: exe.to_path_buf(),
             cfg: cfg.clone(),
@@ -126,6 +129,12 @@ impl PeregrineRun {
                     .arg("--config")
                     .arg(d.join("distributor.toml"))
                     .args(["--mode", self.cfg.mode.name(), "--json"]);
+                if self.cfg.client_tls {
+                    c.arg("--tls-cert")
+                        .arg(d.join("md.crt"))
+                        .arg("--tls-key")
+                        .arg(d.join("md.key"));
+                }
                 c
             },
             "peregrine distributor",
@@ -155,6 +164,9 @@ impl PeregrineRun {
                 .env("PEREGRINE_MD_TOKEN", TOKEN);
             if self.cfg.client_busy_poll_us > 0 {
                 c.args(["--busy-poll-us", &self.cfg.client_busy_poll_us.to_string()]);
+            }
+            if self.cfg.client_tls {
+                c.arg("--tls-ca").arg(d.join("ca.crt"));
             }
             clients.push(Proc::spawn(c, format!("peregrine client {k}"))?);
         }
@@ -289,4 +301,28 @@ fn token_sha256(exe: &Path) -> Result<String, BenchError> {
         )));
     }
     Ok(hash)
+}
+
+/// A CA and the distributor's certificate for 127.0.0.1 (ECDSA P-256), made for one run.
+fn write_certificates(dir: &Path) -> Result<(), BenchError> {
+    use std::os::unix::fs::PermissionsExt;
+    let failed =
+        |e: rcgen::Error| BenchError::Config(format!("making the run's certificates: {e}"));
+    let ca_key = rcgen::KeyPair::generate().map_err(failed)?;
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "peregrine bench CA");
+    let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
+    let key = rcgen::KeyPair::generate().map_err(failed)?;
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .map_err(failed)?
+        .signed_by(&key, &ca_cert, &ca_key)
+        .map_err(failed)?;
+    std::fs::write(dir.join("ca.crt"), ca_cert.pem())?;
+    std::fs::write(dir.join("md.crt"), cert.pem())?;
+    let key_path = dir.join("md.key");
+    std::fs::write(&key_path, key.serialize_pem())?;
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
 }

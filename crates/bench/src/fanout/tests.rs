@@ -231,6 +231,7 @@ fn configurations_out_of_range_are_refused_naming_the_flag() {
         pin: None,
         backbone_datagram: LOOPBACK_DATAGRAM,
         backbone_sealed: true,
+        client_tls: false,
     };
     good.validate().unwrap();
     for (bad, flag) in [

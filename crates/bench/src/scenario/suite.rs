@@ -119,6 +119,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         pin: None,
         backbone_datagram: crate::fanout::LOOPBACK_DATAGRAM,
         backbone_sealed: true,
+        client_tls: false,
     };
     if !s.out.json {
         println!(

@@ -363,6 +363,7 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         },
         backbone_datagram: a.backbone_datagram as usize,
         backbone_sealed: a.backbone_auth == "key",
+        client_tls: a.client_tls,
     };
     cfg.validate()?;
     let compare_nats = a.compare.is_some();

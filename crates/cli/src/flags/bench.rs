@@ -394,6 +394,10 @@ pub struct FanoutArgs {
     /// not (`none`, the lab opt-out): run both to see what authentication costs.
     #[arg(long, default_value = "key", value_parser = ["key", "none"])]
     pub backbone_auth: String,
+    /// Clients connect to the distributor over TLS (a CA and certificate made for the run):
+    /// run with and without to see what TLS costs.
+    #[arg(long)]
+    pub client_tls: bool,
 }
 
 #[derive(Args, Debug)]

@@ -807,11 +807,11 @@ impl DistributorServer {
             Event::LoginDenied {
                 client: c,
                 user,
+                peer,
                 error,
             } => {
-                let (_, peer) = self.who(*c);
-                let host = peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h);
-                if !self.refusals.admit(Instant::now(), "login_denied", host) {
+                let peer = peer.to_string();
+                if !self.refusals.admit(Instant::now(), "login_denied", &peer) {
                     return;
                 }
                 let who = user.as_deref().unwrap_or("(no login)");
@@ -838,11 +838,16 @@ impl DistributorServer {
                     json!({"event": "revoked", "client": client(*c), "user": user, "peer": peer, "items": items, "requests": requests}),
                 )
             }
-            Event::ProtocolError { client: c, error } => {
-                let (user, peer) = self.who(*c);
+            Event::ProtocolError {
+                client: c,
+                user,
+                peer,
+                error,
+            } => {
+                let user = user.as_deref().unwrap_or("(not logged in)");
                 (
                     format!("{user} from {peer} (client {}) closed: {error}", client(*c)),
-                    json!({"event": "protocol_error", "client": client(*c), "user": user, "peer": peer, "error": error.to_string()}),
+                    json!({"event": "protocol_error", "client": client(*c), "user": user, "peer": peer.to_string(), "error": error.to_string()}),
                 )
             }
             Event::Conflating { client: c } => {

@@ -403,13 +403,15 @@ impl DistributorSettings {
             }),
             (None, None, None) => None,
             (Some(_), None, _) => bail!(
-                "tls_cert is given without tls_key: give both (--tls-cert FILE --tls-key FILE),                  the certificate and its private key"
+                "tls_cert is given without tls_key: give both (--tls-cert FILE --tls-key FILE), \
+                 the certificate and its private key"
             ),
             (None, Some(_), _) => bail!(
                 "tls_key is given without tls_cert: give both (--tls-cert FILE --tls-key FILE)"
             ),
             (None, None, Some(_)) => bail!(
-                "tls_client_ca is given without tls_cert and tls_key: client certificates are                  checked over TLS only; give --tls-cert FILE --tls-key FILE too"
+                "tls_client_ca is given without tls_cert and tls_key: client certificates are \
+                 checked over TLS only; give --tls-cert FILE --tls-key FILE too"
             ),
         };
         if let Some(v) = f.int("max_items", 1, 100_000_000)? {

@@ -69,11 +69,14 @@ impl fmt::Display for ClientError {
                 write!(f, "no LOGIN within {timeout_ms} ms of connecting")
             }
             ClientError::PlaintextLogin => f.write_str(
-                "a login over plaintext from a non-loopback address is refused (the token would                  cross the network in the clear): connect with TLS, or the distributor's                  operator sets allow_plaintext_logins = true for a trusted network",
+                "a login over plaintext from a non-loopback address is refused (the token would \
+                 cross the network in the clear): connect with TLS, or the distributor's \
+                 operator sets allow_plaintext_logins = true for a trusted network",
             ),
             ClientError::Throttled { retry_ms } => write!(
                 f,
-                "too many failed logins from this address or for this user: try again in                  {retry_ms} ms"
+                "too many failed logins from this address or for this user: try again in \
+                 {retry_ms} ms"
             ),
             ClientError::Full { max } => write!(
                 f,
@@ -81,14 +84,16 @@ impl fmt::Display for ClientError {
             ),
             ClientError::UserLimit { max } => write!(
                 f,
-                "this user has its maximum of {max} connections logged in                  (max_clients_per_user)"
+                "this user has its maximum of {max} connections logged in \
+                 (max_clients_per_user)"
             ),
             ClientError::UserRemoved => {
                 f.write_str("the user was removed from the distributor's users file: logged out")
             }
             ClientError::Evicted { max } => write!(
                 f,
-                "more than {max} connections were waiting to log in (max_pending_clients):                  the oldest, this one, was closed"
+                "more than {max} connections were waiting to log in (max_pending_clients): \
+                 the oldest, this one, was closed"
             ),
         }
     }
@@ -266,11 +271,16 @@ pub enum Event {
         client: super::ClientId,
         /// The user its LOGIN named (none if it sent no valid LOGIN).
         user: Option<String>,
+        peer: std::net::IpAddr,
         error: ClientError,
     },
-    /// The client broke the protocol after login and is being closed.
+    /// The client broke the protocol after login (or its user was removed) and is being
+    /// closed.
     ProtocolError {
         client: super::ClientId,
+        /// The user it logged in as.
+        user: Option<String>,
+        peer: std::net::IpAddr,
         error: ClientError,
     },
     /// The client's queue passed its bound: updates are conflated from now.

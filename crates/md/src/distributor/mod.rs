@@ -973,6 +973,7 @@ impl Distributor {
             return;
         }
         let login_name = c.login_name.as_deref().map(str::to_string);
+        let peer = c.link.peer;
         let text = error.to_string();
         if matches!(error, ClientError::Malformed(_)) {
             self.counters.malformed_messages += 1;
@@ -992,7 +993,12 @@ impl Distributor {
                 self.outbox.buffer(),
             );
             self.queue_control(id, from);
-            self.push_event(Event::ProtocolError { client: id, error });
+            self.push_event(Event::ProtocolError {
+                client: id,
+                user: login_name,
+                peer,
+                error,
+            });
             DisconnectReason::Protocol(error)
         } else {
             self.counters.logins_denied += 1;
@@ -1004,6 +1010,7 @@ impl Distributor {
             self.push_event(Event::LoginDenied {
                 client: id,
                 user: login_name,
+                peer,
                 error,
             });
             DisconnectReason::LoginDenied(error)
