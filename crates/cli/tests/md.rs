@@ -1321,7 +1321,8 @@ fn bad_flags_and_files_are_rejected_naming_the_value_and_the_fix() {
             assert!(err.contains(w), "{args:?}: '{err}' lacks '{w}'");
         }
     }
-    // --hash-token prints what the users file wants: sha256sum of the token.
+    // --hash-token prints what the users file wants: the token's Argon2id hash, salted (two
+    // runs differ), that checks against the token.
     let mut p = Command::new(BIN)
         .args(["distributor", "--hash-token"])
         .stdin(Stdio::piped())
@@ -1330,11 +1331,14 @@ fn bad_flags_and_files_are_rejected_naming_the_value_and_the_fix() {
         .unwrap();
     p.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
     let out = p.wait_with_output().unwrap();
-    use sha2::{Digest, Sha256};
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        hex::encode(Sha256::digest(b"s3cret"))
-    );
+    let hash = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(hash.starts_with("$argon2id$v=19$"), "{hash}");
+    assert!(peregrine_md::distributor::entitle::verify_token(
+        &hash, b"s3cret"
+    ));
+    assert!(!peregrine_md::distributor::entitle::verify_token(
+        &hash, b"s3creT"
+    ));
 }
 
 // ---- the backbone sealed by default (issue 29, item 1) -------------------------------------
@@ -1880,14 +1884,26 @@ fn a_sighup_reload_revokes_an_item_mid_stream_and_a_broken_file_keeps_the_old_on
 
 /// Issue 29, items 5, 6 and 8 over real sockets: while 300 connections that never log in are
 /// held and a brute force of wrong tokens runs for two seconds, an honest client keeps getting
-/// its updates and a new honest client logs in; the guessing is throttled and counted, and the
-/// log summarises the refusals instead of a line each.
+/// its updates and a new honest client logs in (tokens are Argon2id hashes, checked off the
+/// loop); the guessing is throttled and counted, and the log summarises the refusals instead
+/// of a line each.
 #[test]
 fn slot_flooding_and_a_login_brute_force_leave_honest_clients_served() {
     let _one = serial();
     raise_nofile();
     let net = Net::new("flood");
-    let users = net.users(&[("alice", "a", &["*"], ""), ("bob", "b", &["*"], "")]);
+    // Tokens kept as Argon2id hashes: every honest login below is checked off the
+    // distributor's loop while the attack runs.
+    let hash = |t: &str| peregrine_md::distributor::entitle::hash_token(t.as_bytes(), &[9; 16]);
+    let users = net.file(
+        "users.toml",
+        &format!(
+            "[users.alice]\ntoken_argon2 = \"{}\"\nitems = [\"*\"]\n\n\
+             [users.bob]\ntoken_argon2 = \"{}\"\nitems = [\"*\"]\n",
+            hash("a"),
+            hash("b")
+        ),
+    );
     let items = net.items(2);
     // The 300 idle connections share one address: the per-address bound (tested in the
     // core) is raised so that the pending slots are what is tested.

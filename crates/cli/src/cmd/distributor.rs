@@ -71,9 +71,9 @@ pub fn run(a: DistributorArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--hash-token`: the SHA-256 of the first line of standard input, in hex.
+/// `--hash-token`: the Argon2id PHC string of the first line of standard input, with a random
+/// salt.
 fn hash_token() -> Result<()> {
-    use sha2::{Digest, Sha256};
     let mut input = Vec::new();
     io::stdin()
         .read_to_end(&mut input)
@@ -85,6 +85,11 @@ fn hash_token() -> Result<()> {
             "--hash-token reads the token from standard input: give 1 to 255 bytes on its first line, for example: printf %s 'TOKEN' | peregrine distributor --hash-token"
         );
     }
-    println!("{}", hex::encode(Sha256::digest(token)));
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).map_err(|e| anyhow::anyhow!("no random salt: {e}"))?;
+    println!(
+        "{}",
+        peregrine_md::distributor::entitle::hash_token(token, &salt)
+    );
     Ok(())
 }

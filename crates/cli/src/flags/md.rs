@@ -122,8 +122,8 @@ pub struct DistributorArgs {
     /// A TOML file setting any of the above (and more: docs/market-data.md); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Print the SHA-256 (hex) of the token read from standard input, for `token_sha256` in
-    /// the users file, and exit.
+    /// Print the Argon2id hash (a PHC string, salted) of the token read from standard input,
+    /// for `token_argon2` in the users file, and exit.
     #[arg(long)]
     pub hash_token: bool,
     /// Print statistics and the final counters as JSON lines.

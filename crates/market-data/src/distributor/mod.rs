@@ -27,6 +27,7 @@
 mod audit;
 mod conn;
 mod settings;
+mod verifier;
 
 use crate::backbone::{self, backbone_topic, request_topic, BackboneError, Sealing};
 use conn::{Conn, Wrote};
@@ -47,6 +48,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LISTENER: Token = Token(usize::MAX);
+/// The login verifier's wake-ups (between the clients' slots and the backbones' tokens).
+const VERIFIER: Token = Token(usize::MAX / 2);
 /// Backbone subscriber `i` is `Token(BACKBONE_BASE - i)`.
 const BACKBONE_BASE: usize = usize::MAX - 1;
 /// Bytes read from a client per read call.
@@ -195,6 +198,8 @@ pub struct DistributorServer {
     /// Set (by a signal handler): reload the users file on the next turn.
     reload: Arc<std::sync::atomic::AtomicBool>,
     refusals: audit::Refusals,
+    /// Argon2 token checks, off the loop.
+    verifier: verifier::Verifier,
 }
 
 /// How often the distributor writes its values for `peregrine stat`.
@@ -236,6 +241,9 @@ impl DistributorServer {
             ),
             None => None,
         };
+        let waker =
+            Arc::new(mio::Waker::new(poll.registry(), VERIFIER).map_err(DistributorError::Poll)?);
+        let verifier = verifier::Verifier::start(waker).map_err(DistributorError::Poll)?;
         let mut listener = TcpListener::bind(s.listen).map_err(listen_error)?;
         let local_addr = listener.local_addr().map_err(listen_error)?;
         poll.registry()
@@ -320,6 +328,7 @@ impl DistributorServer {
             accept_errors: 0,
             reload: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refusals: audit::Refusals::new(start),
+            verifier,
         })
     }
 
@@ -350,6 +359,13 @@ impl DistributorServer {
     /// A users file others can read holds token hashes they could attack offline: said at
     /// start and on each reload, with the fix.
     fn warn_if_users_file_exposed(&mut self) {
+        for w in self.core.users().warnings() {
+            let file = self.s.users.display().to_string();
+            self.say(
+                format!("WARNING: {file}: {w}"),
+                json!({"event": "users_file_warning", "file": file, "warning": w}),
+            );
+        }
         use std::os::unix::fs::MetadataExt;
         let Ok(meta) = std::fs::metadata(&self.s.users) else {
             return;
@@ -514,6 +530,9 @@ impl DistributorServer {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept(),
+                    VERIFIER => {
+                        // Results are taken below, every turn.
+                    }
                     Token(t) if t > BACKBONE_BASE - self.backbones.len() && t <= BACKBONE_BASE => {
                         // Polled below, every turn.
                     }
@@ -532,6 +551,12 @@ impl DistributorServer {
             }
             for tok in std::mem::take(&mut self.read_again) {
                 self.read(tok);
+            }
+            let verified: Vec<(ClientId, bool)> = self.verifier.results().collect();
+            for (client, matched) in verified {
+                let now = self.now_ns();
+                self.core.verification_done(client, matched, now);
+                self.drain_core();
             }
             self.poll_backbones();
             let now = Instant::now();
@@ -770,6 +795,9 @@ impl DistributorServer {
                 // The core asks again after image_retry_ms.
                 Err(OfferError::BackPressured) | Err(_) => b.requests_refused += 1,
             }
+        }
+        while let Some(v) = self.core.poll_verification() {
+            self.verifier.submit(v);
         }
         while let Some(d) = self.core.poll_disconnect() {
             self.disconnect(d);

@@ -24,6 +24,10 @@ impl ClientId {
 pub(crate) enum Login {
     /// Connected at `since_ns`; only a LOGIN is accepted.
     Awaiting { since_ns: u64 },
+    /// Its LOGIN's token is being checked against a slow hash (off the driver's loop): `user`
+    /// logs in if it matches (`None`: an unknown user, refused either way). What it sends
+    /// meanwhile waits.
+    Verifying { since_ns: u64, user: Option<usize> },
     /// Logged in as the users file's user `user`.
     LoggedIn { user: usize },
     /// The distributor decided to close it; inputs are ignored until the driver reports it
@@ -139,6 +143,10 @@ impl Client {
 
     pub fn closing(&self) -> bool {
         self.login == Login::Closing
+    }
+
+    pub fn verifying(&self) -> bool {
+        matches!(self.login, Login::Verifying { .. })
     }
 }
 

@@ -2,17 +2,22 @@
 //!
 //! ```toml
 //! [users.alice]
-//! token_sha256 = "<hex SHA-256 of alice's token>"
+//! token_argon2 = "$argon2id$v=19$m=19456,t=2,p=1$..." # peregrine distributor --hash-token
 //! cert_subject = "CN=alice,O=Desk" # optional: the subject of alice's TLS client certificate
 //! items = ["AAA.*", "MSFT.O"]     # globs; an item matching none is not-entitled
 //! services = ["FEED1"]            # optional: default every service
 //! slow = "conflate"               # optional: conflate | disconnect (default: the global policy)
 //! ```
 //!
-//! A user has `token_sha256`, `cert_subject` or both; a login must satisfy each it has. A
-//! login hashes the token with SHA-256 and compares the digest with the stored one in
-//! constant time; an unknown user costs the same comparison against a dummy digest, so the
-//! time taken does not tell whether a user exists. A certificate's subject is compared as a
+//! A user has a token hash (`token_argon2`, or the older `token_sha256`), `cert_subject` or
+//! both; a login must satisfy each it has. `token_argon2` is a salted, deliberately slow hash
+//! (Argon2id, RustCrypto's `argon2`, as a PHC string): a stolen users file gives an attacker
+//! some tens of guesses a second per core instead of billions. Checking it takes tens of
+//! milliseconds, so [`Users::login`] does not: it says [`LoginCheck::Verify`] and the driver
+//! checks ([`verify_token`]) off its event loop; an unknown user is checked against a dummy
+//! hash the same way, so the time taken does not tell whether a user exists. `token_sha256`
+//! (unsalted SHA-256) is still read, with a warning ([`Users::warnings`]); it is compared in
+//! constant time, an unknown user against a dummy digest. A certificate's subject is compared as a
 //! set of `ATTRIBUTE=value` pairs (order, spaces around `,` and `=`, and the case of
 //! attribute names do not matter; values are compared exactly).
 
@@ -24,6 +29,7 @@ use crate::model::{
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// What happens to a client whose output queue passes its bound.
@@ -45,11 +51,80 @@ impl SlowPolicy {
     }
 }
 
+/// How a user's token is kept in the users file.
+#[derive(Clone, PartialEq, Eq)]
+enum StoredToken {
+    /// `token_sha256`: unsalted SHA-256 (read with a warning).
+    Sha256([u8; 32]),
+    /// `token_argon2`: an Argon2 PHC string (`$argon2id$v=19$m=...,t=...,p=...$salt$hash`).
+    Argon2(Arc<str>),
+}
+
+/// What [`Users::login`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoginCheck {
+    /// The credentials are right: the user's index.
+    Accepted(usize),
+    /// They are not (an unknown user, a wrong token or certificate).
+    Denied,
+    /// The token must be checked against a slow hash, off the event loop: [`verify_token`]
+    /// of `hash` and the token, then `Accepted(user)` if it matches and `user` is `Some`
+    /// (`None`: an unknown user, checked against a dummy hash so that it takes as long).
+    Verify { user: Option<usize>, hash: Arc<str> },
+}
+
+impl LoginCheck {
+    /// The user's index if accepted without a slow check.
+    pub fn accepted(&self) -> Option<usize> {
+        match self {
+            LoginCheck::Accepted(u) => Some(*u),
+            _ => None,
+        }
+    }
+}
+
+/// The Argon2id parameters of new token hashes: OWASP's first choice (19 MiB, 2 passes, one
+/// lane), about 20-40 ms on a server core.
+fn argon2() -> argon2::Argon2<'static> {
+    argon2::Argon2::new(
+        argon2::Algorithm::Argon2id,
+        argon2::Version::V0x13,
+        argon2::Params::new(19 * 1024, 2, 1, None).expect("valid parameters"),
+    )
+}
+
+/// The PHC string of `token` hashed with Argon2id and `salt` (16 random bytes: the caller's,
+/// so that this crate needs no random source), for `token_argon2` in the users file.
+pub fn hash_token(token: &[u8], salt: &[u8; 16]) -> String {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let salt = SaltString::encode_b64(salt).expect("16 bytes is a valid salt");
+    argon2()
+        .hash_password(token, &salt)
+        .expect("Argon2 hashes any token")
+        .to_string()
+}
+
+/// True if `token` matches the PHC string `hash` (constant time in the hash compared). Slow
+/// by design: call it off the event loop.
+pub fn verify_token(hash: &str, token: &[u8]) -> bool {
+    use argon2::password_hash::{PasswordHash, PasswordVerifier};
+    PasswordHash::new(hash)
+        .is_ok_and(|h| argon2::Argon2::default().verify_password(token, &h).is_ok())
+}
+
+/// The hash an unknown user's token is checked against (the same cost as a real one).
+fn dummy_hash() -> Arc<str> {
+    static DUMMY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    DUMMY
+        .get_or_init(|| hash_token(b"no such user", &[0x5a; 16]).into())
+        .clone()
+}
+
 /// One user of the users file.
 #[derive(Clone, PartialEq, Eq)]
 pub struct User {
     pub name: String,
-    token_sha256: Option<[u8; 32]>,
+    token: Option<StoredToken>,
     /// The subject of the user's client certificate, normalised ([`normalize_subject`]).
     pub cert_subject: Option<String>,
     /// Item globs the user may see.
@@ -78,7 +153,7 @@ impl User {
     pub fn with_token(name: &str, token: &[u8], items: &[&str]) -> User {
         User {
             name: name.to_string(),
-            token_sha256: Some(Sha256::digest(token).into()),
+            token: Some(StoredToken::Sha256(Sha256::digest(token).into())),
             cert_subject: None,
             items: items.iter().map(|s| s.to_string()).collect(),
             services: None,
@@ -95,7 +170,13 @@ impl User {
 
     /// The same user with no token: it logs in by its certificate alone.
     pub fn without_token(mut self) -> User {
-        self.token_sha256 = None;
+        self.token = None;
+        self
+    }
+
+    /// The same user with its token kept as the Argon2 PHC string `hash` ([`hash_token`]).
+    pub fn with_token_argon2(mut self, hash: &str) -> User {
+        self.token = Some(StoredToken::Argon2(hash.into()));
         self
     }
 
@@ -119,6 +200,8 @@ impl User {
 pub struct Users {
     users: Vec<User>,
     by_name: BTreeMap<String, usize>,
+    /// Some user's token is an Argon2 hash: unknown users are checked slowly too.
+    any_argon2: bool,
 }
 
 impl Users {
@@ -129,7 +212,14 @@ impl Users {
             .enumerate()
             .map(|(i, u)| (u.name.clone(), i))
             .collect();
-        Users { users, by_name }
+        let any_argon2 = users
+            .iter()
+            .any(|u| matches!(u.token, Some(StoredToken::Argon2(_))));
+        Users {
+            users,
+            by_name,
+            any_argon2,
+        }
     }
 
     /// Loads and validates a users file.
@@ -160,7 +250,14 @@ impl Users {
             doc.only_keys(
                 &key,
                 def,
-                &["token_sha256", "cert_subject", "items", "services", "slow"],
+                &[
+                    "token_argon2",
+                    "token_sha256",
+                    "cert_subject",
+                    "items",
+                    "services",
+                    "slow",
+                ],
             )?;
             let hex_accepts = "64 hex digits: the SHA-256 of the user's token (sha256sum)";
             let tkey = format!("{key}.token_sha256");
@@ -186,11 +283,36 @@ impl Users {
                     Some(normalize_subject(text))
                 }
             };
-            if token_sha256.is_none() && cert_subject.is_none() {
+            let akey = format!("{key}.token_argon2");
+            let argon_accepts = "an Argon2 PHC string ($argon2id$v=19$m=...,t=...,p=...$salt$hash), as `peregrine distributor --hash-token` prints";
+            let token_argon2 = match def.get("token_argon2") {
+                None => None,
+                Some(v) => {
+                    let text = doc.string(&akey, v, argon_accepts)?;
+                    let ok = argon2::password_hash::PasswordHash::new(text).is_ok_and(|h| {
+                        h.algorithm.as_str().starts_with("argon2") && h.hash.is_some()
+                    });
+                    if !ok {
+                        return Err(doc.invalid(&akey, v, argon_accepts));
+                    }
+                    Some(text)
+                }
+            };
+            let token = match (token_argon2, token_sha256) {
+                (Some(_), Some(_)) => return Err(doc.invalid(
+                    &key,
+                    "{...}",
+                    "one token hash per user: token_argon2 (or the older token_sha256), not both",
+                )),
+                (Some(a), None) => Some(StoredToken::Argon2(a.into())),
+                (None, Some(d)) => Some(StoredToken::Sha256(d)),
+                (None, None) => None,
+            };
+            if token.is_none() && cert_subject.is_none() {
                 return Err(doc.invalid(
                     &key,
                     "{...}",
-                    "a user with token_sha256 (a token login), cert_subject (a TLS client certificate login) or both",
+                    "a user with token_argon2 (a token login; token_sha256 is still read), cert_subject (a TLS client certificate login) or both",
                 ));
             }
             let items_accepts = format!("a list of item globs, each {PATTERN_ALPHABET}");
@@ -238,7 +360,7 @@ impl Users {
             };
             users.push(User {
                 name: name.clone(),
-                token_sha256,
+                token,
                 cert_subject,
                 items: items.iter().map(|s| s.to_string()).collect(),
                 services,
@@ -248,23 +370,65 @@ impl Users {
         Ok(Users::from_users(users))
     }
 
-    /// The user `name` if the login satisfies each of its credentials: `token` is its token
-    /// (when it has one) and `cert_subject` (a TLS client certificate's, normalised) is its
-    /// subject (when it has one). Hashes the token and compares digests in constant time, also
-    /// for an unknown user or one without a token.
-    pub fn login(&self, name: &str, token: &[u8], cert_subject: Option<&str>) -> Option<usize> {
+    /// Checks a login against the user `name`'s credentials: `token` against its token hash
+    /// (when it has one) and `cert_subject` (a TLS client certificate's, normalised) against
+    /// its subject (when it has one). A SHA-256 digest is compared here, in constant time; an
+    /// Argon2 hash is left to the caller ([`LoginCheck::Verify`]), off its event loop. An
+    /// unknown user costs what a known one does: a comparison against a dummy digest, or (when
+    /// the file holds Argon2 hashes) a slow check against a dummy hash.
+    pub fn login(&self, name: &str, token: &[u8], cert_subject: Option<&str>) -> LoginCheck {
         const DUMMY: [u8; 32] = [0x5a; 32];
-        let digest: [u8; 32] = Sha256::digest(token).into();
         let found = self.by_name.get(name).copied();
-        let user = found.map(|i| &self.users[i]);
-        let stored = user.and_then(|u| u.token_sha256.as_ref());
-        let token_ok: bool = digest.ct_eq(stored.unwrap_or(&DUMMY)).into();
-        let token_ok = token_ok || user.is_some_and(|u| u.token_sha256.is_none());
-        let subject_ok = user.is_some_and(|u| match &u.cert_subject {
+        let Some(index) = found else {
+            if self.any_argon2 {
+                return LoginCheck::Verify {
+                    user: None,
+                    hash: dummy_hash(),
+                };
+            }
+            let digest: [u8; 32] = Sha256::digest(token).into();
+            let _: bool = digest.ct_eq(&DUMMY).into();
+            return LoginCheck::Denied;
+        };
+        let user = &self.users[index];
+        let subject_ok = match &user.cert_subject {
             None => true,
             Some(want) => cert_subject == Some(want.as_str()),
-        });
-        found.filter(|_| token_ok && subject_ok)
+        };
+        match &user.token {
+            None if subject_ok => LoginCheck::Accepted(index),
+            None => LoginCheck::Denied,
+            Some(StoredToken::Sha256(stored)) => {
+                let digest: [u8; 32] = Sha256::digest(token).into();
+                let token_ok: bool = digest.ct_eq(stored).into();
+                if token_ok && subject_ok {
+                    LoginCheck::Accepted(index)
+                } else {
+                    LoginCheck::Denied
+                }
+            }
+            // A wrong certificate is checked the same slow way: the time taken does not say
+            // which credential was wrong.
+            Some(StoredToken::Argon2(hash)) => LoginCheck::Verify {
+                user: subject_ok.then_some(index),
+                hash: hash.clone(),
+            },
+        }
+    }
+
+    /// What an operator should hear about the file: users whose token is kept as an unsalted
+    /// SHA-256 digest, with the fix.
+    pub fn warnings(&self) -> Vec<String> {
+        self.users
+            .iter()
+            .filter(|u| matches!(u.token, Some(StoredToken::Sha256(_))))
+            .map(|u| {
+                format!(
+                    "users.{}.token_sha256 is an unsalted fast hash: replace it with token_argon2 = \"...\" from `peregrine distributor --hash-token`",
+                    u.name
+                )
+            })
+            .collect()
     }
 
     pub fn get(&self, index: usize) -> Option<&User> {
@@ -388,16 +552,16 @@ items = ["*"]
     #[test]
     fn a_user_logs_in_with_its_token_only() {
         let users = Users::parse(ALICE, "users.toml").unwrap();
-        let alice = users.login("alice", b"secret", None).unwrap();
+        let alice = users.login("alice", b"secret", None).accepted().unwrap();
         let alice = users.get(alice).unwrap();
         assert_eq!(alice.slow, Some(SlowPolicy::Disconnect));
         assert!(alice.may_see_item("AAA.L") && alice.may_see_item("MSFT.O"));
         assert!(!alice.may_see_item("IBM.N"));
         assert!(alice.may_open_service("FEED1") && !alice.may_open_service("FEED2"));
-        assert_eq!(users.login("alice", b"secreT", None), None);
-        assert_eq!(users.login("mallory", b"secret", None), None);
+        assert_eq!(users.login("alice", b"secreT", None), LoginCheck::Denied);
+        assert_eq!(users.login("mallory", b"secret", None), LoginCheck::Denied);
         let bob = users
-            .get(users.login("bob", b"bob", None).unwrap())
+            .get(users.login("bob", b"bob", None).accepted().unwrap())
             .unwrap();
         assert!(bob.may_open_service("ANY") && bob.may_see_item("IBM.N"));
         assert!(!format!("{bob:?}").contains("81b6"));
@@ -439,7 +603,7 @@ items = ["*"]
         ))
         .contains("users.\"al ice\" = {...} is not accepted: a user name of"));
         assert!(err("[users.alice]\nitems = []")
-            .contains("users.alice = {...} is not accepted: a user with token_sha256"));
+            .contains("users.alice = {...} is not accepted: a user with token_argon2"));
         assert!(
             err("[users.alice]\ncert_subject = \"alice\"\nitems = []").contains(
                 "users.alice.cert_subject = \"alice\" is not accepted: a certificate subject"
@@ -464,24 +628,92 @@ items = ["*"]
         let carol = normalize_subject("CN=carol, O=Desk");
         assert_eq!(carol, "CN=carol,O=Desk");
         // Whatever token (none), with the subject; never without it, or with another.
-        assert!(users.login("carol", b"", Some(&carol)).is_some());
-        assert!(users.login("carol", b"anything", Some(&carol)).is_some());
-        assert_eq!(users.login("carol", b"", None), None);
+        assert!(users.login("carol", b"", Some(&carol)).accepted().is_some());
+        assert!(users
+            .login("carol", b"anything", Some(&carol))
+            .accepted()
+            .is_some());
+        assert_eq!(users.login("carol", b"", None), LoginCheck::Denied);
         assert_eq!(
             users.login("carol", b"", Some(&normalize_subject("CN=carol,O=Other"))),
-            None
+            LoginCheck::Denied
         );
         // dave needs his token and his certificate.
         let dave = normalize_subject("O=Desk,CN=dave");
-        assert!(users.login("dave", b"secret", Some(&dave)).is_some());
-        assert_eq!(users.login("dave", b"secret", None), None);
-        assert_eq!(users.login("dave", b"wrong", Some(&dave)), None);
-        assert_eq!(users.login("dave", b"secret", Some(&carol)), None);
+        assert!(users
+            .login("dave", b"secret", Some(&dave))
+            .accepted()
+            .is_some());
+        assert_eq!(users.login("dave", b"secret", None), LoginCheck::Denied);
+        assert_eq!(
+            users.login("dave", b"wrong", Some(&dave)),
+            LoginCheck::Denied
+        );
+        assert_eq!(
+            users.login("dave", b"secret", Some(&carol)),
+            LoginCheck::Denied
+        );
         // A certificate names its user: carol's does not log in as an unknown user.
-        assert_eq!(users.login("mallory", b"", Some(&carol)), None);
+        assert_eq!(
+            users.login("mallory", b"", Some(&carol)),
+            LoginCheck::Denied
+        );
         let u = users
-            .get(users.login("carol", b"", Some(&carol)).unwrap())
+            .get(users.login("carol", b"", Some(&carol)).accepted().unwrap())
             .unwrap();
         assert_eq!(u.cert_subject.as_deref(), Some("CN=carol,O=Desk"));
+    }
+
+    #[test]
+    fn an_argon2_token_is_checked_off_the_loop_and_unknown_users_cost_the_same() {
+        let hash = hash_token(b"s3cret", &[7; 16]);
+        assert!(
+            hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+            "{hash}"
+        );
+        assert!(verify_token(&hash, b"s3cret"));
+        assert!(!verify_token(&hash, b"s3creT"));
+        assert!(!verify_token("not a hash", b"s3cret"));
+        let text = format!(
+            "[users.erin]\ntoken_argon2 = \"{hash}\"\nitems = [\"*\"]\n\n\
+             [users.bob]\ntoken_sha256 = \"81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9\"\nitems = [\"*\"]\n"
+        );
+        let users = Users::parse(&text, "users.toml").unwrap();
+        let erin = users.index_of("erin").unwrap();
+        // The check is the caller's; the hash comes with it.
+        match users.login("erin", b"s3cret", None) {
+            LoginCheck::Verify { user, hash: h } => {
+                assert_eq!(user, Some(erin));
+                assert!(verify_token(&h, b"s3cret"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An unknown user is a slow check too, against a hash nothing matches.
+        match users.login("mallory", b"s3cret", None) {
+            LoginCheck::Verify {
+                user: None,
+                hash: h,
+            } => assert!(!verify_token(&h, b"s3cret")),
+            other => panic!("{other:?}"),
+        }
+        // The SHA-256 user still logs in, and is warned about.
+        assert!(users.login("bob", b"bob", None).accepted().is_some());
+        let w = users.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("users.bob.token_sha256 is an unsalted fast hash"),
+            "{w:?}"
+        );
+        // A bad PHC string, or both hashes, are refused naming the key.
+        assert!(
+            err("[users.erin]\ntoken_argon2 = \"$md5$x\"\nitems = []").contains(
+                "users.erin.token_argon2 = \"$md5$x\" is not accepted: an Argon2 PHC string"
+            )
+        );
+        assert!(err(&format!(
+            "[users.erin]\ntoken_argon2 = \"{hash}\"\ntoken_sha256 = \"{}\"\nitems = []",
+            "0".repeat(64)
+        ))
+        .contains("one token hash per user"));
     }
 }

@@ -38,6 +38,8 @@ pub enum ClientError {
     Evicted { max: usize },
     /// The user was removed from the users file (a reload): logged out.
     UserRemoved,
+    /// More than a message's worth sent while its login was being checked.
+    InputBeforeLogin { max: usize },
 }
 
 impl fmt::Display for ClientError {
@@ -86,6 +88,11 @@ impl fmt::Display for ClientError {
                 f,
                 "this user has its maximum of {max} connections logged in \
                  (max_clients_per_user)"
+            ),
+            ClientError::InputBeforeLogin { max } => write!(
+                f,
+                "more than {max} bytes sent before the login was answered: wait for the \
+                 LOGIN_RESPONSE"
             ),
             ClientError::UserRemoved => {
                 f.write_str("the user was removed from the distributor's users file: logged out")

@@ -61,7 +61,7 @@ pub mod throttle;
 pub use cache::{Cache, Item, ItemId};
 pub use client::{ClientId, ClientLink, ClientStats};
 pub use counters::Counters;
-pub use entitle::{glob_match, SlowPolicy, User, Users};
+pub use entitle::{glob_match, LoginCheck, SlowPolicy, User, Users};
 pub use errors::{
     BackboneError, ClientError, ConfigError, Event, RequestRejection, StaleCause, TooManyClients,
 };
@@ -451,6 +451,24 @@ pub struct Distributor {
     counters: Counters,
     next_request_id: u32,
     throttle: LoginThrottle,
+    verifications: VecDeque<Verification>,
+}
+
+/// A token to check against a slow hash, off the event loop: [`entitle::verify_token`]`(hash,
+/// token)`, answered with [`Distributor::verification_done`].
+pub struct Verification {
+    pub client: ClientId,
+    pub hash: Arc<str>,
+    pub token: Vec<u8>,
+}
+
+/// Never prints the token.
+impl std::fmt::Debug for Verification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verification")
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Distributor {
@@ -478,10 +496,16 @@ impl Distributor {
             counters: Counters::default(),
             next_request_id: 0,
             throttle: LoginThrottle::default(),
+            verifications: VecDeque::new(),
         })
     }
 
     // ---- getters ----------------------------------------------------------------------------
+
+    /// The users file in force.
+    pub fn users(&self) -> &Users {
+        &self.users
+    }
 
     pub fn config(&self) -> &DistributorConfig {
         &self.config
@@ -599,14 +623,29 @@ impl Distributor {
     /// out); each gets an [`Event::Revoked`] or an [`Event::ProtocolError`].
     pub fn replace_users(&mut self, users: Arc<Users>) -> usize {
         let old = std::mem::replace(&mut self.users, users);
-        let logged_in: Vec<(ClientId, usize)> = self
+        // Every client holding a logged-in slot: the logged in, and any closing (its slot is
+        // kept until it goes, under its user's new index).
+        let counted: Vec<(ClientId, usize, bool)> = self
             .clients
             .iter()
-            .filter_map(|c| c.user().map(|u| (c.id, u)))
+            .filter_map(|c| c.counted_user.map(|u| (c.id, u, c.closing())))
             .collect();
         let mut touched = 0;
         let mut per_user: HashMap<usize, u32> = HashMap::new();
-        for (id, old_index) in logged_in {
+        for (id, old_index, closing) in counted {
+            if closing {
+                let new = old
+                    .get(old_index)
+                    .and_then(|u| self.users.index_of(&u.name));
+                if let Some(c) = self.clients.get_mut(id) {
+                    c.counted_user = new;
+                }
+                match new {
+                    Some(index) => *per_user.entry(index).or_default() += 1,
+                    None => self.clients.logged_in -= 1,
+                }
+                continue;
+            }
             let Some(name) = old.get(old_index).map(|u| u.name.clone()) else {
                 continue;
             };
@@ -710,6 +749,20 @@ impl Distributor {
         if c.closing() {
             return;
         }
+        if c.verifying() {
+            // Read once its login is answered; a client that sends more than a message's
+            // worth meanwhile is refused.
+            if c.inbuf.len() + bytes.len() > MAX_MESSAGE_LEN {
+                return self.refuse_client(
+                    client,
+                    ClientError::InputBeforeLogin {
+                        max: MAX_MESSAGE_LEN,
+                    },
+                );
+            }
+            c.inbuf.extend_from_slice(bytes);
+            return;
+        }
         let mut buf = core::mem::take(&mut c.inbuf);
         let input: &[u8] = if buf.is_empty() {
             bytes
@@ -723,7 +776,11 @@ impl Distributor {
                 Ok((ty, msg)) => self.on_client_message(client, ty, msg, now_ns),
                 Err(e) => self.refuse_client(client, ClientError::Malformed(e)),
             }
-            if self.clients.get(client).is_none_or(Client::closing) {
+            if self
+                .clients
+                .get(client)
+                .is_none_or(|c| c.closing() || c.verifying())
+            {
                 break;
             }
         }
@@ -759,7 +816,7 @@ impl Distributor {
             .clients
             .iter()
             .filter(|c| {
-                matches!(c.login, Login::Awaiting { since_ns } if now_ns.saturating_sub(since_ns) >= timeout)
+                matches!(c.login, Login::Awaiting { since_ns } | Login::Verifying { since_ns, .. } if now_ns.saturating_sub(since_ns) >= timeout)
             })
             .map(|c| c.id)
             .collect();
@@ -780,7 +837,7 @@ impl Distributor {
         self.clients
             .iter()
             .filter_map(|c| match c.login {
-                Login::Awaiting { since_ns } => {
+                Login::Awaiting { since_ns } | Login::Verifying { since_ns, .. } => {
                     Some(since_ns.saturating_add(self.config.login_timeout_ns))
                 }
                 _ => None,
@@ -920,11 +977,71 @@ impl Distributor {
             );
         }
         let subject = c.cert_subject.as_deref();
-        let Some(user) = self.users.login(user_name, token, subject) else {
-            self.throttle.failed(link.peer, user_name, now_ns);
-            return self.refuse_client(id, ClientError::BadCredentials);
+        let user = match self.users.login(user_name, token, subject) {
+            LoginCheck::Accepted(user) => user,
+            LoginCheck::Denied => return self.login_failed(id, now_ns),
+            LoginCheck::Verify { user, hash } => {
+                // A slow hash: checked off the driver's loop; what the client sends meanwhile
+                // waits (`handle_client_bytes`).
+                if let Some(c) = self.clients.get_mut(id) {
+                    c.login = Login::Verifying {
+                        since_ns: now_ns,
+                        user,
+                    };
+                }
+                self.verifications.push_back(Verification {
+                    client: id,
+                    hash,
+                    token: token.to_vec(),
+                });
+                return;
+            }
         };
-        self.throttle.succeeded(user_name);
+        self.login_succeeded(id, user);
+    }
+
+    /// The result of a [`Verification`] the driver ran: the client logs in, or is refused as
+    /// a wrong token is; then what it sent after its LOGIN is read.
+    pub fn verification_done(&mut self, client: ClientId, matched: bool, now_ns: u64) {
+        let Some(c) = self.clients.get_mut(client) else {
+            return;
+        };
+        let Login::Verifying { since_ns, user } = c.login else {
+            return;
+        };
+        // Back to waiting for the answer: a refusal below closes it, a login moves it on.
+        c.login = Login::Awaiting { since_ns };
+        match (matched, user) {
+            (true, Some(user)) => self.login_succeeded(client, user),
+            _ => self.login_failed(client, now_ns),
+        }
+        self.reap();
+        if self.clients.get(client).is_some_and(|c| !c.closing()) {
+            self.handle_client_bytes(client, &[], now_ns);
+        }
+    }
+
+    /// Slow token checks to run off the event loop ([`entitle::verify_token`]), each answered
+    /// with [`verification_done`](Self::verification_done).
+    pub fn poll_verification(&mut self) -> Option<Verification> {
+        self.verifications.pop_front()
+    }
+
+    fn login_failed(&mut self, id: ClientId, now_ns: u64) {
+        if let Some(c) = self.clients.get(id) {
+            let peer = c.link.peer;
+            let name = c.login_name.as_deref().unwrap_or("").to_string();
+            self.throttle.failed(peer, &name, now_ns);
+        }
+        self.refuse_client(id, ClientError::BadCredentials);
+    }
+
+    fn login_succeeded(&mut self, id: ClientId, user: usize) {
+        let user_name = match self.clients.get(id) {
+            Some(c) => c.login_name.as_deref().unwrap_or("").to_string(),
+            None => return,
+        };
+        self.throttle.succeeded(&user_name);
         if self.clients.logged_in >= self.config.max_clients {
             self.counters.clients_refused += 1;
             return self.refuse_client(
@@ -959,7 +1076,7 @@ impl Distributor {
         self.send_login_response(id, LoginResult::Accepted, "");
         self.push_event(Event::LoggedIn {
             client: id,
-            user: user_name.to_string(),
+            user: user_name,
         });
     }
 

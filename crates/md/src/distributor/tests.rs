@@ -1182,3 +1182,61 @@ fn a_reload_revokes_items_services_and_users_without_dropping_the_others() {
     assert_eq!(net.d.client_stats(a).unwrap().requests, 0);
     assert_eq!(net.d.client_stats(a).unwrap().watched, 0);
 }
+
+/// Issue 29, item 6: a user whose token is an Argon2 hash is checked off the loop: the LOGIN
+/// yields a `Verification` and no answer; what the client sends meanwhile (its OPEN) waits and
+/// is served once the driver says the token matched; a wrong token is refused and counts
+/// toward throttling; an unknown user is checked (slowly) too.
+#[test]
+fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it() {
+    let hash = entitle::hash_token(b"erin-token", &[3; 16]);
+    let users = Users::from_users(vec![
+        User::with_token("erin", b"", &["*"]).with_token_argon2(&hash)
+    ]);
+    let mut net = Net {
+        d: Distributor::new(DistributorConfig::new(&[FEED1]), Arc::new(users)).unwrap(),
+        ..Net::new()
+    };
+    net.feed(&refresh(1, "AAA.L", 1, 100));
+    let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+    let mut bytes = encode(&Message::Login(LoginRepr {
+        user: "erin",
+        token: b"erin-token",
+    }));
+    bytes.extend(encode(&Message::Open(OpenRepr {
+        request_id: 1,
+        service: FEED1,
+        patterns: PatternList::List(&["AAA.L"]),
+    })));
+    net.send(c, &bytes);
+    assert!(net.take(c).is_empty(), "answered before the check");
+    let v = net.d.poll_verification().expect("a slow check");
+    assert_eq!(v.client, c);
+    assert!(net.d.poll_verification().is_none());
+    let matched = entitle::verify_token(&v.hash, &v.token);
+    assert!(matched);
+    net.d.verification_done(c, matched, net.now_ns);
+    net.pump();
+    let got = net.take(c);
+    assert_eq!(got[0], "LOGIN_RESPONSE accepted");
+    assert!(got[1].starts_with("REFRESH 1 AAA.L SOLICITED"), "{got:?}");
+
+    // A wrong token, and an unknown user: both checked, both refused.
+    for (user, token) in [("erin", &b"guess"[..]), ("mallory", &b"erin-token"[..])] {
+        let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+        net.send(c, &encode(&Message::Login(LoginRepr { user, token })));
+        let v = net.d.poll_verification().expect("a slow check");
+        let matched = entitle::verify_token(&v.hash, &v.token);
+        assert!(!matched, "{user}");
+        net.d.verification_done(c, matched, net.now_ns);
+        net.pump();
+        assert!(
+            net.take(c)[0].contains("unknown user or wrong token"),
+            "{user}"
+        );
+    }
+    // A stale answer (a client already gone) changes nothing.
+    net.d.verification_done(c, true, net.now_ns);
+    net.pump();
+    assert_eq!(net.d.counters().logins_accepted, 1);
+}
