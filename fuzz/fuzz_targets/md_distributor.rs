@@ -97,7 +97,18 @@ fuzz_target!(|script: &[u8]| {
         match op & 0x0f {
             0 => {
                 if slots[slot].is_none() {
-                    if let Ok(c) = d.client_connected(now_ns) {
+                    // Loopback or another host, plaintext or TLS (logins from another host over
+                    // plaintext are refused).
+                    let link = ClientLink {
+                        peer: std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                            if arg & 2 == 0 { 127 } else { 10 },
+                            0,
+                            0,
+                            (arg & 1) as u8 + 1,
+                        )),
+                        tls: arg & 4 != 0,
+                    };
+                    if let Ok(c) = d.client_connected(now_ns, link) {
                         slots[slot] = Some(c);
                         queues.insert(c, Vec::new());
                     }

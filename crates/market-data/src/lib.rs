@@ -15,7 +15,8 @@ pub mod backbone;
 pub mod consumer;
 pub mod distributor;
 pub mod provider;
-pub mod tls;
+/// TLS (defined with the transport, whose `tcp://` uses it too).
+pub use peregrine_transport::tls;
 
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
 pub use consumer::{ConnectOptions, Consumer, ConsumerError, Event};

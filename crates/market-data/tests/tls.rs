@@ -572,7 +572,7 @@ fn a_plaintext_login_from_another_host_is_refused_unless_allowed() {
         (plain.addr.clone(), tls.addr.clone(), allowed.addr.clone());
     let ca = client_tls(&pki, "ca.crt", None);
     let results = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{}", format!("pgtls{pid}"))).unwrap();
+        let f = std::fs::File::open(format!("/run/netns/pgtls{pid}")).unwrap();
         rustix::thread::move_into_link_name_space(
             std::os::fd::AsFd::as_fd(&f),
             Some(rustix::thread::LinkNameSpaceType::Network),

@@ -16,6 +16,7 @@ pub mod ipc;
 pub mod net;
 pub mod resolver;
 pub mod stat;
+pub mod tls;
 pub mod uri;
 
 pub use any::{AnyPublisher, AnySubscriber};

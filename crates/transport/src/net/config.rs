@@ -27,6 +27,9 @@
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
 //! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
 //! | `auth` | udp, mcast | off | the path of a key file: every datagram sent ends with an AUTH frame (a MAC under that pre-shared key) and every datagram received must carry a valid one, checked before anything else reads it ([`super::auth`]); `datagram` must then be at least 96 |
+//! | `tls_cert`, `tls_key` | tcp | off | publisher: serve over TLS with this PEM certificate chain and its private key (mode 0600); subscriber: present them as its client certificate ([`crate::tls`]) |
+//! | `tls_ca` | tcp | off | subscriber: connect over TLS, checking the publisher's certificate against this PEM CA; publisher: require a client certificate that chains to it |
+//! | `tls_server_name` | tcp | the URI's address | subscriber: the name the publisher's certificate must carry |
 //! | `mac` | udp, mcast | `blake3` | with `auth=`, the MAC this side seals with: `blake3`, or `hmac-sha256` for peers older than BLAKE3 (fast only where the CPU has the SHA extensions); a receiver checks either |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
@@ -88,6 +91,87 @@ pub struct NetConfig {
     /// `auth=`: the pre-shared key every datagram is signed and checked with (shared: the
     /// key's HMAC state is a few hundred bytes, and configurations are cloned).
     pub auth: Option<Arc<AuthKey>>,
+    /// `tls_*` on `tcp://`.
+    pub tls: Option<TcpTls>,
+}
+
+/// `tls_*` on a `tcp://` URI, loaded: what a publisher serves with and what a subscriber
+/// connects with (one URI may serve both sides, as the other parameters do).
+#[derive(Debug, Clone)]
+pub struct TcpTls {
+    /// With `tls_cert` and `tls_key`: the publisher's (client certificates required when
+    /// `tls_ca` is given too).
+    pub server: Option<crate::tls::ServerTls>,
+    /// With `tls_ca`: the subscriber's (its own certificate when `tls_cert` and `tls_key` are
+    /// given, checked against `tls_server_name` or the URI's address).
+    pub client: Option<crate::tls::ClientTls>,
+    /// The parameters as given (for equality: sessions cannot be compared).
+    given: String,
+}
+
+impl PartialEq for TcpTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.given == other.given
+    }
+}
+
+impl TcpTls {
+    fn from_uri(uri: &Uri) -> Result<Option<TcpTls>, UriError> {
+        let p = |k: &str| uri.param(k);
+        let (cert, key, ca, name) = (
+            p("tls_cert"),
+            p("tls_key"),
+            p("tls_ca"),
+            p("tls_server_name"),
+        );
+        if cert.is_none() && key.is_none() && ca.is_none() && name.is_none() {
+            return Ok(None);
+        }
+        if cert.is_some() != key.is_some() {
+            return Err(uri.error(
+                "tls_cert and tls_key go together: give both (the certificate and its private key), or neither",
+            ));
+        }
+        if cert.is_none() && ca.is_none() {
+            return Err(uri.error(
+                "TLS needs tls_cert and tls_key (a publisher's certificate) or tls_ca (the CA a subscriber checks the publisher's certificate against)",
+            ));
+        }
+        let tls_err = |e: crate::tls::TlsError| uri.error(e.to_string());
+        let identity = cert
+            .zip(key)
+            .map(|(c, k)| (std::path::Path::new(c), std::path::Path::new(k)));
+        let server = match identity {
+            Some((c, k)) => Some(
+                match ca {
+                    Some(ca) => crate::tls::ServerTls::load_requiring_client_certificates(
+                        c,
+                        k,
+                        std::path::Path::new(ca),
+                    ),
+                    None => crate::tls::ServerTls::load(c, k, None),
+                }
+                .map_err(tls_err)?,
+            ),
+            None => None,
+        };
+        let client = match ca {
+            Some(ca) => {
+                let mut t = crate::tls::ClientTls::load(std::path::Path::new(ca), identity)
+                    .map_err(tls_err)?;
+                if let Some(n) = name {
+                    t = t.with_server_name(n).map_err(tls_err)?;
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(Some(TcpTls {
+            server,
+            client,
+            given: format!("{cert:?} {key:?} {ca:?} {name:?}"),
+        }))
+    }
 }
 
 impl NetConfig {
@@ -162,6 +246,10 @@ impl NetConfig {
                 "max_pending",
                 "slow",
                 "flow_timeout_ms",
+                "tls_cert",
+                "tls_key",
+                "tls_ca",
+                "tls_server_name",
             ],
             // Not a network scheme.
             _ => &[],
@@ -242,6 +330,7 @@ impl NetConfig {
             slow: SlowPolicy::BackPressure,
             join: JoinSchedule::default(),
             auth: None,
+            tls: None,
         };
         if let Some(v) = uri.param("iface") {
             cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {
@@ -435,6 +524,7 @@ impl NetConfig {
                 "mac={v} is given without auth=: give auth=KEYFILE too, or drop mac="
             )));
         }
+        cfg.tls = TcpTls::from_uri(uri)?;
         Ok(cfg)
     }
 

@@ -12,12 +12,21 @@
 //! `max_pending` within `flow_timeout_ms` is dropped as `slow=disconnect` would (counted in
 //! `flow_dropped`), so a subscriber that connects and never reads, or reads a trickle, cannot
 //! stop the publisher.
+//!
+//! **TLS** (`tls_cert`, `tls_key`, `tls_ca`, `tls_server_name`; [`crate::tls`]): the same
+//! stream inside a TLS session. The publisher's queue holds plaintext; rustls takes at most
+//! [`crate::tls::TLS_BUFFER_LIMIT`] of it ahead of the socket, so the slow-subscriber bounds
+//! count what they did. A handshake that fails (another CA, a name, an expired certificate,
+//! no client certificate where one is required) drops the connection and is counted
+//! (`tls_refused` on either side); the subscriber retries with back-off and keeps the reason
+//! (`TcpSubscriber::last_tls_error`).
 
 use super::config::{NetConfig, SlowPolicy};
 use super::now_ns;
 use super::sys;
 use super::udp::NET_MAX_MESSAGE_LEN;
 use crate::error::{OfferError, OpenError};
+use crate::tls::{read_plain, write_pending, TLS_BUFFER_LIMIT};
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
 use peregrine_proto::join::JoinBackoff;
 use peregrine_proto::receiver::{LateJoin, Progress, Receiver, ReceiverConfig, ReceiverStats};
@@ -43,6 +52,8 @@ fn sock_err(uri: &str, what: impl Into<String>, source: io::Error) -> OpenError 
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
+    /// The TLS session, with `tls_cert` on the URI.
+    tls: Option<Box<rustls::Connection>>,
     peer: SocketAddr,
     /// Bytes the socket has not taken yet, from `pending_at` on.
     pending: Vec<u8>,
@@ -57,9 +68,23 @@ impl Conn {
         self.pending.len() - self.pending_at
     }
 
+    /// Bytes wait for the socket (queued, or encrypted in the TLS session).
+    fn has_output(&self) -> bool {
+        self.queued() > 0 || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
     /// Writes `bytes` after anything queued; queues what the socket does not take.
     fn send(&mut self, bytes: &[u8]) {
         if self.dead {
+            return;
+        }
+        if self.tls.is_some() {
+            if self.queued() == 0 {
+                self.pending.clear();
+                self.pending_at = 0;
+            }
+            self.pending.extend_from_slice(bytes);
+            self.drain();
             return;
         }
         self.drain();
@@ -92,6 +117,36 @@ impl Conn {
 
     /// Writes queued bytes while the socket takes them.
     fn drain(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            // Records first, then more plaintext into the session, until the socket is full.
+            while !self.dead {
+                match write_pending(tls, &mut self.stream) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(_) => {
+                        self.dead = true;
+                        return;
+                    }
+                }
+                let queued = self.pending.len() - self.pending_at;
+                if queued == 0 {
+                    break;
+                }
+                let take = queued.min(TLS_BUFFER_LIMIT);
+                let at = self.pending_at;
+                match tls.writer().write(&self.pending[at..at + take]) {
+                    // The session is full before its handshake ended: wait for it.
+                    Ok(0) if !tls.wants_write() => return,
+                    Ok(n) => self.pending_at += n,
+                    Err(_) => self.dead = true,
+                }
+            }
+            if self.queued() == 0 {
+                self.pending.clear();
+                self.pending_at = 0;
+            }
+            return;
+        }
         while self.queued() > 0 && !self.dead {
             match self.stream.write(&self.pending[self.pending_at..]) {
                 Ok(0) => self.dead = true,
@@ -137,6 +192,8 @@ pub struct TcpPublisher {
     /// Connections dropped by `slow=disconnect`, by a write error, or for holding the
     /// publisher back past `flow_timeout_ms`.
     pub disconnected: u64,
+    /// Connections whose TLS handshake failed (or that broke TLS later).
+    pub tls_refused: u64,
     /// Connections dropped for holding the publisher back past `flow_timeout_ms`.
     pub flow_dropped: u64,
 }
@@ -194,6 +251,7 @@ impl TcpPublisher {
             closed: false,
             disconnected: 0,
             flow_dropped: 0,
+            tls_refused: 0,
         })
     }
 
@@ -348,7 +406,7 @@ impl TcpPublisher {
             }
         }
         for c in self.conns.iter_mut() {
-            if c.queued() > 0 {
+            if c.has_output() {
                 c.drain();
                 work += 1;
             }
@@ -381,8 +439,16 @@ impl TcpPublisher {
                         let _ =
                             socket2::SockRef::from(&stream).set_send_buffer_size(self.cfg.sndbuf);
                     }
+                    let tls = match self.cfg.tls.as_ref().and_then(|t| t.server.as_ref()) {
+                        Some(server) => match server.accept() {
+                            Ok(session) => Some(Box::new(rustls::Connection::Server(session))),
+                            Err(_) => continue,
+                        },
+                        None => None,
+                    };
                     let mut c = Conn {
                         stream,
+                        tls,
                         peer,
                         pending: Vec::new(),
                         pending_at: 0,
@@ -396,14 +462,24 @@ impl TcpPublisher {
                 Err(_) => break,
             }
         }
-        // Detect subscribers that closed: a readable socket with EOF (subscribers never send).
+        // Detect subscribers that closed: a readable socket with EOF (subscribers never send
+        // data; under TLS their handshake and alerts come this way).
         let mut probe = [0u8; 64];
         for c in &mut self.conns {
-            match c.stream.read(&mut probe) {
+            let read = match &mut c.tls {
+                None => c.stream.read(&mut probe),
+                Some(tls) => read_plain(tls, &mut c.stream, &mut probe),
+            };
+            match read {
                 Ok(0) => c.dead = true,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => c.dead = true,
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        self.tls_refused += 1;
+                    }
+                    c.dead = true;
+                }
             }
         }
         self.reap();
@@ -459,10 +535,10 @@ impl TcpPublisher {
             c.send(&bye);
         }
         let deadline = now_ns() + 1_000_000_000;
-        while self.conns.iter().any(|c| c.queued() > 0 && !c.dead) && now_ns() < deadline {
+        while self.conns.iter().any(|c| c.has_output() && !c.dead) && now_ns() < deadline {
             for c in &mut self.conns {
                 c.drain();
-                if c.queued() > 0 {
+                if c.has_output() {
                     sys::wait_writable(c.stream.as_raw_fd(), 10);
                 }
             }
@@ -484,6 +560,9 @@ pub struct TcpSubscriber {
     uri: String,
     /// Connected, or connecting (non-blocking connect in progress).
     stream: Option<(Socket, bool)>,
+    /// The connection's TLS session, with `tls_ca` on the URI (boxed: a session is several
+    /// KiB, and most subscribers have none).
+    tls: Option<Box<rustls::Connection>>,
     buf: Vec<u8>,
     /// Valid bytes in `buf` from `start` to `end`.
     start: usize,
@@ -496,6 +575,9 @@ pub struct TcpSubscriber {
     polls: u32,
     /// Connections lost because the stream broke the framing rules.
     pub corrupt_streams: u64,
+    /// Connections whose TLS handshake failed, and the last reason.
+    pub tls_refused: u64,
+    last_tls_error: Option<String>,
 }
 
 impl TcpSubscriber {
@@ -515,6 +597,7 @@ impl TcpSubscriber {
             cfg: cfg.clone(),
             uri: uri.to_string(),
             stream: None,
+            tls: None,
             buf: vec![0; (cfg.segment_len * 2).max(256 << 10)],
             start: 0,
             end: 0,
@@ -523,14 +606,44 @@ impl TcpSubscriber {
             now_ns: now_ns(),
             polls: 0,
             corrupt_streams: 0,
+            tls_refused: 0,
+            last_tls_error: None,
         };
+        if cfg.tls.is_some() && s.client_tls().is_none() {
+            return Err(sock_err(
+                uri,
+                "a TLS subscriber needs tls_ca (the CA the publisher's certificate must chain to)",
+                io::ErrorKind::InvalidInput.into(),
+            ));
+        }
         s.join.poll(s.now_ns);
         s.connect()?;
         Ok(s)
     }
 
+    fn client_tls(&self) -> Option<&crate::tls::ClientTls> {
+        self.cfg.tls.as_ref().and_then(|t| t.client.as_ref())
+    }
+
+    /// Why the last TLS handshake failed, if one did (the subscriber keeps retrying).
+    pub fn last_tls_error(&self) -> Option<&str> {
+        self.last_tls_error.as_deref()
+    }
+
     /// Starts a non-blocking connect.
     fn connect(&mut self) -> Result<(), OpenError> {
+        self.tls = match self.client_tls() {
+            Some(tls) => Some(Box::new(rustls::Connection::Client(
+                tls.connect(&self.cfg.addr.ip().to_string()).map_err(|e| {
+                    sock_err(
+                        &self.uri,
+                        format!("TLS: {e}"),
+                        io::ErrorKind::InvalidInput.into(),
+                    )
+                })?,
+            ))),
+            None => None,
+        };
         let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
             .map_err(|e| sock_err(&self.uri, "cannot create a TCP socket", e))?;
         sock.set_nonblocking(true)
@@ -566,6 +679,7 @@ impl TcpSubscriber {
     }
 
     fn lost_connection(&mut self) {
+        self.tls = None;
         self.receiver.disconnected(SocketAddr::V4(self.cfg.addr));
         self.start = 0;
         self.end = 0;
@@ -648,6 +762,11 @@ impl TcpSubscriber {
                 return false; // still connecting
             }
             *connected = true;
+            if let Some(tls) = &mut self.tls {
+                // The ClientHello.
+                let mut out: &Socket = sock;
+                let _ = write_pending(tls, &mut out);
+            }
         }
         // Compact, and grow to hold one whole frame.
         if self.start > 0
@@ -662,7 +781,11 @@ impl TcpSubscriber {
             self.buf.resize(new_len, 0);
         }
         let mut stream: &Socket = sock;
-        match stream.read(&mut self.buf[self.end..]) {
+        let read = match &mut self.tls {
+            None => stream.read(&mut self.buf[self.end..]),
+            Some(tls) => read_plain(tls, &mut stream, &mut self.buf[self.end..]),
+        };
+        match read {
             Ok(0) => {
                 self.lost_connection();
                 false
@@ -684,7 +807,11 @@ impl TcpSubscriber {
             {
                 false
             }
-            Err(_) => {
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    self.tls_refused += 1;
+                    self.last_tls_error = Some(e.to_string());
+                }
                 self.lost_connection();
                 false
             }

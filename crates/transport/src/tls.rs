@@ -1,13 +1,14 @@
-//! TLS on the market data tier's client connections (rustls over ring; TLS 1.2 and 1.3 only):
-//! the distributor's listener ([`ServerTls`]) and the consumer ([`ClientTls`]), with client
-//! certificates for users identified by them (mutual TLS).
+//! TLS (rustls over ring; TLS 1.2 and 1.3 only) for Peregrine's TCP paths: the `tcp://`
+//! transport's publisher and subscribers (`tls_*` URI parameters) and the market data tier's
+//! distributor and consumers. A server is a [`ServerTls`] (with client certificates optional
+//! or required), a client a [`ClientTls`] (with its own certificate for mutual TLS).
 //!
 //! Files are PEM. A private key file is checked like a backbone key: a regular file of this
 //! user (or root) that nobody else may read (mode 0600 or 0400); one others can read is
 //! refused with the `chmod` that fixes it.
 //!
 //! ```no_run
-//! use peregrine_market_data::tls::{ClientTls, ServerTls};
+//! use peregrine_transport::tls::{ClientTls, ServerTls};
 //! use std::path::Path;
 //!
 //! // The distributor: its certificate chain and key, and the CA its clients' certificates
@@ -20,7 +21,7 @@
 //! // A consumer: the CA the distributor's certificate must chain to, and its own
 //! // certificate and key when its user is identified by them.
 //! let client = ClientTls::load(Path::new("ca.crt"), Some((Path::new("alice.crt"), Path::new("alice.key"))))?;
-//! # Ok::<(), peregrine_market_data::tls::TlsError>(())
+//! # Ok::<(), peregrine_transport::tls::TlsError>(())
 //! ```
 //!
 //! The byte pumps at the end ([`read_plain`], [`write_pending`]) drive a rustls connection
@@ -181,6 +182,26 @@ impl ServerTls {
     /// (its user logs in by token); one with a certificate that does not chain to the CA, or
     /// has expired, fails the handshake.
     pub fn load(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
+        ServerTls::build(cert, key, client_ca, false)
+    }
+
+    /// Like [`load`](Self::load), but a client must present a certificate that chains to
+    /// `client_ca`: without one its handshake fails (the `tcp://` transport, which has no
+    /// login to identify a subscriber otherwise).
+    pub fn load_requiring_client_certificates(
+        cert: &Path,
+        key: &Path,
+        client_ca: &Path,
+    ) -> Result<ServerTls, TlsError> {
+        ServerTls::build(cert, key, Some(client_ca), true)
+    }
+
+    fn build(
+        cert: &Path,
+        key: &Path,
+        client_ca: Option<&Path>,
+        required: bool,
+    ) -> Result<ServerTls, TlsError> {
         let chain = load_certificates(cert)?;
         let key = load_private_key(key)?;
         let builder = ServerConfig::builder_with_provider(provider())
@@ -189,12 +210,15 @@ impl ServerTls {
         let builder = match client_ca {
             Some(ca) => {
                 let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
-                        .allow_unauthenticated()
-                        .build()
-                        .map_err(|e| TlsError::Config {
-                            why: format!("client CA {}: {e}", ca.display()),
-                        })?;
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider());
+                let verifier = if required {
+                    verifier
+                } else {
+                    verifier.allow_unauthenticated()
+                };
+                let verifier = verifier.build().map_err(|e| TlsError::Config {
+                    why: format!("client CA {}: {e}", ca.display()),
+                })?;
                 builder.with_client_cert_verifier(verifier)
             }
             None => builder.with_no_client_auth(),
