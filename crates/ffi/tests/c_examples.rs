@@ -284,9 +284,7 @@ fn the_offer_loop_moves_every_message() {
 /// with exactly the published prices; the provider's bad input is refused with the field named.
 #[test]
 fn c_market_data_provider_to_c_consumer_through_a_distributor() {
-    use peregrine_market_data::distributor::{
-        DistributorServer, DistributorSettings, SettingsOverrides,
-    };
+    use peregrine_market_data::distributor::SettingsOverrides;
     let Some(cc) = cc() else { return };
     let provider = build(&cc, "md_provider.c", &[]);
     let consumer = build(&cc, "md_consumer.c", &[]);
@@ -296,36 +294,15 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
     let backbone = format!("mcast://{group}:{port}");
     let requests = format!("mcast://{group}:{}", port + 1);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let users = dir.join("users.toml");
-    // The SHA-256 of "a".
-    std::fs::write(
-        &users,
-        "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
-    )
-    .unwrap();
-    let settings = DistributorSettings::resolve(&SettingsOverrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        users: Some(users.clone()),
-        backbone: Some(backbone.clone()),
-        requests: Some(requests.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let user_table = peregrine_md::distributor::Users::load(&users).unwrap();
-    let mut server =
-        DistributorServer::bind(&peregrine_market_data::Context::new(), settings, user_table)
-            .unwrap();
-    let addr = server.local_addr().to_string();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let serving = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            server
-                .run(&|| stop.load(std::sync::atomic::Ordering::Relaxed))
-                .unwrap();
-        })
-    };
+    let server = InProcessDistributor::start(
+        &dir,
+        SettingsOverrides {
+            backbone: Some(backbone.clone()),
+            requests: Some(requests.clone()),
+            ..Default::default()
+        },
+    );
+    let addr = server.addr.clone();
     // The consumer first, then the provider (20 updates), once the consumer's request is open:
     // the distributor has answered it (ZZZ.O not entitled, AAA.O not in the cache yet).
     let mut cons = Command::new(&consumer)
@@ -392,8 +369,7 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
         .collect();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut cons.stderr.take().unwrap(), &mut err).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    serving.join().unwrap();
+    drop(server);
     assert!(status.success(), "md_consumer: {out}{err}");
     let lines: Vec<&str> = out.lines().collect();
     let mut want = vec![
@@ -420,66 +396,27 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
 /// to the CA it is given; given another CA it is refused with PG_ERROR_REFUSED naming why.
 #[test]
 fn the_c_consumer_logs_in_over_tls_and_refuses_a_certificate_it_cannot_verify() {
-    use peregrine_market_data::distributor::{
-        DistributorServer, DistributorSettings, SettingsOverrides,
-    };
-    use std::os::unix::fs::PermissionsExt;
+    use peregrine_market_data::distributor::SettingsOverrides;
+    use peregrine_testkit::pki::TestCa;
     let Some(cc) = cc() else { return };
     let consumer = build(&cc, "md_consumer.c", &[]);
     let pid = std::process::id();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-tls-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = |name: &str| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let cert = p.self_signed(&key).unwrap();
-        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).unwrap();
-        (cert, key)
-    };
-    let (ca_cert, ca_key) = ca("ca");
-    ca("other");
-    let key = rcgen::KeyPair::generate().unwrap();
-    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca_cert, &ca_key)
-        .unwrap();
-    std::fs::write(dir.join("md.crt"), server.pem()).unwrap();
-    std::fs::write(dir.join("md.key"), key.serialize_pem()).unwrap();
-    std::fs::set_permissions(dir.join("md.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let users = dir.join("users.toml");
-    // The SHA-256 of "a".
-    std::fs::write(
-        &users,
-        "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
-    )
-    .unwrap();
+    let ca = TestCa::new(&dir, "ca");
+    TestCa::new(&dir, "other");
+    let (crt, key) = ca.issue("md", &["127.0.0.1"]);
     let group = format!("239.255.96.{}", 1 + (pid + 7) % 250);
     let port = 30_000 + ((pid % 7919) * 2 + 2) % 30_000;
-    let settings = DistributorSettings::resolve(&SettingsOverrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        users: Some(users.clone()),
-        backbone: Some(format!("mcast://{group}:{port}")),
-        tls_cert: Some(dir.join("md.crt")),
-        tls_key: Some(dir.join("md.key")),
-        ..Default::default()
-    })
-    .unwrap();
-    let user_table = peregrine_md::distributor::Users::load(&users).unwrap();
-    let mut server =
-        DistributorServer::bind(&peregrine_market_data::Context::new(), settings, user_table)
-            .unwrap();
-    let addr = server.local_addr().to_string();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let serving = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            server
-                .run(&|| stop.load(std::sync::atomic::Ordering::Relaxed))
-                .unwrap();
-        })
-    };
+    let server = InProcessDistributor::start(
+        &dir,
+        SettingsOverrides {
+            backbone: Some(format!("mcast://{group}:{port}")),
+            tls_cert: Some(crt),
+            tls_key: Some(key),
+            ..Default::default()
+        },
+    );
+    let addr = server.addr.clone();
     let run = |ca: &str| {
         Command::new(&consumer)
             .args([addr.as_str(), "alice", "a", "FEED1", "0", "AAA.O"])
@@ -500,7 +437,67 @@ fn the_c_consumer_logs_in_over_tls_and_refuses_a_certificate_it_cannot_verify() 
         err.contains("UnknownIssuer") && err.contains("PG_ERROR_REFUSED"),
         "{err}"
     );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    serving.join().unwrap();
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A distributor in this process (the library's `DistributorServer`) on a free port, serving
+/// alice (token "a", items AAA.*) from `dir`, until the returned flag is set.
+struct InProcessDistributor {
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    serving: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InProcessDistributor {
+    fn start(
+        dir: &Path,
+        overrides: peregrine_market_data::distributor::SettingsOverrides,
+    ) -> InProcessDistributor {
+        use peregrine_market_data::distributor::{
+            DistributorServer, DistributorSettings, SettingsOverrides,
+        };
+        std::fs::create_dir_all(dir).unwrap();
+        let users = dir.join("users.toml");
+        // The SHA-256 of "a".
+        std::fs::write(
+            &users,
+            "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
+        )
+        .unwrap();
+        let settings = DistributorSettings::resolve(&SettingsOverrides {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            users: Some(users.clone()),
+            ..overrides
+        })
+        .unwrap();
+        let user_table = peregrine_md::distributor::Users::load(&users).unwrap();
+        let mut server =
+            DistributorServer::bind(&peregrine_market_data::Context::new(), settings, user_table)
+                .unwrap();
+        let addr = server.local_addr().to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let serving = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                server
+                    .run(&|| stop.load(std::sync::atomic::Ordering::Relaxed))
+                    .unwrap();
+            })
+        };
+        InProcessDistributor {
+            addr,
+            stop,
+            serving: Some(serving),
+        }
+    }
+}
+
+impl Drop for InProcessDistributor {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.serving.take() {
+            let _ = t.join();
+        }
+    }
 }

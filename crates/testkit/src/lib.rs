@@ -23,6 +23,8 @@
 //! [`REQUIRE_TOOLS_VAR`]`=1`: then a missing tool fails the test instead, so CI runs every test.
 #![forbid(unsafe_code)]
 
+pub mod pki;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;

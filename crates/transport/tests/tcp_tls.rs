@@ -15,31 +15,13 @@ const STREAM: u32 = 77;
 
 /// ca.crt, other.crt (another CA), md.{crt,key} (127.0.0.1), sub.{crt,key} (a client).
 fn pki(tag: &str) -> PathBuf {
+    use peregrine_testkit::pki::TestCa;
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("tcp-tls-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = |name: &str| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let cert = p.self_signed(&key).unwrap();
-        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).unwrap();
-        (cert, key)
-    };
-    let (ca_cert, ca_key) = ca("ca");
-    ca("other");
-    for (name, sans) in [("md", vec!["127.0.0.1".to_string()]), ("sub", vec![])] {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(sans)
-            .unwrap()
-            .signed_by(&key, &ca_cert, &ca_key)
-            .unwrap();
-        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).unwrap();
-        let k = dir.join(format!("{name}.key"));
-        std::fs::write(&k, key.serialize_pem()).unwrap();
-        std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let ca = TestCa::new(&dir, "ca");
+    TestCa::new(&dir, "other");
+    ca.issue("md", &["127.0.0.1"]);
+    ca.issue("sub", &[]);
     dir
 }
 
