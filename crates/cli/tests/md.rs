@@ -1472,11 +1472,7 @@ type Published = HashMap<(String, u32), Vec<(u16, peregrine_md::model::Price)>>;
 
 /// A free TCP port on loopback (for a distributor restarted on the same address).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    peregrine_testkit::free_port(true)
 }
 
 /// A Rust provider (this process) publishes AAA.O, BBB.O and ZZZ.O with exact prices, a

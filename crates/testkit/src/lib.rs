@@ -25,6 +25,21 @@
 
 pub mod pki;
 
+/// A port on loopback that was free a moment ago (bound, then released): TCP, or UDP.
+pub fn free_port(tcp: bool) -> u16 {
+    if tcp {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free TCP port on loopback")
+            .port()
+    } else {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .expect("a free UDP port on loopback")
+            .port()
+    }
+}
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;

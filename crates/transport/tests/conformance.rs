@@ -18,22 +18,7 @@ use std::time::{Duration, Instant};
 const STREAM: u32 = 77;
 const TOPIC: &str = "conformance";
 
-/// A free port on loopback (bound and released).
-fn free_port(tcp: bool) -> u16 {
-    if tcp {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    } else {
-        UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-}
+use peregrine_testkit::free_port;
 
 /// A URI of a fresh address for `scheme`, with extra parameters.
 fn fresh_uri(scheme: Scheme, params: &str) -> String {

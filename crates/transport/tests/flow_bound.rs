@@ -13,21 +13,7 @@ use std::time::{Duration, Instant};
 
 const STREAM: u32 = 78;
 
-fn free_port(tcp: bool) -> u16 {
-    if tcp {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    } else {
-        UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-}
+use peregrine_testkit::free_port;
 
 fn cfg(uri: &str) -> NetConfig {
     NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()

@@ -26,11 +26,7 @@ fn pki(tag: &str) -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    peregrine_testkit::free_port(true)
 }
 
 fn cfg(uri: &str) -> NetConfig {
