@@ -11,6 +11,7 @@
 //! `item_seq` of every watched item must be the feed's last, its count of updates must be the
 //! difference, and nothing it did not watch may reach it.
 
+pub mod attack;
 pub mod nats;
 pub mod peregrine;
 pub(crate) mod process;
@@ -82,6 +83,9 @@ pub struct FanoutConfig {
     /// to a plaintext run.
     #[serde(default)]
     pub client_tls: bool,
+    /// An attack on the distributor run during every probe (Peregrine only).
+    #[serde(default)]
+    pub attack: Option<attack::Attack>,
 }
 
 fn sealed_by_default() -> bool {

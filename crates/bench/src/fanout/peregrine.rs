@@ -201,7 +201,13 @@ impl PeregrineRun {
         if let Some(p) = self.cfg.pin {
             feed.pin(p.a)?;
         }
+        // The attack runs while the feed publishes and the clients measure.
+        let attacker = self
+            .cfg
+            .attack
+            .map(|kind| super::attack::Attacker::start(kind, &addr, USER, TOKEN));
         feed.wait(Duration::from_secs_f64(self.cfg.seconds + 60.0))?;
+        drop(attacker);
         let done = feed.last_json("done")?;
         std::thread::sleep(DRAIN);
         for c in &clients {

@@ -324,6 +324,10 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     detail.insert("backbone_datagram".into(), cfg.backbone_datagram.into());
     detail.insert("backbone_sealed".into(), cfg.backbone_sealed.into());
     detail.insert("client_tls".into(), cfg.client_tls.into());
+    detail.insert(
+        "attack".into(),
+        cfg.attack.map_or("none", |a| a.name()).into(),
+    );
     detail.insert("client_busy_poll_us".into(), cfg.client_busy_poll_us.into());
     detail.insert("feed_updates_per_s".into(), round3(r.feed_rate).into());
     detail.insert("verdict".into(), p.verdict.name().into());

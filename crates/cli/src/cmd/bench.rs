@@ -364,6 +364,10 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         backbone_datagram: a.backbone_datagram as usize,
         backbone_sealed: a.backbone_auth == "key",
         client_tls: a.client_tls,
+        attack: a
+            .attack
+            .as_deref()
+            .and_then(peregrine_bench::fanout::attack::Attack::from_name),
     };
     cfg.validate()?;
     let compare_nats = a.compare.is_some();

@@ -398,6 +398,11 @@ pub struct FanoutArgs {
     /// run with and without to see what TLS costs.
     #[arg(long)]
     pub client_tls: bool,
+    /// Attack the distributor during every probe, from the bench process: `logins` (wrong
+    /// tokens, one connection each), `slots` (connections that never log in) or `globs` (OPENs
+    /// of 1,000 globs from a logged-in connection); compare with a run without.
+    #[arg(long, value_parser = ["logins", "slots", "globs"])]
+    pub attack: Option<String>,
 }
 
 #[derive(Args, Debug)]
