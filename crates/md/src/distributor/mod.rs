@@ -630,6 +630,29 @@ impl Distributor {
             .iter()
             .filter_map(|c| c.counted_user.map(|u| (c.id, u, c.closing())))
             .collect();
+        // A login being checked names its user by the old file's index: the new file's, by
+        // name (none if the user was removed: the check then fails).
+        let verifying: Vec<(ClientId, usize)> = self
+            .clients
+            .iter()
+            .filter_map(|c| match c.login {
+                Login::Verifying {
+                    user: Some(old_index),
+                    ..
+                } => Some((c.id, old_index)),
+                _ => None,
+            })
+            .collect();
+        for (id, old_index) in verifying {
+            let new = old
+                .get(old_index)
+                .and_then(|u| self.users.index_of(&u.name));
+            if let Some(c) = self.clients.get_mut(id) {
+                if let Login::Verifying { user, .. } = &mut c.login {
+                    *user = new;
+                }
+            }
+        }
         let mut touched = 0;
         let mut per_user: HashMap<usize, u32> = HashMap::new();
         for (id, old_index, closing) in counted {

@@ -1239,4 +1239,33 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
     net.d.verification_done(c, true, net.now_ns);
     net.pump();
     assert_eq!(net.d.counters().logins_accepted, 1);
+
+    // A reload while a check is in flight: the login lands on the user's index in the new file
+    // (another user first shifts it), and a user removed meanwhile is refused.
+    for keep in [true, false] {
+        let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
+        net.send(
+            c,
+            &encode(&Message::Login(LoginRepr {
+                user: "erin",
+                token: b"erin-token",
+            })),
+        );
+        let v = net.d.poll_verification().expect("a slow check");
+        let mut users = vec![User::with_token("abe", b"abe-token", &["AAA.*"])];
+        if keep {
+            users.push(User::with_token("erin", b"", &["*"]).with_token_argon2(&hash));
+        }
+        net.d.replace_users(Arc::new(Users::from_users(users)));
+        net.d
+            .verification_done(c, entitle::verify_token(&v.hash, &v.token), net.now_ns);
+        net.pump();
+        let got = net.take(c);
+        if keep {
+            assert_eq!(got, ["LOGIN_RESPONSE accepted"]);
+            assert_eq!(net.d.client_stats(c).unwrap().user.as_deref(), Some("erin"));
+        } else {
+            assert!(got[0].contains("unknown user or wrong token"), "{got:?}");
+        }
+    }
 }
