@@ -759,20 +759,7 @@ impl Provider {
     /// The counters, by name (refreshes, updates, image_requests, requests_coalesced...).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = lock_attached(py, &self.inner).provider.counters();
-        let d = PyDict::new(py);
-        for (k, v) in [
-            ("refreshes", c.refreshes),
-            ("solicited_refreshes", c.solicited_refreshes),
-            ("updates", c.updates),
-            ("statuses", c.statuses),
-            ("image_requests", c.image_requests),
-            ("requests_coalesced", c.requests_coalesced),
-            ("unknown_requests", c.unknown_requests),
-            ("bad_requests", c.bad_requests),
-        ] {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        named_counters(py, &c.values())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -1207,6 +1194,15 @@ impl Consumer {
 }
 
 /// A list of str from one str or a sequence of them.
+/// A dict of counters from their names and values.
+fn named_counters<'py>(py: Python<'py>, values: &[(&str, u64)]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, value) in values {
+        d.set_item(name, value)?;
+    }
+    Ok(d)
+}
+
 /// The consumer's TLS from the constructor's `tls_*` arguments: plaintext without `tls_ca`.
 fn connect_options(
     ca: Option<std::path::PathBuf>,
@@ -1424,21 +1420,7 @@ impl Consumer {
             let g = self.state(py)?;
             g.as_ref().expect("checked").consumer.counters()
         };
-        let d = PyDict::new(py);
-        for (k, v) in [
-            ("messages", c.messages),
-            ("refreshes", c.refreshes),
-            ("updates", c.updates),
-            ("statuses", c.statuses),
-            ("conflated", c.conflated),
-            ("gaps", c.gaps),
-            ("updates_without_image", c.updates_without_image),
-            ("connections", c.connections),
-            ("disconnections", c.disconnections),
-        ] {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        named_counters(py, &c.values())
     }
 
     /// Closes the connection; later calls raise `peregrine.Closed`.

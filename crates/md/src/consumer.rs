@@ -213,6 +213,23 @@ pub struct ConsumerCounters {
     pub disconnections: u64,
 }
 
+impl ConsumerCounters {
+    /// Each counter's name and value, in a stable order (the names are the fields').
+    pub fn values(&self) -> [(&'static str, u64); 9] {
+        [
+            ("messages", self.messages),
+            ("refreshes", self.refreshes),
+            ("updates", self.updates),
+            ("statuses", self.statuses),
+            ("conflated", self.conflated),
+            ("gaps", self.gaps),
+            ("updates_without_image", self.updates_without_image),
+            ("connections", self.connections),
+            ("disconnections", self.disconnections),
+        ]
+    }
+}
+
 /// One consumer's session: see the module's documentation.
 #[derive(Debug)]
 pub struct ConsumerCore {

@@ -203,6 +203,22 @@ pub struct ProviderCounters {
     pub bad_requests: u64,
 }
 
+impl ProviderCounters {
+    /// Each counter's name and value, in a stable order (the names are the fields').
+    pub fn values(&self) -> [(&'static str, u64); 8] {
+        [
+            ("refreshes", self.refreshes),
+            ("solicited_refreshes", self.solicited_refreshes),
+            ("updates", self.updates),
+            ("statuses", self.statuses),
+            ("image_requests", self.image_requests),
+            ("requests_coalesced", self.requests_coalesced),
+            ("unknown_requests", self.unknown_requests),
+            ("bad_requests", self.bad_requests),
+        ]
+    }
+}
+
 #[derive(Debug, Clone)]
 struct ProvidedItem {
     name: Box<str>,

@@ -518,9 +518,6 @@ impl DistributorServer {
                     );
                 }
             }
-            if let Some((text, value)) = self.refusals.summary(Instant::now()) {
-                self.say(text, value);
-            }
             let timeout = self.timeout(next_stats);
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
@@ -552,14 +549,16 @@ impl DistributorServer {
             for tok in std::mem::take(&mut self.read_again) {
                 self.read(tok);
             }
-            let verified: Vec<(ClientId, bool)> = self.verifier.results().collect();
-            for (client, matched) in verified {
+            while let Some((client, matched)) = self.verifier.next_result() {
                 let now = self.now_ns();
                 self.core.verification_done(client, matched, now);
                 self.drain_core();
             }
             self.poll_backbones();
             let now = Instant::now();
+            if let Some((text, value)) = self.refusals.summary(now) {
+                self.say(text, value);
+            }
             // Login deadlines: `poll_timeout` looks at every client, so it is asked at most
             // every LOGIN_CHECK, not on every turn of a loop that may turn 100 000 times a
             // second.

@@ -49,9 +49,9 @@ impl Verifier {
         }
     }
 
-    /// The results ready now.
-    pub fn results(&self) -> impl Iterator<Item = (ClientId, bool)> + '_ {
-        self.results.try_iter()
+    /// A result ready now, if any.
+    pub fn next_result(&self) -> Option<(ClientId, bool)> {
+        self.results.try_recv().ok()
     }
 }
 

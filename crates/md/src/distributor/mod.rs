@@ -362,6 +362,9 @@ impl Clients {
         let id = ClientId((u64::from(self.generations[slot]) << 32) | slot as u64);
         self.slots[slot] = Some(Client::new(id, now_ns, slow, link));
         self.len += 1;
+        // Ids at the front that logged in or went are dropped first, so the queue holds at
+        // most the connections of one login timeout, not every connection ever made.
+        let _ = self.oldest_pending();
         self.pending.push_back(id);
         self.pending_len += 1;
         *self
