@@ -1228,7 +1228,8 @@ fn connect_options(
             ))
         }
     };
-    let mut tls = ClientTls::load(&ca, identity).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut tls =
+        ClientTls::load(&ca, identity).map_err(|e| PyValueError::new_err(e.to_string()))?;
     if let Some(name) = server_name {
         tls = tls
             .with_server_name(name)
