@@ -315,3 +315,74 @@ fn a_stalled_tcp_subscriber_under_backpressure_is_told_exactly_what_it_missed() 
         .iter()
         .any(|e| matches!(e, SubscriberEvent::PublisherDied { session_id: 54 })));
 }
+
+/// Issue 35: a TCP subscriber that reads, but much more slowly than its publisher offers, is
+/// making progress: under the default `slow=backpressure` it holds the publisher back for as
+/// long as it reads (here three flow timeouts and more) and is never dropped, and every
+/// sequence arrives. (Before, a queue that never drained to half of `max_pending` within
+/// `flow_timeout_ms` was dropped: 94% of `bench throughput --transport tcp` was lost.)
+#[test]
+fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
+    let uri = format!(
+        "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&flow_timeout_ms=300",
+        free_port(true)
+    );
+    let c = cfg(&uri);
+    let mut p = TcpPublisher::create(&c, &uri, 55, STREAM).unwrap();
+    let mut s = TcpSubscriber::new(&c, &uri, STREAM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while p.subscriber_count() < 1 || !s.is_connected() {
+        assert!(Instant::now() < deadline, "no connection");
+        p.do_work();
+        s.poll(&mut |_m: Message<'_>| {}, 16);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The subscriber, on a thread of its own, reads 64 messages a millisecond at most: far
+    // fewer than the publisher offers, for at least 1.5 s (five flow timeouts).
+    let total = 100_000u64;
+    let reader = std::thread::spawn(move || {
+        let mut got: Vec<u64> = Vec::with_capacity(total as usize);
+        let mut events = Vec::new();
+        while (got.len() as u64) < total && Instant::now() < deadline {
+            s.poll(
+                &mut |m: Message<'_>| {
+                    got.push(u64::from_le_bytes(m.payload.try_into().unwrap()))
+                },
+                64,
+            );
+            while let Some(e) = s.next_event() {
+                events.push(e);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (got, events)
+    });
+    let start = Instant::now();
+    let (mut next, mut refused) = (0u64, 0u64);
+    while next < total {
+        assert!(Instant::now() < deadline, "stuck at {next}: {:?}", p.counters());
+        match p.offer(&next.to_le_bytes()) {
+            Ok(_) => next += 1,
+            Err(OfferError::BackPressured) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+        p.do_work();
+    }
+    while !reader.is_finished() {
+        p.do_work();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (got, events) = reader.join().unwrap();
+    println!(
+        "{total} messages in {:?}, {refused} offers refused",
+        start.elapsed()
+    );
+    assert_eq!(p.counters().flow_dropped, 0, "{:?}", p.counters());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SubscriberEvent::Lost { .. })),
+        "{events:?}"
+    );
+    assert_eq!(got, (0..total).collect::<Vec<_>>());
+}

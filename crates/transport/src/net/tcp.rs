@@ -8,10 +8,11 @@
 //! take. When a queue passes `max_pending` bytes, `slow=backpressure` makes `offer` refuse
 //! (nothing is dropped; the other subscribers wait too) and `slow=disconnect` drops that
 //! connection (its subscriber reconnects and is told exactly what it lost). Back-pressure has a
-//! bound: a connection that made offers wait and has not drained its queue to half of
-//! `max_pending` within `flow_timeout_ms` is dropped as `slow=disconnect` would (counted in
-//! `flow_dropped`), so a subscriber that connects and never reads, or reads a trickle, cannot
-//! stop the publisher.
+//! bound: a connection that made offers wait and whose socket took nothing for
+//! `flow_timeout_ms` (a subscriber that stopped: SIGSTOP, a hung host, one that connects and
+//! never reads) is dropped as `slow=disconnect` would (counted in `flow_dropped`). A subscriber
+//! that reads, however much slower than the publisher, is making progress: it is
+//! back-pressured, never dropped, and loses nothing.
 //!
 //! **TLS** (`tls_cert`, `tls_key`, `tls_ca`, `tls_server_name`; [`crate::tls`]): the same
 //! stream inside a TLS session. The publisher's queue holds plaintext; rustls takes at most
@@ -59,8 +60,19 @@ struct Conn {
     pending: Vec<u8>,
     pending_at: usize,
     dead: bool,
-    /// Since when its queue has been past `max_pending` while offers were refused.
-    stalled_since_ns: Option<u64>,
+    /// Bytes the socket (or the TLS session) has taken since the connection began: its
+    /// subscriber's progress.
+    taken: u64,
+    /// Since when its queue has been past `max_pending` while offers were refused with no
+    /// progress, and `taken` then.
+    stall: Option<Stall>,
+}
+
+/// A connection holding offers back without taking anything (see [`Conn::stall`]).
+#[derive(Debug, Clone, Copy)]
+struct Stall {
+    since_ns: u64,
+    taken: u64,
 }
 
 impl Conn {
@@ -99,7 +111,10 @@ impl Conn {
                     self.dead = true;
                     return;
                 }
-                Ok(n) => off += n,
+                Ok(n) => {
+                    off += n;
+                    self.taken += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -137,7 +152,10 @@ impl Conn {
                 match tls.writer().write(&self.pending[at..at + take]) {
                     // The session is full before its handshake ended: wait for it.
                     Ok(0) if !tls.wants_write() => return,
-                    Ok(n) => self.pending_at += n,
+                    Ok(n) => {
+                        self.pending_at += n;
+                        self.taken += n as u64;
+                    }
                     Err(_) => self.dead = true,
                 }
             }
@@ -150,7 +168,10 @@ impl Conn {
         while self.queued() > 0 && !self.dead {
             match self.stream.write(&self.pending[self.pending_at..]) {
                 Ok(0) => self.dead = true,
-                Ok(n) => self.pending_at += n,
+                Ok(n) => {
+                    self.pending_at += n;
+                    self.taken += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => self.dead = true,
@@ -312,21 +333,33 @@ impl TcpPublisher {
             match self.cfg.slow {
                 SlowPolicy::BackPressure => {
                     if self.conns.iter().any(|c| c.queued() > self.cfg.max_pending) {
-                        // Refused: a queue past the limit since `flow_timeout_ms` ends its
-                        // connection; the others start or keep their clocks.
+                        // Refused. A connection past the limit that has taken nothing for
+                        // `flow_timeout_ms` is stalled: it ends (its subscriber reconnects and
+                        // is told what it missed). One that takes bytes, however slowly, is
+                        // making progress: it holds the publisher back, as TCP itself would,
+                        // and is never dropped for it (`slow=disconnect` is for publishers that
+                        // must not wait).
                         self.now_ns = now_ns();
                         let (now, max) = (self.now_ns, self.cfg.max_pending);
                         for c in &mut self.conns {
-                            let q = c.queued();
-                            if q <= max / 2 {
-                                c.stalled_since_ns = None;
-                            } else if q > max {
-                                // Between the two a running clock keeps running: reading a
-                                // trickle does not reset it.
-                                let since = *c.stalled_since_ns.get_or_insert(now);
-                                if now.saturating_sub(since) >= self.cfg.flow_timeout_ns {
-                                    c.dead = true;
-                                    self.flow_dropped += 1;
+                            if c.queued() <= max {
+                                continue;
+                            }
+                            match c.stall {
+                                Some(s) if s.taken == c.taken => {
+                                    if now.saturating_sub(s.since_ns) >= self.cfg.flow_timeout_ns
+                                    {
+                                        c.dead = true;
+                                        self.flow_dropped += 1;
+                                    }
+                                }
+                                // First refusal, or progress since the clock started: the
+                                // clock starts again.
+                                _ => {
+                                    c.stall = Some(Stall {
+                                        since_ns: now,
+                                        taken: c.taken,
+                                    })
                                 }
                             }
                         }
@@ -410,9 +443,9 @@ impl TcpPublisher {
                 c.drain();
                 work += 1;
             }
-            // The clock stops once half the queue is gone: reading a trickle is not enough.
-            if c.queued() <= self.cfg.max_pending / 2 {
-                c.stalled_since_ns = None;
+            // Under the limit again: no clock runs.
+            if c.queued() <= self.cfg.max_pending {
+                c.stall = None;
             }
         }
         if self.now_ns >= self.next_control_ns {
@@ -453,7 +486,8 @@ impl TcpPublisher {
                         pending: Vec::new(),
                         pending_at: 0,
                         dead: false,
-                        stalled_since_ns: None,
+                        taken: 0,
+                        stall: None,
                     };
                     c.send(&self.sender.heartbeat());
                     self.conns.push(c);
