@@ -4,12 +4,12 @@
 use peregrine::stat::RecordType;
 use peregrine::{Context, IdleKind, OfferError};
 use peregrine_transport::ipc::dir::DirSpec;
-use peregrine_transport::stat::{scan, RecordSnapshot};
+use peregrine_transport::stat::{scan, DeadFiles, RecordSnapshot};
 
 /// The live records of this process of `kind` whose label `key` is `value`.
 fn records(kind: RecordType, key: &str, value: &str) -> Vec<RecordSnapshot> {
     let pid = std::process::id();
-    scan(&DirSpec::default())
+    scan(&DirSpec::default(), DeadFiles::Report)
         .unwrap()
         .processes
         .into_iter()

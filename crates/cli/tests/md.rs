@@ -43,8 +43,13 @@ struct Proc {
 
 impl Proc {
     fn start(name: &str, args: &[&str]) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(args)
+        let mut cmd = Command::new(BIN);
+        cmd.args(args);
+        Proc::spawn(name, cmd)
+    }
+
+    fn spawn(name: &str, mut cmd: Command) -> Proc {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -572,10 +577,15 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// The distributor record of process `pid` in `peregrine stat --json`, once `done` holds.
 fn wait_for_stat(pid: u32, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_record(pid, "distributor", done)
+}
+
+/// The `peregrine stat` record of type `kind` of process `pid`, once `done` holds for it.
+fn wait_for_record(pid: u32, kind: &str, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let o = Command::new(BIN)
-            .args(["stat", "--json", "--filter", "distributor"])
+            .args(["stat", "--json", "--filter", kind])
             .output()
             .unwrap();
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -585,14 +595,14 @@ fn wait_for_stat(pid: u32, done: impl Fn(&Value) -> bool) -> Value {
             .iter()
             .filter(|p| p["pid"] == pid)
             .flat_map(|p| p["records"].as_array().unwrap().iter())
-            .find(|r| r["type"] == "distributor")
+            .find(|r| r["type"] == kind)
             .cloned();
         if let Some(r) = record.filter(|r| done(r)) {
             return r;
         }
         assert!(
-            start.elapsed() < S * 5,
-            "distributor {pid} not in peregrine stat as expected: {doc}"
+            start.elapsed() < S * 10,
+            "{kind} {pid} not in peregrine stat as expected: {doc}"
         );
         std::thread::sleep(S / 10);
     }
@@ -992,7 +1002,7 @@ fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
     let backbone = format!("{}?timeout_ms=300", net.backbone);
     let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--backbone", &backbone]);
     let f = net.feed(&items, "1000", &[]);
-    feed_found(&d, 0, &f);
+    let first = feed_found(&d, 0, &f);
     let mut c = alice_printing_after_an_update(&net, &addr, &["AAA.O", "AAB.N"], &d);
 
     f.signal(Signal::KILL);
@@ -1005,7 +1015,7 @@ fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
     );
     let from = d.lines().len();
     let f2 = net.feed(&items, "1000", &["--seed", "2"]);
-    feed_found(&d, from, &f2);
+    let found = feed_found(&d, from, &f2);
     let (refresh, _) = c.expect_from(
         stale,
         "a fresh REFRESH",
@@ -1034,6 +1044,110 @@ fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
     assert_eq!(s["gaps"], 0, "{s}");
     let ds = d.stop_json();
     assert!(counter(&ds, "feeds_gone") >= 1, "{ds}");
+    // Both feed sessions were joined from their first message (the distributor was there
+    // before them), unless a datagram was lost: then, and only then, the distributor asks
+    // for images, and the restarted feed sends its start-up images once, not twice.
+    let asked = |i: usize| {
+        let line: Value = serde_json::from_str(&d.lines()[i]).expect("a JSON feed_found line");
+        line["images_asked"].as_bool().expect("images_asked")
+    };
+    if !asked(first) && !asked(found) && counter(&ds, "backbone_losses") == 0 {
+        assert_eq!(counter(&ds, "image_requests"), 0, "{ds}");
+        assert_eq!(counter(&ds, "feeds_joined_at_start"), 2, "{ds}");
+        let fresh = c.lines()[stale..]
+            .iter()
+            .filter(|l| l.starts_with("REFRESH AAA.O"))
+            .count();
+        assert_eq!(fresh, 1, "one image of AAA.O after the restart:\n{}", c.text());
+    }
+}
+
+/// The README's walkthrough, from a folder of the user's (not the repository): the users
+/// file made with `--hash-token`, relative file names, the built-in sample items and ticks,
+/// private addresses given with `--listen`, `--backbone` and `--requests`.
+#[test]
+fn the_walkthrough_works_from_any_folder_with_the_built_in_samples() {
+    let _one = serial();
+    let net = Net::new("anyfolder");
+    let run = |name: &str, args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(&net.dir)
+            .env("PEREGRINE_MD_TOKEN", "s3cret");
+        Proc::spawn(name, cmd)
+    };
+    let hash = Command::new(BIN)
+        .args(["distributor", "--hash-token"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"s3cret\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(hash.status.success(), "{hash:?}");
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    net.file(
+        "users.toml",
+        &format!(
+            "[users.alice]\ntoken_argon2 = \"{}\"\nitems = [\"AA*\", \"MSFT.O\"]\n",
+            hash.trim()
+        ),
+    );
+    net.file("watch.txt", "AAA.O\nAAB.*\nZZZ.O\n");
+    let addresses = ["--backbone", &net.backbone, "--requests", &net.requests];
+    let mut args = vec!["distributor", "--users", "users.toml", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(&addresses);
+    args.extend_from_slice(&["--mode", "latency", "--json"]);
+    let mut d = run("distributor", &args);
+    let (_, l) = d.expect("listening line", S * 10, |l| l.contains("\"listening\""), &[]);
+    let v: Value = serde_json::from_str(&l).unwrap();
+    let addr = v["listening"].as_str().unwrap().to_string();
+
+    let mut args = vec!["feed", "--items", "sample", "--rate", "2k"];
+    args.extend_from_slice(&addresses);
+    let mut f = run("feed --items sample", &args);
+    let client = [
+        "client", "--connect", &addr, "--user", "alice", "--watch", "watch.txt", "--print",
+    ];
+    let c = run("client", &client);
+    let (refresh, _) = c.expect(
+        "a REFRESH of a sample item",
+        S * 10,
+        |l| l.starts_with("REFRESH AAA.O"),
+        &[&d, &f],
+    );
+    c.expect(
+        "ZZZ.O not entitled",
+        S * 10,
+        |l| l.starts_with("STATUS ZZZ.O not-entitled"),
+        &[&d],
+    );
+    c.expect("an UPDATE", S * 10, |l| l.starts_with("UPDATE AA"), &[&d, &f]);
+    // The client is seen from outside, as every Peregrine process is.
+    let r = wait_for_record(c.pid(), "consumer", |r| {
+        r["values"]["updates"].as_u64() > Some(0) && r["values"]["connected"] == 1
+    });
+    assert_eq!(r["labels"]["user"], "alice", "{r}");
+    assert_eq!(r["labels"]["distributors"], addr.as_str(), "{r}");
+    assert_eq!(r["values"]["requests"], 1, "{r}");
+    assert_eq!(r["values"]["connections"], 1, "{r}");
+    // The feed stops (SIGTERM closes its session); the recorded sample ticks take over.
+    f.signal(Signal::TERM);
+    assert!(f.wait(S * 10).success(), "{}", f.text());
+    let mut args = vec!["feed", "--ticks", "sample", "--speed", "max"];
+    args.extend_from_slice(&addresses);
+    let t = run("feed --ticks sample", &args);
+    c.expect_from(
+        refresh + 1,
+        "the recorded image of AAA.O",
+        S * 10,
+        |l| l.starts_with("REFRESH AAA.O") && l.contains("AAA INC"),
+        &[&d, &t],
+    );
+    d.signal(Signal::TERM);
+    assert!(d.wait(S * 10).success(), "{}", d.text());
 }
 
 #[test]

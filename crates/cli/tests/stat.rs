@@ -1,7 +1,8 @@
 //! `peregrine stat`: the counters of real `peregrine pub` and `peregrine sub` processes read by
-//! another process (text, JSON, Prometheus), a killed process's file removed, the exposition
-//! checked by `promtool` and scraped by a real Prometheus (both skip visibly without the
-//! Debian package `prometheus`; `.ci/run` installs it), and bad flags refused.
+//! another process (text, JSON, Prometheus), a killed process's file listed and removed by
+//! `--clean`, the exposition checked by `promtool` and scraped by a real Prometheus (both skip
+//! visibly without the Debian package `prometheus`; `.ci/run` installs it), and bad flags
+//! refused.
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -161,14 +162,42 @@ fn another_process_reads_the_owners_counters_exactly() {
 }
 
 #[test]
-fn a_killed_processs_counters_file_is_removed() {
+fn a_killed_processs_counters_file_is_listed_and_removed_only_by_stat_clean() {
+    // A segment directory of this test's own (PEREGRINE_SHM_DIR), so that no other test's
+    // publisher (they remove dead files when they create their logs) touches it.
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("stat-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.args(args).env("PEREGRINE_SHM_DIR", &base);
+        c
+    };
+    let stat = |args: &[&str]| -> Value {
+        let o = cmd(&["stat", "--json"]).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
     let topic = topic("killed");
-    let mut publisher = spawn(&["pub", &topic, "--rate", "100"]);
+    let mut publisher = Running(
+        cmd(&["pub", &topic, "--rate", "100"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let pid = publisher.0.id();
-    wait_for(&topic, "the publisher", |d| {
-        record(d, pid, "publisher").is_some()
-    });
-    let dir = std::path::PathBuf::from(stat_json(&[])["dir"].as_str().unwrap());
+    let start = Instant::now();
+    let doc = loop {
+        let doc = stat(&[]);
+        if record(&doc, pid, "publisher").is_some() {
+            break doc;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never seen: {doc:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let dir = std::path::PathBuf::from(doc["dir"].as_str().unwrap());
+    assert!(dir.starts_with(&base), "{dir:?}");
     let prefix = format!("counters.{pid}.");
     let files = || -> Vec<String> {
         std::fs::read_dir(&dir)
@@ -180,17 +209,21 @@ fn a_killed_processs_counters_file_is_removed() {
     assert_eq!(files().len(), 1, "{:?}", files());
     publisher.0.kill().unwrap();
     publisher.0.wait().unwrap();
-    assert_eq!(files().len(), 1, "SIGKILL leaves the file behind");
-    let doc = stat_json(&[]);
-    assert!(
-        !doc["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["pid"] == pid),
-        "a dead process is listed: {doc:#}"
-    );
+    let left = files();
+    assert_eq!(left.len(), 1, "SIGKILL leaves the file behind");
+
+    // A look lists it as dead and removes nothing.
+    let doc = stat(&[]);
+    let listed = |doc: &Value| doc["processes"].as_array().unwrap().iter().any(|p| p["pid"] == pid);
+    assert!(!listed(&doc), "a dead process is listed as live: {doc:#}");
+    assert_eq!(doc["dead"], serde_json::json!(left), "{doc:#}");
+    assert_eq!(files(), left, "a look removed it");
+
+    // --clean removes it.
+    let doc = stat(&["--clean"]);
+    assert_eq!(doc["removed_dead"], serde_json::json!(left), "{doc:#}");
     assert!(files().is_empty(), "{:?} still there", files());
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// GETs `path` from `addr`; returns (status line, body).

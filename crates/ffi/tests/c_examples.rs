@@ -1,7 +1,8 @@
 //! The C examples (examples/c/), built by the system C compiler against include/peregrine.h
 //! and the library cargo built for this test, and run against each other across processes:
 //! a subscriber receiving and checking every byte from a publisher (over shared memory, over
-//! UDP, and by topic name), the ping-pong, and the C++ header check.
+//! UDP, and by topic name), the ping-pong, the C++ header check, and the README's C snippet
+//! as written.
 //!
 //! Without a C (or C++) compiler the tests say so in one line and skip; under
 //! `PEREGRINE_REQUIRE_TOOLS=1` (.ci/run) that is a failure.
@@ -54,6 +55,13 @@ fn lib_dir() -> PathBuf {
 
 /// Builds examples/c/`source` with `compiler` into this test's temporary folder.
 fn build(compiler: &Path, source: &str, extra: &[&str]) -> PathBuf {
+    build_file(compiler, &root().join("examples/c").join(source), extra)
+}
+
+/// Builds the C (or C++, `.cpp`) file `path` with `compiler` into this test's temporary
+/// folder.
+fn build_file(compiler: &Path, path: &Path, extra: &[&str]) -> PathBuf {
+    let source = path.file_name().unwrap().to_str().unwrap();
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-examples");
     std::fs::create_dir_all(&out_dir).unwrap();
     // One file per test and source: tests run in parallel and may build the same example.
@@ -68,7 +76,7 @@ fn build(compiler: &Path, source: &str, extra: &[&str]) -> PathBuf {
     let mut cmd = Command::new(compiler);
     cmd.args([std, "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(root().join("include"))
-        .arg(root().join("examples/c").join(source))
+        .arg(path)
         .arg("-o")
         .arg(&out)
         .args(extra);
@@ -181,6 +189,54 @@ fn c_publisher_to_c_subscriber_by_topic_name() {
     let pattern = format!("c.example.{}.*", std::process::id());
     // The subscriber by glob, the publisher by name: topic resolution finds it.
     publisher_to_subscriber(&cc, ("-", &topic), ("-", &pattern), 5000, 64);
+}
+
+/// The README's ```c blocks.
+fn readme_c_blocks() -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut rest = readme.as_str();
+    while let Some(start) = rest.find("\n```c\n") {
+        let body = &rest[start + 6..];
+        let end = body.find("\n```").expect("a closed ```c block") + 1;
+        blocks.push(body[..end].to_string());
+        rest = &body[end..];
+    }
+    blocks
+}
+
+/// The README's C snippet, as written: its declarations (the #include and the handler, up to
+/// the handler's closing brace) at file scope, the rest inside `main`, built with the
+/// examples' warnings as errors and run against a shared-memory folder of its own.
+#[test]
+fn the_readmes_c_snippet_compiles_and_runs_as_written() {
+    let Some(cc) = cc() else { return };
+    let blocks = readme_c_blocks();
+    assert_eq!(blocks.len(), 1, "one ```c block in README.md: {blocks:?}");
+    let block = &blocks[0];
+    let split = block.find("\n}\n").expect("the handler's closing brace") + 3;
+    let (declarations, statements) = block.split_at(split);
+    let source = format!(
+        "/* README.md's C snippet, made by crates/ffi/tests/c_examples.rs */\n\
+         #include <stdio.h>\n{declarations}\nint main(void) {{\n{statements}    return 0;\n}}\n"
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-c");
+    let shm = dir.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let path = dir.join("readme_snippet.c");
+    std::fs::write(&path, source).unwrap();
+    let exe = build_file(&cc, &path, &[]);
+    let out = Command::new(&exe)
+        .env("PEREGRINE_SHM_DIR", &shm)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0: bid 189.20\n");
 }
 
 #[test]

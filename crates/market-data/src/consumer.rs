@@ -95,6 +95,10 @@ pub struct ConnectOptions {
     /// TLS: the CA that the distributor's certificate must chain to, and this consumer's own
     /// certificate when its user logs in by it.
     pub tls: Option<ClientTls>,
+    /// The context whose counters file carries this consumer's counters for `peregrine stat`
+    /// (a record of type `consumer`). `None`: a file of the consumer's own, removed when the
+    /// consumer is dropped. A process with many consumers gives them one context.
+    pub context: Option<peregrine::Context>,
 }
 
 impl ConnectOptions {
@@ -105,9 +109,22 @@ impl ConnectOptions {
 
     /// TLS with `tls`.
     pub fn tls(tls: ClientTls) -> ConnectOptions {
-        ConnectOptions { tls: Some(tls) }
+        ConnectOptions {
+            tls: Some(tls),
+            context: None,
+        }
+    }
+
+    /// The same, with the consumer's counters in `context`'s counters file.
+    pub fn with_context(mut self, context: &peregrine::Context) -> ConnectOptions {
+        self.context = Some(context.clone());
+        self
     }
 }
+
+/// Gauges after the consumer's counters in its `peregrine stat` record: 1 while logged in,
+/// and the requests open.
+pub const CONSUMER_GAUGES: [&str; 2] = ["connected", "requests"];
 
 /// A consumer connected to one distributor of a list: see the module's documentation.
 #[derive(Debug)]
@@ -133,6 +150,8 @@ pub struct Consumer {
     drained: bool,
     /// Connections that failed their TLS handshake (a certificate that does not verify).
     tls_refusals: usize,
+    /// The counters and gauges for `peregrine stat`, written at the end of every `poll`.
+    stat: peregrine::stat::Record,
 }
 
 impl Consumer {
@@ -218,6 +237,16 @@ impl Consumer {
             });
         }
         let core = ConsumerCore::new(ConsumerConfig::new(user, token, resolved.len()))?;
+        let distributors: Vec<String> = addresses.iter().map(|a| a.as_ref().into()).collect();
+        let stat = options.context.unwrap_or_default().counters_record(
+            peregrine::stat::RecordType::Consumer,
+            &[
+                ("user", user),
+                ("distributors", &distributors.join(",")),
+                ("tls", if options.tls.is_some() { "yes" } else { "no" }),
+            ],
+            &peregrine::stat::descriptors(&ConsumerCounters::NAMES, &CONSUMER_GAUGES),
+        );
         Ok(Consumer {
             core,
             addresses: resolved,
@@ -233,6 +262,7 @@ impl Consumer {
             read_timeout: None,
             drained: false,
             tls_refusals: 0,
+            stat,
         })
     }
 
@@ -306,6 +336,27 @@ impl Consumer {
     /// is time. An error ends the session only for a refused login or a bad argument; a lost
     /// connection is an event, not an error.
     pub fn poll(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, ConsumerError> {
+        let r = self.poll_connection(timeout, handler);
+        self.publish_counters();
+        r
+    }
+
+    /// Writes the counters and gauges for `peregrine stat`: a dozen relaxed stores into
+    /// shared memory, no system call.
+    fn publish_counters(&self) {
+        let n = ConsumerCounters::NAMES.len();
+        self.stat
+            .set_all(self.core.counters().values().iter().map(|&(_, v)| v));
+        self.stat.set(n, u64::from(self.core.is_logged_in()));
+        self.stat.set(n + 1, self.core.open_requests() as u64);
+    }
+
+    /// [`poll`](Self::poll) but for the counters.
+    fn poll_connection(
         &mut self,
         timeout: Duration,
         handler: &mut dyn FnMut(Event<'_>),

@@ -214,19 +214,33 @@ pub struct ConsumerCounters {
 }
 
 impl ConsumerCounters {
-    /// Each counter's name and value, in a stable order (the names are the fields').
+    /// The counters' names (the fields'), in the stable order of [`values`](Self::values).
+    pub const NAMES: [&'static str; 9] = [
+        "messages",
+        "refreshes",
+        "updates",
+        "statuses",
+        "conflated",
+        "gaps",
+        "updates_without_image",
+        "connections",
+        "disconnections",
+    ];
+
+    /// Each counter's name and value, in the order of [`NAMES`](Self::NAMES).
     pub fn values(&self) -> [(&'static str, u64); 9] {
-        [
-            ("messages", self.messages),
-            ("refreshes", self.refreshes),
-            ("updates", self.updates),
-            ("statuses", self.statuses),
-            ("conflated", self.conflated),
-            ("gaps", self.gaps),
-            ("updates_without_image", self.updates_without_image),
-            ("connections", self.connections),
-            ("disconnections", self.disconnections),
-        ]
+        let v = [
+            self.messages,
+            self.refreshes,
+            self.updates,
+            self.statuses,
+            self.conflated,
+            self.gaps,
+            self.updates_without_image,
+            self.connections,
+            self.disconnections,
+        ];
+        std::array::from_fn(|i| (Self::NAMES[i], v[i]))
     }
 }
 
@@ -279,6 +293,11 @@ impl ConsumerCore {
 
     pub fn is_logged_in(&self) -> bool {
         self.phase == Phase::LoggedIn
+    }
+
+    /// Requests open now (they are re-opened on each new connection).
+    pub fn open_requests(&self) -> usize {
+        self.requests.len()
     }
 
     /// The login was refused: the driver stops.

@@ -110,6 +110,17 @@ pub fn sample_item_name(i: usize) -> String {
 /// How many distinct names [`sample_item_name`] gives.
 pub const SAMPLE_NAMES: usize = 26 * 26 * 26;
 
+/// How many names `crates/md/items/sample.txt` holds, and [`sample_items`] gives by default
+/// (`peregrine feed --items sample`).
+pub const SAMPLE_ITEMS: usize = 4000;
+
+/// The first `n` sample item names ([`sample_item_name`] 0 to `n - 1`): with
+/// [`SAMPLE_ITEMS`], the lines of `crates/md/items/sample.txt`, with no file to find.
+/// `None` past [`SAMPLE_NAMES`].
+pub fn sample_items(n: usize) -> Option<Vec<String>> {
+    (n <= SAMPLE_NAMES).then(|| (0..n).map(sample_item_name).collect())
+}
+
 /// Why an UPDATE size was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSizeError {
@@ -431,6 +442,10 @@ mod tests {
         let text = include_str!("../items/sample.txt");
         let generated: String = (0..4000).map(|i| sample_item_name(i) + "\n").collect();
         assert_eq!(text, generated);
+        let listed: Vec<&str> = text.lines().collect();
+        assert_eq!(sample_items(SAMPLE_ITEMS).unwrap(), listed);
+        assert_eq!(sample_items(SAMPLE_NAMES).unwrap().len(), SAMPLE_NAMES);
+        assert_eq!(sample_items(SAMPLE_NAMES + 1), None);
         let mut all: Vec<String> = (0..SAMPLE_NAMES).map(sample_item_name).collect();
         all.sort();
         all.dedup();

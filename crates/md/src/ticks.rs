@@ -20,6 +20,10 @@ use crate::dictionary::{parse_utc_ns, Dictionary};
 use crate::model::{check_item_name, check_service, OwnedValue};
 use std::fmt;
 
+/// The sample ticks shipped with Peregrine (`crates/md/ticks/sample.csv`: 300 ticks of 10
+/// items over about a minute), for `peregrine feed --ticks sample` from any folder.
+pub const SAMPLE: &str = include_str!("../ticks/sample.csv");
+
 /// One recorded tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tick {
@@ -163,6 +167,15 @@ fn unquote(v: &str) -> String {
 mod tests {
     use super::*;
     use crate::model::Price;
+
+    #[test]
+    fn the_sample_ticks_read_as_300_ticks_of_10_items() {
+        let ticks = parse(&Dictionary::builtin(), SAMPLE).unwrap();
+        assert_eq!(ticks.len(), 300);
+        let items: std::collections::BTreeSet<&str> =
+            ticks.iter().map(|t| t.item.as_str()).collect();
+        assert_eq!(items.len(), 10);
+    }
 
     #[test]
     fn a_tick_file_reads_exact_values_of_every_type() {

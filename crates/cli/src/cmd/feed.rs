@@ -11,7 +11,7 @@
 
 use super::md::read_list;
 use super::{context, Stop};
-use crate::flags::md::FeedArgs;
+use crate::flags::md::{FeedArgs, ItemList, TickSource};
 use anyhow::{bail, Context as _, Result};
 use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
 use peregrine_md::model::check_item_name;
@@ -46,20 +46,25 @@ struct FeedCounters {
 
 pub fn run(a: FeedArgs) -> Result<()> {
     let stop = Stop::install()?;
-    if let Some(path) = a.ticks.clone() {
-        return replay(&a, &path, &stop);
+    if let Some(source) = a.ticks.clone() {
+        return replay(&a, &source, &stop);
     }
     // clap requires both without --ticks.
-    let (Some(items_file), Some(rate)) = (a.items.clone(), a.rate) else {
-        bail!("give --items FILE --rate R (synthetic quotes), or --ticks FILE.csv (a replay)");
+    let (Some(list), Some(rate)) = (a.items.clone(), a.rate) else {
+        bail!("give --items sample|FILE --rate R (synthetic quotes), or --ticks sample|FILE.csv (a replay)");
     };
-    let names = read_list(&items_file, "item", |l| {
-        check_item_name(l.as_bytes())
-            .map(drop)
-            .map_err(|e| format!("{e}: give {}", peregrine_md::model::ITEM_ALPHABET))
-    })?;
+    let names = match &list {
+        ItemList::Sample(n) => {
+            peregrine_md::quotes::sample_items(*n).expect("the flag's parser bounds n")
+        }
+        ItemList::File(path) => read_list(path, "item", |l| {
+            check_item_name(l.as_bytes())
+                .map(drop)
+                .map_err(|e| format!("{e}: give {}", peregrine_md::model::ITEM_ALPHABET))
+        })?,
+    };
     if names.len() > u32::MAX as usize - 1 {
-        bail!("{}: too many items", items_file.display());
+        bail!("{list}: too many items");
     }
     let ctx = context()?;
     let mut options = ProviderOptions::new(&a.service, &a.backbone);
@@ -228,17 +233,17 @@ pub fn run(a: FeedArgs) -> Result<()> {
 /// `--ticks FILE`: replays recorded ticks, one provider per service of the file, at the
 /// recorded pace times `--speed`; then keeps answering image requests until stopped (or
 /// `--duration` seconds after the start).
-fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
+fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     let dictionary = peregrine_md::dictionary::Dictionary::builtin();
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --ticks {}", path.display()))?;
+    let text = match source {
+        TickSource::Sample => peregrine_md::ticks::SAMPLE.to_string(),
+        TickSource::File(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --ticks {}", path.display()))?,
+    };
     let ticks = peregrine_md::ticks::parse(&dictionary, &text)
-        .map_err(|e| anyhow::anyhow!("--ticks {}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("--ticks {source}: {e}"))?;
     if ticks.is_empty() {
-        bail!(
-            "--ticks {} holds no tick: write one per line, time,service,item,FIELD=value...",
-            path.display()
-        );
+        bail!("--ticks {source} holds no tick: write one per line, time,service,item,FIELD=value...");
     }
     let speed = a.speed.unwrap_or(1.0);
     let ctx = context()?;
@@ -268,7 +273,7 @@ fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
             out,
             "{}",
             serde_json::json!({"feed": services, "ticks": ticks.len(), "items": items.len(),
-                "file": path.display().to_string(), "speed": if speed.is_finite() { speed.into() } else { serde_json::Value::from("max") },
+                "file": source.to_string(), "speed": if speed.is_finite() { speed.into() } else { serde_json::Value::from("max") },
                 "backbone": first.backbone_uri(), "requests": first.requests_uri(),
                 "backbone_auth": first.sealing().describe()})
         )?;
@@ -279,7 +284,7 @@ fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
             services.join(","),
             ticks.len(),
             items.len(),
-            path.display(),
+            source,
             if speed.is_finite() { format!("{speed}x the recorded pace") } else { "full speed".into() },
             first.backbone_uri(),
             first.requests_uri(),
@@ -340,7 +345,7 @@ fn replay(a: &FeedArgs, path: &std::path::Path, stop: &Stop) -> Result<()> {
                     }
                 }
                 Err(e) => {
-                    return Err(anyhow::anyhow!("--ticks {}: {e}", path.display()));
+                    return Err(anyhow::anyhow!("--ticks {source}: {e}"));
                 }
             }
         }

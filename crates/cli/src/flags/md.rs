@@ -11,23 +11,27 @@ pub use peregrine_market_data::distributor::{WriteMode, DEFAULT_LISTEN};
 
 #[derive(Args, Debug)]
 pub struct FeedArgs {
-    /// The items to publish synthetic quotes of: a file with one item name per line (blank
-    /// lines and lines starting with # are skipped). crates/md/items/sample.txt has 4000.
+    /// The items to publish synthetic quotes of: `sample` (4000 built-in symbols, AAA.O to
+    /// FXV.T, the lines of crates/md/items/sample.txt), `sample:N` (the first N of 17576), or
+    /// a file with one item name per line (blank lines and lines starting with # are
+    /// skipped; a file named sample is ./sample).
     #[arg(
         long,
+        value_parser = parse_item_list,
         required_unless_present = "ticks",
         conflicts_with = "ticks",
         requires = "rate"
     )]
-    pub items: Option<PathBuf>,
+    pub items: Option<ItemList>,
     /// UPDATEs per second over all items (k and m suffixes: 10k, 1.5m), with --items.
     #[arg(long, value_parser = values::parse_rate, conflicts_with = "ticks")]
     pub rate: Option<f64>,
     /// Replay recorded ticks instead: a CSV of time,service,item,FIELD=value... (the first
-    /// tick of an item is its image, later ones its updates; crates/md/ticks/sample.csv is one;
-    /// docs/market-data.md). Published at the recorded pace, or --speed times it.
-    #[arg(long)]
-    pub ticks: Option<PathBuf>,
+    /// tick of an item is its image, later ones its updates; docs/market-data.md), or
+    /// `sample` (the built-in crates/md/ticks/sample.csv: 300 ticks of 10 items). Published at
+    /// the recorded pace, or --speed times it.
+    #[arg(long, value_parser = parse_tick_source)]
+    pub ticks: Option<TickSource>,
     /// With --ticks: replay N times faster than recorded (0.5 is half speed), or `max`: as
     /// fast as the backbone takes them.
     #[arg(long, value_parser = parse_speed, requires = "ticks")]
@@ -198,6 +202,70 @@ pub struct ClientArgs {
 /// `--mode`: throughput or latency.
 pub(crate) fn parse_mode(s: &str) -> Result<WriteMode, String> {
     WriteMode::from_name(s)
+}
+
+/// `--items`: the built-in sample names, or a file of names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemList {
+    /// The first N names of `peregrine_md::quotes::sample_items`.
+    Sample(usize),
+    File(PathBuf),
+}
+
+impl std::fmt::Display for ItemList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ItemList::Sample(n) => write!(f, "sample:{n}"),
+            ItemList::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// `sample`, `sample:N` (1 to 17576) or a file's path.
+fn parse_item_list(s: &str) -> Result<ItemList, String> {
+    use peregrine_md::quotes::{SAMPLE_ITEMS, SAMPLE_NAMES};
+    if s == "sample" {
+        return Ok(ItemList::Sample(SAMPLE_ITEMS));
+    }
+    if let Some(n) = s.strip_prefix("sample:") {
+        return match n.parse::<usize>() {
+            Ok(n) if (1..=SAMPLE_NAMES).contains(&n) => Ok(ItemList::Sample(n)),
+            _ => Err(format!(
+                "{s} is not accepted: give sample:N with N from 1 to {SAMPLE_NAMES} (the \
+                 built-in names), or a file's path (./{s} for a file of that name)"
+            )),
+        };
+    }
+    if s.is_empty() {
+        return Err("give sample, sample:N or a file of item names".into());
+    }
+    Ok(ItemList::File(PathBuf::from(s)))
+}
+
+/// `--ticks`: the built-in sample ticks, or a file of ticks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TickSource {
+    /// `peregrine_md::ticks::SAMPLE`.
+    Sample,
+    File(PathBuf),
+}
+
+impl std::fmt::Display for TickSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TickSource::Sample => f.write_str("sample"),
+            TickSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// `sample` or a file's path.
+fn parse_tick_source(s: &str) -> Result<TickSource, String> {
+    match s {
+        "sample" => Ok(TickSource::Sample),
+        "" => Err("give sample or a file of ticks (time,service,item,FIELD=value...)".into()),
+        _ => Ok(TickSource::File(PathBuf::from(s))),
+    }
 }
 
 /// `--speed`: a factor over the recorded pace (more than 0, at most 1e6), or `max` (infinite).

@@ -30,6 +30,10 @@ pub struct StatArgs {
     /// With --watch: stop after this many refreshes (default: until Ctrl-C).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "watch")]
     pub count: Option<u64>,
+    /// Remove the counters files of dead processes (a process killed, or one that exited
+    /// without closing its context, leaves its file behind). Without it they are only listed.
+    #[arg(long)]
+    pub clean: bool,
     /// With --serve: stop after this many seconds (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_parser = super::values::parse_seconds, requires = "serve")]
     pub seconds: Option<f64>,

@@ -1071,13 +1071,25 @@ impl DistributorServer {
         let service = b.service;
         let name = b.name.clone();
         match ev {
-            SubscriberEvent::Connected { session_id, .. } => {
+            SubscriberEvent::Connected {
+                session_id,
+                first_sequence,
+            } => {
                 b.sessions.insert(session_id);
+                // Joined at the session's first message: the feed's own start-up images
+                // arrive in order (and a loss would be reported), so none is asked for.
+                let from_start = first_sequence == 0;
+                let what = if from_start {
+                    "from its first message; taking its images as they come".to_string()
+                } else {
+                    format!("at sequence {first_sequence}; asking for every image")
+                };
                 self.say(
-                    format!("backbone {name}: feed session {session_id:08x} found; asking for every image"),
-                    json!({"event": "feed_found", "service": name, "session": session_id}),
+                    format!("backbone {name}: feed session {session_id:08x} found {what}"),
+                    json!({"event": "feed_found", "service": name, "session": session_id,
+                           "first_sequence": first_sequence, "images_asked": !from_start}),
                 );
-                self.core.feed_back(service, now);
+                self.core.feed_back(service, from_start, now);
             }
             SubscriberEvent::Lost {
                 session_id,
@@ -1103,7 +1115,7 @@ impl DistributorServer {
                 self.core.feed_gone(service, now);
                 if left > 0 {
                     // Another feed session is live: its images replace the stale ones.
-                    self.core.feed_back(service, now);
+                    self.core.feed_back(service, false, now);
                 }
             }
             _ => {}

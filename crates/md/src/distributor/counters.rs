@@ -72,6 +72,9 @@ counters! {
     backbone_losses,
     /// Times a feed went away.
     feeds_gone,
+    /// Feed sessions joined from their first message: their start-up images are taken as
+    /// they come, and none is asked for.
+    feeds_joined_at_start,
     /// UPDATE messages queued to clients (one per watcher).
     updates_sent,
     /// Bytes queued to clients.

@@ -926,10 +926,21 @@ impl Distributor {
         self.reap();
     }
 
-    /// A feed of `service` appeared (at start, or after [`feed_gone`](Self::feed_gone)): every
-    /// image is asked for.
-    pub fn feed_back(&mut self, service: ServiceId, now_ns: u64) {
+    /// A feed of `service` appeared (at start, or after [`feed_gone`](Self::feed_gone)).
+    ///
+    /// `from_start`: the backbone delivers the feed's session from its first message (the
+    /// transport's `Connected { first_sequence: 0 }`), so every image the feed has published
+    /// reaches the cache in order, and any loss after it is reported by
+    /// [`handle_backbone_loss`](Self::handle_backbone_loss): nothing is asked for, and a feed
+    /// that sends its images at start-up sends each once. Otherwise (the session was joined
+    /// in its middle) every image is asked for. Either way an UPDATE of an item without an
+    /// image asks for that item's.
+    pub fn feed_back(&mut self, service: ServiceId, from_start: bool, now_ns: u64) {
         if service.index() >= self.services.len() {
+            return;
+        }
+        if from_start {
+            self.counters.feeds_joined_at_start += 1;
             return;
         }
         self.request_image(service, None, now_ns, true);

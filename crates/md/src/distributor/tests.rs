@@ -692,9 +692,11 @@ fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_
         ["STATUS 1 req=0 stale FEED1/AAA.O: the feed went away: waiting for it to come back"]
     );
     net.image_requests.clear();
-    net.d.feed_back(s, net.now_ns);
+    // Joined in the middle of the new session: every image is asked for.
+    net.d.feed_back(s, false, net.now_ns);
     net.pump();
     assert_eq!(net.image_requests.len(), 1);
+    assert_eq!(net.image_requests[0].feed_item_id, 0, "every item");
     // The new feed numbers the item differently; the client keeps the distributor's id.
     net.feed(&refresh(77, "AAA.O", 1, 200));
     net.feed(&update(77, 2, 201));
@@ -705,6 +707,40 @@ fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_
             "UPDATE 1 seq=2 BID=2.01"
         ]
     );
+}
+
+#[test]
+fn a_feed_session_joined_from_its_first_message_is_not_asked_for_images() {
+    let mut net = Net::new();
+    net.feed(&refresh(1, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.take(b);
+    let s = net.feed1();
+    net.d.feed_gone(s, net.now_ns);
+    net.pump();
+    net.take(b);
+    net.image_requests.clear();
+    // The restarted feed's start-up image is the first message of its session, and the
+    // transport delivers the session from it: it is the one image, none is asked for.
+    net.feed(&refresh(5, "AAA.O", 1, 300));
+    net.d.feed_back(s, true, net.now_ns);
+    net.pump();
+    assert!(net.image_requests.is_empty(), "{:?}", net.image_requests);
+    assert_eq!(net.d.counters().feeds_joined_at_start, 1);
+    net.feed(&update(5, 2, 301));
+    assert_eq!(
+        net.take(b),
+        [
+            "REFRESH 1 AAA.O BID=3.00 BIDSIZE=100",
+            "UPDATE 1 seq=2 BID=3.01"
+        ]
+    );
+    // An item whose image the feed did not send (it has none, or it was dropped) is still
+    // asked for when its first UPDATE comes.
+    net.feed(&update(6, 1, 302));
+    assert_eq!(net.image_requests.len(), 1);
+    assert_eq!(net.image_requests[0].feed_item_id, 6);
 }
 
 #[test]

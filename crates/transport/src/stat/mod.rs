@@ -8,8 +8,9 @@
 //! `counters.PID.LABEL.N`: the process id, the process's label (`peregrine-pub`, or the
 //! program's name; see [`set_process_label`]) and the context's number in the process. Each file
 //! is mode 0600, and held with an exclusive `flock` by its creator for as long as the creator
-//! lives: a file nobody holds belongs to a dead process, and readers (and publishers creating a
-//! shared-memory segment) remove it.
+//! lives: a file nobody holds belongs to a dead process. Publishers creating a shared-memory
+//! segment remove such files; a reader reports them, and removes them only when asked
+//! ([`DeadFiles`]; `peregrine stat --clean`).
 //!
 //! ## Layout (version 1; all integers little-endian, the host's order on every Linux target
 //! Peregrine builds for)
@@ -34,7 +35,7 @@
 //! | --- | --- | --- |
 //! | 0 | 4 | state: 0 free, 1 being written, 2 live, 3 closed ([`RecordState`]) |
 //! | 4 | 4 | generation: incremented each time the slot is claimed |
-//! | 8 | 4 | type ([`RecordType`]: 1 publisher, 2 subscriber, 3 resolver, 4 relay, 5 distributor) |
+//! | 8 | 4 | type ([`RecordType`]: 1 publisher, 2 subscriber, 3 resolver, 4 relay, 5 distributor, 6 consumer) |
 //! | 12 | 4 | number of values (at most [`MAX_VALUES`]) |
 //! | 16 | 4 | length of the label |
 //! | 24 | 232 | label: `key=value` pairs separated by `\n` (`topic`, `uri`, `session`...) |
@@ -66,7 +67,7 @@ mod writer;
 mod tests;
 
 pub use reader::{
-    read_segment, scan, ProcessCounters, RecordSnapshot, Scan, SegmentProblem, Value,
+    read_segment, scan, DeadFiles, ProcessCounters, RecordSnapshot, Scan, SegmentProblem, Value,
 };
 pub use writer::{set_process_label, CountersFile, Record};
 
@@ -147,6 +148,8 @@ pub enum RecordType {
     Relay,
     /// `peregrine distributor`, the market data distributor.
     Distributor,
+    /// A market data consumer (`peregrine client`, or an application's `Consumer`).
+    Consumer,
     /// A type this version does not know (a newer writer).
     Other(u32),
 }
@@ -159,6 +162,7 @@ impl RecordType {
             RecordType::Resolver => 3,
             RecordType::Relay => 4,
             RecordType::Distributor => 5,
+            RecordType::Consumer => 6,
             RecordType::Other(c) => c,
         }
     }
@@ -170,6 +174,7 @@ impl RecordType {
             3 => RecordType::Resolver,
             4 => RecordType::Relay,
             5 => RecordType::Distributor,
+            6 => RecordType::Consumer,
             c => RecordType::Other(c),
         }
     }
@@ -182,6 +187,7 @@ impl RecordType {
             RecordType::Resolver => "resolver",
             RecordType::Relay => "relay",
             RecordType::Distributor => "distributor",
+            RecordType::Consumer => "consumer",
             RecordType::Other(_) => "other",
         }
     }

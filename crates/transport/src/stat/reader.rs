@@ -84,13 +84,28 @@ pub struct Scan {
     pub processes: Vec<ProcessCounters>,
     /// Files held by a live process that are not valid counters files.
     pub problems: Vec<SegmentProblem>,
-    /// Files of dead processes removed by this scan.
+    /// Files of dead processes (nobody holds their lock) left in place
+    /// ([`DeadFiles::Report`]).
+    pub dead: Vec<String>,
+    /// Files of dead processes removed by this scan ([`DeadFiles::Remove`]).
     pub removed_dead: Vec<String>,
 }
 
-/// Reads every counters file in the segment directory `spec` names (the user's by default),
-/// removing those whose creator died. A directory that does not exist yet holds nothing.
-pub fn scan(spec: &DirSpec) -> Result<Scan, OpenError> {
+/// What a scan does with the counters files of dead processes (a process that exits without
+/// closing its context, or is killed, leaves its file behind; the next publisher to create a
+/// shared-memory segment removes them too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadFiles {
+    /// Lists them in [`Scan::dead`]: reading changes nothing.
+    Report,
+    /// Removes them, listing them in [`Scan::removed_dead`].
+    Remove,
+}
+
+/// Reads every counters file in the segment directory `spec` names (the user's by default);
+/// the files of dead processes are listed or removed as `dead` says. A directory that does
+/// not exist yet holds nothing.
+pub fn scan(spec: &DirSpec, dead: DeadFiles) -> Result<Scan, OpenError> {
     let base = match &spec.base {
         Some(b) => b.clone(),
         None => crate::ipc::dir::base_dir()?,
@@ -126,9 +141,15 @@ pub fn scan(spec: &DirSpec) -> Result<Scan, OpenError> {
             }
         };
         if !crate::ipc::segment::held_exclusively(&file) {
-            // Its creator died (the lock went with it): remove it, if the name still is it.
-            if dir.names(&name, &file) && dir.unlink(&name).is_ok() {
-                out.removed_dead.push(name);
+            // Its creator died (the lock went with it): remove it if asked, if the name still
+            // is it.
+            match dead {
+                DeadFiles::Report => out.dead.push(name),
+                DeadFiles::Remove => {
+                    if dir.names(&name, &file) && dir.unlink(&name).is_ok() {
+                        out.removed_dead.push(name);
+                    }
+                }
             }
             continue;
         }

@@ -35,7 +35,7 @@ fn a_reader_sees_what_the_owner_wrote_with_labels_kinds_and_names() {
     r.add(0, 3);
     r.add(1, 96);
     r.set(2, 2);
-    let scan = scan(&DirSpec::default()).unwrap();
+    let scan = scan(&DirSpec::default(), DeadFiles::Report).unwrap();
     let p = mine(&scan, f.path());
     assert_eq!(p.pid, std::process::id());
     assert_eq!(p.capacity, 16);
@@ -72,15 +72,15 @@ fn closed_records_disappear_and_a_reused_slot_gets_a_new_generation() {
     let f = CountersFile::create(4).unwrap();
     let a = f.record(RecordType::Subscriber, &[("topic", "a")], PUB_VALUES);
     let b = f.record(RecordType::Subscriber, &[("topic", "b")], PUB_VALUES);
-    let before = mine(&scan(&DirSpec::default()).unwrap(), f.path());
+    let before = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
     let gen_a = before.records[0].generation;
     assert_eq!(before.records.len(), 2);
     drop(a);
-    let after = mine(&scan(&DirSpec::default()).unwrap(), f.path());
+    let after = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
     assert_eq!(after.records.len(), 1);
     assert_eq!(after.records[0].label("topic"), Some("b"));
     let c = f.record(RecordType::Subscriber, &[("topic", "c")], PUB_VALUES);
-    let again = mine(&scan(&DirSpec::default()).unwrap(), f.path());
+    let again = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
     let rc = again
         .records
         .iter()
@@ -100,7 +100,7 @@ fn a_full_file_keeps_the_extra_records_private_and_counts_them() {
     assert!(!c.is_shared());
     c.add(0, 5);
     assert_eq!(c.get(0), 5, "a private record still counts");
-    let p = mine(&scan(&DirSpec::default()).unwrap(), f.path());
+    let p = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
     assert_eq!((p.records.len(), p.refused), (2, 1));
 }
 
@@ -113,7 +113,7 @@ fn labels_lose_control_characters_and_are_cut_to_fit() {
         &[("topic", "a\nb=c"), ("uri", &long)],
         PUB_VALUES,
     );
-    let p = mine(&scan(&DirSpec::default()).unwrap(), f.path());
+    let p = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
     let rec = &p.records[0];
     assert_eq!(rec.label("topic"), Some("a?b=c"));
     let uri = rec.label("uri").unwrap();
@@ -124,7 +124,16 @@ fn labels_lose_control_characters_and_are_cut_to_fit() {
 /// creator's (or not), built under a temporary name and the creators' turn so that no
 /// concurrent cleanup takes it for a dead one's before it is locked.
 fn plant(name: &str, bytes: &[u8], locked: bool) -> (PathBuf, std::fs::File) {
-    let dir = crate::ipc::dir::SegmentDir::open(&DirSpec::default()).unwrap();
+    plant_in(&DirSpec::default(), name, bytes, locked)
+}
+
+fn plant_in(
+    spec: &DirSpec,
+    name: &str,
+    bytes: &[u8],
+    locked: bool,
+) -> (PathBuf, std::fs::File) {
+    let dir = crate::ipc::dir::SegmentDir::open(spec).unwrap();
     let _turn = dir.turn().unwrap();
     let (mut f, temp) = dir.create_temp("plant").unwrap();
     rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
@@ -185,7 +194,7 @@ fn bad_files_of_live_processes_are_reported_not_crashed_on() {
         &bad_record,
         true,
     );
-    let scan = scan(&DirSpec::default()).unwrap();
+    let scan = scan(&DirSpec::default(), DeadFiles::Report).unwrap();
     for (what, _, expect) in &cases {
         let name = format!("{FILE_PREFIX}{tag}.bad-{what}.0");
         let p = scan
@@ -208,18 +217,34 @@ fn bad_files_of_live_processes_are_reported_not_crashed_on() {
 }
 
 #[test]
-fn files_nobody_holds_are_removed_as_dead() {
+fn files_nobody_holds_are_reported_as_dead_and_removed_only_when_asked() {
+    // A base directory of this test's own: no publisher of another test sweeps it.
+    let base = std::env::temp_dir().join(format!("pg-stat-dead-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    let spec = DirSpec {
+        base: Some(base.clone()),
+        group: None,
+    };
     let name = format!("{FILE_PREFIX}{}.dead.0", std::process::id());
-    let (path, f) = plant(&name, &valid_header(VERSION, 1), false);
+    let (path, f) = plant_in(&spec, &name, &valid_header(VERSION, 1), false);
     drop(f);
-    let scan = scan(&DirSpec::default()).unwrap();
-    // (A concurrent test's cleanup may have removed it first.)
-    assert!(
-        !path.exists(),
-        "{name} still there: {:?}",
-        scan.removed_dead
-    );
-    assert!(!scan.processes.iter().any(|p| p.file == name));
+    let live = format!("{FILE_PREFIX}{}.live.0", std::process::id());
+    let (live_path, _held) = plant_in(&spec, &live, &valid_header(VERSION, 1), true);
+
+    let looked = scan(&spec, DeadFiles::Report).unwrap();
+    assert_eq!(looked.dead, vec![name.clone()]);
+    assert!(looked.removed_dead.is_empty());
+    assert!(path.exists(), "a look removes nothing");
+    assert!(!looked.processes.iter().any(|p| p.file == name));
+    assert!(looked.processes.iter().any(|p| p.file == live));
+
+    let cleaned = scan(&spec, DeadFiles::Remove).unwrap();
+    assert_eq!(cleaned.removed_dead, vec![name.clone()]);
+    assert!(cleaned.dead.is_empty());
+    assert!(!path.exists(), "{name} still there");
+    assert!(live_path.exists(), "a live process's file stays");
+    drop(_held);
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]

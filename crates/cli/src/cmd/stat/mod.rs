@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use peregrine_report::thousands;
 use peregrine_transport::ipc::dir::DirSpec;
 use peregrine_transport::stat::{
-    scan, ProcessCounters, RecordSnapshot, RecordType, Scan, ValueKind,
+    scan, DeadFiles, ProcessCounters, RecordSnapshot, RecordType, Scan, ValueKind,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(a: StatArgs) -> Result<()> {
     if let Some(addr) = a.serve {
-        return prom::serve(addr, a.filter.as_deref(), a.seconds);
+        return prom::serve(addr, a.filter.as_deref(), a.seconds, dead_files(a.clean));
     }
     let stop = super::Stop::install()?;
     let out = std::io::stdout();
@@ -28,7 +28,7 @@ pub fn run(a: StatArgs) -> Result<()> {
     let mut prev: Option<Look> = None;
     let mut refreshes = 0u64;
     loop {
-        let look = Look::take()?;
+        let look = Look::take(dead_files(a.clean))?;
         let since = prev.as_ref().map(|p| (p, look.at - p.at));
         let text = if a.json {
             let mut s = serde_json::to_string(&to_json(&look, since, a.filter.as_deref()))?;
@@ -69,10 +69,19 @@ pub(crate) struct Look {
     took: Duration,
 }
 
+/// `--clean`: remove dead processes' files; otherwise only list them.
+fn dead_files(clean: bool) -> DeadFiles {
+    if clean {
+        DeadFiles::Remove
+    } else {
+        DeadFiles::Report
+    }
+}
+
 impl Look {
-    pub(crate) fn take() -> Result<Look> {
+    pub(crate) fn take(dead: DeadFiles) -> Result<Look> {
         let at = Instant::now();
-        let scan = scan(&DirSpec::default()).context("cannot read the counters files")?;
+        let scan = scan(&DirSpec::default(), dead).context("cannot read the counters files")?;
         Ok(Look {
             at,
             took: at.elapsed(),
@@ -153,6 +162,7 @@ fn plural(kind: RecordType) -> &'static str {
         RecordType::Resolver => "topic resolution",
         RecordType::Relay => "resolution relay (resolverd)",
         RecordType::Distributor => "market data distributor",
+        RecordType::Consumer => "market data consumers",
         RecordType::Other(_) => "records of an unknown type",
     }
 }
@@ -189,6 +199,10 @@ fn headline(kind: RecordType, name: &str) -> bool {
         RecordType::Distributor => matches!(
             name,
             "clients" | "updates_sent" | "conflations" | "slow_disconnects" | "queued_bytes"
+        ),
+        RecordType::Consumer => matches!(
+            name,
+            "connected" | "messages" | "updates" | "gaps" | "disconnections"
         ),
         RecordType::Other(_) => true,
     }
@@ -227,6 +241,13 @@ pub(crate) fn render_text(
             s,
             "removed the counters files of dead processes: {}",
             scan.removed_dead.join(", ")
+        );
+    }
+    if !scan.dead.is_empty() {
+        let _ = writeln!(
+            s,
+            "counters files of dead processes (peregrine stat --clean removes them): {}",
+            scan.dead.join(", ")
         );
     }
     for (p, records) in &shown {
@@ -368,6 +389,7 @@ pub(crate) fn to_json(
         "dir": scan.dir.display().to_string(),
         "read_ms": look.took.as_secs_f64() * 1e3,
         "processes": processes,
+        "dead": scan.dead,
         "removed_dead": scan.removed_dead,
         "problems": scan.problems.iter().map(|p| json!({"file": p.file, "problem": p.problem})).collect::<Vec<_>>(),
     })

@@ -8,7 +8,7 @@
 
 use super::{matches, Look};
 use anyhow::{Context as _, Result};
-use peregrine_transport::stat::{RecordType, Scan, ValueKind};
+use peregrine_transport::stat::{DeadFiles, RecordType, Scan, ValueKind};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -17,7 +17,12 @@ use std::time::{Duration, Instant};
 /// The content type of the text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-pub fn serve(addr: SocketAddr, filter: Option<&str>, seconds: Option<f64>) -> Result<()> {
+pub fn serve(
+    addr: SocketAddr,
+    filter: Option<&str>,
+    seconds: Option<f64>,
+    dead: DeadFiles,
+) -> Result<()> {
     let stop = super::super::Stop::install()?;
     let server = tiny_http::Server::http(addr).map_err(|e| {
         anyhow::anyhow!(
@@ -43,7 +48,7 @@ pub fn serve(addr: SocketAddr, filter: Option<&str>, seconds: Option<f64>) -> Re
         };
         let path = request.url().split('?').next().unwrap_or("").to_string();
         let response = match (request.method(), path.as_str()) {
-            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => match Look::take() {
+            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => match Look::take(dead) {
                 Ok(look) => text_response(200, exposition(&look.scan, filter), CONTENT_TYPE),
                 Err(e) => text_response(500, format!("{e:#}\n"), "text/plain"),
             },
@@ -219,6 +224,8 @@ fn help(kind: RecordType, name: &str) -> String {
         }
         (RecordType::Distributor, "clients") => "Clients connected now.",
         (RecordType::Distributor, "queued_bytes") => "Bytes queued to clients now.",
+        (RecordType::Consumer, "connected") => "1 while logged in to a distributor, else 0.",
+        (RecordType::Consumer, "gaps") => "Item sequence gaps seen (each one a lost update).",
         _ => "",
     };
     if what.is_empty() {
@@ -277,6 +284,10 @@ mod tests {
                 RecordType::Distributor,
                 peregrine_md::distributor::Counters::NAMES,
             ),
+            (
+                RecordType::Consumer,
+                &peregrine_md::consumer::ConsumerCounters::NAMES,
+            ),
         ];
         let gauges: Vec<(RecordType, &[&str])> = vec![
             (RecordType::Publisher, &["subscribers"]),
@@ -285,6 +296,10 @@ mod tests {
             (
                 RecordType::Distributor,
                 &peregrine_market_data::distributor::DISTRIBUTOR_GAUGES,
+            ),
+            (
+                RecordType::Consumer,
+                &peregrine_market_data::consumer::CONSUMER_GAUGES,
             ),
         ];
         let mut missing = Vec::new();
