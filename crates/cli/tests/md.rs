@@ -1058,7 +1058,12 @@ fn a_feed_killed_and_restarted_makes_its_items_stale_then_fresh() {
             .iter()
             .filter(|l| l.starts_with("REFRESH AAA.O"))
             .count();
-        assert_eq!(fresh, 1, "one image of AAA.O after the restart:\n{}", c.text());
+        assert_eq!(
+            fresh,
+            1,
+            "one image of AAA.O after the restart:\n{}",
+            c.text()
+        );
     }
 }
 
@@ -1097,11 +1102,22 @@ fn the_walkthrough_works_from_any_folder_with_the_built_in_samples() {
     );
     net.file("watch.txt", "AAA.O\nAAB.*\nZZZ.O\n");
     let addresses = ["--backbone", &net.backbone, "--requests", &net.requests];
-    let mut args = vec!["distributor", "--users", "users.toml", "--listen", "127.0.0.1:0"];
+    let mut args = vec![
+        "distributor",
+        "--users",
+        "users.toml",
+        "--listen",
+        "127.0.0.1:0",
+    ];
     args.extend_from_slice(&addresses);
     args.extend_from_slice(&["--mode", "latency", "--json"]);
     let mut d = run("distributor", &args);
-    let (_, l) = d.expect("listening line", S * 10, |l| l.contains("\"listening\""), &[]);
+    let (_, l) = d.expect(
+        "listening line",
+        S * 10,
+        |l| l.contains("\"listening\""),
+        &[],
+    );
     let v: Value = serde_json::from_str(&l).unwrap();
     let addr = v["listening"].as_str().unwrap().to_string();
 
@@ -1109,7 +1125,14 @@ fn the_walkthrough_works_from_any_folder_with_the_built_in_samples() {
     args.extend_from_slice(&addresses);
     let mut f = run("feed --items sample", &args);
     let client = [
-        "client", "--connect", &addr, "--user", "alice", "--watch", "watch.txt", "--print",
+        "client",
+        "--connect",
+        &addr,
+        "--user",
+        "alice",
+        "--watch",
+        "watch.txt",
+        "--print",
     ];
     let c = run("client", &client);
     let (refresh, _) = c.expect(
@@ -1124,7 +1147,12 @@ fn the_walkthrough_works_from_any_folder_with_the_built_in_samples() {
         |l| l.starts_with("STATUS ZZZ.O not-entitled"),
         &[&d],
     );
-    c.expect("an UPDATE", S * 10, |l| l.starts_with("UPDATE AA"), &[&d, &f]);
+    c.expect(
+        "an UPDATE",
+        S * 10,
+        |l| l.starts_with("UPDATE AA"),
+        &[&d, &f],
+    );
     // The client is seen from outside, as every Peregrine process is.
     let r = wait_for_record(c.pid(), "consumer", |r| {
         r["values"]["updates"].as_u64() > Some(0) && r["values"]["connected"] == 1

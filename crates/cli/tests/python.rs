@@ -81,9 +81,16 @@ fn the_python_package_installs_with_pip_and_passes_its_tests() {
         "pip install bindings/python",
     );
     if in_tree_before {
-        println!("{} was there before (an older build): not checked", in_tree.display());
+        println!(
+            "{} was there before (an older build): not checked",
+            in_tree.display()
+        );
     } else {
-        assert!(!in_tree.exists(), "pip built into the source tree: {}", in_tree.display());
+        assert!(
+            !in_tree.exists(),
+            "pip built into the source tree: {}",
+            in_tree.display()
+        );
     }
     assert!(
         root.join("target/python/release").is_dir(),

@@ -193,7 +193,10 @@ fn a_killed_processs_counters_file_is_listed_and_removed_only_by_stat_clean() {
         if record(&doc, pid, "publisher").is_some() {
             break doc;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "never seen: {doc:#}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never seen: {doc:#}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     let dir = std::path::PathBuf::from(doc["dir"].as_str().unwrap());
@@ -214,7 +217,13 @@ fn a_killed_processs_counters_file_is_listed_and_removed_only_by_stat_clean() {
 
     // A look lists it as dead and removes nothing.
     let doc = stat(&[]);
-    let listed = |doc: &Value| doc["processes"].as_array().unwrap().iter().any(|p| p["pid"] == pid);
+    let listed = |doc: &Value| {
+        doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["pid"] == pid)
+    };
     assert!(!listed(&doc), "a dead process is listed as live: {doc:#}");
     assert_eq!(doc["dead"], serde_json::json!(left), "{doc:#}");
     assert_eq!(files(), left, "a look removed it");

@@ -345,9 +345,7 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
         let mut events = Vec::new();
         while (got.len() as u64) < total && Instant::now() < deadline {
             s.poll(
-                &mut |m: Message<'_>| {
-                    got.push(u64::from_le_bytes(m.payload.try_into().unwrap()))
-                },
+                &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload.try_into().unwrap())),
                 64,
             );
             while let Some(e) = s.next_event() {
@@ -360,7 +358,11 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
     let start = Instant::now();
     let (mut next, mut refused) = (0u64, 0u64);
     while next < total {
-        assert!(Instant::now() < deadline, "stuck at {next}: {:?}", p.counters());
+        assert!(
+            Instant::now() < deadline,
+            "stuck at {next}: {:?}",
+            p.counters()
+        );
         match p.offer(&next.to_le_bytes()) {
             Ok(_) => next += 1,
             Err(OfferError::BackPressured) => refused += 1,

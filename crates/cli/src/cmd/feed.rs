@@ -243,7 +243,9 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     let ticks = peregrine_md::ticks::parse(&dictionary, &text)
         .map_err(|e| anyhow::anyhow!("--ticks {source}: {e}"))?;
     if ticks.is_empty() {
-        bail!("--ticks {source} holds no tick: write one per line, time,service,item,FIELD=value...");
+        bail!(
+            "--ticks {source} holds no tick: write one per line, time,service,item,FIELD=value..."
+        );
     }
     let speed = a.speed.unwrap_or(1.0);
     let ctx = context()?;

@@ -347,8 +347,7 @@ impl TcpPublisher {
                             }
                             match c.stall {
                                 Some(s) if s.taken == c.taken => {
-                                    if now.saturating_sub(s.since_ns) >= self.cfg.flow_timeout_ns
-                                    {
+                                    if now.saturating_sub(s.since_ns) >= self.cfg.flow_timeout_ns {
                                         c.dead = true;
                                         self.flow_dropped += 1;
                                     }

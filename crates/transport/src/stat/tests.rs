@@ -72,15 +72,24 @@ fn closed_records_disappear_and_a_reused_slot_gets_a_new_generation() {
     let f = CountersFile::create(4).unwrap();
     let a = f.record(RecordType::Subscriber, &[("topic", "a")], PUB_VALUES);
     let b = f.record(RecordType::Subscriber, &[("topic", "b")], PUB_VALUES);
-    let before = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
+    let before = mine(
+        &scan(&DirSpec::default(), DeadFiles::Report).unwrap(),
+        f.path(),
+    );
     let gen_a = before.records[0].generation;
     assert_eq!(before.records.len(), 2);
     drop(a);
-    let after = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
+    let after = mine(
+        &scan(&DirSpec::default(), DeadFiles::Report).unwrap(),
+        f.path(),
+    );
     assert_eq!(after.records.len(), 1);
     assert_eq!(after.records[0].label("topic"), Some("b"));
     let c = f.record(RecordType::Subscriber, &[("topic", "c")], PUB_VALUES);
-    let again = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
+    let again = mine(
+        &scan(&DirSpec::default(), DeadFiles::Report).unwrap(),
+        f.path(),
+    );
     let rc = again
         .records
         .iter()
@@ -100,7 +109,10 @@ fn a_full_file_keeps_the_extra_records_private_and_counts_them() {
     assert!(!c.is_shared());
     c.add(0, 5);
     assert_eq!(c.get(0), 5, "a private record still counts");
-    let p = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
+    let p = mine(
+        &scan(&DirSpec::default(), DeadFiles::Report).unwrap(),
+        f.path(),
+    );
     assert_eq!((p.records.len(), p.refused), (2, 1));
 }
 
@@ -113,7 +125,10 @@ fn labels_lose_control_characters_and_are_cut_to_fit() {
         &[("topic", "a\nb=c"), ("uri", &long)],
         PUB_VALUES,
     );
-    let p = mine(&scan(&DirSpec::default(), DeadFiles::Report).unwrap(), f.path());
+    let p = mine(
+        &scan(&DirSpec::default(), DeadFiles::Report).unwrap(),
+        f.path(),
+    );
     let rec = &p.records[0];
     assert_eq!(rec.label("topic"), Some("a?b=c"));
     let uri = rec.label("uri").unwrap();
@@ -127,12 +142,7 @@ fn plant(name: &str, bytes: &[u8], locked: bool) -> (PathBuf, std::fs::File) {
     plant_in(&DirSpec::default(), name, bytes, locked)
 }
 
-fn plant_in(
-    spec: &DirSpec,
-    name: &str,
-    bytes: &[u8],
-    locked: bool,
-) -> (PathBuf, std::fs::File) {
+fn plant_in(spec: &DirSpec, name: &str, bytes: &[u8], locked: bool) -> (PathBuf, std::fs::File) {
     let dir = crate::ipc::dir::SegmentDir::open(spec).unwrap();
     let _turn = dir.turn().unwrap();
     let (mut f, temp) = dir.create_temp("plant").unwrap();

@@ -48,10 +48,12 @@ pub fn serve(
         };
         let path = request.url().split('?').next().unwrap_or("").to_string();
         let response = match (request.method(), path.as_str()) {
-            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => match Look::take(dead) {
-                Ok(look) => text_response(200, exposition(&look.scan, filter), CONTENT_TYPE),
-                Err(e) => text_response(500, format!("{e:#}\n"), "text/plain"),
-            },
+            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
+                match Look::take(dead) {
+                    Ok(look) => text_response(200, exposition(&look.scan, filter), CONTENT_TYPE),
+                    Err(e) => text_response(500, format!("{e:#}\n"), "text/plain"),
+                }
+            }
             (tiny_http::Method::Get, "/") => text_response(
                 200,
                 "Peregrine counters: see /metrics\n".into(),
