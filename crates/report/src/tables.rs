@@ -991,11 +991,27 @@ fn fanout(results: &Results) -> Option<Section> {
                 c.latency
                     .map(|l| format!("{:.1}", l.max_ns / 1e6))
                     .unwrap_or_else(dash),
-                match detail_str(c, "why") {
-                    "" => detail_str(c, "verdict").to_string(),
-                    why => format!("{}: {why}", detail_str(c, "verdict")),
-                },
+                verdict_summary(c),
             ]));
+        }
+        // What decided each verdict, one finding a line under the table: per-client detail
+        // in the Verdict column made every row several screens wide.
+        for c in &probes {
+            let why = detail_str(c, "why");
+            if why.is_empty() {
+                continue;
+            }
+            let rate = c
+                .rate_requested_msgs_per_s
+                .map(rate_label)
+                .unwrap_or_else(dash);
+            for finding in why.split("; ") {
+                rows.push(Row::Note(format!(
+                    "{} at {rate}, {}: {finding}",
+                    system_title(system_of(c)),
+                    detail_str(c, "verdict")
+                )));
+            }
         }
         tables.push(Table {
             caption: Some("Probes, in the order they ran".to_string()),
@@ -1014,6 +1030,18 @@ fn fanout(results: &Results) -> Option<Section> {
         ),
         tables,
     })
+}
+
+/// A probe's verdict with how many findings decided it (listed under the probes table).
+fn verdict_summary(c: &Cell) -> String {
+    let verdict = detail_str(c, "verdict");
+    match detail_str(c, "why") {
+        "" => verdict.to_string(),
+        why => {
+            let n = why.split("; ").count();
+            format!("{verdict} ({n} finding{}, below)", if n == 1 { "" } else { "s" })
+        }
+    }
 }
 
 /// Seed 003's Table 2 per system: one-way latency, feed to client through the tier.

@@ -599,10 +599,16 @@ fn fanout_tables_follow_seed_003_from_recorded_probes() {
         .filter(|l| l.starts_with("Peregrine  "))
         .collect();
     assert_eq!(probes.len(), 3, "{fan:?}");
+    // The table says the verdict and how many findings; the findings follow it, one a line.
     assert!(
-        probes[2].contains("lagging: client 0: an update took 345.5 ms"),
+        probes[2].ends_with("lagging (1 finding, below)"),
         "{}",
         probes[2]
+    );
+    assert!(
+        fan.iter().any(|l| l.trim_start()
+            == "Peregrine at 1.6M, lagging: client 0: an update took 345.5 ms (lag bound 100 ms)"),
+        "{fan:?}"
     );
 
     let lat = section(
@@ -631,6 +637,53 @@ fn fanout_tables_follow_seed_003_from_recorded_probes() {
             .any(|l| l.contains("not sustained at 200,000 updates/sec: client 0")),
         "{first:?}"
     );
+}
+
+/// A probe judged on the findings of many clients stays one short row: its per-client detail
+/// goes under the table, one finding a line (it once padded the Verdict column of every row to
+/// thousands of characters).
+#[test]
+fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
+    let mut r = sample();
+    r.cells.clear();
+    r.cells.push(md_cell(
+        Scenario::FanoutProbe,
+        "peregrine",
+        800_000.0,
+        16_000.0,
+        true,
+    ));
+    let mut lost = md_cell(
+        Scenario::FanoutProbe,
+        "peregrine",
+        1_600_000.0,
+        59_000.0,
+        false,
+    );
+    let why: Vec<String> = (0..16)
+        .map(|k| {
+            format!(
+                "client {k}: 3 gaps, 0 items short, 0 foreign items, 1 disconnects, 9120 undelivered"
+            )
+        })
+        .collect();
+    lost.detail.insert("verdict".into(), "lost".into());
+    lost.detail.insert("why".into(), why.join("; ").into());
+    r.cells.push(lost);
+    let report = text(&r);
+    let fan = section(&report, "Market data fan-out (Producer 50/50)");
+    let widest = fan.iter().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest < 160, "a line of {widest} characters: {fan:#?}");
+    let rows: Vec<&str> = fan
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("Peregrine  "))
+        .collect();
+    assert!(rows[1].ends_with("lost (16 findings, below)"), "{}", rows[1]);
+    for k in 0..16 {
+        let line = format!("Peregrine at 1.6M, lost: {}", why[k]);
+        assert!(fan.iter().any(|l| l.trim_start() == line), "{line}: {fan:#?}");
+    }
 }
 
 /// sysjitter's table from a recorded cell: the gaps per second by threshold, the largest in
