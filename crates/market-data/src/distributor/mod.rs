@@ -68,6 +68,11 @@ const BACKBONE_ACTIVE_TICK: Duration = Duration::from_millis(1);
 const BACKBONE_IDLE_TICK: Duration = Duration::from_millis(20);
 /// How often login deadlines are checked (the loop wakes at least every BACKBONE_IDLE_TICK).
 const LOGIN_CHECK: Duration = Duration::from_millis(100);
+/// Connections accepted per turn of the loop at most: a flood of connections (each one TLS
+/// set-up, a slot, a registration) is taken a few at a time between the turns that read the
+/// backbone and write to clients, so it delays the updates of logged-in clients by a bounded
+/// amount instead of by the whole backlog.
+const ACCEPTS_PER_TURN: usize = 16;
 
 /// Why a distributor could not start or had to stop.
 #[derive(Debug)]
@@ -193,6 +198,9 @@ pub struct DistributorServer {
     start: Instant,
     next_flush: Instant,
     accept_errors: u64,
+    /// The listener may hold more connections than the last turn accepted
+    /// ([`ACCEPTS_PER_TURN`]): accept again next turn, without waiting.
+    accept_more: bool,
     /// The distributor's counters and gauges for `peregrine stat`.
     stat: peregrine::stat::Record,
     /// Set (by a signal handler): reload the users file on the next turn.
@@ -326,6 +334,7 @@ impl DistributorServer {
             read_buf: vec![0; READ_CHUNK],
             start,
             accept_errors: 0,
+            accept_more: false,
             reload: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refusals: audit::Refusals::new(start),
             verifier,
@@ -526,7 +535,8 @@ impl DistributorServer {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => self.accept(),
+                    // Accepted below: at most ACCEPTS_PER_TURN a turn.
+                    LISTENER => self.accept_more = true,
                     VERIFIER => {
                         // Results are taken below, every turn.
                     }
@@ -545,6 +555,9 @@ impl DistributorServer {
                         }
                     }
                 }
+            }
+            if self.accept_more {
+                self.accept();
             }
             for tok in std::mem::take(&mut self.read_again) {
                 self.read(tok);
@@ -599,7 +612,8 @@ impl DistributorServer {
 
     /// How long the loop may wait for readiness.
     fn timeout(&self, next_stats: Option<Instant>) -> Duration {
-        if !self.read_again.is_empty() || self.backbones.iter().any(|b| b.more) {
+        if !self.read_again.is_empty() || self.accept_more || self.backbones.iter().any(|b| b.more)
+        {
             return Duration::ZERO;
         }
         let now = Instant::now();
@@ -640,8 +654,11 @@ impl DistributorServer {
         until.saturating_duration_since(now)
     }
 
+    /// Accepts up to [`ACCEPTS_PER_TURN`] connections; `accept_more` says whether the
+    /// listener may hold more.
     fn accept(&mut self) {
-        loop {
+        self.accept_more = false;
+        for _ in 0..ACCEPTS_PER_TURN {
             let (stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -713,6 +730,7 @@ impl DistributorServer {
             }
             self.by_client.insert(id, tok);
         }
+        self.accept_more = true;
     }
 
     /// Reads what a client sent and hands it to the core.
