@@ -289,7 +289,13 @@ fn keys(scheme: Scheme) -> &'static [&'static str] {
     }
 }
 
-/// Checks one `key = value` for `scheme` exactly as a URI parameter is checked.
+/// Keys that are valid only beside another key of the same transport (`mac` beside `auth`,
+/// `tls_cert` beside `tls_key`, `tls_server_name` beside `tls_ca` or the pair): checked with
+/// the other keys of their transport ([`Config::check_together`]), not alone.
+const PAIRED: [&str; 4] = ["mac", "tls_cert", "tls_key", "tls_server_name"];
+
+/// Checks one `key = value` for `scheme` exactly as a URI parameter is checked (a
+/// [`PAIRED`] key: only its name, the rest when its transport's keys are checked together).
 fn check(scheme: Scheme, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
     let accepted = keys(scheme);
     if !accepted.contains(&key) {
@@ -302,10 +308,18 @@ fn check(scheme: Scheme, key: &str, value: &str, origin: &str) -> Result<(), Con
             ),
         });
     }
+    if scheme != Scheme::Ipc && PAIRED.contains(&key) {
+        return Ok(());
+    }
+    check_probe(scheme, &format!("{key}={value}"), origin)
+}
+
+/// Checks `query` (`key=value&...`) on a probe URI of `scheme`.
+fn check_probe(scheme: Scheme, query: &str, origin: &str) -> Result<(), ConfigError> {
     let probe = match scheme {
-        Scheme::Ipc => format!("ipc://config-check?{key}={value}"),
-        Scheme::Mcast => format!("mcast://239.255.0.1:1?{key}={value}"),
-        s => format!("{}://127.0.0.1:1?{key}={value}", s.name()),
+        Scheme::Ipc => format!("ipc://config-check?{query}"),
+        Scheme::Mcast => format!("mcast://239.255.0.1:1?{query}"),
+        s => format!("{}://127.0.0.1:1?{query}", s.name()),
     };
     let invalid = |problem: String| ConfigError::Invalid {
         origin: origin.to_string(),
@@ -387,7 +401,31 @@ impl Config {
                 }
             }
         }
+        cfg.check_together(origin)?;
         Ok(cfg)
+    }
+
+    /// Checks each transport's [`PAIRED`] keys with every other key of that transport, as
+    /// one URI giving them all would be checked.
+    fn check_together(&self, origin: &str) -> Result<(), ConfigError> {
+        for scheme in Scheme::ALL {
+            let mine = || self.entries.iter().filter(move |e| e.0 == scheme);
+            let Some(paired) = mine().find(|e| PAIRED.contains(&e.1.as_str())) else {
+                continue;
+            };
+            let query: Vec<String> = mine().map(|e| format!("{}={}", e.1, e.2)).collect();
+            check_probe(
+                scheme,
+                &query.join("&"),
+                &format!(
+                    "{origin}: [{}] {} (with the other keys of [{}])",
+                    scheme.name(),
+                    paired.1,
+                    scheme.name()
+                ),
+            )?;
+        }
+        Ok(())
     }
 
     /// Applies `PEREGRINE_<TRANSPORT>_<KEY>` variables from `vars` over these values, and
@@ -424,6 +462,7 @@ impl Config {
             check(scheme, &key, &value, &at)?;
             self.set(scheme, &key, &value, &at);
         }
+        self.check_together("the configuration file and the PEREGRINE_ variables")?;
         Ok(self)
     }
 
@@ -532,6 +571,38 @@ fn check_uri(uri: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_valid_only_together_are_accepted_together_and_refused_alone() {
+        let dir = std::env::temp_dir().join(format!("pg-config-paired-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("k");
+        std::fs::write(&key, "07".repeat(32)).unwrap();
+        let mut mode = std::fs::metadata(&key).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o600);
+        std::fs::set_permissions(&key, mode).unwrap();
+        let k = key.display();
+        let c = Config::from_toml(
+            &format!("[udp]\nauth = \"{k}\"\nmac = \"hmac-sha256\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.apply("udp://127.0.0.1:1").unwrap(),
+            format!("udp://127.0.0.1:1?auth={k}&mac=hmac-sha256")
+        );
+        let e = Config::from_toml("[udp]\nmac = \"hmac-sha256\"\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("[udp] mac"), "{e}");
+        let e =
+            Config::from_toml("[tcp]\ntls_cert = \"/nonexistent.pem\"\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("tls_cert"), "{e}");
+        // A variable completes what the file began.
+        let c = Config::from_toml(&format!("[mcast]\nauth = \"{k}\"\n"), "t.toml")
+            .unwrap()
+            .with_env([("PEREGRINE_MCAST_MAC".to_string(), "blake3".to_string())].into_iter());
+        assert!(c.is_ok(), "{c:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn file_values_fill_in_what_the_uri_does_not_say() {

@@ -1039,7 +1039,10 @@ fn verdict_summary(c: &Cell) -> String {
         "" => verdict.to_string(),
         why => {
             let n = why.split("; ").count();
-            format!("{verdict} ({n} finding{}, below)", if n == 1 { "" } else { "s" })
+            format!(
+                "{verdict} ({n} finding{}, below)",
+                if n == 1 { "" } else { "s" }
+            )
         }
     }
 }

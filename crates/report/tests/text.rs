@@ -683,10 +683,17 @@ fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
         .copied()
         .filter(|l| l.starts_with("Peregrine  "))
         .collect();
-    assert!(rows[1].ends_with("lost (16 findings, below)"), "{}", rows[1]);
-    for k in 0..16 {
-        let line = format!("Peregrine at 1.6M, lost: {}", why[k]);
-        assert!(fan.iter().any(|l| l.trim_start() == line), "{line}: {fan:#?}");
+    assert!(
+        rows[1].ends_with("lost (16 findings, below)"),
+        "{}",
+        rows[1]
+    );
+    for finding in &why {
+        let line = format!("Peregrine at 1.6M, lost: {finding}");
+        assert!(
+            fan.iter().any(|l| l.trim_start() == line),
+            "{line}: {fan:#?}"
+        );
     }
 }
 
