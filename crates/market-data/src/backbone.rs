@@ -2,8 +2,8 @@
 //! (`md.<service>.req`), and how both are sealed.
 //!
 //! **Sealed by default.** A backbone on `udp://` or `mcast://` is authenticated with a
-//! pre-shared key unless the operator opts out: every datagram carries an HMAC-SHA256 tag
-//! (`auth=`, docs/protocol.md §11b), and a datagram without a valid one (a forged REFRESH, a
+//! pre-shared key unless the operator opts out: every datagram carries a MAC (BLAKE3 keyed,
+//! or HMAC-SHA256 with `mac=hmac-sha256`; `auth=`, docs/protocol.md §11b), and a datagram without a valid one (a forged REFRESH, a
 //! forged sequence gap, a forged IMAGE_REQUEST or flow-control STATUS, from any address) is
 //! dropped before anything reads it. The key, in order:
 //!
@@ -259,7 +259,7 @@ fn user_key(dir: &Path) -> Result<(PathBuf, bool), BackboneError> {
     let written = f
         .write_all(
             format!(
-                "# Peregrine market data backbone key (HMAC-SHA256), made {}: every feed, \
+                "# Peregrine market data backbone key (for auth=), made {}: every feed, \
                  provider and distributor of this backbone needs the same file\n{hex}\n",
                 "on first use"
             )

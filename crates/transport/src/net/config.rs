@@ -4,7 +4,7 @@
 //! | key | transports | default | meaning |
 //! |-----|------------|---------|---------|
 //! | `iface` | udp, mcast | mcast: `127.0.0.1`; udp: any | IPv4 address of the interface to send and join on (mcast), or to bind a subscriber to (udp) |
-//! | `datagram` | udp, mcast | 1472 | datagram payload size in bytes (64 to 65000, a multiple of 8); messages above `datagram - 32` are fragmented. Datagrams never exceed the path MTU: a larger size fails with a message naming the MTU. |
+//! | `datagram` | udp, mcast | 1472 | datagram payload size in bytes (64 to 65000, a multiple of 8); messages above `datagram - 32` are fragmented. Datagrams never exceed the path MTU: a larger size fails with a message saying so. |
 //! | `frame` | tcp | 65536 | largest frame on the stream; longer messages are fragmented |
 //! | `mode` | all | `normal` | `urgent`: every message leaves at once; `normal`: batched |
 //! | `batch_bytes` | all | 65000 | normal mode: send when this many bytes are batched (UDP: at most one GSO send, 65000) |
@@ -16,16 +16,16 @@
 //! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
 //! | `gro` | udp, mcast | 1 | subscriber: use UDP GRO (a GSO batch arrives in one buffer on loopback) |
 //! | `nak` | udp, mcast | 1 | subscriber: repair loss by NAK (0: report it as `Lost` at once) |
-//! | `late_join` | udp, mcast | `start` | subscriber, on a session first heard mid-stream: `none` (start at the first message seen), `start` (from the session's first message when the stream began moments ago: first heard within 65 536 messages and the publisher still retains message 0; else as `none`), `all` (everything the publisher retains), or N (the last N messages); what is asked for and no longer retained is reported `Lost`. Needs `nak=1` |
-//! | `retain`, `retain_ms` | udp, mcast | 16m, 10000 | publisher: sent datagrams kept for retransmission, by bytes and age (0: none). Keep `retain` at least the subscribers' window (a quarter of their `rcvbuf` by default), or frames a subscriber is still entitled to ask for can be gone. |
+//! | `late_join` | udp, mcast | `start` | subscriber, on a session first heard mid-stream: `none` (start at the first message seen), `start` (from the session's first message when the stream began moments ago: first heard within 65 536 messages and the publisher still retains message 0; else as `none`), `all` (everything the publisher retains), or N (the last N messages); what is asked for and no longer retained is reported `Lost`. Takes effect with `nak=1` (the default); with `nak=0` every value acts as `none` |
+//! | `retain`, `retain_ms` | udp, mcast | 16m, 10000 | publisher: sent datagrams kept for retransmission, by bytes and age (`retain_ms` 1 to 3600000). Keep `retain` at least the subscribers' window (a quarter of their `rcvbuf` by default), or frames a subscriber is still entitled to ask for can be gone. |
 //! | `rate` | udp, mcast | 0 | publisher: data rate limit in bytes per second (suffixes k, m, g; 0: none); `offer` refuses with `BackPressured` beyond it |
 //! | `retransmit_rate` | udp, mcast | 100m | publisher: retransmission rate limit in bytes per second (0: none) |
 //! | `linger_ms` | udp, mcast | 1000 | publisher: on close, keep answering NAKs until every subscriber has confirmed the last message, at most this long |
 //! | `loss` | udp, mcast | off | test loss generator: `1%`, or the compact form `rate=1%,seed=42,dir=recv,kinds=data+retransmit,burst=4` (see `peregrine_proto::lossgen`); also the `PEREGRINE_LOSS` environment variable |
-//! | `timeout_ms` | all | 5000 | a silent publisher (or receiver) is declared gone after this long |
+//! | `timeout_ms` | udp, mcast (accepted on tcp, where the connection tells) | 5000 | a silent publisher is declared gone after this long; a UDP publisher drops a silent receiver after the larger of 2 s and half of it |
 //! | `flow_timeout_ms` | udp, mcast, tcp | 1000 | publisher: longest a refused offer waits for one subscriber; past it a UDP receiver is dropped from flow control (it then repairs by NAK or reports an exact loss) and a TCP subscriber whose socket took nothing in that time is disconnected (it reconnects and is told exactly what it missed; one that reads, however slowly, is back-pressured instead); counted in `flow_dropped` |
 //! | `max_pending` | tcp | 16m | bytes queued for one slow subscriber before `slow` applies |
-//! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (for `flow_timeout_ms` at most); `disconnect`: drop that subscriber at once |
+//! | `slow` | tcp | `backpressure` | `backpressure`: `offer` refuses while a subscriber's queue is full (one whose socket took nothing for `flow_timeout_ms` is dropped); `disconnect`: drop that subscriber at once |
 //! | `auth` | udp, mcast | off | the path of a key file: every datagram sent ends with an AUTH frame (a MAC under that pre-shared key) and every datagram received must carry a valid one, checked before anything else reads it ([`super::auth`]); `datagram` must then be at least 96 |
 //! | `tls_cert`, `tls_key` | tcp | off | publisher: serve over TLS with this PEM certificate chain and its private key (mode 0600); subscriber: present them as its client certificate ([`crate::tls`]) |
 //! | `tls_ca` | tcp | off | subscriber: connect over TLS, checking the publisher's certificate against this PEM CA; publisher: require a client certificate that chains to it |
