@@ -998,7 +998,13 @@ impl peregrine_agent::Wake for UdpSubscriber {
         if self.cursor.is_some() {
             return;
         }
-        // Wake at least every 100 ms for STATUS keep-alives and timeouts.
+        // Wake by the next NAK deadline (a gap found just before sleeping is asked for on
+        // time, not after the whole wait), and at least every 100 ms for STATUS keep-alives
+        // and timeouts.
+        let timeout_ns = match self.receiver.next_repair_ns() {
+            Some(at) => timeout_ns.min(at.saturating_sub(now_ns())),
+            None => timeout_ns,
+        };
         let ms = timeout_ns.div_ceil(1_000_000).clamp(1, 100) as i32;
         sys::wait_readable(&[self.sock.as_raw_fd()], ms);
     }
