@@ -388,3 +388,59 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
     );
     assert_eq!(got, (0..total).collect::<Vec<_>>());
 }
+
+/// Issue 35: the same progress rule under UDP flow control. A subscriber that reads far more
+/// slowly than its publisher offers, for several flow timeouts, moves its window with every
+/// STATUS: each refused offer waits for it less than a timeout, it is never dropped from flow
+/// control, and every sequence arrives with nothing lost.
+#[test]
+fn a_slow_udp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
+    let uri = format!("udp://127.0.0.1:{}?flow_timeout_ms=300", free_port(false));
+    let (mut p, mut s) = connected_pair(&uri, 56);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // 64 messages a millisecond at most, for at least 1.5 s (five flow timeouts).
+    let total = 100_000u64;
+    let reader = std::thread::spawn(move || {
+        let mut got: Vec<u64> = Vec::with_capacity(total as usize);
+        let mut events = Vec::new();
+        while (got.len() as u64) < total && Instant::now() < deadline {
+            s.poll(
+                &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload.try_into().unwrap())),
+                64,
+            );
+            while let Some(e) = s.next_event() {
+                events.push(e);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (got, events)
+    });
+    let (mut next, mut refused) = (0u64, 0u64);
+    while next < total {
+        assert!(
+            Instant::now() < deadline,
+            "stuck at {next}: {:?}",
+            p.counters()
+        );
+        match p.offer(&next.to_le_bytes()) {
+            Ok(_) => next += 1,
+            Err(OfferError::BackPressured) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+        p.do_work();
+    }
+    while !reader.is_finished() {
+        p.do_work();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (got, events) = reader.join().unwrap();
+    println!("{total} messages, {refused} offers refused");
+    assert_eq!(p.counters().flow_dropped, 0, "{:?}", p.counters());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SubscriberEvent::Lost { .. })),
+        "{events:?}"
+    );
+    assert_eq!(got, (0..total).collect::<Vec<_>>());
+}
