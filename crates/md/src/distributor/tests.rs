@@ -677,9 +677,9 @@ fn backbone_loss_makes_items_stale_then_fresh_refreshes_bring_them_back() {
     );
 }
 
-#[test]
-fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_ids() {
-    let mut net = Net::new();
+/// Bob watching AAA.O of FEED1, whose feed then went away: (net, bob, FEED1's id, what bob
+/// was told).
+fn bob_watching_a_feed_that_went(net: &mut Net) -> (ClientId, ServiceId, Vec<String>) {
     net.feed(&refresh(1, "AAA.O", 1, 100));
     let b = net.login("bob");
     net.open(b, 1, FEED1, &["AAA.O"]);
@@ -687,11 +687,19 @@ fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_
     let s = net.feed1();
     net.d.feed_gone(s, net.now_ns);
     net.pump();
+    let told = net.take(b);
+    net.image_requests.clear();
+    (b, s, told)
+}
+
+#[test]
+fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_ids() {
+    let mut net = Net::new();
+    let (b, s, told) = bob_watching_a_feed_that_went(&mut net);
     assert_eq!(
-        net.take(b),
+        told,
         ["STATUS 1 req=0 stale FEED1/AAA.O: the feed went away: waiting for it to come back"]
     );
-    net.image_requests.clear();
     // Joined in the middle of the new session: every image is asked for.
     net.d.feed_back(s, false, net.now_ns);
     net.pump();
@@ -712,15 +720,7 @@ fn a_feed_that_goes_and_comes_back_gives_stale_then_fresh_images_under_the_same_
 #[test]
 fn a_feed_session_joined_from_its_first_message_is_not_asked_for_images() {
     let mut net = Net::new();
-    net.feed(&refresh(1, "AAA.O", 1, 100));
-    let b = net.login("bob");
-    net.open(b, 1, FEED1, &["AAA.O"]);
-    net.take(b);
-    let s = net.feed1();
-    net.d.feed_gone(s, net.now_ns);
-    net.pump();
-    net.take(b);
-    net.image_requests.clear();
+    let (b, s, _) = bob_watching_a_feed_that_went(&mut net);
     // The restarted feed's start-up image is the first message of its session, and the
     // transport delivers the session from it: it is the one image, none is asked for.
     net.feed(&refresh(5, "AAA.O", 1, 300));
