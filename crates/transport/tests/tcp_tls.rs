@@ -6,7 +6,7 @@
 
 use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::NetConfig;
-use peregrine_transport::{Message, Uri};
+use peregrine_transport::{Message, SubscriberEvent, Uri};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -138,8 +138,21 @@ fn another_ca_another_name_or_a_missing_client_certificate_is_refused_with_the_r
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        let e = s.last_tls_error().unwrap();
+        let e = s.last_tls_error().unwrap().to_string();
         assert!(e.contains(want), "{sub_uri}: {e}");
+        // The application is told too, as an event: once for this reason, however many
+        // retries fail for it.
+        let failed: Vec<String> = std::iter::from_fn(|| s.next_event())
+            .filter_map(|ev| match ev {
+                SubscriberEvent::AttachFailed { reason } => Some(reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed.len(), 1, "{sub_uri}: {failed:?}");
+        assert!(
+            failed[0].contains(&e) && failed[0].contains("TLS handshake failed"),
+            "{sub_uri}: {failed:?}"
+        );
     }
     // With its client certificate, the subscriber of the third case is served.
     let port = free_port();

@@ -19,8 +19,9 @@
 //! [`crate::tls::TLS_BUFFER_LIMIT`] of it ahead of the socket, so the slow-subscriber bounds
 //! count what they did. A handshake that fails (another CA, a name, an expired certificate,
 //! no client certificate where one is required) drops the connection and is counted
-//! (`tls_refused` on either side); the subscriber retries with back-off and keeps the reason
-//! (`TcpSubscriber::last_tls_error`).
+//! (`tls_refused` on either side); the subscriber retries with back-off, keeps the reason
+//! (`TcpSubscriber::last_tls_error`) and tells it as a `SubscriberEvent::AttachFailed` (once
+//! per reason), which reaches applications through the API, C and Python like any event.
 
 use super::config::{NetConfig, SlowPolicy};
 use super::now_ns;
@@ -611,6 +612,9 @@ pub struct TcpSubscriber {
     /// Connections whose TLS handshake failed, and the last reason.
     pub tls_refused: u64,
     last_tls_error: Option<String>,
+    /// A failed handshake's `AttachFailed`, not handed out yet (one per change of reason: a
+    /// handshake that keeps failing for one reason is told once).
+    tls_event: Option<SubscriberEvent>,
 }
 
 impl TcpSubscriber {
@@ -641,6 +645,7 @@ impl TcpSubscriber {
             corrupt_streams: 0,
             tls_refused: 0,
             last_tls_error: None,
+            tls_event: None,
         };
         if cfg.tls.is_some() && s.client_tls().is_none() {
             return Err(sock_err(
@@ -843,7 +848,13 @@ impl TcpSubscriber {
             Err(e) => {
                 if e.kind() == io::ErrorKind::InvalidData {
                     self.tls_refused += 1;
-                    self.last_tls_error = Some(e.to_string());
+                    let reason = e.to_string();
+                    if self.last_tls_error.as_deref() != Some(reason.as_str()) {
+                        self.tls_event = Some(SubscriberEvent::AttachFailed {
+                            reason: format!("{}: TLS handshake failed: {reason}", self.uri),
+                        });
+                    }
+                    self.last_tls_error = Some(reason);
                 }
                 self.lost_connection();
                 false
@@ -861,8 +872,11 @@ impl TcpSubscriber {
         self.receiver.poll(self.now_ns, &mut |_, _| {});
     }
 
+    /// The next event: the receiver's (connected, lost, publisher closed...), and
+    /// `AttachFailed` when a TLS handshake fails (once per reason; the subscriber keeps
+    /// retrying with back-off).
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
-        self.receiver.next_event()
+        self.tls_event.take().or_else(|| self.receiver.next_event())
     }
     pub fn is_connected(&self) -> bool {
         self.receiver.is_connected()
