@@ -218,7 +218,7 @@ fuzz_target!(|script: &[u8]| {
             }
             9 => d.handle_backbone_loss(service, now_ns),
             10 => d.feed_gone(service, now_ns),
-            11 => d.feed_back(service, now_ns),
+            11 => d.feed_back(service, inp.byte() & 1 == 0, now_ns),
             12 => {
                 if let Some(c) = slots[slot] {
                     let q = queues.entry(c).or_default();
