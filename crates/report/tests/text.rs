@@ -534,27 +534,29 @@ fn md_cell(scenario: Scenario, system: &str, rate: f64, mean_us: f64, sustained:
     }
 }
 
+/// Results holding two Peregrine probes: 800K sustained, then 1.6M not (lagging).
+fn two_probes() -> Results {
+    let mut r = sample();
+    r.cells.clear();
+    for (rate, mean_us, sustained) in [(800_000.0, 16_000.0, true), (1_600_000.0, 59_000.0, false)]
+    {
+        r.cells.push(md_cell(
+            Scenario::FanoutProbe,
+            "peregrine",
+            rate,
+            mean_us,
+            sustained,
+        ));
+    }
+    r
+}
+
 /// Seed 003's Table 1 and Table 2 from recorded probes: one row per system with the ratio
 /// to NATS, the probes in the order they ran, and per system the latency rows by rate with
 /// the first rate not sustained as a note, not a row.
 #[test]
 fn fanout_tables_follow_seed_003_from_recorded_probes() {
-    let mut r = sample();
-    r.cells.clear();
-    r.cells.push(md_cell(
-        Scenario::FanoutProbe,
-        "peregrine",
-        800_000.0,
-        16_000.0,
-        true,
-    ));
-    r.cells.push(md_cell(
-        Scenario::FanoutProbe,
-        "peregrine",
-        1_600_000.0,
-        59_000.0,
-        false,
-    ));
+    let mut r = two_probes();
     r.cells.push(md_cell(
         Scenario::Fanout,
         "peregrine",
@@ -644,22 +646,8 @@ fn fanout_tables_follow_seed_003_from_recorded_probes() {
 /// thousands of characters).
 #[test]
 fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
-    let mut r = sample();
-    r.cells.clear();
-    r.cells.push(md_cell(
-        Scenario::FanoutProbe,
-        "peregrine",
-        800_000.0,
-        16_000.0,
-        true,
-    ));
-    let mut lost = md_cell(
-        Scenario::FanoutProbe,
-        "peregrine",
-        1_600_000.0,
-        59_000.0,
-        false,
-    );
+    let mut r = two_probes();
+    let lost = r.cells.last_mut().unwrap();
     let why: Vec<String> = (0..16)
         .map(|k| {
             format!(
@@ -669,7 +657,6 @@ fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
         .collect();
     lost.detail.insert("verdict".into(), "lost".into());
     lost.detail.insert("why".into(), why.join("; ").into());
-    r.cells.push(lost);
     let report = text(&r);
     let fan = section(&report, "Market data fan-out (Producer 50/50)");
     // The table's lines (the section's introduction is a paragraph).
