@@ -57,13 +57,14 @@ impl ResultsFolder {
             }
             None => {
                 let base = default_base();
-                let mut dir = base.join(format!("{compact}-{label}"));
-                let mut k = 2;
-                while dir.exists() {
-                    dir = base.join(format!("{compact}-{label}-{k}"));
-                    k += 1;
-                }
-                dir
+                let cannot = |dir: &Path, e: std::io::Error| {
+                    BenchError::Config(format!(
+                        "cannot create the results folder {}: {e} (give another with --out DIR or PEREGRINE_RESULTS)",
+                        dir.display()
+                    ))
+                };
+                std::fs::create_dir_all(&base).map_err(|e| cannot(&base, e))?;
+                new_folder(&base, &format!("{compact}-{label}")).map_err(|e| cannot(&base, e))?
             }
         };
         std::fs::create_dir_all(dir.join("hdr")).map_err(|e| {
@@ -171,6 +172,25 @@ impl ResultsFolder {
         let json = serde_json::to_string_pretty(&self.results).expect("results serialise");
         write_atomically(&self.dir.join("results.json"), json.as_bytes())?;
         write_atomically(&self.dir.join("results.csv"), csv(&self.results).as_bytes())
+    }
+}
+
+/// Makes `base/name`, or `base/name-2`, `-3`... if taken, and returns it. Made with
+/// `create_dir`, which fails if the folder exists: two runs started in the same second (tests
+/// run side by side) each get a folder of their own, never one shared (their results files
+/// would replace each other's).
+fn new_folder(base: &Path, name: &str) -> std::io::Result<PathBuf> {
+    let mut dir = base.join(name);
+    let mut k = 2;
+    loop {
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                dir = base.join(format!("{name}-{k}"));
+                k += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -411,6 +431,28 @@ mod tests {
         }
         assert_eq!(tags, ["from-send", "from-schedule"]);
         assert!(back.cells[1].hdr_log.is_none());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn runs_started_together_get_a_folder_each() {
+        let base = std::env::temp_dir().join(crate::run_name("results-together"));
+        std::fs::create_dir_all(&base).unwrap();
+        let made: Vec<PathBuf> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| new_folder(&base, "20261127-120000-pingpong").unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut names: Vec<String> = made
+            .iter()
+            .map(|d| d.file_name().unwrap().to_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 8, "{names:?}");
+        assert!(names.contains(&"20261127-120000-pingpong".to_string()));
+        assert!(names.contains(&"20261127-120000-pingpong-8".to_string()));
         std::fs::remove_dir_all(&base).unwrap();
     }
 
