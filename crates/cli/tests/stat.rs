@@ -42,11 +42,16 @@ fn topic(tag: &str) -> String {
 }
 
 fn stat_json(args: &[&str]) -> Value {
-    let o = Command::new(BIN)
-        .args(["stat", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
+    stat_json_in(None, args)
+}
+
+/// `stat --json ARGS`, reading the segment folder under `shm` (PEREGRINE_SHM_DIR) if given.
+fn stat_json_in(shm: Option<&std::path::Path>, args: &[&str]) -> Value {
+    let mut cmd = Command::new(BIN);
+    if let Some(dir) = shm {
+        cmd.env("PEREGRINE_SHM_DIR", dir);
+    }
+    let o = cmd.args(["stat", "--json"]).args(args).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -174,11 +179,7 @@ fn a_killed_processs_counters_file_is_listed_and_removed_only_by_stat_clean() {
         c.args(args).env("PEREGRINE_SHM_DIR", &base);
         c
     };
-    let stat = |args: &[&str]| -> Value {
-        let o = cmd(&["stat", "--json"]).args(args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice(&o.stdout).unwrap()
-    };
+    let stat = |args: &[&str]| stat_json_in(Some(&base), args);
     let topic = topic("killed");
     let mut publisher = Running(
         cmd(&["pub", &topic, "--rate", "100"])

@@ -525,15 +525,7 @@ fn messages_split_into_single_bytes_are_reassembled() {
     let mut net = Net::new();
     net.feed(&refresh(1, "AAA.O", 1, 100));
     let c = net.connect();
-    let mut stream = encode(&Message::Login(LoginRepr {
-        user: "bob",
-        token: b"bob-token",
-    }));
-    stream.extend(encode(&Message::Open(OpenRepr {
-        request_id: 1,
-        service: FEED1,
-        patterns: PatternList::List(&["AAA.O"]),
-    })));
+    let stream = login_then_open("bob", b"bob-token", "AAA.O");
     for b in &stream {
         net.send(c, std::slice::from_ref(b));
     }
@@ -962,6 +954,17 @@ impl Net {
 
 const ACCEPTED: &str = "LOGIN_RESPONSE accepted";
 
+/// A LOGIN and, in the same bytes, request 1 for `name` of FEED1.
+fn login_then_open(user: &str, token: &[u8], name: &str) -> Vec<u8> {
+    let mut bytes = encode(&Message::Login(LoginRepr { user, token }));
+    bytes.extend(encode(&Message::Open(OpenRepr {
+        request_id: 1,
+        service: FEED1,
+        patterns: PatternList::List(&[name]),
+    })));
+    bytes
+}
+
 fn remote(last: u8) -> IpAddr {
     IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last))
 }
@@ -1235,15 +1238,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
     };
     net.feed(&refresh(1, "AAA.L", 1, 100));
     let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
-    let mut bytes = encode(&Message::Login(LoginRepr {
-        user: "erin",
-        token: b"erin-token",
-    }));
-    bytes.extend(encode(&Message::Open(OpenRepr {
-        request_id: 1,
-        service: FEED1,
-        patterns: PatternList::List(&["AAA.L"]),
-    })));
+    let bytes = login_then_open("erin", b"erin-token", "AAA.L");
     net.send(c, &bytes);
     assert!(net.take(c).is_empty(), "answered before the check");
     let v = net.d.poll_verification().expect("a slow check");
