@@ -376,11 +376,12 @@ sides!(UdpPublisher, UdpSubscriber);
 
 /// Issue 35's progress rule: the subscriber, on a thread of its own, reads 64 messages a
 /// millisecond at most (far fewer than the publisher offers) until it has `total`, for at least
-/// 1.5 s (five flow timeouts of 300 ms), while the publisher offers as fast as it is let. The
-/// publisher must never drop it, and every sequence must arrive, none lost.
+/// 4 s (two flow timeouts of 2 s: long enough for the old rule to drop it, with a timeout no
+/// scheduling pause of a reading thread comes near), while the publisher offers as fast as it
+/// is let. The publisher must never drop it, and every sequence must arrive, none lost.
 fn slow_reader_run(mut p: impl Side, mut s: impl Reader) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let total = 100_000u64;
+    let total = 260_000u64;
     let reader = std::thread::spawn(move || {
         let mut got: Vec<u64> = Vec::with_capacity(total as usize);
         let mut events = Vec::new();
@@ -427,7 +428,7 @@ fn slow_reader_run(mut p: impl Side, mut s: impl Reader) {
 #[test]
 fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
     let uri = format!(
-        "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&flow_timeout_ms=300",
+        "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&flow_timeout_ms=2000",
         free_port(true)
     );
     let (p, s) = tcp_pair(&uri, 55, 0);
@@ -440,7 +441,7 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
 /// from flow control.
 #[test]
 fn a_slow_udp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
-    let uri = format!("udp://127.0.0.1:{}?flow_timeout_ms=300", free_port(false));
+    let uri = format!("udp://127.0.0.1:{}?flow_timeout_ms=2000", free_port(false));
     let (p, s) = connected_pair(&uri, 56);
     slow_reader_run(p, s);
 }
