@@ -14,7 +14,7 @@ import struct
 
 TYPES = {
     "REFRESH": 0x01, "UPDATE": 0x02, "STATUS": 0x03, "LOGIN": 0x10, "LOGIN_RESPONSE": 0x11,
-    "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "IMAGE_REQUEST": 0x20,
+    "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16, "IMAGE_REQUEST": 0x20,
 }
 REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02}
 STATES = {"ok": 0, "stale": 1, "closed": 2, "not-entitled": 3, "not-found": 4, "rejected": 5}
@@ -84,16 +84,26 @@ def status(item_id, request_id, state, service, name, text, raw_state=None, leng
     return header(16 + len(s) + len(n) + len(t) + length_delta, "STATUS", 0, item_id) + fixed + s + n + t
 
 
-def login(user, token, magic=b"PGMD", version=1, item_id=0):
+def login(user, token, magic=b"PGMD", version=1, item_id=0, ping_interval_ms=None):
+    """Version 1: user and token at 16. Version 2: a u32 ping interval at 16, user and token at 20
+    (ping_interval_ms=None writes the version 1 layout whatever the version says)."""
     u = user.encode()
-    return header(16 + len(u) + len(token), "LOGIN", 0, item_id) + magic + struct.pack(
-        "<HBB", version, len(u), len(token)) + u + token
+    ping = b"" if ping_interval_ms is None else struct.pack("<I", ping_interval_ms)
+    return header(16 + len(ping) + len(u) + len(token), "LOGIN", 0, item_id) + magic + struct.pack(
+        "<HBB", version, len(u), len(token)) + ping + u + token
 
 
-def login_response(result, text, raw_result=None):
+def login_response(result, text, raw_result=None, ping_interval_ms=None):
+    """With ping_interval_ms: flag LIVENESS (0x01) and the u32 interval before the text."""
     t = text.encode()
     r = RESULTS[result] if raw_result is None else raw_result
-    return header(10 + len(t), "LOGIN_RESPONSE") + struct.pack("<BB", r, len(t)) + t
+    if ping_interval_ms is None:
+        return header(10 + len(t), "LOGIN_RESPONSE") + struct.pack("<BB", r, len(t)) + t
+    return header(14 + len(t), "LOGIN_RESPONSE", 0x01) + struct.pack("<BBI", r, len(t), ping_interval_ms) + t
+
+
+def ping(type_name, payload, item_id=0, length=16):
+    return header(length, type_name, 0, item_id) + struct.pack("<Q", payload) + bytes(length - 16)
 
 
 def open_(request_id, service, patterns, reserved=0, count=None, extra=b""):
@@ -267,15 +277,26 @@ invalid("status_service_len_65", "STATUS", status(0, 1, "ok", "S" * 65, "", ""),
         "a service is at most 64 bytes", "status.service_len")
 
 # ---- LOGIN ------------------------------------------------------------------------------------
-valid("login_alice", "LOGIN", login("alice", b"secret"), dict(user="alice", token_hex=b"secret".hex()),
+valid("login_alice", "LOGIN", login("alice", b"secret"), dict(version=1, user="alice", token_hex=b"secret".hex(), ping_interval_ms=0),
       "user alice, token 'secret' (its SHA-256 is what the users file holds)")
 token = bytes(range(255))
-valid("login_binary_token", "LOGIN", login("svc.feed-1_A", token), dict(user="svc.feed-1_A", token_hex=token.hex()),
+valid("login_binary_token", "LOGIN", login("svc.feed-1_A", token),
+      dict(version=1, user="svc.feed-1_A", token_hex=token.hex(), ping_interval_ms=0),
       "a 255-byte binary token; the token is opaque bytes")
+valid("login_v2_ping_5s", "LOGIN", login("alice", b"secret", version=2, ping_interval_ms=5000),
+      dict(version=2, user="alice", token_hex=b"secret".hex(), ping_interval_ms=5000),
+      "version 2: the client asks for a 5 s ping interval")
+valid("login_v2_default_interval", "LOGIN", login("bob", b"pw", version=2, ping_interval_ms=0),
+      dict(version=2, user="bob", token_hex=b"pw".hex(), ping_interval_ms=0),
+      "version 2 asking for the distributor's default interval")
+invalid("login_v2_in_the_v1_layout", "LOGIN", login("alice", b"secret", version=2), "BadLength",
+        "version 2 has 4 more bytes (the interval) before the user")
 invalid("login_bad_magic", "LOGIN", login("alice", b"secret", magic=b"XGMD"), "BadMagic",
         "not 'PGMD': not a Peregrine market data client")
-invalid("login_version_2", "LOGIN", login("alice", b"secret", version=2), "UnsupportedVersion",
-        "a client of version 2: the distributor answers 'unsupported version'")
+invalid("login_version_3", "LOGIN", login("alice", b"secret", version=3, ping_interval_ms=0), "UnsupportedVersion",
+        "a client of version 3: the distributor answers 'unsupported version'")
+invalid("login_version_0", "LOGIN", login("alice", b"secret", version=0), "UnsupportedVersion",
+        "there is no version 0")
 invalid("login_token_len_zero", "LOGIN", login("alice", b""), "BadField",
         "a token is 1 to 255 bytes", "login.token_len")
 invalid("login_user_with_a_space", "LOGIN", login("al ice", b"secret"), "BadText",
@@ -284,13 +305,22 @@ invalid("login_item_id_nonzero", "LOGIN", login("alice", b"secret", item_id=1), 
         "LOGIN is about no item", "login.item_id")
 
 # ---- LOGIN_RESPONSE ---------------------------------------------------------------------------
-valid("login_response_accepted", "LOGIN_RESPONSE", login_response("accepted", ""), dict(result="accepted", text=""),
-      "accepted, no text")
+valid("login_response_accepted", "LOGIN_RESPONSE", login_response("accepted", ""),
+      dict(result="accepted", text="", ping_interval_ms=None), "accepted, no text")
 valid("login_response_denied", "LOGIN_RESPONSE", login_response("denied", "unknown user or wrong token"),
-      dict(result="denied", text="unknown user or wrong token"), "refused; the connection closes")
+      dict(result="denied", text="unknown user or wrong token", ping_interval_ms=None), "refused; the connection closes")
 valid("login_response_unsupported_version", "LOGIN_RESPONSE",
       login_response("unsupported-version", "this distributor speaks version 1"),
-      dict(result="unsupported-version", text="this distributor speaks version 1"), "the client's version is not spoken")
+      dict(result="unsupported-version", text="this distributor speaks version 1", ping_interval_ms=None),
+      "the client's version is not spoken")
+valid("login_response_liveness", "LOGIN_RESPONSE", login_response("accepted", "", ping_interval_ms=5000),
+      dict(result="accepted", text="", ping_interval_ms=5000), "a version 2 login accepted; both sides ping every 5 s")
+invalid("login_response_liveness_on_a_refusal", "LOGIN_RESPONSE",
+        login_response("denied", "no", ping_interval_ms=5000), "BadField",
+        "only an acceptance carries an interval", "login_response.flags")
+invalid("login_response_liveness_interval_zero", "LOGIN_RESPONSE",
+        login_response("accepted", "", ping_interval_ms=0), "BadField",
+        "an agreed interval is never 0", "login_response.ping_interval_ms")
 invalid("login_response_result_3", "LOGIN_RESPONSE", login_response("accepted", "", raw_result=3), "BadField",
         "results are 0 to 2", "login_response.result")
 
@@ -329,6 +359,15 @@ valid("image_request_all", "IMAGE_REQUEST", image_request(0, 1), dict(item_id=0,
       "every image of the service")
 valid("image_request_one", "IMAGE_REQUEST", image_request(500, 2), dict(item_id=500, request_id=2),
       "the image of the feed's item 500")
+valid("ping_payload", "PING", ping("PING", 0x0123456789ABCDEF), dict(payload=big(0x0123456789ABCDEF)),
+      "a PING; its payload is the sender's to choose (its clock)")
+valid("ping_payload_zero", "PING", ping("PING", 0), dict(payload=0), "any payload, 0 included")
+valid("pong_payload_max", "PONG", ping("PONG", 2**64 - 1), dict(payload=big(2**64 - 1)), "the largest payload")
+valid("pong_echo", "PONG", ping("PONG", 0x0123456789ABCDEF), dict(payload=big(0x0123456789ABCDEF)),
+      "the PONG answering it carries the same payload")
+invalid("ping_length_24", "PING", ping("PING", 1, length=24), "BadLength", "PING is always 16 bytes")
+invalid("pong_item_id_nonzero", "PONG", ping("PONG", 1, item_id=3), "BadField",
+        "PONG is about no item", "pong.item_id")
 invalid("image_request_flags_nonzero", "IMAGE_REQUEST", image_request(0, 1, flags=0x80), "BadField",
         "IMAGE_REQUEST defines no flag", "image_request.flags")
 

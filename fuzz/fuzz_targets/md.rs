@@ -22,6 +22,14 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Conflated => {
             Message::Conflated(ConflatedRepr::parse(&ConflatedView::new_checked(b)?)?)
         }
+        MessageType::Ping => Message::Ping(PingRepr::parse(&PingView::new_checked(
+            b,
+            PingKind::Ping,
+        )?)?),
+        MessageType::Pong => Message::Pong(PingRepr::parse(&PingView::new_checked(
+            b,
+            PingKind::Pong,
+        )?)?),
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }

@@ -129,7 +129,7 @@ fuzz_target!(|script: &[u8]| {
                 } else {
                     b"wrong"
                 };
-                let m = encode(&Message::Login(LoginRepr { user, token }));
+                let m = encode(&Message::Login(LoginRepr::new(user, token)));
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);
                 }
@@ -151,8 +151,15 @@ fuzz_target!(|script: &[u8]| {
                 }
             }
             4 => {
-                let request_id = u32::from(inp.byte() % 6);
-                let m = encode(&Message::Close(CloseRepr { request_id }));
+                // A CLOSE, or a PING or PONG (whose payload may answer the last PING).
+                let b = inp.byte();
+                let request_id = u32::from(b % 6);
+                let payload = if b & 0x40 != 0 { now_ns - 1_000 } else { u64::from(b) };
+                let m = match b >> 6 {
+                    0 | 1 => encode(&Message::Close(CloseRepr { request_id })),
+                    2 => encode(&Message::Ping(PingRepr { payload })),
+                    _ => encode(&Message::Pong(PingRepr { payload })),
+                };
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);
                 }
@@ -235,7 +242,13 @@ fuzz_target!(|script: &[u8]| {
                 }
             }
             14 => {
-                now_ns += 20_000_000_000;
+                // Past a login deadline and three ping intervals, or a step of the pings.
+                let b = inp.byte();
+                now_ns += if b & 1 == 0 {
+                    20_000_000_000
+                } else {
+                    u64::from(b) * 20_000_000
+                };
                 d.handle_timeout(now_ns);
             }
             _ => now_ns += u64::from(inp.byte()) * 1_000_000,

@@ -462,11 +462,7 @@ impl Raw {
 
     fn login_bytes(user: &str, token: &str) -> Vec<u8> {
         let mut b = Vec::new();
-        Message::Login(LoginRepr {
-            user,
-            token: token.as_bytes(),
-        })
-        .emit_to_vec(&mut b);
+        Message::Login(LoginRepr::new(user, token.as_bytes())).emit_to_vec(&mut b);
         b
     }
 

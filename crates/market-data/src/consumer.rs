@@ -99,6 +99,10 @@ pub struct ConnectOptions {
     /// (a record of type `consumer`). `None`: a file of the consumer's own, removed when the
     /// consumer is dropped. A process with many consumers gives them one context.
     pub context: Option<peregrine::Context>,
+    /// The ping interval to ask the distributor for (`None`: the distributor's default). The
+    /// distributor takes the nearest it allows; each side pings at it, and a side silent for
+    /// three intervals is taken as gone (the consumer then reconnects).
+    pub ping_interval: Option<Duration>,
 }
 
 impl ConnectOptions {
@@ -112,7 +116,14 @@ impl ConnectOptions {
         ConnectOptions {
             tls: Some(tls),
             context: None,
+            ping_interval: None,
         }
+    }
+
+    /// The same, asking for a ping interval of `interval`.
+    pub fn with_ping_interval(mut self, interval: Duration) -> ConnectOptions {
+        self.ping_interval = Some(interval);
+        self
     }
 
     /// The same, with the consumer's counters in `context`'s counters file.
@@ -123,8 +134,9 @@ impl ConnectOptions {
 }
 
 /// Gauges after the consumer's counters in its `peregrine stat` record: 1 while logged in,
-/// and the requests open.
-pub const CONSUMER_GAUGES: [&str; 2] = ["connected", "requests"];
+/// the requests open, and the last PING's round trip to the distributor in microseconds (0
+/// before one is timed).
+pub const CONSUMER_GAUGES: [&str; 3] = ["connected", "requests", "rtt_us"];
 
 /// A consumer connected to one distributor of a list: see the module's documentation.
 #[derive(Debug)]
@@ -236,7 +248,11 @@ impl Consumer {
                 error: io::Error::new(io::ErrorKind::InvalidInput, "no address given"),
             });
         }
-        let core = ConsumerCore::new(ConsumerConfig::new(user, token, resolved.len()))?;
+        let mut config = ConsumerConfig::new(user, token, resolved.len());
+        if let Some(interval) = options.ping_interval {
+            config.ping_interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+        }
+        let core = ConsumerCore::new(config)?;
         let distributors: Vec<String> = addresses.iter().map(|a| a.as_ref().into()).collect();
         let stat = options.context.unwrap_or_default().counters_record(
             peregrine::stat::RecordType::Consumer,
@@ -353,6 +369,50 @@ impl Consumer {
             .set_all(self.core.counters().values().iter().map(|&(_, v)| v));
         self.stat.set(n, u64::from(self.core.is_logged_in()));
         self.stat.set(n + 1, self.core.open_requests() as u64);
+        self.stat
+            .set(n + 2, self.core.rtt_ns().map_or(0, |ns| ns / 1_000));
+    }
+
+    /// The last round trip of a PING to the distributor (`None` before one was timed, or
+    /// with a distributor of protocol version 1).
+    pub fn rtt(&self) -> Option<Duration> {
+        self.core.rtt_ns().map(Duration::from_nanos)
+    }
+
+    /// The ping interval agreed with the distributor at this connection's login (`None`: not
+    /// logged in, or a version 1 distributor).
+    pub fn ping_interval(&self) -> Option<Duration> {
+        self.core.ping_interval_ns().map(Duration::from_nanos)
+    }
+
+    /// How long an application's own event loop may wait before calling [`poll`](Self::poll)
+    /// even if the socket stays quiet: the next PING to send, the silence deadline, or the
+    /// next connection attempt. `None`: only when the socket turns readable.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        let at = self.core.poll_timeout()?;
+        Some(Duration::from_nanos(at.saturating_sub(self.now_ns())))
+    }
+
+    /// Sends a PING that is due, or gives up a connection whose distributor is silent.
+    fn check_timers(&mut self, handler: &mut dyn FnMut(Event<'_>)) {
+        if self.stream.is_none() {
+            return;
+        }
+        let now = self.now_ns();
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            match self.core.handle_timeout(now) {
+                Ok(()) => self.flush_out(),
+                Err(e) => self.lost(&e.to_string(), handler),
+            }
+        }
+    }
+
+    /// `left` of a call's time, cut to the next timer of the core.
+    fn wait_cap(&self, left: Duration) -> Duration {
+        match self.next_timeout() {
+            Some(t) => left.min(t),
+            None => left,
+        }
     }
 
     /// [`poll`](Self::poll) but for the counters.
@@ -395,6 +455,13 @@ impl Consumer {
                 }
                 continue;
             }
+            self.check_timers(&mut count);
+            if self.stream.is_none() {
+                if events.get() > 0 {
+                    return Ok(events.get());
+                }
+                continue;
+            }
             if !self.core.transmit().is_empty()
                 || self.session.as_ref().is_some_and(|t| t.wants_write())
             {
@@ -419,7 +486,7 @@ impl Consumer {
                         // A call with no time left (an event loop's, after the socket turned
                         // readable) still reads once, without waiting.
                     } else if waited {
-                        self.wait_readable(end - now);
+                        self.wait_readable(self.wait_cap(end - now));
                     } else {
                         wait = true;
                         waited = true;
@@ -429,12 +496,14 @@ impl Consumer {
                 }
                 self.drained = false;
             }
-            let r = self.read(if wait { Some(timeout) } else { None });
+            let cap = self.wait_cap(end.saturating_duration_since(Instant::now()));
+            let r = self.read(if wait { Some(cap) } else { None });
             read_tried = true;
             match r {
                 Ok(0) => self.lost("the distributor closed the connection", &mut count),
                 Ok(n) => {
-                    let result = self.core.handle_bytes(&self.read_buf[..n], &mut count);
+                    let now = self.now_ns();
+                    let result = self.core.handle_bytes(&self.read_buf[..n], now, &mut count);
                     match result {
                         Ok(()) => self.flush_out(),
                         Err(SessionError::LoginRefused { result, text }) => {
@@ -526,7 +595,8 @@ impl Consumer {
                 self.stream = Some(s);
                 self.session = session;
                 self.drained = false;
-                self.core.connected();
+                let now = self.now_ns();
+                self.core.connected(now);
                 self.flush_out();
             }
             Err(e) => {

@@ -52,6 +52,7 @@ fn an_event_loop_polling_with_no_time_left_gets_what_arrived_and_a_close_is_stal
         read_until(&mut s, &mut buf, MessageType::Login);
         s.write_all(&bytes(Message::LoginResponse(LoginResponseRepr {
             result: LoginResult::Accepted,
+            ping_interval_ms: None,
             text: "",
         })))
         .unwrap();

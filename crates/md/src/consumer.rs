@@ -5,21 +5,28 @@
 //!
 //! The driver calls, in this order for one connection:
 //!
-//! 1. [`ConsumerCore::connected`] when a connection is up: a LOGIN is queued;
+//! 1. [`ConsumerCore::connected`] when a connection is up: a LOGIN (version 2, asking for the
+//!    configured ping interval) is queued;
 //! 2. [`ConsumerCore::handle_bytes`] with every byte read: messages are decoded in place and
 //!    handed to the caller's handler as [`Event`]s borrowing the read buffer (no copy); the
-//!    login's answer queues an OPEN for every open request;
+//!    login's answer queues an OPEN for every open request; a PING is answered with a PONG;
 //! 3. [`ConsumerCore::transmit`] / [`ConsumerCore::transmitted`]: the bytes to write;
-//! 4. [`ConsumerCore::connection_lost`] when it breaks: every item the application had as
+//! 4. [`ConsumerCore::handle_timeout`] at [`ConsumerCore::poll_timeout`] while logged in: a
+//!    PING every interval agreed at login, and [`ConsumerError::Silent`] when the distributor
+//!    sent nothing for three intervals (a stopped process, a half-open connection): the
+//!    driver then closes the connection as a lost one;
+//! 5. [`ConsumerCore::connection_lost`] when it breaks: every item the application had as
 //!    `ok` gets a STATUS `stale` event first (never a silent gap), and the next attempt is
 //!    scheduled ([`ConsumerCore::poll_timeout`]) with a back-off of 50 ms doubling to 2 s,
 //!    moving through the distributors' addresses in turn.
 //!
-//! A refused login ends the session: the core stops scheduling attempts.
+//! A refused login ends the session: the core stops scheduling attempts. A distributor that
+//! speaks only version 1 answers the version 2 LOGIN with `unsupported version`: the core
+//! logs in again at once with version 1, without liveness.
 
 use crate::codec::{
     refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message, Messages,
-    OpenRepr, PatternList, MAX_MESSAGE_LEN,
+    OpenRepr, PatternList, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
 };
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;
@@ -37,6 +44,12 @@ pub struct ConsumerConfig {
     pub first_backoff_ns: u64,
     /// The longest reconnection delay (2 s).
     pub max_backoff_ns: u64,
+    /// The ping interval to ask the distributor for (0: the distributor's default, 5 s
+    /// unless configured); the distributor takes the nearest it allows and says which. A
+    /// distributor silent for three intervals is taken as lost.
+    pub ping_interval_ns: u64,
+    /// How long a LOGIN may wait for its answer before the connection is given up (10 s).
+    pub login_timeout_ns: u64,
 }
 
 impl ConsumerConfig {
@@ -47,6 +60,8 @@ impl ConsumerConfig {
             addresses: addresses.max(1),
             first_backoff_ns: 50_000_000,
             max_backoff_ns: 2_000_000_000,
+            ping_interval_ns: 0,
+            login_timeout_ns: 10_000_000_000,
         }
     }
 }
@@ -86,6 +101,17 @@ pub enum ConsumerError {
     Protocol {
         error: String,
     },
+    /// Nothing came from the distributor for three ping intervals: the connection must close
+    /// (and a new one is tried).
+    Silent {
+        silent_ms: u64,
+        interval_ms: u64,
+    },
+    /// The LOGIN was not answered in time: the connection must close (and a new one is
+    /// tried).
+    LoginTimeout {
+        waited_ms: u64,
+    },
 }
 
 impl fmt::Display for ConsumerError {
@@ -120,6 +146,19 @@ impl fmt::Display for ConsumerError {
                     "the distributor sent a stream this consumer cannot read: {error}"
                 )
             }
+            ConsumerError::Silent {
+                silent_ms,
+                interval_ms,
+            } => write!(
+                f,
+                "nothing from the distributor for {silent_ms} ms (three ping intervals of \
+                 {interval_ms} ms): a stopped process or a broken path"
+            ),
+            ConsumerError::LoginTimeout { waited_ms } => write!(
+                f,
+                "the distributor did not answer the LOGIN in {waited_ms} ms: a stopped \
+                 process, or not a Peregrine distributor"
+            ),
         }
     }
 }
@@ -191,8 +230,10 @@ enum Phase {
     Waiting {
         attempt_at_ns: u64,
     },
-    /// Connected; LOGIN sent, its answer awaited.
-    LoggingIn,
+    /// Connected; LOGIN sent at `since_ns`, its answer awaited.
+    LoggingIn {
+        since_ns: u64,
+    },
     LoggedIn,
     /// The login was refused: no more attempts.
     Refused,
@@ -211,11 +252,17 @@ pub struct ConsumerCounters {
     pub updates_without_image: u64,
     pub connections: u64,
     pub disconnections: u64,
+    /// PINGs sent to the distributor.
+    pub pings_sent: u64,
+    /// PONGs received.
+    pub pongs_received: u64,
+    /// Connections given up because the distributor was silent for three ping intervals.
+    pub silences: u64,
 }
 
 impl ConsumerCounters {
     /// The counters' names (the fields'), in the stable order of [`values`](Self::values).
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 12] = [
         "messages",
         "refreshes",
         "updates",
@@ -225,10 +272,13 @@ impl ConsumerCounters {
         "updates_without_image",
         "connections",
         "disconnections",
+        "pings_sent",
+        "pongs_received",
+        "silences",
     ];
 
     /// Each counter's name and value, in the order of [`NAMES`](Self::NAMES).
-    pub fn values(&self) -> [(&'static str, u64); 9] {
+    pub fn values(&self) -> [(&'static str, u64); 12] {
         let v = [
             self.messages,
             self.refreshes,
@@ -239,6 +289,9 @@ impl ConsumerCounters {
             self.updates_without_image,
             self.connections,
             self.disconnections,
+            self.pings_sent,
+            self.pongs_received,
+            self.silences,
         ];
         std::array::from_fn(|i| (Self::NAMES[i], v[i]))
     }
@@ -260,6 +313,24 @@ pub struct ConsumerCore {
     partial: Vec<u8>,
     out: Vec<u8>,
     counters: ConsumerCounters,
+    /// The version to log in with: 2, or 1 once a distributor refused 2.
+    version: u16,
+    /// Log in again at once, at the same address (after an `unsupported version`).
+    retry_now: bool,
+    /// Liveness agreed at this connection's login (version 2).
+    liveness: Option<Liveness>,
+    /// The last PING's round trip (kept across connections until a new one is timed).
+    rtt_ns: Option<u64>,
+}
+
+/// The consumer's side of liveness on one connection.
+#[derive(Debug, Clone, Copy)]
+struct Liveness {
+    interval_ns: u64,
+    next_ping_ns: u64,
+    last_heard_ns: u64,
+    /// The payload of the PING not yet answered.
+    outstanding: Option<u64>,
 }
 
 impl ConsumerCore {
@@ -284,6 +355,10 @@ impl ConsumerCore {
             partial: Vec::new(),
             out: Vec::new(),
             counters: ConsumerCounters::default(),
+            version: VERSION,
+            retry_now: false,
+            liveness: None,
+            rtt_ns: None,
         })
     }
 
@@ -310,12 +385,74 @@ impl ConsumerCore {
         self.address
     }
 
-    /// When the driver should try to connect (`None`: connected, or refused).
+    /// When the driver should act: try to connect (not connected), or call
+    /// [`handle_timeout`](Self::handle_timeout) (logged in with liveness). `None`: nothing to
+    /// do before the next input (or refused).
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
             Phase::Waiting { attempt_at_ns } => Some(attempt_at_ns),
+            Phase::LoggingIn { since_ns } => {
+                Some(since_ns.saturating_add(self.config.login_timeout_ns))
+            }
+            Phase::LoggedIn => self.liveness.map(|l| {
+                l.next_ping_ns
+                    .min(l.last_heard_ns.saturating_add(3 * l.interval_ns))
+            }),
             _ => None,
         }
+    }
+
+    /// The interval agreed with the distributor at this connection's login, in nanoseconds
+    /// (`None`: not logged in, or a version 1 distributor: no liveness).
+    pub fn ping_interval_ns(&self) -> Option<u64> {
+        self.liveness.map(|l| l.interval_ns)
+    }
+
+    /// The last round trip of a PING to the distributor.
+    pub fn rtt_ns(&self) -> Option<u64> {
+        self.rtt_ns
+    }
+
+    /// The protocol version the next LOGIN uses.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// While logged in: sends a PING when the interval passed; returns
+    /// [`ConsumerError::Silent`] when nothing was read for three intervals (or
+    /// [`ConsumerError::LoginTimeout`] while a LOGIN waits too long), after which the driver
+    /// closes the connection and calls [`connection_lost`](Self::connection_lost).
+    pub fn handle_timeout(&mut self, now_ns: u64) -> Result<(), ConsumerError> {
+        if let Phase::LoggingIn { since_ns } = self.phase {
+            let waited = now_ns.saturating_sub(since_ns);
+            if waited >= self.config.login_timeout_ns {
+                return Err(ConsumerError::LoginTimeout {
+                    waited_ms: waited / 1_000_000,
+                });
+            }
+        }
+        if self.phase != Phase::LoggedIn {
+            return Ok(());
+        }
+        let Some(l) = &mut self.liveness else {
+            return Ok(());
+        };
+        let silent = now_ns.saturating_sub(l.last_heard_ns);
+        if silent >= 3 * l.interval_ns {
+            self.counters.silences += 1;
+            return Err(ConsumerError::Silent {
+                silent_ms: silent / 1_000_000,
+                interval_ms: l.interval_ns / 1_000_000,
+            });
+        }
+        if now_ns >= l.next_ping_ns {
+            l.next_ping_ns = now_ns.saturating_add(l.interval_ns);
+            // Its send time: the PONG carries it back to time the round trip.
+            l.outstanding = Some(now_ns);
+            Message::Ping(PingRepr { payload: now_ns }).emit_to_vec(&mut self.out);
+            self.counters.pings_sent += 1;
+        }
+        Ok(())
     }
 
     /// Opens `patterns` (names and globs) of `service`; returns the request's id. Sent now
@@ -388,16 +525,24 @@ impl ConsumerCore {
     }
 
     /// A connection to [`address`](Self::address) is up: LOGIN is queued.
-    pub fn connected(&mut self) {
+    pub fn connected(&mut self, now_ns: u64) {
         self.partial.clear();
         self.out.clear();
         self.items.clear();
+        self.liveness = None;
+        let asked_ms = self.config.ping_interval_ns.div_ceil(1_000_000);
         Message::Login(LoginRepr {
+            version: self.version,
             user: &self.config.user,
             token: &self.config.token,
+            ping_interval_ms: if self.version >= 2 {
+                u32::try_from(asked_ms).unwrap_or(u32::MAX)
+            } else {
+                0
+            },
         })
         .emit_to_vec(&mut self.out);
-        self.phase = Phase::LoggingIn;
+        self.phase = Phase::LoggingIn { since_ns: now_ns };
     }
 
     /// An attempt to connect failed: `Disconnected` with the reason, and the next attempt is
@@ -413,7 +558,15 @@ impl ConsumerCore {
     }
 
     fn schedule(&mut self, now_ns: u64) {
+        self.liveness = None;
         if self.phase == Phase::Refused {
+            return;
+        }
+        if std::mem::take(&mut self.retry_now) {
+            // The same distributor again, with an older version: no back-off.
+            self.phase = Phase::Waiting {
+                attempt_at_ns: now_ns,
+            };
             return;
         }
         self.phase = Phase::Waiting {
@@ -470,16 +623,24 @@ impl ConsumerCore {
     pub fn handle_bytes(
         &mut self,
         bytes: &[u8],
+        now_ns: u64,
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<(), ConsumerError> {
+        if let Some(l) = &mut self.liveness {
+            if !bytes.is_empty() {
+                l.last_heard_ns = l.last_heard_ns.max(now_ns);
+            }
+        }
         if self.partial.is_empty() {
-            let rest = self.handle_messages(bytes, on_event)?;
+            let rest = self.handle_messages(bytes, now_ns, on_event)?;
             self.partial.extend_from_slice(rest);
             return Ok(());
         }
         let mut buf = std::mem::take(&mut self.partial);
         buf.extend_from_slice(bytes);
-        let r = self.handle_messages(&buf, on_event).map(|rest| rest.len());
+        let r = self
+            .handle_messages(&buf, now_ns, on_event)
+            .map(|rest| rest.len());
         match r {
             Ok(left) => {
                 let from = buf.len() - left;
@@ -495,13 +656,14 @@ impl ConsumerCore {
     fn handle_messages<'b>(
         &mut self,
         bytes: &'b [u8],
+        now_ns: u64,
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<&'b [u8], ConsumerError> {
         let mut msgs = Messages::new(bytes);
         for m in msgs.by_ref() {
             let (_, b) = m.map_err(protocol)?;
             let msg = Message::parse(b).map_err(protocol)?;
-            self.handle_message(msg, on_event)?;
+            self.handle_message(msg, now_ns, on_event)?;
         }
         Ok(msgs.remaining())
     }
@@ -509,14 +671,27 @@ impl ConsumerCore {
     fn handle_message(
         &mut self,
         msg: Message<'_>,
+        now_ns: u64,
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<(), ConsumerError> {
-        if self.phase == Phase::LoggingIn {
+        if matches!(self.phase, Phase::LoggingIn { .. }) {
             let Message::LoginResponse(r) = msg else {
                 return Err(ConsumerError::Protocol {
                     error: format!("LOGIN answered with {:?}", msg.message_type()),
                 });
             };
+            if r.result == LoginResult::UnsupportedVersion && self.version > MIN_VERSION {
+                // A distributor of an older version: log in again at once with the oldest.
+                self.version = MIN_VERSION;
+                self.retry_now = true;
+                return Err(ConsumerError::Protocol {
+                    error: format!(
+                        "the distributor does not speak version {VERSION} ({}): logging in \
+                         again with version {MIN_VERSION}, without liveness",
+                        r.text
+                    ),
+                });
+            }
             if r.result != LoginResult::Accepted {
                 self.phase = Phase::Refused;
                 return Err(ConsumerError::LoginRefused {
@@ -525,6 +700,15 @@ impl ConsumerCore {
                 });
             }
             self.phase = Phase::LoggedIn;
+            self.liveness = r.ping_interval_ms.map(|ms| {
+                let interval_ns = u64::from(ms) * 1_000_000;
+                Liveness {
+                    interval_ns,
+                    next_ping_ns: now_ns.saturating_add(interval_ns),
+                    last_heard_ns: now_ns,
+                    outstanding: None,
+                }
+            });
             self.backoff_ns = self.config.first_backoff_ns;
             self.counters.connections += 1;
             let ids: Vec<u32> = self.requests.keys().copied().collect();
@@ -535,6 +719,23 @@ impl ConsumerCore {
                 address: self.address,
             });
             return Ok(());
+        }
+        match msg {
+            Message::Ping(p) => {
+                Message::Pong(p).emit_to_vec(&mut self.out);
+                return Ok(());
+            }
+            Message::Pong(p) => {
+                self.counters.pongs_received += 1;
+                if let Some(l) = &mut self.liveness {
+                    if l.outstanding == Some(p.payload) {
+                        l.outstanding = None;
+                        self.rtt_ns = Some(now_ns.saturating_sub(p.payload));
+                    }
+                }
+                return Ok(());
+            }
+            _ => {}
         }
         self.counters.messages += 1;
         match msg {

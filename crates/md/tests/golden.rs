@@ -166,6 +166,12 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Conflated => {
             Message::Conflated(ConflatedRepr::parse(&ConflatedView::new_checked(b)?)?)
         }
+        MessageType::Ping => {
+            Message::Ping(PingRepr::parse(&PingView::new_checked(b, PingKind::Ping)?)?)
+        }
+        MessageType::Pong => {
+            Message::Pong(PingRepr::parse(&PingView::new_checked(b, PingKind::Pong)?)?)
+        }
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }
@@ -243,13 +249,17 @@ fn check_valid(v: &Vector) {
         MessageType::Login => {
             token = unhex(name, f.str("token_hex"));
             Message::Login(LoginRepr {
+                version: f.int("version"),
+                ping_interval_ms: f.int("ping_interval_ms"),
                 user: f.str("user"),
                 token: &token,
             })
         }
         MessageType::LoginResponse => {
             let result = f.str("result");
+            let interval = f.get("ping_interval_ms");
             Message::LoginResponse(LoginResponseRepr {
+                ping_interval_ms: (!interval.is_null()).then(|| f.int("ping_interval_ms")),
                 result: (0..=2)
                     .filter_map(LoginResult::from_u8)
                     .find(|r| r.name() == result)
@@ -275,6 +285,12 @@ fn check_valid(v: &Vector) {
         MessageType::Conflated => Message::Conflated(ConflatedRepr {
             items: f.int("items"),
             updates_dropped: f.int("updates_dropped"),
+        }),
+        MessageType::Ping => Message::Ping(PingRepr {
+            payload: f.int("payload"),
+        }),
+        MessageType::Pong => Message::Pong(PingRepr {
+            payload: f.int("payload"),
         }),
         MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr {
             item_id: f.int("item_id"),

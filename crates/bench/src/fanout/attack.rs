@@ -108,10 +108,7 @@ fn logins(addr: &str, user: &str, stop: &AtomicBool, sent: &AtomicU64) {
         };
         let token = format!("guess-{n}");
         n += 1;
-        let login = bytes(Message::Login(LoginRepr {
-            user,
-            token: token.as_bytes(),
-        }));
+        let login = bytes(Message::Login(LoginRepr::new(user, token.as_bytes())));
         if s.write_all(&login).is_ok() {
             sent.fetch_add(1, Ordering::Relaxed);
             read_some(&mut s);
@@ -146,10 +143,7 @@ fn globs(addr: &str, user: &str, token: &str, stop: &AtomicBool, sent: &AtomicU6
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
-        let login = bytes(Message::Login(LoginRepr {
-            user,
-            token: token.as_bytes(),
-        }));
+        let login = bytes(Message::Login(LoginRepr::new(user, token.as_bytes())));
         if s.write_all(&login).is_err() {
             continue;
         }

@@ -213,8 +213,16 @@ pub struct DistributorServer {
 /// How often the distributor writes its values for `peregrine stat`.
 const STAT_EVERY: Duration = Duration::from_millis(100);
 /// Gauges after the distributor's counters in its `peregrine stat` record.
-pub const DISTRIBUTOR_GAUGES: [&str; 4] =
-    ["clients", "items", "queued_bytes", "largest_queue_bytes"];
+/// `rtt_mean_us` and `rtt_max_us`: the last PING round trip of each client that answered
+/// one (protocol version 2), their mean and the largest.
+pub const DISTRIBUTOR_GAUGES: [&str; 6] = [
+    "clients",
+    "items",
+    "queued_bytes",
+    "largest_queue_bytes",
+    "rtt_mean_us",
+    "rtt_max_us",
+];
 
 impl std::fmt::Debug for DistributorServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -912,6 +920,22 @@ impl DistributorServer {
                     json!({"event": "caught_up", "client": client(*c), "user": user, "peer": peer}),
                 )
             }
+            Event::Silent {
+                client: c,
+                user,
+                peer,
+                silent_ms,
+            } => {
+                let who = user.as_deref().unwrap_or("(no login)");
+                (
+                    format!(
+                        "{who} from {peer} (client {}) closed: nothing read from it for \
+                         {silent_ms} ms (three ping intervals)",
+                        client(*c)
+                    ),
+                    json!({"event": "silent", "client": client(*c), "user": user, "peer": peer.to_string(), "silent_ms": silent_ms}),
+                )
+            }
             Event::SlowDisconnect { client: c } => {
                 let (user, peer) = self.who(*c);
                 (
@@ -1152,6 +1176,9 @@ impl DistributorServer {
         self.stat.set(n + 1, self.core.footprint().items as u64);
         self.stat.set(n + 2, queued as u64);
         self.stat.set(n + 3, largest as u64);
+        let rtt = self.core.round_trips();
+        self.stat.set(n + 4, rtt.mean_ns / 1_000);
+        self.stat.set(n + 5, rtt.max_ns / 1_000);
     }
 
     fn stats(&mut self, last: &Counters, over: Duration) {

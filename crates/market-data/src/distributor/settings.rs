@@ -30,6 +30,10 @@
 //! | `max_watch_per_client` | | 100000 | 1 to 10000000 |
 //! | `login_timeout_ms` | | 10000 | 100 to 600000 |
 //! | `image_retry_ms` | | 1000 | 10 to 600000 |
+//! | `min_client_version` | | 2 | 1 or 2: the oldest protocol version a LOGIN may use (version 1 has no liveness: an idle client of it holds its slot for ever) |
+//! | `ping_interval_ms` | | 5000 | 10 to 3600000: the liveness interval of a client (protocol version 2) that asks for none |
+//! | `min_ping_interval_ms` | | 1000 | 10 to 3600000: the shortest interval a client may ask for (a shorter one is raised to it) |
+//! | `max_ping_interval_ms` | | 60000 | 10 to 3600000: the longest (a client silent for three is closed) |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
 //! | `busy_poll_us` | | latency: 200, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
@@ -142,6 +146,10 @@ pub const KEYS: &[&str] = &[
     "max_watch_per_client",
     "login_timeout_ms",
     "image_retry_ms",
+    "min_client_version",
+    "ping_interval_ms",
+    "min_ping_interval_ms",
+    "max_ping_interval_ms",
     "client_sndbuf",
     "stats_every_s",
     "busy_poll_us",
@@ -434,6 +442,22 @@ impl DistributorSettings {
         }
         if let Some(v) = f.int("image_retry_ms", 10, 600_000)? {
             core.image_retry_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int(
+            "min_client_version",
+            u64::from(peregrine_md::codec::MIN_VERSION),
+            u64::from(peregrine_md::codec::VERSION),
+        )? {
+            core.min_client_version = v as u16;
+        }
+        if let Some(v) = f.int("ping_interval_ms", 10, 3_600_000)? {
+            core.ping_interval_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int("min_ping_interval_ms", 10, 3_600_000)? {
+            core.min_ping_interval_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int("max_ping_interval_ms", 10, 3_600_000)? {
+            core.max_ping_interval_ns = v * 1_000_000;
         }
         core.validate().map_err(|e| SettingsError(format!("{e}")))?;
         let client_sndbuf = f

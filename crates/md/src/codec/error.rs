@@ -99,7 +99,8 @@ impl fmt::Display for MdError {
             ),
             MdError::UnsupportedVersion(v) => write!(
                 f,
-                "protocol version {v} is not supported (this build speaks version {})",
+                "protocol version {v} is not supported (this build speaks versions {} to {})",
+                super::MIN_VERSION,
                 super::VERSION
             ),
         }

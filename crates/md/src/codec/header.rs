@@ -28,7 +28,7 @@ pub const HEADER_LEN: usize = 8;
 /// Longest message: `length` is a u16.
 pub const MAX_MESSAGE_LEN: usize = u16::MAX as usize;
 
-/// The message types of version 1.
+/// The message types of version 2 (PING and PONG are new in it; the rest are version 1's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum MessageType {
@@ -48,12 +48,16 @@ pub enum MessageType {
     Close = 0x13,
     /// The client's queue was conflated; REFRESHes follow (distributor → client).
     Conflated = 0x14,
+    /// Liveness: answered by a PONG (both ways, version 2).
+    Ping = 0x15,
+    /// The answer to a PING (both ways, version 2).
+    Pong = 0x16,
     /// The distributor asks the feed for images (distributor → feed).
     ImageRequest = 0x20,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 9] = [
+    pub const ALL: [MessageType; 11] = [
         MessageType::Refresh,
         MessageType::Update,
         MessageType::Status,
@@ -62,6 +66,8 @@ impl MessageType {
         MessageType::Open,
         MessageType::Close,
         MessageType::Conflated,
+        MessageType::Ping,
+        MessageType::Pong,
         MessageType::ImageRequest,
     ];
 
@@ -76,6 +82,8 @@ impl MessageType {
             MessageType::Open => "OPEN",
             MessageType::Close => "CLOSE",
             MessageType::Conflated => "CONFLATED",
+            MessageType::Ping => "PING",
+            MessageType::Pong => "PONG",
             MessageType::ImageRequest => "IMAGE_REQUEST",
         }
     }
@@ -91,6 +99,8 @@ impl MessageType {
             0x12 => MessageType::Open,
             0x13 => MessageType::Close,
             0x14 => MessageType::Conflated,
+            0x15 => MessageType::Ping,
+            0x16 => MessageType::Pong,
             0x20 => MessageType::ImageRequest,
             other => return Err(MdError::UnknownType(other)),
         })

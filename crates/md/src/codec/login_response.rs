@@ -1,10 +1,14 @@
 //! LOGIN_RESPONSE (0x11): the distributor accepts or refuses a LOGIN.
 //!
 //! ```text
-//!  0  header (item_id 0; flags: none defined)
+//!  0  header (item_id 0; flags: 0x01 LIVENESS)
 //!  8  u8 result          0 accepted, 1 denied, 2 unsupported version
 //!  9  u8 text_len
+//!     without LIVENESS:
 //! 10  text (UTF-8); `length` is exactly 10 + text_len
+//!     with LIVENESS (the answer accepting a version 2 LOGIN):
+//! 10  u32 ping_interval_ms  the interval both sides ping at (never 0)
+//! 14  text (UTF-8); `length` is exactly 14 + text_len
 //! ```
 //!
 //! Every answer the distributor gives before a client is logged in is a LOGIN_RESPONSE (the
@@ -17,7 +21,17 @@ use super::MdError;
 pub mod field {
     pub const RESULT: usize = 8;
     pub const TEXT_LEN: usize = 9;
+    /// Start of the text without the LIVENESS flag.
     pub const TEXT: usize = 10;
+    /// With the LIVENESS flag: the interval taken, then the text.
+    pub const PING_INTERVAL_MS: crate::codec::Range = 10..14;
+    pub const TEXT_LIVENESS: usize = 14;
+}
+
+/// The flags of LOGIN_RESPONSE.
+pub mod flags {
+    /// The login is accepted with liveness: the ping interval follows the text's length.
+    pub const LIVENESS: u8 = 0x01;
 }
 
 /// Length of the fixed part of a LOGIN_RESPONSE.
@@ -26,7 +40,7 @@ pub const LOGIN_RESPONSE_HEADER_LEN: usize = field::TEXT;
 const RULES: TypeRules = TypeRules {
     ty: MessageType::LoginResponse,
     fixed_len: LOGIN_RESPONSE_HEADER_LEN,
-    flags: 0,
+    flags: flags::LIVENESS,
     item_id: ItemIdRule::Zero,
     flags_field: "login_response.flags",
     item_id_field: "login_response.item_id",
@@ -82,28 +96,57 @@ impl<T: AsRef<[u8]>> LoginResponseView<T> {
         Ok(v)
     }
 
-    /// Checks, in this order: the header, type LOGIN_RESPONSE, `length >= 10`, flags 0,
-    /// `item_id` 0, a known result, `length == 10 + text_len`, the text is UTF-8.
+    /// Checks, in this order: the header, type LOGIN_RESPONSE, `length >= 10`, no flag but
+    /// LIVENESS, `item_id` 0, a known result, `length == 10 + text_len` (14 with LIVENESS),
+    /// with LIVENESS: `result` accepted and an interval not 0; the text is UTF-8.
     pub fn check(&self) -> Result<(), MdError> {
         parts(self.buffer.as_ref()).map(|_| ())
     }
 }
 
-/// Checks a LOGIN_RESPONSE and returns its result and text.
-fn parts(b: &[u8]) -> Result<(LoginResult, &str), MdError> {
+/// Checks a LOGIN_RESPONSE and returns its result, ping interval and text.
+fn parts(b: &[u8]) -> Result<(LoginResult, Option<u32>, &str), MdError> {
     let len = check_typed(b, &RULES)?;
     let result = LoginResult::from_u8(b[field::RESULT]).ok_or(MdError::BadField {
         field: "login_response.result",
         value: b[field::RESULT].into(),
     })?;
-    if len != LOGIN_RESPONSE_HEADER_LEN + usize::from(b[field::TEXT_LEN]) {
+    let liveness = b[crate::codec::header::field::FLAGS] & flags::LIVENESS != 0;
+    let text_at = if liveness {
+        field::TEXT_LIVENESS
+    } else {
+        field::TEXT
+    };
+    if len != text_at + usize::from(b[field::TEXT_LEN]) {
         return Err(MdError::BadLength {
             length: len as u16,
-            reason: "a LOGIN_RESPONSE's length must be 10 + text_len",
+            reason: if liveness {
+                "a LOGIN_RESPONSE flagged LIVENESS has a length of 14 + text_len"
+            } else {
+                "a LOGIN_RESPONSE's length must be 10 + text_len"
+            },
         });
     }
-    let text = super::check_utf8("login_response.text", &b[field::TEXT..len])?;
-    Ok((result, text))
+    let interval = if liveness {
+        if result != LoginResult::Accepted {
+            return Err(MdError::BadField {
+                field: "login_response.flags",
+                value: flags::LIVENESS.into(),
+            });
+        }
+        let ms = super::read_u32(b, field::PING_INTERVAL_MS);
+        if ms == 0 {
+            return Err(MdError::BadField {
+                field: "login_response.ping_interval_ms",
+                value: 0,
+            });
+        }
+        Some(ms)
+    } else {
+        None
+    };
+    let text = super::check_utf8("login_response.text", &b[text_at..len])?;
+    Ok((result, interval, text))
 }
 
 impl<T: AsRef<[u8]>> LoginResponseView<T> {
@@ -120,6 +163,9 @@ impl<T: AsRef<[u8]>> LoginResponseView<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoginResponseRepr<'a> {
     pub result: LoginResult,
+    /// The ping interval both sides keep, in milliseconds: set (flag LIVENESS) on the
+    /// acceptance of a version 2 LOGIN only.
+    pub ping_interval_ms: Option<u32>,
     /// Why, for people (empty when accepted).
     pub text: &'a str,
 }
@@ -130,18 +176,46 @@ impl<'a> LoginResponseRepr<'a> {
         view: &LoginResponseView<&'a T>,
     ) -> Result<Self, MdError> {
         let buffer: &'a [u8] = view.buffer.as_ref();
-        let (result, text) = parts(buffer)?;
-        Ok(LoginResponseRepr { result, text })
+        let (result, ping_interval_ms, text) = parts(buffer)?;
+        Ok(LoginResponseRepr {
+            result,
+            ping_interval_ms,
+            text,
+        })
     }
 
-    /// Checks what a receiver would reject: a text over 255 bytes.
+    /// Checks what a receiver would reject: a text over 255 bytes, an interval of 0 or on a
+    /// refusal.
     pub fn check(&self) -> Result<(), MdError> {
+        match self.ping_interval_ms {
+            Some(0) => {
+                return Err(MdError::BadField {
+                    field: "login_response.ping_interval_ms",
+                    value: 0,
+                })
+            }
+            Some(_) if self.result != LoginResult::Accepted => {
+                return Err(MdError::BadField {
+                    field: "login_response.flags",
+                    value: flags::LIVENESS.into(),
+                })
+            }
+            _ => {}
+        }
         super::check_len_u8("login_response.text_len", self.text.len(), 255)
+    }
+
+    const fn text_at(&self) -> usize {
+        if self.ping_interval_ms.is_some() {
+            field::TEXT_LIVENESS
+        } else {
+            field::TEXT
+        }
     }
 
     /// Bytes `emit` writes.
     pub const fn buffer_len(&self) -> usize {
-        LOGIN_RESPONSE_HEADER_LEN + self.text.len()
+        self.text_at() + self.text.len()
     }
 
     /// Writes every byte of the message.
@@ -152,10 +226,18 @@ impl<'a> LoginResponseRepr<'a> {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut LoginResponseView<T>) {
         let len = self.buffer_len();
         let b = view.buffer.as_mut();
-        emit_header(b, MessageType::LoginResponse, 0, 0, len);
+        let flags = if self.ping_interval_ms.is_some() {
+            flags::LIVENESS
+        } else {
+            0
+        };
+        emit_header(b, MessageType::LoginResponse, flags, 0, len);
         b[field::RESULT] = self.result as u8;
         b[field::TEXT_LEN] = u8::try_from(self.text.len()).expect("a text of at most 255 bytes");
-        b[field::TEXT..len].copy_from_slice(self.text.as_bytes());
+        if let Some(ms) = self.ping_interval_ms {
+            super::write_u32(b, field::PING_INTERVAL_MS, ms);
+        }
+        b[self.text_at()..len].copy_from_slice(self.text.as_bytes());
     }
 }
 
@@ -169,6 +251,7 @@ mod tests {
     fn round_trips_and_rejects_an_unknown_result() {
         let repr = LoginResponseRepr {
             result: LoginResult::Denied,
+            ping_interval_ms: None,
             text: "unknown user or wrong token",
         };
         let mut buf = vec![0xa5u8; repr.buffer_len()];
@@ -182,6 +265,38 @@ mod tests {
             MdError::BadField {
                 field: "login_response.result",
                 value: 3
+            }
+        );
+    }
+
+    #[test]
+    fn liveness_carries_the_interval_on_an_acceptance_only() {
+        let repr = LoginResponseRepr {
+            result: LoginResult::Accepted,
+            ping_interval_ms: Some(5000),
+            text: "",
+        };
+        let mut buf = vec![0xa5u8; repr.buffer_len()];
+        repr.emit(&mut LoginResponseView::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, [14, 0, 0x11, 0x01, 0, 0, 0, 0, 0, 0, 0x88, 0x13, 0, 0]);
+        let view = LoginResponseView::new_checked(&buf[..]).unwrap();
+        assert_eq!(LoginResponseRepr::parse(&view).unwrap(), repr);
+        buf[8] = 1; // denied, with an interval
+        assert_eq!(
+            LoginResponseView::new_checked(&buf[..]).unwrap_err(),
+            MdError::BadField {
+                field: "login_response.flags",
+                value: 1
+            }
+        );
+        buf[8] = 0;
+        buf[10] = 0;
+        buf[11] = 0;
+        assert_eq!(
+            LoginResponseView::new_checked(&buf[..]).unwrap_err(),
+            MdError::BadField {
+                field: "login_response.ping_interval_ms",
+                value: 0
             }
         );
     }

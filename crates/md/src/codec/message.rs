@@ -4,10 +4,11 @@ use super::header::{Header, MessageType};
 use super::{
     CloseRepr, CloseView, ConflatedRepr, ConflatedView, ImageRequestRepr, ImageRequestView,
     LoginRepr, LoginResponseRepr, LoginResponseView, LoginView, MdError, OpenRepr, OpenView,
-    RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr, UpdateView,
+    PingKind, PingRepr, PingView, RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr,
+    UpdateView,
 };
 
-/// The parsed form of any message of version 1.
+/// The parsed form of any message (of version 2: version 1's and PING, PONG).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message<'a> {
     Refresh(RefreshRepr<'a>),
@@ -18,6 +19,8 @@ pub enum Message<'a> {
     Open(OpenRepr<'a>),
     Close(CloseRepr),
     Conflated(ConflatedRepr),
+    Ping(PingRepr),
+    Pong(PingRepr),
     ImageRequest(ImageRequestRepr),
 }
 
@@ -50,6 +53,14 @@ impl<'a> Message<'a> {
             MessageType::Conflated => {
                 Message::Conflated(ConflatedRepr::parse(&ConflatedView::new_unchecked(buffer))?)
             }
+            MessageType::Ping => Message::Ping(PingRepr::parse(&PingView::new_unchecked(
+                buffer,
+                PingKind::Ping,
+            ))?),
+            MessageType::Pong => Message::Pong(PingRepr::parse(&PingView::new_unchecked(
+                buffer,
+                PingKind::Pong,
+            ))?),
             MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr::parse(
                 &ImageRequestView::new_unchecked(buffer),
             )?),
@@ -66,6 +77,8 @@ impl<'a> Message<'a> {
             Message::Open(_) => MessageType::Open,
             Message::Close(_) => MessageType::Close,
             Message::Conflated(_) => MessageType::Conflated,
+            Message::Ping(_) => MessageType::Ping,
+            Message::Pong(_) => MessageType::Pong,
             Message::ImageRequest(_) => MessageType::ImageRequest,
         }
     }
@@ -84,7 +97,11 @@ impl<'a> Message<'a> {
                 field: "close.request_id",
                 value: 0,
             }),
-            Message::Close(_) | Message::Conflated(_) | Message::ImageRequest(_) => Ok(()),
+            Message::Close(_)
+            | Message::Conflated(_)
+            | Message::Ping(_)
+            | Message::Pong(_)
+            | Message::ImageRequest(_) => Ok(()),
         }
     }
 
@@ -99,6 +116,7 @@ impl<'a> Message<'a> {
             Message::Open(r) => r.buffer_len(),
             Message::Close(r) => r.buffer_len(),
             Message::Conflated(r) => r.buffer_len(),
+            Message::Ping(r) | Message::Pong(r) => r.buffer_len(),
             Message::ImageRequest(r) => r.buffer_len(),
         }
     }
@@ -120,6 +138,8 @@ impl<'a> Message<'a> {
             Message::Open(r) => r.emit(&mut OpenView::new_unchecked(b)),
             Message::Close(r) => r.emit(&mut CloseView::new_unchecked(b)),
             Message::Conflated(r) => r.emit(&mut ConflatedView::new_unchecked(b)),
+            Message::Ping(r) => r.emit(&mut PingView::new_unchecked(b, PingKind::Ping)),
+            Message::Pong(r) => r.emit(&mut PingView::new_unchecked(b, PingKind::Pong)),
             Message::ImageRequest(r) => r.emit(&mut ImageRequestView::new_unchecked(b)),
         }
         len

@@ -1,4 +1,4 @@
-//! The market data wire format, version 1 (docs/market-data.md, "Wire format").
+//! The market data wire format, version 2 (docs/market-data.md, "Wire format").
 //!
 //! Every message starts with the 8-byte [header]; its type decides the rest. One module per
 //! message type, each with:
@@ -18,6 +18,8 @@
 //! | 0x12 | [`open`] | OPEN: items by name or glob |
 //! | 0x13 | [`close`] | CLOSE: what one OPEN opened |
 //! | 0x14 | [`conflated`] | CONFLATED: the client fell behind; REFRESHes follow |
+//! | 0x15 | [`ping`] | PING: liveness (version 2) |
+//! | 0x16 | [`ping`] | PONG: the answer to a PING (version 2) |
 //! | 0x20 | [`image_request`] | IMAGE_REQUEST: the distributor asks the feed for images |
 //!
 //! [`fields`] encodes field lists. [`Message`] parses any message by type, and [`Messages`]
@@ -58,6 +60,7 @@ pub mod login;
 pub mod login_response;
 mod message;
 pub mod open;
+pub mod ping;
 pub mod refresh;
 pub mod status;
 mod stream;
@@ -73,6 +76,7 @@ pub use login::{LoginRepr, LoginView, MAGIC};
 pub use login_response::{LoginResponseRepr, LoginResponseView, LoginResult};
 pub use message::Message;
 pub use open::{OpenRepr, OpenView, PatternIter, PatternList};
+pub use ping::{PingKind, PingRepr, PingView, PING_LEN};
 pub use refresh::{refresh_flags, RefreshRepr, RefreshView};
 pub use status::{StatusRepr, StatusView};
 pub use stream::Messages;
@@ -80,8 +84,12 @@ pub use update::{UpdateRepr, UpdateView};
 
 use crate::model::NameError;
 
-/// The protocol version this build speaks (LOGIN carries it).
-pub const VERSION: u16 = 1;
+/// The newest protocol version this build speaks (LOGIN carries it). Version 2 added liveness:
+/// a LOGIN asks for a ping interval, LOGIN_RESPONSE says the one taken, PING and PONG.
+pub const VERSION: u16 = 2;
+/// The oldest version this build still speaks: a version 1 LOGIN is answered as before, and
+/// nothing of version 2 is ever sent on its connection.
+pub const MIN_VERSION: u16 = 1;
 
 /// A byte range of a field inside a message.
 pub type Range = core::ops::Range<usize>;

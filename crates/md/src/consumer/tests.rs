@@ -68,6 +68,7 @@ fn bytes(m: Message<'_>) -> Vec<u8> {
 
 fn accepted() -> Vec<u8> {
     bytes(Message::LoginResponse(LoginResponseRepr {
+        ping_interval_ms: None,
         result: LoginResult::Accepted,
         text: "",
     }))
@@ -110,6 +111,8 @@ fn sent(c: &mut ConsumerCore) -> Vec<String> {
                 o.patterns.iter().collect::<Vec<_>>().join(",")
             ),
             Message::Close(c) => format!("CLOSE {}", c.request_id),
+            Message::Ping(p) => format!("PING {}", p.payload),
+            Message::Pong(p) => format!("PONG {}", p.payload),
             other => format!("{other:?}"),
         })
         .collect()
@@ -125,10 +128,11 @@ fn requests_opened_before_login_are_sent_once_logged_in_and_after_every_reconnec
     assert_eq!(c.poll_timeout(), Some(0), "may connect at once");
     let r1 = c.open("FEED1", &["AAA.O", "MSFT.*"]).unwrap();
     assert!(c.transmit().is_empty(), "nothing before a connection");
-    c.connected();
+    c.connected(0);
     assert_eq!(sent(&mut c), ["LOGIN alice"]);
     let mut seen = Vec::new();
-    c.handle_bytes(&accepted(), &mut record(&mut seen)).unwrap();
+    c.handle_bytes(&accepted(), 0, &mut record(&mut seen))
+        .unwrap();
     assert_eq!(seen, [Seen::LoggedIn(0)]);
     assert_eq!(sent(&mut c), [format!("OPEN {r1} FEED1 AAA.O,MSFT.*")]);
     let r2 = c.open("FEED1", &["BBB.O"]).unwrap();
@@ -140,8 +144,9 @@ fn requests_opened_before_login_are_sent_once_logged_in_and_after_every_reconnec
     c.connection_lost(10 * MS, "reset", &mut record(&mut seen));
     assert_eq!(c.poll_timeout(), Some(60 * MS), "50 ms back-off");
     assert_eq!(c.address(), 1, "the next distributor of the list");
-    c.connected();
-    c.handle_bytes(&accepted(), &mut record(&mut seen)).unwrap();
+    c.connected(0);
+    c.handle_bytes(&accepted(), 0, &mut record(&mut seen))
+        .unwrap();
     assert_eq!(
         sent(&mut c),
         ["LOGIN alice".to_string(), format!("OPEN {r2} FEED1 BBB.O")]
@@ -152,7 +157,7 @@ fn requests_opened_before_login_are_sent_once_logged_in_and_after_every_reconnec
 fn a_lost_connection_reports_every_ok_item_stale_then_fresh_images_follow() {
     let mut c = consumer();
     c.open("FEED1", &["*"]).unwrap();
-    c.connected();
+    c.connected(0);
     let mut seen = Vec::new();
     let mut input = accepted();
     input.extend(refresh(1, "AAA.O", 7, 100));
@@ -167,7 +172,7 @@ fn a_lost_connection_reports_every_ok_item_stale_then_fresh_images_follow() {
         name: "",
         text: "feed gone",
     })));
-    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    c.handle_bytes(&input, 0, &mut record(&mut seen)).unwrap();
     seen.clear();
     c.connection_lost(0, "closed", &mut record(&mut seen));
     assert_eq!(
@@ -178,10 +183,10 @@ fn a_lost_connection_reports_every_ok_item_stale_then_fresh_images_follow() {
         ]
     );
     seen.clear();
-    c.connected();
+    c.connected(0);
     let mut input = accepted();
     input.extend(refresh(9, "AAA.O", 8, 101));
-    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    c.handle_bytes(&input, 0, &mut record(&mut seen)).unwrap();
     assert_eq!(
         seen[1].clone(),
         Seen::Refresh(
@@ -196,13 +201,13 @@ fn a_lost_connection_reports_every_ok_item_stale_then_fresh_images_follow() {
 fn an_item_seq_gap_is_an_event_and_the_update_still_arrives() {
     let mut c = consumer();
     c.open("FEED1", &["AAA.O"]).unwrap();
-    c.connected();
+    c.connected(0);
     let mut seen = Vec::new();
     let mut input = accepted();
     input.extend(refresh(1, "AAA.O", 7, 100));
     input.extend(update(1, 8, 101));
     input.extend(update(1, 10, 102));
-    c.handle_bytes(&input, &mut record(&mut seen)).unwrap();
+    c.handle_bytes(&input, 0, &mut record(&mut seen)).unwrap();
     assert_eq!(seen[3], Seen::Gap("AAA.O".into(), 9, 10));
     assert!(matches!(&seen[4], Seen::Update(n, 10, _) if n == "AAA.O"));
     assert_eq!(c.counters().gaps, 1);
@@ -212,7 +217,7 @@ fn an_item_seq_gap_is_an_event_and_the_update_still_arrives() {
 fn messages_split_anywhere_are_reassembled() {
     let mut c = consumer();
     c.open("FEED1", &["AAA.O"]).unwrap();
-    c.connected();
+    c.connected(0);
     let mut input = accepted();
     input.extend(refresh(1, "AAA.O", 7, 100));
     input.extend(bytes(Message::Conflated(ConflatedRepr {
@@ -226,16 +231,16 @@ fn messages_split_anywhere_are_reassembled() {
     {
         let mut w = consumer();
         w.open("FEED1", &["AAA.O"]).unwrap();
-        w.connected();
-        w.handle_bytes(&input, &mut record(&mut whole)).unwrap();
+        w.connected(0);
+        w.handle_bytes(&input, 0, &mut record(&mut whole)).unwrap();
     }
     for chunk in [1, 3, 7, 50] {
         let mut c = consumer();
         c.open("FEED1", &["AAA.O"]).unwrap();
-        c.connected();
+        c.connected(0);
         let mut seen = Vec::new();
         for part in input.chunks(chunk) {
-            c.handle_bytes(part, &mut record(&mut seen)).unwrap();
+            c.handle_bytes(part, 0, &mut record(&mut seen)).unwrap();
         }
         assert_eq!(seen, whole, "chunks of {chunk}");
     }
@@ -255,8 +260,8 @@ fn back_off_doubles_to_two_seconds_and_resets_after_a_login() {
         now = t;
     }
     assert_eq!(at, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
-    c.connected();
-    c.handle_bytes(&accepted(), &mut |_| {}).unwrap();
+    c.connected(0);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
     assert_eq!(c.poll_timeout(), None);
     c.connection_lost(now, "x", &mut |_| {});
     assert_eq!(c.poll_timeout(), Some(now + 50 * MS));
@@ -265,12 +270,13 @@ fn back_off_doubles_to_two_seconds_and_resets_after_a_login() {
 #[test]
 fn a_refused_login_ends_the_session_and_bad_input_is_refused() {
     let mut c = consumer();
-    c.connected();
+    c.connected(0);
     let denied = bytes(Message::LoginResponse(LoginResponseRepr {
+        ping_interval_ms: None,
         result: LoginResult::Denied,
         text: "unknown user or wrong token",
     }));
-    let e = c.handle_bytes(&denied, &mut |_| {}).unwrap_err();
+    let e = c.handle_bytes(&denied, 0, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("wrong token"), "{e}");
     assert!(c.is_refused());
     c.connection_lost(0, "closed", &mut |_| {});
@@ -289,14 +295,119 @@ fn a_refused_login_ends_the_session_and_bad_input_is_refused() {
     let e = c.open("FEED1", &many).unwrap_err();
     assert!(e.to_string().contains("several requests"), "{e}");
     // A message only distributors receive: the connection must close.
-    c.connected();
-    c.handle_bytes(&accepted(), &mut |_| {}).unwrap();
-    let login = bytes(Message::Login(LoginRepr {
-        user: "x",
-        token: b"y",
-    }));
+    c.connected(0);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
+    let login = bytes(Message::Login(LoginRepr::new("x", b"y")));
     assert!(matches!(
-        c.handle_bytes(&login, &mut |_| {}),
+        c.handle_bytes(&login, 0, &mut |_| {}),
         Err(ConsumerError::Protocol { .. })
     ));
+}
+
+fn accepted_with_liveness(ms: u32) -> Vec<u8> {
+    bytes(Message::LoginResponse(LoginResponseRepr {
+        ping_interval_ms: Some(ms),
+        result: LoginResult::Accepted,
+        text: "",
+    }))
+}
+
+#[test]
+fn the_login_asks_for_the_configured_interval_with_version_2() {
+    let mut config = ConsumerConfig::new("alice", b"a", 1);
+    config.ping_interval_ns = 250 * MS;
+    let mut c = ConsumerCore::new(config).unwrap();
+    c.connected(0);
+    let out = c.transmit().to_vec();
+    let Ok(Message::Login(l)) = Message::parse(&out) else {
+        panic!("a LOGIN first");
+    };
+    assert_eq!((l.version, l.ping_interval_ms), (2, 250));
+}
+
+#[test]
+fn pings_at_the_agreed_interval_times_the_pong_answers_pings_and_gives_up_on_silence() {
+    let mut c = consumer();
+    c.connected(0);
+    sent(&mut c);
+    assert_eq!(c.poll_timeout(), Some(10_000 * MS), "the login deadline");
+    let t0 = 1_000 * MS;
+    c.handle_bytes(&accepted_with_liveness(200), t0, &mut |_| {})
+        .unwrap();
+    assert_eq!(c.ping_interval_ns(), Some(200 * MS));
+    assert_eq!(c.poll_timeout(), Some(t0 + 200 * MS));
+    c.handle_timeout(t0 + 199 * MS).unwrap();
+    assert!(sent(&mut c).is_empty());
+    let at = t0 + 200 * MS;
+    c.handle_timeout(at).unwrap();
+    assert_eq!(sent(&mut c), [format!("PING {at}")]);
+    let pong = PingRepr { payload: at }.to_bytes(crate::codec::PingKind::Pong);
+    c.handle_bytes(&pong, at + 2 * MS, &mut |_| {}).unwrap();
+    assert_eq!(c.rtt_ns(), Some(2 * MS));
+    assert_eq!(c.counters().pongs_received, 1);
+    // The distributor's PING is answered with its payload; it is no event.
+    let mut seen = Vec::new();
+    let ping = PingRepr { payload: 99 }.to_bytes(crate::codec::PingKind::Ping);
+    c.handle_bytes(&ping, at + 3 * MS, &mut record(&mut seen))
+        .unwrap();
+    assert!(seen.is_empty());
+    assert_eq!(sent(&mut c), ["PONG 99"]);
+    // Silent for three intervals since last heard: give up.
+    let heard = at + 3 * MS;
+    c.handle_timeout(heard + 600 * MS - 1).unwrap();
+    let e = c.handle_timeout(heard + 600 * MS).unwrap_err();
+    assert_eq!(
+        e,
+        ConsumerError::Silent {
+            silent_ms: 600,
+            interval_ms: 200
+        }
+    );
+    assert_eq!(c.counters().silences, 1);
+    c.connection_lost(heard + 600 * MS, &e.to_string(), &mut |_| {});
+    assert_eq!(c.ping_interval_ns(), None);
+    assert_eq!(c.address(), 1, "the next distributor");
+}
+
+#[test]
+fn an_unanswered_login_is_given_up_and_a_version_1_distributor_gets_version_1_at_once() {
+    let mut c = consumer();
+    c.connected(0);
+    assert!(c.handle_timeout(9_999 * MS).is_ok());
+    assert_eq!(
+        c.handle_timeout(10_000 * MS).unwrap_err(),
+        ConsumerError::LoginTimeout { waited_ms: 10_000 }
+    );
+    c.connection_lost(10_000 * MS, "login timeout", &mut |_| {});
+    assert_eq!(c.address(), 1);
+
+    let mut c = consumer();
+    c.connected(0);
+    sent(&mut c);
+    let old = bytes(Message::LoginResponse(LoginResponseRepr {
+        ping_interval_ms: None,
+        result: LoginResult::UnsupportedVersion,
+        text: "this distributor speaks version 1",
+    }));
+    let e = c.handle_bytes(&old, 5 * MS, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, ConsumerError::Protocol { .. }), "{e}");
+    assert!(!c.is_refused());
+    c.connection_lost(5 * MS, &e.to_string(), &mut |_| {});
+    assert_eq!(c.poll_timeout(), Some(5 * MS), "at once");
+    assert_eq!(c.address(), 0, "the same distributor");
+    c.connected(5 * MS);
+    let out = c.transmit().to_vec();
+    let Ok(Message::Login(l)) = Message::parse(&out) else {
+        panic!("a LOGIN");
+    };
+    assert_eq!((l.version, l.ping_interval_ms), (1, 0));
+    // Accepted without liveness: no timer while logged in.
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 6 * MS, &mut |_| {}).unwrap();
+    assert_eq!(c.poll_timeout(), None);
+    // Refused again with version 1: the end.
+    c.connection_lost(7 * MS, "x", &mut |_| {});
+    c.connected(60 * MS);
+    assert!(c.handle_bytes(&old, 61 * MS, &mut |_| {}).is_err());
+    assert!(c.is_refused());
 }

@@ -54,6 +54,42 @@ impl Request {
     }
 }
 
+/// The liveness of a client logged in with version 2: its PINGs and what it was last heard.
+#[derive(Debug, Clone)]
+pub(crate) struct Liveness {
+    /// The interval agreed at login.
+    pub interval_ns: u64,
+    pub next_ping_ns: u64,
+    /// When bytes were last read from it (its login at first).
+    pub last_heard_ns: u64,
+    /// The payload (send time) of the last PING, until its PONG.
+    pub outstanding: Option<u64>,
+    /// The last PING's round trip.
+    pub rtt_ns: Option<u64>,
+}
+
+impl Liveness {
+    pub fn new(interval_ns: u64, now_ns: u64) -> Liveness {
+        Liveness {
+            interval_ns,
+            next_ping_ns: now_ns.saturating_add(interval_ns),
+            last_heard_ns: now_ns,
+            outstanding: None,
+            rtt_ns: None,
+        }
+    }
+
+    pub fn silent_for(&self, now_ns: u64) -> u64 {
+        now_ns.saturating_sub(self.last_heard_ns)
+    }
+
+    /// The next PING, or the moment its silence closes it, whichever is first.
+    pub fn next_deadline(&self) -> u64 {
+        self.next_ping_ns
+            .min(self.last_heard_ns.saturating_add(3 * self.interval_ns))
+    }
+}
+
 /// A conflating client: what it missed since its queue passed the bound.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Conflation {
@@ -92,6 +128,10 @@ pub(crate) struct Client {
     pub login_name: Option<Box<str>>,
     /// It holds a slot of `max_clients` and of its user's `max_clients_per_user`.
     pub counted_user: Option<usize>,
+    /// Its LOGIN was of version 2 and asked for this ping interval (0: the default).
+    pub asked_ping_ms: Option<u32>,
+    /// Logged in with version 2: its PINGs and silence.
+    pub liveness: Option<Liveness>,
 }
 
 /// How a client is connected: what the driver tells the core at
@@ -119,6 +159,8 @@ impl Client {
             pending: true,
             login_name: None,
             counted_user: None,
+            asked_ping_ms: None,
+            liveness: None,
             id,
             login: Login::Awaiting { since_ns: now_ns },
             inbuf: Vec::new(),
@@ -165,4 +207,8 @@ pub struct ClientStats {
     pub updates_sent: u64,
     pub updates_dropped: u64,
     pub conflations: u64,
+    /// The ping interval agreed at login (`None`: a version 1 client, no liveness).
+    pub ping_interval_ms: Option<u64>,
+    /// Its last PING's round trip, once one was answered.
+    pub rtt_ns: Option<u64>,
 }

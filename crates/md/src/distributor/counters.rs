@@ -94,4 +94,10 @@ counters! {
     logins_throttled,
     /// Connections waiting to log in closed to make room (`max_pending_clients`).
     pending_evicted,
+    /// PINGs sent to clients logged in with version 2.
+    pings_sent,
+    /// PONGs received from clients.
+    pongs_received,
+    /// Clients closed because nothing was read from them for three ping intervals.
+    clients_silent,
 }

@@ -14,6 +14,9 @@ pub enum ClientError {
     Malformed(MdError),
     /// A LOGIN of a version this distributor does not speak.
     UnsupportedVersion(u16),
+    /// A LOGIN of a version this build speaks but the configuration refuses
+    /// (`min_client_version`).
+    VersionRefused { version: u16, min: u16 },
     /// Unknown user or wrong token (the same answer for both).
     BadCredentials,
     /// A message other than LOGIN before login.
@@ -48,8 +51,15 @@ impl fmt::Display for ClientError {
             ClientError::Malformed(e) => write!(f, "malformed message: {e}"),
             ClientError::UnsupportedVersion(v) => write!(
                 f,
-                "protocol version {v} is not supported: this distributor speaks version {}",
+                "protocol version {v} is not supported: this distributor speaks versions {} to {}",
+                crate::codec::MIN_VERSION,
                 crate::codec::VERSION
+            ),
+            ClientError::VersionRefused { version, min } => write!(
+                f,
+                "protocol version {version} is refused: this distributor requires version {min} \
+                 or newer (version 2 keeps idle connections alive with PINGs; \
+                 min_client_version = 1 accepts older clients)"
             ),
             ClientError::BadCredentials => write!(f, "unknown user or wrong token"),
             ClientError::LoginFirst(t) => {
@@ -210,6 +220,14 @@ pub enum ConfigError {
     },
     /// A limit set to 0.
     Zero(&'static str),
+    /// `min_client_version` names a version this build does not speak.
+    MinClientVersion(u16),
+    /// Ping intervals out of order or range.
+    PingIntervals {
+        min_ms: u64,
+        default_ms: u64,
+        max_ms: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -231,6 +249,24 @@ impl fmt::Display for ConfigError {
                  largest messages, so a conflated client can always be sent one image)"
             ),
             ConfigError::Zero(name) => write!(f, "{name} = 0: accepted: at least 1"),
+            ConfigError::MinClientVersion(v) => write!(
+                f,
+                "min_client_version = {v}: accepted: {} to {}",
+                crate::codec::MIN_VERSION,
+                crate::codec::VERSION
+            ),
+            ConfigError::PingIntervals {
+                min_ms,
+                default_ms,
+                max_ms,
+            } => write!(
+                f,
+                "min_ping_interval_ms = {min_ms}, ping_interval_ms = {default_ms}, \
+                 max_ping_interval_ms = {max_ms}: accepted: {} <= min <= default <= max <= \
+                 {}",
+                super::MIN_PING_INTERVAL_NS / 1_000_000,
+                u32::MAX
+            ),
         }
     }
 }
@@ -289,6 +325,14 @@ pub enum Event {
         user: Option<String>,
         peer: std::net::IpAddr,
         error: ClientError,
+    },
+    /// Nothing was read from the client for three ping intervals: it is being closed.
+    Silent {
+        client: super::ClientId,
+        /// The user its LOGIN named.
+        user: Option<String>,
+        peer: std::net::IpAddr,
+        silent_ms: u64,
     },
     /// The client's queue passed its bound: updates are conflated from now.
     Conflating { client: super::ClientId },

@@ -32,7 +32,8 @@
 //!   [`feed_gone`](Distributor::feed_gone), [`feed_back`](Distributor::feed_back): the
 //!   transport's loss and session events for the backbone.
 //! - [`handle_timeout`](Distributor::handle_timeout) at
-//!   [`poll_timeout`](Distributor::poll_timeout) (login deadlines).
+//!   [`poll_timeout`](Distributor::poll_timeout): login deadlines, and for clients logged in
+//!   with version 2 their PINGs and the silence that closes them.
 //!
 //! After each input, drain the outputs in this order:
 //!
@@ -70,6 +71,7 @@ pub use outbox::Transmit;
 use crate::codec::conflated::CONFLATED_LEN;
 use crate::codec::header::{Header, MAX_MESSAGE_LEN};
 use crate::codec::image_request::IMAGE_REQUEST_LEN;
+use crate::codec::ping::{PingKind, PingRepr, PING_LEN};
 use crate::codec::refresh::refresh_flags;
 use crate::codec::status::STATUS_HEADER_LEN;
 use crate::codec::{
@@ -79,7 +81,7 @@ use crate::codec::{
 };
 use crate::model::{check_service, is_glob, ItemState};
 use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
-use client::{Client, Conflation, Login, Request};
+use client::{Client, Conflation, Liveness, Login, Request};
 use outbox::Outbox;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -178,7 +180,20 @@ pub struct DistributorConfig {
     pub login_timeout_ns: u64,
     /// An image asked for is not asked for again before this long.
     pub image_retry_ns: u64,
+    /// The oldest protocol version a LOGIN may use (2): version 1 clients have no liveness, so
+    /// an idle one would hold its slot for ever; 1 accepts them.
+    pub min_client_version: u16,
+    /// The ping interval of a client that logs in with version 2 and asks for none (5 s).
+    pub ping_interval_ns: u64,
+    /// The shortest and longest intervals a client may ask for (1 s and 60 s): an interval
+    /// asked for outside them is taken as the nearest. A client silent for three intervals is
+    /// closed, so the longest bounds how long a dead one holds its slot.
+    pub min_ping_interval_ns: u64,
+    pub max_ping_interval_ns: u64,
 }
+
+/// The shortest ping interval a distributor may be configured to allow.
+pub const MIN_PING_INTERVAL_NS: u64 = 10_000_000;
 
 impl DistributorConfig {
     /// Defaults for `services`: 1 M items, 1024 logged-in clients (256 more waiting to log in,
@@ -201,7 +216,22 @@ impl DistributorConfig {
             max_watch_per_client: 100_000,
             login_timeout_ns: 10_000_000_000,
             image_retry_ns: 1_000_000_000,
+            min_client_version: 2,
+            ping_interval_ns: 5_000_000_000,
+            min_ping_interval_ns: 1_000_000_000,
+            max_ping_interval_ns: 60_000_000_000,
         }
+    }
+
+    /// The interval taken for a client asking for `asked_ms` (0: the default), in ms.
+    pub fn ping_interval_for(&self, asked_ms: u32) -> u32 {
+        let asked = if asked_ms == 0 {
+            self.ping_interval_ns
+        } else {
+            u64::from(asked_ms) * 1_000_000
+        };
+        let ns = asked.clamp(self.min_ping_interval_ns, self.max_ping_interval_ns);
+        u32::try_from(ns / 1_000_000).unwrap_or(u32::MAX).max(1)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -241,6 +271,24 @@ impl DistributorConfig {
                 return Err(ConfigError::Zero(name));
             }
         }
+        if !(crate::codec::MIN_VERSION..=crate::codec::VERSION).contains(&self.min_client_version) {
+            return Err(ConfigError::MinClientVersion(self.min_client_version));
+        }
+        let (min, default, max) = (
+            self.min_ping_interval_ns,
+            self.ping_interval_ns,
+            self.max_ping_interval_ns,
+        );
+        if min < MIN_PING_INTERVAL_NS
+            || !(min..=max).contains(&default)
+            || max > u64::from(u32::MAX) * 1_000_000
+        {
+            return Err(ConfigError::PingIntervals {
+                min_ms: min / 1_000_000,
+                default_ms: default / 1_000_000,
+                max_ms: max / 1_000_000,
+            });
+        }
         Ok(())
     }
 }
@@ -275,6 +323,9 @@ pub enum DisconnectReason {
     /// Its queue passed the bound and its policy is `disconnect`, or an answer that cannot be
     /// conflated did not fit.
     Slow,
+    /// Nothing was read from it for three ping intervals (a stopped process, a half-open
+    /// connection): closed without a word, since it would not read one.
+    Silent,
 }
 
 /// A connection to close.
@@ -287,8 +338,20 @@ pub struct Disconnect {
 impl Disconnect {
     /// True if the queued bytes should be written before closing (an answer saying why).
     pub fn flush(&self) -> bool {
-        !matches!(self.reason, DisconnectReason::Slow)
+        !matches!(
+            self.reason,
+            DisconnectReason::Slow | DisconnectReason::Silent
+        )
     }
+}
+
+/// The clients' PING round trips ([`Distributor::round_trips`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RoundTrips {
+    /// Clients with a round trip timed.
+    pub clients: usize,
+    pub mean_ns: u64,
+    pub max_ns: u64,
 }
 
 /// What the distributor holds, for bounds checks.
@@ -546,6 +609,8 @@ impl Distributor {
             updates_sent: c.updates_sent,
             updates_dropped: c.updates_dropped,
             conflations: c.conflations,
+            ping_interval_ms: c.liveness.as_ref().map(|l| l.interval_ns / 1_000_000),
+            rtt_ns: c.liveness.as_ref().and_then(|l| l.rtt_ns),
         })
     }
 
@@ -775,6 +840,11 @@ impl Distributor {
         if c.closing() {
             return;
         }
+        if let Some(l) = &mut c.liveness {
+            if !bytes.is_empty() {
+                l.last_heard_ns = l.last_heard_ns.max(now_ns);
+            }
+        }
         if c.verifying() {
             // Read once its login is answered; a client that sends more than a message's
             // worth meanwhile is refused.
@@ -835,8 +905,10 @@ impl Distributor {
         self.reap();
     }
 
-    /// Refuses clients that have not logged in within the login timeout.
+    /// Refuses clients that have not logged in within the login timeout; pings the clients
+    /// logged in with version 2 whose interval passed, and closes those silent for three.
     pub fn handle_timeout(&mut self, now_ns: u64) {
+        self.keep_alive(now_ns);
         let timeout = self.config.login_timeout_ns;
         let late: Vec<ClientId> = self
             .clients
@@ -858,17 +930,113 @@ impl Distributor {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) has something to do: the earliest login
-    /// deadline.
+    /// deadline, PING or silence deadline. It looks at every client: a driver asks it a few
+    /// times a second, not on every turn of its loop.
     pub fn poll_timeout(&self) -> Option<u64> {
         self.clients
             .iter()
-            .filter_map(|c| match c.login {
-                Login::Awaiting { since_ns } | Login::Verifying { since_ns, .. } => {
+            .filter_map(|c| match (c.login, &c.liveness) {
+                (Login::Awaiting { since_ns } | Login::Verifying { since_ns, .. }, _) => {
                     Some(since_ns.saturating_add(self.config.login_timeout_ns))
                 }
+                (Login::LoggedIn { .. }, Some(l)) => Some(l.next_deadline()),
                 _ => None,
             })
             .min()
+    }
+
+    /// Pings and silence: see [`handle_timeout`](Self::handle_timeout).
+    fn keep_alive(&mut self, now_ns: u64) {
+        let mut silent = Vec::new();
+        let mut ping = Vec::new();
+        for c in self.clients.iter() {
+            let (Some(l), Login::LoggedIn { .. }) = (&c.liveness, c.login) else {
+                continue;
+            };
+            if l.silent_for(now_ns) >= 3 * l.interval_ns {
+                silent.push((c.id, l.silent_for(now_ns)));
+            } else if now_ns >= l.next_ping_ns {
+                ping.push(c.id);
+            }
+        }
+        for (id, silent_ns) in silent {
+            self.counters.clients_silent += 1;
+            let (user, peer) = match self.clients.get(id) {
+                Some(c) => (c.login_name.as_deref().map(str::to_string), c.link.peer),
+                None => continue,
+            };
+            self.push_event(Event::Silent {
+                client: id,
+                user,
+                peer,
+                silent_ms: silent_ns / 1_000_000,
+            });
+            self.close_client(id, DisconnectReason::Silent);
+        }
+        for id in ping {
+            let Some(l) = self.clients.get_mut(id).and_then(|c| c.liveness.as_mut()) else {
+                continue;
+            };
+            l.next_ping_ns = now_ns.saturating_add(l.interval_ns);
+            // The payload is the send time, so the PONG times the round trip; a PING still
+            // unanswered is replaced (its round trip is not timed).
+            l.outstanding = Some(now_ns);
+            if self.queue_liveness(id, PingKind::Ping, now_ns) {
+                self.counters.pings_sent += 1;
+            }
+        }
+    }
+
+    /// A PING from a client: answered with a PONG at once.
+    fn on_ping(&mut self, id: ClientId, payload: u64) {
+        self.queue_liveness(id, PingKind::Pong, payload);
+    }
+
+    /// A PONG from a client: the round trip of the PING it answers, if it answers the last.
+    fn on_pong(&mut self, id: ClientId, payload: u64, now_ns: u64) {
+        self.counters.pongs_received += 1;
+        let Some(l) = self.clients.get_mut(id).and_then(|c| c.liveness.as_mut()) else {
+            return;
+        };
+        if l.outstanding == Some(payload) {
+            l.outstanding = None;
+            l.rtt_ns = Some(now_ns.saturating_sub(payload));
+        }
+    }
+
+    /// Queues a PING or PONG to a client, unless its queue is past its bound: a client that
+    /// is behind is not closed for a PING (it is alive: it reads; its own PINGs keep it).
+    fn queue_liveness(&mut self, id: ClientId, kind: PingKind, payload: u64) -> bool {
+        let max = self.config.max_queue_bytes;
+        match self.clients.get(id) {
+            Some(c) if !c.closing() && c.queued_bytes + PING_LEN <= max => {}
+            _ => return false,
+        }
+        let from = self.outbox.buffer().len();
+        self.outbox
+            .buffer()
+            .extend_from_slice(&PingRepr { payload }.to_bytes(kind));
+        self.queue_control(id, from);
+        true
+    }
+
+    /// The round trips of the clients with liveness whose last PING was answered.
+    pub fn round_trips(&self) -> RoundTrips {
+        let mut r = RoundTrips::default();
+        let mut sum: u128 = 0;
+        for rtt in self
+            .clients
+            .iter()
+            .filter_map(|c| c.liveness.as_ref()?.rtt_ns)
+        {
+            r.clients += 1;
+            sum += u128::from(rtt);
+            r.max_ns = r.max_ns.max(rtt);
+        }
+        if r.clients > 0 {
+            r.mean_ns = (sum / r.clients as u128) as u64;
+        }
+        r
     }
 
     // ---- backbone inputs --------------------------------------------------------------------
@@ -983,11 +1151,27 @@ impl Distributor {
             Err(e) => return self.refuse_client(id, ClientError::Malformed(e)),
         };
         match (logged_in, msg) {
-            (false, Message::Login(login)) => self.on_login(id, login.user, login.token, now_ns),
+            (false, Message::Login(login)) => {
+                if login.version < self.config.min_client_version {
+                    return self.refuse_client(
+                        id,
+                        ClientError::VersionRefused {
+                            version: login.version,
+                            min: self.config.min_client_version,
+                        },
+                    );
+                }
+                if let Some(c) = self.clients.get_mut(id) {
+                    c.asked_ping_ms = (login.version >= 2).then_some(login.ping_interval_ms);
+                }
+                self.on_login(id, login.user, login.token, now_ns)
+            }
             (false, other) => self.refuse_client(id, ClientError::LoginFirst(other.message_type())),
             (true, Message::Login(_)) => self.refuse_client(id, ClientError::AlreadyLoggedIn),
             (true, Message::Open(open)) => self.on_open(id, &open, now_ns),
             (true, Message::Close(close)) => self.on_close(id, close.request_id),
+            (true, Message::Ping(ping)) => self.on_ping(id, ping.payload),
+            (true, Message::Pong(pong)) => self.on_pong(id, pong.payload, now_ns),
             (true, other) => {
                 self.refuse_client(id, ClientError::NotFromClients(other.message_type()))
             }
@@ -1034,7 +1218,7 @@ impl Distributor {
                 return;
             }
         };
-        self.login_succeeded(id, user);
+        self.login_succeeded(id, user, now_ns);
     }
 
     /// The result of a [`Verification`] the driver ran: the client logs in, or is refused as
@@ -1049,7 +1233,7 @@ impl Distributor {
         // Back to waiting for the answer: a refusal below closes it, a login moves it on.
         c.login = Login::Awaiting { since_ns };
         match (matched, user) {
-            (true, Some(user)) => self.login_succeeded(client, user),
+            (true, Some(user)) => self.login_succeeded(client, user, now_ns),
             _ => self.login_failed(client, now_ns),
         }
         self.reap();
@@ -1073,7 +1257,7 @@ impl Distributor {
         self.refuse_client(id, ClientError::BadCredentials);
     }
 
-    fn login_succeeded(&mut self, id: ClientId, user: usize) {
+    fn login_succeeded(&mut self, id: ClientId, user: usize, now_ns: u64) {
         let user_name = match self.clients.get(id) {
             Some(c) => c.login_name.as_deref().unwrap_or("").to_string(),
             None => return,
@@ -1105,12 +1289,18 @@ impl Distributor {
             .and_then(|u| u.slow)
             .unwrap_or(self.config.slow);
         self.clients.logged_in(id, user);
+        let mut ping_interval_ms = None;
         if let Some(c) = self.clients.get_mut(id) {
             c.login = Login::LoggedIn { user };
             c.slow = slow;
+            if let Some(asked) = c.asked_ping_ms {
+                let ms = self.config.ping_interval_for(asked);
+                c.liveness = Some(Liveness::new(u64::from(ms) * 1_000_000, now_ns));
+                ping_interval_ms = Some(ms);
+            }
         }
         self.counters.logins_accepted += 1;
-        self.send_login_response(id, LoginResult::Accepted, "");
+        self.send_login_response_with(id, LoginResult::Accepted, ping_interval_ms, "");
         self.push_event(Event::LoggedIn {
             client: id,
             user: user_name,
@@ -1157,7 +1347,9 @@ impl Distributor {
         } else {
             self.counters.logins_denied += 1;
             let result = match error {
-                ClientError::UnsupportedVersion(_) => LoginResult::UnsupportedVersion,
+                ClientError::UnsupportedVersion(_) | ClientError::VersionRefused { .. } => {
+                    LoginResult::UnsupportedVersion
+                }
                 _ => LoginResult::Denied,
             };
             self.send_login_response(id, result, &text);
@@ -1173,8 +1365,19 @@ impl Distributor {
     }
 
     fn send_login_response(&mut self, id: ClientId, result: LoginResult, text: &str) {
+        self.send_login_response_with(id, result, None, text)
+    }
+
+    fn send_login_response_with(
+        &mut self,
+        id: ClientId,
+        result: LoginResult,
+        ping_interval_ms: Option<u32>,
+        text: &str,
+    ) {
         let repr = LoginResponseRepr {
             result,
+            ping_interval_ms,
             text: truncate(text, 255),
         };
         let buf = self.outbox.buffer();

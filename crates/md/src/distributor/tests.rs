@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::codec::{
-    CloseRepr, FieldList, LoginRepr, OpenRepr, PatternList, RefreshRepr, UpdateRepr,
+    CloseRepr, FieldList, LoginRepr, LoginResult, OpenRepr, PatternList, PingKind, PingRepr,
+    RefreshRepr, UpdateRepr,
 };
 use crate::dictionary::Dictionary;
 use crate::model::{Field, Price, Value};
@@ -139,10 +140,7 @@ impl Net {
         let token = format!("{user}-token");
         self.send(
             c,
-            &encode(&Message::Login(LoginRepr {
-                user,
-                token: token.as_bytes(),
-            })),
+            &encode(&Message::Login(LoginRepr::new(user, token.as_bytes()))),
         );
         assert_eq!(self.take(c), ["LOGIN_RESPONSE accepted"]);
         c
@@ -213,6 +211,8 @@ impl Net {
             Message::Conflated(c) => {
                 format!("CONFLATED items={} dropped={}", c.items, c.updates_dropped)
             }
+            Message::Ping(p) => format!("PING {}", p.payload),
+            Message::Pong(p) => format!("PONG {}", p.payload),
             other => panic!("a client never receives {:?}", other.message_type()),
         }
     }
@@ -362,30 +362,21 @@ fn bad_logins_are_answered_with_a_login_response_counted_and_closed() {
     let cases: Vec<(Vec<u8>, &str)> =
         vec![
         (
-            encode(&Message::Login(LoginRepr {
-                user: "alice",
-                token: b"wrong",
-            })),
+            encode(&Message::Login(LoginRepr::new("alice", b"wrong"))),
             "LOGIN_RESPONSE denied: unknown user or wrong token",
         ),
         (
-            encode(&Message::Login(LoginRepr {
-                user: "mallory",
-                token: b"alice-token",
-            })),
+            encode(&Message::Login(LoginRepr::new("mallory", b"alice-token"))),
             "LOGIN_RESPONSE denied: unknown user or wrong token",
         ),
         (
             {
-                let mut b = encode(&Message::Login(LoginRepr {
-                    user: "alice",
-                    token: b"alice-token",
-                }));
-                b[12] = 2;
+                let mut b = encode(&Message::Login(LoginRepr::new("alice", b"alice-token")));
+                b[12] = 3;
                 b
             },
-            "LOGIN_RESPONSE unsupported-version: protocol version 2 is not supported: this \
-             distributor speaks version 1",
+            "LOGIN_RESPONSE unsupported-version: protocol version 3 is not supported: this \
+             distributor speaks versions 1 to 2",
         ),
         (
             encode(&Message::Close(CloseRepr { request_id: 1 })),
@@ -453,10 +444,7 @@ fn malformed_or_out_of_order_messages_after_login_are_rejected_with_a_status_and
              value 1 (see docs/market-data.md)",
         ),
         (
-            encode(&Message::Login(LoginRepr {
-                user: "bob",
-                token: b"bob-token",
-            })),
+            encode(&Message::Login(LoginRepr::new("bob", b"bob-token"))),
             "STATUS 0 req=0 rejected /: already logged in: LOGIN is sent once",
         ),
         (
@@ -947,7 +935,7 @@ impl Net {
     }
 
     fn login_as(&mut self, c: ClientId, user: &str, token: &[u8]) -> Vec<String> {
-        self.send(c, &encode(&Message::Login(LoginRepr { user, token })));
+        self.send(c, &encode(&Message::Login(LoginRepr::new(user, token))));
         self.take(c)
     }
 }
@@ -956,7 +944,7 @@ const ACCEPTED: &str = "LOGIN_RESPONSE accepted";
 
 /// A LOGIN and, in the same bytes, request 1 for `name` of FEED1.
 fn login_then_open(user: &str, token: &[u8], name: &str) -> Vec<u8> {
-    let mut bytes = encode(&Message::Login(LoginRepr { user, token }));
+    let mut bytes = encode(&Message::Login(LoginRepr::new(user, token)));
     bytes.extend(encode(&Message::Open(OpenRepr {
         request_id: 1,
         service: FEED1,
@@ -1255,7 +1243,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
     // A wrong token, and an unknown user: both checked, both refused.
     for (user, token) in [("erin", &b"guess"[..]), ("mallory", &b"erin-token"[..])] {
         let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
-        net.send(c, &encode(&Message::Login(LoginRepr { user, token })));
+        net.send(c, &encode(&Message::Login(LoginRepr::new(user, token))));
         let v = net.d.poll_verification().expect("a slow check");
         let matched = entitle::verify_token(&v.hash, &v.token);
         assert!(!matched, "{user}");
@@ -1277,10 +1265,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
         let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
         net.send(
             c,
-            &encode(&Message::Login(LoginRepr {
-                user: "erin",
-                token: b"erin-token",
-            })),
+            &encode(&Message::Login(LoginRepr::new("erin", b"erin-token"))),
         );
         let v = net.d.poll_verification().expect("a slow check");
         let mut users = vec![User::with_token("abe", b"abe-token", &["AAA.*"])];
@@ -1299,4 +1284,186 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
             assert!(got[0].contains("unknown user or wrong token"), "{got:?}");
         }
     }
+}
+
+/// Logs `user` in with version 2 asking for `ping_ms`; the interval the distributor took.
+fn login_v2(net: &mut Net, user: &str, ping_ms: u32) -> (ClientId, Option<u32>) {
+    let c = net.connect();
+    let token = format!("{user}-token");
+    let login = LoginRepr {
+        ping_interval_ms: ping_ms,
+        ..LoginRepr::new(user, token.as_bytes())
+    };
+    net.send(c, &encode(&Message::Login(login)));
+    let bytes = std::mem::take(net.queues.get_mut(&c).unwrap());
+    let Ok(Message::LoginResponse(r)) = Message::parse(&bytes) else {
+        panic!("a LOGIN is answered with a LOGIN_RESPONSE");
+    };
+    assert_eq!(r.result, LoginResult::Accepted);
+    (c, r.ping_interval_ms)
+}
+
+fn liveness_config() -> DistributorConfig {
+    let mut config = DistributorConfig::new(&[FEED1]);
+    config.min_ping_interval_ns = 100_000_000;
+    config.ping_interval_ns = 1_000_000_000;
+    config.max_ping_interval_ns = 10_000_000_000;
+    config
+}
+
+#[test]
+fn a_version_2_login_agrees_on_an_interval_within_the_distributors_bounds() {
+    let mut net = Net::with(liveness_config());
+    assert_eq!(login_v2(&mut net, "alice", 0).1, Some(1000), "the default");
+    assert_eq!(login_v2(&mut net, "bob", 250).1, Some(250), "as asked");
+    assert_eq!(
+        login_v2(&mut net, "bob", 1).1,
+        Some(100),
+        "raised to the minimum"
+    );
+    assert_eq!(
+        login_v2(&mut net, "bob", u32::MAX).1,
+        Some(10_000),
+        "cut to the maximum"
+    );
+}
+
+#[test]
+fn a_client_is_pinged_every_interval_its_pong_timed_and_its_silence_closes_it() {
+    let mut net = Net::with(liveness_config());
+    let (a, interval) = login_v2(&mut net, "alice", 200);
+    assert_eq!(interval, Some(200));
+    let ms = 1_000_000;
+    let start = net.now_ns;
+    assert_eq!(net.d.poll_timeout(), Some(start + 200 * ms));
+    // Nothing before the interval.
+    net.d.handle_timeout(start + 199 * ms);
+    net.pump();
+    assert!(net.take(a).is_empty());
+    // The PING carries its send time; the PONG echoing it times the round trip.
+    let sent_at = start + 200 * ms;
+    net.d.handle_timeout(sent_at);
+    net.pump();
+    assert_eq!(net.take(a), [format!("PING {sent_at}")]);
+    assert_eq!(net.d.counters().pings_sent, 1);
+    net.now_ns = sent_at + 3 * ms - 1_000;
+    net.send(a, &PingRepr { payload: sent_at }.to_bytes(PingKind::Pong));
+    assert_eq!(net.d.client_stats(a).unwrap().rtt_ns, Some(3 * ms));
+    assert_eq!(net.d.round_trips().max_ns, 3 * ms);
+    // A PONG that answers no PING of ours times nothing.
+    net.send(a, &PingRepr { payload: 7 }.to_bytes(PingKind::Pong));
+    assert_eq!(net.d.client_stats(a).unwrap().rtt_ns, Some(3 * ms));
+    // The client's own PING is answered at once with its payload.
+    net.send(a, &PingRepr { payload: 42 }.to_bytes(PingKind::Ping));
+    assert_eq!(net.take(a), ["PONG 42"]);
+    // Heard last at `net.now_ns`: three intervals of silence from then close it, not before.
+    let heard = net.now_ns;
+    net.d.handle_timeout(heard + 600 * ms - 1);
+    net.pump();
+    assert_eq!(net.disconnected(a), None);
+    assert_eq!(
+        net.take(a),
+        [format!("PING {}", heard + 600 * ms - 1)],
+        "the PING of the interval that passed (at most one per call)"
+    );
+    net.d.handle_timeout(heard + 600 * ms);
+    net.pump();
+    assert_eq!(net.disconnected(a), Some(DisconnectReason::Silent));
+    assert!(!net.disconnects.last().unwrap().flush());
+    assert_eq!(net.d.counters().clients_silent, 1);
+    assert!(matches!(
+        net.events.last(),
+        Some(Event::Silent { silent_ms: 600, user: Some(u), .. }) if u == "alice"
+    ));
+}
+
+#[test]
+fn a_client_that_keeps_talking_is_never_closed_and_one_behind_is_not_pinged() {
+    let mut config = liveness_config();
+    config.max_queue_bytes = MIN_QUEUE_BYTES;
+    let mut net = Net::with(config);
+    let (a, _) = login_v2(&mut net, "alice", 100);
+    let ms = 1_000_000;
+    for _ in 0..50 {
+        net.now_ns += 50 * ms;
+        let now = net.now_ns;
+        net.d.handle_timeout(now);
+        net.pump();
+        net.send(a, &PingRepr { payload: now }.to_bytes(PingKind::Ping));
+    }
+    assert_eq!(net.disconnected(a), None, "2.5 s of talk, 100 ms interval");
+    let pings = net.take(a).iter().filter(|m| m.starts_with("PING")).count();
+    assert!((20..=26).contains(&pings), "a PING per 100 ms: {pings}");
+    // A client whose queue is full is alive (it reads); it is not sent a PING, nor closed as
+    // slow for one.
+    net.d.client_drained(a, MIN_QUEUE_BYTES);
+    let sent = net.d.counters().pings_sent;
+    net.now_ns += 100 * ms;
+    let now = net.now_ns;
+    net.d.handle_timeout(now);
+    net.pump();
+    assert_eq!(net.d.counters().pings_sent, sent);
+    assert_eq!(net.disconnected(a), None);
+}
+
+#[test]
+fn version_1_is_refused_unless_configured_and_then_never_pinged() {
+    let v1 = |user: &str, token: &[u8]| -> Vec<u8> {
+        let login = LoginRepr {
+            version: 1,
+            ..LoginRepr::new("x", b"x")
+        };
+        encode(&Message::Login(LoginRepr {
+            user,
+            token,
+            ..login
+        }))
+    };
+    let mut net = Net::with(liveness_config());
+    let c = net.connect();
+    net.send(c, &v1("alice", b"alice-token"));
+    assert_eq!(
+        net.take(c),
+        [
+            "LOGIN_RESPONSE unsupported-version: protocol version 1 is refused: this distributor \
+          requires version 2 or newer (version 2 keeps idle connections alive with PINGs; \
+          min_client_version = 1 accepts older clients)"
+        ]
+    );
+    let mut config = liveness_config();
+    config.min_client_version = 1;
+    let mut net = Net::with(config);
+    let c = net.connect();
+    net.send(c, &v1("alice", b"alice-token"));
+    assert_eq!(net.take(c), ["LOGIN_RESPONSE accepted"]);
+    assert_eq!(
+        net.d.poll_timeout(),
+        None,
+        "no deadline for a version 1 client"
+    );
+    net.d.handle_timeout(net.now_ns + 3_600_000_000_000);
+    net.pump();
+    assert!(net.take(c).is_empty());
+    assert_eq!(net.disconnected(c), None);
+    assert_eq!(net.d.client_stats(c).unwrap().ping_interval_ms, None);
+}
+
+#[test]
+fn ping_intervals_out_of_order_are_refused_naming_the_keys() {
+    let mut config = liveness_config();
+    config.ping_interval_ns = 50_000_000;
+    let e = Distributor::new(config, Arc::new(users())).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "min_ping_interval_ms = 100, ping_interval_ms = 50, max_ping_interval_ms = 10000: \
+         accepted: 10 <= min <= default <= max <= 4294967295"
+    );
+    let mut config = liveness_config();
+    config.min_client_version = 3;
+    assert_eq!(
+        Distributor::new(config, Arc::new(users()))
+            .unwrap_err()
+            .to_string(),
+        "min_client_version = 3: accepted: 1 to 2"
+    );
 }
