@@ -612,6 +612,13 @@ int32_t pg_md_consumer_poll(pg_md_consumer *consumer,
 // then poll with a timeout of 0), or -1 between connections; it changes on reconnection.
 int32_t pg_md_consumer_fd(pg_md_consumer *consumer, int32_t *fd);
 
+// The last PING round trip to the distributor, in nanoseconds, into `*rtt_ns` (0 before one
+// was timed, or with a distributor of protocol version 1). The consumer and the distributor
+// PING each other at the distributor's interval (5 s unless configured); call
+// `pg_md_consumer_poll` at least once an interval, or the distributor takes the consumer for
+// dead after three.
+int32_t pg_md_consumer_rtt_ns(pg_md_consumer *consumer, uint64_t *rtt_ns);
+
 // Closes the connection and frees the consumer.
 int32_t pg_md_consumer_free(pg_md_consumer *consumer);
 

@@ -1262,9 +1262,12 @@ impl Consumer {
     /// core; default 0). `tls_ca`: connect over TLS, checking the distributor's certificate
     /// against this PEM CA file (and the host of the address, or `tls_server_name`);
     /// `tls_cert` and `tls_key`: this consumer's certificate and key, for a user the
-    /// distributor identifies by its certificate.
+    /// distributor identifies by its certificate. `ping_interval_ms`: the liveness interval
+    /// to ask the distributor for (default: the distributor's); a distributor silent for
+    /// three intervals is given up and the next address tried. Call `poll` at least once an
+    /// interval: a consumer that does not is silent too, and the distributor closes it.
     #[new]
-    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0, tls_ca = None, tls_cert = None, tls_key = None, tls_server_name = None))]
+    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0, tls_ca = None, tls_cert = None, tls_key = None, tls_server_name = None, ping_interval_ms = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -1278,8 +1281,18 @@ impl Consumer {
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
         tls_server_name: Option<&str>,
+        ping_interval_ms: Option<u32>,
     ) -> PyResult<Self> {
-        let options = connect_options(tls_ca, tls_cert, tls_key, tls_server_name)?;
+        let mut options = connect_options(tls_ca, tls_cert, tls_key, tls_server_name)?;
+        if let Some(ms) = ping_interval_ms {
+            if !(1..=3_600_000).contains(&ms) {
+                return Err(PyValueError::new_err(format!(
+                    "ping_interval_ms={ms}: give 1 to 3600000 (milliseconds), or None for the \
+                     distributor's default"
+                )));
+            }
+            options = options.with_ping_interval(Duration::from_millis(ms.into()));
+        }
         let addresses = strings("addresses", addresses)?;
         let times_ns = match times {
             "datetime" => false,
@@ -1415,13 +1428,32 @@ impl Consumer {
         &self.user
     }
 
-    /// The counters, by name (messages, refreshes, updates, statuses, gaps, connections...).
+    /// The counters, by name (messages, refreshes, updates, statuses, gaps, connections,
+    /// pings_sent, silences...).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = {
             let g = self.state(py)?;
             g.as_ref().expect("checked").consumer.counters()
         };
         named_counters(py, &c.values())
+    }
+
+    /// The last PING round trip to the distributor in microseconds (float), or None before
+    /// one was timed.
+    #[getter]
+    fn rtt_us(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let g = self.state(py)?;
+        let rtt = g.as_ref().expect("checked").consumer.rtt();
+        Ok(rtt.map(|d| d.as_nanos() as f64 / 1_000.0))
+    }
+
+    /// The ping interval agreed with the distributor, in milliseconds (None: not logged in,
+    /// or a distributor of protocol version 1).
+    #[getter]
+    fn ping_interval_ms(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        let g = self.state(py)?;
+        let interval = g.as_ref().expect("checked").consumer.ping_interval();
+        Ok(interval.map(|d| d.as_millis() as u64))
     }
 
     /// Closes the connection; later calls raise `peregrine.Closed`.

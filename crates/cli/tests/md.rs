@@ -817,16 +817,30 @@ fn bad_logins_and_malformed_requests_are_refused_with_an_answer_closed_and_count
     );
     assert!(got[0].text.contains("malformed"), "{:?}", got[0]);
 
-    let mut v2 = Raw::connect(&addr);
-    let mut login = Raw::login_bytes("alice", "s3cret");
-    login[12..14].copy_from_slice(&2u16.to_le_bytes());
-    v2.send(&login);
-    let got = v2.until_closed(S * 3);
-    assert_eq!(
-        got[0].login,
-        Some(LoginResult::UnsupportedVersion),
-        "{got:?}"
-    );
+    // A version this build does not speak, and version 1, which it speaks but refuses by
+    // default (no liveness).
+    for version in [3u16, 1] {
+        let mut old = Raw::connect(&addr);
+        let mut login = Raw::login_bytes("alice", "s3cret");
+        login[12..14].copy_from_slice(&version.to_le_bytes());
+        if version == 1 {
+            // The version 1 layout: no ping interval before the user.
+            login.drain(16..20);
+            let len = login.len() as u16;
+            login[0..2].copy_from_slice(&len.to_le_bytes());
+        }
+        old.send(&login);
+        let got = old.until_closed(S * 3);
+        assert_eq!(
+            got[0].login,
+            Some(LoginResult::UnsupportedVersion),
+            "version {version}: {got:?}"
+        );
+        assert!(
+            got[0].text.contains(&format!("version {version}")),
+            "{got:?}"
+        );
+    }
 
     // After login: a malformed OPEN (its reserved byte set) is answered STATUS rejected with
     // request id 0, and closed.
@@ -876,7 +890,7 @@ fn bad_logins_and_malformed_requests_are_refused_with_an_answer_closed_and_count
     );
 
     let ds = d.stop_json();
-    assert_eq!(counter(&ds, "logins_denied"), 6, "{ds}");
+    assert_eq!(counter(&ds, "logins_denied"), 7, "{ds}");
     assert_eq!(counter(&ds, "logins_accepted"), 3, "{ds}");
     assert_eq!(counter(&ds, "protocol_errors"), 2, "{ds}");
     assert_eq!(counter(&ds, "malformed_messages"), 2, "{ds}");
@@ -2141,4 +2155,146 @@ fn slot_flooding_and_a_login_brute_force_leave_honest_clients_served() {
         counter(&summary, "logins_denied")
     );
     drop(c2);
+}
+
+/// A distributor whose clients may ask for ping intervals down to 50 ms.
+fn fast_pings(net: &Net) -> String {
+    net.file(
+        "pings.toml",
+        "min_ping_interval_ms = 50\nping_interval_ms = 200\n",
+    )
+}
+
+#[test]
+fn a_stopped_client_is_closed_after_three_ping_intervals_and_the_others_keep_their_data() {
+    let _one = serial();
+    let net = Net::new("silent-client");
+    let users = net.users(&[("alice", "a", &["*"], ""), ("bob", "b", &["*"], "")]);
+    let items = net.items(10);
+    let config = fast_pings(&net);
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    let stopped = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["*"],
+        &["--print", "--seconds", "60", "--ping-interval-ms", "100"],
+    );
+    stopped.expect("an update", S * 10, |l| l.starts_with("UPDATE"), &[&d]);
+    let honest = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+    // Round trips are timed and published once the PINGs were answered.
+    let stat = wait_for_stat(d.pid(), |r| {
+        r["values"]["pongs_received"].as_u64() >= Some(2) && r["values"]["rtt_max_us"] != 0
+    });
+    assert!(
+        stat["values"]["rtt_mean_us"].as_u64().unwrap() > 0,
+        "{stat}"
+    );
+
+    stopped.signal(Signal::STOP);
+    let (_, silent) = d.expect(
+        "the stopped client closed for its silence",
+        S * 10,
+        |l| l.contains("\"event\":\"silent\""),
+        &[&stopped],
+    );
+    let v: Value = serde_json::from_str(&silent).unwrap();
+    let silent_ms = v["silent_ms"].as_u64().unwrap();
+    assert!(silent_ms >= 300, "three intervals of 100 ms at least: {v}");
+    assert_eq!(v["user"], "alice", "{v}");
+    // The honest client goes on.
+    let from = honest.lines().len();
+    honest.expect_from(
+        from,
+        "updates after the close",
+        S * 5,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+    // Resumed, the stopped client finds its connection closed and logs in again.
+    stopped.signal(Signal::CONT);
+    let (gone, _) = stopped.expect(
+        "its disconnection",
+        S * 10,
+        |l| l.contains("\"disconnected\""),
+        &[&d],
+    );
+    stopped.expect_from(
+        gone,
+        "a new login",
+        S * 10,
+        |l| l.contains("\"logged_in\""),
+        &[&d],
+    );
+    drop(stopped);
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "clients_silent"), 1, "{ds}");
+    assert!(counter(&ds, "pings_sent") >= 2, "{ds}");
+}
+
+#[test]
+fn a_stopped_distributor_is_given_up_after_three_ping_intervals_for_the_next_one() {
+    let _one = serial();
+    let net = Net::new("silent-distributor");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(10);
+    let config = fast_pings(&net);
+    let (d1, addr1) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let (d2, addr2) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d1, 0, &f);
+    feed_found(&d2, 0, &f);
+    let both = format!("{addr1},{addr2}");
+    let mut c = net.client(
+        &both,
+        "alice",
+        "a",
+        &["AAA.O"],
+        &["--print", "--seconds", "60", "--ping-interval-ms", "100"],
+    );
+    c.expect(
+        "an update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d1],
+    );
+    d1.signal(Signal::STOP);
+    let (gone, line) = c.expect(
+        "the silent distributor given up",
+        S * 10,
+        |l| l.contains("\"disconnected\""),
+        &[&d1, &d2],
+    );
+    assert!(
+        line.contains("nothing from the distributor for"),
+        "given up for its silence: {line}"
+    );
+    let (back, login) = c.expect_from(
+        gone,
+        "a login to the next distributor",
+        S * 10,
+        |l| l.contains("\"logged_in\""),
+        &[&d2],
+    );
+    assert!(login.contains(&addr2), "{login}");
+    c.expect_from(
+        back,
+        "a fresh image, then updates, from it",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d2],
+    );
+    let (stale, _) = c.expect(
+        "the item stale before the move",
+        S,
+        |l| l.starts_with("STATUS AAA.O stale"),
+        &[],
+    );
+    assert!(stale < back, "stale before the new login");
+    d1.signal(Signal::CONT);
+    let s = c.stop_json();
+    assert_eq!(s["silences"], 1, "{s}");
+    assert_eq!(s["gaps"], 0, "{s}");
 }

@@ -708,6 +708,23 @@ pub unsafe extern "C" fn pg_md_consumer_fd(consumer: *mut pg_md_consumer, fd: *m
     })
 }
 
+/// The last PING round trip to the distributor, in nanoseconds, into `*rtt_ns` (0 before one
+/// was timed, or with a distributor of protocol version 1). The consumer and the distributor
+/// PING each other at the distributor's interval (5 s unless configured); call
+/// `pg_md_consumer_poll` at least once an interval, or the distributor takes the consumer for
+/// dead after three.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_rtt_ns(
+    consumer: *mut pg_md_consumer,
+    rtt_ns: *mut u64,
+) -> i32 {
+    with_consumer(consumer, |c| {
+        let ns = c.consumer.rtt().map_or(0, |d| d.as_nanos() as u64);
+        put(rtt_ns, ns, "rtt_ns")?;
+        Ok(0)
+    })
+}
+
 /// Closes the connection and frees the consumer.
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_free(consumer: *mut pg_md_consumer) -> i32 {

@@ -57,7 +57,7 @@ Errors
 
 Consumer
     `Consumer(addresses, user, token=None, times="datetime", dictionary=None, busy_poll_us=0,
-    tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None)`
+    tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, ping_interval_ms=None)`
     connects to the first distributor of the list that accepts and logs in (the token
     defaults to the environment's PEREGRINE_MD_TOKEN; `busy_poll_us` keeps `poll` reading
     that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
@@ -70,6 +70,12 @@ Consumer
     follow. `fileno()` gives the socket for `selectors` (-1 between connections).
     `disconnect()` (or leaving a `with` block) ends it. Use a consumer from one thread at a
     time: a call from another thread waits until a `poll` in progress returns.
+
+    Liveness: the consumer and the distributor PING each other every `ping_interval_ms`
+    (default: the distributor's, 5000 unless configured); a distributor silent for three
+    intervals is given up like a lost connection, and a consumer that does not call `poll`
+    for three intervals is closed by the distributor. `rtt_us` is the last round trip,
+    `ping_interval_ms` the interval agreed.
 
     Over TLS: `Consumer(..., tls_ca="ca.crt")` checks the distributor's certificate against
     that CA and the address's host (or `tls_server_name="md1.example"`); add

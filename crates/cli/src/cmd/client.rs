@@ -45,6 +45,10 @@ struct Totals {
     /// UPDATEs of an item last said to be stale (or never refreshed).
     updates_without_image: u64,
     reconnects: u64,
+    /// Connections given up because the distributor was silent for three ping intervals.
+    silences: u64,
+    /// The last PING round trip to the distributor.
+    rtt: Option<Duration>,
     /// One-way latency of UPDATEs, nanoseconds.
     latency: Histogram<u64>,
     /// Every item received, by name, over every connection (for `--items-out`).
@@ -126,6 +130,10 @@ pub fn run(a: ClientArgs) -> Result<()> {
             ConnectOptions::tls(tls)
         }
     };
+    let options = match a.ping_interval_ms {
+        Some(ms) => options.with_ping_interval(Duration::from_millis(ms.into())),
+        None => options,
+    };
     let mut consumer =
         Consumer::new_with(&addresses, &a.user, &token, options).map_err(|e| match e {
             peregrine_market_data::ConsumerError::Address { .. } => {
@@ -153,6 +161,8 @@ pub fn run(a: ClientArgs) -> Result<()> {
             gaps: 0,
             updates_without_image: 0,
             reconnects: 0,
+            silences: 0,
+            rtt: None,
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
             tallies: Vec::new(),
@@ -165,6 +175,8 @@ pub fn run(a: ClientArgs) -> Result<()> {
     let result = c.run(&mut consumer);
     c.t.updates_without_image = consumer.counters().updates_without_image;
     c.t.reconnects = consumer.counters().connections.saturating_sub(1);
+    c.t.silences = consumer.counters().silences;
+    c.t.rtt = consumer.rtt();
     if let Some(path) = &c.a.items_out {
         c.write_items(path)
             .with_context(|| format!("--items-out {}", path.display()))?;
@@ -273,15 +285,22 @@ impl Client {
             return Ok(());
         }
         match e {
-            Event::LoggedIn { .. } => {
+            Event::LoggedIn { address } => {
+                let to = self
+                    .a
+                    .connect
+                    .split(',')
+                    .nth(address)
+                    .unwrap_or(&self.a.connect)
+                    .trim()
+                    .to_string();
                 self.say(
                     format!(
-                        "logged in to {} as {}; opening {} names and globs",
-                        self.a.connect,
+                        "logged in to {to} as {}; opening {} names and globs",
                         self.a.user,
                         self.watch.len()
                     ),
-                    json!({"event": "logged_in", "user": self.a.user, "patterns": self.watch.len()}),
+                    json!({"event": "logged_in", "distributor": to, "user": self.a.user, "patterns": self.watch.len()}),
                 )?;
             }
             Event::Disconnected { reason } => {
@@ -444,7 +463,7 @@ impl Client {
         };
         let t = &self.t;
         let text = format!(
-            "done: {} messages in {secs:.2} s ({} refreshes, {} updates, {} statuses, {} conflated), {:.0} updates/s, gaps {}, updates without image {}, reconnects {}; one-way latency us: mean {mean} median {median} p99 {p99} p99.9 {p999} max {max} ({} samples)",
+            "done: {} messages in {secs:.2} s ({} refreshes, {} updates, {} statuses, {} conflated), {:.0} updates/s, gaps {}, updates without image {}, reconnects {} ({} for silence), ping round trip {}; one-way latency us: mean {mean} median {median} p99 {p99} p99.9 {p999} max {max} ({} samples)",
             t.messages,
             t.refreshes,
             t.updates,
@@ -454,13 +473,17 @@ impl Client {
             t.gaps,
             t.updates_without_image,
             t.reconnects,
+            t.silences,
+            t.rtt
+                .map_or_else(|| "-".to_string(), |d| format!("{} us", d.as_micros())),
             h.len()
         );
         let value = json!({
             "done": true, "seconds": secs, "messages": t.messages, "refreshes": t.refreshes,
             "updates": t.updates, "statuses": t.statuses, "conflated": t.conflated,
             "gaps": t.gaps, "updates_without_image": t.updates_without_image,
-            "reconnects": t.reconnects,
+            "reconnects": t.reconnects, "silences": t.silences,
+            "rtt_us": t.rtt.map(|d| d.as_micros() as u64),
             "latency_us": {"mean": mean, "median": median, "p99": p99, "p99_9": p999,
                            "max": max, "samples": h.len()},
             "latency_ns": {"mean": h.mean(), "stddev": h.stdev(), "min": h.min(),

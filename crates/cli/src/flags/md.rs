@@ -197,6 +197,12 @@ pub struct ClientArgs {
     /// 1000000; 0: always block).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub busy_poll_us: u64,
+    /// The liveness interval to ask the distributor for, in milliseconds (default: the
+    /// distributor's, 5000 unless configured; it takes the nearest its bounds allow). Each
+    /// side pings at it; a distributor silent for three intervals is given up and the next
+    /// one of --connect is tried.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3_600_000))]
+    pub ping_interval_ms: Option<u32>,
 }
 
 /// `--mode`: throughput or latency.
