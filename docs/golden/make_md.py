@@ -17,6 +17,7 @@ TYPES = {
     "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16, "IMAGE_REQUEST": 0x20,
 }
 REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02}
+OPEN_FLAGS = {"SNAPSHOT": 0x01}
 STATES = {"ok": 0, "stale": 1, "closed": 2, "not-entitled": 3, "not-found": 4, "rejected": 5}
 RESULTS = {"accepted": 0, "denied": 1, "unsupported-version": 2}
 KINDS = {"int": 1, "price": 2, "time": 3, "enum": 4, "string": 5}
@@ -106,12 +107,12 @@ def ping(type_name, payload, item_id=0, length=16):
     return header(length, type_name, 0, item_id) + struct.pack("<Q", payload) + bytes(length - 16)
 
 
-def open_(request_id, service, patterns, reserved=0, count=None, extra=b""):
+def open_(request_id, service, patterns, reserved=0, count=None, extra=b"", flags=()):
     s = service.encode()
     body = b"".join(struct.pack("<B", len(p)) + p for p in (p.encode() if isinstance(p, str) else p for p in patterns))
     n = len(patterns) if count is None else count
     fixed = struct.pack("<IBBH", request_id, len(s), reserved, n)
-    return header(16 + len(s) + len(body) + len(extra), "OPEN") + fixed + s + body + extra
+    return header(16 + len(s) + len(body) + len(extra), "OPEN", flag_bits(flags, OPEN_FLAGS)) + fixed + s + body + extra
 
 
 def close(request_id, length=12):
@@ -326,9 +327,13 @@ invalid("login_response_result_3", "LOGIN_RESPONSE", login_response("accepted", 
 
 # ---- OPEN -------------------------------------------------------------------------------------
 o = dict(request_id=7, service="FEED1", patterns=["MSFT.O", "AAA.*"])
-valid("open_name_and_glob", "OPEN", open_(**o), o, "one exact name and one glob in one request")
+valid("open_name_and_glob", "OPEN", open_(**o), dict(o, flags=[]), "one exact name and one glob in one request")
 o = dict(request_id=0xFFFFFFFF, service="ELEKTRON", patterns=["EUR="])
-valid("open_one_name", "OPEN", open_(**o), o, "the largest request id, one name")
+valid("open_one_name", "OPEN", open_(**o), dict(o, flags=[]), "the largest request id, one name")
+o = dict(request_id=9, service="FEED1", patterns=["AAA.*"], flags=["SNAPSHOT"])
+valid("open_snapshot", "OPEN", open_(**o), o, "the images only: the request is closed once answered (version 2)")
+invalid("open_flag_0x02", "OPEN", open_(1, "FEED1", ["A"], flags=[0x02]), "BadField",
+        "OPEN defines only SNAPSHOT", "open.flags")
 invalid("open_request_id_zero", "OPEN", open_(0, "FEED1", ["A"]), "BadField",
         "request id 0 means 'unsolicited' in answers: an OPEN must not use it", "open.request_id")
 invalid("open_count_zero", "OPEN", open_(1, "FEED1", []), "BadField",

@@ -142,6 +142,7 @@ fuzz_target!(|script: &[u8]| {
                     .map(|_| PATTERNS[usize::from(inp.byte() % 8)])
                     .collect();
                 let m = encode(&Message::Open(OpenRepr {
+                    flags: 0,
                     request_id,
                     service,
                     patterns: PatternList::List(&patterns),

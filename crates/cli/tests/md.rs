@@ -475,6 +475,7 @@ impl Raw {
     fn open_bytes(rid: u32, service: &str, patterns: &[&str]) -> Vec<u8> {
         let mut b = Vec::new();
         Message::Open(OpenRepr {
+            flags: 0,
             request_id: rid,
             service,
             patterns: PatternList::List(patterns),

@@ -307,6 +307,15 @@ impl Consumer {
         Ok(id)
     }
 
+    /// Asks for the images of `patterns` of `service` only; returns the request's id. Each
+    /// item comes as an `Event::Refresh` with `snapshot` set (or a `Status`), then a `Status`
+    /// `closed` with an empty item and this request id ends it.
+    pub fn snapshot(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
+        let id = self.core.snapshot(service, patterns)?;
+        self.flush_out();
+        Ok(id)
+    }
+
     /// Closes a request.
     pub fn close(&mut self, request: u32) -> Result<(), ConsumerError> {
         self.core.close(request)?;

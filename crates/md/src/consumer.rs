@@ -25,8 +25,8 @@
 //! logs in again at once with version 1, without liveness.
 
 use crate::codec::{
-    refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message, Messages,
-    OpenRepr, PatternList, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
+    open_flags, refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message,
+    Messages, OpenRepr, PatternList, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
 };
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;
@@ -171,13 +171,16 @@ pub enum Event<'a> {
     /// Logged in (after every (re)connection); every open request was sent again.
     LoggedIn { address: usize },
     /// The item's full image. `solicited`: it answers a request (else the provider sent a new
-    /// image); `conflated`: it replaces updates dropped while the consumer was slow.
+    /// image); `conflated`: it replaces updates dropped while the consumer was slow;
+    /// `snapshot`: it answers a snapshot request (no update follows for it, unless another
+    /// request watches the item).
     Refresh {
         item: &'a str,
         item_seq: u32,
         timestamp_ns: u64,
         solicited: bool,
         conflated: bool,
+        snapshot: bool,
         fields: FieldList<'a>,
     },
     /// The fields that changed.
@@ -215,6 +218,8 @@ pub enum Event<'a> {
 struct Request {
     service: String,
     patterns: Vec<String>,
+    /// The images only: forgotten once its closing STATUS comes.
+    snapshot: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -458,6 +463,24 @@ impl ConsumerCore {
     /// Opens `patterns` (names and globs) of `service`; returns the request's id. Sent now
     /// when logged in, else at login.
     pub fn open(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
+        self.request(service, patterns, false)
+    }
+
+    /// Asks for the images of `patterns` of `service` only (a snapshot); returns the
+    /// request's id. Each item comes as a `Refresh` with `snapshot` set (or a `Status`), then a
+    /// `Status` `closed` with no item and this request id ends it; nothing more of it comes.
+    /// A snapshot not answered when the connection breaks is asked again after the next
+    /// login.
+    pub fn snapshot(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
+        self.request(service, patterns, true)
+    }
+
+    fn request(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        snapshot: bool,
+    ) -> Result<u32, ConsumerError> {
         check_service(service.as_bytes()).map_err(|why| ConsumerError::BadService {
             service: service.to_string(),
             why,
@@ -491,6 +514,7 @@ impl ConsumerCore {
             Request {
                 service: service.to_string(),
                 patterns: patterns.iter().map(|p| p.to_string()).collect(),
+                snapshot,
             },
         );
         if self.phase == Phase::LoggedIn {
@@ -501,10 +525,11 @@ impl ConsumerCore {
 
     /// Closes a request: what it alone opened stops.
     pub fn close(&mut self, request: u32) -> Result<(), ConsumerError> {
-        if self.requests.remove(&request).is_none() {
+        let Some(r) = self.requests.remove(&request) else {
             return Err(ConsumerError::UnknownRequest { request });
-        }
-        if self.phase == Phase::LoggedIn {
+        };
+        // A snapshot holds nothing at the distributor: forgetting it is enough.
+        if self.phase == Phase::LoggedIn && !r.snapshot {
             Message::Close(CloseRepr {
                 request_id: request,
             })
@@ -517,6 +542,7 @@ impl ConsumerCore {
         let r = &self.requests[&id];
         let patterns: Vec<&str> = r.patterns.iter().map(String::as_str).collect();
         Message::Open(OpenRepr {
+            flags: if r.snapshot { open_flags::SNAPSHOT } else { 0 },
             request_id: id,
             service: &r.service,
             patterns: PatternList::List(&patterns),
@@ -741,17 +767,23 @@ impl ConsumerCore {
         match msg {
             Message::Refresh(r) => {
                 self.counters.refreshes += 1;
-                let v = self.items.entry(r.item_id).or_insert_with(|| ItemView {
-                    name: r.name.into(),
-                    seq: None,
-                });
-                v.seq = Some(r.item_seq);
+                let snapshot = r.flags & refresh_flags::SNAPSHOT != 0;
+                // A snapshot's image is not a watched item's: it is not made `ok` (nor
+                // reported stale when the connection breaks).
+                if !snapshot {
+                    let v = self.items.entry(r.item_id).or_insert_with(|| ItemView {
+                        name: r.name.into(),
+                        seq: None,
+                    });
+                    v.seq = Some(r.item_seq);
+                }
                 on_event(Event::Refresh {
                     item: r.name,
                     item_seq: r.item_seq,
                     timestamp_ns: r.timestamp_ns,
                     solicited: r.flags & refresh_flags::SOLICITED != 0,
                     conflated: r.flags & refresh_flags::CONFLATED != 0,
+                    snapshot,
                     fields: r.fields,
                 });
             }
@@ -783,6 +815,14 @@ impl ConsumerCore {
             }
             Message::Status(s) => {
                 self.counters.statuses += 1;
+                // The end of a snapshot (or its refusal): it is over.
+                if s.item_id == 0
+                    && s.name.is_empty()
+                    && matches!(s.state, ItemState::Closed | ItemState::Rejected)
+                    && self.requests.get(&s.request_id).is_some_and(|r| r.snapshot)
+                {
+                    self.requests.remove(&s.request_id);
+                }
                 let known = self.items.get_mut(&s.item_id);
                 let name: &str = match known {
                     Some(v) => {

@@ -137,6 +137,7 @@ fn flags(vector: &str, names: &[Value]) -> u8 {
         .map(|n| match n.as_str() {
             Some("SOLICITED") => refresh_flags::SOLICITED,
             Some("CONFLATED") => refresh_flags::CONFLATED,
+            Some("SNAPSHOT") => open_flags::SNAPSHOT,
             other => panic!("{vector}: unknown flag {other:?}"),
         })
         .fold(0, |a, b| a | b)
@@ -274,6 +275,7 @@ fn check_valid(v: &Vector) {
                 .map(|p| p.as_str().expect("patterns are strings"))
                 .collect();
             Message::Open(OpenRepr {
+                flags: flags(name, f.list("flags")),
                 request_id: f.int("request_id"),
                 service: f.str("service"),
                 patterns: PatternList::List(&patterns),

@@ -151,6 +151,7 @@ fn globs(addr: &str, user: &str, token: &str, stop: &AtomicBool, sent: &AtomicU6
         while !stop.load(Ordering::Relaxed) {
             request_id = request_id.wrapping_add(1).max(1);
             let open = bytes(Message::Open(OpenRepr {
+                flags: 0,
                 request_id,
                 service: "FEED1",
                 patterns: PatternList::List(&refs),

@@ -75,7 +75,7 @@ pub use image_request::{ImageRequestRepr, ImageRequestView};
 pub use login::{LoginRepr, LoginView, MAGIC};
 pub use login_response::{LoginResponseRepr, LoginResponseView, LoginResult};
 pub use message::Message;
-pub use open::{OpenRepr, OpenView, PatternIter, PatternList};
+pub use open::{open_flags, OpenRepr, OpenView, PatternIter, PatternList};
 pub use ping::{PingKind, PingRepr, PingView, PING_LEN};
 pub use refresh::{refresh_flags, RefreshRepr, RefreshView};
 pub use status::{StatusRepr, StatusView};

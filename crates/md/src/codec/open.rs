@@ -1,7 +1,7 @@
 //! OPEN (0x12): a client opens items by name or glob.
 //!
 //! ```text
-//!  0  header (item_id 0; flags: none defined)
+//!  0  header (item_id 0; flags: 0x01 SNAPSHOT)
 //!  8  u32 request_id     chosen by the client, not 0; CLOSE and the answers name it
 //! 12  u8  service_len    1 to 64
 //! 13  u8  reserved (0)
@@ -11,7 +11,9 @@
 //! ```
 //!
 //! A pattern holding `*` or `?` is a glob over the service's item names; otherwise it is an
-//! item name.
+//! item name. With `SNAPSHOT` (version 2) the request asks for the images only: the
+//! distributor answers as for any OPEN, then closes the request with a STATUS `closed`
+//! carrying its id and no name, and keeps nothing of it.
 
 use super::header::{check_typed, emit_header, ItemIdRule, MessageType, TypeRules};
 use super::{read_u16, read_u32, write_u16, write_u32, MdError};
@@ -31,10 +33,16 @@ pub mod field {
 /// Length of the fixed part of an OPEN.
 pub const OPEN_HEADER_LEN: usize = field::SERVICE;
 
+/// The flags of OPEN.
+pub mod open_flags {
+    /// The images only: the request is closed once answered (version 2).
+    pub const SNAPSHOT: u8 = 0x01;
+}
+
 const RULES: TypeRules = TypeRules {
     ty: MessageType::Open,
     fixed_len: OPEN_HEADER_LEN,
-    flags: 0,
+    flags: open_flags::SNAPSHOT,
     item_id: ItemIdRule::Zero,
     flags_field: "open.flags",
     item_id_field: "open.item_id",
@@ -126,7 +134,8 @@ impl<T: AsRef<[u8]>> OpenView<T> {
         Ok(v)
     }
 
-    /// Checks, in this order: the header, type OPEN, `length >= 16`, flags 0, `item_id` 0,
+    /// Checks, in this order: the header, type OPEN, `length >= 16`, no flag but SNAPSHOT,
+    /// `item_id` 0,
     /// `request_id != 0`, `1 <= service_len <= 64`, reserved 0, `count >= 1`, the service fits
     /// and follows its alphabet, then each pattern: its length byte fits, 1 to 128, its bytes
     /// fit, its alphabet; then that no byte follows the last pattern.
@@ -216,6 +225,9 @@ impl<T: AsRef<[u8]>> OpenView<T> {
     pub fn count(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::COUNT)
     }
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[crate::codec::header::field::FLAGS]
+    }
 }
 
 /// The parsed form of an OPEN; service and patterns borrow the message's bytes.
@@ -223,6 +235,8 @@ impl<T: AsRef<[u8]>> OpenView<T> {
 pub struct OpenRepr<'a> {
     /// Not 0.
     pub request_id: u32,
+    /// [`open_flags`]: `SNAPSHOT` or 0.
+    pub flags: u8,
     pub service: &'a str,
     pub patterns: PatternList<'a>,
 }
@@ -234,6 +248,7 @@ impl<'a> OpenRepr<'a> {
         let (service, patterns) = parts(buffer)?;
         Ok(OpenRepr {
             request_id: view.request_id(),
+            flags: view.flags(),
             service,
             patterns: PatternList::Wire(patterns),
         })
@@ -245,6 +260,12 @@ impl<'a> OpenRepr<'a> {
             return Err(MdError::BadField {
                 field: "open.request_id",
                 value: 0,
+            });
+        }
+        if self.flags & !open_flags::SNAPSHOT != 0 {
+            return Err(MdError::BadField {
+                field: "open.flags",
+                value: self.flags.into(),
             });
         }
         check_service(self.service.as_bytes())
@@ -282,7 +303,7 @@ impl<'a> OpenRepr<'a> {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut OpenView<T>) {
         let len = self.buffer_len();
         let b = view.buffer.as_mut();
-        emit_header(b, MessageType::Open, 0, 0, len);
+        emit_header(b, MessageType::Open, self.flags, 0, len);
         write_u32(b, field::REQUEST_ID, self.request_id);
         b[field::SERVICE_LEN] =
             u8::try_from(self.service.len()).expect("service of at most 255 bytes");
@@ -323,6 +344,7 @@ mod tests {
     fn parses_and_emits_golden_bytes() {
         let repr = OpenRepr {
             request_id: 7,
+            flags: 0,
             service: "FEED1",
             patterns: PatternList::List(&["MSFT.O", "AAA.*"]),
         };

@@ -40,8 +40,11 @@ pub mod refresh_flags {
     pub const SOLICITED: u8 = 0x01;
     /// Sent after the client's queue was conflated: replaces every update it missed.
     pub const CONFLATED: u8 = 0x02;
+    /// Answers a snapshot request (OPEN flagged SNAPSHOT, version 2): no UPDATE follows for
+    /// it (unless another request of the client watches the item).
+    pub const SNAPSHOT: u8 = 0x04;
     /// Every bit REFRESH defines.
-    pub const ALL: u8 = SOLICITED | CONFLATED;
+    pub const ALL: u8 = SOLICITED | CONFLATED | SNAPSHOT;
 }
 
 /// Length of the fixed part of a REFRESH.

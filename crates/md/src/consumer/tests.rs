@@ -411,3 +411,55 @@ fn an_unanswered_login_is_given_up_and_a_version_1_distributor_gets_version_1_at
     assert!(c.handle_bytes(&old, 61 * MS, &mut |_| {}).is_err());
     assert!(c.is_refused());
 }
+
+#[test]
+fn a_snapshot_is_sent_flagged_leaves_no_live_item_and_is_forgotten_once_closed() {
+    let mut c = consumer();
+    let snap = c.snapshot("FEED1", &["AAA.O"]).unwrap();
+    c.connected(0);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
+    let out = c.transmit().to_vec();
+    let Ok(Message::Open(o)) = Message::parse(&out) else {
+        panic!("the snapshot's OPEN");
+    };
+    assert_eq!((o.request_id, o.flags), (snap, open_flags::SNAPSHOT));
+    sent(&mut c);
+    // Its image: flagged, and not a live item (no stale for it when the connection breaks).
+    let mut image = refresh(1, "AAA.O", 4, 18921);
+    image[3] |= refresh_flags::SNAPSHOT;
+    let mut snapshot_flag = None;
+    c.handle_bytes(&image, 0, &mut |e| {
+        if let Event::Refresh { snapshot, .. } = e {
+            snapshot_flag = Some(snapshot);
+        }
+    })
+    .unwrap();
+    assert_eq!(snapshot_flag, Some(true));
+    // Broken before its end: asked again after the next login.
+    let mut seen = Vec::new();
+    c.connection_lost(0, "x", &mut record(&mut seen));
+    assert_eq!(seen, [Seen::Disconnected], "no stale for a snapshot's item");
+    c.connected(100 * MS);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 100 * MS, &mut |_| {}).unwrap();
+    assert_eq!(sent(&mut c), [format!("OPEN {snap} FEED1 AAA.O")]);
+    let done = bytes(Message::Status(StatusRepr {
+        item_id: 0,
+        request_id: snap,
+        state: ItemState::Closed,
+        service: "FEED1",
+        name: "",
+        text: "snapshot complete",
+    }));
+    let mut seen = Vec::new();
+    c.handle_bytes(&done, 100 * MS, &mut record(&mut seen))
+        .unwrap();
+    assert_eq!(seen, [Seen::Status(String::new(), ItemState::Closed, snap)]);
+    assert_eq!(c.open_requests(), 0, "forgotten once closed");
+    c.connection_lost(200 * MS, "x", &mut |_| {});
+    c.connected(300 * MS);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 300 * MS, &mut |_| {}).unwrap();
+    assert!(sent(&mut c).is_empty(), "not asked again");
+}

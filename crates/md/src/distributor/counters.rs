@@ -40,6 +40,8 @@ counters! {
     malformed_messages,
     /// OPEN requests registered.
     requests_opened,
+    /// Snapshot requests (OPEN flagged SNAPSHOT) answered and closed.
+    snapshots,
     /// CLOSE requests served.
     requests_closed,
     /// Requests (or names of a request) answered with STATUS `rejected`: request id in use or

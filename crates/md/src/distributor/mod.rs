@@ -75,7 +75,7 @@ use crate::codec::ping::{PingKind, PingRepr, PING_LEN};
 use crate::codec::refresh::refresh_flags;
 use crate::codec::status::STATUS_HEADER_LEN;
 use crate::codec::{
-    ConflatedRepr, ConflatedView, FieldList, ImageRequestRepr, LoginResponseRepr,
+    open_flags, ConflatedRepr, ConflatedView, FieldList, ImageRequestRepr, LoginResponseRepr,
     LoginResponseView, LoginResult, MdError, Message, MessageType, Messages, OpenRepr, RefreshView,
     StatusRepr, StatusView, UpdateRepr, UpdateView,
 };
@@ -1481,10 +1481,12 @@ impl Distributor {
         let Some(user) = c.user() else { return };
         let rid = open.request_id;
         let count = open.patterns.count();
+        // A snapshot is answered and closed at once: it holds no request slot.
+        let snapshot = open.flags & open_flags::SNAPSHOT != 0;
         if c.requests.contains_key(&rid) {
             return self.reject_request(id, rid, "", RequestRejection::IdInUse(rid));
         }
-        if c.requests.len() >= self.config.max_requests_per_client {
+        if !snapshot && c.requests.len() >= self.config.max_requests_per_client {
             let max = self.config.max_requests_per_client;
             return self.reject_request(id, rid, "", RequestRejection::TooManyRequests { max });
         }
@@ -1510,6 +1512,9 @@ impl Distributor {
                 );
                 self.send_request_status(id, rid, open.service, p, ItemState::NotFound, &text);
             }
+            if snapshot {
+                self.snapshot_done(id, rid, open.service);
+            }
             return;
         };
         if !user.may_open_service(open.service) {
@@ -1517,6 +1522,9 @@ impl Distributor {
                 self.counters.not_entitled += 1;
                 let text = format!("user {} may not open service {}", user.name, open.service);
                 self.send_request_status(id, rid, open.service, p, ItemState::NotEntitled, &text);
+            }
+            if snapshot {
+                self.snapshot_done(id, rid, open.service);
             }
             return;
         }
@@ -1543,8 +1551,12 @@ impl Distributor {
                     Some(item) => to_watch.push(item),
                     None => {
                         self.counters.not_found += 1;
-                        let text = "not in the cache yet: kept open, its REFRESH follows \
-                                    if the feed publishes it";
+                        let text = if snapshot {
+                            "not in the cache"
+                        } else {
+                            "not in the cache yet: kept open, its REFRESH follows if the feed \
+                             publishes it"
+                        };
                         self.send_request_status(
                             id,
                             rid,
@@ -1574,14 +1586,23 @@ impl Distributor {
                     .map(|(_, item)| item),
             );
         }
+        to_watch.sort_unstable();
+        to_watch.dedup();
+        if snapshot {
+            for item in to_watch {
+                self.send_snapshot_image(id, item, rid);
+                if self.clients.get(id).is_none_or(Client::closing) {
+                    return;
+                }
+            }
+            return self.snapshot_done(id, rid, open.service);
+        }
         let Some(c) = self.clients.get_mut(id) else {
             return;
         };
         c.patterns += request.pattern_count();
         c.requests.insert(rid, request);
         self.counters.requests_opened += 1;
-        to_watch.sort_unstable();
-        to_watch.dedup();
         for item in to_watch {
             if self.watch(id, rid, item) {
                 self.send_image(id, item, rid, refresh_flags::SOLICITED);
@@ -1632,6 +1653,30 @@ impl Distributor {
             r.items.push(item);
         }
         true
+    }
+
+    /// One image of a snapshot: a REFRESH flagged SOLICITED and SNAPSHOT, or a STATUS with the
+    /// item's state. Not conflated (the item is not watched, so a conflation round would not
+    /// bring it back): a client without room for it is disconnected as slow.
+    fn send_snapshot_image(&mut self, id: ClientId, item: ItemId, request_id: u32) {
+        let Some(state) = self.cache.get(item).map(|i| i.state) else {
+            return;
+        };
+        let from = self.outbox.buffer().len();
+        if state == ItemState::Ok {
+            let flags = refresh_flags::SOLICITED | refresh_flags::SNAPSHOT;
+            self.cache.encode_refresh(item, flags, self.outbox.buffer());
+        } else {
+            self.cache
+                .encode_status(item, request_id, state, "", self.outbox.buffer());
+        }
+        self.queue_control(id, from);
+    }
+
+    /// The end of a snapshot: STATUS `closed` with its request id and no name.
+    fn snapshot_done(&mut self, id: ClientId, rid: u32, service: &str) {
+        self.counters.snapshots += 1;
+        self.send_request_status(id, rid, service, "", ItemState::Closed, "snapshot complete");
     }
 
     /// Sends one client the current state of `item`: its image (a REFRESH with `flags`) if it

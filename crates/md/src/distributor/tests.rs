@@ -148,6 +148,7 @@ impl Net {
 
     fn open(&mut self, c: ClientId, request_id: u32, service: &str, patterns: &[&str]) {
         let m = encode(&Message::Open(OpenRepr {
+            flags: 0,
             request_id,
             service,
             patterns: PatternList::List(patterns),
@@ -432,6 +433,7 @@ fn a_client_that_does_not_log_in_in_time_is_refused() {
 fn malformed_or_out_of_order_messages_after_login_are_rejected_with_a_status_and_closed() {
     let mut net = Net::new();
     let mut bad_open = encode(&Message::Open(OpenRepr {
+        flags: 0,
         request_id: 1,
         service: FEED1,
         patterns: PatternList::List(&["A B"]),
@@ -946,6 +948,7 @@ const ACCEPTED: &str = "LOGIN_RESPONSE accepted";
 fn login_then_open(user: &str, token: &[u8], name: &str) -> Vec<u8> {
     let mut bytes = encode(&Message::Login(LoginRepr::new(user, token)));
     bytes.extend(encode(&Message::Open(OpenRepr {
+        flags: 0,
         request_id: 1,
         service: FEED1,
         patterns: PatternList::List(&[name]),
@@ -1465,5 +1468,88 @@ fn ping_intervals_out_of_order_are_refused_naming_the_keys() {
             .unwrap_err()
             .to_string(),
         "min_client_version = 3: accepted: 1 to 2"
+    );
+}
+
+fn snapshot_open(net: &mut Net, c: ClientId, request_id: u32, service: &str, patterns: &[&str]) {
+    let m = encode(&Message::Open(OpenRepr {
+        flags: crate::codec::open_flags::SNAPSHOT,
+        request_id,
+        service,
+        patterns: PatternList::List(patterns),
+    }));
+    net.send(c, &m);
+}
+
+#[test]
+fn a_snapshot_gets_each_image_then_a_closed_status_and_no_update_after() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 18921));
+    net.feed(&refresh(501, "AAB.O", 7, 100));
+    net.feed(&refresh(502, "ZZZ.O", 1, 100));
+    let a = net.login("alice");
+    snapshot_open(&mut net, a, 5, FEED1, &["AA*", "MSFT.O", "ZZZ.O"]);
+    let got = net.take(a);
+    // Each image as of now (flagged SNAPSHOT, which `describe` does not print; AAB.O, which
+    // alice may not see, is skipped by the glob as in any request), the names it may not see
+    // or that are not cached answered, then the request closed.
+    assert_eq!(
+        got,
+        [
+            "STATUS 0 req=5 not-found FEED1/MSFT.O: not in the cache",
+            "STATUS 0 req=5 not-entitled FEED1/ZZZ.O: user alice may not see ZZZ.O",
+            "REFRESH 1 AAA.O SOLICITED BID=189.21 BIDSIZE=100",
+            "STATUS 0 req=5 closed FEED1/: snapshot complete",
+        ]
+    );
+    let bytes = {
+        net.feed(&refresh(500, "AAA.O", 1, 18921));
+        snapshot_open(&mut net, a, 6, FEED1, &["AAA.O"]);
+        std::mem::take(net.queues.get_mut(&a).unwrap())
+    };
+    let Ok(Message::Refresh(r)) = Message::parse(&bytes) else {
+        panic!("a REFRESH first");
+    };
+    assert_eq!(
+        r.flags,
+        refresh_flags::SOLICITED | refresh_flags::SNAPSHOT,
+        "flagged as a snapshot's"
+    );
+    // Nothing is kept: no update reaches it, the id may be used again, and it holds no slot.
+    net.feed(&update(500, 2, 18922));
+    assert!(net.take(a).is_empty(), "no update after a snapshot");
+    let stats = net.d.client_stats(a).unwrap();
+    assert_eq!((stats.watched, stats.requests), (0, 0));
+    snapshot_open(&mut net, a, 5, FEED1, &["AAA.O"]);
+    assert_eq!(net.take(a).len(), 2, "request id 5 again");
+    assert_eq!(net.d.counters().snapshots, 3);
+    // A service it may not open: refused per pattern, and closed.
+    let c = net.login("carol");
+    snapshot_open(&mut net, c, 1, "FEED9", &["A"]);
+    assert_eq!(
+        net.take(c),
+        [
+            "STATUS 0 req=1 not-found FEED9/A: service FEED9 is not carried by this distributor",
+            "STATUS 0 req=1 closed FEED9/: snapshot complete",
+        ]
+    );
+}
+
+#[test]
+fn a_snapshot_beside_a_streaming_request_leaves_the_stream_alone() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 18921));
+    let a = net.login("alice");
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    net.take(a);
+    snapshot_open(&mut net, a, 2, FEED1, &["AAA.O"]);
+    assert_eq!(net.take(a).len(), 2);
+    net.feed(&update(500, 2, 18922));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=2 BID=189.22"]);
+    // A snapshot may not reuse the id of an open request.
+    snapshot_open(&mut net, a, 1, FEED1, &["AAA.O"]);
+    assert_eq!(
+        net.take(a),
+        ["STATUS 0 req=1 rejected /: request id 1 is already open: choose another or CLOSE it first"]
     );
 }
