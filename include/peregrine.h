@@ -598,6 +598,15 @@ int32_t pg_md_consumer_open(pg_md_consumer *consumer,
                             size_t count,
                             uint32_t *request);
 
+// Asks for the images of `count` `patterns` of `service` only (a snapshot); its id into
+// `*request` (may be NULL). Each item comes as a `PG_MD_REFRESH` event (or a status), then a
+// `PG_MD_STATUS` event with state closed, an empty item and this request ends it.
+int32_t pg_md_consumer_snapshot(pg_md_consumer *consumer,
+                                const char *service,
+                                const char *const *patterns,
+                                size_t count,
+                                uint32_t *request);
+
 // Closes a request.
 int32_t pg_md_consumer_close(pg_md_consumer *consumer, uint32_t request);
 

@@ -135,14 +135,21 @@ fuzz_target!(|script: &[u8]| {
                 }
             }
             3 => {
-                let request_id = u32::from(inp.byte() % 6);
+                let b = inp.byte();
+                let request_id = u32::from(b % 6);
+                // Sometimes a snapshot.
+                let flags = if b & 0x80 != 0 {
+                    open_flags::SNAPSHOT
+                } else {
+                    0
+                };
                 let service = ["FEED1", "FEED2", "FEED9"][usize::from(inp.byte() % 3)];
                 let count = usize::from(inp.byte() % 4) + 1;
                 let patterns: Vec<&str> = (0..count)
                     .map(|_| PATTERNS[usize::from(inp.byte() % 8)])
                     .collect();
                 let m = encode(&Message::Open(OpenRepr {
-                    flags: 0,
+                    flags,
                     request_id,
                     service,
                     patterns: PatternList::List(&patterns),

@@ -816,6 +816,7 @@ enum Gathered {
         timestamp_ns: u64,
         solicited: bool,
         conflated: bool,
+        snapshot: bool,
         fields: Range<usize>,
     },
     Update {
@@ -901,6 +902,7 @@ impl ConsumerState {
                     timestamp_ns,
                     solicited,
                     conflated,
+                    snapshot,
                     fields,
                 } => Gathered::Refresh {
                     item: names.id(item),
@@ -908,6 +910,7 @@ impl ConsumerState {
                     timestamp_ns,
                     solicited,
                     conflated,
+                    snapshot,
                     fields: take(&fields),
                 },
                 RsEvent::Update {
@@ -968,9 +971,10 @@ struct PollFields {
 ///
 /// - refresh / update: `item`, `item_seq`, `timestamp_ns` (the provider's monotonic clock),
 ///   `fields` (dict by dictionary name, `"#FID"` for ids it does not know); refresh also
-///   `solicited` and `conflated`;
+///   `solicited`, `conflated` and `snapshot` (it answers a `snapshot` request);
 /// - status: `item`, `state` ("stale", "closed", "not-entitled", "not-found", "rejected"),
-///   `text`, `request` (the request it answers, 0 for none);
+///   `text`, `request` (the request it answers, 0 for none); "closed" with an empty `item`
+///   ends a snapshot;
 /// - gap: `item`, `expected`, `got` (item_seq values; the update follows as its own event);
 /// - conflated: `items` (refreshes that follow), `updates_dropped`;
 /// - logged_in: `text` (the distributor's address); disconnected: `text` (why: the
@@ -996,6 +1000,8 @@ pub struct Event {
     #[pyo3(get)]
     conflated: Option<bool>,
     #[pyo3(get)]
+    snapshot: Option<bool>,
+    #[pyo3(get)]
     expected: Option<u32>,
     #[pyo3(get)]
     got: Option<u32>,
@@ -1019,6 +1025,7 @@ impl Event {
             request: None,
             solicited: None,
             conflated: None,
+            snapshot: None,
             expected: None,
             got: None,
             items: None,
@@ -1130,6 +1137,7 @@ impl Consumer {
                     timestamp_ns,
                     solicited,
                     conflated,
+                    snapshot,
                     fields,
                 } => Event {
                     item: item(i),
@@ -1137,6 +1145,7 @@ impl Consumer {
                     timestamp_ns: Some(timestamp_ns),
                     solicited: Some(solicited),
                     conflated: Some(conflated),
+                    snapshot: Some(snapshot),
                     source: Some((poll.clone(), fields)),
                     ..Event::new(PyString::intern(py, "refresh"))
                 },
@@ -1351,6 +1360,24 @@ impl Consumer {
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
         s.consumer.open(service, &patterns).map_err(consumer_error)
+    }
+
+    /// Asks for the images of `patterns` of `service` only; returns the request's id. Each
+    /// item comes as a "refresh" event with `snapshot` True (or a "status"), then a "status"
+    /// "closed" with an empty `item` and this `request` ends it; nothing more of it follows.
+    fn snapshot(
+        &self,
+        py: Python<'_>,
+        service: &str,
+        patterns: &Bound<'_, PyAny>,
+    ) -> PyResult<u32> {
+        let patterns = strings("patterns", patterns)?;
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let mut g = self.state(py)?;
+        let s = g.as_mut().expect("checked");
+        s.consumer
+            .snapshot(service, &patterns)
+            .map_err(consumer_error)
     }
 
     /// Closes a request (what it alone opened stops).

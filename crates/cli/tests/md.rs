@@ -2299,3 +2299,54 @@ fn a_stopped_distributor_is_given_up_after_three_ping_intervals_for_the_next_one
     assert_eq!(s["silences"], 1, "{s}");
     assert_eq!(s["gaps"], 0, "{s}");
 }
+
+#[test]
+fn a_snapshot_client_prints_each_image_once_and_exits_when_answered() {
+    let _one = serial();
+    let net = Net::new("snapshot");
+    let users = net.users(&[("alice", "a", &["AA*"], "")]);
+    let items = net.items(10);
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    // Wait for the images to be cached: a streaming client's first update.
+    let watcher = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+    let mut snap = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AA*", "ZZZ.O"],
+        &["--print", "--snapshot", "--seconds", "30"],
+    );
+    let status = snap.wait(S * 20);
+    assert!(status.success(), "{}", snap.text());
+    let lines = snap.lines();
+    let refreshes: Vec<&String> = lines.iter().filter(|l| l.starts_with("REFRESH ")).collect();
+    // The sample's first ten items hold AAA.O .. AAJ.x: every one matches AA*.
+    assert_eq!(refreshes.len(), 10, "{}", snap.text());
+    assert!(
+        lines.iter().all(|l| !l.starts_with("UPDATE ")),
+        "no update after a snapshot: {}",
+        snap.text()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("STATUS ZZZ.O not-entitled")),
+        "{}",
+        snap.text()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("STATUS - closed \"snapshot complete\"")),
+        "{}",
+        snap.text()
+    );
+    let s = snap.last_json();
+    assert_eq!(s["refreshes"], 10, "{s}");
+    drop(watcher);
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "snapshots"), 1, "{ds}");
+}

@@ -519,6 +519,26 @@ pub unsafe extern "C" fn pg_md_consumer_open(
     })
 }
 
+/// Asks for the images of `count` `patterns` of `service` only (a snapshot); its id into
+/// `*request` (may be NULL). Each item comes as a `PG_MD_REFRESH` event (or a status), then a
+/// `PG_MD_STATUS` event with state closed, an empty item and this request ends it.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_snapshot(
+    consumer: *mut pg_md_consumer,
+    service: *const c_char,
+    patterns: *const *const c_char,
+    count: usize,
+    request: *mut u32,
+) -> i32 {
+    with_consumer(consumer, |c| {
+        let service = text(service, "service")?;
+        let patterns = texts(patterns, count, "patterns")?;
+        let id = c.consumer.snapshot(service, &patterns)?;
+        super::put_optional(request, id)?;
+        Ok(0)
+    })
+}
+
 /// Closes a request.
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_close(consumer: *mut pg_md_consumer, request: u32) -> i32 {

@@ -84,6 +84,8 @@ struct Client {
     out: BufWriter<io::Stdout>,
     last_line: Instant,
     updates_at_line: u64,
+    /// `--snapshot`: the snapshot requests not answered yet (it ends when none is left).
+    snapshots: Vec<u32>,
 }
 
 pub fn run(a: ClientArgs) -> Result<()> {
@@ -171,6 +173,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
         out: BufWriter::with_capacity(64 << 10, io::stdout()),
         last_line: start,
         updates_at_line: 0,
+        snapshots: Vec::new(),
     };
     let result = c.run(&mut consumer);
     c.t.updates_without_image = consumer.counters().updates_without_image;
@@ -188,6 +191,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
 impl Client {
     fn stopping(&self) -> bool {
         self.stop.requested().is_some()
+            || (self.a.snapshot && self.snapshots.is_empty())
             || self.deadline.is_some_and(|d| Instant::now() >= d)
             || self.a.count.is_some_and(|n| self.t.messages >= n)
     }
@@ -247,9 +251,16 @@ impl Client {
                 j += 1;
             }
             let patterns: Vec<&str> = self.watch[i..j].iter().map(String::as_str).collect();
-            consumer
-                .open(&self.a.service, &patterns)
-                .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
+            if self.a.snapshot {
+                let id = consumer
+                    .snapshot(&self.a.service, &patterns)
+                    .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
+                self.snapshots.push(id);
+            } else {
+                consumer
+                    .open(&self.a.service, &patterns)
+                    .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
+            }
             i = j;
         }
         Ok(())
@@ -364,10 +375,22 @@ impl Client {
                 );
             }
             Event::Status {
-                item, state, text, ..
+                item,
+                state,
+                text,
+                request,
             } => {
                 self.t.messages += 1;
                 self.t.statuses += 1;
+                if item.is_empty()
+                    && matches!(
+                        state,
+                        peregrine_md::model::ItemState::Closed
+                            | peregrine_md::model::ItemState::Rejected
+                    )
+                {
+                    self.snapshots.retain(|&r| r != request);
+                }
                 if self.a.print {
                     let item = if item.is_empty() { "-" } else { item };
                     if text.is_empty() {

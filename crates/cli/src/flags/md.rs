@@ -203,6 +203,10 @@ pub struct ClientArgs {
     /// one of --connect is tried.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3_600_000))]
     pub ping_interval_ms: Option<u32>,
+    /// Ask for the images of the watchlist only (snapshot requests), print or count them, and
+    /// exit once every one is answered.
+    #[arg(long)]
+    pub snapshot: bool,
 }
 
 /// `--mode`: throughput or latency.
