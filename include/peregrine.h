@@ -607,6 +607,14 @@ int32_t pg_md_consumer_snapshot(pg_md_consumer *consumer,
                                 size_t count,
                                 uint32_t *request);
 
+// Pauses request `request` (0: every request open now): the distributor keeps its items'
+// latest state only until `pg_md_consumer_resume`; kept across reconnections.
+int32_t pg_md_consumer_pause(pg_md_consumer *consumer, uint32_t request);
+
+// Resumes request `request` (0: every paused one): a refresh (or status) per item that
+// changed meanwhile, then its updates again.
+int32_t pg_md_consumer_resume(pg_md_consumer *consumer, uint32_t request);
+
 // Closes a request.
 int32_t pg_md_consumer_close(pg_md_consumer *consumer, uint32_t request);
 

@@ -14,9 +14,10 @@ import struct
 
 TYPES = {
     "REFRESH": 0x01, "UPDATE": 0x02, "STATUS": 0x03, "LOGIN": 0x10, "LOGIN_RESPONSE": 0x11,
-    "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16, "IMAGE_REQUEST": 0x20,
+    "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16,
+    "PAUSE": 0x17, "RESUME": 0x18, "IMAGE_REQUEST": 0x20,
 }
-REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02}
+REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02, "SNAPSHOT": 0x04}
 OPEN_FLAGS = {"SNAPSHOT": 0x01}
 STATES = {"ok": 0, "stale": 1, "closed": 2, "not-entitled": 3, "not-found": 4, "rejected": 5}
 RESULTS = {"accepted": 0, "denied": 1, "unsupported-version": 2}
@@ -101,6 +102,10 @@ def login_response(result, text, raw_result=None, ping_interval_ms=None):
     if ping_interval_ms is None:
         return header(10 + len(t), "LOGIN_RESPONSE") + struct.pack("<BB", r, len(t)) + t
     return header(14 + len(t), "LOGIN_RESPONSE", 0x01) + struct.pack("<BBI", r, len(t), ping_interval_ms) + t
+
+
+def pause(type_name, request_id, flags=0, length=12):
+    return header(length, type_name, flags) + struct.pack("<I", request_id) + bytes(length - 12)
 
 
 def ping(type_name, payload, item_id=0, length=16):
@@ -238,8 +243,10 @@ valid("refresh_longest_names", "REFRESH", refresh(**r), r,
       "the longest service (64) and item name (128), both flags")
 
 base = dict(item_id=9, flags=["SOLICITED"], timestamp_ns=TS, item_seq=1, service="FEED1", name="AAPL.O", fields=[BID])
-invalid("refresh_unknown_flag", "REFRESH", refresh(**dict(base, flags=[0x04])), "BadField",
-        "REFRESH defines flags 0x01 and 0x02 only", "refresh.flags")
+valid("refresh_snapshot", "REFRESH", refresh(**dict(base, flags=["SOLICITED", "SNAPSHOT"])),
+      dict(base, flags=["SOLICITED", "SNAPSHOT"]), "an image answering a snapshot request (version 2)")
+invalid("refresh_unknown_flag", "REFRESH", refresh(**dict(base, flags=[0x08])), "BadField",
+        "REFRESH defines flags 0x01, 0x02 and 0x04 only", "refresh.flags")
 invalid("refresh_item_id_zero", "REFRESH", refresh(**dict(base, item_id=0)), "BadField",
         "a REFRESH is about an item", "refresh.item_id")
 invalid("refresh_service_len_zero", "REFRESH", refresh(**dict(base, service="", name="FEED1AAPL.O")), "BadField",
@@ -373,6 +380,12 @@ valid("pong_echo", "PONG", ping("PONG", 0x0123456789ABCDEF), dict(payload=big(0x
 invalid("ping_length_24", "PING", ping("PING", 1, length=24), "BadLength", "PING is always 16 bytes")
 invalid("pong_item_id_nonzero", "PONG", ping("PONG", 1, item_id=3), "BadField",
         "PONG is about no item", "pong.item_id")
+valid("pause_request_3", "PAUSE", pause("PAUSE", 3), dict(request_id=3), "pause request 3: its items conflated")
+valid("pause_all", "PAUSE", pause("PAUSE", 0), dict(request_id=0), "pause every request open now")
+valid("resume_request_3", "RESUME", pause("RESUME", 3), dict(request_id=3), "resume it: a refresh per item that changed")
+valid("resume_all", "RESUME", pause("RESUME", 0), dict(request_id=0), "resume every paused request")
+invalid("pause_flags_nonzero", "PAUSE", pause("PAUSE", 1, flags=1), "BadField", "PAUSE defines no flag", "pause.flags")
+invalid("resume_length_16", "RESUME", pause("RESUME", 1, length=16), "BadLength", "RESUME is always 12 bytes")
 invalid("image_request_flags_nonzero", "IMAGE_REQUEST", image_request(0, 1, flags=0x80), "BadField",
         "IMAGE_REQUEST defines no flag", "image_request.flags")
 

@@ -30,6 +30,14 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
             b,
             PingKind::Pong,
         )?)?),
+        MessageType::Pause => Message::Pause(PauseRepr::parse(&PauseView::new_checked(
+            b,
+            PauseKind::Pause,
+        )?)?),
+        MessageType::Resume => Message::Resume(PauseRepr::parse(&PauseView::new_checked(
+            b,
+            PauseKind::Resume,
+        )?)?),
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }

@@ -159,13 +159,19 @@ fuzz_target!(|script: &[u8]| {
                 }
             }
             4 => {
-                // A CLOSE, or a PING or PONG (whose payload may answer the last PING).
+                // A CLOSE, a PAUSE or RESUME (of request 0: all, 1 or 2), or a PING or PONG (whose
+                // payload may answer the last PING).
                 let b = inp.byte();
                 let request_id = u32::from(b % 6);
                 let payload = if b & 0x40 != 0 { now_ns - 1_000 } else { u64::from(b) };
-                let m = match b >> 6 {
+                let pause = PauseRepr {
+                    request_id: request_id % 3,
+                };
+                let m = match b >> 5 {
                     0 | 1 => encode(&Message::Close(CloseRepr { request_id })),
-                    2 => encode(&Message::Ping(PingRepr { payload })),
+                    2 => encode(&Message::Pause(pause)),
+                    3 => encode(&Message::Resume(pause)),
+                    4 | 5 => encode(&Message::Ping(PingRepr { payload })),
                     _ => encode(&Message::Pong(PingRepr { payload })),
                 };
                 if let Some(c) = slots[slot] {

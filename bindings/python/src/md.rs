@@ -1380,6 +1380,22 @@ impl Consumer {
             .map_err(consumer_error)
     }
 
+    /// Pauses a request (0: every request open now): the distributor keeps its items' latest
+    /// state only until `resume`; kept across reconnections.
+    fn pause(&self, py: Python<'_>, request: u32) -> PyResult<()> {
+        let mut g = self.state(py)?;
+        let s = g.as_mut().expect("checked");
+        s.consumer.pause(request).map_err(consumer_error)
+    }
+
+    /// Resumes a paused request (0: every one): a "refresh" (`conflated` True) or "status"
+    /// per item that changed meanwhile, then its updates again.
+    fn resume(&self, py: Python<'_>, request: u32) -> PyResult<()> {
+        let mut g = self.state(py)?;
+        let s = g.as_mut().expect("checked");
+        s.consumer.resume(request).map_err(consumer_error)
+    }
+
     /// Closes a request (what it alone opened stops).
     fn close(&self, py: Python<'_>, request: u32) -> PyResult<()> {
         let mut g = self.state(py)?;

@@ -539,6 +539,26 @@ pub unsafe extern "C" fn pg_md_consumer_snapshot(
     })
 }
 
+/// Pauses request `request` (0: every request open now): the distributor keeps its items'
+/// latest state only until `pg_md_consumer_resume`; kept across reconnections.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_pause(consumer: *mut pg_md_consumer, request: u32) -> i32 {
+    with_consumer(consumer, |c| {
+        c.consumer.pause(request)?;
+        Ok(0)
+    })
+}
+
+/// Resumes request `request` (0: every paused one): a refresh (or status) per item that
+/// changed meanwhile, then its updates again.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_resume(consumer: *mut pg_md_consumer, request: u32) -> i32 {
+    with_consumer(consumer, |c| {
+        c.consumer.resume(request)?;
+        Ok(0)
+    })
+}
+
 /// Closes a request.
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_close(consumer: *mut pg_md_consumer, request: u32) -> i32 {

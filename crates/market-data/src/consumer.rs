@@ -316,6 +316,22 @@ impl Consumer {
         Ok(id)
     }
 
+    /// Pauses a request (0: every request open now): the distributor keeps its items' latest
+    /// state only, until [`resume`](Self::resume); kept across reconnections.
+    pub fn pause(&mut self, request: u32) -> Result<(), ConsumerError> {
+        self.core.pause(request)?;
+        self.flush_out();
+        Ok(())
+    }
+
+    /// Resumes a paused request (0: every one): a `Refresh` flagged `conflated` (or a
+    /// `Status`) per item that changed meanwhile, then its updates again.
+    pub fn resume(&mut self, request: u32) -> Result<(), ConsumerError> {
+        self.core.resume(request)?;
+        self.flush_out();
+        Ok(())
+    }
+
     /// Closes a request.
     pub fn close(&mut self, request: u32) -> Result<(), ConsumerError> {
         self.core.close(request)?;

@@ -26,7 +26,7 @@
 
 use crate::codec::{
     open_flags, refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message,
-    Messages, OpenRepr, PatternList, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
+    Messages, OpenRepr, PatternList, PauseRepr, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
 };
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;
@@ -220,6 +220,8 @@ struct Request {
     patterns: Vec<String>,
     /// The images only: forgotten once its closing STATUS comes.
     snapshot: bool,
+    /// Paused: paused again after each (re)connection's OPEN.
+    paused: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -515,6 +517,7 @@ impl ConsumerCore {
                 service: service.to_string(),
                 patterns: patterns.iter().map(|p| p.to_string()).collect(),
                 snapshot,
+                paused: false,
             },
         );
         if self.phase == Phase::LoggedIn {
@@ -538,6 +541,43 @@ impl ConsumerCore {
         Ok(())
     }
 
+    /// Pauses a request (0: every request open now): the distributor keeps its items' latest
+    /// state only until [`resume`](Self::resume). Kept across reconnections.
+    pub fn pause(&mut self, request: u32) -> Result<(), ConsumerError> {
+        self.set_paused(request, true)
+    }
+
+    /// Resumes a paused request (0: every paused request): one `Refresh` (flagged
+    /// `conflated`) or `Status` per item that changed meanwhile, then its updates again.
+    pub fn resume(&mut self, request: u32) -> Result<(), ConsumerError> {
+        self.set_paused(request, false)
+    }
+
+    fn set_paused(&mut self, request: u32, paused: bool) -> Result<(), ConsumerError> {
+        if request == 0 {
+            for r in self.requests.values_mut() {
+                r.paused = paused;
+            }
+        } else {
+            let Some(r) = self.requests.get_mut(&request) else {
+                return Err(ConsumerError::UnknownRequest { request });
+            };
+            r.paused = paused;
+        }
+        if self.phase == Phase::LoggedIn {
+            let m = PauseRepr {
+                request_id: request,
+            };
+            let m = if paused {
+                Message::Pause(m)
+            } else {
+                Message::Resume(m)
+            };
+            m.emit_to_vec(&mut self.out);
+        }
+        Ok(())
+    }
+
     fn emit_open(&mut self, id: u32) {
         let r = &self.requests[&id];
         let patterns: Vec<&str> = r.patterns.iter().map(String::as_str).collect();
@@ -548,6 +588,9 @@ impl ConsumerCore {
             patterns: PatternList::List(&patterns),
         })
         .emit_to_vec(&mut self.out);
+        if r.paused {
+            Message::Pause(PauseRepr { request_id: id }).emit_to_vec(&mut self.out);
+        }
     }
 
     /// A connection to [`address`](Self::address) is up: LOGIN is queued.

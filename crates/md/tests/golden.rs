@@ -137,7 +137,9 @@ fn flags(vector: &str, names: &[Value]) -> u8 {
         .map(|n| match n.as_str() {
             Some("SOLICITED") => refresh_flags::SOLICITED,
             Some("CONFLATED") => refresh_flags::CONFLATED,
-            Some("SNAPSHOT") => open_flags::SNAPSHOT,
+            // OPEN's SNAPSHOT and REFRESH's have their own values.
+            Some("SNAPSHOT") if vector.starts_with("open") => open_flags::SNAPSHOT,
+            Some("SNAPSHOT") => refresh_flags::SNAPSHOT,
             other => panic!("{vector}: unknown flag {other:?}"),
         })
         .fold(0, |a, b| a | b)
@@ -173,6 +175,14 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Pong => {
             Message::Pong(PingRepr::parse(&PingView::new_checked(b, PingKind::Pong)?)?)
         }
+        MessageType::Pause => Message::Pause(PauseRepr::parse(&PauseView::new_checked(
+            b,
+            PauseKind::Pause,
+        )?)?),
+        MessageType::Resume => Message::Resume(PauseRepr::parse(&PauseView::new_checked(
+            b,
+            PauseKind::Resume,
+        )?)?),
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }
@@ -293,6 +303,12 @@ fn check_valid(v: &Vector) {
         }),
         MessageType::Pong => Message::Pong(PingRepr {
             payload: f.int("payload"),
+        }),
+        MessageType::Pause => Message::Pause(PauseRepr {
+            request_id: f.int("request_id"),
+        }),
+        MessageType::Resume => Message::Resume(PauseRepr {
+            request_id: f.int("request_id"),
         }),
         MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr {
             item_id: f.int("item_id"),

@@ -62,7 +62,9 @@ Consumer
     defaults to the environment's PEREGRINE_MD_TOKEN; `busy_poll_us` keeps `poll` reading
     that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
     `close(request)` closes it; `snapshot(service, patterns)` asks for the images only (each a
-    "refresh" with `snapshot` True, then a "status" "closed" with an empty item ends it). `poll(timeout=1.0)` waits with the GIL released and returns a
+    "refresh" with `snapshot` True, then a "status" "closed" with an empty item ends it);
+    `pause(request)` and `resume(request)` (0: every request) hold a request's updates in the
+    distributor, which sends the latest image of each item that changed on resume. `poll(timeout=1.0)` waits with the GIL released and returns a
     list of `Event`; `kind` is "refresh", "update", "status", "gap", "conflated",
     "logged_in" or "disconnected" (see `Event`). An event's `fields` dict is made only when
     first read, so skipping events is cheap. On a lost connection every item is reported

@@ -28,7 +28,8 @@ pub const HEADER_LEN: usize = 8;
 /// Longest message: `length` is a u16.
 pub const MAX_MESSAGE_LEN: usize = u16::MAX as usize;
 
-/// The message types of version 2 (PING and PONG are new in it; the rest are version 1's).
+/// The message types of version 2 (PING, PONG, PAUSE and RESUME are new in it; the rest are
+/// version 1's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum MessageType {
@@ -52,12 +53,16 @@ pub enum MessageType {
     Ping = 0x15,
     /// The answer to a PING (both ways, version 2).
     Pong = 0x16,
+    /// A client pauses a request, or all (client → distributor, version 2).
+    Pause = 0x17,
+    /// A client resumes a request, or all (client → distributor, version 2).
+    Resume = 0x18,
     /// The distributor asks the feed for images (distributor → feed).
     ImageRequest = 0x20,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 11] = [
+    pub const ALL: [MessageType; 13] = [
         MessageType::Refresh,
         MessageType::Update,
         MessageType::Status,
@@ -68,6 +73,8 @@ impl MessageType {
         MessageType::Conflated,
         MessageType::Ping,
         MessageType::Pong,
+        MessageType::Pause,
+        MessageType::Resume,
         MessageType::ImageRequest,
     ];
 
@@ -84,6 +91,8 @@ impl MessageType {
             MessageType::Conflated => "CONFLATED",
             MessageType::Ping => "PING",
             MessageType::Pong => "PONG",
+            MessageType::Pause => "PAUSE",
+            MessageType::Resume => "RESUME",
             MessageType::ImageRequest => "IMAGE_REQUEST",
         }
     }
@@ -101,6 +110,8 @@ impl MessageType {
             0x14 => MessageType::Conflated,
             0x15 => MessageType::Ping,
             0x16 => MessageType::Pong,
+            0x17 => MessageType::Pause,
+            0x18 => MessageType::Resume,
             0x20 => MessageType::ImageRequest,
             other => return Err(MdError::UnknownType(other)),
         })

@@ -4,11 +4,11 @@ use super::header::{Header, MessageType};
 use super::{
     CloseRepr, CloseView, ConflatedRepr, ConflatedView, ImageRequestRepr, ImageRequestView,
     LoginRepr, LoginResponseRepr, LoginResponseView, LoginView, MdError, OpenRepr, OpenView,
-    PingKind, PingRepr, PingView, RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr,
-    UpdateView,
+    PauseKind, PauseRepr, PauseView, PingKind, PingRepr, PingView, RefreshRepr, RefreshView,
+    StatusRepr, StatusView, UpdateRepr, UpdateView,
 };
 
-/// The parsed form of any message (of version 2: version 1's and PING, PONG).
+/// The parsed form of any message (of version 2: version 1's and PING, PONG, PAUSE, RESUME).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message<'a> {
     Refresh(RefreshRepr<'a>),
@@ -21,6 +21,8 @@ pub enum Message<'a> {
     Conflated(ConflatedRepr),
     Ping(PingRepr),
     Pong(PingRepr),
+    Pause(PauseRepr),
+    Resume(PauseRepr),
     ImageRequest(ImageRequestRepr),
 }
 
@@ -61,6 +63,14 @@ impl<'a> Message<'a> {
                 buffer,
                 PingKind::Pong,
             ))?),
+            MessageType::Pause => Message::Pause(PauseRepr::parse(&PauseView::new_unchecked(
+                buffer,
+                PauseKind::Pause,
+            ))?),
+            MessageType::Resume => Message::Resume(PauseRepr::parse(&PauseView::new_unchecked(
+                buffer,
+                PauseKind::Resume,
+            ))?),
             MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr::parse(
                 &ImageRequestView::new_unchecked(buffer),
             )?),
@@ -79,6 +89,8 @@ impl<'a> Message<'a> {
             Message::Conflated(_) => MessageType::Conflated,
             Message::Ping(_) => MessageType::Ping,
             Message::Pong(_) => MessageType::Pong,
+            Message::Pause(_) => MessageType::Pause,
+            Message::Resume(_) => MessageType::Resume,
             Message::ImageRequest(_) => MessageType::ImageRequest,
         }
     }
@@ -101,6 +113,8 @@ impl<'a> Message<'a> {
             | Message::Conflated(_)
             | Message::Ping(_)
             | Message::Pong(_)
+            | Message::Pause(_)
+            | Message::Resume(_)
             | Message::ImageRequest(_) => Ok(()),
         }
     }
@@ -117,6 +131,7 @@ impl<'a> Message<'a> {
             Message::Close(r) => r.buffer_len(),
             Message::Conflated(r) => r.buffer_len(),
             Message::Ping(r) | Message::Pong(r) => r.buffer_len(),
+            Message::Pause(r) | Message::Resume(r) => r.buffer_len(),
             Message::ImageRequest(r) => r.buffer_len(),
         }
     }
@@ -140,6 +155,8 @@ impl<'a> Message<'a> {
             Message::Conflated(r) => r.emit(&mut ConflatedView::new_unchecked(b)),
             Message::Ping(r) => r.emit(&mut PingView::new_unchecked(b, PingKind::Ping)),
             Message::Pong(r) => r.emit(&mut PingView::new_unchecked(b, PingKind::Pong)),
+            Message::Pause(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Pause)),
+            Message::Resume(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Resume)),
             Message::ImageRequest(r) => r.emit(&mut ImageRequestView::new_unchecked(b)),
         }
         len

@@ -20,6 +20,8 @@
 //! | 0x14 | [`conflated`] | CONFLATED: the client fell behind; REFRESHes follow |
 //! | 0x15 | [`ping`] | PING: liveness (version 2) |
 //! | 0x16 | [`ping`] | PONG: the answer to a PING (version 2) |
+//! | 0x17 | [`pause`] | PAUSE: a request, or all, conflated until resumed (version 2) |
+//! | 0x18 | [`pause`] | RESUME (version 2) |
 //! | 0x20 | [`image_request`] | IMAGE_REQUEST: the distributor asks the feed for images |
 //!
 //! [`fields`] encodes field lists. [`Message`] parses any message by type, and [`Messages`]
@@ -60,6 +62,7 @@ pub mod login;
 pub mod login_response;
 mod message;
 pub mod open;
+pub mod pause;
 pub mod ping;
 pub mod refresh;
 pub mod status;
@@ -76,6 +79,7 @@ pub use login::{LoginRepr, LoginView, MAGIC};
 pub use login_response::{LoginResponseRepr, LoginResponseView, LoginResult};
 pub use message::Message;
 pub use open::{open_flags, OpenRepr, OpenView, PatternIter, PatternList};
+pub use pause::{PauseKind, PauseRepr, PauseView, PAUSE_LEN};
 pub use ping::{PingKind, PingRepr, PingView, PING_LEN};
 pub use refresh::{refresh_flags, RefreshRepr, RefreshView};
 pub use status::{StatusRepr, StatusView};

@@ -463,3 +463,33 @@ fn a_snapshot_is_sent_flagged_leaves_no_live_item_and_is_forgotten_once_closed()
     c.handle_bytes(&accepted(), 300 * MS, &mut |_| {}).unwrap();
     assert!(sent(&mut c).is_empty(), "not asked again");
 }
+
+#[test]
+fn a_paused_request_is_paused_again_after_a_reconnection_until_resumed() {
+    let mut c = consumer();
+    let r1 = c.open("FEED1", &["AAA.O"]).unwrap();
+    let r2 = c.open("FEED1", &["MSFT.O"]).unwrap();
+    assert!(c.pause(99).is_err(), "not open");
+    c.pause(r1).unwrap();
+    assert!(c.transmit().is_empty(), "nothing before a connection");
+    c.connected(0);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
+    assert_eq!(
+        sent(&mut c),
+        [
+            format!("OPEN {r1} FEED1 AAA.O"),
+            format!("Pause(PauseRepr {{ request_id: {r1} }})"),
+            format!("OPEN {r2} FEED1 MSFT.O"),
+        ]
+    );
+    c.resume(0).unwrap();
+    assert_eq!(sent(&mut c), ["Resume(PauseRepr { request_id: 0 })"]);
+    c.pause(0).unwrap();
+    sent(&mut c);
+    c.connection_lost(0, "x", &mut |_| {});
+    c.connected(100 * MS);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 100 * MS, &mut |_| {}).unwrap();
+    assert_eq!(sent(&mut c).len(), 4, "both opened and paused again");
+}

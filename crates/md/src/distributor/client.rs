@@ -132,6 +132,13 @@ pub(crate) struct Client {
     pub asked_ping_ms: Option<u32>,
     /// Logged in with version 2: its PINGs and silence.
     pub liveness: Option<Liveness>,
+    /// Its paused requests.
+    pub paused: BTreeSet<u32>,
+    /// Per watched item, how many of its paused requests hold it: an item every holder of
+    /// which is paused is not sent (it equals the item's count in `watched`).
+    pub paused_holds: HashMap<ItemId, u32>,
+    /// Paused items that changed: their state is sent on resume.
+    pub paused_changed: BTreeSet<ItemId>,
 }
 
 /// How a client is connected: what the driver tells the core at
@@ -161,6 +168,9 @@ impl Client {
             counted_user: None,
             asked_ping_ms: None,
             liveness: None,
+            paused: BTreeSet::new(),
+            paused_holds: HashMap::new(),
+            paused_changed: BTreeSet::new(),
             id,
             login: Login::Awaiting { since_ns: now_ns },
             inbuf: Vec::new(),
@@ -189,6 +199,30 @@ impl Client {
 
     pub fn verifying(&self) -> bool {
         matches!(self.login, Login::Verifying { .. })
+    }
+
+    /// Every request holding `item` is paused.
+    pub fn is_paused(&self, item: ItemId) -> bool {
+        !self.paused.is_empty()
+            && self
+                .paused_holds
+                .get(&item)
+                .is_some_and(|&p| Some(&p) == self.watched.get(&item))
+    }
+
+    /// Request `rid` holds `item` no more (it is closed or lost the item): its paused hold
+    /// goes with it.
+    pub fn release_pause(&mut self, rid: u32, item: ItemId) {
+        if !self.paused.contains(&rid) {
+            return;
+        }
+        if let Some(n) = self.paused_holds.get_mut(&item) {
+            *n -= 1;
+            if *n == 0 {
+                self.paused_holds.remove(&item);
+                self.paused_changed.remove(&item);
+            }
+        }
     }
 }
 

@@ -42,6 +42,12 @@ counters! {
     requests_opened,
     /// Snapshot requests (OPEN flagged SNAPSHOT) answered and closed.
     snapshots,
+    /// Requests paused (each request once per PAUSE that paused it).
+    requests_paused,
+    /// UPDATEs not sent to a client because every request of it holding the item is paused.
+    updates_paused,
+    /// REFRESH or STATUS messages sent on a RESUME for items that changed while paused.
+    resumed_images,
     /// CLOSE requests served.
     requests_closed,
     /// Requests (or names of a request) answered with STATUS `rejected`: request id in use or

@@ -784,13 +784,15 @@ impl Distributor {
                 continue;
             }
             touched += 1;
+            for &(rid, item) in &revoked {
+                c.release_pause(rid, item);
+                unwatch(c, item, &mut self.watchers);
+            }
             for &rid in &dropped_requests {
                 if let Some(r) = c.requests.remove(&rid) {
                     c.patterns -= r.pattern_count();
                 }
-            }
-            for &(_, item) in &revoked {
-                unwatch(c, item, &mut self.watchers);
+                c.paused.remove(&rid);
             }
             let text = format!("user {name}'s entitlements changed: no longer entitled");
             for &(rid, item) in &revoked {
@@ -1171,6 +1173,8 @@ impl Distributor {
             (true, Message::Open(open)) => self.on_open(id, &open, now_ns),
             (true, Message::Close(close)) => self.on_close(id, close.request_id),
             (true, Message::Ping(ping)) => self.on_ping(id, ping.payload),
+            (true, Message::Pause(p)) => self.on_pause(id, p.request_id),
+            (true, Message::Resume(p)) => self.on_resume(id, p.request_id),
             (true, Message::Pong(pong)) => self.on_pong(id, pong.payload, now_ns),
             (true, other) => {
                 self.refuse_client(id, ClientError::NotFromClients(other.message_type()))
@@ -1622,9 +1626,78 @@ impl Distributor {
         };
         c.patterns -= request.pattern_count();
         for item in request.items {
+            c.release_pause(rid, item);
             unwatch(c, item, &mut self.watchers);
         }
+        c.paused.remove(&rid);
         self.counters.requests_closed += 1;
+    }
+
+    /// PAUSE: the request (0: every request open now) keeps its items' latest state only.
+    fn on_pause(&mut self, id: ClientId, rid: u32) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        if rid != 0 && !c.requests.contains_key(&rid) {
+            return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
+        }
+        let rids: Vec<u32> = if rid == 0 {
+            c.requests.keys().copied().collect()
+        } else {
+            vec![rid]
+        };
+        for rid in rids {
+            if !c.paused.insert(rid) {
+                continue;
+            }
+            self.counters.requests_paused += 1;
+            for &item in &c.requests[&rid].items {
+                *c.paused_holds.entry(item).or_default() += 1;
+            }
+        }
+    }
+
+    /// RESUME: the request (0: every paused one) flows again, after one image (REFRESH
+    /// flagged CONFLATED, or a STATUS) per item that changed while paused.
+    fn on_resume(&mut self, id: ClientId, rid: u32) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        if rid != 0 && !c.requests.contains_key(&rid) {
+            return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
+        }
+        let rids: Vec<u32> = if rid == 0 {
+            c.paused.iter().copied().collect()
+        } else {
+            vec![rid]
+        };
+        let mut changed = Vec::new();
+        for rid in rids {
+            if !c.paused.remove(&rid) {
+                continue;
+            }
+            for &item in &c.requests[&rid].items {
+                let Some(n) = c.paused_holds.get_mut(&item) else {
+                    continue;
+                };
+                *n -= 1;
+                if *n == 0 {
+                    c.paused_holds.remove(&item);
+                }
+                if !c.is_paused(item) && c.paused_changed.remove(&item) {
+                    changed.push(item);
+                }
+            }
+        }
+        changed.sort_unstable();
+        changed.dedup();
+        for item in changed {
+            self.counters.resumed_images += 1;
+            self.send_image(id, item, 0, refresh_flags::CONFLATED);
+            if self.clients.get(id).is_none_or(Client::closing) {
+                return;
+            }
+        }
     }
 
     /// Adds `item` to what request `rid` of client `id` opened; false (and a STATUS
@@ -1651,6 +1724,9 @@ impl Distributor {
         }
         if let Some(r) = c.requests.get_mut(&rid) {
             r.items.push(item);
+        }
+        if c.paused.contains(&rid) {
+            *c.paused_holds.entry(item).or_default() += 1;
         }
         true
     }
@@ -2113,6 +2189,13 @@ fn admit(
     if c.closing() || c.user().is_none() {
         return Admit::Skip;
     }
+    if c.is_paused(item) {
+        c.paused_changed.insert(item);
+        if update {
+            counters.updates_paused += 1;
+        }
+        return Admit::Skip;
+    }
     if c.conflation.is_none() && c.queued_bytes.saturating_add(len) > max_queue {
         match c.slow {
             SlowPolicy::Conflate => {
@@ -2136,6 +2219,10 @@ fn admit(
             counters.updates_conflated += 1;
         }
         return Admit::Skip;
+    }
+    // Sent now (another, unpaused request holds it): no image is owed for it on resume.
+    if !c.paused_changed.is_empty() {
+        c.paused_changed.remove(&item);
     }
     c.queued_bytes += len;
     counters.bytes_queued += len as u64;

@@ -1553,3 +1553,99 @@ fn a_snapshot_beside_a_streaming_request_leaves_the_stream_alone() {
         ["STATUS 0 req=1 rejected /: request id 1 is already open: choose another or CLOSE it first"]
     );
 }
+
+fn pause_msg(request_id: u32, pause: bool) -> Vec<u8> {
+    let m = crate::codec::PauseRepr { request_id };
+    encode(&if pause {
+        Message::Pause(m)
+    } else {
+        Message::Resume(m)
+    })
+}
+
+#[test]
+fn a_paused_request_is_conflated_and_its_resume_sends_one_image_per_changed_item() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    net.feed(&refresh(501, "AAB.O", 1, 200));
+    net.feed(&refresh(502, "MSFT.O", 1, 300));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AA*"]);
+    net.open(b, 2, FEED1, &["MSFT.O"]);
+    net.take(b);
+    net.send(b, &pause_msg(1, true));
+    // AAA.O changes three times while paused, AAB.O not at all; MSFT.O (request 2) flows.
+    for seq in 2..5 {
+        net.feed(&update(500, seq, 100 + i64::from(seq)));
+    }
+    net.feed(&update(502, 2, 301));
+    assert_eq!(net.take(b), ["UPDATE 3 seq=2 BID=3.01"]);
+    assert_eq!(net.d.counters().updates_paused, 3);
+    net.send(b, &pause_msg(1, false));
+    assert_eq!(
+        net.take(b),
+        ["REFRESH 1 AAA.O CONFLATED BID=1.04 BIDSIZE=100"],
+        "the latest state of what changed, once"
+    );
+    net.feed(&update(500, 5, 105));
+    assert_eq!(net.take(b), ["UPDATE 1 seq=5 BID=1.05"]);
+
+    // Pausing everything, an item going stale while paused comes back as its STATUS; an item
+    // another (unpaused) request opens flows for it.
+    net.send(b, &pause_msg(0, true));
+    net.feed(&update(501, 2, 201));
+    net.d.handle_backbone_loss(net.feed1(), net.now_ns);
+    net.pump();
+    assert!(
+        net.take(b).is_empty(),
+        "nothing while every request is paused"
+    );
+    net.feed(&refresh(500, "AAA.O", 6, 106));
+    net.open(b, 3, FEED1, &["AAA.O"]);
+    assert_eq!(
+        net.take(b),
+        ["REFRESH 1 AAA.O SOLICITED BID=1.06 BIDSIZE=100"]
+    );
+    net.feed(&update(500, 7, 107));
+    assert_eq!(net.take(b), ["UPDATE 1 seq=7 BID=1.07"]);
+    net.send(b, &pause_msg(0, false));
+    let got = net.take(b);
+    assert_eq!(
+        got,
+        [
+            "STATUS 2 req=0 stale FEED1/AAB.O: ",
+            "STATUS 3 req=0 stale FEED1/MSFT.O: ",
+        ],
+        "the state of each item that changed under paused requests only"
+    );
+    // A request that is not open is refused, and nothing is paused by it.
+    net.send(b, &pause_msg(9, true));
+    assert_eq!(
+        net.take(b),
+        ["STATUS 0 req=9 rejected /: no open request has id 9"]
+    );
+}
+
+#[test]
+fn closing_a_paused_request_leaves_the_others_of_its_items_flowing() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    let b = net.login("bob");
+    net.open(b, 1, FEED1, &["AAA.O"]);
+    net.open(b, 2, FEED1, &["AA*"]);
+    net.take(b);
+    net.send(b, &pause_msg(1, true));
+    net.send(b, &pause_msg(2, true));
+    net.feed(&update(500, 2, 101));
+    assert!(net.take(b).is_empty());
+    net.send(b, &encode(&Message::Close(CloseRepr { request_id: 2 })));
+    net.send(b, &pause_msg(1, false));
+    assert_eq!(
+        net.take(b),
+        ["REFRESH 1 AAA.O CONFLATED BID=1.01 BIDSIZE=100"]
+    );
+    net.feed(&update(500, 3, 102));
+    assert_eq!(net.take(b), ["UPDATE 1 seq=3 BID=1.02"]);
+    let c = net.d.clients.get(b).unwrap();
+    assert!(c.paused.is_empty() && c.paused_holds.is_empty() && c.paused_changed.is_empty());
+}
