@@ -457,3 +457,48 @@ def test_a_consumer_over_tls_and_a_user_identified_by_its_certificate(tmp_path):
         prov.close()
     finally:
         d.stop()
+
+
+def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
+    dist, bb, rq = net
+    with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+        prov.refresh("AAA.O", {"BID": Decimal("1.00")})
+        prov.refresh("BBB.O", {"BID": Decimal("2.00")})
+        cons = md.Consumer([dist.address], user="alice", token=TOKEN, ping_interval_ms=200)
+        assert cons.ping_interval_ms == 1000, "raised to the distributor's minimum"
+        # A streaming request; once its images came, they are in the distributor's cache.
+        req = cons.open("FEED1", ["AAA.O", "BBB.O"])
+        pump(prov, cons, lambda g: len([e for e in g if e.kind == "refresh"]) == 2,
+             what="the request's images")
+        # A snapshot: each image flagged, then "closed" with no item ends it.
+        snap = cons.snapshot("FEED1", ["AAA.O", "BBB.O"])
+        got = pump(prov, cons, lambda g: any(e.kind == "status" and e.request == snap
+                                             for e in g), what="the snapshot's end")
+        images = [e for e in got if e.kind == "refresh"]
+        assert sorted(e.item for e in images) == ["AAA.O", "BBB.O"]
+        assert all(e.snapshot for e in images)
+        end = [e for e in got if e.kind == "status"][-1]
+        assert (end.item, end.state, end.text) == ("", "closed", "snapshot complete")
+        # The request paused: updates wait in the distributor; resume sends the latest.
+        cons.pause(req)
+        for i in range(3, 6):
+            prov.update("AAA.O", {"BID": Decimal(f"{i}.00")})
+        quiet = []
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            prov.do_work()
+            quiet.extend(cons.poll(timeout=0.01))
+        assert not [e for e in quiet if e.kind == "update"], quiet
+        cons.resume(req)
+        got = pump(prov, cons, lambda g: any(e.kind == "refresh" for e in g),
+                   what="the image on resume")
+        image = next(e for e in got if e.kind == "refresh")
+        assert image.conflated and image.fields["BID"] == Decimal("5.00")
+        # The PINGs at the agreed interval time the round trip.
+        deadline = time.monotonic() + 5
+        while cons.rtt_us is None:
+            assert time.monotonic() < deadline, "no round trip timed"
+            prov.do_work()
+            cons.poll(timeout=0.05)
+        assert cons.rtt_us > 0 and cons.counters()["pings_sent"] >= 1
+        cons.disconnect()
