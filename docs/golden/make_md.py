@@ -17,8 +17,8 @@ TYPES = {
     "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16,
     "PAUSE": 0x17, "RESUME": 0x18, "IMAGE_REQUEST": 0x20,
 }
-REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02, "SNAPSHOT": 0x04}
-OPEN_FLAGS = {"SNAPSHOT": 0x01}
+REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02, "SNAPSHOT": 0x04, "VIEW": 0x08}
+OPEN_FLAGS = {"SNAPSHOT": 0x01, "VIEW": 0x02}
 STATES = {"ok": 0, "stale": 1, "closed": 2, "not-entitled": 3, "not-found": 4, "rejected": 5}
 RESULTS = {"accepted": 0, "denied": 1, "unsupported-version": 2}
 KINDS = {"int": 1, "price": 2, "time": 3, "enum": 4, "string": 5}
@@ -112,8 +112,12 @@ def ping(type_name, payload, item_id=0, length=16):
     return header(length, type_name, 0, item_id) + struct.pack("<Q", payload) + bytes(length - 16)
 
 
-def open_(request_id, service, patterns, reserved=0, count=None, extra=b"", flags=()):
+def open_(request_id, service, patterns, reserved=0, count=None, extra=b"", flags=(), view=None):
+    """With `view` (a list of field ids): flag VIEW, then u16 count and the ids after the patterns."""
     s = service.encode()
+    if view is not None:
+        flags = list(flags) + ["VIEW"]
+        extra = struct.pack("<H", len(view)) + b"".join(struct.pack("<H", f) for f in view) + extra
     body = b"".join(struct.pack("<B", len(p)) + p for p in (p.encode() if isinstance(p, str) else p for p in patterns))
     n = len(patterns) if count is None else count
     fixed = struct.pack("<IBBH", request_id, len(s), reserved, n)
@@ -245,8 +249,10 @@ valid("refresh_longest_names", "REFRESH", refresh(**r), r,
 base = dict(item_id=9, flags=["SOLICITED"], timestamp_ns=TS, item_seq=1, service="FEED1", name="AAPL.O", fields=[BID])
 valid("refresh_snapshot", "REFRESH", refresh(**dict(base, flags=["SOLICITED", "SNAPSHOT"])),
       dict(base, flags=["SOLICITED", "SNAPSHOT"]), "an image answering a snapshot request (version 2)")
-invalid("refresh_unknown_flag", "REFRESH", refresh(**dict(base, flags=[0x08])), "BadField",
-        "REFRESH defines flags 0x01, 0x02 and 0x04 only", "refresh.flags")
+valid("refresh_view", "REFRESH", refresh(**dict(base, flags=["SOLICITED", "VIEW"])),
+      dict(base, flags=["SOLICITED", "VIEW"]), "an image cut to the client's view (version 2)")
+invalid("refresh_unknown_flag", "REFRESH", refresh(**dict(base, flags=[0x10])), "BadField",
+        "REFRESH defines flags 0x01, 0x02, 0x04 and 0x08 only", "refresh.flags")
 invalid("refresh_item_id_zero", "REFRESH", refresh(**dict(base, item_id=0)), "BadField",
         "a REFRESH is about an item", "refresh.item_id")
 invalid("refresh_service_len_zero", "REFRESH", refresh(**dict(base, service="", name="FEED1AAPL.O")), "BadField",
@@ -334,13 +340,25 @@ invalid("login_response_result_3", "LOGIN_RESPONSE", login_response("accepted", 
 
 # ---- OPEN -------------------------------------------------------------------------------------
 o = dict(request_id=7, service="FEED1", patterns=["MSFT.O", "AAA.*"])
-valid("open_name_and_glob", "OPEN", open_(**o), dict(o, flags=[]), "one exact name and one glob in one request")
+valid("open_name_and_glob", "OPEN", open_(**o), dict(o, flags=[], view=None), "one exact name and one glob in one request")
 o = dict(request_id=0xFFFFFFFF, service="ELEKTRON", patterns=["EUR="])
-valid("open_one_name", "OPEN", open_(**o), dict(o, flags=[]), "the largest request id, one name")
+valid("open_one_name", "OPEN", open_(**o), dict(o, flags=[], view=None), "the largest request id, one name")
 o = dict(request_id=9, service="FEED1", patterns=["AAA.*"], flags=["SNAPSHOT"])
-valid("open_snapshot", "OPEN", open_(**o), o, "the images only: the request is closed once answered (version 2)")
-invalid("open_flag_0x02", "OPEN", open_(1, "FEED1", ["A"], flags=[0x02]), "BadField",
-        "OPEN defines only SNAPSHOT", "open.flags")
+valid("open_snapshot", "OPEN", open_(**o), dict(o, view=None), "the images only: the request is closed once answered (version 2)")
+o = dict(request_id=10, service="FEED1", patterns=["AAA.O", "MSFT.*"], view=[22, 25])
+valid("open_view_bid_ask", "OPEN", open_(**o), dict(o, flags=[]), "BID and ASK only (version 2; VIEW is set by the view)")
+o = dict(request_id=11, service="FEED1", patterns=["AAA.O"], flags=["SNAPSHOT"], view=[22])
+valid("open_snapshot_view", "OPEN", open_(**o), o, "a snapshot of BID only")
+invalid("open_view_count_zero", "OPEN", open_(1, "FEED1", ["A"], view=[]), "BadField",
+        "a view lists 1 to 1024 fields", "open.view_count")
+invalid("open_view_fid_twice", "OPEN", open_(1, "FEED1", ["A"], view=[22, 22]), "BadField",
+        "a field is listed once", "open.view_fid")
+invalid("open_view_fid_zero", "OPEN", open_(1, "FEED1", ["A"], view=[0]), "BadField",
+        "field ids are 1 to 32767", "open.view_fid")
+invalid("open_view_short", "OPEN", open_(1, "FEED1", ["A"], view=[22], extra=b"\x00"), "BadLength",
+        "a byte after the view's ids")
+invalid("open_flag_0x04", "OPEN", open_(1, "FEED1", ["A"], flags=[0x04]), "BadField",
+        "OPEN defines only SNAPSHOT and VIEW", "open.flags")
 invalid("open_request_id_zero", "OPEN", open_(0, "FEED1", ["A"]), "BadField",
         "request id 0 means 'unsolicited' in answers: an OPEN must not use it", "open.request_id")
 invalid("open_count_zero", "OPEN", open_(1, "FEED1", []), "BadField",

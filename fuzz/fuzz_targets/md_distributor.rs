@@ -153,6 +153,7 @@ fuzz_target!(|script: &[u8]| {
                     request_id,
                     service,
                     patterns: PatternList::List(&patterns),
+                    view: None,
                 }));
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);

@@ -479,6 +479,7 @@ impl Raw {
             request_id: rid,
             service,
             patterns: PatternList::List(patterns),
+            view: None,
         })
         .emit_to_vec(&mut b);
         b

@@ -24,9 +24,11 @@
 //! speaks only version 1 answers the version 2 LOGIN with `unsupported version`: the core
 //! logs in again at once with version 1, without liveness.
 
+use crate::codec::open::MAX_VIEW_FIELDS;
 use crate::codec::{
     open_flags, refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message,
-    Messages, OpenRepr, PatternList, PauseRepr, PingRepr, MAX_MESSAGE_LEN, MIN_VERSION, VERSION,
+    Messages, OpenRepr, PatternList, PauseRepr, PingRepr, ViewList, MAX_MESSAGE_LEN, MIN_VERSION,
+    VERSION,
 };
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;
@@ -222,6 +224,8 @@ struct Request {
     snapshot: bool,
     /// Paused: paused again after each (re)connection's OPEN.
     paused: bool,
+    /// The fields asked for (`None`: all).
+    view: Option<Vec<u16>>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +233,9 @@ struct ItemView {
     name: Box<str>,
     /// The item_seq of its last REFRESH or UPDATE; `None` while it is not ok.
     seq: Option<u32>,
+    /// Its last REFRESH was cut to a view: UPDATEs outside it are not sent, so `item_seq`
+    /// may skip values (not a gap).
+    viewed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,7 +472,20 @@ impl ConsumerCore {
     /// Opens `patterns` (names and globs) of `service`; returns the request's id. Sent now
     /// when logged in, else at login.
     pub fn open(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
-        self.request(service, patterns, false)
+        self.request(service, patterns, false, None)
+    }
+
+    /// [`open`](Self::open) for the fields `view` (field ids) only: REFRESHes carry those
+    /// fields, and an UPDATE that changes none of them is not sent (so `item_seq` may skip:
+    /// no `Gap` is reported for such items). Two requests holding one item get the union of
+    /// their fields (a request without a view: every field).
+    pub fn open_view(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        view: &[u16],
+    ) -> Result<u32, ConsumerError> {
+        self.request(service, patterns, false, Some(view))
     }
 
     /// Asks for the images of `patterns` of `service` only (a snapshot); returns the
@@ -474,7 +494,17 @@ impl ConsumerCore {
     /// A snapshot not answered when the connection breaks is asked again after the next
     /// login.
     pub fn snapshot(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
-        self.request(service, patterns, true)
+        self.request(service, patterns, true, None)
+    }
+
+    /// [`snapshot`](Self::snapshot) of the fields `view` only.
+    pub fn snapshot_view(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        view: &[u16],
+    ) -> Result<u32, ConsumerError> {
+        self.request(service, patterns, true, Some(view))
     }
 
     fn request(
@@ -482,7 +512,29 @@ impl ConsumerCore {
         service: &str,
         patterns: &[&str],
         snapshot: bool,
+        view: Option<&[u16]>,
     ) -> Result<u32, ConsumerError> {
+        if let Some(v) = view {
+            let mut ids = v.to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            if v.is_empty() || v.len() > MAX_VIEW_FIELDS || ids.len() != v.len() {
+                return Err(ConsumerError::BadRequest {
+                    why: format!(
+                        "a view of {} field ids: give 1 to {MAX_VIEW_FIELDS}, none twice",
+                        v.len()
+                    ),
+                });
+            }
+            if let Some(&bad) = v.iter().find(|&&f| f == 0 || f > crate::model::MAX_FID) {
+                return Err(ConsumerError::BadRequest {
+                    why: format!(
+                        "field id {bad} in a view: give 1 to {}",
+                        crate::model::MAX_FID
+                    ),
+                });
+            }
+        }
         check_service(service.as_bytes()).map_err(|why| ConsumerError::BadService {
             service: service.to_string(),
             why,
@@ -492,7 +544,7 @@ impl ConsumerCore {
                 why: "a request names at least one item or glob".into(),
             });
         }
-        let mut len = 16 + service.len();
+        let mut len = 16 + service.len() + view.map_or(0, |v| 2 + 2 * v.len());
         for p in patterns {
             check_item_pattern(p.as_bytes()).map_err(|why| ConsumerError::BadPattern {
                 pattern: p.to_string(),
@@ -518,6 +570,7 @@ impl ConsumerCore {
                 patterns: patterns.iter().map(|p| p.to_string()).collect(),
                 snapshot,
                 paused: false,
+                view: view.map(<[u16]>::to_vec),
             },
         );
         if self.phase == Phase::LoggedIn {
@@ -586,6 +639,7 @@ impl ConsumerCore {
             request_id: id,
             service: &r.service,
             patterns: PatternList::List(&patterns),
+            view: r.view.as_deref().map(ViewList::List),
         })
         .emit_to_vec(&mut self.out);
         if r.paused {
@@ -817,8 +871,10 @@ impl ConsumerCore {
                     let v = self.items.entry(r.item_id).or_insert_with(|| ItemView {
                         name: r.name.into(),
                         seq: None,
+                        viewed: false,
                     });
                     v.seq = Some(r.item_seq);
+                    v.viewed = r.flags & refresh_flags::VIEW != 0;
                 }
                 on_event(Event::Refresh {
                     item: r.name,
@@ -837,7 +893,7 @@ impl ConsumerCore {
                     return Ok(());
                 };
                 match v.seq {
-                    Some(s) if u.item_seq != s.wrapping_add(1) => {
+                    Some(s) if u.item_seq != s.wrapping_add(1) && !v.viewed => {
                         self.counters.gaps += 1;
                         on_event(Event::Gap {
                             item: &v.name,

@@ -140,6 +140,7 @@ fn flags(vector: &str, names: &[Value]) -> u8 {
             // OPEN's SNAPSHOT and REFRESH's have their own values.
             Some("SNAPSHOT") if vector.starts_with("open") => open_flags::SNAPSHOT,
             Some("SNAPSHOT") => refresh_flags::SNAPSHOT,
+            Some("VIEW") => refresh_flags::VIEW,
             other => panic!("{vector}: unknown flag {other:?}"),
         })
         .fold(0, |a, b| a | b)
@@ -227,6 +228,7 @@ fn check_valid(v: &Vector) {
     let list;
     let patterns: Vec<&str>;
     let token;
+    let fids: Option<Vec<u16>>;
     let expected = match ty {
         MessageType::Update => {
             list = field_list(name, f.list("fields"));
@@ -284,11 +286,16 @@ fn check_valid(v: &Vector) {
                 .iter()
                 .map(|p| p.as_str().expect("patterns are strings"))
                 .collect();
+            let view = f.get("view");
+            fids = view
+                .as_array()
+                .map(|l| l.iter().map(|v| v.as_u64().expect("fids") as u16).collect());
             Message::Open(OpenRepr {
                 flags: flags(name, f.list("flags")),
                 request_id: f.int("request_id"),
                 service: f.str("service"),
                 patterns: PatternList::List(&patterns),
+                view: fids.as_deref().map(ViewList::List),
             })
         }
         MessageType::Close => Message::Close(CloseRepr {

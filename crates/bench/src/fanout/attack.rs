@@ -155,6 +155,7 @@ fn globs(addr: &str, user: &str, token: &str, stop: &AtomicBool, sent: &AtomicU6
                 request_id,
                 service: "FEED1",
                 patterns: PatternList::List(&refs),
+                view: None,
             }));
             if s.write_all(&open).is_err() {
                 break;

@@ -78,7 +78,7 @@ pub use image_request::{ImageRequestRepr, ImageRequestView};
 pub use login::{LoginRepr, LoginView, MAGIC};
 pub use login_response::{LoginResponseRepr, LoginResponseView, LoginResult};
 pub use message::Message;
-pub use open::{open_flags, OpenRepr, OpenView, PatternIter, PatternList};
+pub use open::{open_flags, OpenRepr, OpenView, PatternIter, PatternList, ViewList};
 pub use pause::{PauseKind, PauseRepr, PauseView, PAUSE_LEN};
 pub use ping::{PingKind, PingRepr, PingView, PING_LEN};
 pub use refresh::{refresh_flags, RefreshRepr, RefreshView};

@@ -1,19 +1,21 @@
 //! OPEN (0x12): a client opens items by name or glob.
 //!
 //! ```text
-//!  0  header (item_id 0; flags: 0x01 SNAPSHOT)
+//!  0  header (item_id 0; flags: 0x01 SNAPSHOT, 0x02 VIEW)
 //!  8  u32 request_id     chosen by the client, not 0; CLOSE and the answers name it
 //! 12  u8  service_len    1 to 64
 //! 13  u8  reserved (0)
 //! 14  u16 count          1 or more patterns
 //! 16  service, then `count` patterns, each a u8 length (1 to 128) and its bytes, exactly to
-//!     `length`
+//!     `length`; with VIEW, after the patterns: u16 view_count (1 to 1024) and that many u16
+//!     field ids (1 to 32767, none twice), exactly to `length`
 //! ```
 //!
 //! A pattern holding `*` or `?` is a glob over the service's item names; otherwise it is an
 //! item name. With `SNAPSHOT` (version 2) the request asks for the images only: the
 //! distributor answers as for any OPEN, then closes the request with a STATUS `closed`
-//! carrying its id and no name, and keeps nothing of it.
+//! carrying its id and no name, and keeps nothing of it. With `VIEW` (version 2) the request
+//! asks for the listed fields only.
 
 use super::header::{check_typed, emit_header, ItemIdRule, MessageType, TypeRules};
 use super::{read_u16, read_u32, write_u16, write_u32, MdError};
@@ -37,12 +39,86 @@ pub const OPEN_HEADER_LEN: usize = field::SERVICE;
 pub mod open_flags {
     /// The images only: the request is closed once answered (version 2).
     pub const SNAPSHOT: u8 = 0x01;
+    /// A view (the listed fields only) follows the patterns (version 2).
+    pub const VIEW: u8 = 0x02;
+    /// Every bit OPEN defines.
+    pub const ALL: u8 = SNAPSHOT | VIEW;
+}
+
+/// The most field ids a view lists.
+pub const MAX_VIEW_FIELDS: usize = 1024;
+
+/// The field ids of a view: as they lie in a parsed OPEN (u16 little-endian each), or a slice a
+/// sender built. Two are equal when they list the same ids in the same order.
+#[derive(Debug, Clone, Copy)]
+pub enum ViewList<'a> {
+    /// Checked ids as they lie in an OPEN (only the codec makes one).
+    Wire(&'a [u8]),
+    List(&'a [u16]),
+}
+
+impl<'a> ViewList<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            ViewList::Wire(b) => b.len() / 2,
+            ViewList::List(l) => l.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = u16> + 'a {
+        let (wire, list): (&'a [u8], &'a [u16]) = match *self {
+            ViewList::Wire(b) => (b, &[]),
+            ViewList::List(l) => (&[], l),
+        };
+        wire.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .chain(list.iter().copied())
+    }
+}
+
+impl PartialEq for ViewList<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+impl Eq for ViewList<'_> {}
+
+/// Checks view ids: 1 to [`MAX_VIEW_FIELDS`] of them, each 1 to 32767, none twice.
+fn check_view(ids: impl Iterator<Item = u16>) -> Result<usize, MdError> {
+    let mut seen = [0u64; 512];
+    let mut n = 0;
+    for fid in ids {
+        if fid == 0 || fid > crate::model::MAX_FID {
+            return Err(MdError::BadField {
+                field: "open.view_fid",
+                value: fid.into(),
+            });
+        }
+        let (word, bit) = (usize::from(fid) / 64, fid % 64);
+        if seen[word] & (1 << bit) != 0 {
+            return Err(MdError::BadField {
+                field: "open.view_fid",
+                value: fid.into(),
+            });
+        }
+        seen[word] |= 1 << bit;
+        n += 1;
+    }
+    if n == 0 || n > MAX_VIEW_FIELDS {
+        return Err(MdError::BadField {
+            field: "open.view_count",
+            value: n as u64,
+        });
+    }
+    Ok(n)
 }
 
 const RULES: TypeRules = TypeRules {
     ty: MessageType::Open,
     fixed_len: OPEN_HEADER_LEN,
-    flags: open_flags::SNAPSHOT,
+    flags: open_flags::ALL,
     item_id: ItemIdRule::Zero,
     flags_field: "open.flags",
     item_id_field: "open.item_id",
@@ -134,8 +210,8 @@ impl<T: AsRef<[u8]>> OpenView<T> {
         Ok(v)
     }
 
-    /// Checks, in this order: the header, type OPEN, `length >= 16`, no flag but SNAPSHOT,
-    /// `item_id` 0,
+    /// Checks, in this order: the header, type OPEN, `length >= 16`, no flag but SNAPSHOT and
+    /// VIEW, `item_id` 0,
     /// `request_id != 0`, `1 <= service_len <= 64`, reserved 0, `count >= 1`, the service fits
     /// and follows its alphabet, then each pattern: its length byte fits, 1 to 128, its bytes
     /// fit, its alphabet; then that no byte follows the last pattern.
@@ -144,8 +220,8 @@ impl<T: AsRef<[u8]>> OpenView<T> {
     }
 }
 
-/// Checks an OPEN and returns its service and patterns.
-fn parts(b: &[u8]) -> Result<(&str, WirePatterns<'_>), MdError> {
+/// Checks an OPEN and returns its service, patterns and view.
+fn parts(b: &[u8]) -> Result<(&str, WirePatterns<'_>, Option<ViewList<'_>>), MdError> {
     let view = OpenView::new_unchecked(b);
     let len = check_typed(b, &RULES)?;
     if view.request_id() == 0 {
@@ -179,8 +255,7 @@ fn parts(b: &[u8]) -> Result<(&str, WirePatterns<'_>), MdError> {
     }
     let service = check_service(&b[field::SERVICE..patterns_at])
         .map_err(|e| super::name_error("open.service_len", "open.service", e))?;
-    let patterns = &b[patterns_at..len];
-    let mut rest = patterns;
+    let mut rest = &b[patterns_at..len];
     for _ in 0..count {
         let Some((&pl, tail)) = rest.split_first() else {
             return Err(overrun);
@@ -199,18 +274,43 @@ fn parts(b: &[u8]) -> Result<(&str, WirePatterns<'_>), MdError> {
         })?;
         rest = tail;
     }
-    if !rest.is_empty() {
-        return Err(MdError::BadLength {
-            length: len as u16,
-            reason: "bytes follow the last pattern",
-        });
-    }
+    let patterns = &b[patterns_at..len - rest.len()];
+    let view = if b[crate::codec::header::field::FLAGS] & open_flags::VIEW != 0 {
+        let Some((n, ids)) = rest.split_first_chunk::<2>() else {
+            return Err(overrun);
+        };
+        let n = usize::from(u16::from_le_bytes(*n));
+        if n == 0 || n > MAX_VIEW_FIELDS {
+            return Err(MdError::BadField {
+                field: "open.view_count",
+                value: n as u64,
+            });
+        }
+        if ids.len() != 2 * n {
+            return Err(MdError::BadLength {
+                length: len as u16,
+                reason: "a view's field ids must exactly fill the rest of the OPEN",
+            });
+        }
+        let view = ViewList::Wire(ids);
+        check_view(view.iter())?;
+        Some(view)
+    } else {
+        if !rest.is_empty() {
+            return Err(MdError::BadLength {
+                length: len as u16,
+                reason: "bytes follow the last pattern",
+            });
+        }
+        None
+    };
     Ok((
         service,
         WirePatterns {
             count,
             bytes: patterns,
         },
+        view,
     ))
 }
 
@@ -239,18 +339,21 @@ pub struct OpenRepr<'a> {
     pub flags: u8,
     pub service: &'a str,
     pub patterns: PatternList<'a>,
+    /// The fields asked for (flag VIEW); `None`: all of them.
+    pub view: Option<ViewList<'a>>,
 }
 
 impl<'a> OpenRepr<'a> {
     /// Parses an OPEN, checking it first.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(view: &OpenView<&'a T>) -> Result<Self, MdError> {
         let buffer: &'a [u8] = view.buffer.as_ref();
-        let (service, patterns) = parts(buffer)?;
+        let (service, patterns, fields) = parts(buffer)?;
         Ok(OpenRepr {
             request_id: view.request_id(),
-            flags: view.flags(),
+            flags: view.flags() & !open_flags::VIEW,
             service,
             patterns: PatternList::Wire(patterns),
+            view: fields,
         })
     }
 
@@ -262,6 +365,10 @@ impl<'a> OpenRepr<'a> {
                 value: 0,
             });
         }
+        if let Some(v) = &self.view {
+            check_view(v.iter())?;
+        }
+        // VIEW is said by `view`, not by `flags`.
         if self.flags & !open_flags::SNAPSHOT != 0 {
             return Err(MdError::BadField {
                 field: "open.flags",
@@ -292,7 +399,10 @@ impl<'a> OpenRepr<'a> {
 
     /// Bytes `emit` writes.
     pub fn buffer_len(&self) -> usize {
-        OPEN_HEADER_LEN + self.service.len() + self.patterns.encoded_len()
+        OPEN_HEADER_LEN
+            + self.service.len()
+            + self.patterns.encoded_len()
+            + self.view.map_or(0, |v| 2 + 2 * v.len())
     }
 
     /// Writes every byte of the message.
@@ -303,7 +413,12 @@ impl<'a> OpenRepr<'a> {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut OpenView<T>) {
         let len = self.buffer_len();
         let b = view.buffer.as_mut();
-        emit_header(b, MessageType::Open, self.flags, 0, len);
+        let flags = if self.view.is_some() {
+            self.flags | open_flags::VIEW
+        } else {
+            self.flags
+        };
+        emit_header(b, MessageType::Open, flags, 0, len);
         write_u32(b, field::REQUEST_ID, self.request_id);
         b[field::SERVICE_LEN] =
             u8::try_from(self.service.len()).expect("service of at most 255 bytes");
@@ -320,6 +435,14 @@ impl<'a> OpenRepr<'a> {
                     b[at + 1..at + 1 + p.len()].copy_from_slice(p.as_bytes());
                     at += 1 + p.len();
                 }
+            }
+        }
+        if let Some(v) = self.view {
+            let at = len - 2 - 2 * v.len();
+            let n = u16::try_from(v.len()).expect("at most 65535 view fields");
+            b[at..at + 2].copy_from_slice(&n.to_le_bytes());
+            for (i, fid) in v.iter().enumerate() {
+                b[at + 2 + 2 * i..at + 4 + 2 * i].copy_from_slice(&fid.to_le_bytes());
             }
         }
     }
@@ -347,6 +470,7 @@ mod tests {
             flags: 0,
             service: "FEED1",
             patterns: PatternList::List(&["MSFT.O", "AAA.*"]),
+            view: None,
         };
         let view = OpenView::new_checked(&GOLDEN[..]).unwrap();
         let parsed = OpenRepr::parse(&view).unwrap();

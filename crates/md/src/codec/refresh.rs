@@ -43,8 +43,11 @@ pub mod refresh_flags {
     /// Answers a snapshot request (OPEN flagged SNAPSHOT, version 2): no UPDATE follows for
     /// it (unless another request of the client watches the item).
     pub const SNAPSHOT: u8 = 0x04;
+    /// The fields are cut to the client's view (version 2): an UPDATE that changes none of
+    /// them is not sent, so `item_seq` may jump from one UPDATE to the next.
+    pub const VIEW: u8 = 0x08;
     /// Every bit REFRESH defines.
-    pub const ALL: u8 = SOLICITED | CONFLATED | SNAPSHOT;
+    pub const ALL: u8 = SOLICITED | CONFLATED | SNAPSHOT | VIEW;
 }
 
 /// Length of the fixed part of a REFRESH.

@@ -493,3 +493,33 @@ fn a_paused_request_is_paused_again_after_a_reconnection_until_resumed() {
     c.handle_bytes(&accepted(), 100 * MS, &mut |_| {}).unwrap();
     assert_eq!(sent(&mut c).len(), 4, "both opened and paused again");
 }
+
+#[test]
+fn a_viewed_item_skipping_item_seq_is_not_a_gap_and_the_view_is_sent_again() {
+    let mut c = consumer();
+    assert!(c.open_view("FEED1", &["AAA.O"], &[]).is_err());
+    assert!(c.open_view("FEED1", &["AAA.O"], &[22, 22]).is_err());
+    assert!(c.open_view("FEED1", &["AAA.O"], &[0]).is_err());
+    let r = c.open_view("FEED1", &["AAA.O"], &[22]).unwrap();
+    c.connected(0);
+    sent(&mut c);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
+    let out = c.transmit().to_vec();
+    let Ok(Message::Open(o)) = Message::parse(&out) else {
+        panic!("an OPEN");
+    };
+    assert_eq!(o.request_id, r);
+    assert_eq!(o.view.map(|v| v.iter().collect::<Vec<_>>()), Some(vec![22]));
+    sent(&mut c);
+    let mut image = refresh(1, "AAA.O", 4, 100);
+    image[3] |= refresh_flags::VIEW;
+    let mut input = image;
+    input.extend(update(1, 9, 101));
+    let mut seen = Vec::new();
+    c.handle_bytes(&input, 0, &mut record(&mut seen)).unwrap();
+    assert!(
+        !seen.iter().any(|e| matches!(e, Seen::Gap(..))),
+        "updates outside the view are not sent: {seen:?}"
+    );
+    assert_eq!(c.counters().gaps, 0);
+}

@@ -46,6 +46,8 @@ pub(crate) struct Request {
     pub exact: Vec<Box<str>>,
     /// Items this request opened (each counted once in the client's watchlist refcount).
     pub items: Vec<ItemId>,
+    /// The fields asked for (`None`: all).
+    pub view: Option<super::view::View>,
 }
 
 impl Request {
@@ -139,6 +141,8 @@ pub(crate) struct Client {
     pub paused_holds: HashMap<ItemId, u32>,
     /// Paused items that changed: their state is sent on resume.
     pub paused_changed: BTreeSet<ItemId>,
+    /// The fields it is sent of items its requests hold with views.
+    pub views: super::view::Views,
 }
 
 /// How a client is connected: what the driver tells the core at
@@ -171,6 +175,7 @@ impl Client {
             paused: BTreeSet::new(),
             paused_holds: HashMap::new(),
             paused_changed: BTreeSet::new(),
+            views: Default::default(),
             id,
             login: Login::Awaiting { since_ns: now_ns },
             inbuf: Vec::new(),

@@ -85,6 +85,8 @@ counters! {
     feeds_joined_at_start,
     /// UPDATE messages queued to clients (one per watcher).
     updates_sent,
+    /// UPDATEs not sent to a client because they change none of the fields of its view.
+    updates_outside_views,
     /// Bytes queued to clients.
     bytes_queued,
     /// Times a client's queue passed its bound and conflation began.

@@ -58,6 +58,7 @@ mod outbox;
 #[cfg(test)]
 mod tests;
 pub mod throttle;
+pub mod view;
 
 pub use cache::{Cache, Item, ItemId};
 pub use client::{ClientId, ClientLink, ClientStats};
@@ -784,10 +785,16 @@ impl Distributor {
                 continue;
             }
             touched += 1;
-            for &(rid, item) in &revoked {
-                c.release_pause(rid, item);
-                unwatch(c, item, &mut self.watchers);
+            let views: Vec<Option<view::View>> = revoked
+                .iter()
+                .map(|(rid, _)| c.requests.get(rid).and_then(|r| r.view.clone()))
+                .collect();
+            for (&(rid, item), view) in revoked.iter().zip(&views) {
+                self.release(id, rid, item, view.as_ref(), false);
             }
+            let Some(c) = self.clients.get_mut(id) else {
+                continue;
+            };
             for &rid in &dropped_requests {
                 if let Some(r) = c.requests.remove(&rid) {
                     c.patterns -= r.pattern_count();
@@ -1537,6 +1544,7 @@ impl Distributor {
             globs: Vec::new(),
             exact: Vec::new(),
             items: Vec::new(),
+            view: open.view.map(|v| view::view_of(v.iter())),
         };
         let mut to_watch = Vec::new();
         for p in open.patterns.iter() {
@@ -1594,7 +1602,7 @@ impl Distributor {
         to_watch.dedup();
         if snapshot {
             for item in to_watch {
-                self.send_snapshot_image(id, item, rid);
+                self.send_snapshot_image(id, item, rid, request.view.as_deref());
                 if self.clients.get(id).is_none_or(Client::closing) {
                     return;
                 }
@@ -1625,11 +1633,12 @@ impl Distributor {
             return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
         };
         c.patterns -= request.pattern_count();
-        for item in request.items {
-            c.release_pause(rid, item);
-            unwatch(c, item, &mut self.watchers);
+        for &item in &request.items {
+            self.release(id, rid, item, request.view.as_ref(), true);
         }
-        c.paused.remove(&rid);
+        if let Some(c) = self.clients.get_mut(id) {
+            c.paused.remove(&rid);
+        }
         self.counters.requests_closed += 1;
     }
 
@@ -1728,13 +1737,49 @@ impl Distributor {
         if c.paused.contains(&rid) {
             *c.paused_holds.entry(item).or_default() += 1;
         }
+        let holders = c.watched.get(&item).copied().unwrap_or(0);
+        let view = c.requests.get(&rid).and_then(|r| r.view.clone());
+        c.views.add(item, view.as_ref(), holders);
         true
+    }
+
+    /// Request `rid` of client `id` (with `view`) lets `item` go: its pause, its watch, its
+    /// view. When what the client is sent of the item narrows to a view, a REFRESH flagged
+    /// VIEW says so (its UPDATEs may skip `item_seq` values from now).
+    /// `announce`: false when the item is being revoked (nothing more of it may be sent).
+    fn release(
+        &mut self,
+        id: ClientId,
+        rid: u32,
+        item: ItemId,
+        view: Option<&view::View>,
+        announce: bool,
+    ) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        c.release_pause(rid, item);
+        let before = c.views.effective(item).cloned();
+        unwatch(c, item, &mut self.watchers);
+        let holders = c.watched.get(&item).copied().unwrap_or(0);
+        c.views.remove(item, view, holders);
+        let narrowed =
+            announce && holders > 0 && before.is_none() && c.views.effective(item).is_some();
+        if narrowed {
+            self.send_image(id, item, 0, 0);
+        }
     }
 
     /// One image of a snapshot: a REFRESH flagged SOLICITED and SNAPSHOT, or a STATUS with the
     /// item's state. Not conflated (the item is not watched, so a conflation round would not
     /// bring it back): a client without room for it is disconnected as slow.
-    fn send_snapshot_image(&mut self, id: ClientId, item: ItemId, request_id: u32) {
+    fn send_snapshot_image(
+        &mut self,
+        id: ClientId,
+        item: ItemId,
+        request_id: u32,
+        fields: Option<&[u16]>,
+    ) {
         let Some(state) = self.cache.get(item).map(|i| i.state) else {
             return;
         };
@@ -1742,6 +1787,9 @@ impl Distributor {
         if state == ItemState::Ok {
             let flags = refresh_flags::SOLICITED | refresh_flags::SNAPSHOT;
             self.cache.encode_refresh(item, flags, self.outbox.buffer());
+            if let Some(v) = fields {
+                self.cut_to_view(from, v);
+            }
         } else {
             self.cache
                 .encode_status(item, request_id, state, "", self.outbox.buffer());
@@ -1764,11 +1812,25 @@ impl Distributor {
         let from = self.outbox.buffer().len();
         if state == ItemState::Ok {
             self.cache.encode_refresh(item, flags, self.outbox.buffer());
+            let view = self
+                .clients
+                .get(id)
+                .and_then(|c| c.views.effective(item))
+                .cloned();
+            if let Some(v) = view {
+                self.cut_to_view(from, &v);
+            }
         } else {
             self.cache
                 .encode_status(item, request_id, state, "", self.outbox.buffer());
         }
         self.queue_item(id, item, from);
+    }
+
+    /// Re-encodes the REFRESH from `from` to the end of the outbox with the fields of `view`.
+    fn cut_to_view(&mut self, from: usize, view: &[u16]) {
+        let message = self.outbox.buffer().split_off(from);
+        view::filtered(&message, view, self.outbox.buffer());
     }
 
     /// Marks a client closing and queues its [`Disconnect`]; its state goes at [`reap`].
@@ -2128,38 +2190,63 @@ impl Distributor {
         let Some(watchers) = self.watchers.get(item as usize - 1) else {
             return self.outbox.finish(record);
         };
+        // A REFRESH or UPDATE goes to clients with a view of the item as its own encoding,
+        // once per distinct view (below).
+        let ty = self.outbox.buffer().get(from + 2).copied();
+        let cuttable =
+            ty == Some(MessageType::Update as u8) || ty == Some(MessageType::Refresh as u8);
+        let mut viewing: Vec<(view::View, Vec<ClientId>)> = Vec::new();
         for &id in watchers {
             let Some(c) = self.clients.get_mut(id) else {
                 continue;
             };
-            match admit(
-                c,
-                len,
-                item,
-                update,
-                self.config.max_queue_bytes,
-                &mut self.counters,
-                &mut self.events,
-            ) {
-                Admit::Queue => {
-                    if update {
-                        c.updates_sent += 1;
-                        self.counters.updates_sent += 1;
+            if cuttable && !c.views.is_empty() {
+                if let Some(v) = c.views.effective(item) {
+                    match viewing.iter_mut().find(|(w, _)| **w == **v) {
+                        Some((_, ids)) => ids.push(id),
+                        None => viewing.push((v.clone(), vec![id])),
                     }
-                    self.outbox.add_recipient(record, id);
-                }
-                Admit::Skip => {}
-                Admit::Close => {
-                    c.login = Login::Closing;
-                    self.disconnects.push_back(Disconnect {
-                        client: id,
-                        reason: DisconnectReason::Slow,
-                    });
-                    self.to_reap.push(id);
+                    continue;
                 }
             }
+            let mut out = FanOut {
+                outbox: &mut self.outbox,
+                counters: &mut self.counters,
+                events: &mut self.events,
+                disconnects: &mut self.disconnects,
+                to_reap: &mut self.to_reap,
+            };
+            out.add(c, record, len, item, update, self.config.max_queue_bytes);
         }
+        if viewing.is_empty() {
+            return self.outbox.finish(record);
+        }
+        let message = self.outbox.buffer()[from..from + len].to_vec();
         self.outbox.finish(record);
+        for (v, ids) in viewing {
+            let at = self.outbox.buffer().len();
+            if !view::filtered(&message, &v, self.outbox.buffer()) {
+                // An UPDATE that changes none of the viewed fields.
+                self.counters.updates_outside_views += ids.len() as u64;
+                continue;
+            }
+            let len = self.outbox.buffer().len() - at;
+            let record = self.outbox.begin(at);
+            for id in ids {
+                let Some(c) = self.clients.get_mut(id) else {
+                    continue;
+                };
+                let mut out = FanOut {
+                    outbox: &mut self.outbox,
+                    counters: &mut self.counters,
+                    events: &mut self.events,
+                    disconnects: &mut self.disconnects,
+                    to_reap: &mut self.to_reap,
+                };
+                out.add(c, record, len, item, update, self.config.max_queue_bytes);
+            }
+            self.outbox.finish(record);
+        }
     }
 
     fn push_event(&mut self, event: Event) {
@@ -2227,6 +2314,49 @@ fn admit(
     c.queued_bytes += len;
     counters.bytes_queued += len as u64;
     Admit::Queue
+}
+
+/// What a fan-out writes to, apart from the client: borrowed field by field so that the
+/// distributor's watcher lists stay borrowed meanwhile.
+struct FanOut<'a> {
+    outbox: &'a mut Outbox,
+    counters: &'a mut Counters,
+    events: &'a mut VecDeque<Event>,
+    disconnects: &'a mut VecDeque<Disconnect>,
+    to_reap: &'a mut Vec<ClientId>,
+}
+
+impl FanOut<'_> {
+    /// Lists client `c` on `record` (a message of `len` bytes about `item`), unless it
+    /// conflates, or closes it when it is past its bound with policy `disconnect`.
+    fn add(
+        &mut self,
+        c: &mut Client,
+        record: usize,
+        len: usize,
+        item: ItemId,
+        update: bool,
+        max_queue: usize,
+    ) {
+        match admit(c, len, item, update, max_queue, self.counters, self.events) {
+            Admit::Queue => {
+                if update {
+                    c.updates_sent += 1;
+                    self.counters.updates_sent += 1;
+                }
+                self.outbox.add_recipient(record, c.id);
+            }
+            Admit::Skip => {}
+            Admit::Close => {
+                c.login = Login::Closing;
+                self.disconnects.push_back(Disconnect {
+                    client: c.id,
+                    reason: DisconnectReason::Slow,
+                });
+                self.to_reap.push(c.id);
+            }
+        }
+    }
 }
 
 /// Removes one request's hold on `item`; the client stops watching it when none is left.

@@ -152,6 +152,7 @@ impl Net {
             request_id,
             service,
             patterns: PatternList::List(patterns),
+            view: None,
         }));
         self.send(c, &m);
     }
@@ -437,6 +438,7 @@ fn malformed_or_out_of_order_messages_after_login_are_rejected_with_a_status_and
         request_id: 1,
         service: FEED1,
         patterns: PatternList::List(&["A B"]),
+        view: None,
     }));
     bad_open[13] = 1; // reserved
     let cases: Vec<(Vec<u8>, &str)> = vec![
@@ -952,6 +954,7 @@ fn login_then_open(user: &str, token: &[u8], name: &str) -> Vec<u8> {
         request_id: 1,
         service: FEED1,
         patterns: PatternList::List(&[name]),
+        view: None,
     })));
     bytes
 }
@@ -1477,6 +1480,7 @@ fn snapshot_open(net: &mut Net, c: ClientId, request_id: u32, service: &str, pat
         request_id,
         service,
         patterns: PatternList::List(patterns),
+        view: None,
     }));
     net.send(c, &m);
 }
@@ -1648,4 +1652,95 @@ fn closing_a_paused_request_leaves_the_others_of_its_items_flowing() {
     assert_eq!(net.take(b), ["UPDATE 1 seq=3 BID=1.02"]);
     let c = net.d.clients.get(b).unwrap();
     assert!(c.paused.is_empty() && c.paused_holds.is_empty() && c.paused_changed.is_empty());
+}
+
+fn open_view(net: &mut Net, c: ClientId, request_id: u32, patterns: &[&str], view: &[u16]) {
+    let m = encode(&Message::Open(OpenRepr {
+        flags: 0,
+        request_id,
+        service: FEED1,
+        patterns: PatternList::List(patterns),
+        view: Some(crate::codec::ViewList::List(view)),
+    }));
+    net.send(c, &m);
+}
+
+/// An UPDATE of BID and BIDSIZE.
+fn update2(feed_id: u32, seq: u32, bid: i64, size: i64) -> Vec<u8> {
+    let fields = [Field::new(22, price(bid)), Field::new(30, Value::Int(size))];
+    encode(&Message::Update(UpdateRepr {
+        item_id: feed_id,
+        timestamp_ns: 2,
+        item_seq: seq,
+        fields: FieldList::List(&fields),
+    }))
+}
+
+#[test]
+fn a_view_gets_its_fields_only_and_no_update_outside_them_encoded_once_per_view() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    let (a, b, full) = (net.login("bob"), net.login("bob"), net.login("bob"));
+    open_view(&mut net, a, 1, &["AAA.O"], &[30]);
+    open_view(&mut net, b, 1, &["AAA.O"], &[30]);
+    net.open(full, 1, FEED1, &["AAA.O"]);
+    assert_eq!(net.take(a), ["REFRESH 1 AAA.O SOLICITED BIDSIZE=100"]);
+    net.take(b);
+    net.take(full);
+    let bytes = std::mem::take(net.queues.get_mut(&a).unwrap());
+    assert!(bytes.is_empty());
+    // An UPDATE of BID alone reaches the full client only; one of both, each its fields.
+    net.feed(&update(500, 2, 101));
+    assert!(net.take(a).is_empty());
+    assert_eq!(net.take(full), ["UPDATE 1 seq=2 BID=1.01"]);
+    assert_eq!(net.d.counters().updates_outside_views, 2);
+    // Encoded once for the two clients of one view: one record lists both.
+    let s = net.feed1();
+    net.now_ns += 1_000;
+    net.d
+        .handle_backbone_message(s, &update2(500, 3, 102, 300), net.now_ns);
+    let mut records = Vec::new();
+    while let Some(t) = net.d.poll_transmit() {
+        records.push((t.clients.to_vec(), t.bytes.to_vec()));
+    }
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0].0, [full]);
+    assert_eq!(records[1].0, [a, b]);
+    assert_eq!(
+        net.describe(&records[1].1),
+        "UPDATE 1 seq=3 BIDSIZE=300",
+        "the same item_seq, the viewed field only"
+    );
+}
+
+#[test]
+fn two_requests_with_views_get_the_union_and_a_narrowing_is_announced() {
+    let mut net = Net::new();
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    let a = net.login("bob");
+    open_view(&mut net, a, 1, &["AAA.O"], &[22]);
+    assert_eq!(net.take(a), ["REFRESH 1 AAA.O SOLICITED BID=1.00"]);
+    open_view(&mut net, a, 2, &["AAA.O"], &[30]);
+    assert_eq!(
+        net.take(a),
+        ["REFRESH 1 AAA.O SOLICITED BID=1.00 BIDSIZE=100"],
+        "the union of the two views"
+    );
+    net.open(a, 3, FEED1, &["A*"]);
+    net.take(a);
+    net.feed(&update2(500, 2, 101, 200));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=2 BID=1.01 BIDSIZE=200"]);
+    // Closing the request without a view narrows to the union: a REFRESH flagged VIEW says
+    // so, since UPDATEs outside the view stop from now.
+    net.send(a, &encode(&Message::Close(CloseRepr { request_id: 3 })));
+    let bytes = std::mem::take(net.queues.get_mut(&a).unwrap());
+    let Ok(Message::Refresh(r)) = Message::parse(&bytes) else {
+        panic!("a REFRESH announcing the view");
+    };
+    assert_eq!(r.flags & refresh_flags::VIEW, refresh_flags::VIEW);
+    net.send(a, &encode(&Message::Close(CloseRepr { request_id: 1 })));
+    net.feed(&update(500, 3, 102));
+    assert!(net.take(a).is_empty(), "BID is no longer viewed");
+    net.feed(&update2(500, 4, 103, 300));
+    assert_eq!(net.take(a), ["UPDATE 1 seq=4 BIDSIZE=300"]);
 }
