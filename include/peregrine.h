@@ -598,6 +598,16 @@ int32_t pg_md_consumer_open(pg_md_consumer *consumer,
                             size_t count,
                             uint32_t *request);
 
+// [`pg_md_consumer_open`] for the fields `fids` (`fid_count` field ids) only: refreshes
+// carry those fields, and an update that changes none of them is not sent.
+int32_t pg_md_consumer_open_view(pg_md_consumer *consumer,
+                                 const char *service,
+                                 const char *const *patterns,
+                                 size_t count,
+                                 const uint16_t *fids,
+                                 size_t fid_count,
+                                 uint32_t *request);
+
 // Asks for the images of `count` `patterns` of `service` only (a snapshot); its id into
 // `*request` (may be NULL). Each item comes as a `PG_MD_REFRESH` event (or a status), then a
 // `PG_MD_STATUS` event with state closed, an empty item and this request ends it.

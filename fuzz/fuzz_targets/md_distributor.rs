@@ -148,12 +148,15 @@ fuzz_target!(|script: &[u8]| {
                 let patterns: Vec<&str> = (0..count)
                     .map(|_| PATTERNS[usize::from(inp.byte() % 8)])
                     .collect();
+                // Sometimes a view of one or two of the fields the feed ops send.
+                let views: [&[u16]; 3] = [&[22], &[3, 22], &[20, 21]];
+                let view = (b & 0x40 != 0).then(|| views[usize::from(b >> 3) % 3]);
                 let m = encode(&Message::Open(OpenRepr {
                     flags,
                     request_id,
                     service,
                     patterns: PatternList::List(&patterns),
-                    view: None,
+                    view: view.map(ViewList::List),
                 }));
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);

@@ -1353,31 +1353,55 @@ impl Consumer {
     /// Opens `patterns` (an item name, a glob such as "MSFT.*", or a list of them) of
     /// `service`; returns the request's id. Their images and updates come through `poll`;
     /// an item not entitled comes as a status "not-entitled", one not published yet as
-    /// "not-found" (kept open: its refresh follows when it is published).
-    fn open(&self, py: Python<'_>, service: &str, patterns: &Bound<'_, PyAny>) -> PyResult<u32> {
+    /// "not-found" (kept open: its refresh follows when it is published). `view`: the field
+    /// names (or "#FID") to receive only; an update that changes none of them is not sent.
+    #[pyo3(signature = (service, patterns, view = None))]
+    fn open(
+        &self,
+        py: Python<'_>,
+        service: &str,
+        patterns: &Bound<'_, PyAny>,
+        view: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u32> {
         let patterns = strings("patterns", patterns)?;
         let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let view = view.map(|v| strings("view", v)).transpose()?;
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        s.consumer.open(service, &patterns).map_err(consumer_error)
+        match view {
+            None => s.consumer.open(service, &patterns),
+            Some(v) => {
+                let v: Vec<&str> = v.iter().map(String::as_str).collect();
+                s.consumer.open_view(service, &patterns, &v)
+            }
+        }
+        .map_err(consumer_error)
     }
 
     /// Asks for the images of `patterns` of `service` only; returns the request's id. Each
     /// item comes as a "refresh" event with `snapshot` True (or a "status"), then a "status"
     /// "closed" with an empty `item` and this `request` ends it; nothing more of it follows.
+    #[pyo3(signature = (service, patterns, view = None))]
     fn snapshot(
         &self,
         py: Python<'_>,
         service: &str,
         patterns: &Bound<'_, PyAny>,
+        view: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u32> {
         let patterns = strings("patterns", patterns)?;
         let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let view = view.map(|v| strings("view", v)).transpose()?;
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        s.consumer
-            .snapshot(service, &patterns)
-            .map_err(consumer_error)
+        match view {
+            None => s.consumer.snapshot(service, &patterns),
+            Some(v) => {
+                let v: Vec<&str> = v.iter().map(String::as_str).collect();
+                s.consumer.snapshot_view(service, &patterns, &v)
+            }
+        }
+        .map_err(consumer_error)
     }
 
     /// Pauses a request (0: every request open now): the distributor keeps its items' latest

@@ -494,6 +494,22 @@ def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
                    what="the image on resume")
         image = next(e for e in got if e.kind == "refresh")
         assert image.conflated and image.fields["BID"] == Decimal("5.00")
+        # A view: BIDSIZE only; an update of BID alone is not sent, one of BIDSIZE is.
+        viewer = md.Consumer([dist.address], user="alice", token=TOKEN)
+        viewer.open("FEED1", "AAA.O", view=["BIDSIZE"])
+        prov.update("AAA.O", {"BIDSIZE": 7})
+        got = pump(prov, viewer, lambda g: any(e.kind == "refresh" for e in g),
+                   what="the viewed image")
+        assert all(set(e.fields) <= {"BIDSIZE"} for e in got if e.kind in ("refresh", "update"))
+        prov.update("AAA.O", {"BID": Decimal("6.00")})
+        prov.update("AAA.O", {"BIDSIZE": 8})
+        got = pump(prov, viewer, lambda g: any(e.kind == "update" for e in g),
+                   what="an update of the viewed field")
+        updates = [e for e in got if e.kind == "update"]
+        assert [e.fields for e in updates] == [{"BIDSIZE": 8}], updates
+        with pytest.raises(ValueError, match="NOPE"):
+            viewer.open("FEED1", "AAA.O", view=["NOPE"])
+        viewer.disconnect()
         # The PINGs at the agreed interval time the round trip.
         deadline = time.monotonic() + 5
         while cons.rtt_us is None:

@@ -2351,3 +2351,53 @@ fn a_snapshot_client_prints_each_image_once_and_exits_when_answered() {
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "snapshots"), 1, "{ds}");
 }
+
+#[test]
+fn a_client_with_a_view_gets_those_fields_only() {
+    let _one = serial();
+    let net = Net::new("view");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(3);
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    let viewer = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AAA.O"],
+        &["--print", "--seconds", "30", "--view", "BID,ASK"],
+    );
+    let (first, refresh) = viewer.expect(
+        "its image",
+        S * 10,
+        |l| l.starts_with("REFRESH AAA.O"),
+        &[&d],
+    );
+    let (_, update) = viewer.expect_from(
+        first,
+        "an update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d],
+    );
+    for line in [&refresh, &update] {
+        let names: Vec<&str> = line
+            .split_whitespace()
+            .skip(2)
+            .map(|kv| kv.split('=').next().unwrap())
+            .collect();
+        assert!(!names.is_empty(), "{line}");
+        assert!(
+            names.iter().all(|n| *n == "BID" || *n == "ASK"),
+            "only the viewed fields: {line}"
+        );
+    }
+    let bad = net.client(&addr, "alice", "a", &["AAA.O"], &["--view", "NOPE"]);
+    bad.expect(
+        "the unknown field named",
+        S * 10,
+        |l| l.contains("\"NOPE\"") && l.contains("not in the dictionary"),
+        &[],
+    );
+}

@@ -519,6 +519,35 @@ pub unsafe extern "C" fn pg_md_consumer_open(
     })
 }
 
+/// [`pg_md_consumer_open`] for the fields `fids` (`fid_count` field ids) only: refreshes
+/// carry those fields, and an update that changes none of them is not sent.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_open_view(
+    consumer: *mut pg_md_consumer,
+    service: *const c_char,
+    patterns: *const *const c_char,
+    count: usize,
+    fids: *const u16,
+    fid_count: usize,
+    request: *mut u32,
+) -> i32 {
+    with_consumer(consumer, |c| {
+        let service = text(service, "service")?;
+        let patterns = texts(patterns, count, "patterns")?;
+        if fids.is_null() || fid_count == 0 {
+            return Err(Failure::invalid("fids: give 1 or more field ids"));
+        }
+        // SAFETY: the caller passes `fid_count` readable field ids at `fids` (checked non-null
+        // above), valid for this call.
+        let fids = unsafe { std::slice::from_raw_parts(fids, fid_count) };
+        let names: Vec<String> = fids.iter().map(|f| format!("#{f}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let id = c.consumer.open_view(service, &patterns, &names)?;
+        super::put_optional(request, id)?;
+        Ok(0)
+    })
+}
+
 /// Asks for the images of `count` `patterns` of `service` only (a snapshot); its id into
 /// `*request` (may be NULL). Each item comes as a `PG_MD_REFRESH` event (or a status), then a
 /// `PG_MD_STATUS` event with state closed, an empty item and this request ends it.

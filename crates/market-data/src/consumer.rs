@@ -307,6 +307,53 @@ impl Consumer {
         Ok(id)
     }
 
+    /// [`open`](Self::open) for the fields named `view` only (names of the consumer's
+    /// dictionary, or `#FID`): REFRESHes carry those fields, and an UPDATE that changes none
+    /// of them is not sent. Two requests holding one item get the union of their fields.
+    pub fn open_view(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        view: &[&str],
+    ) -> Result<u32, ConsumerError> {
+        let fids = self.view_ids(view)?;
+        let id = self.core.open_view(service, patterns, &fids)?;
+        self.flush_out();
+        Ok(id)
+    }
+
+    /// [`snapshot`](Self::snapshot) of the fields named `view` only.
+    pub fn snapshot_view(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        view: &[&str],
+    ) -> Result<u32, ConsumerError> {
+        let fids = self.view_ids(view)?;
+        let id = self.core.snapshot_view(service, patterns, &fids)?;
+        self.flush_out();
+        Ok(id)
+    }
+
+    /// Field names (or `#FID`) to ids through the dictionary.
+    fn view_ids(&self, view: &[&str]) -> Result<Vec<u16>, ConsumerError> {
+        view.iter()
+            .map(|name| {
+                let by_id = name.strip_prefix('#').and_then(|n| n.parse::<u16>().ok());
+                by_id
+                    .or_else(|| self.dictionary.by_name(name).map(|d| d.fid))
+                    .ok_or_else(|| {
+                        ConsumerError::Session(SessionError::BadRequest {
+                            why: format!(
+                                "field {name:?} of the view is not in the dictionary: give a \
+                                 field name (BID, ASK, ...) or #FID"
+                            ),
+                        })
+                    })
+            })
+            .collect()
+    }
+
     /// Asks for the images of `patterns` of `service` only; returns the request's id. Each
     /// item comes as an `Event::Refresh` with `snapshot` set (or a `Status`), then a `Status`
     /// `closed` with an empty item and this request id ends it.

@@ -63,6 +63,8 @@ Consumer
     that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
     `close(request)` closes it; `snapshot(service, patterns)` asks for the images only (each a
     "refresh" with `snapshot` True, then a "status" "closed" with an empty item ends it);
+    `open(service, patterns, view=["BID", "ASK"])` (and `snapshot(..., view=...)`) asks for
+    those fields only: an update that changes none of them is not sent.
     `pause(request)` and `resume(request)` (0: every request) hold a request's updates in the
     distributor, which sends the latest image of each item that changed on resume. `poll(timeout=1.0)` waits with the GIL released and returns a
     list of `Event`; `kind` is "refresh", "update", "status", "gap", "conflated",

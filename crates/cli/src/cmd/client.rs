@@ -241,7 +241,12 @@ impl Client {
     fn open_watchlist(&mut self, consumer: &mut Consumer) -> Result<()> {
         let mut i = 0;
         while i < self.watch.len() {
-            let mut len = 16 + self.a.service.len();
+            let view_len = if self.a.view.is_empty() {
+                0
+            } else {
+                2 + 2 * self.a.view.len()
+            };
+            let mut len = 16 + self.a.service.len() + view_len;
             let mut j = i;
             while j < self.watch.len()
                 && j - i < usize::from(u16::MAX)
@@ -251,15 +256,17 @@ impl Client {
                 j += 1;
             }
             let patterns: Vec<&str> = self.watch[i..j].iter().map(String::as_str).collect();
+            let view: Vec<&str> = self.a.view.iter().map(String::as_str).collect();
+            let service = &self.a.service;
+            let id = match (self.a.snapshot, view.is_empty()) {
+                (true, true) => consumer.snapshot(service, &patterns),
+                (true, false) => consumer.snapshot_view(service, &patterns, &view),
+                (false, true) => consumer.open(service, &patterns),
+                (false, false) => consumer.open_view(service, &patterns, &view),
+            }
+            .map_err(|e| anyhow::anyhow!("--watch or --view: {e}"))?;
             if self.a.snapshot {
-                let id = consumer
-                    .snapshot(&self.a.service, &patterns)
-                    .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
                 self.snapshots.push(id);
-            } else {
-                consumer
-                    .open(&self.a.service, &patterns)
-                    .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
             }
             i = j;
         }

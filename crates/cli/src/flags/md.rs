@@ -207,6 +207,10 @@ pub struct ClientArgs {
     /// exit once every one is answered.
     #[arg(long)]
     pub snapshot: bool,
+    /// Ask for these fields only (a view): names of the dictionary or #FID, comma-separated
+    /// (BID,ASK). An update that changes none of them is not sent.
+    #[arg(long, value_delimiter = ',')]
+    pub view: Vec<String>,
 }
 
 /// `--mode`: throughput or latency.
