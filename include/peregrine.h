@@ -199,6 +199,10 @@ enum pg_md_event_kind
   // Not connected (`text` says why); items were reported stale just before. The consumer
   // reconnects by itself.
   PG_MD_DISCONNECTED = 7,
+  // A service of the distributor's directory (`item`: its name; `state`: `PG_MD_OK` while
+  // a provider of it is live, else `PG_MD_STALE`; `items`: 1 if this user may open it),
+  // after each login and when its state changes.
+  PG_MD_SERVICE = 8,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -15,7 +15,7 @@ import struct
 TYPES = {
     "REFRESH": 0x01, "UPDATE": 0x02, "STATUS": 0x03, "LOGIN": 0x10, "LOGIN_RESPONSE": 0x11,
     "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16,
-    "PAUSE": 0x17, "RESUME": 0x18, "IMAGE_REQUEST": 0x20,
+    "PAUSE": 0x17, "RESUME": 0x18, "DIRECTORY": 0x19, "IMAGE_REQUEST": 0x20,
 }
 REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02, "SNAPSHOT": 0x04, "VIEW": 0x08}
 OPEN_FLAGS = {"SNAPSHOT": 0x01, "VIEW": 0x02}
@@ -106,6 +106,13 @@ def login_response(result, text, raw_result=None, ping_interval_ms=None):
 
 def pause(type_name, request_id, flags=0, length=12):
     return header(length, type_name, flags) + struct.pack("<I", request_id) + bytes(length - 12)
+
+
+def directory(services, complete=True, count=None, reserved=0):
+    """services: (name, up, open) each; an entry is u8 state, u8 flags (0x01 OPEN), u8 name_len, name."""
+    body = b"".join(struct.pack("<BBB", int(up), int(op), len(n.encode())) + n.encode() for n, up, op in services)
+    n = len(services) if count is None else count
+    return header(12 + len(body), "DIRECTORY", 0x01 if complete else 0) + struct.pack("<HH", n, reserved) + body
 
 
 def ping(type_name, payload, item_id=0, length=16):
@@ -404,6 +411,18 @@ valid("resume_request_3", "RESUME", pause("RESUME", 3), dict(request_id=3), "res
 valid("resume_all", "RESUME", pause("RESUME", 0), dict(request_id=0), "resume every paused request")
 invalid("pause_flags_nonzero", "PAUSE", pause("PAUSE", 1, flags=1), "BadField", "PAUSE defines no flag", "pause.flags")
 invalid("resume_length_16", "RESUME", pause("RESUME", 1, length=16), "BadLength", "RESUME is always 12 bytes")
+valid("directory_complete", "DIRECTORY", directory([("FEED1", True, True), ("FX", False, False)]),
+      dict(complete=True, services=[dict(name="FEED1", up=True, open=True), dict(name="FX", up=False, open=False)]),
+      "after a login: FEED1 up and open to the client, FX down and not open to it")
+valid("directory_change", "DIRECTORY", directory([("FEED1", False, True)], complete=False),
+      dict(complete=False, services=[dict(name="FEED1", up=False, open=True)]),
+      "a change: FEED1's provider went away")
+invalid("directory_count_zero", "DIRECTORY", directory([], count=0), "BadField",
+        "a directory lists at least one service", "directory.count")
+invalid("directory_state_2", "DIRECTORY", directory([("FEED1", 2, True)]), "BadField",
+        "a state is 0 (down) or 1 (up)", "directory.state")
+invalid("directory_entry_past_the_end", "DIRECTORY", directory([("FEED1", True, True)], count=2), "BadLength",
+        "two entries announced, one present")
 invalid("image_request_flags_nonzero", "IMAGE_REQUEST", image_request(0, 1, flags=0x80), "BadField",
         "IMAGE_REQUEST defines no flag", "image_request.flags")
 

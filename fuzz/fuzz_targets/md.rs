@@ -38,6 +38,9 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
             b,
             PauseKind::Resume,
         )?)?),
+        MessageType::Directory => {
+            Message::Directory(DirectoryRepr::parse(&DirectoryView::new_checked(b)?)?)
+        }
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }

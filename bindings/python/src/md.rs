@@ -843,6 +843,11 @@ enum Gathered {
     Disconnected {
         reason: Box<str>,
     },
+    Service {
+        service: Box<str>,
+        up: bool,
+        may_open: bool,
+    },
 }
 
 /// Item names seen, each made a Python str once.
@@ -954,6 +959,15 @@ impl ConsumerState {
                 RsEvent::Disconnected { reason } => Gathered::Disconnected {
                     reason: reason.into(),
                 },
+                RsEvent::Service {
+                    service,
+                    up,
+                    may_open,
+                } => Gathered::Service {
+                    service: service.into(),
+                    up,
+                    may_open,
+                },
             };
             events.push(g);
         })
@@ -977,6 +991,8 @@ struct PollFields {
 ///   ends a snapshot;
 /// - gap: `item`, `expected`, `got` (item_seq values; the update follows as its own event);
 /// - conflated: `items` (refreshes that follow), `updates_dropped`;
+/// - service: `item` (the service's name), `state` ("up" while a provider of it is live, else
+///   "down"), `may_open` (this user may open it): after each login and on every change;
 /// - logged_in: `text` (the distributor's address); disconnected: `text` (why: the
 ///   connection broke, or an attempt to reconnect failed; another attempt follows).
 #[pyclass(module = "peregrine.md", frozen)]
@@ -1002,6 +1018,8 @@ pub struct Event {
     #[pyo3(get)]
     snapshot: Option<bool>,
     #[pyo3(get)]
+    may_open: Option<bool>,
+    #[pyo3(get)]
     expected: Option<u32>,
     #[pyo3(get)]
     got: Option<u32>,
@@ -1026,6 +1044,7 @@ impl Event {
             solicited: None,
             conflated: None,
             snapshot: None,
+            may_open: None,
             expected: None,
             got: None,
             items: None,
@@ -1194,6 +1213,16 @@ impl Consumer {
                 Gathered::Disconnected { reason } => Event {
                     text: Some(PyString::new(py, &reason).unbind()),
                     ..Event::new(PyString::intern(py, "disconnected"))
+                },
+                Gathered::Service {
+                    service,
+                    up,
+                    may_open,
+                } => Event {
+                    item: Some(PyString::new(py, &service).unbind()),
+                    state: Some(PyString::intern(py, if up { "up" } else { "down" }).unbind()),
+                    may_open: Some(may_open),
+                    ..Event::new(PyString::intern(py, "service"))
                 },
             };
             list.append(Bound::new(py, e)?)?;

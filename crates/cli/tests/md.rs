@@ -1734,6 +1734,12 @@ fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_
                     }
                     Event::LoggedIn { .. } => got.push(("logged_in", String::new(), 0, vec![])),
                     Event::Conflated { .. } => got.push(("conflated", String::new(), 0, vec![])),
+                    Event::Service { service, up, .. } => got.push((
+                        if up { "service_up" } else { "service_down" },
+                        service.to_string(),
+                        0,
+                        vec![],
+                    )),
                 }
             })
             .unwrap();

@@ -90,6 +90,10 @@ pub enum pg_md_event_kind {
     /// Not connected (`text` says why); items were reported stale just before. The consumer
     /// reconnects by itself.
     PG_MD_DISCONNECTED = 7,
+    /// A service of the distributor's directory (`item`: its name; `state`: `PG_MD_OK` while
+    /// a provider of it is live, else `PG_MD_STALE`; `items`: 1 if this user may open it),
+    /// after each login and when its state changes.
+    PG_MD_SERVICE = 8,
 }
 
 /// Item states (`pg_md_event.state`, and `pg_md_provider_status`'s `state`).
@@ -700,6 +704,20 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
                     ev.kind = pg_md_event_kind::PG_MD_CONFLATED as i32;
                     ev.items = items;
                     ev.dropped = updates_dropped;
+                }
+                Event::Service {
+                    service,
+                    up,
+                    may_open,
+                } => {
+                    ev.kind = pg_md_event_kind::PG_MD_SERVICE as i32;
+                    set_item(&mut ev, service);
+                    ev.state = if up {
+                        pg_md_state::PG_MD_OK
+                    } else {
+                        pg_md_state::PG_MD_STALE
+                    } as i32;
+                    ev.items = u32::from(may_open);
                 }
                 Event::Disconnected { reason } => {
                     ev.kind = pg_md_event_kind::PG_MD_DISCONNECTED as i32;

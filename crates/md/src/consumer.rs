@@ -211,6 +211,14 @@ pub enum Event<'a> {
     },
     /// The consumer fell behind; `items` REFRESHes (flagged conflated) follow.
     Conflated { items: u32, updates_dropped: u32 },
+    /// A service of the distributor's directory, after each login (every service) and when
+    /// its state changes: `up` while a provider of it is live, `may_open` if this user may
+    /// open it.
+    Service {
+        service: &'a str,
+        up: bool,
+        may_open: bool,
+    },
     /// Not connected: the connection broke (items were reported stale just before), or an
     /// attempt to connect failed. A new attempt follows after the back-off.
     Disconnected { reason: &'a str },
@@ -231,6 +239,8 @@ struct Request {
 #[derive(Debug, Clone)]
 struct ItemView {
     name: Box<str>,
+    /// Its service (a group STATUS names the service, not the items).
+    service: Box<str>,
     /// The item_seq of its last REFRESH or UPDATE; `None` while it is not ok.
     seq: Option<u32>,
     /// Its last REFRESH was cut to a view: UPDATEs outside it are not sent, so `item_seq`
@@ -870,6 +880,7 @@ impl ConsumerCore {
                 if !snapshot {
                     let v = self.items.entry(r.item_id).or_insert_with(|| ItemView {
                         name: r.name.into(),
+                        service: r.service.into(),
                         seq: None,
                         viewed: false,
                     });
@@ -911,6 +922,37 @@ impl ConsumerCore {
                     timestamp_ns: u.timestamp_ns,
                     fields: u.fields,
                 });
+            }
+            Message::Directory(d) => {
+                for e in d.services.iter() {
+                    on_event(Event::Service {
+                        service: e.name,
+                        up: e.up,
+                        may_open: e.open,
+                    });
+                }
+            }
+            // A group status: every item of the service (that this consumer has) is in it.
+            Message::Status(s) if s.item_id == 0 && s.name == "*" && !s.service.is_empty() => {
+                self.counters.statuses += 1;
+                let mut names: Vec<&str> = Vec::new();
+                for v in self.items.values_mut() {
+                    if *v.service == *s.service && v.seq.is_some() {
+                        if s.state != ItemState::Ok {
+                            v.seq = None;
+                        }
+                        names.push(&v.name);
+                    }
+                }
+                names.sort_unstable();
+                for item in names {
+                    on_event(Event::Status {
+                        item,
+                        state: s.state,
+                        text: s.text,
+                        request: 0,
+                    });
+                }
             }
             Message::Status(s) => {
                 self.counters.statuses += 1;

@@ -184,6 +184,9 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
             b,
             PauseKind::Resume,
         )?)?),
+        MessageType::Directory => {
+            Message::Directory(DirectoryRepr::parse(&DirectoryView::new_checked(b)?)?)
+        }
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }
@@ -229,6 +232,7 @@ fn check_valid(v: &Vector) {
     let patterns: Vec<&str>;
     let token;
     let fids: Option<Vec<u16>>;
+    let entries: Vec<ServiceEntry<'_>>;
     let expected = match ty {
         MessageType::Update => {
             list = field_list(name, f.list("fields"));
@@ -317,6 +321,26 @@ fn check_valid(v: &Vector) {
         MessageType::Resume => Message::Resume(PauseRepr {
             request_id: f.int("request_id"),
         }),
+        MessageType::Directory => {
+            entries = f
+                .list("services")
+                .iter()
+                .map(|e| {
+                    let mut e = Fields::new(name, e.as_object().expect("an entry is an object"));
+                    let entry = ServiceEntry {
+                        name: e.str("name"),
+                        up: e.get("up").as_bool().expect("up is a bool"),
+                        open: e.get("open").as_bool().expect("open is a bool"),
+                    };
+                    e.finish();
+                    entry
+                })
+                .collect();
+            Message::Directory(DirectoryRepr {
+                complete: f.get("complete").as_bool().expect("complete is a bool"),
+                services: EntryList::List(&entries),
+            })
+        }
         MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr {
             item_id: f.int("item_id"),
             request_id: f.int("request_id"),

@@ -424,6 +424,24 @@ impl Client {
                     )?;
                 }
             }
+            Event::Service {
+                service,
+                up,
+                may_open,
+            } => {
+                let state = if up { "up" } else { "down" };
+                self.say(
+                    format!(
+                        "service {service} {state}{}",
+                        if may_open {
+                            ""
+                        } else {
+                            " (not open to this user)"
+                        }
+                    ),
+                    json!({"event": "service", "service": service, "up": up, "may_open": may_open}),
+                )?;
+            }
         }
         Ok(())
     }

@@ -28,8 +28,8 @@ pub const HEADER_LEN: usize = 8;
 /// Longest message: `length` is a u16.
 pub const MAX_MESSAGE_LEN: usize = u16::MAX as usize;
 
-/// The message types of version 2 (PING, PONG, PAUSE and RESUME are new in it; the rest are
-/// version 1's).
+/// The message types of version 2 (PING, PONG, PAUSE, RESUME and DIRECTORY are new in it;
+/// the rest are version 1's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum MessageType {
@@ -57,12 +57,15 @@ pub enum MessageType {
     Pause = 0x17,
     /// A client resumes a request, or all (client → distributor, version 2).
     Resume = 0x18,
+    /// The services, their state and whether the client may open them (distributor →
+    /// client, version 2).
+    Directory = 0x19,
     /// The distributor asks the feed for images (distributor → feed).
     ImageRequest = 0x20,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 13] = [
+    pub const ALL: [MessageType; 14] = [
         MessageType::Refresh,
         MessageType::Update,
         MessageType::Status,
@@ -75,6 +78,7 @@ impl MessageType {
         MessageType::Pong,
         MessageType::Pause,
         MessageType::Resume,
+        MessageType::Directory,
         MessageType::ImageRequest,
     ];
 
@@ -93,6 +97,7 @@ impl MessageType {
             MessageType::Pong => "PONG",
             MessageType::Pause => "PAUSE",
             MessageType::Resume => "RESUME",
+            MessageType::Directory => "DIRECTORY",
             MessageType::ImageRequest => "IMAGE_REQUEST",
         }
     }
@@ -112,6 +117,7 @@ impl MessageType {
             0x16 => MessageType::Pong,
             0x17 => MessageType::Pause,
             0x18 => MessageType::Resume,
+            0x19 => MessageType::Directory,
             0x20 => MessageType::ImageRequest,
             other => return Err(MdError::UnknownType(other)),
         })

@@ -2,10 +2,10 @@
 
 use super::header::{Header, MessageType};
 use super::{
-    CloseRepr, CloseView, ConflatedRepr, ConflatedView, ImageRequestRepr, ImageRequestView,
-    LoginRepr, LoginResponseRepr, LoginResponseView, LoginView, MdError, OpenRepr, OpenView,
-    PauseKind, PauseRepr, PauseView, PingKind, PingRepr, PingView, RefreshRepr, RefreshView,
-    StatusRepr, StatusView, UpdateRepr, UpdateView,
+    CloseRepr, CloseView, ConflatedRepr, ConflatedView, DirectoryRepr, DirectoryView,
+    ImageRequestRepr, ImageRequestView, LoginRepr, LoginResponseRepr, LoginResponseView, LoginView,
+    MdError, OpenRepr, OpenView, PauseKind, PauseRepr, PauseView, PingKind, PingRepr, PingView,
+    RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr, UpdateView,
 };
 
 /// The parsed form of any message (of version 2: version 1's and PING, PONG, PAUSE, RESUME).
@@ -23,6 +23,7 @@ pub enum Message<'a> {
     Pong(PingRepr),
     Pause(PauseRepr),
     Resume(PauseRepr),
+    Directory(DirectoryRepr<'a>),
     ImageRequest(ImageRequestRepr),
 }
 
@@ -71,6 +72,9 @@ impl<'a> Message<'a> {
                 buffer,
                 PauseKind::Resume,
             ))?),
+            MessageType::Directory => {
+                Message::Directory(DirectoryRepr::parse(&DirectoryView::new_unchecked(buffer))?)
+            }
             MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr::parse(
                 &ImageRequestView::new_unchecked(buffer),
             )?),
@@ -91,6 +95,7 @@ impl<'a> Message<'a> {
             Message::Pong(_) => MessageType::Pong,
             Message::Pause(_) => MessageType::Pause,
             Message::Resume(_) => MessageType::Resume,
+            Message::Directory(_) => MessageType::Directory,
             Message::ImageRequest(_) => MessageType::ImageRequest,
         }
     }
@@ -105,6 +110,7 @@ impl<'a> Message<'a> {
             Message::Login(r) => r.check(),
             Message::LoginResponse(r) => r.check(),
             Message::Open(r) => r.check(),
+            Message::Directory(r) => r.check(),
             Message::Close(r) if r.request_id == 0 => Err(MdError::BadField {
                 field: "close.request_id",
                 value: 0,
@@ -132,6 +138,7 @@ impl<'a> Message<'a> {
             Message::Conflated(r) => r.buffer_len(),
             Message::Ping(r) | Message::Pong(r) => r.buffer_len(),
             Message::Pause(r) | Message::Resume(r) => r.buffer_len(),
+            Message::Directory(r) => r.buffer_len(),
             Message::ImageRequest(r) => r.buffer_len(),
         }
     }
@@ -157,6 +164,7 @@ impl<'a> Message<'a> {
             Message::Pong(r) => r.emit(&mut PingView::new_unchecked(b, PingKind::Pong)),
             Message::Pause(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Pause)),
             Message::Resume(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Resume)),
+            Message::Directory(r) => r.emit(&mut DirectoryView::new_unchecked(b)),
             Message::ImageRequest(r) => r.emit(&mut ImageRequestView::new_unchecked(b)),
         }
         len

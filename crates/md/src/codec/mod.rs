@@ -22,6 +22,7 @@
 //! | 0x16 | [`ping`] | PONG: the answer to a PING (version 2) |
 //! | 0x17 | [`pause`] | PAUSE: a request, or all, conflated until resumed (version 2) |
 //! | 0x18 | [`pause`] | RESUME (version 2) |
+//! | 0x19 | [`directory`] | DIRECTORY: the services, up or down (version 2) |
 //! | 0x20 | [`image_request`] | IMAGE_REQUEST: the distributor asks the feed for images |
 //!
 //! [`fields`] encodes field lists. [`Message`] parses any message by type, and [`Messages`]
@@ -54,6 +55,7 @@
 
 pub mod close;
 pub mod conflated;
+pub mod directory;
 mod error;
 pub mod fields;
 pub mod header;
@@ -71,6 +73,7 @@ pub mod update;
 
 pub use close::{CloseRepr, CloseView};
 pub use conflated::{ConflatedRepr, ConflatedView};
+pub use directory::{DirectoryRepr, DirectoryView, EntryList, ServiceEntry};
 pub use error::MdError;
 pub use fields::{FieldIter, FieldList};
 pub use header::{Header, MessageType, HEADER_LEN, MAX_MESSAGE_LEN};

@@ -16,6 +16,7 @@ enum Seen {
     Gap(String, u32, u32),
     Conflated(u32, u32),
     Disconnected,
+    Service(String, bool),
 }
 
 fn fields(f: &FieldList<'_>) -> Vec<(u16, String)> {
@@ -56,6 +57,7 @@ fn record(seen: &mut Vec<Seen>) -> impl FnMut(Event<'_>) + '_ {
                 updates_dropped,
             } => Seen::Conflated(items, updates_dropped),
             Event::Disconnected { .. } => Seen::Disconnected,
+            Event::Service { service, up, .. } => Seen::Service(service.into(), up),
         })
     }
 }
@@ -522,4 +524,62 @@ fn a_viewed_item_skipping_item_seq_is_not_a_gap_and_the_view_is_sent_again() {
         "updates outside the view are not sent: {seen:?}"
     );
     assert_eq!(c.counters().gaps, 0);
+}
+
+#[test]
+fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item() {
+    use crate::codec::{DirectoryRepr, EntryList, ServiceEntry};
+    let mut c = consumer();
+    c.open("FEED1", &["A*"]).unwrap();
+    c.connected(0);
+    sent(&mut c);
+    let entries = [ServiceEntry {
+        name: "FEED1",
+        up: true,
+        open: true,
+    }];
+    let mut input = accepted();
+    input.extend(bytes(Message::Directory(DirectoryRepr {
+        complete: true,
+        services: EntryList::List(&entries),
+    })));
+    input.extend(refresh(1, "AAA.O", 1, 100));
+    input.extend(refresh(2, "AAB.O", 1, 100));
+    input.extend(bytes(Message::Status(StatusRepr {
+        item_id: 0,
+        request_id: 0,
+        state: ItemState::Stale,
+        service: "FEED1",
+        name: "*",
+        text: "the feed went away",
+    })));
+    let mut services = Vec::new();
+    let mut seen = Vec::new();
+    c.handle_bytes(&input, 0, &mut |e| {
+        if let Event::Service {
+            service,
+            up,
+            may_open,
+        } = e
+        {
+            services.push((service.to_string(), up, may_open));
+        }
+        record(&mut seen)(e);
+    })
+    .unwrap();
+    assert_eq!(services, [("FEED1".to_string(), true, true)]);
+    let stale: Vec<&Seen> = seen
+        .iter()
+        .filter(|e| matches!(e, Seen::Status(_, ItemState::Stale, _)))
+        .collect();
+    assert_eq!(
+        stale,
+        [
+            &Seen::Status("AAA.O".into(), ItemState::Stale, 0),
+            &Seen::Status("AAB.O".into(), ItemState::Stale, 0),
+        ]
+    );
+    // Stale items take no update until refreshed: counted, not delivered as ok.
+    c.handle_bytes(&update(1, 2, 101), 0, &mut |_| {}).unwrap();
+    assert_eq!(c.counters().updates_without_image, 1);
 }

@@ -132,6 +132,9 @@ pub(crate) struct Client {
     pub counted_user: Option<usize>,
     /// Its LOGIN was of version 2 and asked for this ping interval (0: the default).
     pub asked_ping_ms: Option<u32>,
+    /// The protocol version of its LOGIN (1 before one): version 2 clients are sent the
+    /// directory and group statuses.
+    pub version: u16,
     /// Logged in with version 2: its PINGs and silence.
     pub liveness: Option<Liveness>,
     /// Its paused requests.
@@ -171,6 +174,7 @@ impl Client {
             login_name: None,
             counted_user: None,
             asked_ping_ms: None,
+            version: 1,
             liveness: None,
             paused: BTreeSet::new(),
             paused_holds: HashMap::new(),

@@ -74,6 +74,9 @@ counters! {
     cache_full,
     /// Items that went stale (backbone loss, feed gone, sequence gap, the feed's STATUS).
     items_stale,
+    /// Group STATUSes sent: one per version 2 client and service that went stale as a whole,
+    /// instead of one STATUS per item.
+    group_statuses,
     /// IMAGE_REQUESTs produced.
     image_requests,
     /// Backbone losses reported by the transport.

@@ -76,9 +76,10 @@ use crate::codec::ping::{PingKind, PingRepr, PING_LEN};
 use crate::codec::refresh::refresh_flags;
 use crate::codec::status::STATUS_HEADER_LEN;
 use crate::codec::{
-    open_flags, ConflatedRepr, ConflatedView, FieldList, ImageRequestRepr, LoginResponseRepr,
-    LoginResponseView, LoginResult, MdError, Message, MessageType, Messages, OpenRepr, RefreshView,
-    StatusRepr, StatusView, UpdateRepr, UpdateView,
+    open_flags, ConflatedRepr, ConflatedView, DirectoryRepr, EntryList, FieldList,
+    ImageRequestRepr, LoginResponseRepr, LoginResponseView, LoginResult, MdError, Message,
+    MessageType, Messages, OpenRepr, RefreshView, ServiceEntry, StatusRepr, StatusView, UpdateRepr,
+    UpdateView,
 };
 use crate::model::{check_service, is_glob, ItemState};
 use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
@@ -378,6 +379,8 @@ pub struct Footprint {
 
 #[derive(Debug)]
 struct Service {
+    /// A feed of it is live (as the DIRECTORY says).
+    up: bool,
     /// When every image was last asked for.
     all_requested_at_ns: Option<u64>,
     /// Feed ids naming no item whose image was asked for, and when.
@@ -519,6 +522,10 @@ pub struct Distributor {
     next_request_id: u32,
     throttle: LoginThrottle,
     verifications: VecDeque<Verification>,
+    /// While a whole service goes stale: version 2 watchers are listed in `grouped` instead
+    /// of being sent each item's STATUS.
+    grouping: bool,
+    grouped: Vec<ClientId>,
 }
 
 /// A token to check against a slow hash, off the event loop: [`entitle::verify_token`]`(hash,
@@ -547,6 +554,7 @@ impl Distributor {
                 .services
                 .iter()
                 .map(|_| Service {
+                    up: false,
                     all_requested_at_ns: None,
                     unknown_requested: HashMap::new(),
                 })
@@ -564,6 +572,8 @@ impl Distributor {
             next_request_id: 0,
             throttle: LoginThrottle::default(),
             verifications: VecDeque::new(),
+            grouping: false,
+            grouped: Vec::new(),
         })
     }
 
@@ -1097,6 +1107,7 @@ impl Distributor {
             return;
         }
         self.counters.feeds_gone += 1;
+        self.set_up(service, false);
         self.service_stale(service, StaleCause::FeedGone);
         self.cache.forget_feed_ids(service);
         self.services[service.index()].unknown_requested.clear();
@@ -1116,6 +1127,7 @@ impl Distributor {
         if service.index() >= self.services.len() {
             return;
         }
+        self.set_up(service, true);
         if from_start {
             self.counters.feeds_joined_at_start += 1;
             return;
@@ -1172,6 +1184,7 @@ impl Distributor {
                 }
                 if let Some(c) = self.clients.get_mut(id) {
                     c.asked_ping_ms = (login.version >= 2).then_some(login.ping_interval_ms);
+                    c.version = login.version;
                 }
                 self.on_login(id, login.user, login.token, now_ns)
             }
@@ -1312,6 +1325,9 @@ impl Distributor {
         }
         self.counters.logins_accepted += 1;
         self.send_login_response_with(id, LoginResult::Accepted, ping_interval_ms, "");
+        if ping_interval_ms.is_some() {
+            self.send_directory(id, None);
+        }
         self.push_event(Event::LoggedIn {
             client: id,
             user: user_name,
@@ -2106,6 +2122,55 @@ impl Distributor {
         self.fan_out(item, from, false);
     }
 
+    /// A service goes up or down: each version 2 client is sent the change.
+    fn set_up(&mut self, service: ServiceId, up: bool) {
+        if std::mem::replace(&mut self.services[service.index()].up, up) == up {
+            return;
+        }
+        let v2: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|c| c.version >= 2 && c.user().is_some() && !c.closing())
+            .map(|c| c.id)
+            .collect();
+        for id in v2 {
+            self.send_directory(id, Some(service));
+        }
+    }
+
+    /// Sends a client the directory: every service (`None`), or one that changed.
+    fn send_directory(&mut self, id: ClientId, only: Option<ServiceId>) {
+        let Some(user) = self
+            .clients
+            .get(id)
+            .and_then(|c| c.user())
+            .and_then(|u| self.users.get(u))
+        else {
+            return;
+        };
+        let entries: Vec<ServiceEntry<'_>> = self
+            .config
+            .services
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| only.is_none_or(|s| s.index() == *i))
+            .map(|(i, name)| ServiceEntry {
+                name,
+                up: self.services[i].up,
+                open: user.may_open_service(name),
+            })
+            .collect();
+        let repr = DirectoryRepr {
+            complete: only.is_none(),
+            services: EntryList::List(&entries),
+        };
+        let mut bytes = Vec::with_capacity(repr.buffer_len());
+        Message::Directory(repr).emit_to_vec(&mut bytes);
+        let from = self.outbox.buffer().len();
+        self.outbox.buffer().extend_from_slice(&bytes);
+        self.queue_control(id, from);
+    }
+
     fn service_stale(&mut self, service: ServiceId, cause: StaleCause) {
         let ok: Vec<ItemId> = self
             .cache
@@ -2117,9 +2182,33 @@ impl Distributor {
             StaleCause::BackboneLoss => "backbone loss: waiting for a fresh image",
             StaleCause::FeedGone => "the feed went away: waiting for it to come back",
         };
+        // Version 2 clients get one group STATUS for the service instead of one per item.
+        self.grouping = true;
         for &item in &ok {
             self.went_stale(item, text);
         }
+        self.grouping = false;
+        let mut grouped = std::mem::take(&mut self.grouped);
+        grouped.sort_unstable();
+        grouped.dedup();
+        let name = self.service_name(service).to_string();
+        for id in grouped.drain(..) {
+            let from = self.outbox.buffer().len();
+            encode_status(
+                &StatusRepr {
+                    item_id: 0,
+                    request_id: 0,
+                    state: ItemState::Stale,
+                    service: &name,
+                    name: "*",
+                    text,
+                },
+                self.outbox.buffer(),
+            );
+            self.counters.group_statuses += 1;
+            self.queue_control(id, from);
+        }
+        self.grouped = grouped;
         self.push_event(Event::ServiceStale {
             service,
             items: ok.len(),
@@ -2200,6 +2289,11 @@ impl Distributor {
             let Some(c) = self.clients.get_mut(id) else {
                 continue;
             };
+            if self.grouping && c.version >= 2 {
+                // Told by one group STATUS (service_stale).
+                self.grouped.push(id);
+                continue;
+            }
             if cuttable && !c.views.is_empty() {
                 if let Some(v) = c.views.effective(item) {
                     match viewing.iter_mut().find(|(w, _)| **w == **v) {

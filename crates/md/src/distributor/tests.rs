@@ -42,6 +42,21 @@ fn price(hundredths: i64) -> Value<'static> {
     })
 }
 
+/// The default configuration of `services`, but that version 1 logins are taken.
+fn v1_config(services: &[&str]) -> DistributorConfig {
+    let mut config = DistributorConfig::new(services);
+    config.min_client_version = 1;
+    config
+}
+
+/// A LOGIN of protocol version 1.
+fn v1_login(user: &str, token: &[u8]) -> Vec<u8> {
+    encode(&Message::Login(LoginRepr {
+        version: 1,
+        ..LoginRepr::new(user, token)
+    }))
+}
+
 fn encode(m: &Message<'_>) -> Vec<u8> {
     let mut b = Vec::new();
     m.emit_to_vec(&mut b);
@@ -72,8 +87,11 @@ fn update(feed_id: u32, seq: u32, bid: i64) -> Vec<u8> {
 }
 
 impl Net {
+    /// A distributor that also takes version 1 logins: [`login`](Self::login) uses version
+    /// 1 on it (per-item STATUSes, no directory, no liveness), as most tests here check
+    /// what both versions share; the version 2 tests log in with `login_v2`.
     fn new() -> Net {
-        Net::with(DistributorConfig::new(&[FEED1, "FEED2"]))
+        Net::with(v1_config(&[FEED1, "FEED2"]))
     }
 
     fn with(config: DistributorConfig) -> Net {
@@ -136,12 +154,34 @@ impl Net {
     }
 
     fn login(&mut self, user: &str) -> ClientId {
+        if self.d.config().min_client_version == 1 {
+            return self.login_v1(user);
+        }
         let c = self.connect();
         let token = format!("{user}-token");
         self.send(
             c,
             &encode(&Message::Login(LoginRepr::new(user, token.as_bytes()))),
         );
+        let got = self.take(c);
+        assert_eq!(got[0], "LOGIN_RESPONSE accepted");
+        assert!(
+            got[1..].iter().all(|m| m.starts_with("DIRECTORY complete")) && got.len() <= 2,
+            "a version 2 login is followed by the directory: {got:?}"
+        );
+        c
+    }
+
+    /// Logs `user` in with protocol version 1 (the distributor must accept it): no liveness,
+    /// no directory, a STATUS per item.
+    fn login_v1(&mut self, user: &str) -> ClientId {
+        let c = self.connect();
+        let token = format!("{user}-token");
+        let login = LoginRepr {
+            version: 1,
+            ..LoginRepr::new(user, token.as_bytes())
+        };
+        self.send(c, &encode(&Message::Login(login)));
         assert_eq!(self.take(c), ["LOGIN_RESPONSE accepted"]);
         c
     }
@@ -214,6 +254,22 @@ impl Net {
                 format!("CONFLATED items={} dropped={}", c.items, c.updates_dropped)
             }
             Message::Ping(p) => format!("PING {}", p.payload),
+            Message::Directory(d) => {
+                let mut t = String::from(if d.complete {
+                    "DIRECTORY complete"
+                } else {
+                    "DIRECTORY change"
+                });
+                for e in d.services.iter() {
+                    t.push_str(&format!(
+                        " {}={}{}",
+                        e.name,
+                        if e.up { "up" } else { "down" },
+                        if e.open { "" } else { "(closed)" }
+                    ));
+                }
+                t
+            }
             Message::Pong(p) => format!("PONG {}", p.payload),
             other => panic!("a client never receives {:?}", other.message_type()),
         }
@@ -364,16 +420,16 @@ fn bad_logins_are_answered_with_a_login_response_counted_and_closed() {
     let cases: Vec<(Vec<u8>, &str)> =
         vec![
         (
-            encode(&Message::Login(LoginRepr::new("alice", b"wrong"))),
+            v1_login("alice", b"wrong"),
             "LOGIN_RESPONSE denied: unknown user or wrong token",
         ),
         (
-            encode(&Message::Login(LoginRepr::new("mallory", b"alice-token"))),
+            v1_login("mallory", b"alice-token"),
             "LOGIN_RESPONSE denied: unknown user or wrong token",
         ),
         (
             {
-                let mut b = encode(&Message::Login(LoginRepr::new("alice", b"alice-token")));
+                let mut b = v1_login("alice", b"alice-token");
                 b[12] = 3;
                 b
             },
@@ -448,7 +504,7 @@ fn malformed_or_out_of_order_messages_after_login_are_rejected_with_a_status_and
              value 1 (see docs/market-data.md)",
         ),
         (
-            encode(&Message::Login(LoginRepr::new("bob", b"bob-token"))),
+            v1_login("bob", b"bob-token"),
             "STATUS 0 req=0 rejected /: already logged in: LOGIN is sent once",
         ),
         (
@@ -532,7 +588,7 @@ fn messages_split_into_single_bytes_are_reassembled() {
 }
 
 fn slow_net() -> Net {
-    let mut config = DistributorConfig::new(&[FEED1]);
+    let mut config = v1_config(&[FEED1]);
     config.max_queue_bytes = MIN_QUEUE_BYTES;
     Net::with(config)
 }
@@ -798,7 +854,7 @@ fn backbone_messages_a_feed_does_not_send_are_rejected_and_counted() {
 
 #[test]
 fn the_cache_is_bounded_by_max_items() {
-    let mut config = DistributorConfig::new(&[FEED1]);
+    let mut config = v1_config(&[FEED1]);
     config.max_items = 2;
     let mut net = Net::with(config);
     for i in 1..=5 {
@@ -825,7 +881,7 @@ fn a_client_past_its_bound_that_keeps_requesting_is_disconnected() {
 
 #[test]
 fn invalid_configurations_are_refused_with_what_is_accepted() {
-    let mut c = DistributorConfig::new(&[FEED1, FEED1]);
+    let mut c = v1_config(&[FEED1, FEED1]);
     assert_eq!(
         c.validate().unwrap_err().to_string(),
         "service \"FEED1\" is named twice"
@@ -939,7 +995,7 @@ impl Net {
     }
 
     fn login_as(&mut self, c: ClientId, user: &str, token: &[u8]) -> Vec<String> {
-        self.send(c, &encode(&Message::Login(LoginRepr::new(user, token))));
+        self.send(c, &v1_login(user, token));
         self.take(c)
     }
 }
@@ -948,7 +1004,7 @@ const ACCEPTED: &str = "LOGIN_RESPONSE accepted";
 
 /// A LOGIN and, in the same bytes, request 1 for `name` of FEED1.
 fn login_then_open(user: &str, token: &[u8], name: &str) -> Vec<u8> {
-    let mut bytes = encode(&Message::Login(LoginRepr::new(user, token)));
+    let mut bytes = v1_login(user, token);
     bytes.extend(encode(&Message::Open(OpenRepr {
         flags: 0,
         request_id: 1,
@@ -986,7 +1042,7 @@ fn a_plaintext_login_from_another_host_is_refused_unless_allowed() {
     let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
     assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
 
-    let mut config = DistributorConfig::new(&[FEED1]);
+    let mut config = v1_config(&[FEED1]);
     config.allow_plaintext_logins = true;
     let mut net = Net::with(config);
     let c = net.connect_from(ClientLink::plain(remote(1))).unwrap();
@@ -1041,7 +1097,7 @@ fn a_login_brute_force_is_throttled_per_address_and_per_user() {
 /// address and one user are bounded too, and `max_clients` counts logged-in clients.
 #[test]
 fn slots_cannot_be_exhausted_before_or_after_login() {
-    let mut config = DistributorConfig::new(&[FEED1]);
+    let mut config = v1_config(&[FEED1]);
     config.max_pending_clients = 8;
     config.max_clients_per_address = 20;
     config.max_clients_per_user = 3;
@@ -1096,7 +1152,7 @@ fn slots_cannot_be_exhausted_before_or_after_login() {
     assert_eq!(net.login_as(c, "bob", b"bob-token"), [ACCEPTED]);
 
     // One address: at most `max_clients_per_address` connections, pending or not.
-    let mut config = DistributorConfig::new(&[FEED1]);
+    let mut config = v1_config(&[FEED1]);
     config.max_clients_per_address = 20;
     let mut net = Net::with(config);
     let a = remote(200);
@@ -1124,7 +1180,7 @@ fn a_user_logs_in_by_its_client_certificate() {
         .with_cert_subject("CN=dora,O=Desk")
         .without_token()]);
     let mut net = Net {
-        d: Distributor::new(DistributorConfig::new(&[FEED1]), Arc::new(users)).unwrap(),
+        d: Distributor::new(v1_config(&[FEED1]), Arc::new(users)).unwrap(),
         ..Net::new()
     };
     let tls = ClientLink {
@@ -1227,7 +1283,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
         User::with_token("erin", b"", &["*"]).with_token_argon2(&hash)
     ]);
     let mut net = Net {
-        d: Distributor::new(DistributorConfig::new(&[FEED1]), Arc::new(users)).unwrap(),
+        d: Distributor::new(v1_config(&[FEED1]), Arc::new(users)).unwrap(),
         ..Net::new()
     };
     net.feed(&refresh(1, "AAA.L", 1, 100));
@@ -1249,7 +1305,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
     // A wrong token, and an unknown user: both checked, both refused.
     for (user, token) in [("erin", &b"guess"[..]), ("mallory", &b"erin-token"[..])] {
         let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
-        net.send(c, &encode(&Message::Login(LoginRepr::new(user, token))));
+        net.send(c, &v1_login(user, token));
         let v = net.d.poll_verification().expect("a slow check");
         let matched = entitle::verify_token(&v.hash, &v.token);
         assert!(!matched, "{user}");
@@ -1269,10 +1325,7 @@ fn an_argon2_login_is_verified_off_the_loop_and_pipelined_requests_wait_for_it()
     // (another user first shifts it), and a user removed meanwhile is refused.
     for keep in [true, false] {
         let c = net.connect_from(ClientLink::plain(LOOPBACK)).unwrap();
-        net.send(
-            c,
-            &encode(&Message::Login(LoginRepr::new("erin", b"erin-token"))),
-        );
+        net.send(c, &v1_login("erin", b"erin-token"));
         let v = net.d.poll_verification().expect("a slow check");
         let mut users = vec![User::with_token("abe", b"abe-token", &["AAA.*"])];
         if keep {
@@ -1743,4 +1796,58 @@ fn two_requests_with_views_get_the_union_and_a_narrowing_is_announced() {
     assert!(net.take(a).is_empty(), "BID is no longer viewed");
     net.feed(&update2(500, 4, 103, 300));
     assert_eq!(net.take(a), ["UPDATE 1 seq=4 BIDSIZE=300"]);
+}
+
+#[test]
+fn the_directory_follows_a_login_and_each_change_and_a_lost_feed_is_one_group_status() {
+    let mut config = v1_config(&[FEED1, "FEED2"]);
+    config.min_client_version = 1;
+    let mut net = Net::with(config);
+    let a = net.connect();
+    net.send(
+        a,
+        &encode(&Message::Login(LoginRepr::new("alice", b"alice-token"))),
+    );
+    assert_eq!(
+        net.take(a),
+        [
+            "LOGIN_RESPONSE accepted",
+            "DIRECTORY complete FEED1=down FEED2=down(closed)"
+        ],
+        "alice may open FEED1 only; no feed yet"
+    );
+    let old = net.login_v1("bob");
+    let s = net.feed1();
+    net.d.feed_back(s, true, net.now_ns);
+    net.pump();
+    assert_eq!(net.take(a), ["DIRECTORY change FEED1=up"]);
+    assert!(net.take(old).is_empty(), "version 1: no directory");
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    net.feed(&refresh(501, "AAB.O", 1, 100));
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    net.open(old, 1, FEED1, &["AA*"]);
+    net.take(a);
+    net.take(old);
+    net.d.feed_gone(s, net.now_ns);
+    net.pump();
+    assert_eq!(
+        net.take(a),
+        [
+            "DIRECTORY change FEED1=down",
+            "STATUS 0 req=0 stale FEED1/*: the feed went away: waiting for it to come back",
+        ],
+        "one group status, not one per item"
+    );
+    assert_eq!(
+        net.take(old),
+        [
+            "STATUS 1 req=0 stale FEED1/AAA.O: the feed went away: waiting for it to come back",
+            "STATUS 2 req=0 stale FEED1/AAB.O: the feed went away: waiting for it to come back",
+        ]
+    );
+    assert_eq!(net.d.counters().group_statuses, 1);
+    // A repeated report changes nothing.
+    net.d.feed_gone(s, net.now_ns);
+    net.pump();
+    assert!(net.take(a).is_empty());
 }
