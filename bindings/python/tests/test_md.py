@@ -468,8 +468,11 @@ def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
         assert cons.ping_interval_ms == 1000, "raised to the distributor's minimum"
         # A streaming request; once its images came, they are in the distributor's cache.
         req = cons.open("FEED1", ["AAA.O", "BBB.O"])
-        pump(prov, cons, lambda g: len([e for e in g if e.kind == "refresh"]) == 2,
-             what="the request's images")
+        first = pump(prov, cons, lambda g: len([e for e in g if e.kind == "refresh"]) == 2,
+                     what="the request's images")
+        # The directory: FEED1, up once the provider was heard, open to alice.
+        services = [(e.item, e.state, e.may_open) for e in first if e.kind == "service"]
+        assert ("FEED1", "up", True) in services, services
         # A snapshot: each image flagged, then "closed" with no item ends it.
         snap = cons.snapshot("FEED1", ["AAA.O", "BBB.O"])
         got = pump(prov, cons, lambda g: any(e.kind == "status" and e.request == snap
