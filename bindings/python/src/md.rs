@@ -1534,6 +1534,24 @@ impl Consumer {
         named_counters(py, &c.values())
     }
 
+    /// The distributor's services as its directory last said: a dict name -> {"up": bool,
+    /// "may_open": bool} (empty before a login to a version 2 distributor).
+    #[getter]
+    fn services<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let list = {
+            let g = self.state(py)?;
+            g.as_ref().expect("checked").consumer.services()
+        };
+        let d = PyDict::new(py);
+        for (name, up, may_open) in list {
+            let e = PyDict::new(py);
+            e.set_item("up", up)?;
+            e.set_item("may_open", may_open)?;
+            d.set_item(name, e)?;
+        }
+        Ok(d)
+    }
+
     /// The last PING round trip to the distributor in microseconds (float), or None before
     /// one was timed.
     #[getter]

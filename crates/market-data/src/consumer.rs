@@ -451,6 +451,16 @@ impl Consumer {
         self.core.rtt_ns().map(Duration::from_nanos)
     }
 
+    /// The distributor's services as its directory last said (after the login `connect`
+    /// waited for, and kept up to date by `poll`): each name, whether a provider of it is live,
+    /// and whether this user may open it. `Event::Service` reports each change as it comes.
+    pub fn services(&self) -> Vec<(String, bool, bool)> {
+        self.core
+            .services()
+            .map(|(name, up, may_open)| (name.to_string(), up, may_open))
+            .collect()
+    }
+
     /// The ping interval agreed with the distributor at this connection's login (`None`: not
     /// logged in, or a version 1 distributor).
     pub fn ping_interval(&self) -> Option<Duration> {

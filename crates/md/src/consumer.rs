@@ -345,6 +345,8 @@ pub struct ConsumerCore {
     liveness: Option<Liveness>,
     /// The last PING's round trip (kept across connections until a new one is timed).
     rtt_ns: Option<u64>,
+    /// The distributor's directory as last told: service → (up, may open).
+    directory: BTreeMap<String, (bool, bool)>,
 }
 
 /// The consumer's side of liveness on one connection.
@@ -383,6 +385,7 @@ impl ConsumerCore {
             retry_now: false,
             liveness: None,
             rtt_ns: None,
+            directory: BTreeMap::new(),
         })
     }
 
@@ -435,6 +438,14 @@ impl ConsumerCore {
     /// The last round trip of a PING to the distributor.
     pub fn rtt_ns(&self) -> Option<u64> {
         self.rtt_ns
+    }
+
+    /// The distributor's services as its DIRECTORY last said: each name, whether a provider of
+    /// it is live, and whether this user may open it (empty before a version 2 login).
+    pub fn services(&self) -> impl Iterator<Item = (&str, bool, bool)> {
+        self.directory
+            .iter()
+            .map(|(name, &(up, may_open))| (name.as_str(), up, may_open))
     }
 
     /// The protocol version the next LOGIN uses.
@@ -924,7 +935,11 @@ impl ConsumerCore {
                 });
             }
             Message::Directory(d) => {
+                if d.complete {
+                    self.directory.clear();
+                }
                 for e in d.services.iter() {
+                    self.directory.insert(e.name.to_string(), (e.up, e.open));
                     on_event(Event::Service {
                         service: e.name,
                         up: e.up,

@@ -80,7 +80,8 @@ Consumer
     (default: the distributor's, 5000 unless configured); a distributor silent for three
     intervals is given up like a lost connection, and a consumer that does not call `poll`
     for three intervals is closed by the distributor. `rtt_us` is the last round trip,
-    `ping_interval_ms` the interval agreed.
+    `ping_interval_ms` the interval agreed. `services` is the distributor's directory as last
+    told (name -> {"up", "may_open"}); each change also comes as a "service" event.
 
     Over TLS: `Consumer(..., tls_ca="ca.crt")` checks the distributor's certificate against
     that CA and the address's host (or `tls_server_name="md1.example"`); add

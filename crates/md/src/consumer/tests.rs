@@ -568,6 +568,7 @@ fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item()
     })
     .unwrap();
     assert_eq!(services, [("FEED1".to_string(), true, true)]);
+    assert_eq!(c.services().collect::<Vec<_>>(), [("FEED1", true, true)]);
     let stale: Vec<&Seen> = seen
         .iter()
         .filter(|e| matches!(e, Seen::Status(_, ItemState::Stale, _)))
