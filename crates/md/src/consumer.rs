@@ -947,8 +947,14 @@ impl ConsumerCore {
                     });
                 }
             }
-            // A group status: every item of the service (that this consumer has) is in it.
-            Message::Status(s) if s.item_id == 0 && s.name == "*" && !s.service.is_empty() => {
+            // A group status: every item of the service (that this consumer has) is in it. (A
+            // request's answer for its pattern `*` carries the request's id: not one.)
+            Message::Status(s)
+                if s.item_id == 0
+                    && s.request_id == 0
+                    && s.name == "*"
+                    && !s.service.is_empty() =>
+            {
                 self.counters.statuses += 1;
                 let mut names: Vec<&str> = Vec::new();
                 for v in self.items.values_mut() {

@@ -580,6 +580,18 @@ fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item()
             &Seen::Status("AAB.O".into(), ItemState::Stale, 0),
         ]
     );
+    // The answer to a request's pattern `*` is that request's, not a group status.
+    let answer = bytes(Message::Status(StatusRepr {
+        item_id: 0,
+        request_id: 1,
+        state: ItemState::NotEntitled,
+        service: "FEED1",
+        name: "*",
+        text: "no",
+    }));
+    let mut seen = Vec::new();
+    c.handle_bytes(&answer, 0, &mut record(&mut seen)).unwrap();
+    assert_eq!(seen, [Seen::Status("*".into(), ItemState::NotEntitled, 1)]);
     // Stale items take no update until refreshed: counted, not delivered as ok.
     c.handle_bytes(&update(1, 2, 101), 0, &mut |_| {}).unwrap();
     assert_eq!(c.counters().updates_without_image, 1);
