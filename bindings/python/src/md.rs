@@ -1127,6 +1127,28 @@ impl Consumer {
         Ok(g)
     }
 
+    /// `open` and `snapshot`: the patterns and the view's names read from Python.
+    fn request(
+        &self,
+        py: Python<'_>,
+        service: &str,
+        patterns: &Bound<'_, PyAny>,
+        snapshot: bool,
+        view: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u32> {
+        let patterns = strings("patterns", patterns)?;
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let view = view.map(|v| strings("view", v)).transpose()?;
+        let view: Option<Vec<&str>> = view
+            .as_ref()
+            .map(|v| v.iter().map(String::as_str).collect());
+        let mut g = self.state(py)?;
+        let s = g.as_mut().expect("checked");
+        s.consumer
+            .request(service, &patterns, snapshot, view.as_deref())
+            .map_err(consumer_error)
+    }
+
     /// Makes the `Event`s of what `state` gathered (and clears it).
     fn events<'py>(
         &self,
@@ -1392,19 +1414,7 @@ impl Consumer {
         patterns: &Bound<'_, PyAny>,
         view: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u32> {
-        let patterns = strings("patterns", patterns)?;
-        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
-        let view = view.map(|v| strings("view", v)).transpose()?;
-        let mut g = self.state(py)?;
-        let s = g.as_mut().expect("checked");
-        match view {
-            None => s.consumer.open(service, &patterns),
-            Some(v) => {
-                let v: Vec<&str> = v.iter().map(String::as_str).collect();
-                s.consumer.open_view(service, &patterns, &v)
-            }
-        }
-        .map_err(consumer_error)
+        self.request(py, service, patterns, false, view)
     }
 
     /// Asks for the images of `patterns` of `service` only; returns the request's id. Each
@@ -1418,19 +1428,7 @@ impl Consumer {
         patterns: &Bound<'_, PyAny>,
         view: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u32> {
-        let patterns = strings("patterns", patterns)?;
-        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
-        let view = view.map(|v| strings("view", v)).transpose()?;
-        let mut g = self.state(py)?;
-        let s = g.as_mut().expect("checked");
-        match view {
-            None => s.consumer.snapshot(service, &patterns),
-            Some(v) => {
-                let v: Vec<&str> = v.iter().map(String::as_str).collect();
-                s.consumer.snapshot_view(service, &patterns, &v)
-            }
-        }
-        .map_err(consumer_error)
+        self.request(py, service, patterns, true, view)
     }
 
     /// Pauses a request (0: every request open now): the distributor keeps its items' latest

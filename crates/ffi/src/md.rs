@@ -514,10 +514,28 @@ pub unsafe extern "C" fn pg_md_consumer_open(
     count: usize,
     request: *mut u32,
 ) -> i32 {
+    consumer_request(consumer, service, patterns, count, request, |c, s, p| {
+        c.open(s, p)
+    })
+}
+
+/// The body of the request makers: the service and patterns read, `make` called, the id put
+/// into `*request` (may be NULL).
+///
+/// # Safety
+/// As [`pg_md_consumer_open`]'s arguments.
+unsafe fn consumer_request(
+    consumer: *mut pg_md_consumer,
+    service: *const c_char,
+    patterns: *const *const c_char,
+    count: usize,
+    request: *mut u32,
+    make: impl FnOnce(&mut Consumer, &str, &[&str]) -> Result<u32, ConsumerError>,
+) -> i32 {
     with_consumer(consumer, |c| {
         let service = text(service, "service")?;
         let patterns = texts(patterns, count, "patterns")?;
-        let id = c.consumer.open(service, &patterns)?;
+        let id = make(&mut c.consumer, service, &patterns)?;
         super::put_optional(request, id)?;
         Ok(0)
     })
@@ -535,20 +553,16 @@ pub unsafe extern "C" fn pg_md_consumer_open_view(
     fid_count: usize,
     request: *mut u32,
 ) -> i32 {
-    with_consumer(consumer, |c| {
-        let service = text(service, "service")?;
-        let patterns = texts(patterns, count, "patterns")?;
-        if fids.is_null() || fid_count == 0 {
-            return Err(Failure::invalid("fids: give 1 or more field ids"));
-        }
-        // SAFETY: the caller passes `fid_count` readable field ids at `fids` (checked non-null
-        // above), valid for this call.
-        let fids = unsafe { std::slice::from_raw_parts(fids, fid_count) };
-        let names: Vec<String> = fids.iter().map(|f| format!("#{f}")).collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let id = c.consumer.open_view(service, &patterns, &names)?;
-        super::put_optional(request, id)?;
-        Ok(0)
+    let fids: &[u16] = if fids.is_null() {
+        &[]
+    } else {
+        // SAFETY: the caller passes `fid_count` readable field ids at `fids` (not null),
+        // valid for this call.
+        unsafe { std::slice::from_raw_parts(fids, fid_count) }
+    };
+    // An empty view is refused by the consumer, naming the accepted count.
+    consumer_request(consumer, service, patterns, count, request, |c, s, p| {
+        c.open_view_ids(s, p, fids)
     })
 }
 
@@ -563,12 +577,8 @@ pub unsafe extern "C" fn pg_md_consumer_snapshot(
     count: usize,
     request: *mut u32,
 ) -> i32 {
-    with_consumer(consumer, |c| {
-        let service = text(service, "service")?;
-        let patterns = texts(patterns, count, "patterns")?;
-        let id = c.consumer.snapshot(service, &patterns)?;
-        super::put_optional(request, id)?;
-        Ok(0)
+    consumer_request(consumer, service, patterns, count, request, |c, s, p| {
+        c.snapshot(s, p)
     })
 }
 

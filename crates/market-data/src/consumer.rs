@@ -302,7 +302,23 @@ impl Consumer {
     /// Opens `patterns` (names and globs) of `service`; returns the request's id. Its images
     /// and updates arrive through [`poll`](Self::poll).
     pub fn open(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
-        let id = self.core.open(service, patterns)?;
+        self.request(service, patterns, false, None)
+    }
+
+    /// What [`open`](Self::open), [`open_view`](Self::open_view),
+    /// [`snapshot`](Self::snapshot) and [`snapshot_view`](Self::snapshot_view) do: `snapshot`
+    /// for the images only, `view` the field names (`None`: every field).
+    pub fn request(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        snapshot: bool,
+        view: Option<&[&str]>,
+    ) -> Result<u32, ConsumerError> {
+        let fids = view.map(|v| self.view_ids(v)).transpose()?;
+        let id = self
+            .core
+            .request(service, patterns, snapshot, fids.as_deref())?;
         self.flush_out();
         Ok(id)
     }
@@ -316,8 +332,17 @@ impl Consumer {
         patterns: &[&str],
         view: &[&str],
     ) -> Result<u32, ConsumerError> {
-        let fids = self.view_ids(view)?;
-        let id = self.core.open_view(service, patterns, &fids)?;
+        self.request(service, patterns, false, Some(view))
+    }
+
+    /// [`open_view`](Self::open_view) by field ids.
+    pub fn open_view_ids(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        fids: &[u16],
+    ) -> Result<u32, ConsumerError> {
+        let id = self.core.request(service, patterns, false, Some(fids))?;
         self.flush_out();
         Ok(id)
     }
@@ -329,10 +354,7 @@ impl Consumer {
         patterns: &[&str],
         view: &[&str],
     ) -> Result<u32, ConsumerError> {
-        let fids = self.view_ids(view)?;
-        let id = self.core.snapshot_view(service, patterns, &fids)?;
-        self.flush_out();
-        Ok(id)
+        self.request(service, patterns, true, Some(view))
     }
 
     /// Field names (or `#FID`) to ids through the dictionary.
@@ -358,9 +380,7 @@ impl Consumer {
     /// item comes as an `Event::Refresh` with `snapshot` set (or a `Status`), then a `Status`
     /// `closed` with an empty item and this request id ends it.
     pub fn snapshot(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
-        let id = self.core.snapshot(service, patterns)?;
-        self.flush_out();
-        Ok(id)
+        self.request(service, patterns, true, None)
     }
 
     /// Pauses a request (0: every request open now): the distributor keeps its items' latest

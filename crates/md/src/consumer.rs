@@ -528,7 +528,10 @@ impl ConsumerCore {
         self.request(service, patterns, true, Some(view))
     }
 
-    fn request(
+    /// What [`open`](Self::open), [`open_view`](Self::open_view),
+    /// [`snapshot`](Self::snapshot) and [`snapshot_view`](Self::snapshot_view) do: `snapshot`
+    /// for the images only, `view` the field ids (`None`: every field).
+    pub fn request(
         &mut self,
         service: &str,
         patterns: &[&str],

@@ -257,14 +257,10 @@ impl Client {
             }
             let patterns: Vec<&str> = self.watch[i..j].iter().map(String::as_str).collect();
             let view: Vec<&str> = self.a.view.iter().map(String::as_str).collect();
-            let service = &self.a.service;
-            let id = match (self.a.snapshot, view.is_empty()) {
-                (true, true) => consumer.snapshot(service, &patterns),
-                (true, false) => consumer.snapshot_view(service, &patterns, &view),
-                (false, true) => consumer.open(service, &patterns),
-                (false, false) => consumer.open_view(service, &patterns, &view),
-            }
-            .map_err(|e| anyhow::anyhow!("--watch or --view: {e}"))?;
+            let view = (!view.is_empty()).then_some(&view[..]);
+            let id = consumer
+                .request(&self.a.service, &patterns, self.a.snapshot, view)
+                .map_err(|e| anyhow::anyhow!("--watch or --view: {e}"))?;
             if self.a.snapshot {
                 self.snapshots.push(id);
             }

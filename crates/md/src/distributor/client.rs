@@ -130,8 +130,8 @@ pub(crate) struct Client {
     pub login_name: Option<Box<str>>,
     /// It holds a slot of `max_clients` and of its user's `max_clients_per_user`.
     pub counted_user: Option<usize>,
-    /// Its LOGIN was of version 2 and asked for this ping interval (0: the default).
-    pub asked_ping_ms: Option<u32>,
+    /// The ping interval its LOGIN asked for (0: the default; version 2 only).
+    pub asked_ping_ms: u32,
     /// The protocol version of its LOGIN (1 before one): version 2 clients are sent the
     /// directory and group statuses.
     pub version: u16,
@@ -173,7 +173,7 @@ impl Client {
             pending: true,
             login_name: None,
             counted_user: None,
-            asked_ping_ms: None,
+            asked_ping_ms: 0,
             version: 1,
             liveness: None,
             paused: BTreeSet::new(),

@@ -1183,7 +1183,7 @@ impl Distributor {
                     );
                 }
                 if let Some(c) = self.clients.get_mut(id) {
-                    c.asked_ping_ms = (login.version >= 2).then_some(login.ping_interval_ms);
+                    c.asked_ping_ms = login.ping_interval_ms;
                     c.version = login.version;
                 }
                 self.on_login(id, login.user, login.token, now_ns)
@@ -1317,8 +1317,8 @@ impl Distributor {
         if let Some(c) = self.clients.get_mut(id) {
             c.login = Login::LoggedIn { user };
             c.slow = slow;
-            if let Some(asked) = c.asked_ping_ms {
-                let ms = self.config.ping_interval_for(asked);
+            if c.version >= 2 {
+                let ms = self.config.ping_interval_for(c.asked_ping_ms);
                 c.liveness = Some(Liveness::new(u64::from(ms) * 1_000_000, now_ns));
                 ping_interval_ms = Some(ms);
             }
@@ -1658,23 +1658,37 @@ impl Distributor {
         self.counters.requests_closed += 1;
     }
 
-    /// PAUSE: the request (0: every request open now) keeps its items' latest state only.
-    fn on_pause(&mut self, id: ClientId, rid: u32) {
-        let Some(c) = self.clients.get_mut(id) else {
-            return;
-        };
+    /// The requests a PAUSE (`pause`) or RESUME of `rid` changes: `rid` (0: every request)
+    /// unless it is in that state already. `None` when the client is gone, or `rid` is not
+    /// open (answered with STATUS `rejected`).
+    fn pause_targets(&mut self, id: ClientId, rid: u32, pause: bool) -> Option<Vec<u32>> {
+        let c = self.clients.get(id)?;
         if rid != 0 && !c.requests.contains_key(&rid) {
-            return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
+            self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
+            return None;
         }
-        let rids: Vec<u32> = if rid == 0 {
+        let all: Vec<u32> = if rid == 0 {
             c.requests.keys().copied().collect()
         } else {
             vec![rid]
         };
+        Some(
+            all.into_iter()
+                .filter(|r| c.paused.contains(r) != pause)
+                .collect(),
+        )
+    }
+
+    /// PAUSE: the request (0: every request open now) keeps its items' latest state only.
+    fn on_pause(&mut self, id: ClientId, rid: u32) {
+        let Some(rids) = self.pause_targets(id, rid, true) else {
+            return;
+        };
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
         for rid in rids {
-            if !c.paused.insert(rid) {
-                continue;
-            }
+            c.paused.insert(rid);
             self.counters.requests_paused += 1;
             for &item in &c.requests[&rid].items {
                 *c.paused_holds.entry(item).or_default() += 1;
@@ -1685,22 +1699,15 @@ impl Distributor {
     /// RESUME: the request (0: every paused one) flows again, after one image (REFRESH
     /// flagged CONFLATED, or a STATUS) per item that changed while paused.
     fn on_resume(&mut self, id: ClientId, rid: u32) {
+        let Some(rids) = self.pause_targets(id, rid, false) else {
+            return;
+        };
         let Some(c) = self.clients.get_mut(id) else {
             return;
         };
-        if rid != 0 && !c.requests.contains_key(&rid) {
-            return self.reject_request(id, rid, "", RequestRejection::NoSuchRequest(rid));
-        }
-        let rids: Vec<u32> = if rid == 0 {
-            c.paused.iter().copied().collect()
-        } else {
-            vec![rid]
-        };
         let mut changed = Vec::new();
         for rid in rids {
-            if !c.paused.remove(&rid) {
-                continue;
-            }
+            c.paused.remove(&rid);
             for &item in &c.requests[&rid].items {
                 let Some(n) = c.paused_holds.get_mut(&item) else {
                     continue;
