@@ -2320,8 +2320,8 @@ fn a_snapshot_client_prints_each_image_once_and_exits_when_answered() {
     let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
     let f = net.feed(&items, "1000", &[]);
     feed_found(&d, 0, &f);
-    // Wait for the images to be cached: a streaming client's first update.
-    let watcher = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+    // Every image cached, as the distributor's own gauge says.
+    wait_for_stat(d.pid(), |r| r["values"]["items"] == 10);
     let mut snap = net.client(
         &addr,
         "alice",
@@ -2356,7 +2356,6 @@ fn a_snapshot_client_prints_each_image_once_and_exits_when_answered() {
     );
     let s = snap.last_json();
     assert_eq!(s["refreshes"], 10, "{s}");
-    drop(watcher);
     let mut d = d;
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "snapshots"), 1, "{ds}");

@@ -1079,6 +1079,16 @@ impl Distributor {
             Ok(ty) => ty,
             Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
         };
+        // A feed's message proves it live, though the transport may report its session after
+        // the first messages: the directory says `up` before any of its data is passed on.
+        if !self.services[service.index()].up
+            && matches!(
+                ty,
+                MessageType::Update | MessageType::Refresh | MessageType::Status
+            )
+        {
+            self.set_up(service, true);
+        }
         match ty {
             MessageType::Update => self.on_update(service, bytes, now_ns),
             MessageType::Refresh => self.on_refresh(service, bytes),

@@ -1851,3 +1851,24 @@ fn the_directory_follows_a_login_and_each_change_and_a_lost_feed_is_one_group_st
     net.pump();
     assert!(net.take(a).is_empty());
 }
+
+#[test]
+fn a_feeds_data_before_its_session_is_reported_says_up_first() {
+    let mut net = Net::with(liveness_config());
+    let (a, _) = login_v2(&mut net, "bob", 0);
+    net.open(a, 1, FEED1, &["AAA.O"]);
+    net.take(a);
+    // The transport may hand the feed's first messages over before its session event.
+    net.feed(&refresh(500, "AAA.O", 1, 100));
+    assert_eq!(
+        net.take(a),
+        [
+            "DIRECTORY change FEED1=up",
+            "REFRESH 1 AAA.O BID=1.00 BIDSIZE=100"
+        ]
+    );
+    let s = net.feed1();
+    net.d.feed_back(s, true, net.now_ns);
+    net.pump();
+    assert!(net.take(a).is_empty(), "up already");
+}
