@@ -28,6 +28,83 @@ pub const BUILTIN: &str = include_str!("../fields.toml");
 
 /// Longest field name, in bytes.
 pub const MAX_NAME_LEN: usize = 32;
+/// Longest name of an enum code, in bytes.
+pub const MAX_LABEL_LEN: usize = 255;
+
+/// Why a field cannot join a dictionary ([`Dictionary::insert`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefError {
+    BadFid(u16),
+    BadName(String),
+    FidTaken { fid: u16, by: String },
+    NameTaken(String),
+    ValuesNotEnum(String),
+    BadLabel(String),
+    TooLong { name: String, len: usize },
+}
+
+impl fmt::Display for DefError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DefError::BadFid(fid) => write!(f, "field id {fid} is not from 1 to {MAX_FID}"),
+            DefError::BadName(n) => write!(
+                f,
+                "field name {n:?} is not 1 to {MAX_NAME_LEN} bytes of A-Z 0-9 _"
+            ),
+            DefError::FidTaken { fid, by } => {
+                write!(f, "field id {fid} is taken already (by {by}): each id once")
+            }
+            DefError::NameTaken(n) => write!(f, "field {n} is defined twice: each name once"),
+            DefError::ValuesNotEnum(n) => write!(
+                f,
+                "field {n} names codes but is not an enum: only enum fields name their codes"
+            ),
+            DefError::BadLabel(n) => write!(
+                f,
+                "field {n} has a code name that is empty or over {MAX_LABEL_LEN} bytes"
+            ),
+            DefError::TooLong { name, len } => write!(
+                f,
+                "field {name} takes {len} bytes with its code names; at most {} fit in one \
+                 DICTIONARY message: name fewer codes",
+                crate::codec::dictionary::MAX_ENTRY_LEN
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DefError {}
+
+/// A field two dictionaries give different types ([`Dictionary::agrees_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DictionaryMismatch {
+    /// The field as the local dictionary has it.
+    pub name: String,
+    pub fid: u16,
+    pub local: Kind,
+    /// The field as the other (downloaded) dictionary has it.
+    pub theirs_name: String,
+    pub theirs_fid: u16,
+    pub theirs: Kind,
+}
+
+impl fmt::Display for DictionaryMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "field {} (id {}) is {} in the local dictionary but the distributor's {} (id {}) \
+             is {}: fix the local dictionary, or use the distributor's",
+            self.name,
+            self.fid,
+            self.local.name(),
+            self.theirs_name,
+            self.theirs_fid,
+            self.theirs.name()
+        )
+    }
+}
+
+impl std::error::Error for DictionaryMismatch {}
 
 /// One field of the dictionary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,20 +197,21 @@ impl Dictionary {
                     let code = code
                         .parse::<u16>()
                         .map_err(|_| doc.invalid(&ckey, label, "codes from 0 to 65535 as keys"))?;
-                    let label = doc.string(&ckey, label, "a name (a string)")?;
+                    let label_accepts = format!("a name of 1 to {MAX_LABEL_LEN} bytes");
+                    let label = doc.string(&ckey, label, &label_accepts)?;
+                    if label.is_empty() || label.len() > MAX_LABEL_LEN {
+                        return Err(doc.invalid(&ckey, format!("{label:?}"), label_accepts));
+                    }
                     values.insert(code, label.to_string());
                 }
             }
-            dict.by_name.insert(name.clone(), fid);
-            dict.by_fid.insert(
+            dict.insert(FieldDef {
                 fid,
-                FieldDef {
-                    fid,
-                    name: name.clone(),
-                    kind,
-                    values,
-                },
-            );
+                name: name.clone(),
+                kind,
+                values,
+            })
+            .map_err(|e| doc.invalid(&key, "{...}", e.to_string()))?;
         }
         Ok(dict)
     }
@@ -157,6 +235,75 @@ impl Dictionary {
 
     pub fn is_empty(&self) -> bool {
         self.by_fid.is_empty()
+    }
+
+    /// Adds a field: what a downloaded dictionary is built with, part by part. Refuses an id
+    /// or a name the dictionary has, an id out of 1 to 32767, a name out of `A-Z 0-9 _` or
+    /// longer than 32 bytes, names of codes on a field that is not an enum, labels of more
+    /// than 255 bytes, and a field too long for one DICTIONARY message.
+    pub fn insert(&mut self, def: FieldDef) -> Result<(), DefError> {
+        if def.fid == 0 || def.fid > MAX_FID {
+            return Err(DefError::BadFid(def.fid));
+        }
+        if def.name.is_empty()
+            || def.name.len() > MAX_NAME_LEN
+            || !def
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(DefError::BadName(def.name));
+        }
+        if let Some(other) = self.by_fid.get(&def.fid) {
+            return Err(DefError::FidTaken {
+                fid: def.fid,
+                by: other.name.clone(),
+            });
+        }
+        if self.by_name.contains_key(&def.name) {
+            return Err(DefError::NameTaken(def.name));
+        }
+        if def.kind != Kind::Enum && !def.values.is_empty() {
+            return Err(DefError::ValuesNotEnum(def.name));
+        }
+        if def
+            .values
+            .values()
+            .any(|l| l.is_empty() || l.len() > MAX_LABEL_LEN)
+        {
+            return Err(DefError::BadLabel(def.name));
+        }
+        let len = crate::codec::dictionary::DictEntry::of(&def).encoded_len();
+        if len > crate::codec::dictionary::MAX_ENTRY_LEN {
+            return Err(DefError::TooLong {
+                name: def.name,
+                len,
+            });
+        }
+        self.by_name.insert(def.name.clone(), def.fid);
+        self.by_fid.insert(def.fid, def);
+        Ok(())
+    }
+
+    /// Checks that `other` (a downloaded dictionary) gives every field both know the same
+    /// type, by id and by name: the first that differs is the error.
+    pub fn agrees_with(&self, other: &Dictionary) -> Result<(), DictionaryMismatch> {
+        for mine in self.iter() {
+            let theirs = other.get(mine.fid).or_else(|| other.by_name(&mine.name));
+            if let Some(theirs) = theirs {
+                if theirs.kind != mine.kind {
+                    return Err(DictionaryMismatch {
+                        name: mine.name.clone(),
+                        fid: mine.fid,
+                        local: mine.kind,
+                        theirs_name: theirs.name.clone(),
+                        theirs_fid: theirs.fid,
+                        theirs: theirs.kind,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The field `name` with its value read from `text` as its type says: `int` a whole

@@ -60,12 +60,20 @@ pub enum MessageType {
     /// The services, their state and whether the client may open them (distributor →
     /// client, version 2).
     Directory = 0x19,
+    /// A client asks for the field dictionary (client → distributor, version 2).
+    DictionaryRequest = 0x1A,
+    /// The field dictionary, in parts (distributor → client, version 2).
+    Dictionary = 0x1B,
+    /// A contribution to an item (client → distributor → provider, version 2).
+    Post = 0x1C,
+    /// A post accepted or refused (provider → distributor → client, version 2).
+    Ack = 0x1D,
     /// The distributor asks the feed for images (distributor → feed).
     ImageRequest = 0x20,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 14] = [
+    pub const ALL: [MessageType; 18] = [
         MessageType::Refresh,
         MessageType::Update,
         MessageType::Status,
@@ -79,6 +87,10 @@ impl MessageType {
         MessageType::Pause,
         MessageType::Resume,
         MessageType::Directory,
+        MessageType::DictionaryRequest,
+        MessageType::Dictionary,
+        MessageType::Post,
+        MessageType::Ack,
         MessageType::ImageRequest,
     ];
 
@@ -98,6 +110,10 @@ impl MessageType {
             MessageType::Pause => "PAUSE",
             MessageType::Resume => "RESUME",
             MessageType::Directory => "DIRECTORY",
+            MessageType::DictionaryRequest => "DICTIONARY_REQUEST",
+            MessageType::Dictionary => "DICTIONARY",
+            MessageType::Post => "POST",
+            MessageType::Ack => "ACK",
             MessageType::ImageRequest => "IMAGE_REQUEST",
         }
     }
@@ -118,6 +134,10 @@ impl MessageType {
             0x17 => MessageType::Pause,
             0x18 => MessageType::Resume,
             0x19 => MessageType::Directory,
+            0x1a => MessageType::DictionaryRequest,
+            0x1b => MessageType::Dictionary,
+            0x1c => MessageType::Post,
+            0x1d => MessageType::Ack,
             0x20 => MessageType::ImageRequest,
             other => return Err(MdError::UnknownType(other)),
         })

@@ -2,13 +2,15 @@
 
 use super::header::{Header, MessageType};
 use super::{
-    CloseRepr, CloseView, ConflatedRepr, ConflatedView, DirectoryRepr, DirectoryView,
+    AckRepr, AckView, CloseRepr, CloseView, ConflatedRepr, ConflatedView, DictionaryRepr,
+    DictionaryRequestRepr, DictionaryRequestView, DictionaryView, DirectoryRepr, DirectoryView,
     ImageRequestRepr, ImageRequestView, LoginRepr, LoginResponseRepr, LoginResponseView, LoginView,
     MdError, OpenRepr, OpenView, PauseKind, PauseRepr, PauseView, PingKind, PingRepr, PingView,
-    RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr, UpdateView,
+    PostRepr, PostView, RefreshRepr, RefreshView, StatusRepr, StatusView, UpdateRepr, UpdateView,
 };
 
-/// The parsed form of any message (of version 2: version 1's and PING, PONG, PAUSE, RESUME).
+/// The parsed form of any message (of version 2: version 1's and PING, PONG, PAUSE, RESUME,
+/// DIRECTORY, DICTIONARY_REQUEST, DICTIONARY, POST, ACK).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message<'a> {
     Refresh(RefreshRepr<'a>),
@@ -24,6 +26,10 @@ pub enum Message<'a> {
     Pause(PauseRepr),
     Resume(PauseRepr),
     Directory(DirectoryRepr<'a>),
+    DictionaryRequest(DictionaryRequestRepr),
+    Dictionary(DictionaryRepr<'a>),
+    Post(PostRepr<'a>),
+    Ack(AckRepr<'a>),
     ImageRequest(ImageRequestRepr),
 }
 
@@ -75,6 +81,14 @@ impl<'a> Message<'a> {
             MessageType::Directory => {
                 Message::Directory(DirectoryRepr::parse(&DirectoryView::new_unchecked(buffer))?)
             }
+            MessageType::DictionaryRequest => Message::DictionaryRequest(
+                DictionaryRequestRepr::parse(&DictionaryRequestView::new_unchecked(buffer))?,
+            ),
+            MessageType::Dictionary => Message::Dictionary(DictionaryRepr::parse(
+                &DictionaryView::new_unchecked(buffer),
+            )?),
+            MessageType::Post => Message::Post(PostRepr::parse(&PostView::new_unchecked(buffer))?),
+            MessageType::Ack => Message::Ack(AckRepr::parse(&AckView::new_unchecked(buffer))?),
             MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr::parse(
                 &ImageRequestView::new_unchecked(buffer),
             )?),
@@ -96,6 +110,10 @@ impl<'a> Message<'a> {
             Message::Pause(_) => MessageType::Pause,
             Message::Resume(_) => MessageType::Resume,
             Message::Directory(_) => MessageType::Directory,
+            Message::DictionaryRequest(_) => MessageType::DictionaryRequest,
+            Message::Dictionary(_) => MessageType::Dictionary,
+            Message::Post(_) => MessageType::Post,
+            Message::Ack(_) => MessageType::Ack,
             Message::ImageRequest(_) => MessageType::ImageRequest,
         }
     }
@@ -111,6 +129,9 @@ impl<'a> Message<'a> {
             Message::LoginResponse(r) => r.check(),
             Message::Open(r) => r.check(),
             Message::Directory(r) => r.check(),
+            Message::Dictionary(r) => r.check(),
+            Message::Post(r) => r.check(),
+            Message::Ack(r) => r.check(),
             Message::Close(r) if r.request_id == 0 => Err(MdError::BadField {
                 field: "close.request_id",
                 value: 0,
@@ -121,6 +142,7 @@ impl<'a> Message<'a> {
             | Message::Pong(_)
             | Message::Pause(_)
             | Message::Resume(_)
+            | Message::DictionaryRequest(_)
             | Message::ImageRequest(_) => Ok(()),
         }
     }
@@ -139,6 +161,10 @@ impl<'a> Message<'a> {
             Message::Ping(r) | Message::Pong(r) => r.buffer_len(),
             Message::Pause(r) | Message::Resume(r) => r.buffer_len(),
             Message::Directory(r) => r.buffer_len(),
+            Message::DictionaryRequest(r) => r.buffer_len(),
+            Message::Dictionary(r) => r.buffer_len(),
+            Message::Post(r) => r.buffer_len(),
+            Message::Ack(r) => r.buffer_len(),
             Message::ImageRequest(r) => r.buffer_len(),
         }
     }
@@ -165,6 +191,10 @@ impl<'a> Message<'a> {
             Message::Pause(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Pause)),
             Message::Resume(r) => r.emit(&mut PauseView::new_unchecked(b, PauseKind::Resume)),
             Message::Directory(r) => r.emit(&mut DirectoryView::new_unchecked(b)),
+            Message::DictionaryRequest(r) => r.emit(&mut DictionaryRequestView::new_unchecked(b)),
+            Message::Dictionary(r) => r.emit(&mut DictionaryView::new_unchecked(b)),
+            Message::Post(r) => r.emit(&mut PostView::new_unchecked(b)),
+            Message::Ack(r) => r.emit(&mut AckView::new_unchecked(b)),
             Message::ImageRequest(r) => r.emit(&mut ImageRequestView::new_unchecked(b)),
         }
         len

@@ -23,6 +23,10 @@
 //! | 0x17 | [`pause`] | PAUSE: a request, or all, conflated until resumed (version 2) |
 //! | 0x18 | [`pause`] | RESUME (version 2) |
 //! | 0x19 | [`directory`] | DIRECTORY: the services, up or down (version 2) |
+//! | 0x1A | [`dictionary`] | DICTIONARY_REQUEST: a client asks for the field dictionary (version 2) |
+//! | 0x1B | [`dictionary`] | DICTIONARY: the field dictionary, in parts (version 2) |
+//! | 0x1C | [`post`] | POST: a contribution to an item, for its provider (version 2) |
+//! | 0x1D | [`ack`] | ACK: a post accepted, or refused with a code and a reason (version 2) |
 //! | 0x20 | [`image_request`] | IMAGE_REQUEST: the distributor asks the feed for images |
 //!
 //! [`fields`] encodes field lists. [`Message`] parses any message by type, and [`Messages`]
@@ -53,8 +57,10 @@
 //! assert_eq!(Message::parse(&buf).unwrap(), update);
 //! ```
 
+pub mod ack;
 pub mod close;
 pub mod conflated;
+pub mod dictionary;
 pub mod directory;
 mod error;
 pub mod fields;
@@ -66,13 +72,19 @@ mod message;
 pub mod open;
 pub mod pause;
 pub mod ping;
+pub mod post;
 pub mod refresh;
 pub mod status;
 mod stream;
 pub mod update;
 
+pub use ack::{AckCode, AckRepr, AckView};
 pub use close::{CloseRepr, CloseView};
 pub use conflated::{ConflatedRepr, ConflatedView};
+pub use dictionary::{
+    encode_dictionary, DefList, DictEntry, DictionaryRepr, DictionaryRequestRepr,
+    DictionaryRequestView, DictionaryView, EnumValues,
+};
 pub use directory::{DirectoryRepr, DirectoryView, EntryList, ServiceEntry};
 pub use error::MdError;
 pub use fields::{FieldIter, FieldList};
@@ -84,6 +96,7 @@ pub use message::Message;
 pub use open::{open_flags, OpenRepr, OpenView, PatternIter, PatternList, ViewList};
 pub use pause::{PauseKind, PauseRepr, PauseView, PAUSE_LEN};
 pub use ping::{PingKind, PingRepr, PingView, PING_LEN};
+pub use post::{post_flags, PostRepr, PostView};
 pub use refresh::{refresh_flags, RefreshRepr, RefreshView};
 pub use status::{StatusRepr, StatusView};
 pub use stream::Messages;
@@ -91,8 +104,10 @@ pub use update::{UpdateRepr, UpdateView};
 
 use crate::model::NameError;
 
-/// The newest protocol version this build speaks (LOGIN carries it). Version 2 added liveness:
-/// a LOGIN asks for a ping interval, LOGIN_RESPONSE says the one taken, PING and PONG.
+/// The newest protocol version this build speaks (LOGIN carries it). Version 2 added the
+/// request model: liveness (a LOGIN asks for a ping interval, LOGIN_RESPONSE says the one
+/// taken, PING and PONG), snapshots, views, PAUSE and RESUME, the DIRECTORY, the dictionary
+/// download and posting.
 pub const VERSION: u16 = 2;
 /// The oldest version this build still speaks: a version 1 LOGIN is answered as before, and
 /// nothing of version 2 is ever sent on its connection.
