@@ -18,9 +18,11 @@ use crate::{BackPressured, Closed, ConfigError, PeregrineError};
 use peregrine_market_data::consumer::{
     Consumer as RsConsumer, ConsumerError, Event as RsEvent, SessionError,
 };
-use peregrine_market_data::provider::{Provider as RsProvider, ProviderError, ProviderOptions};
+use peregrine_market_data::provider::{
+    Post as RsPost, Provider as RsProvider, ProviderError, ProviderOptions,
+};
 use peregrine_market_data::DEFAULT_BACKBONE;
-use peregrine_md::codec::FieldList;
+use peregrine_md::codec::{AckCode, FieldList};
 use peregrine_md::dictionary::{Dictionary, FieldDef};
 use peregrine_md::model::{
     Field, ItemState, Kind, Price, Value, MAX_EXPONENT, MAX_FID, MAX_STRING_LEN, MIN_EXPONENT,
@@ -532,6 +534,47 @@ impl Conv {
 
 // ---- the provider ---------------------------------------------------------------------------
 
+/// A client's post to an item of a `Provider`'s service (`Provider.poll_post`): `user`,
+/// `item`, `refresh` (a full image, else an update), `fields` (a dict by dictionary name).
+/// Answer it once: `Provider.accept`, `Provider.refuse` or `Provider.publish_post`.
+#[pyclass(module = "peregrine.md", frozen)]
+pub struct Post {
+    #[pyo3(get)]
+    user: String,
+    #[pyo3(get)]
+    item: String,
+    #[pyo3(get)]
+    refresh: bool,
+    #[pyo3(get)]
+    fields: Py<PyDict>,
+    /// `None` once answered.
+    inner: Mutex<Option<RsPost>>,
+}
+
+impl Post {
+    fn take(&self, py: Python<'_>) -> PyResult<RsPost> {
+        lock_attached(py, &self.inner).take().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the post to {} was answered already: answer each post once",
+                self.item
+            ))
+        })
+    }
+}
+
+#[pymethods]
+impl Post {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Post(user={:?}, item={:?}, refresh={}, fields={})",
+            self.user,
+            self.item,
+            if self.refresh { "True" } else { "False" },
+            self.fields.bind(py).repr()?
+        ))
+    }
+}
+
 fn provider_error(e: ProviderError) -> PyErr {
     match e {
         ProviderError::Refused(_) => PyValueError::new_err(e.to_string()),
@@ -680,9 +723,57 @@ impl Provider {
             .map_err(provider_error)
     }
 
-    /// Reads image requests and answers a few, sends what is batched, runs the backbone's
-    /// timers (heartbeats, NAK repair). Call it every millisecond or so, busy or idle.
-    /// Returns the work done (0: idle).
+    /// The next post a client made to an item of this service (a `Post`), or None. Posts
+    /// arrive in `do_work`; answer each once.
+    fn poll_post(&self, py: Python<'_>) -> PyResult<Option<Post>> {
+        let mut s = self.state(py)?;
+        let Some(post) = s.provider.poll_post() else {
+            return Ok(None);
+        };
+        let conv = Conv::new(py, s.provider.dictionary(), false);
+        let fields: Vec<(u16, Owned)> = post
+            .fields()
+            .iter()
+            .map(|f| (f.fid, Owned::of(f.value)))
+            .collect();
+        Ok(Some(Post {
+            user: post.user.clone(),
+            item: post.item.clone(),
+            refresh: post.refresh,
+            fields: conv.dict(py, &fields)?.unbind(),
+            inner: Mutex::new(Some(post)),
+        }))
+    }
+
+    /// Accepts `post` (publishing it is the application's call).
+    fn accept(&self, py: Python<'_>, post: &Post) -> PyResult<()> {
+        let p = post.take(py)?;
+        self.state(py)?.provider.accept(&p);
+        Ok(())
+    }
+
+    /// Refuses `post`, with `reason` for the poster (at most 255 bytes are sent).
+    #[pyo3(signature = (post, reason = ""))]
+    fn refuse(&self, py: Python<'_>, post: &Post, reason: &str) -> PyResult<()> {
+        let p = post.take(py)?;
+        self.state(py)?.provider.refuse(&p, reason);
+        Ok(())
+    }
+
+    /// Publishes `post` (an update of its item, or a refresh for a full image) and accepts
+    /// it; one that cannot be published is refused to the poster with the reason, and this
+    /// raises as `update` would.
+    fn publish_post(&self, py: Python<'_>, post: &Post) -> PyResult<()> {
+        let p = post.take(py)?;
+        self.state(py)?
+            .provider
+            .publish_post(&p)
+            .map_err(provider_error)
+    }
+
+    /// Reads image requests and posts (see `poll_post`) and answers a few, sends what is
+    /// batched, runs the backbone's timers (heartbeats, NAK repair). Call it every
+    /// millisecond or so, busy or idle. Returns the work done (0: idle).
     fn do_work(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.state(py)?.provider.do_work())
     }
@@ -848,6 +939,15 @@ enum Gathered {
         up: bool,
         may_open: bool,
     },
+    Ack {
+        post_id: u32,
+        item: u32,
+        code: AckCode,
+        text: Box<str>,
+    },
+    Dictionary {
+        fields: usize,
+    },
 }
 
 /// Item names seen, each made a Python str once.
@@ -968,6 +1068,18 @@ impl ConsumerState {
                     up,
                     may_open,
                 },
+                RsEvent::Ack {
+                    post_id,
+                    item,
+                    code,
+                    text,
+                } => Gathered::Ack {
+                    post_id,
+                    item: names.id(item),
+                    code,
+                    text: text.into(),
+                },
+                RsEvent::Dictionary { fields } => Gathered::Dictionary { fields },
             };
             events.push(g);
         })
@@ -993,6 +1105,10 @@ struct PollFields {
 /// - conflated: `items` (refreshes that follow), `updates_dropped`;
 /// - service: `item` (the service's name), `state` ("up" while a provider of it is live, else
 ///   "down"), `may_open` (this user may open it): after each login and on every change;
+/// - ack: the answer to a `post`, exactly one per post: `post_id`, `item`, `state` ("accepted",
+///   or why not: "refused", "not-entitled", "service-down", "unknown-service", "busy",
+///   "timeout", "invalid"), `text` (the reason);
+/// - dictionary: the distributor's dictionary arrived (`items`: its fields);
 /// - logged_in: `text` (the distributor's address); disconnected: `text` (why: the
 ///   connection broke, or an attempt to reconnect failed; another attempt follows).
 #[pyclass(module = "peregrine.md", frozen)]
@@ -1027,6 +1143,8 @@ pub struct Event {
     items: Option<u32>,
     #[pyo3(get)]
     updates_dropped: Option<u32>,
+    #[pyo3(get)]
+    post_id: Option<u32>,
     source: Option<(Arc<PollFields>, Range<usize>)>,
     fields: PyOnceLock<Py<PyDict>>,
 }
@@ -1049,6 +1167,7 @@ impl Event {
             got: None,
             items: None,
             updates_dropped: None,
+            post_id: None,
             source: None,
             fields: PyOnceLock::new(),
         }
@@ -1246,6 +1365,22 @@ impl Consumer {
                     may_open: Some(may_open),
                     ..Event::new(PyString::intern(py, "service"))
                 },
+                Gathered::Ack {
+                    post_id,
+                    item: i,
+                    code,
+                    text,
+                } => Event {
+                    item: item(i),
+                    post_id: Some(post_id),
+                    state: Some(PyString::intern(py, code.name()).unbind()),
+                    text: Some(PyString::new(py, &text).unbind()),
+                    ..Event::new(PyString::intern(py, "ack"))
+                },
+                Gathered::Dictionary { fields } => Event {
+                    items: Some(u32::try_from(fields).unwrap_or(u32::MAX)),
+                    ..Event::new(PyString::intern(py, "dictionary"))
+                },
             };
             list.append(Bound::new(py, e)?)?;
         }
@@ -1380,13 +1515,20 @@ impl Consumer {
                 })?
                 .into_bytes(),
         };
-        let dict = load_dictionary(dictionary)?;
-        let conv = Arc::new(Conv::new(py, &dict, times_ns));
+        // A dictionary file of the application's is checked against the distributor's; without
+        // one, fields are named by the distributor's.
+        if let Some(path) = dictionary {
+            options = options.with_dictionary(load_dictionary(Some(path))?);
+        }
         let user_text = user.to_string();
         let mut consumer = py
             .detach(|| RsConsumer::connect_with(&addresses, &user_text, &token, options))
             .map_err(consumer_error)?;
-        consumer.set_dictionary(dict);
+        let dict = match dictionary {
+            Some(path) => load_dictionary(Some(path))?,
+            None => consumer.dictionary().clone(),
+        };
+        let conv = Arc::new(Conv::new(py, &dict, times_ns));
         consumer.set_busy_poll(Duration::from_micros(busy_poll_us));
         Ok(Consumer {
             inner: Mutex::new(Some(ConsumerState {
@@ -1429,6 +1571,43 @@ impl Consumer {
         view: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u32> {
         self.request(py, service, patterns, true, view)
+    }
+
+    /// Posts fields (a dict of name to value, then keywords, typed as `Provider.update`
+    /// takes them) to `item` of `service`: an update, or with `refresh=True` a full image (a
+    /// new item). Returns the post's id; exactly one "ack" event with that `post_id` answers
+    /// it ("accepted", or why not). Raises `MarketDataError` when not logged in.
+    #[pyo3(signature = (service, item, fields = None, refresh = false, **kwargs))]
+    fn post(
+        &self,
+        py: Python<'_>,
+        service: &str,
+        item: &str,
+        fields: Option<&Bound<'_, PyAny>>,
+        refresh: bool,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let mut g = self.state(py)?;
+        let s = g.as_mut().expect("checked");
+        let owned = fields_of(s.consumer.dictionary(), fields, kwargs)?;
+        let list: Vec<Field<'_>> = owned
+            .iter()
+            .map(|(fid, v)| Field::new(*fid, v.value()))
+            .collect();
+        s.consumer
+            .post(service, item, &list, refresh)
+            .map_err(consumer_error)
+    }
+
+    /// The distributor's field dictionary as downloaded at the last login (as `dictionary()`
+    /// gives one), or None (a version 1 distributor).
+    fn downloaded_dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let g = self.state(py)?;
+        let s = g.as_ref().expect("checked");
+        s.consumer
+            .downloaded_dictionary()
+            .map(|d| dictionary_dict(py, d))
+            .transpose()
     }
 
     /// Pauses a request (0: every request open now): the distributor keeps its items' latest
@@ -1600,7 +1779,11 @@ impl Consumer {
 #[pyfunction]
 #[pyo3(signature = (path = None))]
 fn dictionary<'py>(py: Python<'py>, path: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
-    let dict = load_dictionary(path)?;
+    dictionary_dict(py, &load_dictionary(path)?)
+}
+
+/// A dictionary as `dictionary()` gives it.
+fn dictionary_dict<'py>(py: Python<'py>, dict: &Dictionary) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     for d in dict.iter() {
         let entry = PyDict::new(py);
@@ -1623,6 +1806,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Provider>()?;
     m.add_class::<Consumer>()?;
     m.add_class::<Event>()?;
+    m.add_class::<Post>()?;
     m.add_function(wrap_pyfunction!(dictionary, &m)?)?;
     m.add("MarketDataError", py.get_type::<MarketDataError>())?;
     m.add("LoginRefused", py.get_type::<LoginRefused>())?;

@@ -6,8 +6,9 @@ use super::{check_out, free, insert, put, run, text, with, Failure, Kind};
 use crate::error::pg_status::*;
 use crate::pg_context;
 use peregrine_market_data::consumer::{ConnectOptions, Consumer, ConsumerError, Event};
-use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
+use peregrine_market_data::provider::{Post, Provider, ProviderError, ProviderOptions};
 use peregrine_market_data::tls::ClientTls;
+use peregrine_md::codec::AckCode;
 use peregrine_md::consumer::ConsumerError as SessionError;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::{Field, ItemState, Price, Value};
@@ -94,6 +95,52 @@ pub enum pg_md_event_kind {
     /// a provider of it is live, else `PG_MD_STALE`; `items`: 1 if this user may open it),
     /// after each login and when its state changes.
     PG_MD_SERVICE = 8,
+    /// The answer to a post (`request`: the post's id; `state`: a `pg_md_ack_code`; `item`;
+    /// `text`: why it was refused). Exactly one per post.
+    PG_MD_ACK = 9,
+    /// The distributor's field dictionary arrived (`items`: its fields); field names come
+    /// from it from the next poll on.
+    PG_MD_DICTIONARY = 10,
+}
+
+/// What became of a post (`pg_md_event.state` of a `PG_MD_ACK`); every code but
+/// `PG_MD_ACCEPTED` refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum pg_md_ack_code {
+    /// The provider accepted it.
+    PG_MD_ACCEPTED = 0,
+    /// The provider refused it (`text` says why).
+    PG_MD_REFUSED = 1,
+    /// The user may not post to the item (the users file's `post` globs).
+    PG_MD_NOT_ENTITLED_TO_POST = 2,
+    /// No provider of the service is live.
+    PG_MD_SERVICE_DOWN = 3,
+    /// The distributor carries no such service.
+    PG_MD_UNKNOWN_SERVICE = 4,
+    /// Too many posts in flight.
+    PG_MD_BUSY = 5,
+    /// No answer in time, or the connection broke first (it may or may not have arrived).
+    PG_MD_TIMEOUT = 6,
+    /// Its content was refused (a field of the wrong type, ...).
+    PG_MD_INVALID = 7,
+}
+
+/// A post for a provider (`pg_md_provider_poll_post`), valid until the provider's next call.
+#[repr(C)]
+#[derive(Debug)]
+pub struct pg_md_post {
+    /// Answer it with this id (`pg_md_provider_accept`, `_refuse`, `_publish_post`).
+    pub id: u64,
+    /// The user who posted it.
+    pub user: *const c_char,
+    pub user_length: usize,
+    pub item: *const c_char,
+    pub item_length: usize,
+    /// 1: a full image (a new item); 0: the fields that changed.
+    pub refresh: i32,
+    pub fields: *const pg_md_field,
+    pub field_count: usize,
 }
 
 /// Item states (`pg_md_event.state`, and `pg_md_provider_status`'s `state`).
@@ -146,7 +193,17 @@ pub type pg_md_event_handler =
 #[derive(Debug)]
 struct ProviderObject {
     provider: Provider,
+    /// Posts handed to C and not answered yet, by the id C was given.
+    posts: std::collections::BTreeMap<u64, Post>,
+    next_post: u64,
+    names: HashMap<u16, CString>,
+    /// The fields of the post last handed to C.
+    fields: Vec<pg_md_field>,
 }
+
+/// Posts a C provider may hold unanswered; past it `pg_md_provider_poll_post` hands out no
+/// more (the provider answers later ones `busy` itself).
+const MAX_C_POSTS: usize = 4096;
 
 #[derive(Debug)]
 struct ConsumerObject {
@@ -307,7 +364,17 @@ pub unsafe extern "C" fn pg_md_provider_new(
             options.requests = Some(text(requests, "requests")?.to_string());
         }
         let provider = Provider::with_options(&ctx.context, options)?;
-        let h = insert(Kind::MdProvider, ProviderObject { provider })?;
+        let names = c_names(provider.dictionary());
+        let h = insert(
+            Kind::MdProvider,
+            ProviderObject {
+                provider,
+                posts: std::collections::BTreeMap::new(),
+                next_post: 0,
+                names,
+                fields: Vec::new(),
+            },
+        )?;
         put(out, h as *mut pg_md_provider, "out")?;
         Ok(0)
     })
@@ -385,6 +452,101 @@ pub unsafe extern "C" fn pg_md_provider_status(
 pub unsafe extern "C" fn pg_md_provider_do_work(provider: *mut pg_md_provider) -> i32 {
     with_provider(provider, |p| {
         Ok(p.provider.do_work().min(i32::MAX as usize) as i32)
+    })
+}
+
+/// The next post a client made to an item of this provider's service into `*out`: returns 1,
+/// or 0 when none is waiting (posts arrive in `pg_md_provider_do_work`). Answer each once,
+/// with `pg_md_provider_accept`, `pg_md_provider_refuse` or `pg_md_provider_publish_post`;
+/// `*out`'s pointers are valid until the next call on this provider.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_poll_post(
+    provider: *mut pg_md_provider,
+    out: *mut pg_md_post,
+) -> i32 {
+    with_provider(provider, |p| {
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        if p.posts.len() >= MAX_C_POSTS {
+            return Ok(0);
+        }
+        let Some(post) = p.provider.poll_post() else {
+            return Ok(0);
+        };
+        p.next_post += 1;
+        let id = p.next_post;
+        let post = p.posts.entry(id).or_insert(post);
+        p.fields.clear();
+        p.fields
+            .extend(post.fields().iter().map(|f| c_field(f, &p.names)));
+        let c = pg_md_post {
+            id,
+            user: post.user.as_ptr().cast(),
+            user_length: post.user.len(),
+            item: post.item.as_ptr().cast(),
+            item_length: post.item.len(),
+            refresh: i32::from(post.refresh),
+            fields: p.fields.as_ptr(),
+            field_count: p.fields.len(),
+        };
+        // SAFETY: `out` is not NULL (checked) and points to a `pg_md_post` of the caller's.
+        unsafe { out.write(c) };
+        Ok(1)
+    })
+}
+
+/// Takes the post `id` out of those handed to C.
+fn take_post(p: &mut ProviderObject, id: u64) -> Result<Post, Failure> {
+    p.posts.remove(&id).ok_or_else(|| {
+        Failure::invalid(format!(
+            "post {id} is not waiting for an answer: answer each post of \
+             pg_md_provider_poll_post once"
+        ))
+    })
+}
+
+/// Accepts post `id` (publishing it is the application's call).
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_accept(provider: *mut pg_md_provider, id: u64) -> i32 {
+    with_provider(provider, |p| {
+        let post = take_post(p, id)?;
+        p.provider.accept(&post);
+        Ok(0)
+    })
+}
+
+/// Refuses post `id`, with `reason` for the poster (NULL: none; at most 255 bytes are sent).
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_refuse(
+    provider: *mut pg_md_provider,
+    id: u64,
+    reason: *const c_char,
+) -> i32 {
+    with_provider(provider, |p| {
+        let reason = if reason.is_null() {
+            ""
+        } else {
+            text(reason, "reason")?
+        };
+        let post = take_post(p, id)?;
+        p.provider.refuse(&post, reason);
+        Ok(0)
+    })
+}
+
+/// Publishes post `id` (an update of its item, or a refresh for a full image) and accepts
+/// it; one the provider cannot publish is refused to the poster with the reason, and the
+/// call fails as `pg_md_provider_update` would.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_publish_post(
+    provider: *mut pg_md_provider,
+    id: u64,
+) -> i32 {
+    with_provider(provider, |p| {
+        let post = take_post(p, id)?;
+        p.provider.publish_post(&post)?;
+        Ok(0)
     })
 }
 
@@ -487,11 +649,7 @@ fn new_consumer(
     let token = text(token, "token")?;
     let options = options()?;
     let consumer = Consumer::connect_with(&addresses, user, token.as_bytes(), options)?;
-    let names = consumer
-        .dictionary()
-        .iter()
-        .filter_map(|d| CString::new(d.name.clone()).ok().map(|c| (d.fid, c)))
-        .collect();
+    let names = c_names(consumer.dictionary());
     let h = insert(
         Kind::MdConsumer,
         ConsumerObject {
@@ -629,6 +787,7 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
             names,
             fields,
         } = c;
+        let mut new_dictionary = false;
         let n = consumer.poll(Duration::from_millis(timeout_ms.into()), &mut |e| {
             let mut ev = pg_md_event {
                 kind: 0,
@@ -734,13 +893,83 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
                     ev.text = reason.as_ptr().cast();
                     ev.text_length = reason.len();
                 }
+                Event::Ack {
+                    post_id,
+                    item,
+                    code,
+                    text,
+                } => {
+                    ev.kind = pg_md_event_kind::PG_MD_ACK as i32;
+                    set_item(&mut ev, item);
+                    ev.request = post_id;
+                    ev.state = c_ack_code(code) as i32;
+                    ev.text = text.as_ptr().cast();
+                    ev.text_length = text.len();
+                }
+                Event::Dictionary { fields: n } => {
+                    ev.kind = pg_md_event_kind::PG_MD_DICTIONARY as i32;
+                    ev.items = u32::try_from(n).unwrap_or(u32::MAX);
+                    new_dictionary = true;
+                }
             }
             // SAFETY: a C function pointer given by the caller, called with the caller's `user`
             // and an event whose pointers live for the call.
             unsafe { handler(user, &ev) }
         })?;
+        if new_dictionary {
+            *names = c_names(consumer.dictionary());
+        }
         Ok(n.min(i32::MAX as usize) as i32)
     })
+}
+
+/// The dictionary's names as C strings, by field id.
+fn c_names(dictionary: &Dictionary) -> HashMap<u16, CString> {
+    dictionary
+        .iter()
+        .filter_map(|d| CString::new(d.name.clone()).ok().map(|c| (d.fid, c)))
+        .collect()
+}
+
+/// Posts the `fields` (`count` of them; names looked up in the dictionary when `fid` is 0)
+/// to `item` of `service`: an update, or with `refresh` 1 a full image (a new item). Its id
+/// into `*post_id` (may be NULL): a `PG_MD_ACK` event with that id answers it, exactly once.
+/// Fails with `PG_ERROR_INVALID_ARGUMENT` naming the value, or when not logged in.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_consumer_post(
+    consumer: *mut pg_md_consumer,
+    service: *const c_char,
+    item: *const c_char,
+    fields: *const pg_md_field,
+    count: usize,
+    refresh: i32,
+    post_id: *mut u32,
+) -> i32 {
+    with_consumer(consumer, |c| {
+        let service = text(service, "service")?;
+        let item = text(item, "item")?;
+        let f = fields_in(c.consumer.dictionary(), fields, count)?;
+        let id = c.consumer.post(service, item, &f, refresh != 0)?;
+        if !post_id.is_null() {
+            // SAFETY: not NULL (checked); the caller's u32.
+            unsafe { post_id.write(id) };
+        }
+        Ok(0)
+    })
+}
+
+/// An ACK's code as C sees it.
+fn c_ack_code(c: AckCode) -> pg_md_ack_code {
+    match c {
+        AckCode::Accepted => pg_md_ack_code::PG_MD_ACCEPTED,
+        AckCode::Refused => pg_md_ack_code::PG_MD_REFUSED,
+        AckCode::NotEntitled => pg_md_ack_code::PG_MD_NOT_ENTITLED_TO_POST,
+        AckCode::ServiceDown => pg_md_ack_code::PG_MD_SERVICE_DOWN,
+        AckCode::UnknownService => pg_md_ack_code::PG_MD_UNKNOWN_SERVICE,
+        AckCode::Busy => pg_md_ack_code::PG_MD_BUSY,
+        AckCode::Timeout => pg_md_ack_code::PG_MD_TIMEOUT,
+        AckCode::Invalid => pg_md_ack_code::PG_MD_INVALID,
+    }
 }
 
 /// An item state as C sees it.

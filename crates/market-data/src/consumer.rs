@@ -103,6 +103,13 @@ pub struct ConnectOptions {
     /// distributor takes the nearest it allows; each side pings at it, and a side silent for
     /// three intervals is taken as gone (the consumer then reconnects).
     pub ping_interval: Option<Duration>,
+    /// The application's own field dictionary. The distributor's is downloaded at each login
+    /// and must give every field both know the same type: one that does not ends the session
+    /// with an error naming the field. `None`: the distributor's is taken as it is.
+    pub dictionary: Option<Dictionary>,
+    /// Do not download the distributor's dictionary: read fields by `dictionary` (or the
+    /// built-in one) alone.
+    pub no_dictionary_download: bool,
 }
 
 impl ConnectOptions {
@@ -115,9 +122,20 @@ impl ConnectOptions {
     pub fn tls(tls: ClientTls) -> ConnectOptions {
         ConnectOptions {
             tls: Some(tls),
-            context: None,
-            ping_interval: None,
+            ..ConnectOptions::default()
         }
+    }
+
+    /// The same, with the application's own dictionary, checked against the distributor's.
+    pub fn with_dictionary(mut self, dictionary: Dictionary) -> ConnectOptions {
+        self.dictionary = Some(dictionary);
+        self
+    }
+
+    /// The same, without downloading the distributor's dictionary.
+    pub fn without_dictionary_download(mut self) -> ConnectOptions {
+        self.no_dictionary_download = true;
+        self
     }
 
     /// The same, asking for a ping interval of `interval`.
@@ -152,7 +170,11 @@ pub struct Consumer {
     session: Option<rustls::Connection>,
     epoch: Instant,
     read_buf: Vec<u8>,
+    /// The application's dictionary (or the built-in one): fields are read by it until the
+    /// distributor's arrives.
     dictionary: Dictionary,
+    /// What ended the session for good (a refused login, dictionaries that disagree).
+    stopped: Option<SessionError>,
     last_error: String,
     /// After data arrives, keep reading without blocking this long.
     busy_poll: Duration,
@@ -168,7 +190,9 @@ pub struct Consumer {
 
 impl Consumer {
     /// Connects to the first distributor of `addresses` that accepts, logs in as `user` with
-    /// `token`, and returns once logged in (or with the reason none did within 10 s).
+    /// `token`, and returns once logged in and the distributor's dictionary downloaded (or
+    /// with the reason none did within 10 s, or the field on which the dictionaries
+    /// disagree).
     pub fn connect<A: AsRef<str>>(
         addresses: &[A],
         user: &str,
@@ -186,7 +210,7 @@ impl Consumer {
     ) -> Result<Consumer, ConsumerError> {
         let mut c = Consumer::new_with(addresses, user, token, options)?;
         let end = Instant::now() + FIRST_LOGIN_TIMEOUT;
-        while !c.core.is_logged_in() {
+        while !c.core.is_logged_in() || c.core.dictionary_pending() {
             let now = Instant::now();
             // Every distributor refused the handshake (its certificate does not verify, or it
             // refused ours): trying again for the rest of the time would change nothing.
@@ -252,6 +276,8 @@ impl Consumer {
         if let Some(interval) = options.ping_interval {
             config.ping_interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
         }
+        config.download_dictionary = !options.no_dictionary_download;
+        config.dictionary = options.dictionary.clone();
         let core = ConsumerCore::new(config)?;
         let distributors: Vec<String> = addresses.iter().map(|a| a.as_ref().into()).collect();
         let stat = options.context.unwrap_or_default().counters_record(
@@ -272,7 +298,8 @@ impl Consumer {
             session: None,
             epoch: Instant::now(),
             read_buf: vec![0; 64 << 10],
-            dictionary: Dictionary::builtin(),
+            dictionary: options.dictionary.unwrap_or_else(Dictionary::builtin),
+            stopped: None,
             last_error: String::new(),
             busy_poll: Duration::ZERO,
             read_timeout: None,
@@ -289,14 +316,61 @@ impl Consumer {
         self.busy_poll = d;
     }
 
-    /// The field dictionary for reading fields by name (the built-in one unless replaced).
+    /// The field dictionary for reading fields by name: the distributor's once downloaded,
+    /// else the application's ([`ConnectOptions::dictionary`]) or the built-in one.
     pub fn dictionary(&self) -> &Dictionary {
-        &self.dictionary
+        self.core.dictionary().unwrap_or(&self.dictionary)
     }
 
-    /// Reads fields by the names of this dictionary instead.
+    /// The distributor's dictionary as downloaded at the last login (`None`: not yet, a
+    /// version 1 distributor, or no download asked for).
+    pub fn downloaded_dictionary(&self) -> Option<&Dictionary> {
+        self.core.dictionary()
+    }
+
+    /// Reads fields by the names of this dictionary while none is downloaded.
     pub fn set_dictionary(&mut self, dictionary: Dictionary) {
         self.dictionary = dictionary;
+    }
+
+    /// Posts `fields` to `item` of `service` (`refresh`: a full image, for a new item; else
+    /// an update); returns the post's id. Exactly one `Ack` event with that id answers it:
+    /// the provider's accept or refusal, the distributor's refusal (`not-entitled`,
+    /// `service-down`, ...), or `timeout`. Only while logged in (version 2).
+    pub fn post(
+        &mut self,
+        service: &str,
+        item: &str,
+        fields: &[peregrine_md::model::Field<'_>],
+        refresh: bool,
+    ) -> Result<u32, ConsumerError> {
+        let id = self.core.post(service, item, fields, refresh)?;
+        self.flush_out();
+        Ok(id)
+    }
+
+    /// [`post`](Self::post) with fields named as the dictionary names them, values read from
+    /// text as their types say (`BID=189.25`).
+    pub fn post_named(
+        &mut self,
+        service: &str,
+        item: &str,
+        fields: &[(&str, &str)],
+        refresh: bool,
+    ) -> Result<u32, ConsumerError> {
+        let mut owned = Vec::with_capacity(fields.len());
+        for (name, text) in fields {
+            let (fid, v) = self
+                .dictionary()
+                .parse_value(name, text)
+                .map_err(|why| ConsumerError::Session(SessionError::BadPost { why }))?;
+            owned.push((fid, v));
+        }
+        let list: Vec<peregrine_md::model::Field<'_>> = owned
+            .iter()
+            .map(|(fid, v)| peregrine_md::model::Field::new(*fid, v.as_value()))
+            .collect();
+        self.post(service, item, &list, refresh)
     }
 
     /// Opens `patterns` (names and globs) of `service`; returns the request's id. Its images
@@ -535,6 +609,9 @@ impl Consumer {
         let mut read_tried = false;
         loop {
             if self.stream.is_none() {
+                if let Some(e) = &self.stopped {
+                    return Err(ConsumerError::Session(e.clone()));
+                }
                 if self.core.is_refused() {
                     return Err(ConsumerError::Session(SessionError::LoginRefused {
                         result: peregrine_md::codec::LoginResult::Denied,
@@ -612,6 +689,13 @@ impl Consumer {
                             self.stream = None;
                             self.last_error = text.clone();
                             return Err(SessionError::LoginRefused { result, text }.into());
+                        }
+                        Err(e @ SessionError::DictionaryMismatch(_)) => {
+                            self.stream = None;
+                            self.session = None;
+                            self.last_error = e.to_string();
+                            self.stopped = Some(e.clone());
+                            return Err(e.into());
                         }
                         Err(e) => self.lost(&e.to_string(), &mut count),
                     }

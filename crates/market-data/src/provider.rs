@@ -19,6 +19,10 @@
 //! prov.update_named("AAA.O", &[("BID", Value::price(18923, -2))])?;
 //! loop {
 //!     prov.do_work(); // answers image requests; repairs losses
+//!     while let Some(post) = prov.poll_post() {
+//!         // A client's contribution: publish it as an update of its item, and say so.
+//!         let _ = prov.publish_post(&post);
+//!     }
 //!     # break;
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -27,7 +31,9 @@
 use crate::backbone::{self, Sealing};
 use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber};
 use peregrine_md::dictionary::Dictionary;
+use peregrine_md::codec::AckCode;
 use peregrine_md::model::{Field, ItemState, Value};
+pub use peregrine_md::provider::Post;
 use peregrine_md::provider::{ProvideError, ProviderConfig, ProviderCore, ProviderCounters};
 use std::fmt;
 
@@ -217,15 +223,74 @@ impl Provider {
         }
     }
 
-    /// Reads image requests, sends up to [`REFRESH_BURST`] queued answers, flushes, and runs
-    /// the publisher's timers (heartbeats, NAK repair). Returns the work done (0: idle).
+    /// The next post a client made to an item of this service (through a distributor): answer
+    /// it with [`accept`](Self::accept), [`refuse`](Self::refuse) or
+    /// [`publish_post`](Self::publish_post). Posts arrive in [`do_work`](Self::do_work).
+    pub fn poll_post(&mut self) -> Option<Post> {
+        self.core.poll_post()
+    }
+
+    /// Tells the poster its post was accepted (publishing it is the application's call).
+    pub fn accept(&mut self, post: &Post) {
+        self.core.ack(post, AckCode::Accepted, "");
+        self.send_acks();
+    }
+
+    /// Tells the poster its post was refused, and why (at most 255 bytes).
+    pub fn refuse(&mut self, post: &Post, why: &str) {
+        self.core.ack(post, AckCode::Refused, why);
+        self.send_acks();
+    }
+
+    /// The usual answer: publishes the post's fields (an UPDATE of its item, or a REFRESH for
+    /// a post flagged as a full image) and accepts it; a post the provider cannot publish
+    /// (an update of an item it has no image of, a field of the wrong type) is refused
+    /// `invalid` with the reason, and one the backbone cannot take now `busy`.
+    pub fn publish_post(&mut self, post: &Post) -> Result<(), ProviderError> {
+        let fields = post.field_list();
+        let sent = if post.refresh {
+            self.refresh(&post.item, &fields)
+        } else {
+            self.update(&post.item, &fields)
+        };
+        match &sent {
+            Ok(()) => self.core.ack(post, AckCode::Accepted, ""),
+            Err(ProviderError::Refused(e)) => {
+                self.core.ack(post, AckCode::Invalid, &e.to_string())
+            }
+            Err(e) => self.core.ack(post, AckCode::Busy, &e.to_string()),
+        }
+        self.send_acks();
+        sent
+    }
+
+    /// Sends the queued ACKs the backbone takes now (the rest on a later turn).
+    fn send_acks(&mut self) -> usize {
+        let mut sent = 0;
+        while let Some(ack) = self.core.poll_ack() {
+            if self.publisher.offer(ack).is_err() {
+                break;
+            }
+            self.core.ack_sent();
+            sent += 1;
+        }
+        if sent > 0 {
+            let _ = self.publisher.flush();
+        }
+        sent
+    }
+
+    /// Reads image requests and posts, sends queued ACKs and up to [`REFRESH_BURST`] queued
+    /// answers, flushes, and runs the publisher's timers (heartbeats, NAK repair). Returns the
+    /// work done (0: idle).
     pub fn do_work(&mut self) -> usize {
         let now = peregrine_agent::monotonic_ns();
         let core = &mut self.core;
         let mut work = self
             .requests
-            .poll(&mut |m| core.handle_image_request(m.payload, now), 256);
+            .poll(&mut |m| core.handle_request(m.payload, now), 256);
         while self.requests.next_event().is_some() {}
+        work += self.send_acks();
         self.core.handle_timeout(now);
         for _ in 0..REFRESH_BURST {
             let Some(p) = self.core.prepare_solicited(now) else {

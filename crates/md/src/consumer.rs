@@ -20,6 +20,13 @@
 //!    scheduled ([`ConsumerCore::poll_timeout`]) with a back-off of 50 ms doubling to 2 s,
 //!    moving through the distributors' addresses in turn.
 //!
+//! After a version 2 login the core asks for the distributor's field dictionary (unless
+//! configured not to) and checks it against the application's own, if it gave one
+//! ([`ConsumerConfig::dictionary`]): a field of another type ends the session with
+//! [`ConsumerError::DictionaryMismatch`] naming it. Posts ([`ConsumerCore::post`]) are answered
+//! by `Ack` events, exactly one per post: the distributor's, or the core's own `timeout` for
+//! those in flight when the connection breaks.
+//!
 //! A refused login ends the session: the core stops scheduling attempts. A distributor that
 //! speaks only version 1 answers the version 2 LOGIN with `unsupported version`: the core
 //! logs in again at once with version 1, without liveness.
@@ -30,6 +37,8 @@ use crate::codec::{
     Messages, OpenRepr, PatternList, PauseRepr, PingRepr, ViewList, MAX_MESSAGE_LEN, MIN_VERSION,
     VERSION,
 };
+use crate::codec::AckCode;
+use crate::dictionary::{Dictionary, DictionaryMismatch};
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -52,6 +61,11 @@ pub struct ConsumerConfig {
     pub ping_interval_ns: u64,
     /// How long a LOGIN may wait for its answer before the connection is given up (10 s).
     pub login_timeout_ns: u64,
+    /// Ask for the distributor's field dictionary after each login (true).
+    pub download_dictionary: bool,
+    /// The application's own dictionary, if it has one: the downloaded one must give each
+    /// field they both know the same type.
+    pub dictionary: Option<Dictionary>,
 }
 
 impl ConsumerConfig {
@@ -64,6 +78,8 @@ impl ConsumerConfig {
             max_backoff_ns: 2_000_000_000,
             ping_interval_ns: 0,
             login_timeout_ns: 10_000_000_000,
+            download_dictionary: true,
+            dictionary: None,
         }
     }
 }
@@ -114,6 +130,15 @@ pub enum ConsumerError {
     LoginTimeout {
         waited_ms: u64,
     },
+    /// The distributor's dictionary gives a field another type than the application's (the
+    /// session is over: fields would be misread).
+    DictionaryMismatch(DictionaryMismatch),
+    /// Posting needs a login with version 2 (posts are not queued while disconnected).
+    NotLoggedIn,
+    /// A post that cannot be sent: a bad name, no field, over 64 KiB.
+    BadPost {
+        why: String,
+    },
 }
 
 impl fmt::Display for ConsumerError {
@@ -161,6 +186,12 @@ impl fmt::Display for ConsumerError {
                 "the distributor did not answer the LOGIN in {waited_ms} ms: a stopped \
                  process, or not a Peregrine distributor"
             ),
+            ConsumerError::DictionaryMismatch(m) => m.fmt(f),
+            ConsumerError::NotLoggedIn => f.write_str(
+                "not logged in (or the distributor speaks version 1): posts are sent only \
+                 while logged in; try again after the login",
+            ),
+            ConsumerError::BadPost { why } => write!(f, "post not sent: {why}"),
         }
     }
 }
@@ -222,6 +253,18 @@ pub enum Event<'a> {
     /// Not connected: the connection broke (items were reported stale just before), or an
     /// attempt to connect failed. A new attempt follows after the back-off.
     Disconnected { reason: &'a str },
+    /// The distributor's field dictionary arrived whole ([`ConsumerCore::dictionary`]), and
+    /// agrees with the application's own.
+    Dictionary { fields: usize },
+    /// The answer to a post: `code` accepted, or why not (`text`). `timeout` also answers a
+    /// post in flight when the connection broke (it may or may not have reached its
+    /// provider).
+    Ack {
+        post_id: u32,
+        item: &'a str,
+        code: AckCode,
+        text: &'a str,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -347,6 +390,13 @@ pub struct ConsumerCore {
     rtt_ns: Option<u64>,
     /// The distributor's directory as last told: service → (up, may open).
     directory: BTreeMap<String, (bool, bool)>,
+    /// The distributor's dictionary, once downloaded whole.
+    dictionary: Option<Dictionary>,
+    /// The dictionary being downloaded: what came so far, and the next part's number.
+    download: Option<(Dictionary, u16)>,
+    /// Posts waiting for their ACK: id → item.
+    posts: BTreeMap<u32, Box<str>>,
+    next_post: u32,
 }
 
 /// The consumer's side of liveness on one connection.
@@ -386,6 +436,10 @@ impl ConsumerCore {
             liveness: None,
             rtt_ns: None,
             directory: BTreeMap::new(),
+            dictionary: None,
+            download: None,
+            posts: BTreeMap::new(),
+            next_post: 0,
         })
     }
 
@@ -758,6 +812,8 @@ impl ConsumerCore {
             });
         }
         self.counters.disconnections += 1;
+        self.posts_lost(reason, on_event);
+        self.download = None;
         on_event(Event::Disconnected { reason });
         self.partial.clear();
         self.out.clear();
@@ -858,6 +914,9 @@ impl ConsumerCore {
             });
             self.backoff_ns = self.config.first_backoff_ns;
             self.counters.connections += 1;
+            if self.version >= 2 && self.config.download_dictionary {
+                self.request_dictionary();
+            }
             let ids: Vec<u32> = self.requests.keys().copied().collect();
             for id in ids {
                 self.emit_open(id);
@@ -1009,6 +1068,8 @@ impl ConsumerCore {
                     request: s.request_id,
                 });
             }
+            Message::Dictionary(d) => self.on_dictionary(&d, on_event)?,
+            Message::Ack(a) => self.on_ack(&a, on_event),
             Message::Conflated(c) => {
                 self.counters.conflated += 1;
                 on_event(Event::Conflated {
@@ -1031,6 +1092,9 @@ fn protocol(e: MdError) -> ConsumerError {
         error: e.to_string(),
     }
 }
+
+mod dictionary;
+mod post;
 
 #[cfg(test)]
 mod tests;

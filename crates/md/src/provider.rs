@@ -14,7 +14,11 @@
 //!    an image request) is the image as of the item's last message: it carries that
 //!    message's `item_seq` and does not advance it.
 //!
-//! Image requests ([`ProviderCore::handle_image_request`]) only queue items; the driver sends
+//! Posts (a client's contribution, forwarded by a distributor on the request topic) are kept
+//! for the application ([`ProviderCore::poll_post`]), which answers each with an ACK
+//! ([`ProviderCore::ack`]): see `provider/post.rs`.
+//!
+//! Image requests ([`ProviderCore::handle_request`]) only queue items; the driver sends
 //! the queued REFRESHes a few at a time ([`ProviderCore::prepare_solicited`]) between its own
 //! messages. They are coalesced and bounded, so that no number of requests makes the provider
 //! send more than one full cycle of images at a time:
@@ -69,6 +73,8 @@ pub struct ProviderConfig {
     /// One item's image is sent in answer to requests at most once per this interval
     /// (100 ms): a request within it is served when it ends.
     pub item_interval_ns: u64,
+    /// Posts kept for the application at most (1024): past it a post is answered `busy`.
+    pub max_pending_posts: usize,
 }
 
 impl ProviderConfig {
@@ -80,6 +86,7 @@ impl ProviderConfig {
             max_items: 1_000_000,
             full_cycle_interval_ns: 1_000_000_000,
             item_interval_ns: 100_000_000,
+            max_pending_posts: 1024,
         }
     }
 }
@@ -199,13 +206,20 @@ pub struct ProviderCounters {
     pub requests_coalesced: u64,
     /// Requests for an id this provider never gave (not answered).
     pub unknown_requests: u64,
-    /// Request-topic messages that are not valid IMAGE_REQUESTs.
+    /// Request-topic messages that are neither a valid IMAGE_REQUEST nor a valid POST of
+    /// this service.
     pub bad_requests: u64,
+    /// POSTs received (kept for the application, or answered `busy`).
+    pub posts: u64,
+    /// Posts the application accepted.
+    pub posts_accepted: u64,
+    /// Posts refused (by the application, or `busy` when `max_pending_posts` were waiting).
+    pub posts_refused: u64,
 }
 
 impl ProviderCounters {
     /// Each counter's name and value, in a stable order (the names are the fields').
-    pub fn values(&self) -> [(&'static str, u64); 8] {
+    pub fn values(&self) -> [(&'static str, u64); 11] {
         [
             ("refreshes", self.refreshes),
             ("solicited_refreshes", self.solicited_refreshes),
@@ -215,6 +229,9 @@ impl ProviderCounters {
             ("requests_coalesced", self.requests_coalesced),
             ("unknown_requests", self.unknown_requests),
             ("bad_requests", self.bad_requests),
+            ("posts", self.posts),
+            ("posts_accepted", self.posts_accepted),
+            ("posts_refused", self.posts_refused),
         ]
     }
 }
@@ -261,6 +278,10 @@ pub struct ProviderCore {
     out: Vec<u8>,
     scratch: Vec<u8>,
     counters: ProviderCounters,
+    /// Posts not yet taken by the application.
+    posts: VecDeque<post::Post>,
+    /// Encoded ACKs not yet sent (the driver sends them between its messages).
+    acks: VecDeque<Vec<u8>>,
 }
 
 impl ProviderCore {
@@ -287,6 +308,8 @@ impl ProviderCore {
             out: Vec::with_capacity(512),
             scratch: Vec::new(),
             counters: ProviderCounters::default(),
+            posts: VecDeque::new(),
+            acks: VecDeque::new(),
         })
     }
 
@@ -593,9 +616,18 @@ impl ProviderCore {
         }
     }
 
-    /// A message from the request topic (`md.<service>.req`): an IMAGE_REQUEST for one item
-    /// (its feed id) or for every item (0). Queues what it asks for, coalesced.
-    pub fn handle_image_request(&mut self, bytes: &[u8], now_ns: u64) {
+    /// A message from the request topic (`md.<service>.req`): an IMAGE_REQUEST, or a POST
+    /// (kept for [`poll_post`](Self::poll_post)). Anything else is counted in `bad_requests`.
+    pub fn handle_request(&mut self, bytes: &[u8], now_ns: u64) {
+        match crate::codec::Header::new_checked(bytes).and_then(|h| h.message_type()) {
+            Ok(crate::codec::MessageType::Post) => self.on_post(bytes),
+            _ => self.on_image_request(bytes, now_ns),
+        }
+    }
+
+    /// An IMAGE_REQUEST for one item (its feed id) or for every item (0). Queues what it asks
+    /// for, coalesced.
+    fn on_image_request(&mut self, bytes: &[u8], now_ns: u64) {
         let Ok(r) = ImageRequestRepr::parse(&ImageRequestView::new_unchecked(bytes)) else {
             self.counters.bad_requests += 1;
             return;
@@ -755,6 +787,9 @@ impl ProviderCore {
 
 /// Marks a [`Prepared`] REFRESH of an item that does not exist yet.
 const NEW_ITEM: usize = 1 << (usize::BITS - 1);
+
+mod post;
+pub use post::Post;
 
 #[cfg(test)]
 mod tests;

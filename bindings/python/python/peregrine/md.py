@@ -11,6 +11,8 @@ consumer (docs/market-data.md, "The provider and consumer APIs").
     prov.status("AAA.O", "stale", "feed halted")       # "stale" or "closed"
     while running:
         prov.do_work()        # every millisecond or so: answers image requests, repairs NAKs
+        while (post := prov.poll_post()) is not None:
+            prov.publish_post(post)     # a client's contribution: publish it, say "accepted"
 
     cons = md.Consumer(["127.0.0.1:14500"], user="alice", token="s3cret")
     req = cons.open("FEED1", ["AAA.O", "MSFT.*"])
@@ -20,6 +22,7 @@ consumer (docs/market-data.md, "The provider and consumer APIs").
         elif ev.kind == "status":
             print(ev.item, ev.state, ev.text)          # "not-entitled", "stale", ...
     cons.close(req)
+    pid = cons.post("FEED1", "AAA.O", {"BID": Decimal("189.25")})   # an "ack" event answers
 
 Provider
     `Provider(service, backbone=DEFAULT_BACKBONE, requests=None, dictionary=None,
@@ -30,6 +33,13 @@ Provider
     The provider keeps each item's image and answers the distributors' image requests from
     it, a few per `do_work()`: call `do_work()` every millisecond or so, busy or idle. It has
     no thread of its own.
+
+    Posts: a client's contribution to an item of the service, forwarded by a distributor
+    (only for users whose `post` globs in the users file match the item). `poll_post()`
+    returns the next `Post` (`user`, `item`, `refresh`, `fields`) or None; answer each once:
+    `accept(post)`, `refuse(post, reason)`, or `publish_post(post)` (publishes its fields as
+    an update, or a refresh, of its item and accepts it). A post not answered within the
+    distributor's timeout (5 s) is answered "timeout" to its poster.
 
 Fields
     A dict of field name to value: names of the dictionary (the built-in one,
@@ -83,6 +93,18 @@ Consumer
     `ping_interval_ms` the interval agreed. `services` is the distributor's directory as last
     told (name -> {"up", "may_open"}); each change also comes as a "service" event.
 
+    The dictionary: after each login the consumer downloads the distributor's field
+    dictionary (a "dictionary" event) and names fields by it; `downloaded_dictionary()`
+    returns it as `dictionary()` does. With `dictionary="fields.toml"` the application's
+    own names fields, and a field the two dictionaries type differently raises
+    `MarketDataError` naming it.
+
+    Posting: `post(service, item, fields, refresh=False, **more)` sends a contribution
+    (fields as `Provider.update` takes them) and returns its id; exactly one "ack" event
+    with that `post_id` answers it, `state` "accepted" or why not ("refused" by the
+    provider with its `text`, "not-entitled", "service-down", "unknown-service", "busy",
+    "timeout", "invalid").
+
     Over TLS: `Consumer(..., tls_ca="ca.crt")` checks the distributor's certificate against
     that CA and the address's host (or `tls_server_name="md1.example"`); add
     `tls_cert="dora.crt", tls_key="dora.key"` for a user the distributor identifies by its
@@ -99,6 +121,7 @@ _md = _peregrine._md
 
 Consumer = _md.Consumer
 Event = _md.Event
+Post = _md.Post
 Provider = _md.Provider
 MarketDataError = _md.MarketDataError
 LoginRefused = _md.LoginRefused
@@ -114,6 +137,7 @@ __all__ = [
     "LoginRefused",
     "MarketDataError",
     "PeregrineError",
+    "Post",
     "Provider",
     "dictionary",
 ]

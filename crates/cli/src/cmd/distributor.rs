@@ -33,6 +33,7 @@ pub fn run(a: DistributorArgs) -> Result<()> {
         tls_key: a.tls_key.clone(),
         tls_client_ca: a.tls_client_ca.clone(),
         allow_plaintext_logins: a.allow_plaintext_logins,
+        dictionary: a.dictionary.clone(),
         config: a.config.clone(),
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -123,6 +123,10 @@ pub struct DistributorArgs {
     /// clear): only on a network you trust.
     #[arg(long)]
     pub allow_plaintext_logins: bool,
+    /// The field dictionary clients download and posts are checked against (default: the
+    /// built-in one).
+    #[arg(long, value_name = "FILE")]
+    pub dictionary: Option<PathBuf>,
     /// A TOML file setting any of the above (and more: docs/market-data.md); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,

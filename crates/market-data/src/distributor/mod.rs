@@ -243,7 +243,17 @@ impl DistributorServer {
         users: Users,
     ) -> Result<DistributorServer, DistributorError> {
         let services: Vec<&str> = s.core.services.iter().map(String::as_str).collect();
-        let core = Distributor::new(s.core.clone(), Arc::new(users))
+        let mut config = s.core.clone();
+        // The origin of this distributor's posts on the backbone: drawn at random, so that
+        // distributors sharing a backbone take only the ACKs of their own posts.
+        let mut origin = [0u8; 8];
+        while u64::from_le_bytes(origin) == 0 {
+            getrandom::fill(&mut origin).map_err(|e| {
+                DistributorError::Settings(format!("drawing the distributor's origin id: {e}"))
+            })?;
+        }
+        config.origin = u64::from_le_bytes(origin);
+        let core = Distributor::new(config, Arc::new(users))
             .map_err(|e| DistributorError::Settings(e.to_string()))?;
         let poll = Poll::new().map_err(DistributorError::Poll)?;
         let listen_error = |error| DistributorError::Listen {
@@ -821,6 +831,16 @@ impl DistributorServer {
                 Err(OfferError::BackPressured) | Err(_) => b.requests_refused += 1,
             }
         }
+        while let Some(f) = self.core.poll_post_forward() {
+            let b = &mut self.backbones[f.service.index()];
+            match b.requests.offer(&f.bytes) {
+                Ok(_) => {
+                    let _ = b.requests.flush();
+                }
+                // Not sent: the core answers the client `timeout` when the post's time is up.
+                Err(_) => b.requests_refused += 1,
+            }
+        }
         while let Some(v) = self.core.poll_verification() {
             self.verifier.submit(v);
         }
@@ -934,6 +954,22 @@ impl DistributorServer {
                         client(*c)
                     ),
                     json!({"event": "silent", "client": client(*c), "user": user, "peer": peer.to_string(), "silent_ms": silent_ms}),
+                )
+            }
+            Event::Posted {
+                client: c,
+                user,
+                service,
+                item,
+                code,
+            } => {
+                let (_, peer) = self.who(*c);
+                (
+                    format!(
+                        "{user} from {peer} (client {}) posted to {item} of {service}: {code}",
+                        client(*c)
+                    ),
+                    json!({"event": "posted", "client": client(*c), "user": user, "peer": peer, "service": service, "item": item, "code": code.name()}),
                 )
             }
             Event::SlowDisconnect { client: c } => {

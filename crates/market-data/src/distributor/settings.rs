@@ -34,6 +34,9 @@
 //! | `ping_interval_ms` | | 5000 | 10 to 3600000: the liveness interval of a client (protocol version 2) that asks for none |
 //! | `min_ping_interval_ms` | | 1000 | 10 to 3600000: the shortest interval a client may ask for (a shorter one is raised to it) |
 //! | `max_ping_interval_ms` | | 60000 | 10 to 3600000: the longest (a client silent for three is closed) |
+//! | `dictionary` | `--dictionary` | the built-in one | a field dictionary file: served to clients (DICTIONARY) and posts' field types are checked against it |
+//! | `post_timeout_ms` | | 5000 | 1 to 3600000: a post forwarded to a provider without an answer this long is answered `timeout` |
+//! | `max_posts_per_client` | | 256 | 1 to 1000000: posts of one connection waiting for their answer (past it: `busy`) |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
 //! | `busy_poll_us` | | latency: 200, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
@@ -87,6 +90,7 @@ pub struct SettingsOverrides {
     pub tls_client_ca: Option<PathBuf>,
     /// `true` when the flag is given (the file's key cannot be turned off by a flag).
     pub allow_plaintext_logins: bool,
+    pub dictionary: Option<PathBuf>,
     /// The TOML file with any of the keys.
     pub config: Option<PathBuf>,
 }
@@ -150,6 +154,9 @@ pub const KEYS: &[&str] = &[
     "ping_interval_ms",
     "min_ping_interval_ms",
     "max_ping_interval_ms",
+    "dictionary",
+    "post_timeout_ms",
+    "max_posts_per_client",
     "client_sndbuf",
     "stats_every_s",
     "busy_poll_us",
@@ -458,6 +465,22 @@ impl DistributorSettings {
         }
         if let Some(v) = f.int("max_ping_interval_ms", 10, 3_600_000)? {
             core.max_ping_interval_ns = v * 1_000_000;
+        }
+        if let Some(p) = path(&a.dictionary, "dictionary")? {
+            let flag = if a.dictionary.is_some() {
+                "--dictionary".to_string()
+            } else {
+                format!("{}: dictionary", f.name)
+            };
+            let d = peregrine_md::dictionary::Dictionary::load(&p)
+                .map_err(|e| SettingsError(format!("{flag}: {e}")))?;
+            core.dictionary = std::sync::Arc::new(d);
+        }
+        if let Some(v) = f.int("post_timeout_ms", 1, 3_600_000)? {
+            core.post_timeout_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int("max_posts_per_client", 1, 1_000_000)? {
+            core.max_posts_per_client = v as usize;
         }
         core.validate().map_err(|e| SettingsError(format!("{e}")))?;
         let client_sndbuf = f

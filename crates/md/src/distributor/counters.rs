@@ -113,4 +113,22 @@ counters! {
     pongs_received,
     /// Clients closed because nothing was read from them for three ping intervals.
     clients_silent,
+    /// DICTIONARY_REQUESTs answered (with every part of the dictionary).
+    dictionaries_sent,
+    /// POSTs received from clients.
+    posts,
+    /// Posts forwarded to a provider.
+    posts_forwarded,
+    /// Posts answered by the distributor itself and not forwarded: not entitled, unknown or
+    /// down service, a field of the wrong type, too many in flight.
+    posts_refused,
+    /// Forwarded posts the provider accepted.
+    posts_accepted,
+    /// Forwarded posts the provider refused.
+    posts_nacked,
+    /// Forwarded posts answered `timeout`: no ACK within `post_timeout_ns`.
+    posts_timed_out,
+    /// ACKs of this distributor's origin that matched no post in flight (late, after the
+    /// timeout, or forged).
+    acks_unmatched,
 }

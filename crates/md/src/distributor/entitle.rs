@@ -6,6 +6,7 @@
 //! cert_subject = "CN=alice,O=Desk" # optional: the subject of alice's TLS client certificate
 //! items = ["AAA.*", "MSFT.O"]     # globs; an item matching none is not-entitled
 //! services = ["FEED1"]            # optional: default every service
+//! post = ["AAA.*"]                # optional: item globs the user may post to (default none)
 //! slow = "conflate"               # optional: conflate | disconnect (default: the global policy)
 //! ```
 //!
@@ -131,6 +132,8 @@ pub struct User {
     pub items: Vec<String>,
     /// Services the user may open; `None`: every service.
     pub services: Option<Vec<String>>,
+    /// Item globs the user may post to (of the services it may open); none by default.
+    pub post: Vec<String>,
     /// The user's slow-client policy; `None`: the distributor's.
     pub slow: Option<SlowPolicy>,
 }
@@ -143,6 +146,7 @@ impl core::fmt::Debug for User {
             .field("cert_subject", &self.cert_subject)
             .field("items", &self.items)
             .field("services", &self.services)
+            .field("post", &self.post)
             .field("slow", &self.slow)
             .finish_non_exhaustive()
     }
@@ -157,8 +161,25 @@ impl User {
             cert_subject: None,
             items: items.iter().map(|s| s.to_string()).collect(),
             services: None,
+            post: Vec::new(),
             slow: None,
         }
+    }
+
+    /// The same user, allowed to post to items matching `globs`.
+    pub fn with_post(mut self, globs: &[&str]) -> User {
+        self.post = globs.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// True if the user may post to the item `name` of `service`: a service it may open, and
+    /// one of its `post` globs matches the name.
+    pub fn may_post(&self, service: &str, name: &str) -> bool {
+        self.may_open_service(service)
+            && self
+                .post
+                .iter()
+                .any(|g| glob_match(g.as_bytes(), name.as_bytes()))
     }
 
     /// The same user, also (or, with [`without_token`](Self::without_token), only) identified
@@ -256,6 +277,7 @@ impl Users {
                     "cert_subject",
                     "items",
                     "services",
+                    "post",
                     "slow",
                 ],
             )?;
@@ -328,6 +350,26 @@ impl Users {
                     )
                 })?;
             }
+            let post = match def.get("post") {
+                None => Vec::new(),
+                Some(v) => {
+                    let pkey = format!("{key}.post");
+                    let accepts = format!(
+                        "a list of item globs the user may post to, each {PATTERN_ALPHABET}"
+                    );
+                    let list = doc.strings(&pkey, v, &accepts)?;
+                    for (i, p) in list.iter().enumerate() {
+                        check_item_pattern(p.as_bytes()).map_err(|e| {
+                            doc.invalid(
+                                &format!("{pkey}[{i}]"),
+                                format!("{p:?}"),
+                                format!("{accepts} (this one {e})"),
+                            )
+                        })?;
+                    }
+                    list.iter().map(|s| s.to_string()).collect()
+                }
+            };
             let services = match def.get("services") {
                 None => None,
                 Some(v) => {
@@ -364,6 +406,7 @@ impl Users {
                 cert_subject,
                 items: items.iter().map(|s| s.to_string()).collect(),
                 services,
+                post,
                 slow,
             });
         }

@@ -228,6 +228,13 @@ pub enum ConfigError {
         default_ms: u64,
         max_ms: u64,
     },
+    /// `post_timeout_ms` out of range.
+    PostTimeout { ms: u64 },
+    /// The dictionary's messages take more than half a client's queue.
+    DictionaryTooLarge {
+        bytes: usize,
+        max_queue_bytes: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -266,6 +273,19 @@ impl fmt::Display for ConfigError {
                  {}",
                 super::MIN_PING_INTERVAL_NS / 1_000_000,
                 u32::MAX
+            ),
+            ConfigError::PostTimeout { ms } => write!(
+                f,
+                "post_timeout_ms = {ms}: accepted: 1 to 3600000 (an hour)"
+            ),
+            ConfigError::DictionaryTooLarge {
+                bytes,
+                max_queue_bytes,
+            } => write!(
+                f,
+                "the dictionary takes {bytes} bytes on the wire, more than half of \
+                 max_queue_bytes = {max_queue_bytes}: raise max_queue_bytes to at least {}",
+                bytes * 2
             ),
         }
     }
@@ -358,5 +378,13 @@ pub enum Event {
         user: String,
         items: usize,
         requests: usize,
+    },
+    /// A client's post was answered (by its provider, or by the distributor: see `code`).
+    Posted {
+        client: super::ClientId,
+        user: String,
+        service: String,
+        item: String,
+        code: crate::codec::AckCode,
     },
 }

@@ -9,6 +9,7 @@
 //! | [`entitle`] | the users file, the login check, item globs |
 //! | `client.rs` | one client: login, requests, watchlist, queue and conflation state |
 //! | `outbox.rs` | the bytes for clients, each written once with its recipients |
+//! | `post.rs` | posts: checked, forwarded to the provider, answered with one ACK |
 //! | [`counters`] | the counters, with stable names |
 //! | `errors.rs` | why something was refused, events |
 //! | [`throttle`] | failed-login delays per address and per user |
@@ -32,16 +33,18 @@
 //!   [`feed_gone`](Distributor::feed_gone), [`feed_back`](Distributor::feed_back): the
 //!   transport's loss and session events for the backbone.
 //! - [`handle_timeout`](Distributor::handle_timeout) at
-//!   [`poll_timeout`](Distributor::poll_timeout): login deadlines, and for clients logged in
-//!   with version 2 their PINGs and the silence that closes them.
+//!   [`poll_timeout`](Distributor::poll_timeout): login deadlines, posts whose provider did
+//!   not answer in time, and for clients logged in with version 2 their PINGs and the silence
+//!   that closes them.
 //!
 //! After each input, drain the outputs in this order:
 //!
 //! 1. [`poll_transmit`](Distributor::poll_transmit) until `None`: append each transmit's
 //!    bytes to the queue of each client it lists (the distributor already counted them in
 //!    the client's queue). The same bytes go to every watcher of an update.
-//! 2. [`poll_image_request`](Distributor::poll_image_request): publish on the service's
-//!    request topic.
+//! 2. [`poll_image_request`](Distributor::poll_image_request) and
+//!    [`poll_post_forward`](Distributor::poll_post_forward): publish on the service's request
+//!    topic.
 //! 3. [`poll_disconnect`](Distributor::poll_disconnect): close the connection, after writing
 //!    its queue if [`Disconnect::flush`] says so (a refusal must reach the client; a slow
 //!    client's backlog need not).
@@ -55,6 +58,7 @@ pub mod counters;
 pub mod entitle;
 mod errors;
 mod outbox;
+mod post;
 #[cfg(test)]
 mod tests;
 pub mod throttle;
@@ -68,6 +72,7 @@ pub use errors::{
     BackboneError, ClientError, ConfigError, Event, RequestRejection, StaleCause, TooManyClients,
 };
 pub use outbox::Transmit;
+pub use post::PostForward;
 
 use crate::codec::conflated::CONFLATED_LEN;
 use crate::codec::header::{Header, MAX_MESSAGE_LEN};
@@ -81,6 +86,7 @@ use crate::codec::{
     MessageType, Messages, OpenRepr, RefreshView, ServiceEntry, StatusRepr, StatusView, UpdateRepr,
     UpdateView,
 };
+use crate::dictionary::Dictionary;
 use crate::model::{check_service, is_glob, ItemState};
 use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
 use client::{Client, Conflation, Liveness, Login, Request};
@@ -192,6 +198,18 @@ pub struct DistributorConfig {
     /// closed, so the longest bounds how long a dead one holds its slot.
     pub min_ping_interval_ns: u64,
     pub max_ping_interval_ns: u64,
+    /// The field dictionary served to clients (DICTIONARY) and that posts' field types are
+    /// checked against: the built-in one unless configured.
+    pub dictionary: Arc<Dictionary>,
+    /// How long a post forwarded to a provider may wait for its ACK before the client is
+    /// told `timeout` (5 s).
+    pub post_timeout_ns: u64,
+    /// Posts of one connection waiting for their answer, at most (past it: `busy`).
+    pub max_posts_per_client: usize,
+    /// This distributor's id on the backbone: the `origin` of the posts it forwards, so that
+    /// it takes only the ACKs of its own posts. Not 0; distributors of one backbone must not
+    /// share one (the driver draws it at random).
+    pub origin: u64,
 }
 
 /// The shortest ping interval a distributor may be configured to allow.
@@ -222,6 +240,10 @@ impl DistributorConfig {
             ping_interval_ns: 5_000_000_000,
             min_ping_interval_ns: 1_000_000_000,
             max_ping_interval_ns: 60_000_000_000,
+            dictionary: Arc::new(Dictionary::builtin()),
+            post_timeout_ns: 5_000_000_000,
+            max_posts_per_client: 256,
+            origin: 1,
         }
     }
 
@@ -268,10 +290,27 @@ impl DistributorConfig {
             ("max_patterns_per_client", self.max_patterns_per_client),
             ("max_globs_per_client", self.max_globs_per_client),
             ("max_watch_per_client", self.max_watch_per_client),
+            ("max_posts_per_client", self.max_posts_per_client),
+            ("origin", usize::from(self.origin != 0)),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
             }
+        }
+        if !(1_000_000..=3_600_000_000_000).contains(&self.post_timeout_ns) {
+            return Err(ConfigError::PostTimeout {
+                ms: self.post_timeout_ns / 1_000_000,
+            });
+        }
+        let dictionary_bytes: usize = crate::codec::encode_dictionary(&self.dictionary)
+            .iter()
+            .map(Vec::len)
+            .sum();
+        if dictionary_bytes > self.max_queue_bytes / 2 {
+            return Err(ConfigError::DictionaryTooLarge {
+                bytes: dictionary_bytes,
+                max_queue_bytes: self.max_queue_bytes,
+            });
         }
         if !(crate::codec::MIN_VERSION..=crate::codec::VERSION).contains(&self.min_client_version) {
             return Err(ConfigError::MinClientVersion(self.min_client_version));
@@ -375,6 +414,8 @@ pub struct Footprint {
     pub outbox_bytes: usize,
     pub image_requests: usize,
     pub events: usize,
+    /// Posts forwarded and waiting for their ACK.
+    pub posts_in_flight: usize,
 }
 
 #[derive(Debug)]
@@ -526,6 +567,9 @@ pub struct Distributor {
     /// of being sent each item's STATUS.
     grouping: bool,
     grouped: Vec<ClientId>,
+    /// The dictionary's DICTIONARY messages, encoded once.
+    dictionary_parts: Vec<Vec<u8>>,
+    posts: post::Posts,
 }
 
 /// A token to check against a slow hash, off the event loop: [`entitle::verify_token`]`(hash,
@@ -559,7 +603,6 @@ impl Distributor {
                     unknown_requested: HashMap::new(),
                 })
                 .collect(),
-            config,
             users,
             watchers: Vec::new(),
             clients: Clients::default(),
@@ -574,6 +617,9 @@ impl Distributor {
             verifications: VecDeque::new(),
             grouping: false,
             grouped: Vec::new(),
+            dictionary_parts: crate::codec::encode_dictionary(&config.dictionary),
+            posts: post::Posts::default(),
+            config,
         })
     }
 
@@ -639,6 +685,7 @@ impl Distributor {
                     .map(|s| s.unknown_requested.len())
                     .sum::<usize>(),
             events: self.events.len(),
+            posts_in_flight: self.posts.in_flight(),
             ..Footprint::default()
         };
         for c in self.clients.iter() {
@@ -928,6 +975,7 @@ impl Distributor {
     /// logged in with version 2 whose interval passed, and closes those silent for three.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.keep_alive(now_ns);
+        self.expire_posts(now_ns);
         let timeout = self.config.login_timeout_ns;
         let late: Vec<ClientId> = self
             .clients
@@ -952,7 +1000,8 @@ impl Distributor {
     /// deadline, PING or silence deadline. It looks at every client: a driver asks it a few
     /// times a second, not on every turn of its loop.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.clients
+        let clients = self
+            .clients
             .iter()
             .filter_map(|c| match (c.login, &c.liveness) {
                 (Login::Awaiting { since_ns } | Login::Verifying { since_ns, .. }, _) => {
@@ -961,7 +1010,11 @@ impl Distributor {
                 (Login::LoggedIn { .. }, Some(l)) => Some(l.next_deadline()),
                 _ => None,
             })
-            .min()
+            .min();
+        match (clients, self.posts.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Pings and silence: see [`handle_timeout`](Self::handle_timeout).
@@ -1093,6 +1146,11 @@ impl Distributor {
             MessageType::Update => self.on_update(service, bytes, now_ns),
             MessageType::Refresh => self.on_refresh(service, bytes),
             MessageType::Status => self.on_feed_status(service, bytes),
+            MessageType::Ack => match Message::parse(bytes) {
+                Ok(Message::Ack(ack)) => self.on_backbone_ack(service, &ack),
+                Ok(_) => unreachable!("the header said ACK"),
+                Err(e) => self.backbone_rejected(service, BackboneError::Malformed(e)),
+            },
             other => self.backbone_rejected(service, BackboneError::NotFromFeeds(other)),
         }
         self.reap();
@@ -1206,6 +1264,8 @@ impl Distributor {
             (true, Message::Pause(p)) => self.on_pause(id, p.request_id),
             (true, Message::Resume(p)) => self.on_resume(id, p.request_id),
             (true, Message::Pong(pong)) => self.on_pong(id, pong.payload, now_ns),
+            (true, Message::DictionaryRequest(_)) => self.on_dictionary_request(id),
+            (true, Message::Post(post)) => self.on_post(id, &post, now_ns),
             (true, other) => {
                 self.refuse_client(id, ClientError::NotFromClients(other.message_type()))
             }
@@ -2152,6 +2212,18 @@ impl Distributor {
             .collect();
         for id in v2 {
             self.send_directory(id, Some(service));
+        }
+    }
+
+    /// Sends a client the dictionary, every part (they were encoded once).
+    fn on_dictionary_request(&mut self, id: ClientId) {
+        self.counters.dictionaries_sent += 1;
+        for i in 0..self.dictionary_parts.len() {
+            let from = self.outbox.buffer().len();
+            self.outbox
+                .buffer()
+                .extend_from_slice(&self.dictionary_parts[i]);
+            self.queue_control(id, from);
         }
     }
 

@@ -102,7 +102,7 @@ fn refreshes_and_updates_are_numbered_per_item_and_the_image_follows_the_updates
     assert_eq!(p.item_seq("AAA.O"), Some(3));
     assert_eq!(p.item_seq("BBB.O"), Some(1));
 
-    p.handle_image_request(&request(1), 10);
+    p.handle_request(&request(1), 10);
     let answers = drain(&mut p, 11);
     assert_eq!(answers.len(), 1);
     let (name, seq, fields) = &answers[0];
@@ -165,7 +165,7 @@ fn bad_input_is_refused_naming_the_value_and_nothing_is_kept() {
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 1));
     let _ = p.prepare_update("AAA.O", &[bid(2)], 2).unwrap();
     assert_eq!(p.item_seq("AAA.O"), Some(1));
-    p.handle_image_request(&request(1), 3);
+    p.handle_request(&request(1), 3);
     let answers = drain(&mut p, 4);
     assert_eq!(answers[0].2[0].1, format!("{:?}", bid(1).value));
 }
@@ -185,7 +185,7 @@ fn a_closed_item_takes_no_update_until_it_is_refreshed_again() {
         (1, ItemState::Closed, "AAA.O", "halted")
     );
     assert!(p.prepare_update("AAA.O", &[bid(2)], 2).is_err());
-    p.handle_image_request(&request(1), 3);
+    p.handle_request(&request(1), 3);
     assert!(drain(&mut p, 3).is_empty(), "no image to answer with");
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(3)], 4));
     send(&mut p, |p| p.prepare_update("AAA.O", &[bid(4)], 5));
@@ -196,8 +196,8 @@ fn a_closed_item_takes_no_update_until_it_is_refreshed_again() {
 fn a_refresh_the_application_publishes_answers_a_queued_request() {
     let mut p = core();
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 1));
-    p.handle_image_request(&request(1), 2);
-    p.handle_image_request(&request(1), 2);
+    p.handle_request(&request(1), 2);
+    p.handle_request(&request(1), 2);
     assert_eq!(p.counters().requests_coalesced, 1);
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(2)], 3));
     assert!(drain(&mut p, 4).is_empty(), "one image, not two");
@@ -218,8 +218,8 @@ fn a_flood_of_image_requests_sends_one_full_cycle_per_interval() {
     let end = 16 * SEC;
     while now < end {
         if now % (10 * 1_000_000) == 0 {
-            p.handle_image_request(&request(0), now);
-            p.handle_image_request(&request(5), now);
+            p.handle_request(&request(0), now);
+            p.handle_request(&request(5), now);
         }
         p.handle_timeout(now);
         for _ in 0..10 {
@@ -255,10 +255,10 @@ fn a_request_within_the_interval_is_served_when_it_ends_never_dropped() {
             p.prepare_refresh(&format!("I{i}.O"), &[bid(i)], 0)
         });
     }
-    p.handle_image_request(&request(0), SEC);
+    p.handle_request(&request(0), SEC);
     assert_eq!(drain(&mut p, SEC).len(), 3);
     assert_eq!(p.poll_timeout(), None);
-    p.handle_image_request(&request(0), SEC + 10);
+    p.handle_request(&request(0), SEC + 10);
     assert_eq!(p.poll_timeout(), Some(2 * SEC));
     p.handle_timeout(2 * SEC - 1);
     assert!(drain(&mut p, 2 * SEC - 1).is_empty());
@@ -271,11 +271,11 @@ fn a_request_within_the_interval_is_served_when_it_ends_never_dropped() {
 fn one_item_is_answered_at_most_once_per_interval_and_no_request_is_dropped() {
     let mut p = core();
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
-    p.handle_image_request(&request(1), SEC);
+    p.handle_request(&request(1), SEC);
     assert_eq!(drain(&mut p, SEC).len(), 1);
     // Asked again 1 ms later, ten times: one answer, when the 100 ms have passed.
     for k in 1..=10 {
-        p.handle_image_request(&request(1), SEC + k * 1_000_000);
+        p.handle_request(&request(1), SEC + k * 1_000_000);
     }
     assert!(drain(&mut p, SEC + 20_000_000).is_empty());
     assert_eq!(p.poll_timeout(), Some(SEC + 100_000_000));
@@ -289,7 +289,7 @@ fn one_item_is_answered_at_most_once_per_interval_and_no_request_is_dropped() {
 fn a_solicited_refresh_the_transport_refused_is_sent_later() {
     let mut p = core();
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
-    p.handle_image_request(&request(1), 1);
+    p.handle_request(&request(1), 1);
     let prep = p.prepare_solicited(2).unwrap();
     p.requeue(prep);
     assert_eq!(p.queued(), 1);
@@ -302,11 +302,11 @@ fn a_solicited_refresh_the_transport_refused_is_sent_later() {
 fn unknown_and_malformed_requests_are_counted_and_not_answered() {
     let mut p = core();
     send(&mut p, |p| p.prepare_refresh("AAA.O", &[bid(1)], 0));
-    p.handle_image_request(&request(7), 1);
-    p.handle_image_request(&[1, 2, 3], 1);
+    p.handle_request(&request(7), 1);
+    p.handle_request(&[1, 2, 3], 1);
     let mut wrong = request(1);
     wrong[2] = 0x01; // a REFRESH's type
-    p.handle_image_request(&wrong, 1);
+    p.handle_request(&wrong, 1);
     assert!(drain(&mut p, 2).is_empty());
     let c = p.counters();
     assert_eq!((c.unknown_requests, c.bad_requests), (1, 2));
