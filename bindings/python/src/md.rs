@@ -1079,7 +1079,9 @@ impl ConsumerState {
                     code,
                     text: text.into(),
                 },
-                RsEvent::Dictionary { fields } => Gathered::Dictionary { fields },
+                RsEvent::Dictionary { dictionary } => Gathered::Dictionary {
+                    fields: dictionary.len(),
+                },
             };
             events.push(g);
         })

@@ -43,6 +43,7 @@ fn main() {
         Command::Feed(_) => "peregrine-feed",
         Command::Distributor(_) => "peregrine-distributor",
         Command::Client(_) => "peregrine-client",
+        Command::Post(_) => "peregrine-post",
         Command::Stat(_) => "peregrine-stat",
         Command::Helper(_) => "peregrine-helper",
     });
@@ -55,6 +56,7 @@ fn main() {
         Command::Feed(a) => cmd::feed::run(a),
         Command::Distributor(a) => cmd::distributor::run(a),
         Command::Client(a) => cmd::client::run(a),
+        Command::Post(a) => cmd::post::run(a),
         Command::Stat(a) => cmd::stat::run(a),
         Command::Helper(h) => peregrine_bench::helper::serve_spec(&h.spec).map_err(Into::into),
     };

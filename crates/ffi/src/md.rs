@@ -906,9 +906,9 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
                     ev.text = text.as_ptr().cast();
                     ev.text_length = text.len();
                 }
-                Event::Dictionary { fields: n } => {
+                Event::Dictionary { dictionary } => {
                     ev.kind = pg_md_event_kind::PG_MD_DICTIONARY as i32;
-                    ev.items = u32::try_from(n).unwrap_or(u32::MAX);
+                    ev.items = u32::try_from(dictionary.len()).unwrap_or(u32::MAX);
                     new_dictionary = true;
                 }
             }

@@ -253,9 +253,9 @@ pub enum Event<'a> {
     /// Not connected: the connection broke (items were reported stale just before), or an
     /// attempt to connect failed. A new attempt follows after the back-off.
     Disconnected { reason: &'a str },
-    /// The distributor's field dictionary arrived whole ([`ConsumerCore::dictionary`]), and
-    /// agrees with the application's own.
-    Dictionary { fields: usize },
+    /// The distributor's field dictionary arrived whole (also [`ConsumerCore::dictionary`]),
+    /// and agrees with the application's own.
+    Dictionary { dictionary: &'a Dictionary },
     /// The answer to a post: `code` accepted, or why not (`text`). `timeout` also answers a
     /// post in flight when the connection broke (it may or may not have reached its
     /// provider).

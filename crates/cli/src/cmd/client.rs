@@ -16,13 +16,12 @@
 //! one) and, when the distributor goes away, reports its items stale, reconnects with
 //! back-off, logs in again and reopens the watchlist.
 
-use super::md::read_list;
+use super::md::{connect_setup, read_list};
 use super::Stop;
 use crate::flags::md::ClientArgs;
 use anyhow::{bail, Context as _, Result};
 use hdrhistogram::Histogram;
-use peregrine_market_data::consumer::{ConnectOptions, Consumer, Event};
-use peregrine_market_data::tls::ClientTls;
+use peregrine_market_data::consumer::{Consumer, Event};
 use peregrine_md::codec::MAX_MESSAGE_LEN;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::check_item_pattern;
@@ -90,19 +89,7 @@ struct Client {
 
 pub fn run(a: ClientArgs) -> Result<()> {
     let stop = Stop::install()?;
-    let token = match &a.token {
-        Some(t) => t.clone().into_bytes(),
-        None => match std::env::var_os("PEREGRINE_MD_TOKEN") {
-            Some(t) => t.into_encoded_bytes(),
-            None => bail!("no token: give --token T, or set PEREGRINE_MD_TOKEN (which keeps it out of the process list)"),
-        },
-    };
-    if token.is_empty() || token.len() > 255 {
-        bail!(
-            "the token is {} bytes long: give 1 to 255 bytes",
-            token.len()
-        );
-    }
+    let (token, options) = connect_setup(&a.conn)?;
     let watch = read_list(&a.watch, "watch pattern", |l| {
         check_item_pattern(l.as_bytes()).map(drop).map_err(|e| {
             format!(
@@ -115,31 +102,20 @@ pub fn run(a: ClientArgs) -> Result<()> {
         Some(p) => Dictionary::load(p).map_err(|e| anyhow::anyhow!("--dictionary: {e}"))?,
         None => Dictionary::builtin(),
     };
-    let addresses: Vec<&str> = a.connect.split(',').map(str::trim).collect();
-    let options = match &a.tls_ca {
-        None => ConnectOptions::plain(),
-        Some(ca) => {
-            if a.tls_cert.is_some() != a.tls_key.is_some() {
-                bail!("--tls-cert and --tls-key go together: give both, or neither");
-            }
-            let identity = a.tls_cert.as_deref().zip(a.tls_key.as_deref());
-            let mut tls = ClientTls::load(ca, identity).map_err(|e| anyhow::anyhow!("{e}"))?;
-            if let Some(name) = &a.tls_server_name {
-                tls = tls
-                    .with_server_name(name)
-                    .map_err(|e| anyhow::anyhow!("--tls-server-name: {e}"))?;
-            }
-            ConnectOptions::tls(tls)
-        }
+    let addresses: Vec<&str> = a.conn.connect.split(',').map(str::trim).collect();
+    // The application's own dictionary is checked against the distributor's at each login.
+    let options = match &a.dictionary {
+        Some(_) => options.with_dictionary(dict.clone()),
+        None => options,
     };
     let options = match a.ping_interval_ms {
         Some(ms) => options.with_ping_interval(Duration::from_millis(ms.into())),
         None => options,
     };
     let mut consumer =
-        Consumer::new_with(&addresses, &a.user, &token, options).map_err(|e| match e {
+        Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(|e| match e {
             peregrine_market_data::ConsumerError::Address { .. } => {
-                anyhow::anyhow!("--connect {}: {e}", a.connect)
+                anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
             }
             e => anyhow::anyhow!("{e}"),
         })?;
@@ -302,19 +278,19 @@ impl Client {
             Event::LoggedIn { address } => {
                 let to = self
                     .a
-                    .connect
+                    .conn.connect
                     .split(',')
                     .nth(address)
-                    .unwrap_or(&self.a.connect)
+                    .unwrap_or(&self.a.conn.connect)
                     .trim()
                     .to_string();
                 self.say(
                     format!(
                         "logged in to {to} as {}; opening {} names and globs",
-                        self.a.user,
+                        self.a.conn.user,
                         self.watch.len()
                     ),
-                    json!({"event": "logged_in", "distributor": to, "user": self.a.user, "patterns": self.watch.len()}),
+                    json!({"event": "logged_in", "distributor": to, "user": self.a.conn.user, "patterns": self.watch.len()}),
                 )?;
             }
             Event::Disconnected { reason } => {
@@ -408,6 +384,17 @@ impl Client {
                     }
                 }
             }
+            Event::Dictionary { dictionary } => {
+                // Fields are printed by the distributor's names unless --dictionary was given.
+                if self.a.dictionary.is_none() {
+                    self.dict = dictionary.clone();
+                }
+                self.say(
+                    format!("the distributor's dictionary: {} fields", dictionary.len()),
+                    json!({"event": "dictionary", "fields": dictionary.len()}),
+                )?;
+            }
+            Event::Ack { .. } => {}
             Event::Conflated {
                 items,
                 updates_dropped,

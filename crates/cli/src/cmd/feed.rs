@@ -11,7 +11,7 @@
 
 use super::md::read_list;
 use super::{context, Stop};
-use crate::flags::md::{FeedArgs, ItemList, TickSource};
+use crate::flags::md::{FeedArgs, ItemList, PostPolicy, TickSource};
 use anyhow::{bail, Context as _, Result};
 use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
 use peregrine_md::model::check_item_name;
@@ -34,6 +34,22 @@ fn wall_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The provider's work, then the posts it received answered as `--posts` says.
+fn work(p: &mut Provider, posts: PostPolicy) -> usize {
+    let n = p.do_work();
+    while let Some(post) = p.poll_post() {
+        match posts {
+            PostPolicy::Refuse => p.refuse(&post, "this feed takes no posts (peregrine feed --posts refuse)"),
+            // A post the provider cannot publish is refused to its poster with the reason.
+            PostPolicy::Publish => {
+                let _ = p.publish_post(&post);
+            }
+            PostPolicy::Ignore => {}
+        }
+    }
+    n
 }
 
 /// What the feed counted besides the provider's counters.
@@ -177,7 +193,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
         let turn = Instant::now();
         if turn >= next_work || next_image < items.len() || provider.queued_refreshes() > 0 {
             next_work = turn + WORK_EVERY;
-            provider.do_work();
+            work(&mut provider, a.posts);
         } else {
             let _ = provider.flush();
         }
@@ -316,7 +332,7 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
                     break;
                 }
                 providers.values_mut().for_each(|p| {
-                    p.do_work();
+                    work(p, a.posts);
                 });
                 std::thread::sleep((due - now).min(Duration::from_millis(1)));
             }
@@ -341,7 +357,7 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
                 Ok(()) => break,
                 Err(ProviderError::BackPressured) => {
                     c.refused += 1;
-                    p.do_work();
+                    work(p, a.posts);
                     if over(Instant::now()) {
                         break 'ticks;
                     }
@@ -360,7 +376,7 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
         if now >= next_work {
             next_work = now + WORK_EVERY;
             providers.values_mut().for_each(|p| {
-                p.do_work();
+                work(p, a.posts);
             });
         }
     }
@@ -380,7 +396,7 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     out.flush()?;
     while !over(Instant::now()) {
         let mut work = 0;
-        providers.values_mut().for_each(|p| work += p.do_work());
+        providers.values_mut().for_each(|p| work += self::work(p, a.posts));
         if work == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }

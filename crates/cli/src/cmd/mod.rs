@@ -5,16 +5,17 @@
 //! - [`publish`], [`subscribe`], [`resolverd`]: publishing and subscribing by topic name from
 //!   the shell (the roles of Ultra Messaging's lbmsrc/lbmrcv and `nats pub`/`nats sub`), and
 //!   the resolver daemon for networks without multicast (lbmrd);
-//! - [`feed`], [`distributor`], [`client`]: the market data tier's commands (the roles of
-//!   RMDS's publisher, P2PS and rmdstestclient), thin drivers over `peregrine-market-data`'s
-//!   provider, distributor and consumer; `md` holds what they share (list files, the open
-//!   files limit).
+//! - [`feed`], [`distributor`], [`client`], [`post`]: the market data tier's commands (the
+//!   roles of RMDS's publisher, P2PS, rmdstestclient and a contribution tool), thin drivers
+//!   over `peregrine-market-data`'s provider, distributor and consumer; `md` holds what they
+//!   share (list files, the open files limit, the clients' connection set-up).
 
 pub mod bench;
 pub mod client;
 pub mod distributor;
 pub mod feed;
 mod md;
+pub mod post;
 pub mod publish;
 pub mod report;
 pub mod resolverd;

@@ -65,9 +65,49 @@ pub struct FeedArgs {
     /// last message sent for it (what a client that missed nothing saw last).
     #[arg(long)]
     pub items_out: Option<PathBuf>,
+    /// What to do with clients' posts to the feed's items: refuse them (the default: a feed
+    /// replays a source, it takes no contributions), publish them (each post's fields go out
+    /// as an update of its item, or a refresh for a full image, and the poster is told
+    /// "accepted"), or ignore them (never answered: the distributor tells the poster
+    /// "timeout"; for testing clients).
+    #[arg(long, value_enum, default_value_t = PostPolicy::Refuse)]
+    pub posts: PostPolicy,
     /// Print a JSON object per statistics line (and at the end) instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `peregrine post`: one contribution to an item, answered by its provider.
+#[derive(Args, Debug)]
+pub struct PostArgs {
+    #[command(flatten)]
+    pub conn: ConnectArgs,
+    /// The service of the item.
+    #[arg(long, default_value = DEFAULT_SERVICE, value_parser = values::parse_service)]
+    pub service: String,
+    /// Post a full image (a new item) instead of an update.
+    #[arg(long)]
+    pub refresh: bool,
+    /// A field dictionary to read the fields by (default: the distributor's, downloaded at
+    /// login; a local one must agree with it).
+    #[arg(long, value_name = "FILE")]
+    pub dictionary: Option<PathBuf>,
+    /// Print the answer as a JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The item to post to.
+    pub item: String,
+    /// The fields: NAME=VALUE as the dictionary types them (BID=189.25, TRDTIM_1=2026-11-28T10:00:00Z).
+    #[arg(required = true, value_name = "NAME=VALUE")]
+    pub fields: Vec<String>,
+}
+
+/// `peregrine feed --posts`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostPolicy {
+    Refuse,
+    Publish,
+    Ignore,
 }
 
 /// Every flag but `--config`, `--hash-token` and `--json` can also be set in the config file
@@ -139,8 +179,9 @@ pub struct DistributorArgs {
     pub json: bool,
 }
 
+/// How a market data client reaches and logs in to a distributor (`client`, `post`).
 #[derive(Args, Debug)]
-pub struct ClientArgs {
+pub struct ConnectArgs {
     /// The distributor's address, or several separated by commas (A,B): the client uses the
     /// first that accepts and moves to the next when it is lost.
     #[arg(long, default_value = DEFAULT_LISTEN)]
@@ -164,6 +205,12 @@ pub struct ClientArgs {
     /// Check the distributor's certificate against this name instead of --connect's host.
     #[arg(long, value_name = "NAME", requires = "tls_ca")]
     pub tls_server_name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    pub conn: ConnectArgs,
     /// The watchlist: one item name or glob (`AAA.*`) per line.
     #[arg(long)]
     pub watch: PathBuf,

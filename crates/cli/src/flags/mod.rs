@@ -63,6 +63,9 @@ pub enum Command {
     /// Market data client: logs in to a distributor, opens a watchlist, counts updates and
     /// measures one-way latency; --print shows every message.
     Client(md::ClientArgs),
+    /// Market data post: logs in to a distributor and posts fields to an item (a
+    /// contribution its provider accepts or refuses); exits 0 only when accepted.
+    Post(md::PostArgs),
     /// Show the counters of every live Peregrine process of this user (publishers,
     /// subscribers, resolvers, distributors, resolverd): once, with --watch every second, as
     /// JSON, or served to Prometheus with --serve ADDR.

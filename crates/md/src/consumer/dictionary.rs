@@ -47,9 +47,8 @@ impl ConsumerCore {
                 return Err(ConsumerError::DictionaryMismatch(m));
             }
         }
-        let fields = dict.len();
-        self.dictionary = Some(dict);
-        on_event(Event::Dictionary { fields });
+        let dictionary = &*self.dictionary.insert(dict);
+        on_event(Event::Dictionary { dictionary });
         Ok(())
     }
 
