@@ -1744,6 +1744,12 @@ fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_
                         0,
                         vec![],
                     )),
+                    Event::Dictionary { .. } => {
+                        got.push(("dictionary", String::new(), 0, vec![]))
+                    }
+                    Event::Ack { item, code, .. } => {
+                        got.push((code.name(), item.to_string(), 0, vec![]))
+                    }
                 }
             })
             .unwrap();
@@ -2409,4 +2415,139 @@ fn a_client_with_a_view_gets_those_fields_only() {
         |l| l.contains("\"NOPE\"") && l.contains("not in the dictionary"),
         &[],
     );
+}
+
+/// `peregrine post` as `user` (token `a`): its exit status and output.
+fn post(addr: &str, user: &str, args: &[&str]) -> (ExitStatus, String) {
+    let mut all = vec!["post", "--connect", addr, "--user", user, "--token", "a"];
+    all.extend_from_slice(args);
+    let mut p = Proc::start(&format!("post {user}"), &all);
+    let status = p.wait(S * 30);
+    (status, p.text())
+}
+
+#[test]
+fn a_post_reaches_the_provider_only_when_entitled_and_is_answered_once() {
+    let _one = serial();
+    let net = Net::new("post");
+    let users = net.users(&[
+        ("alice", "a", &["*"], "post = [\"AAA.*\"]"),
+        ("bob", "a", &["*"], ""),
+    ]);
+    let items = net.items(3);
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &[]);
+    let f = net.feed(&items, "100", &["--posts", "publish"]);
+    feed_found(&d, 0, &f);
+    let watcher = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+    let from = watcher.lines().len();
+
+    // Entitled: the provider publishes it, the poster is told, watchers see it.
+    let (status, out) = post(&addr, "alice", &["AAA.O", "BID=123.45", "ASKSIZE=7"]);
+    assert!(status.success(), "{out}");
+    assert!(out.contains("ACK AAA.O accepted"), "{out}");
+    watcher.expect_from(
+        from,
+        "the posted update",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O") && l.contains("BID=123.45") && l.contains("ASKSIZE=7"),
+        &[&d, &f],
+    );
+
+    // Not entitled (bob has no post globs, alice none for AAB.N): answered by the distributor,
+    // never forwarded; an unknown service and a field of the wrong type likewise.
+    for (user, args, why) in [
+        ("bob", &["AAA.O", "BID=1"][..], "not-entitled"),
+        ("alice", &["AAB.N", "BID=1"][..], "not-entitled"),
+        ("alice", &["--service", "NOPE", "AAA.O", "BID=1"][..], "unknown-service"),
+    ] {
+        let (status, out) = post(&addr, user, args);
+        assert!(!status.success(), "{user} {args:?}: {out}");
+        assert!(out.contains(why), "{user} {args:?}: {out}");
+    }
+    let (status, out) = post(&addr, "alice", &["AAA.O", "BID=cheap"]);
+    assert!(!status.success() && out.contains("BID=cheap"), "{out}");
+
+    // A post the provider cannot publish (an update of an item it has no image of) is refused
+    // by it, with its reason.
+    let (status, out) = post(&addr, "alice", &["AAA.NEW", "BID=1"]);
+    assert!(!status.success(), "{out}");
+    assert!(out.contains("invalid") && out.contains("AAA.NEW"), "{out}");
+
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "posts"), 5, "{ds}");
+    assert_eq!(counter(&ds, "posts_forwarded"), 2, "{ds}");
+    assert_eq!(counter(&ds, "posts_refused"), 3, "{ds}");
+    assert_eq!(counter(&ds, "posts_accepted"), 1, "{ds}");
+    assert_eq!(counter(&ds, "posts_nacked"), 1, "{ds}");
+    assert_eq!(counter(&ds, "posts_timed_out"), 0, "{ds}");
+}
+
+#[test]
+fn a_post_its_provider_never_answers_is_answered_timeout() {
+    let _one = serial();
+    let net = Net::new("post-timeout");
+    let users = net.users(&[("alice", "a", &["*"], "post = [\"*\"]")]);
+    let items = net.items(2);
+    let config = net.file(
+        "d.toml",
+        &format!("users = {users:?}\npost_timeout_ms = 300\n"),
+    );
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let f = net.feed(&items, "100", &["--posts", "ignore"]);
+    feed_found(&d, 0, &f);
+    wait_for_stat(d.pid(), |r| r["values"]["items"] == 2);
+    let (status, out) = post(&addr, "alice", &["AAA.O", "BID=1"]);
+    assert!(!status.success(), "{out}");
+    assert!(
+        out.contains("timeout") && out.contains("within 300 ms"),
+        "{out}"
+    );
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "posts_timed_out"), 1, "{ds}");
+}
+
+#[test]
+fn a_client_reads_fields_by_the_distributors_dictionary_and_a_disagreeing_one_is_refused() {
+    let _one = serial();
+    let net = Net::new("dictionary");
+    // The distributor's dictionary names the quote fields its own way.
+    let served = net.file(
+        "served.toml",
+        "[fields.MY_BID]\nfid = 22\ntype = \"price\"\n\
+         [fields.MY_ASK]\nfid = 25\ntype = \"price\"\n",
+    );
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    let items = net.items(1);
+    let (d, addr) = net.distributor(&users, "127.0.0.1:0", &["--dictionary", &served]);
+    let f = net.feed(&items, "1000", &[]);
+    feed_found(&d, 0, &f);
+    let c = net.client(&addr, "alice", "a", &["AAA.O"], &["--print", "--seconds", "30"]);
+    c.expect(
+        "the dictionary downloaded",
+        S * 10,
+        |l| l.contains("\"event\":\"dictionary\"") && l.contains("\"fields\":2"),
+        &[&d],
+    );
+    c.expect(
+        "an update named by it",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O") && l.contains("MY_BID=") && !l.contains(" BID="),
+        &[&d, &f],
+    );
+    // A local dictionary typing fid 22 as an int: the field is named and the client stops.
+    let local = net.file("local.toml", "[fields.BID]\nfid = 22\ntype = \"int\"\n");
+    let mut bad = net.client(&addr, "alice", "a", &["AAA.O"], &["--dictionary", &local]);
+    let status = bad.wait(S * 20);
+    assert!(!status.success(), "{}", bad.text());
+    let text = bad.text();
+    assert!(
+        text.contains("field BID (id 22) is int in the local dictionary")
+            && text.contains("MY_BID (id 22) is price"),
+        "{text}"
+    );
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "dictionaries_sent"), 2, "{ds}");
 }

@@ -223,6 +223,11 @@ pub const DISTRIBUTOR_GAUGES: [&str; 6] = [
     "rtt_mean_us",
     "rtt_max_us",
 ];
+// The counters and gauges fit one record of the counters file (checked when it compiles).
+const _: () = assert!(
+    Counters::NAMES.len() + DISTRIBUTOR_GAUGES.len() <= peregrine_transport::stat::MAX_VALUES
+);
+
 
 impl std::fmt::Debug for DistributorServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -12,7 +12,7 @@
 //! segment remove such files; a reader reports them, and removes them only when asked
 //! ([`DeadFiles`]; `peregrine stat --clean`).
 //!
-//! ## Layout (version 1; all integers little-endian, the host's order on every Linux target
+//! ## Layout (version 2; all integers little-endian, the host's order on every Linux target
 //! Peregrine builds for)
 //!
 //! A header of [`HEADER_LEN`] bytes, then `capacity` records of [`RECORD_LEN`] bytes each.
@@ -22,7 +22,7 @@
 //! | 0 | 8 | magic `PGRNSTAT` ([`MAGIC`]) |
 //! | 8 | 4 | version ([`VERSION`]) |
 //! | 12 | 4 | header length (256) |
-//! | 16 | 4 | record length (2176) |
+//! | 16 | 4 | record length (2816) |
 //! | 20 | 4 | capacity: records the file has room for |
 //! | 24 | 4 | pid of the creator |
 //! | 28 | 4 | records claimed so far (a high-water mark; readers look at no record beyond it) |
@@ -39,11 +39,12 @@
 //! | 12 | 4 | number of values (at most [`MAX_VALUES`]) |
 //! | 16 | 4 | length of the label |
 //! | 24 | 232 | label: `key=value` pairs separated by `\n` (`topic`, `uri`, `session`...) |
-//! | 256 | 32 x 48 | one descriptor per value: a kind byte (1 counter, 2 gauge), then its name, NUL-padded |
-//! | 1792 | 8 x 48 | the values |
+//! | 256 | 32 x 64 | one descriptor per value: a kind byte (1 counter, 2 gauge), then its name, NUL-padded |
+//! | 2304 | 8 x 64 | the values |
 //!
 //! The names travel with the values, so a reader needs no schema and a writer can add a counter
-//! without a new version.
+//! without a new version, up to [`MAX_VALUES`] a record (version 1 held 48; the distributor
+//! outgrew them).
 //!
 //! ## Writing and reading
 //!
@@ -74,13 +75,13 @@ pub use writer::{set_process_label, CountersFile, Record};
 /// `PGRNSTAT`, the first 8 bytes of every counters file.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PGRNSTAT");
 /// The layout version this code writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = 256;
 /// Bytes of one record.
-pub const RECORD_LEN: usize = 2176;
+pub const RECORD_LEN: usize = 2816;
 /// Values one record holds at most.
-pub const MAX_VALUES: usize = 48;
+pub const MAX_VALUES: usize = 64;
 /// Bytes of one value descriptor (kind byte and name).
 pub const DESCRIPTOR_LEN: usize = 32;
 /// Longest value name.
