@@ -1,7 +1,11 @@
 //! The consumer's session core on a virtual clock, against a distributor played by the test.
 
 use super::*;
-use crate::codec::{ConflatedRepr, LoginResponseRepr, RefreshRepr, StatusRepr, UpdateRepr};
+use crate::codec::{
+    AckRepr, ConflatedRepr, DictionaryRepr, DictionaryView, LoginResponseRepr, RefreshRepr,
+    StatusRepr, UpdateRepr,
+};
+use crate::dictionary::Dictionary;
 use crate::model::{Field, Value};
 
 const MS: u64 = 1_000_000;
@@ -17,6 +21,8 @@ enum Seen {
     Conflated(u32, u32),
     Disconnected,
     Service(String, bool),
+    Dictionary(usize),
+    Ack(u32, String, AckCode, String),
 }
 
 fn fields(f: &FieldList<'_>) -> Vec<(u16, String)> {
@@ -58,6 +64,13 @@ fn record(seen: &mut Vec<Seen>) -> impl FnMut(Event<'_>) + '_ {
             } => Seen::Conflated(items, updates_dropped),
             Event::Disconnected { .. } => Seen::Disconnected,
             Event::Service { service, up, .. } => Seen::Service(service.into(), up),
+            Event::Dictionary { dictionary } => Seen::Dictionary(dictionary.len()),
+            Event::Ack {
+                post_id,
+                item,
+                code,
+                text,
+            } => Seen::Ack(post_id, item.into(), code, text.into()),
         })
     }
 }
@@ -115,13 +128,19 @@ fn sent(c: &mut ConsumerCore) -> Vec<String> {
             Message::Close(c) => format!("CLOSE {}", c.request_id),
             Message::Ping(p) => format!("PING {}", p.payload),
             Message::Pong(p) => format!("PONG {}", p.payload),
+            Message::DictionaryRequest(_) => "DICTIONARY_REQUEST".to_string(),
+            Message::Post(p) => format!("POST {} {} {}", p.post_id, p.service, p.name),
             other => format!("{other:?}"),
         })
         .collect()
 }
 
+/// A consumer of two distributors that does not download the dictionary (the tests of the
+/// download turn it on).
 fn consumer() -> ConsumerCore {
-    ConsumerCore::new(ConsumerConfig::new("alice", b"a", 2)).unwrap()
+    let mut config = ConsumerConfig::new("alice", b"a", 2);
+    config.download_dictionary = false;
+    ConsumerCore::new(config).unwrap()
 }
 
 #[test]
@@ -595,4 +614,170 @@ fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item()
     // Stale items take no update until refreshed: counted, not delivered as ok.
     c.handle_bytes(&update(1, 2, 101), 0, &mut |_| {}).unwrap();
     assert_eq!(c.counters().updates_without_image, 1);
+}
+
+/// The DICTIONARY messages of `text` (a dictionary file), as a distributor sends them.
+fn dictionary_parts(text: &str) -> Vec<Vec<u8>> {
+    crate::codec::encode_dictionary(&Dictionary::parse(text, "d.toml").unwrap())
+}
+
+const SERVED: &str = "[fields.BID]\nfid = 22\ntype = \"price\"\n\
+                      [fields.CURRENCY]\nfid = 15\ntype = \"enum\"\nvalues = { 840 = \"USD\" }\n";
+
+#[test]
+fn the_dictionary_is_asked_for_after_a_version_2_login_and_put_together_from_its_parts() {
+    let mut c = ConsumerCore::new(ConsumerConfig::new("alice", b"a", 1)).unwrap();
+    c.connected(0);
+    sent(&mut c);
+    let mut seen = Vec::new();
+    c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
+        .unwrap();
+    assert_eq!(sent(&mut c), ["DICTIONARY_REQUEST"]);
+    assert!(c.dictionary_pending() && c.dictionary().is_none());
+    // Parts of a dictionary of 10000 fields, fed in one read.
+    let mut text = String::new();
+    for fid in 1..=10000 {
+        text.push_str(&format!("[fields.F{fid}]\nfid = {fid}\ntype = \"int\"\n"));
+    }
+    let parts = dictionary_parts(&text);
+    assert!(parts.len() >= 2);
+    let all: Vec<u8> = parts.concat();
+    c.handle_bytes(&all, 1, &mut record(&mut seen)).unwrap();
+    assert_eq!(seen.last(), Some(&Seen::Dictionary(10000)));
+    assert!(!c.dictionary_pending());
+    assert_eq!(c.dictionary().unwrap().by_name("F17").unwrap().fid, 17);
+    // A DICTIONARY nobody asked for breaks the connection.
+    assert!(matches!(
+        c.handle_bytes(&parts[0], 2, &mut record(&mut seen)),
+        Err(ConsumerError::Protocol { .. })
+    ));
+}
+
+#[test]
+fn a_part_out_of_order_breaks_the_connection_and_the_next_login_asks_again() {
+    let mut c = ConsumerCore::new(ConsumerConfig::new("alice", b"a", 1)).unwrap();
+    c.connected(0);
+    let mut seen = Vec::new();
+    c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
+        .unwrap();
+    sent(&mut c);
+    // Part 1 where part 0 was due.
+    let served = Dictionary::parse(SERVED, "d.toml").unwrap();
+    let entry = crate::codec::DictEntry::of(served.get(22).unwrap());
+    let part1 = DictionaryRepr {
+        complete: true,
+        part: 1,
+        fields: crate::codec::DefList::List(&[entry]),
+    };
+    let mut b = vec![0u8; part1.buffer_len()];
+    part1.emit(&mut DictionaryView::new_unchecked(&mut b[..]));
+    let e = c.handle_bytes(&b, 1, &mut record(&mut seen)).unwrap_err();
+    assert!(e.to_string().contains("part 1 where part 0 was due"), "{e}");
+    c.connection_lost(2, "protocol", &mut record(&mut seen));
+    let at = c.poll_timeout().unwrap();
+    c.connected(at);
+    c.handle_bytes(&accepted_with_liveness(5000), at, &mut record(&mut seen))
+        .unwrap();
+    assert_eq!(sent(&mut c), ["LOGIN alice", "DICTIONARY_REQUEST"]);
+}
+
+#[test]
+fn a_dictionary_that_types_a_field_otherwise_ends_the_session_naming_it() {
+    let mut config = ConsumerConfig::new("alice", b"a", 1);
+    config.dictionary = Some(
+        Dictionary::parse("[fields.BID]\nfid = 22\ntype = \"int\"\n", "local.toml").unwrap(),
+    );
+    let mut c = ConsumerCore::new(config).unwrap();
+    c.connected(0);
+    let mut seen = Vec::new();
+    c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
+        .unwrap();
+    let e = c
+        .handle_bytes(&dictionary_parts(SERVED).concat(), 1, &mut record(&mut seen))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "field BID (id 22) is int in the local dictionary but the distributor's BID (id 22) \
+         is price: fix the local dictionary, or use the distributor's"
+    );
+    assert!(c.is_refused(), "no reconnection: fields would be misread");
+    assert!(!seen.contains(&Seen::Dictionary(2)));
+    // A local dictionary that agrees (fields the other lacks are fine) is taken.
+    let mut config = ConsumerConfig::new("alice", b"a", 1);
+    config.dictionary = Some(
+        Dictionary::parse(
+            "[fields.BID]\nfid = 22\ntype = \"price\"\n[fields.X]\nfid = 9\ntype = \"int\"\n",
+            "l.toml",
+        )
+        .unwrap(),
+    );
+    let mut c = ConsumerCore::new(config).unwrap();
+    c.connected(0);
+    c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
+        .unwrap();
+    c.handle_bytes(&dictionary_parts(SERVED).concat(), 1, &mut record(&mut seen))
+        .unwrap();
+    assert_eq!(seen.last(), Some(&Seen::Dictionary(2)));
+}
+
+fn ack(post_id: u32, code: AckCode, text: &str) -> Vec<u8> {
+    bytes(Message::Ack(AckRepr {
+        origin: 0,
+        post_id,
+        code,
+        text,
+    }))
+}
+
+#[test]
+fn each_post_gets_exactly_one_ack_and_those_in_flight_at_a_disconnection_time_out() {
+    let mut c = consumer();
+    let bid = [Field::new(22, Value::price(12345, -2))];
+    assert_eq!(
+        c.post("FEED1", "AAA.O", &bid, false),
+        Err(ConsumerError::NotLoggedIn),
+        "not kept for a later connection"
+    );
+    c.connected(0);
+    let mut seen = Vec::new();
+    c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
+        .unwrap();
+    sent(&mut c);
+    let p1 = c.post("FEED1", "AAA.O", &bid, false).unwrap();
+    let p2 = c.post("FEED1", "AAB.O", &bid, true).unwrap();
+    assert_ne!(p1, p2);
+    assert_eq!(
+        sent(&mut c),
+        [
+            format!("POST {p1} FEED1 AAA.O"),
+            format!("POST {p2} FEED1 AAB.O")
+        ]
+    );
+    assert!(matches!(
+        c.post("FEED1", "AAA.O", &[], false),
+        Err(ConsumerError::BadPost { .. })
+    ));
+    assert!(matches!(
+        c.post("FEED1", "A A", &bid, false),
+        Err(ConsumerError::BadPost { .. })
+    ));
+    seen.clear();
+    c.handle_bytes(&ack(p1, AckCode::Refused, "halted"), 1, &mut record(&mut seen))
+        .unwrap();
+    // An answer to no post in flight (answered already) is ignored.
+    c.handle_bytes(&ack(p1, AckCode::Accepted, ""), 1, &mut record(&mut seen))
+        .unwrap();
+    assert_eq!(
+        seen,
+        [Seen::Ack(p1, "AAA.O".into(), AckCode::Refused, "halted".into())]
+    );
+    assert_eq!(c.posts_in_flight(), 1);
+    seen.clear();
+    c.connection_lost(2, "reset", &mut record(&mut seen));
+    assert!(
+        matches!(&seen[0], Seen::Ack(id, item, AckCode::Timeout, text)
+            if *id == p2 && item == "AAB.O" && text.contains("may or may not")),
+        "{seen:?}"
+    );
+    assert_eq!(c.posts_in_flight(), 0);
 }

@@ -22,6 +22,7 @@ struct Net {
     queues: HashMap<ClientId, Vec<u8>>,
     disconnects: Vec<Disconnect>,
     image_requests: Vec<ImageRequest>,
+    posts: Vec<PostForward>,
     events: Vec<Event>,
     dict: Dictionary,
 }
@@ -29,7 +30,7 @@ struct Net {
 fn users() -> Users {
     let mut alice = User::with_token("alice", b"alice-token", &["AAA.*", "MSFT.O"]);
     alice.services = Some(vec![FEED1.into()]);
-    let bob = User::with_token("bob", b"bob-token", &["*"]);
+    let bob = User::with_token("bob", b"bob-token", &["*"]).with_post(&["AAA.*"]);
     let mut carol = User::with_token("carol", b"carol-token", &["*"]);
     carol.slow = Some(SlowPolicy::Disconnect);
     Users::from_users(vec![alice, bob, carol])
@@ -101,6 +102,7 @@ impl Net {
             queues: HashMap::new(),
             disconnects: Vec::new(),
             image_requests: Vec::new(),
+            posts: Vec::new(),
             events: Vec::new(),
             dict: Dictionary::builtin(),
         }
@@ -122,6 +124,9 @@ impl Net {
         }
         while let Some(r) = self.d.poll_image_request() {
             self.image_requests.push(r);
+        }
+        while let Some(p) = self.d.poll_post_forward() {
+            self.posts.push(p);
         }
         while let Some(x) = self.d.poll_disconnect() {
             self.disconnects.push(x);
@@ -271,6 +276,14 @@ impl Net {
                 t
             }
             Message::Pong(p) => format!("PONG {}", p.payload),
+            Message::Ack(a) if a.text.is_empty() => format!("ACK {} {}", a.post_id, a.code),
+            Message::Ack(a) => format!("ACK {} {}: {}", a.post_id, a.code, a.text),
+            Message::Dictionary(d) => format!(
+                "DICTIONARY part={}{} fields={}",
+                d.part,
+                if d.complete { " complete" } else { "" },
+                d.fields.len()
+            ),
             other => panic!("a client never receives {:?}", other.message_type()),
         }
     }
@@ -1871,4 +1884,234 @@ fn a_feeds_data_before_its_session_is_reported_says_up_first() {
     net.d.feed_back(s, true, net.now_ns);
     net.pump();
     assert!(net.take(a).is_empty(), "up already");
+}
+
+// ---- posting and the dictionary ------------------------------------------------------------
+
+fn post_msg(post_id: u32, service: &str, item: &str, fields: &[Field<'_>]) -> Vec<u8> {
+    encode(&Message::Post(crate::codec::PostRepr {
+        refresh: false,
+        origin: 0,
+        post_id,
+        service,
+        name: item,
+        user: "",
+        fields: FieldList::List(fields),
+    }))
+}
+
+fn ack_msg(origin: u64, post_id: u32, code: crate::codec::AckCode, text: &str) -> Vec<u8> {
+    encode(&Message::Ack(crate::codec::AckRepr {
+        origin,
+        post_id,
+        code,
+        text,
+    }))
+}
+
+/// The post id the distributor gave the `i`th post it forwarded.
+fn forwarded_id(net: &Net, i: usize) -> u32 {
+    let Ok(Message::Post(p)) = Message::parse(&net.posts[i].bytes) else {
+        panic!("a POST is forwarded")
+    };
+    p.post_id
+}
+
+/// A version 2 distributor of FEED1 whose feed is up, with bob (who may post to `AAA.*`)
+/// logged in.
+fn posting_net(config: DistributorConfig) -> (Net, ClientId) {
+    let mut net = Net::with(config);
+    let s = net.feed1();
+    net.d.feed_back(s, true, net.now_ns);
+    net.pump();
+    let (bob, _) = login_v2(&mut net, "bob", 0);
+    net.take(bob);
+    (net, bob)
+}
+
+#[test]
+fn a_post_is_forwarded_renamed_and_its_ack_goes_back_to_its_poster_only() {
+    use crate::codec::AckCode;
+    let mut config = liveness_config();
+    config.origin = 0xfeed;
+    let (mut net, bob) = posting_net(config);
+    let other = net.login("bob");
+    let fields = [Field::new(22, price(123))];
+    net.send(bob, &post_msg(7, FEED1, "AAA.O", &fields));
+    assert!(net.take(bob).is_empty(), "no answer before the provider's");
+    assert_eq!(net.posts.len(), 1);
+    assert_eq!(net.posts[0].service, net.feed1());
+    let Ok(Message::Post(p)) = Message::parse(&net.posts[0].bytes) else {
+        panic!("a POST is forwarded")
+    };
+    assert_eq!(
+        (p.origin, p.user, p.service, p.name, p.refresh),
+        (0xfeed, "bob", FEED1, "AAA.O", false)
+    );
+    assert_eq!(p.fields, FieldList::List(&fields));
+    let id = p.post_id;
+    assert_eq!(net.d.posts_in_flight(), 1);
+    // Another distributor's ACK of the same id is not ours.
+    net.feed(&ack_msg(0xbeef, id, AckCode::Refused, "not yours"));
+    assert!(net.take(bob).is_empty());
+    net.feed(&ack_msg(0xfeed, id, AckCode::Accepted, ""));
+    assert_eq!(net.take(bob), ["ACK 7 accepted"]);
+    assert!(net.take(other).is_empty(), "only the poster is answered");
+    // The same ACK again finds nothing in flight.
+    net.feed(&ack_msg(0xfeed, id, AckCode::Accepted, ""));
+    assert!(net.take(bob).is_empty());
+    let c = net.d.counters();
+    assert_eq!(
+        (c.posts, c.posts_forwarded, c.posts_accepted, c.acks_unmatched),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(net.d.posts_in_flight(), 0);
+    // A refusal carries the provider's reason.
+    net.send(bob, &post_msg(8, FEED1, "AAA.O", &fields));
+    let id = forwarded_id(&net, 1);
+    net.feed(&ack_msg(0xfeed, id, AckCode::Refused, "market closed"));
+    assert_eq!(net.take(bob), ["ACK 8 refused: market closed"]);
+    assert!(net.events.iter().any(
+        |e| matches!(e, Event::Posted { code: AckCode::Refused, item, user, .. } if item == "AAA.O" && user == "bob")
+    ));
+}
+
+#[test]
+fn posts_the_distributor_refuses_never_reach_the_provider() {
+    let mut config = liveness_config();
+    config.max_posts_per_client = 2;
+    let (mut net, bob) = posting_net(config);
+    let (alice, _) = login_v2(&mut net, "alice", 0);
+    net.take(alice);
+    let bid = [Field::new(22, price(1))];
+    net.send(alice, &post_msg(1, FEED1, "AAA.O", &bid));
+    assert_eq!(
+        net.take(alice),
+        ["ACK 1 not-entitled: user alice may not post to AAA.O of FEED1"]
+    );
+    net.send(bob, &post_msg(2, FEED1, "MSFT.O", &bid));
+    assert_eq!(
+        net.take(bob),
+        ["ACK 2 not-entitled: user bob may not post to MSFT.O of FEED1"]
+    );
+    net.send(bob, &post_msg(3, "NOPE", "AAA.O", &bid));
+    assert_eq!(
+        net.take(bob),
+        ["ACK 3 unknown-service: this distributor carries no service NOPE"]
+    );
+    let wrong = [Field::new(22, Value::Int(1))];
+    net.send(bob, &post_msg(4, FEED1, "AAA.O", &wrong));
+    assert_eq!(
+        net.take(bob),
+        ["ACK 4 invalid: field BID (id 22) is a price, not a int"]
+    );
+    assert!(net.posts.is_empty(), "none forwarded");
+    // Two in flight: the third waits for one of them.
+    for id in [5, 6, 7] {
+        net.send(bob, &post_msg(id, FEED1, "AAA.O", &bid));
+    }
+    assert_eq!(net.posts.len(), 2);
+    assert_eq!(
+        net.take(bob),
+        ["ACK 7 busy: 2 posts of this connection are waiting for their answer: wait for one"]
+    );
+    // A feed gone: its service is down.
+    let s = net.feed1();
+    net.d.feed_gone(s, net.now_ns);
+    net.pump();
+    net.take(bob);
+    net.posts.clear();
+    net.send(bob, &post_msg(8, FEED1, "AAA.O", &bid));
+    assert_eq!(
+        net.take(bob),
+        ["ACK 8 service-down: no provider of FEED1 is live"]
+    );
+    assert!(net.posts.is_empty());
+    assert_eq!(net.d.counters().posts_refused, 6);
+}
+
+#[test]
+fn a_post_without_an_answer_is_answered_timeout_once_and_a_late_ack_is_counted() {
+    use crate::codec::AckCode;
+    let mut config = liveness_config();
+    config.post_timeout_ns = 2_000_000_000;
+    let (mut net, bob) = posting_net(config);
+    net.send(bob, &post_msg(9, FEED1, "AAA.O", &[Field::new(22, price(1))]));
+    let id = forwarded_id(&net, 0);
+    let deadline = net.now_ns + 2_000_000_000;
+    assert!(net.d.poll_timeout().is_some_and(|t| t <= deadline));
+    let acks = |got: Vec<String>| -> Vec<String> {
+        got.into_iter().filter(|m| m.starts_with("ACK")).collect()
+    };
+    net.d.handle_timeout(deadline - 1);
+    net.pump();
+    assert!(acks(net.take(bob)).is_empty(), "not yet");
+    net.d.handle_timeout(deadline);
+    net.pump();
+    assert_eq!(
+        acks(net.take(bob)),
+        ["ACK 9 timeout: no answer from the provider of FEED1 within 2000 ms"]
+    );
+    net.d.handle_timeout(deadline + 1_000_000);
+    net.pump();
+    assert!(acks(net.take(bob)).is_empty(), "once");
+    net.feed(&ack_msg(1, id, AckCode::Accepted, ""));
+    assert!(acks(net.take(bob)).is_empty(), "too late: the poster was told");
+    let c = net.d.counters();
+    assert_eq!((c.posts_timed_out, c.acks_unmatched), (1, 1));
+}
+
+#[test]
+fn the_answer_to_a_gone_clients_post_is_dropped() {
+    use crate::codec::AckCode;
+    let (mut net, bob) = posting_net(liveness_config());
+    net.send(bob, &post_msg(1, FEED1, "AAA.O", &[Field::new(22, price(1))]));
+    let id = forwarded_id(&net, 0);
+    net.d.client_closed(bob);
+    net.pump();
+    net.queues.remove(&bob);
+    net.feed(&ack_msg(1, id, AckCode::Accepted, ""));
+    assert!(!net.queues.contains_key(&bob), "nothing queued to a gone client");
+    assert_eq!(net.d.posts_in_flight(), 0);
+}
+
+#[test]
+fn a_dictionary_request_is_answered_with_every_part_in_order() {
+    let mut text = String::new();
+    for fid in 1..=10000 {
+        text.push_str(&format!("[fields.F{fid}]\nfid = {fid}\ntype = \"int\"\n"));
+    }
+    let big = Dictionary::parse(&text, "big.toml").unwrap();
+    let mut config = liveness_config();
+    config.dictionary = Arc::new(big);
+    let (mut net, bob) = posting_net(config.clone());
+    net.send(
+        bob,
+        &encode(&Message::DictionaryRequest(
+            crate::codec::DictionaryRequestRepr,
+        )),
+    );
+    let got = net.take(bob);
+    assert!(got.len() >= 2, "{got:?}");
+    let mut total = 0;
+    for (i, m) in got.iter().enumerate() {
+        let last = i + 1 == got.len();
+        assert!(
+            m.starts_with(&format!(
+                "DICTIONARY part={i}{} fields=",
+                if last { " complete" } else { "" }
+            )),
+            "{m}"
+        );
+        total += m.rsplit('=').next().unwrap().parse::<usize>().unwrap();
+    }
+    assert_eq!(total, 10000);
+    assert_eq!(net.d.counters().dictionaries_sent, 1);
+    // A dictionary that would take more than half a client's queue is refused at start.
+    config.max_queue_bytes = MIN_QUEUE_BYTES;
+    let e = Distributor::new(config, Arc::new(users())).unwrap_err();
+    assert!(
+        e.to_string().contains("raise max_queue_bytes to at least"),
+        "{e}"
+    );
 }

@@ -311,3 +311,71 @@ fn unknown_and_malformed_requests_are_counted_and_not_answered() {
     let c = p.counters();
     assert_eq!((c.unknown_requests, c.bad_requests), (1, 2));
 }
+
+fn post(service: &str, origin: u64, post_id: u32, user: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    Message::Post(crate::codec::PostRepr {
+        refresh: false,
+        origin,
+        post_id,
+        service,
+        name: "AAA.O",
+        user,
+        fields: FieldList::List(&[bid(18925)]),
+    })
+    .emit_to_vec(&mut b);
+    b
+}
+
+/// The next queued ACK (taken as sent): origin, post id, code, text.
+fn sent_ack(p: &mut ProviderCore) -> (u64, u32, crate::codec::AckCode, String) {
+    let b = p.poll_ack().expect("an ACK queued").to_vec();
+    p.ack_sent();
+    match Message::parse(&b) {
+        Ok(Message::Ack(a)) => (a.origin, a.post_id, a.code, a.text.to_string()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn posts_wait_for_the_application_and_each_answer_goes_back_to_its_distributor() {
+    use crate::codec::AckCode;
+    let mut p = core();
+    p.handle_request(&post("FEED1", 0xfeed, 4, "alice"), 1);
+    let got = p.poll_post().unwrap();
+    assert_eq!(
+        (got.origin, got.post_id, got.user.as_str(), got.item.as_str()),
+        (0xfeed, 4, "alice", "AAA.O")
+    );
+    assert_eq!(got.field_list(), [bid(18925)]);
+    assert!(p.poll_post().is_none());
+    // A reason longer than 255 bytes is cut at a character boundary.
+    let long = "é".repeat(200);
+    p.ack(&got, AckCode::Refused, &long);
+    let (origin, post_id, code, text) = sent_ack(&mut p);
+    assert_eq!((origin, post_id, code), (0xfeed, 4, AckCode::Refused));
+    assert_eq!(text.len(), 254);
+    assert!(p.poll_ack().is_none());
+    // A client's own post (origin 0) or another service's is not for this provider.
+    p.handle_request(&post("FEED1", 0, 5, ""), 2);
+    p.handle_request(&post("FEED2", 1, 6, "bob"), 2);
+    assert!(p.poll_post().is_none());
+    let c = p.counters();
+    assert_eq!((c.posts, c.posts_refused, c.bad_requests), (1, 1, 2));
+}
+
+#[test]
+fn a_provider_that_does_not_take_its_posts_answers_the_extra_ones_busy() {
+    use crate::codec::AckCode;
+    let mut config = ProviderConfig::new("FEED1");
+    config.max_pending_posts = 2;
+    let mut p = ProviderCore::new(config).unwrap();
+    for id in 1..=3 {
+        p.handle_request(&post("FEED1", 7, id, "alice"), 1);
+    }
+    assert_eq!(p.pending_posts(), 2);
+    let (_, post_id, code, text) = sent_ack(&mut p);
+    assert_eq!((post_id, code), (3, AckCode::Busy));
+    assert!(text.contains("2 posts waiting"), "{text}");
+    assert_eq!(p.poll_post().unwrap().post_id, 1);
+}
