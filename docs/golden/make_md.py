@@ -15,8 +15,11 @@ import struct
 TYPES = {
     "REFRESH": 0x01, "UPDATE": 0x02, "STATUS": 0x03, "LOGIN": 0x10, "LOGIN_RESPONSE": 0x11,
     "OPEN": 0x12, "CLOSE": 0x13, "CONFLATED": 0x14, "PING": 0x15, "PONG": 0x16,
-    "PAUSE": 0x17, "RESUME": 0x18, "DIRECTORY": 0x19, "IMAGE_REQUEST": 0x20,
+    "PAUSE": 0x17, "RESUME": 0x18, "DIRECTORY": 0x19, "DICTIONARY_REQUEST": 0x1A,
+    "DICTIONARY": 0x1B, "POST": 0x1C, "ACK": 0x1D, "IMAGE_REQUEST": 0x20,
 }
+ACK_CODES = {"accepted": 0, "refused": 1, "not-entitled": 2, "service-down": 3, "unknown-service": 4,
+             "busy": 5, "timeout": 6, "invalid": 7}
 REFRESH_FLAGS = {"SOLICITED": 0x01, "CONFLATED": 0x02, "SNAPSHOT": 0x04, "VIEW": 0x08}
 OPEN_FLAGS = {"SNAPSHOT": 0x01, "VIEW": 0x02}
 STATES = {"ok": 0, "stale": 1, "closed": 2, "not-entitled": 3, "not-found": 4, "rejected": 5}
@@ -141,6 +144,42 @@ def conflated(items, updates_dropped, item_id=0):
 
 def image_request(item_id, request_id, flags=0):
     return header(12, "IMAGE_REQUEST", flags, item_id) + struct.pack("<I", request_id)
+
+
+def dictionary_request(flags=0, length=8):
+    return header(length, "DICTIONARY_REQUEST", flags) + bytes(length - 8)
+
+
+def dictionary(entries, part=0, complete=True, count=None):
+    """entries: (fid, type name, name, {code: label}) each: u16 fid, u8 type, u8 name_len, name,
+    u16 value_count, then per value u16 code, u8 label_len, label."""
+    body = b""
+    for fid, kind, name, values in entries:
+        n = name.encode()
+        body += struct.pack("<HBB", fid, KINDS[kind] if isinstance(kind, str) else kind, len(n)) + n
+        body += struct.pack("<H", len(values))
+        for code, label in values.items():
+            lb = label.encode()
+            body += struct.pack("<HB", code, len(lb)) + lb
+    n = len(entries) if count is None else count
+    return header(12 + len(body), "DICTIONARY", 0x01 if complete else 0) + struct.pack("<HH", part, n) + body
+
+
+def post(origin, post_id, service, name, user, fields, refresh=False, reserved=0, padding=None):
+    """u64 origin, u32 post_id, u16 field_count, u8 service_len, u8 name_len, u8 user_len, 3 reserved,
+    the names, zero padding to 8 from the message's start, the fields."""
+    s, n, u = service.encode(), name.encode(), user.encode()
+    fixed = struct.pack("<QIHBBB", origin, post_id, len(fields), len(s), len(n), len(u)) + bytes([reserved, 0, 0])
+    names = s + n + u
+    pad = bytes(pad8(28 + len(names))) if padding is None else padding
+    body = fixed + names + pad + fields_bytes(fields)
+    return header(8 + len(body), "POST", 0x01 if refresh else 0) + body
+
+
+def ack(origin, post_id, code, text, raw_code=None, length_delta=0):
+    t = text.encode()
+    c = ACK_CODES[code] if raw_code is None else raw_code
+    return header(22 + len(t) + length_delta, "ACK") + struct.pack("<QIBB", origin, post_id, c, len(t)) + t
 
 
 def big(v):
@@ -423,6 +462,63 @@ invalid("directory_state_2", "DIRECTORY", directory([("FEED1", 2, True)]), "BadF
         "a state is 0 (down) or 1 (up)", "directory.state")
 invalid("directory_entry_past_the_end", "DIRECTORY", directory([("FEED1", True, True)], count=2), "BadLength",
         "two entries announced, one present")
+valid("dictionary_request", "DICTIONARY_REQUEST", dictionary_request(), dict(),
+      "a client asks for the distributor's field dictionary")
+valid("dictionary_request_again", "DICTIONARY_REQUEST", dictionary_request(), dict(),
+      "asked again (after a reconnection): the same 8 bytes")
+invalid("dictionary_request_length_12", "DICTIONARY_REQUEST", dictionary_request(length=12), "BadLength",
+        "DICTIONARY_REQUEST is the header alone")
+CURRENCY = (15, "enum", "CURRENCY", {840: "USD", 978: "EUR"})
+valid("dictionary_one_part", "DICTIONARY",
+      dictionary([CURRENCY, (22, "price", "BID", {})]),
+      dict(complete=True, part=0, fields=[
+          dict(fid=15, type="enum", name="CURRENCY", values={"840": "USD", "978": "EUR"}),
+          dict(fid=22, type="price", name="BID", values={})]),
+      "a whole dictionary in one part: an enum with the names of two codes, and a price")
+valid("dictionary_first_of_two", "DICTIONARY", dictionary([(3, "string", "DSPLY_NAME", {})], complete=False),
+      dict(complete=False, part=0, fields=[dict(fid=3, type="string", name="DSPLY_NAME", values={})]),
+      "part 0 of a dictionary sent in several parts: more follow")
+valid("dictionary_empty", "DICTIONARY", dictionary([]), dict(complete=True, part=0, fields=[]),
+      "a distributor with an empty dictionary sends one empty, complete part")
+invalid("dictionary_fids_not_increasing", "DICTIONARY",
+        dictionary([(22, "price", "BID", {}), (15, "price", "ASK", {})]), "BadField",
+        "fids increase within a part", "dictionary.fid")
+invalid("dictionary_values_on_a_price", "DICTIONARY", dictionary([(22, "price", "BID", {1: "X"})]), "BadField",
+        "only enums name their codes", "dictionary.value_count")
+invalid("dictionary_lowercase_name", "DICTIONARY", dictionary([(22, "price", "bid", {})]), "BadText",
+        "field names are A-Z 0-9 _", "dictionary.name")
+invalid("dictionary_unknown_type", "DICTIONARY", dictionary([(22, 9, "BID", {})]), "BadField",
+        "types are 1 to 5", "dictionary.type")
+invalid("dictionary_entry_past_the_end", "DICTIONARY", dictionary([(22, "price", "BID", {})], count=2), "BadLength",
+        "two entries announced, one present")
+POSTED = [dict(BID), {"fid": 31, "kind": "int", "value": 700}]
+valid("post_from_a_client", "POST", post(0, 7, "FEED1", "AAA.O", "", POSTED),
+      dict(refresh=False, origin=0, post_id=7, service="FEED1", name="AAA.O", user="", fields=POSTED),
+      "a client posts an update of AAA.O (origin 0 and no user: the distributor sets them)")
+valid("post_forwarded_refresh", "POST", post(0x0102030405060708, 1, "FEED1", "NEW.ITEM", "alice", [dict(ASK)], refresh=True),
+      dict(refresh=True, origin=big(0x0102030405060708), post_id=1, service="FEED1", name="NEW.ITEM", user="alice",
+           fields=[dict(ASK)]),
+      "the distributor forwards alice's full image of a new item to the provider, under its origin and its post id")
+invalid("post_id_zero", "POST", post(0, 0, "FEED1", "AAA.O", "", POSTED), "BadField",
+        "a post has an id", "post.post_id")
+invalid("post_origin_without_user", "POST", post(5, 1, "FEED1", "AAA.O", "", POSTED), "BadField",
+        "an origin goes with a user", "post.user_len")
+invalid("post_reserved_nonzero", "POST", post(0, 1, "FEED1", "AAA.O", "", POSTED, reserved=1), "BadField",
+        "reserved bytes are zero", "post.reserved")
+invalid("post_padding_nonzero", "POST", post(0, 1, "FEED1", "AAA.O", "", POSTED, padding=b"\x00\x01"),
+        "BadField", "padding is zero", "post.padding")
+valid("ack_accepted", "ACK", ack(0, 7, "accepted", ""), dict(origin=0, post_id=7, code="accepted", text=""),
+      "the distributor tells the client its post 7 was accepted")
+valid("ack_refused_on_the_backbone", "ACK", ack(0x0102030405060708, 1, "refused", "market closed"),
+      dict(origin=big(0x0102030405060708), post_id=1, code="refused", text="market closed"),
+      "the provider refuses the distributor's post 1, with its reason")
+valid("ack_timeout", "ACK", ack(0, 9, "timeout", "no answer"), dict(origin=0, post_id=9, code="timeout", text="no answer"),
+      "no answer came in time")
+invalid("ack_unknown_code", "ACK", ack(0, 7, "accepted", "", raw_code=8), "BadField",
+        "codes are 0 to 7", "ack.code")
+invalid("ack_post_id_zero", "ACK", ack(0, 0, "accepted", ""), "BadField", "an ACK answers a post", "ack.post_id")
+invalid("ack_length_not_text", "ACK", ack(0, 7, "refused", "x", length_delta=1) + b"y", "BadLength",
+        "an ACK is 22 bytes and its text")
 invalid("image_request_flags_nonzero", "IMAGE_REQUEST", image_request(0, 1, flags=0x80), "BadField",
         "IMAGE_REQUEST defines no flag", "image_request.flags")
 

@@ -41,6 +41,14 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Directory => {
             Message::Directory(DirectoryRepr::parse(&DirectoryView::new_checked(b)?)?)
         }
+        MessageType::DictionaryRequest => Message::DictionaryRequest(
+            DictionaryRequestRepr::parse(&DictionaryRequestView::new_checked(b)?)?,
+        ),
+        MessageType::Dictionary => {
+            Message::Dictionary(DictionaryRepr::parse(&DictionaryView::new_checked(b)?)?)
+        }
+        MessageType::Post => Message::Post(PostRepr::parse(&PostView::new_checked(b)?)?),
+        MessageType::Ack => Message::Ack(AckRepr::parse(&AckView::new_checked(b)?)?),
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }

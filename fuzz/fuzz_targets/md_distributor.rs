@@ -1,7 +1,7 @@
 //! The distributor's core, stateful: a script of inputs from four client connections (raw
-//! bytes, or LOGIN, OPEN and CLOSE built from the script so that logged-in states are
-//! reached) interleaved with backbone messages (raw, or REFRESH, UPDATE and STATUS built from
-//! the script), losses, feeds going and coming back, drains, closes and time. After every step
+//! bytes, or LOGIN, OPEN, CLOSE, PAUSE, RESUME, PING, PONG, DICTIONARY_REQUEST and POST built
+//! from the script so that logged-in states are reached) interleaved with backbone messages
+//! (raw, or REFRESH, UPDATE, STATUS and the providers' ACKs built from the script), losses, feeds going and coming back, drains, closes and time. After every step
 //! the outputs are drained as a driver does. Never a panic; no client's queue passes its bound;
 //! what the distributor holds stays within its limits; every byte it sends is a valid message.
 #![no_main]
@@ -51,7 +51,7 @@ fn encode(m: &Message<'_>) -> Vec<u8> {
 fn users() -> Users {
     let mut alice = User::with_token("alice", b"alice", &["AAA.*", "MSFT.O"]);
     alice.services = Some(vec!["FEED1".into()]);
-    let bob = User::with_token("bob", b"bob", &["*"]);
+    let bob = User::with_token("bob", b"bob", &["*"]).with_post(&["AAA.*", "ZZZ.O"]);
     let mut carol = User::with_token("carol", b"carol", &["*"]);
     carol.slow = Some(SlowPolicy::Disconnect);
     Users::from_users(vec![alice, bob, carol])
@@ -66,6 +66,8 @@ fuzz_target!(|script: &[u8]| {
     config.max_watch_per_client = MAX_WATCH;
     config.max_patterns_per_client = MAX_PATTERNS;
     config.max_requests_per_client = 4;
+    config.max_posts_per_client = 3;
+    config.post_timeout_ns = 50_000_000;
     config.max_queue_bytes = if setup & 1 == 0 {
         MIN_QUEUE_BYTES
     } else {
@@ -77,6 +79,7 @@ fuzz_target!(|script: &[u8]| {
         SlowPolicy::Disconnect
     };
     let max_queue = config.max_queue_bytes;
+    let origin = config.origin;
     let mut d = Distributor::new(config, Arc::new(users())).unwrap();
     let services = [
         d.service_id("FEED1").unwrap(),
@@ -171,12 +174,32 @@ fuzz_target!(|script: &[u8]| {
                 let pause = PauseRepr {
                     request_id: request_id % 3,
                 };
+                let name = NAMES[usize::from(b % 8)];
+                let posted = [Field::new(
+                    if b & 0x10 != 0 { 22 } else { 30 },
+                    Value::Price(Price {
+                        mantissa: i64::from(b),
+                        exponent: -2,
+                    }),
+                )];
                 let m = match b >> 5 {
-                    0 | 1 => encode(&Message::Close(CloseRepr { request_id })),
-                    2 => encode(&Message::Pause(pause)),
-                    3 => encode(&Message::Resume(pause)),
-                    4 | 5 => encode(&Message::Ping(PingRepr { payload })),
-                    _ => encode(&Message::Pong(PingRepr { payload })),
+                    0 => encode(&Message::Close(CloseRepr { request_id })),
+                    1 => encode(&Message::Pause(pause)),
+                    2 => encode(&Message::Resume(pause)),
+                    3 => encode(&Message::Ping(PingRepr { payload })),
+                    4 => encode(&Message::Pong(PingRepr { payload })),
+                    5 => encode(&Message::DictionaryRequest(DictionaryRequestRepr)),
+                    // A post (to an item bob may post to, or not; a field of the dictionary's
+                    // type, or not).
+                    _ => encode(&Message::Post(PostRepr {
+                        refresh: b & 0x08 != 0,
+                        origin: 0,
+                        post_id: request_id + 1,
+                        service: ["FEED1", "FEED2", "FEED9"][usize::from(b % 3)],
+                        name,
+                        user: "",
+                        fields: FieldList::List(&posted),
+                    })),
                 };
                 if let Some(c) = slots[slot] {
                     d.handle_client_bytes(c, &m, now_ns);
@@ -225,6 +248,18 @@ fuzz_target!(|script: &[u8]| {
                     timestamp_ns: now_ns,
                     item_seq: seq,
                     fields: FieldList::List(&fields[..1 + usize::from(b & 1)]),
+                }));
+                d.handle_backbone_message(service, &m, now_ns);
+            }
+            8 if inp.0.first().is_some_and(|b| b & 0x80 != 0) => {
+                // A provider's ACK: of this distributor's posts (ids are given from 1), or
+                // another's.
+                let b = inp.byte();
+                let m = encode(&Message::Ack(AckRepr {
+                    origin: if b & 0x40 != 0 { origin } else { origin + 1 },
+                    post_id: u32::from(b % 6) + 1,
+                    code: AckCode::ALL[usize::from(b >> 3) % AckCode::ALL.len()],
+                    text: "from the provider",
                 }));
                 d.handle_backbone_message(service, &m, now_ns);
             }
@@ -290,6 +325,13 @@ fuzz_target!(|script: &[u8]| {
             let b = r.to_bytes();
             assert!(Message::parse(&b).is_ok());
         }
+        while let Some(p) = d.poll_post_forward() {
+            let Ok(Message::Post(post)) = Message::parse(&p.bytes) else {
+                panic!("a forwarded post is a valid POST");
+            };
+            assert_eq!(post.origin, origin);
+            assert_eq!(post.user, "bob", "only bob may post");
+        }
         while let Some(x) = d.poll_disconnect() {
             queues.remove(&x.client);
             for s in slots.iter_mut() {
@@ -310,5 +352,6 @@ fuzz_target!(|script: &[u8]| {
         assert_eq!(f.outbox_bytes, 0, "everything polled");
         assert_eq!(f.events, 0);
         assert!(f.image_requests <= 2 * 4096);
+        assert!(f.posts_in_flight <= CLIENTS * 3);
     }
 });

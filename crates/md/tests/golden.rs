@@ -7,7 +7,8 @@
 //! - the valid vectors back to back are one TCP stream that [`Messages`] splits back.
 
 use peregrine_md::codec::*;
-use peregrine_md::model::{Field, ItemState, Price, Value as FieldValue};
+use peregrine_md::dictionary::FieldDef;
+use peregrine_md::model::{Field, ItemState, Kind, Price, Value as FieldValue};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -187,6 +188,14 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Directory => {
             Message::Directory(DirectoryRepr::parse(&DirectoryView::new_checked(b)?)?)
         }
+        MessageType::DictionaryRequest => Message::DictionaryRequest(
+            DictionaryRequestRepr::parse(&DictionaryRequestView::new_checked(b)?)?,
+        ),
+        MessageType::Dictionary => {
+            Message::Dictionary(DictionaryRepr::parse(&DictionaryView::new_checked(b)?)?)
+        }
+        MessageType::Post => Message::Post(PostRepr::parse(&PostView::new_checked(b)?)?),
+        MessageType::Ack => Message::Ack(AckRepr::parse(&AckView::new_checked(b)?)?),
         MessageType::ImageRequest => {
             Message::ImageRequest(ImageRequestRepr::parse(&ImageRequestView::new_checked(b)?)?)
         }
@@ -233,6 +242,8 @@ fn check_valid(v: &Vector) {
     let token;
     let fids: Option<Vec<u16>>;
     let entries: Vec<ServiceEntry<'_>>;
+    let defs: Vec<FieldDef>;
+    let dict_entries: Vec<DictEntry<'_>>;
     let expected = match ty {
         MessageType::Update => {
             list = field_list(name, f.list("fields"));
@@ -339,6 +350,70 @@ fn check_valid(v: &Vector) {
             Message::Directory(DirectoryRepr {
                 complete: f.get("complete").as_bool().expect("complete is a bool"),
                 services: EntryList::List(&entries),
+            })
+        }
+        MessageType::DictionaryRequest => Message::DictionaryRequest(DictionaryRequestRepr),
+        MessageType::Dictionary => {
+            defs = f
+                .list("fields")
+                .iter()
+                .map(|e| {
+                    let mut e = Fields::new(name, e.as_object().expect("an entry is an object"));
+                    let kind = e.str("type");
+                    let values = e
+                        .get("values")
+                        .as_object()
+                        .expect("values is an object")
+                        .iter()
+                        .map(|(code, label)| {
+                            (
+                                code.parse::<u16>().expect("codes are numbers"),
+                                label.as_str().expect("labels are strings").to_string(),
+                            )
+                        })
+                        .collect();
+                    let def = FieldDef {
+                        fid: e.int("fid"),
+                        name: e.str("name").to_string(),
+                        kind: Kind::ALL
+                            .into_iter()
+                            .find(|k| k.name() == kind)
+                            .unwrap_or_else(|| panic!("{name}: unknown type {kind}")),
+                        values,
+                    };
+                    e.finish();
+                    def
+                })
+                .collect();
+            dict_entries = defs.iter().map(DictEntry::of).collect();
+            Message::Dictionary(DictionaryRepr {
+                complete: f.get("complete").as_bool().expect("complete is a bool"),
+                part: f.int("part"),
+                fields: DefList::List(&dict_entries),
+            })
+        }
+        MessageType::Post => {
+            list = field_list(name, f.list("fields"));
+            Message::Post(PostRepr {
+                refresh: f.get("refresh").as_bool().expect("refresh is a bool"),
+                origin: f.int("origin"),
+                post_id: f.int("post_id"),
+                service: f.str("service"),
+                name: f.str("name"),
+                user: f.str("user"),
+                fields: FieldList::List(&list),
+            })
+        }
+        MessageType::Ack => {
+            let code = f.str("code");
+            Message::Ack(AckRepr {
+                origin: f.int("origin"),
+                post_id: f.int("post_id"),
+                code: AckCode::ALL
+                    .into_iter()
+                    .find(|c| c.name() == code)
+                    .unwrap_or_else(|| panic!("{name}: unknown code {code}")),
+                text: f.str("text"),
             })
         }
         MessageType::ImageRequest => Message::ImageRequest(ImageRequestRepr {
