@@ -42,7 +42,8 @@ def backbone():
 class Distributor:
     """A `peregrine distributor` process on a free port; its output lines are collected."""
 
-    def __init__(self, tmp_path, backbone_uri, requests_uri, items, more_users="", args=()):
+    def __init__(self, tmp_path, backbone_uri, requests_uri, items, more_users="", args=(),
+                 alice_extra=""):
         exe = os.environ.get("PEREGRINE_BIN")
         if not exe:
             pytest.skip("PEREGRINE_BIN is not set (crates/cli/tests/python.rs sets it)")
@@ -50,7 +51,7 @@ class Distributor:
         digest = hashlib.sha256(TOKEN.encode()).hexdigest()
         quoted = ", ".join(f'"{i}"' for i in items)
         users.write_text(f'[users.alice]\ntoken_sha256 = "{digest}"\nitems = [{quoted}]\n'
-                         + more_users)
+                         + alice_extra + more_users)
         self.proc = subprocess.Popen(
             [exe, "distributor", "--listen", "127.0.0.1:0", "--users", str(users),
              "--backbone", backbone_uri, "--requests", requests_uri, "--mode", "latency",
@@ -531,3 +532,71 @@ def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
             cons.poll(timeout=0.05)
         assert cons.rtt_us > 0 and cons.counters()["pings_sent"] >= 1
         cons.disconnect()
+
+
+def test_a_post_reaches_the_python_provider_and_one_ack_answers_it(tmp_path):
+    bb, rq = backbone()
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    bob = f'\n[users.bob]\ntoken_sha256 = "{digest}"\nitems = ["*"]\n'
+    served = tmp_path / "served.toml"
+    served.write_text('[fields.MY_BID]\nfid = 22\ntype = "price"\n'
+                      '[fields.MY_SIZE]\nfid = 30\ntype = "int"\n')
+    # alice may post to AAA.*, bob to nothing.
+    d = Distributor(tmp_path, bb, rq, ["AAA.*"], more_users=bob,
+                    args=("--dictionary", str(served)), alice_extra='post = ["AAA.*"]\n')
+    try:
+        with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+            prov.refresh("AAA.O", {"BID": Decimal("1.00"), "BIDSIZE": 1})
+            cons = md.Consumer([d.address], user="alice", token=TOKEN)
+            # Fields are named by the distributor's dictionary, downloaded at login.
+            assert cons.downloaded_dictionary()["MY_BID"]["fid"] == 22
+            cons.open("FEED1", "AAA.O")
+            got = pump(prov, cons, lambda g: any(e.kind == "refresh" for e in g),
+                       what="the image")
+            image = next(e for e in got if e.kind == "refresh")
+            assert image.fields == {"MY_BID": Decimal("1.00"), "MY_SIZE": 1}, image.fields
+            # An entitled post: the provider takes it and publishes it; one ack answers it.
+            pid = cons.post("FEED1", "AAA.O", {"MY_BID": Decimal("1.25")})
+            deadline = time.monotonic() + 8
+            post = None
+            while post is None:
+                assert time.monotonic() < deadline, "the post did not reach the provider"
+                prov.do_work()
+                post = prov.poll_post()
+                cons.poll(timeout=0.002)
+            assert (post.user, post.item, post.refresh) == ("alice", "AAA.O", False)
+            assert post.fields == {"BID": Decimal("1.25")}, "the provider's own names"
+            prov.publish_post(post)
+            with pytest.raises(ValueError, match="answered already"):
+                prov.accept(post)
+            got = pump(prov, cons, lambda g: any(e.kind == "ack" for e in g)
+                       and any(e.kind == "update" for e in g), what="the ack and the update")
+            acks = [e for e in got if e.kind == "ack"]
+            updates = [e for e in got if e.kind == "update"]
+            assert [(a.post_id, a.item, a.state) for a in acks] == [(pid, "AAA.O", "accepted")]
+            assert updates[-1].fields == {"MY_BID": Decimal("1.25")}
+            # Refused by the provider, with its reason.
+            pid = cons.post("FEED1", "AAA.O", MY_SIZE=5)
+            deadline = time.monotonic() + 8
+            while (post := prov.poll_post()) is None:
+                assert time.monotonic() < deadline, "the second post did not reach the provider"
+                prov.do_work()
+                cons.poll(timeout=0.002)
+            prov.refuse(post, "sizes are the exchange's")
+            got = pump(prov, cons, lambda g: any(e.kind == "ack" for e in g), what="the nack")
+            nack = next(e for e in got if e.kind == "ack")
+            assert (nack.post_id, nack.state, nack.text) == (pid, "refused",
+                                                             "sizes are the exchange's")
+            # Not entitled: answered by the distributor, never seen by the provider.
+            other = md.Consumer([d.address], user="bob", token=TOKEN)
+            pid = other.post("FEED1", "AAA.O", {"MY_BID": 2})
+            got = pump(prov, other, lambda g: any(e.kind == "ack" for e in g), what="bob's nack")
+            nack = next(e for e in got if e.kind == "ack")
+            assert (nack.post_id, nack.state) == (pid, "not-entitled"), nack.text
+            prov.do_work()
+            assert prov.poll_post() is None
+            assert prov.counters()["posts"] == 2
+            other.disconnect()
+            cons.disconnect()
+    finally:
+        d.stop()
