@@ -203,6 +203,12 @@ enum pg_md_event_kind
   // a provider of it is live, else `PG_MD_STALE`; `items`: 1 if this user may open it),
   // after each login and when its state changes.
   PG_MD_SERVICE = 8,
+  // The answer to a post (`request`: the post's id; `state`: a `pg_md_ack_code`; `item`;
+  // `text`: why it was refused). Exactly one per post.
+  PG_MD_ACK = 9,
+  // The distributor's field dictionary arrived (`items`: its fields); field names come
+  // from it from the next poll on.
+  PG_MD_DICTIONARY = 10,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -230,6 +236,38 @@ enum pg_md_state
 typedef enum pg_md_state pg_md_state;
 #else
 typedef int32_t pg_md_state;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What became of a post (`pg_md_event.state` of a `PG_MD_ACK`); every code but
+// `PG_MD_ACCEPTED` refuses it.
+enum pg_md_ack_code
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The provider accepted it.
+  PG_MD_ACCEPTED = 0,
+  // The provider refused it (`text` says why).
+  PG_MD_REFUSED = 1,
+  // The user may not post to the item (the users file's `post` globs).
+  PG_MD_NOT_ENTITLED_TO_POST = 2,
+  // No provider of the service is live.
+  PG_MD_SERVICE_DOWN = 3,
+  // The distributor carries no such service.
+  PG_MD_UNKNOWN_SERVICE = 4,
+  // Too many posts in flight.
+  PG_MD_BUSY = 5,
+  // No answer in time, or the connection broke first (it may or may not have arrived).
+  PG_MD_TIMEOUT = 6,
+  // Its content was refused (a field of the wrong type, ...).
+  PG_MD_INVALID = 7,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pg_md_ack_code pg_md_ack_code;
+#else
+typedef int32_t pg_md_ack_code;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -344,6 +382,21 @@ typedef struct {
   const char *string;
   size_t string_length;
 } pg_md_field;
+
+// A post for a provider (`pg_md_provider_poll_post`), valid until the provider's next call.
+typedef struct {
+  // Answer it with this id (`pg_md_provider_accept`, `_refuse`, `_publish_post`).
+  uint64_t id;
+  // The user who posted it.
+  const char *user;
+  size_t user_length;
+  const char *item;
+  size_t item_length;
+  // 1: a full image (a new item); 0: the fields that changed.
+  int32_t refresh;
+  const pg_md_field *fields;
+  size_t field_count;
+} pg_md_post;
 
 // One market data event, valid only during the handler call it is passed to. Texts are not
 // NUL-terminated: each has its length.
@@ -565,6 +618,23 @@ int32_t pg_md_provider_status(pg_md_provider *provider,
 // millisecond or so. Returns the work done (0: idle).
 int32_t pg_md_provider_do_work(pg_md_provider *provider);
 
+// The next post a client made to an item of this provider's service into `*out`: returns 1,
+// or 0 when none is waiting (posts arrive in `pg_md_provider_do_work`). Answer each once,
+// with `pg_md_provider_accept`, `pg_md_provider_refuse` or `pg_md_provider_publish_post`;
+// `*out`'s pointers are valid until the next call on this provider.
+int32_t pg_md_provider_poll_post(pg_md_provider *provider, pg_md_post *out);
+
+// Accepts post `id` (publishing it is the application's call).
+int32_t pg_md_provider_accept(pg_md_provider *provider, uint64_t id);
+
+// Refuses post `id`, with `reason` for the poster (NULL: none; at most 255 bytes are sent).
+int32_t pg_md_provider_refuse(pg_md_provider *provider, uint64_t id, const char *reason);
+
+// Publishes post `id` (an update of its item, or a refresh for a full image) and accepts
+// it; one the provider cannot publish is refused to the poster with the reason, and the
+// call fails as `pg_md_provider_update` would.
+int32_t pg_md_provider_publish_post(pg_md_provider *provider, uint64_t id);
+
 // Closes the provider's session (distributors see it go) and frees it.
 int32_t pg_md_provider_free(pg_md_provider *provider);
 
@@ -638,6 +708,18 @@ int32_t pg_md_consumer_poll(pg_md_consumer *consumer,
                             uint32_t timeout_ms,
                             pg_md_event_handler handler,
                             void *user);
+
+// Posts the `fields` (`count` of them; names looked up in the dictionary when `fid` is 0)
+// to `item` of `service`: an update, or with `refresh` 1 a full image (a new item). Its id
+// into `*post_id` (may be NULL): a `PG_MD_ACK` event with that id answers it, exactly once.
+// Fails with `PG_ERROR_INVALID_ARGUMENT` naming the value, or when not logged in.
+int32_t pg_md_consumer_post(pg_md_consumer *consumer,
+                            const char *service,
+                            const char *item,
+                            const pg_md_field *fields,
+                            size_t count,
+                            int32_t refresh,
+                            uint32_t *post_id);
 
 // The consumer's current socket into `*fd`, for an event loop (wait for it to be readable,
 // then poll with a timeout of 0), or -1 between connections; it changes on reconnection.

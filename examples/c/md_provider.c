@@ -2,6 +2,8 @@
  * md_provider: a market data provider in C. Publishes ITEM of SERVICE on BACKBONE: a refresh
  * (BID, ASK, BIDSIZE, DSPLY_NAME), then COUNT updates of BID (189.2101, 189.2102, ...), one
  * every 10 ms, answering image requests all along; then keeps answering them for SECONDS.
+ * Clients' posts are published as updates of their items (`post ITEM from USER: published`,
+ * or why not).
  *
  *   md_provider BACKBONE REQUESTS SERVICE ITEM COUNT SECONDS
  *
@@ -21,12 +23,27 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Waits `seconds`, answering image requests. */
+/* Publishes the posts that came (each an update, or a refresh, of its item) and accepts them;
+ * one the provider cannot publish is refused to its poster with the reason. */
+static void answer_posts(pg_md_provider *p) {
+    pg_md_post post;
+    while (pg_md_provider_poll_post(p, &post) == 1) {
+        /* `post`'s pointers live until the next call on the provider: print them first. */
+        printf("post %.*s from %.*s: ", (int)post.item_length, post.item, (int)post.user_length,
+               post.user);
+        int32_t rc = pg_md_provider_publish_post(p, post.id);
+        printf("%s\n", rc == PG_OK ? "published" : pg_last_error());
+        fflush(stdout);
+    }
+}
+
+/* Waits `seconds`, answering image requests and posts. */
 static void work_for(pg_md_provider *p, double seconds) {
     double end = now_s() + seconds;
     struct timespec ms = {0, 1000000};
     while (now_s() < end) {
         if (pg_md_provider_do_work(p) == 0) nanosleep(&ms, NULL);
+        answer_posts(p);
     }
 }
 

@@ -447,6 +447,79 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Posting from C: examples/c/md_post.c posts a price to an item through a distributor, the C
+/// provider (examples/c/md_provider.c) takes the post and publishes it, and the poster gets
+/// one `PG_MD_ACK`: accepted, or `invalid` with the provider's reason for an item it has no
+/// image of.
+#[test]
+fn a_c_post_reaches_the_c_provider_and_is_answered() {
+    use peregrine_market_data::distributor::SettingsOverrides;
+    let Some(cc) = cc() else { return };
+    let provider = build(&cc, "md_provider.c", &[]);
+    let consumer = build(&cc, "md_consumer.c", &[]);
+    let poster = build(&cc, "md_post.c", &[]);
+    let pid = std::process::id();
+    let group = format!("239.255.96.{}", 1 + (pid + 101) % 250);
+    let port = 30_000 + ((pid % 7919) * 2 + 2) % 30_000;
+    let backbone = format!("mcast://{group}:{port}");
+    let requests = format!("mcast://{group}:{}", port + 1);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-post-{pid}"));
+    let server = InProcessDistributor::start(
+        &dir,
+        SettingsOverrides {
+            backbone: Some(backbone.clone()),
+            requests: Some(requests.clone()),
+            ..Default::default()
+        },
+    );
+    let addr = server.addr.clone();
+    // The provider: its image, no update, then 30 s answering (it is killed before).
+    let mut prov = Command::new(&provider)
+        .args([&backbone, &requests, "FEED1", "AAA.O", "0", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A consumer that got the image proves the distributor has the provider (and its service
+    // is up): no post below can find it down.
+    let image = Command::new(&consumer)
+        .args([addr.as_str(), "alice", "a", "FEED1", "1", "AAA.O"])
+        .output()
+        .unwrap();
+    assert!(
+        image.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&image.stdout),
+        String::from_utf8_lossy(&image.stderr)
+    );
+    let post = |item: &str| {
+        Command::new(&poster)
+            .args([addr.as_str(), "alice", "a", "FEED1", item, "1893000", "-4"])
+            .output()
+            .unwrap()
+    };
+    let ok = post("AAA.O");
+    let ok_out = String::from_utf8_lossy(&ok.stdout).to_string();
+    assert!(ok.status.success(), "{ok_out}{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(ok_out.trim(), "ACK AAA.O accepted");
+    let bad = post("AAA.NEW");
+    let bad_out = String::from_utf8_lossy(&bad.stdout).to_string();
+    assert_eq!(bad.status.code(), Some(1), "{bad_out}{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        bad_out.starts_with("NACK AAA.NEW invalid: ") && bad_out.contains("AAA.NEW"),
+        "{bad_out}"
+    );
+    let _ = prov.kill();
+    let out = prov.wait_with_output().unwrap();
+    let prov_out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        prov_out.contains("post AAA.O from alice: published"),
+        "{prov_out}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The C consumer over TLS (`pg_md_consumer_new_tls`, examples/c/md_consumer.c with
 /// PEREGRINE_TLS_CA): it logs in and opens through a TLS distributor whose certificate chains
 /// to the CA it is given; given another CA it is refused with PG_ERROR_REFUSED naming why.
@@ -518,7 +591,7 @@ impl InProcessDistributor {
         // The SHA-256 of "a".
         std::fs::write(
             &users,
-            "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\n",
+            "[users.alice]\ntoken_sha256 = \"ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb\"\nitems = [\"AAA.*\"]\npost = [\"AAA.*\"]\n",
         )
         .unwrap();
         let settings = DistributorSettings::resolve(&SettingsOverrides {
