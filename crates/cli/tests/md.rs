@@ -1744,9 +1744,7 @@ fn a_rust_provider_and_consumer_exchange_exact_prices_and_survive_a_distributor_
                         0,
                         vec![],
                     )),
-                    Event::Dictionary { .. } => {
-                        got.push(("dictionary", String::new(), 0, vec![]))
-                    }
+                    Event::Dictionary { .. } => got.push(("dictionary", String::new(), 0, vec![])),
                     Event::Ack { item, code, .. } => {
                         got.push((code.name(), item.to_string(), 0, vec![]))
                     }
@@ -2458,7 +2456,11 @@ fn a_post_reaches_the_provider_only_when_entitled_and_is_answered_once() {
     for (user, args, why) in [
         ("bob", &["AAA.O", "BID=1"][..], "not-entitled"),
         ("alice", &["AAB.N", "BID=1"][..], "not-entitled"),
-        ("alice", &["--service", "NOPE", "AAA.O", "BID=1"][..], "unknown-service"),
+        (
+            "alice",
+            &["--service", "NOPE", "AAA.O", "BID=1"][..],
+            "unknown-service",
+        ),
     ] {
         let (status, out) = post(&addr, user, args);
         assert!(!status.success(), "{user} {args:?}: {out}");
@@ -2523,7 +2525,13 @@ fn a_client_reads_fields_by_the_distributors_dictionary_and_a_disagreeing_one_is
     let (d, addr) = net.distributor(&users, "127.0.0.1:0", &["--dictionary", &served]);
     let f = net.feed(&items, "1000", &[]);
     feed_found(&d, 0, &f);
-    let c = net.client(&addr, "alice", "a", &["AAA.O"], &["--print", "--seconds", "30"]);
+    let c = net.client(
+        &addr,
+        "alice",
+        "a",
+        &["AAA.O"],
+        &["--print", "--seconds", "30"],
+    );
     c.expect(
         "the dictionary downloaded",
         S * 10,

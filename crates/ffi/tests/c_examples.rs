@@ -500,11 +500,20 @@ fn a_c_post_reaches_the_c_provider_and_is_answered() {
     };
     let ok = post("AAA.O");
     let ok_out = String::from_utf8_lossy(&ok.stdout).to_string();
-    assert!(ok.status.success(), "{ok_out}{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{ok_out}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert_eq!(ok_out.trim(), "ACK AAA.O accepted");
     let bad = post("AAA.NEW");
     let bad_out = String::from_utf8_lossy(&bad.stdout).to_string();
-    assert_eq!(bad.status.code(), Some(1), "{bad_out}{}", String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "{bad_out}{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     assert!(
         bad_out.starts_with("NACK AAA.NEW invalid: ") && bad_out.contains("AAA.NEW"),
         "{bad_out}"

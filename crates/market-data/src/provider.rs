@@ -30,8 +30,8 @@
 
 use crate::backbone::{self, Sealing};
 use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber};
-use peregrine_md::dictionary::Dictionary;
 use peregrine_md::codec::AckCode;
+use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::{Field, ItemState, Value};
 pub use peregrine_md::provider::Post;
 use peregrine_md::provider::{ProvideError, ProviderConfig, ProviderCore, ProviderCounters};
@@ -255,9 +255,7 @@ impl Provider {
         };
         match &sent {
             Ok(()) => self.core.ack(post, AckCode::Accepted, ""),
-            Err(ProviderError::Refused(e)) => {
-                self.core.ack(post, AckCode::Invalid, &e.to_string())
-            }
+            Err(ProviderError::Refused(e)) => self.core.ack(post, AckCode::Invalid, &e.to_string()),
             Err(e) => self.core.ack(post, AckCode::Busy, &e.to_string()),
         }
         self.send_acks();

@@ -2,7 +2,7 @@
 //! an application's own event loop (wait for the socket, then poll with no time left) gets
 //! what arrived, and a connection the distributor closes is reported stale, then disconnected.
 
-use peregrine_market_data::consumer::{Consumer, Event};
+use peregrine_market_data::consumer::{ConnectOptions, Consumer, Event};
 use peregrine_md::codec::{
     FieldList, LoginResponseRepr, LoginResult, Message, Messages, RefreshRepr, UpdateRepr,
 };
@@ -81,7 +81,14 @@ fn an_event_loop_polling_with_no_time_left_gets_what_arrived_and_a_close_is_stal
         drop(s);
     });
 
-    let mut c = Consumer::connect(&[addr.as_str()], "alice", b"a").unwrap();
+    // This distributor serves no dictionary: the consumer is told not to wait for one.
+    let mut c = Consumer::connect_with(
+        &[addr.as_str()],
+        "alice",
+        b"a",
+        ConnectOptions::plain().without_dictionary_download(),
+    )
+    .unwrap();
     c.open("FEED1", &["AAA.O"]).unwrap();
     let got: RefCell<Vec<String>> = RefCell::default();
     let mut record = |e: Event<'_>| {

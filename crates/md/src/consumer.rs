@@ -32,12 +32,12 @@
 //! logs in again at once with version 1, without liveness.
 
 use crate::codec::open::MAX_VIEW_FIELDS;
+use crate::codec::AckCode;
 use crate::codec::{
     open_flags, refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, MdError, Message,
     Messages, OpenRepr, PatternList, PauseRepr, PingRepr, ViewList, MAX_MESSAGE_LEN, MIN_VERSION,
     VERSION,
 };
-use crate::codec::AckCode;
 use crate::dictionary::{Dictionary, DictionaryMismatch};
 use crate::model::{check_item_pattern, check_service, check_user, ItemState, NameError};
 use rustc_hash::FxHashMap;

@@ -188,9 +188,9 @@ fn parse_specific(ty: MessageType, b: &[u8]) -> Result<Message<'_>, MdError> {
         MessageType::Directory => {
             Message::Directory(DirectoryRepr::parse(&DirectoryView::new_checked(b)?)?)
         }
-        MessageType::DictionaryRequest => Message::DictionaryRequest(
-            DictionaryRequestRepr::parse(&DictionaryRequestView::new_checked(b)?)?,
-        ),
+        MessageType::DictionaryRequest => Message::DictionaryRequest(DictionaryRequestRepr::parse(
+            &DictionaryRequestView::new_checked(b)?,
+        )?),
         MessageType::Dictionary => {
             Message::Dictionary(DictionaryRepr::parse(&DictionaryView::new_checked(b)?)?)
         }

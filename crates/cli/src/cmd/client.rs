@@ -278,7 +278,8 @@ impl Client {
             Event::LoggedIn { address } => {
                 let to = self
                     .a
-                    .conn.connect
+                    .conn
+                    .connect
                     .split(',')
                     .nth(address)
                     .unwrap_or(&self.a.conn.connect)

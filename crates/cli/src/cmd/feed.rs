@@ -41,7 +41,10 @@ fn work(p: &mut Provider, posts: PostPolicy) -> usize {
     let n = p.do_work();
     while let Some(post) = p.poll_post() {
         match posts {
-            PostPolicy::Refuse => p.refuse(&post, "this feed takes no posts (peregrine feed --posts refuse)"),
+            PostPolicy::Refuse => p.refuse(
+                &post,
+                "this feed takes no posts (peregrine feed --posts refuse)",
+            ),
             // A post the provider cannot publish is refused to its poster with the reason.
             PostPolicy::Publish => {
                 let _ = p.publish_post(&post);
@@ -396,7 +399,9 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     out.flush()?;
     while !over(Instant::now()) {
         let mut work = 0;
-        providers.values_mut().for_each(|p| work += self::work(p, a.posts));
+        providers
+            .values_mut()
+            .for_each(|p| work += self::work(p, a.posts));
         if work == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -39,8 +39,8 @@ pub fn run(a: PostArgs) -> Result<()> {
         pairs.push((name, value));
     }
     let addresses: Vec<&str> = a.conn.connect.split(',').map(str::trim).collect();
-    let mut consumer = Consumer::connect_with(&addresses, &a.conn.user, &token, options)
-        .map_err(|e| match e {
+    let mut consumer =
+        Consumer::connect_with(&addresses, &a.conn.user, &token, options).map_err(|e| match e {
             peregrine_market_data::ConsumerError::Address { .. } => {
                 anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
             }

@@ -228,7 +228,6 @@ const _: () = assert!(
     Counters::NAMES.len() + DISTRIBUTOR_GAUGES.len() <= peregrine_transport::stat::MAX_VALUES
 );
 
-
 impl std::fmt::Debug for DistributorServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistributorServer")

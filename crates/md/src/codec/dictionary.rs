@@ -126,7 +126,10 @@ impl DictionaryRequestRepr {
 #[derive(Debug, Clone, Copy)]
 pub enum EnumValues<'a> {
     /// `count` checked values (only the codec makes one).
-    Wire { count: u16, bytes: &'a [u8] },
+    Wire {
+        count: u16,
+        bytes: &'a [u8],
+    },
     Map(&'a BTreeMap<u16, String>),
 }
 
@@ -197,7 +200,11 @@ impl<'a> DictEntry<'a> {
             fid: self.fid,
             name: self.name.to_string(),
             kind: self.kind,
-            values: self.values.iter().map(|(c, l)| (c, l.to_string())).collect(),
+            values: self
+                .values
+                .iter()
+                .map(|(c, l)| (c, l.to_string()))
+                .collect(),
         }
     }
 
@@ -211,7 +218,10 @@ impl<'a> DictEntry<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum DefList<'a> {
     /// `count` checked entries (only the codec makes one).
-    Wire { count: u16, bytes: &'a [u8] },
+    Wire {
+        count: u16,
+        bytes: &'a [u8],
+    },
     List(&'a [DictEntry<'a>]),
 }
 
@@ -434,8 +444,7 @@ impl<'a> DictionaryRepr<'a> {
                 value: self.buffer_len() as u64,
             });
         }
-        let mut b = Vec::with_capacity(self.buffer_len());
-        b.resize(self.buffer_len(), 0);
+        let mut b = vec![0; self.buffer_len()];
         self.emit(&mut DictionaryView::new_unchecked(&mut b[..]));
         parts(&b).map(|_| ())
     }

@@ -297,7 +297,7 @@ mod tests {
         let repr = forward();
         // 28 + 5 + 5 + 5 = 43 -> 48; one price field: 12
         assert_eq!(repr.buffer_len(), 60);
-        let mut b = vec![0xa5u8; 60];
+        let mut b = [0xa5u8; 60];
         repr.emit(&mut PostView::new_unchecked(&mut b[..]));
         assert_eq!(&b[..8], [60, 0, 0x1c, 0, 0, 0, 0, 0]);
         assert_eq!(&b[28..48], b"FEED1AAA.Oalice\0\0\0\0\0");

@@ -24,10 +24,7 @@ impl ConsumerCore {
             why,
         })?;
         check_item_name(item.as_bytes()).map_err(|why| ConsumerError::BadPost {
-            why: format!(
-                "item {item:?}: {why}; give {}",
-                crate::model::ITEM_ALPHABET
-            ),
+            why: format!("item {item:?}: {why}; give {}", crate::model::ITEM_ALPHABET),
         })?;
         if fields.is_empty() {
             return Err(ConsumerError::BadPost {
@@ -44,9 +41,8 @@ impl ConsumerCore {
             user: "",
             fields: FieldList::List(fields),
         };
-        repr.check().map_err(|e| ConsumerError::BadPost {
-            why: e.to_string(),
-        })?;
+        repr.check()
+            .map_err(|e| ConsumerError::BadPost { why: e.to_string() })?;
         Message::Post(repr).emit_to_vec(&mut self.out);
         self.posts.insert(self.next_post, item.into());
         Ok(self.next_post)

@@ -684,16 +684,19 @@ fn a_part_out_of_order_breaks_the_connection_and_the_next_login_asks_again() {
 #[test]
 fn a_dictionary_that_types_a_field_otherwise_ends_the_session_naming_it() {
     let mut config = ConsumerConfig::new("alice", b"a", 1);
-    config.dictionary = Some(
-        Dictionary::parse("[fields.BID]\nfid = 22\ntype = \"int\"\n", "local.toml").unwrap(),
-    );
+    config.dictionary =
+        Some(Dictionary::parse("[fields.BID]\nfid = 22\ntype = \"int\"\n", "local.toml").unwrap());
     let mut c = ConsumerCore::new(config).unwrap();
     c.connected(0);
     let mut seen = Vec::new();
     c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
         .unwrap();
     let e = c
-        .handle_bytes(&dictionary_parts(SERVED).concat(), 1, &mut record(&mut seen))
+        .handle_bytes(
+            &dictionary_parts(SERVED).concat(),
+            1,
+            &mut record(&mut seen),
+        )
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -715,8 +718,12 @@ fn a_dictionary_that_types_a_field_otherwise_ends_the_session_naming_it() {
     c.connected(0);
     c.handle_bytes(&accepted_with_liveness(5000), 0, &mut record(&mut seen))
         .unwrap();
-    c.handle_bytes(&dictionary_parts(SERVED).concat(), 1, &mut record(&mut seen))
-        .unwrap();
+    c.handle_bytes(
+        &dictionary_parts(SERVED).concat(),
+        1,
+        &mut record(&mut seen),
+    )
+    .unwrap();
     assert_eq!(seen.last(), Some(&Seen::Dictionary(2)));
 }
 
@@ -762,14 +769,23 @@ fn each_post_gets_exactly_one_ack_and_those_in_flight_at_a_disconnection_time_ou
         Err(ConsumerError::BadPost { .. })
     ));
     seen.clear();
-    c.handle_bytes(&ack(p1, AckCode::Refused, "halted"), 1, &mut record(&mut seen))
-        .unwrap();
+    c.handle_bytes(
+        &ack(p1, AckCode::Refused, "halted"),
+        1,
+        &mut record(&mut seen),
+    )
+    .unwrap();
     // An answer to no post in flight (answered already) is ignored.
     c.handle_bytes(&ack(p1, AckCode::Accepted, ""), 1, &mut record(&mut seen))
         .unwrap();
     assert_eq!(
         seen,
-        [Seen::Ack(p1, "AAA.O".into(), AckCode::Refused, "halted".into())]
+        [Seen::Ack(
+            p1,
+            "AAA.O".into(),
+            AckCode::Refused,
+            "halted".into()
+        )]
     );
     assert_eq!(c.posts_in_flight(), 1);
     seen.clear();

@@ -229,7 +229,9 @@ pub enum ConfigError {
         max_ms: u64,
     },
     /// `post_timeout_ms` out of range.
-    PostTimeout { ms: u64 },
+    PostTimeout {
+        ms: u64,
+    },
     /// The dictionary's messages take more than half a client's queue.
     DictionaryTooLarge {
         bytes: usize,

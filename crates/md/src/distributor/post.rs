@@ -178,7 +178,9 @@ impl Distributor {
         );
         self.posts.deadlines.push_back((deadline_ns, post_id));
         *self.posts.per_client.entry(id).or_insert(0) += 1;
-        self.posts.forwards.push_back(PostForward { service, bytes });
+        self.posts
+            .forwards
+            .push_back(PostForward { service, bytes });
         self.counters.posts_forwarded += 1;
     }
 

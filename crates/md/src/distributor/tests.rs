@@ -1962,7 +1962,12 @@ fn a_post_is_forwarded_renamed_and_its_ack_goes_back_to_its_poster_only() {
     assert!(net.take(bob).is_empty());
     let c = net.d.counters();
     assert_eq!(
-        (c.posts, c.posts_forwarded, c.posts_accepted, c.acks_unmatched),
+        (
+            c.posts,
+            c.posts_forwarded,
+            c.posts_accepted,
+            c.acks_unmatched
+        ),
         (1, 1, 1, 1)
     );
     assert_eq!(net.d.posts_in_flight(), 0);
@@ -2036,7 +2041,10 @@ fn a_post_without_an_answer_is_answered_timeout_once_and_a_late_ack_is_counted()
     let mut config = liveness_config();
     config.post_timeout_ns = 2_000_000_000;
     let (mut net, bob) = posting_net(config);
-    net.send(bob, &post_msg(9, FEED1, "AAA.O", &[Field::new(22, price(1))]));
+    net.send(
+        bob,
+        &post_msg(9, FEED1, "AAA.O", &[Field::new(22, price(1))]),
+    );
     let id = forwarded_id(&net, 0);
     let deadline = net.now_ns + 2_000_000_000;
     assert!(net.d.poll_timeout().is_some_and(|t| t <= deadline));
@@ -2056,7 +2064,10 @@ fn a_post_without_an_answer_is_answered_timeout_once_and_a_late_ack_is_counted()
     net.pump();
     assert!(acks(net.take(bob)).is_empty(), "once");
     net.feed(&ack_msg(1, id, AckCode::Accepted, ""));
-    assert!(acks(net.take(bob)).is_empty(), "too late: the poster was told");
+    assert!(
+        acks(net.take(bob)).is_empty(),
+        "too late: the poster was told"
+    );
     let c = net.d.counters();
     assert_eq!((c.posts_timed_out, c.acks_unmatched), (1, 1));
 }
@@ -2065,13 +2076,19 @@ fn a_post_without_an_answer_is_answered_timeout_once_and_a_late_ack_is_counted()
 fn the_answer_to_a_gone_clients_post_is_dropped() {
     use crate::codec::AckCode;
     let (mut net, bob) = posting_net(liveness_config());
-    net.send(bob, &post_msg(1, FEED1, "AAA.O", &[Field::new(22, price(1))]));
+    net.send(
+        bob,
+        &post_msg(1, FEED1, "AAA.O", &[Field::new(22, price(1))]),
+    );
     let id = forwarded_id(&net, 0);
     net.d.client_closed(bob);
     net.pump();
     net.queues.remove(&bob);
     net.feed(&ack_msg(1, id, AckCode::Accepted, ""));
-    assert!(!net.queues.contains_key(&bob), "nothing queued to a gone client");
+    assert!(
+        !net.queues.contains_key(&bob),
+        "nothing queued to a gone client"
+    );
     assert_eq!(net.d.posts_in_flight(), 0);
 }
 

@@ -344,7 +344,12 @@ fn posts_wait_for_the_application_and_each_answer_goes_back_to_its_distributor()
     p.handle_request(&post("FEED1", 0xfeed, 4, "alice"), 1);
     let got = p.poll_post().unwrap();
     assert_eq!(
-        (got.origin, got.post_id, got.user.as_str(), got.item.as_str()),
+        (
+            got.origin,
+            got.post_id,
+            got.user.as_str(),
+            got.item.as_str()
+        ),
         (0xfeed, 4, "alice", "AAA.O")
     );
     assert_eq!(got.field_list(), [bid(18925)]);
