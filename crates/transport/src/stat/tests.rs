@@ -219,7 +219,7 @@ fn bad_files_of_live_processes_are_reported_not_crashed_on() {
     assert!(p.records.is_empty());
     assert_eq!(
         p.problems,
-        vec!["record 0: 99 values, more than 48".to_string()]
+        vec![format!("record 0: 99 values, more than {MAX_VALUES}")]
     );
     for (path, _) in held.iter().chain([(bad_path, _bad)].iter()) {
         let _ = std::fs::remove_file(path);
