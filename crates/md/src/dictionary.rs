@@ -395,6 +395,17 @@ impl fmt::Display for FieldsDisplay<'_> {
     }
 }
 
+/// Nanoseconds since the Unix epoch as an ISO 8601 UTC time with nanoseconds
+/// (`2024-05-01T13:30:00.000000001Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Utc(pub u64);
+
+impl fmt::Display for Utc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_utc(f, self.0)
+    }
+}
+
 /// Writes nanoseconds since the Unix epoch as an ISO 8601 UTC time with nanoseconds.
 fn write_utc(f: &mut fmt::Formatter<'_>, ns: u64) -> fmt::Result {
     let secs = ns / 1_000_000_000;

@@ -24,6 +24,7 @@
 pub mod codec;
 pub mod consumer;
 pub mod dictionary;
+pub mod json;
 pub mod distributor;
 mod load;
 pub mod model;

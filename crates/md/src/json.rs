@@ -1,0 +1,592 @@
+//! The WebSocket JSON API's messages, sans-I/O: one client's session translated between the
+//! JSON messages of the Refinitiv WebSocket API (`tr_json2`: `Type` Login / Refresh / Update /
+//! Status / Ping / Pong / Post / Ack / Close, `Key.Name`, `Key.Service`, `View`, `Fields` by
+//! name) and the binary client protocol the distributor's core speaks. The core sees a
+//! WebSocket client as any other (the same login, entitlements, queues and slow-consumer
+//! policy); the driver puts this translation between the core and the socket.
+//!
+//! - [`JsonSession::from_client`]: one text frame (a message, or an array of them) becomes
+//!   binary messages for the core, or an [`JsonError`] naming what is wrong (the driver
+//!   answers `{"Type":"Error","Text":...}` and closes).
+//! - [`JsonSession::to_client`]: one binary message the core queued for the client becomes a
+//!   JSON message (or nothing: what a JSON client is not sent). The fields of a REFRESH or
+//!   UPDATE are encoded by [`fields_json`]; a driver that sends the same UPDATE to many
+//!   clients encodes them once and passes them in.
+//!
+//! How it maps (docs/market-data.md, "WebSocket JSON", lists every difference):
+//!
+//! | JSON from the client | binary |
+//! | --- | --- |
+//! | `{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"s3cret"}}}` | LOGIN (version 2) |
+//! | `{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"},"View":["BID"],"Streaming":false}` | OPEN (request id = ID; `View` and `Streaming` as flags) |
+//! | `{"ID":3,"Key":{"Name":["A.O","B.O"]}}` | one OPEN per name, ids 4, 5 (a batch's streams are ID + 1, + 2, ...) |
+//! | `{"ID":2,"Type":"Close"}` | CLOSE |
+//! | `{"ID":1,"Type":"Post","Key":{...},"PostID":7,"Message":{"Type":"Update","Fields":{...}}}` | POST |
+//! | `{"Type":"Ping"}` / `{"Type":"Pong"}` | PING / PONG |
+//!
+//! Prices go out as JSON numbers written with every digit of the decimal (`189.20`), times as
+//! ISO 8601 UTC strings, enums as their codes, and come in as numbers or strings read by the
+//! field's type in the dictionary.
+
+use crate::codec::{
+    open_flags, AckCode, FieldList, LoginRepr, LoginResult, Message, Messages, OpenRepr,
+    PatternList, PostRepr, ViewList,
+};
+use crate::dictionary::{Dictionary, Utc};
+use crate::model::{is_glob, ItemState, OwnedValue, Value};
+use serde_json::{Map, Value as Json};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// A JSON message the session cannot take: the text says what and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError(pub String);
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+fn err<T>(text: impl Into<String>) -> Result<T, JsonError> {
+    Err(JsonError(text.into()))
+}
+
+/// Names in one batch request, at most.
+pub const MAX_BATCH: usize = 1000;
+
+/// One JSON client's session.
+#[derive(Debug)]
+pub struct JsonSession {
+    dict: Arc<Dictionary>,
+    default_service: String,
+    /// The login's ID and user, once sent.
+    login: Option<(u32, String)>,
+    /// Open streams: stream id → (service, name or glob).
+    streams: BTreeMap<u32, (String, String)>,
+    /// Exact names requested: (service, name) → stream id.
+    exact: HashMap<(String, String), u32>,
+    /// Items seen: the core's item id → (stream id, service).
+    items: HashMap<u32, (u32, String)>,
+    /// Posts in flight: the binary post id → (the JSON message's ID, its PostID).
+    posts: HashMap<u32, (u32, Json)>,
+    next_post: u32,
+    /// The payload of the core's last PING, for the client's Pong.
+    ping_payload: u64,
+}
+
+impl JsonSession {
+    /// A session reading fields by `dict`; requests without `Key.Service` ask for
+    /// `default_service`.
+    pub fn new(dict: Arc<Dictionary>, default_service: &str) -> JsonSession {
+        JsonSession {
+            dict,
+            default_service: default_service.to_string(),
+            login: None,
+            streams: BTreeMap::new(),
+            exact: HashMap::new(),
+            items: HashMap::new(),
+            posts: HashMap::new(),
+            next_post: 0,
+            ping_payload: 0,
+        }
+    }
+
+    /// One text frame from the client: a message or an array of messages. The binary
+    /// messages they make are appended to `out`; on an error `out` may hold those of the
+    /// messages before the bad one.
+    pub fn from_client(&mut self, text: &str, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let v: Json = serde_json::from_str(text).map_err(|e| {
+            JsonError(format!(
+                "not JSON ({e}): send a JSON message or an array of them"
+            ))
+        })?;
+        match v {
+            Json::Array(list) => {
+                for m in &list {
+                    self.message(m, out)?;
+                }
+                Ok(())
+            }
+            m => self.message(&m, out),
+        }
+    }
+
+    fn message(&mut self, m: &Json, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let Some(m) = m.as_object() else {
+            return err("a message is a JSON object");
+        };
+        let ty = match m.get("Type") {
+            None => "Request",
+            Some(Json::String(t)) => t.as_str(),
+            Some(other) => return err(format!("Type {other} is not a string")),
+        };
+        let domain = match m.get("Domain") {
+            None => "MarketPrice",
+            Some(Json::String(d)) => d.as_str(),
+            Some(other) => return err(format!("Domain {other} is not a string")),
+        };
+        match ty {
+            "Ping" => {
+                Message::Ping(crate::codec::PingRepr { payload: 0 }).emit_to_vec(out);
+                return Ok(());
+            }
+            "Pong" => {
+                Message::Pong(crate::codec::PingRepr {
+                    payload: self.ping_payload,
+                })
+                .emit_to_vec(out);
+                return Ok(());
+            }
+            _ => {}
+        }
+        if domain == "Login" {
+            if ty != "Request" {
+                return err(format!("a Login message of Type {ty}: send the Login request"));
+            }
+            return self.login(m, out);
+        }
+        if self.login.is_none() {
+            return err("log in first: {\"ID\":1,\"Domain\":\"Login\",\"Key\":{\"Name\":\"USER\",\"Elements\":{\"AuthenticationToken\":\"TOKEN\"}}}");
+        }
+        if domain != "MarketPrice" {
+            return err(format!(
+                "Domain {domain} is not served: MarketPrice (the default) and Login"
+            ));
+        }
+        match ty {
+            "Request" => self.request(m, out),
+            "Close" => {
+                let id = stream_id(m)?;
+                self.streams.remove(&id);
+                self.exact.retain(|_, s| *s != id);
+                self.items.retain(|_, (s, _)| *s != id);
+                Message::Close(crate::codec::CloseRepr { request_id: id }).emit_to_vec(out);
+                Ok(())
+            }
+            "Post" => self.post(m, out),
+            other => err(format!(
+                "Type {other} is not accepted: Request (the default), Close, Post, Ping or Pong"
+            )),
+        }
+    }
+
+    fn login(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        if self.login.is_some() {
+            return err("logged in already: one Login per connection");
+        }
+        let id = stream_id(m)?;
+        let key = m
+            .get("Key")
+            .and_then(Json::as_object)
+            .ok_or_else(|| JsonError("a Login needs Key.Name (the user)".into()))?;
+        let user = key
+            .get("Name")
+            .and_then(Json::as_str)
+            .ok_or_else(|| JsonError("a Login needs Key.Name (the user)".into()))?;
+        let token = key
+            .get("Elements")
+            .and_then(|e| e.get("AuthenticationToken"))
+            .and_then(Json::as_str)
+            .ok_or_else(|| {
+                JsonError("a Login needs Key.Elements.AuthenticationToken (the user's token)".into())
+            })?;
+        let repr = LoginRepr::new(user, token.as_bytes());
+        Message::Login(repr)
+            .check()
+            .map_err(|e| JsonError(format!("Login: {e}")))?;
+        Message::Login(repr).emit_to_vec(out);
+        self.login = Some((id, user.to_string()));
+        Ok(())
+    }
+
+    fn request(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let id = stream_id(m)?;
+        let (service, names) = key(m, &self.default_service)?;
+        let snapshot = match m.get("Streaming") {
+            None => false,
+            Some(Json::Bool(b)) => !b,
+            Some(other) => return err(format!("Streaming {other} is not true or false")),
+        };
+        let view: Option<Vec<u16>> = match m.get("View") {
+            None => None,
+            Some(Json::Array(list)) => Some(
+                list.iter()
+                    .map(|f| match f {
+                        Json::String(name) => self.dict.by_name(name).map(|d| d.fid).ok_or_else(
+                            || JsonError(format!("View: {name} is not a field of the dictionary")),
+                        ),
+                        Json::Number(n) => n
+                            .as_u64()
+                            .and_then(|n| u16::try_from(n).ok())
+                            .ok_or_else(|| JsonError(format!("View: {n} is not a field id"))),
+                        other => err(format!("View: {other} is not a field name")),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            Some(other) => return err(format!("View {other} is not a list of field names")),
+        };
+        // The VIEW flag follows from `view`.
+        let flags = if snapshot { open_flags::SNAPSHOT } else { 0 };
+        // A batch: one stream per name, IDs following the request's.
+        let batch = names.len() > 1 || matches!(m.get("Key").and_then(|k| k.get("Name")), Some(Json::Array(_)));
+        for (i, name) in names.iter().enumerate() {
+            let stream = if batch {
+                id.checked_add(1 + i as u32)
+                    .ok_or_else(|| JsonError("batch IDs past 2^32".into()))?
+            } else {
+                id
+            };
+            let patterns = [name.as_str()];
+            let open = Message::Open(OpenRepr {
+                flags,
+                request_id: stream,
+                service: &service,
+                patterns: PatternList::List(&patterns),
+                view: view.as_deref().map(ViewList::List),
+            });
+            open.check()
+                .map_err(|e| JsonError(format!("Key.Name {name:?}: {e}")))?;
+            open.emit_to_vec(out);
+            if !snapshot {
+                self.streams.insert(stream, (service.clone(), name.clone()));
+                if !is_glob(name) {
+                    self.exact.insert((service.clone(), name.clone()), stream);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn post(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let id = stream_id(m)?;
+        let (service, names) = key(m, &self.default_service)?;
+        let [name] = &names[..] else {
+            return err("a Post names one item in Key.Name");
+        };
+        let post_id = m.get("PostID").cloned().unwrap_or(Json::Null);
+        let inner = m
+            .get("Message")
+            .and_then(Json::as_object)
+            .ok_or_else(|| JsonError("a Post carries its Message (Type Update or Refresh, with Fields)".into()))?;
+        let refresh = match inner.get("Type").and_then(Json::as_str) {
+            Some("Update") | None => false,
+            Some("Refresh") => true,
+            Some(other) => return err(format!("a posted Message of Type {other}: Update or Refresh")),
+        };
+        let fields = self.fields_in(inner.get("Fields"))?;
+        let list: Vec<crate::model::Field<'_>> = fields
+            .iter()
+            .map(|(fid, v)| crate::model::Field::new(*fid, v.as_value()))
+            .collect();
+        self.next_post = self.next_post.checked_add(1).unwrap_or(1);
+        let repr = PostRepr {
+            refresh,
+            origin: 0,
+            post_id: self.next_post,
+            service: &service,
+            name,
+            user: "",
+            fields: FieldList::List(&list),
+        };
+        repr.check().map_err(|e| JsonError(format!("Post: {e}")))?;
+        Message::Post(repr).emit_to_vec(out);
+        self.posts.insert(self.next_post, (id, post_id));
+        Ok(())
+    }
+
+    /// `Fields` of a posted message, read by the dictionary's types.
+    fn fields_in(&self, v: Option<&Json>) -> Result<Vec<(u16, OwnedValue)>, JsonError> {
+        let Some(Json::Object(fields)) = v else {
+            return err("Fields: an object of field name to value");
+        };
+        let mut out = Vec::with_capacity(fields.len());
+        for (name, value) in fields {
+            let text = match value {
+                Json::String(s) => s.clone(),
+                Json::Number(n) => n.to_string(),
+                other => return err(format!("Fields.{name} = {other}: a number or a string")),
+            };
+            out.push(self.dict.parse_value(name, &text).map_err(JsonError)?);
+        }
+        if out.is_empty() {
+            return err("Fields: at least one field");
+        }
+        Ok(out)
+    }
+
+    /// One binary message the core queued for this client, as JSON appended to `out` (nothing
+    /// for what a JSON client is not sent: DIRECTORY, DICTIONARY, CONFLATED). `fields`: the
+    /// REFRESH's or UPDATE's fields as [`fields_json`] encodes them, when the caller has them.
+    /// Returns how many JSON messages were appended (a group STATUS makes one per stream).
+    pub fn to_client(&mut self, msg: &[u8], fields: Option<&str>, out: &mut String) -> usize {
+        let Ok(m) = Message::parse(msg) else {
+            return 0;
+        };
+        let dict = self.dict.clone();
+        let fields_of = |list: &FieldList<'_>| -> String {
+            match fields {
+                Some(f) => f.to_string(),
+                None => fields_json(&dict, list),
+            }
+        };
+        match m {
+            Message::LoginResponse(r) => {
+                let (id, user) = self.login.clone().unwrap_or((1, String::new()));
+                let user = json_str(&user);
+                if r.result == LoginResult::Accepted {
+                    let ping = r.ping_interval_ms.map_or(String::new(), |ms| {
+                        format!(",\"Elements\":{{\"PingTimeout\":{}}}", (3 * ms).div_ceil(1000))
+                    });
+                    let _ = write!(
+                        out,
+                        "{{\"ID\":{id},\"Type\":\"Refresh\",\"Domain\":\"Login\",\"Key\":{{\"Name\":{user}}},\"State\":{{\"Stream\":\"Open\",\"Data\":\"Ok\",\"Text\":\"Login accepted\"}}{ping}}}"
+                    );
+                } else {
+                    let _ = write!(
+                        out,
+                        "{{\"ID\":{id},\"Type\":\"Status\",\"Domain\":\"Login\",\"Key\":{{\"Name\":{user}}},\"State\":{{\"Stream\":\"Closed\",\"Data\":\"Suspect\",\"Code\":\"NotEntitled\",\"Text\":{}}}}}",
+                        json_str(&format!("{}: {}", r.result.name(), r.text))
+                    );
+                }
+                1
+            }
+            Message::Refresh(r) => {
+                let stream = self.stream_of_refresh(r.item_id, r.service, r.name);
+                let f = fields_of(&r.fields);
+                let solicited = r.flags & crate::codec::refresh_flags::SOLICITED != 0;
+                let complete_snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
+                let _ = write!(
+                    out,
+                    "{{\"ID\":{},\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"Fields\":{f}}}",
+                    stream.unwrap_or(0),
+                    json_str(r.service),
+                    json_str(r.name),
+                    if complete_snapshot { "NonStreaming" } else { "Open" },
+                    if solicited { "" } else { ",\"Solicited\":false" },
+                );
+                1
+            }
+            Message::Update(u) => {
+                let Some(&(stream, _)) = self.items.get(&u.item_id) else {
+                    return 0;
+                };
+                let f = fields_of(&u.fields);
+                let _ = write!(
+                    out,
+                    "{{\"ID\":{stream},\"Type\":\"Update\",\"UpdateType\":\"Quote\",\"SeqNumber\":{},\"Fields\":{f}}}",
+                    u.item_seq
+                );
+                1
+            }
+            Message::Status(s) if s.item_id == 0 && s.request_id == 0 && s.name == "*" => {
+                // A whole service: one Status per stream of its items.
+                let mut streams: Vec<u32> = self
+                    .items
+                    .values()
+                    .filter(|(_, svc)| svc == s.service)
+                    .map(|(st, _)| *st)
+                    .collect();
+                streams.sort_unstable();
+                streams.dedup();
+                for st in &streams {
+                    write_status(out, *st, s.state, s.text);
+                }
+                streams.len()
+            }
+            Message::Status(s) => {
+                let stream = if s.request_id != 0 {
+                    Some(s.request_id)
+                } else {
+                    self.items.get(&s.item_id).map(|(st, _)| *st)
+                };
+                let Some(stream) = stream else { return 0 };
+                write_status(out, stream, s.state, s.text);
+                if matches!(s.state, ItemState::Closed | ItemState::NotEntitled)
+                    && s.item_id == 0
+                    && s.name.is_empty()
+                {
+                    self.streams.remove(&stream);
+                }
+                1
+            }
+            Message::Ping(p) => {
+                self.ping_payload = p.payload;
+                out.push_str("{\"Type\":\"Ping\"}");
+                1
+            }
+            Message::Pong(_) => {
+                out.push_str("{\"Type\":\"Pong\"}");
+                1
+            }
+            Message::Ack(a) => {
+                let Some((id, post_id)) = self.posts.remove(&a.post_id) else {
+                    return 0;
+                };
+                let _ = write!(out, "{{\"ID\":{id},\"Type\":\"Ack\",\"AckID\":{post_id}");
+                if !a.code.is_accepted() {
+                    let _ = write!(
+                        out,
+                        ",\"NakCode\":\"{}\",\"Text\":{}",
+                        nak_code(a.code),
+                        json_str(a.text)
+                    );
+                }
+                out.push('}');
+                1
+            }
+            _ => 0,
+        }
+    }
+
+    /// The stream a REFRESH belongs to: the item's (known from an earlier one), an exact
+    /// request's, or a glob's that matches it.
+    fn stream_of_refresh(&mut self, item_id: u32, service: &str, name: &str) -> Option<u32> {
+        if let Some((s, _)) = self.items.get(&item_id) {
+            return Some(*s);
+        }
+        let stream = self
+            .exact
+            .get(&(service.to_string(), name.to_string()))
+            .copied()
+            .or_else(|| {
+                self.streams.iter().find_map(|(id, (svc, pattern))| {
+                    (svc == service
+                        && crate::distributor::glob_match(pattern.as_bytes(), name.as_bytes()))
+                    .then_some(*id)
+                })
+            })?;
+        self.items.insert(item_id, (stream, service.to_string()));
+        Some(stream)
+    }
+}
+
+/// The request's or message's stream id: `ID`, a whole number from 1 to 2^32 - 1.
+fn stream_id(m: &Map<String, Json>) -> Result<u32, JsonError> {
+    match m.get("ID") {
+        Some(Json::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n != 0)
+            .ok_or_else(|| JsonError(format!("ID {n}: a whole number from 1 to 4294967295"))),
+        Some(other) => err(format!("ID {other}: a whole number from 1 to 4294967295")),
+        None => err("the message has no ID"),
+    }
+}
+
+/// `Key.Service` (or the default) and `Key.Name` (one name, or a batch list).
+fn key(m: &Map<String, Json>, default_service: &str) -> Result<(String, Vec<String>), JsonError> {
+    let Some(key) = m.get("Key").and_then(Json::as_object) else {
+        return err("the message needs a Key with a Name");
+    };
+    let service = match key.get("Service") {
+        None => default_service.to_string(),
+        Some(Json::String(s)) => s.clone(),
+        Some(other) => return err(format!("Key.Service {other} is not a service name")),
+    };
+    let names = match key.get("Name") {
+        Some(Json::String(n)) => vec![n.clone()],
+        Some(Json::Array(list)) if !list.is_empty() && list.len() <= MAX_BATCH => list
+            .iter()
+            .map(|n| {
+                n.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| JsonError(format!("Key.Name: {n} is not an item name")))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Json::Array(list)) => {
+            return err(format!(
+                "Key.Name lists {} names: a batch of 1 to {MAX_BATCH}",
+                list.len()
+            ))
+        }
+        _ => return err("Key.Name: an item name, or a list of them"),
+    };
+    Ok((service, names))
+}
+
+/// A JSON string literal of `s`.
+fn json_str(s: &str) -> String {
+    Json::String(s.to_string()).to_string()
+}
+
+fn write_status(out: &mut String, stream: u32, state: ItemState, text: &str) {
+    let (stream_state, data, code) = match state {
+        ItemState::Ok => ("Open", "Ok", None),
+        ItemState::Stale => ("Open", "Suspect", None),
+        ItemState::Closed => ("Closed", "Suspect", None),
+        ItemState::NotEntitled => ("Closed", "Suspect", Some("NotEntitled")),
+        ItemState::NotFound => ("Open", "Suspect", Some("NotFound")),
+        ItemState::Rejected => ("Closed", "Suspect", Some("UsageError")),
+    };
+    let _ = write!(
+        out,
+        "{{\"ID\":{stream},\"Type\":\"Status\",\"State\":{{\"Stream\":\"{stream_state}\",\"Data\":\"{data}\""
+    );
+    if let Some(c) = code {
+        let _ = write!(out, ",\"Code\":\"{c}\"");
+    }
+    let _ = write!(out, ",\"Text\":{}}}}}", json_str(text));
+}
+
+/// The `NakCode` of tr_json2 for an ACK code.
+pub fn nak_code(c: AckCode) -> &'static str {
+    match c {
+        AckCode::Accepted => "None",
+        AckCode::Refused => "DeniedBySrc",
+        AckCode::NotEntitled => "AccessDenied",
+        AckCode::ServiceDown => "SourceDown",
+        AckCode::UnknownService => "SourceUnknown",
+        AckCode::Busy => "NoResources",
+        AckCode::Timeout => "NoResponse",
+        AckCode::Invalid => "InvalidContent",
+    }
+}
+
+/// The fields as a JSON object by dictionary name (`#FID` for an id it does not know): prices
+/// as numbers with every digit of the decimal, ints and enum codes as numbers, times as ISO
+/// 8601 UTC strings, strings as strings.
+pub fn fields_json(dict: &Dictionary, fields: &FieldList<'_>) -> String {
+    let mut s = String::with_capacity(16 * fields.count() + 2);
+    write_fields(dict, fields, &mut s);
+    s
+}
+
+fn write_fields(dict: &Dictionary, fields: &FieldList<'_>, s: &mut String) {
+    s.push('{');
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        match dict.get(f.fid) {
+            Some(d) => {
+                s.push('"');
+                s.push_str(&d.name);
+                s.push('"');
+            }
+            None => {
+                let _ = write!(s, "\"#{}\"", f.fid);
+            }
+        }
+        s.push(':');
+        let _ = match f.value {
+            Value::Int(v) => write!(s, "{v}"),
+            Value::Price(p) => write!(s, "{p}"),
+            Value::TimeNs(t) => write!(s, "\"{}\"", Utc(t)),
+            Value::Enum(c) => write!(s, "{c}"),
+            Value::Str(v) => write!(s, "{}", json_str(v)),
+        };
+    }
+    s.push('}');
+}
+
+/// Splits `bytes` (what the core queued for one client) into whole messages.
+pub fn messages(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    Messages::new(bytes).filter_map(|m| m.ok().map(|(_, b)| b))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! The JSON session against the binary protocol: what each JSON message becomes, and what
+//! each binary message the core queues becomes for a JSON client.
+
+use super::*;
+use crate::codec::{
+    AckRepr, LoginResponseRepr, PingRepr, RefreshRepr, StatusRepr, UpdateRepr,
+};
+use crate::model::{Field, Price};
+
+fn session() -> JsonSession {
+    JsonSession::new(Arc::new(Dictionary::builtin()), "FEED1")
+}
+
+/// The binary messages of `text`, described.
+fn sent(s: &mut JsonSession, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    s.from_client(text, &mut out).unwrap();
+    messages(&out)
+        .map(|b| match Message::parse(b).unwrap() {
+            Message::Login(l) => format!("LOGIN {} {}", l.user, String::from_utf8_lossy(l.token)),
+            Message::Open(o) => format!(
+                "OPEN {} {} {} flags={} view={:?}",
+                o.request_id,
+                o.service,
+                o.patterns.iter().collect::<Vec<_>>().join(","),
+                o.flags,
+                o.view.map(|v| v.iter().collect::<Vec<_>>())
+            ),
+            Message::Close(c) => format!("CLOSE {}", c.request_id),
+            Message::Ping(p) => format!("PING {}", p.payload),
+            Message::Pong(p) => format!("PONG {}", p.payload),
+            Message::Post(p) => format!(
+                "POST {} {} {} refresh={} {:?}",
+                p.post_id,
+                p.service,
+                p.name,
+                p.refresh,
+                p.fields.iter().collect::<Vec<_>>()
+            ),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+fn to_json(s: &mut JsonSession, m: Message<'_>) -> Vec<Json> {
+    let mut b = Vec::new();
+    m.emit_to_vec(&mut b);
+    let mut out = String::new();
+    let n = s.to_client(&b, None, &mut out);
+    // Messages are appended back to back: split them as a stream of JSON values.
+    let got: Vec<Json> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Json>()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got.len(), n, "{out}");
+    got
+}
+
+fn logged_in() -> JsonSession {
+    let mut s = session();
+    sent(
+        &mut s,
+        r#"{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"s3cret"}}}"#,
+    );
+    s
+}
+
+fn price(m: i64) -> Value<'static> {
+    Value::Price(Price {
+        mantissa: m,
+        exponent: -2,
+    })
+}
+
+#[test]
+fn a_login_becomes_a_login_and_its_answer_a_login_refresh() {
+    let mut s = session();
+    assert_eq!(
+        sent(
+            &mut s,
+            r#"{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"s3cret"}}}"#
+        ),
+        ["LOGIN alice s3cret"]
+    );
+    let got = to_json(
+        &mut s,
+        Message::LoginResponse(LoginResponseRepr {
+            result: LoginResult::Accepted,
+            ping_interval_ms: Some(5000),
+            text: "",
+        }),
+    );
+    assert_eq!(
+        got[0],
+        serde_json::json!({"ID":1,"Type":"Refresh","Domain":"Login","Key":{"Name":"alice"},
+            "State":{"Stream":"Open","Data":"Ok","Text":"Login accepted"},
+            "Elements":{"PingTimeout":15}})
+    );
+    let mut refused = session();
+    sent(
+        &mut refused,
+        r#"{"ID":1,"Domain":"Login","Key":{"Name":"bob","Elements":{"AuthenticationToken":"x"}}}"#,
+    );
+    let got = to_json(
+        &mut refused,
+        Message::LoginResponse(LoginResponseRepr {
+            result: LoginResult::Denied,
+            ping_interval_ms: None,
+            text: "unknown user or wrong token",
+        }),
+    );
+    assert_eq!(got[0]["Type"], "Status");
+    assert_eq!(got[0]["State"]["Stream"], "Closed");
+    assert_eq!(got[0]["State"]["Text"], "denied: unknown user or wrong token");
+}
+
+#[test]
+fn requests_become_opens_with_their_view_snapshot_and_batch_ids() {
+    let mut s = logged_in();
+    assert_eq!(
+        sent(&mut s, r#"{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"}}"#),
+        ["OPEN 2 FEED1 AAA.O flags=0 view=None"]
+    );
+    assert_eq!(
+        sent(
+            &mut s,
+            r#"{"ID":3,"Key":{"Name":"AAB.O"},"View":["BID","ASK"],"Streaming":false}"#
+        ),
+        ["OPEN 3 FEED1 AAB.O flags=1 view=Some([22, 25])"]
+    );
+    assert_eq!(
+        sent(&mut s, r#"[{"ID":10,"Key":{"Name":["A.O","B.O"]}},{"ID":2,"Type":"Close"}]"#),
+        [
+            "OPEN 11 FEED1 A.O flags=0 view=None",
+            "OPEN 12 FEED1 B.O flags=0 view=None",
+            "CLOSE 2"
+        ]
+    );
+}
+
+#[test]
+fn refreshes_updates_and_statuses_go_to_their_stream() {
+    let mut s = logged_in();
+    sent(&mut s, r#"{"ID":5,"Key":{"Name":"AAA.O"}}"#);
+    sent(&mut s, r#"{"ID":6,"Key":{"Name":"MSFT.*"}}"#);
+    let fields = [Field::new(22, price(18920)), Field::new(15, Value::Enum(840))];
+    let refresh = |id, name| {
+        Message::Refresh(RefreshRepr {
+            item_id: id,
+            flags: crate::codec::refresh_flags::SOLICITED,
+            timestamp_ns: 1,
+            item_seq: 1,
+            service: "FEED1",
+            name,
+            fields: FieldList::List(&fields),
+        })
+    };
+    let got = to_json(&mut s, refresh(40, "AAA.O"));
+    assert_eq!(
+        got[0],
+        serde_json::json!({"ID":5,"Type":"Refresh","Key":{"Service":"FEED1","Name":"AAA.O"},
+            "State":{"Stream":"Open","Data":"Ok"},"Fields":{"BID":189.20,"CURRENCY":840}})
+    );
+    assert_eq!(to_json(&mut s, refresh(41, "MSFT.O"))[0]["ID"], 6, "by the glob");
+    let bid = [Field::new(22, price(18921))];
+    let got = to_json(
+        &mut s,
+        Message::Update(UpdateRepr {
+            item_id: 40,
+            timestamp_ns: 2,
+            item_seq: 2,
+            fields: FieldList::List(&bid),
+        }),
+    );
+    assert_eq!(
+        got[0],
+        serde_json::json!({"ID":5,"Type":"Update","UpdateType":"Quote","SeqNumber":2,
+            "Fields":{"BID":189.21}})
+    );
+    let status = |item_id, request_id, state, name| {
+        Message::Status(StatusRepr {
+            item_id,
+            request_id,
+            state,
+            service: "FEED1",
+            name,
+            text: "why",
+        })
+    };
+    let got = to_json(&mut s, status(0, 7, ItemState::NotEntitled, "ZZZ.O"));
+    assert_eq!(
+        got[0],
+        serde_json::json!({"ID":7,"Type":"Status","State":{"Stream":"Closed","Data":"Suspect",
+            "Code":"NotEntitled","Text":"why"}})
+    );
+    assert_eq!(to_json(&mut s, status(40, 0, ItemState::Stale, ""))[0]["ID"], 5);
+    // A whole service stale: one Status per stream.
+    let got = to_json(&mut s, status(0, 0, ItemState::Stale, "*"));
+    let ids: Vec<&Json> = got.iter().map(|g| &g["ID"]).collect();
+    assert_eq!(ids, [5, 6]);
+    // What a JSON client is not sent.
+    let mut b = Vec::new();
+    Message::Conflated(crate::codec::ConflatedRepr {
+        items: 1,
+        updates_dropped: 2,
+    })
+    .emit_to_vec(&mut b);
+    assert_eq!(s.to_client(&b, None, &mut String::new()), 0);
+}
+
+#[test]
+fn pings_pongs_posts_and_acks() {
+    let mut s = logged_in();
+    assert_eq!(
+        to_json(&mut s, Message::Ping(PingRepr { payload: 77 })),
+        [serde_json::json!({"Type":"Ping"})]
+    );
+    assert_eq!(sent(&mut s, r#"{"Type":"Pong"}"#), ["PONG 77"]);
+    assert_eq!(sent(&mut s, r#"{"Type":"Ping"}"#), ["PING 0"]);
+    let posted = sent(
+        &mut s,
+        r#"{"ID":9,"Type":"Post","Key":{"Service":"FEED1","Name":"AAA.O"},"PostID":3,"Ack":true,
+            "Message":{"Type":"Update","Fields":{"BID":189.25,"BIDSIZE":"7"}}}"#,
+    );
+    assert_eq!(posted.len(), 1);
+    assert!(
+        posted[0].starts_with("POST 1 FEED1 AAA.O refresh=false"),
+        "{posted:?}"
+    );
+    assert!(posted[0].contains("mantissa: 18925"), "{posted:?}");
+    let got = to_json(
+        &mut s,
+        Message::Ack(AckRepr {
+            origin: 0,
+            post_id: 1,
+            code: AckCode::Refused,
+            text: "halted",
+        }),
+    );
+    assert_eq!(
+        got[0],
+        serde_json::json!({"ID":9,"Type":"Ack","AckID":3,"NakCode":"DeniedBySrc","Text":"halted"})
+    );
+}
+
+#[test]
+fn bad_messages_are_errors_naming_what_is_wrong() {
+    let mut s = session();
+    let e = |s: &mut JsonSession, t: &str| s.from_client(t, &mut Vec::new()).unwrap_err().0;
+    assert!(e(&mut s, "{").starts_with("not JSON"));
+    assert!(e(&mut s, r#"{"ID":2,"Key":{"Name":"AAA.O"}}"#).starts_with("log in first"));
+    assert!(e(&mut s, r#"{"ID":1,"Domain":"Login","Key":{"Name":"a"}}"#)
+        .contains("AuthenticationToken"));
+    let mut s = logged_in();
+    assert!(e(&mut s, r#"{"Key":{"Name":"AAA.O"}}"#).contains("no ID"));
+    assert!(e(&mut s, r#"{"ID":0,"Key":{"Name":"AAA.O"}}"#).contains("1 to 4294967295"));
+    assert!(e(&mut s, r#"{"ID":2,"Type":"Shout"}"#).contains("Type Shout is not accepted"));
+    assert!(e(&mut s, r#"{"ID":2,"Key":{"Name":"AAA.O"},"View":["NOPE"]}"#).contains("NOPE"));
+    assert!(e(&mut s, r#"{"ID":2,"Domain":"Source","Key":{"Name":"x"}}"#).contains("Source"));
+    assert!(e(&mut s, r#"{"ID":2,"Key":{"Name":"A B"}}"#).contains("A B"));
+    assert!(e(
+        &mut s,
+        r#"{"ID":3,"Type":"Post","Key":{"Name":"AAA.O"},"Message":{"Fields":{"BID":"cheap"}}}"#
+    )
+    .contains("BID=cheap"));
+}
