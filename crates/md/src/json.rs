@@ -318,10 +318,11 @@ impl JsonSession {
         Ok(out)
     }
 
-    /// One binary message the core queued for this client, as JSON appended to `out` (nothing
-    /// for what a JSON client is not sent: DIRECTORY, DICTIONARY, CONFLATED). `fields`: the
-    /// REFRESH's or UPDATE's fields as [`fields_json`] encodes them, when the caller has them.
-    /// Returns how many JSON messages were appended (a group STATUS makes one per stream).
+    /// One binary message the core queued for this client, as one JSON text appended to `out`
+    /// (nothing for what a JSON client is not sent: DIRECTORY, DICTIONARY, CONFLATED): a
+    /// message, or an array of them (a group STATUS makes one Status per stream). `fields`:
+    /// the REFRESH's or UPDATE's fields as [`fields_json`] encodes them, when the caller has
+    /// them. Returns how many JSON messages it holds.
     pub fn to_client(&mut self, msg: &[u8], fields: Option<&str>, out: &mut String) -> usize {
         let Ok(m) = Message::parse(msg) else {
             return 0;
@@ -392,9 +393,17 @@ impl JsonSession {
                     .collect();
                 streams.sort_unstable();
                 streams.dedup();
-                for st in &streams {
+                if streams.is_empty() {
+                    return 0;
+                }
+                out.push('[');
+                for (i, st) in streams.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
                     write_status(out, *st, s.state, s.text);
                 }
+                out.push(']');
                 streams.len()
             }
             Message::Status(s) => {

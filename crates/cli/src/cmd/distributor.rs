@@ -20,6 +20,7 @@ pub fn run(a: DistributorArgs) -> Result<()> {
     }
     let settings = DistributorSettings::resolve(&SettingsOverrides {
         listen: a.listen,
+        websocket: a.websocket,
         users: a.users.clone(),
         backbone: a.backbone.clone(),
         requests: a.requests.clone(),

@@ -118,6 +118,10 @@ pub struct DistributorArgs {
     /// Default 127.0.0.1:14500.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// Also serve the WebSocket JSON API (tr_json2 messages) and the live quote board page
+    /// on this address and port (over TLS with --tls-cert). Default: none.
+    #[arg(long, value_name = "ADDR")]
+    pub websocket: Option<SocketAddr>,
     /// The users file (TOML: each user's token SHA-256 and item globs).
     #[arg(long)]
     pub users: Option<PathBuf>,

@@ -80,6 +80,8 @@ pub struct Conn {
     /// until this deadline at most.
     pub linger_until: Option<Instant>,
     pub write_shut: bool,
+    /// The WebSocket JSON layer, for a connection of the WebSocket listener.
+    pub ws: Option<Box<super::websocket::WsLayer>>,
 }
 
 /// What a write attempt found.
@@ -109,6 +111,7 @@ impl Conn {
             blocked: false,
             linger_until: None,
             write_shut: false,
+            ws: None,
         }
     }
 

@@ -10,7 +10,12 @@
 //!   `handle_backbone_message`; the transport's `Lost` (a loss it could not repair) to
 //!   `handle_backbone_loss`; a feed session that ends or dies to `feed_gone`, one that
 //!   appears to `feed_back`;
-//! - image requests from `poll_image_request`, published on `md.<service>.req`;
+//! - image requests from `poll_image_request` and posts from `poll_post_forward`, published
+//!   on `md.<service>.req`;
+//! - with `--websocket ADDR`, a second listener whose clients speak the WebSocket JSON API
+//!   (`websocket.rs`: the upgrade, the frames and the quote board page; the JSON of each
+//!   REFRESH and UPDATE is encoded once for all the WebSocket clients it goes to) and are, to
+//!   the core, clients like any other;
 //! - write modes: `throughput` hands the queues to the sockets every `flush_interval_ms` (or
 //!   at once for a queue past `flush_bytes`), `latency` after each message (TCP_NODELAY in
 //!   both: the coalescing is the queues').
@@ -28,6 +33,7 @@ mod audit;
 mod conn;
 mod settings;
 mod verifier;
+pub mod websocket;
 
 use crate::backbone::{self, backbone_topic, request_topic, BackboneError, Sealing};
 use conn::{Conn, Wrote};
@@ -50,6 +56,8 @@ use std::time::{Duration, Instant};
 const LISTENER: Token = Token(usize::MAX);
 /// The login verifier's wake-ups (between the clients' slots and the backbones' tokens).
 const VERIFIER: Token = Token(usize::MAX / 2);
+/// The WebSocket listener.
+const WS_LISTENER: Token = Token(usize::MAX / 2 + 1);
 /// Backbone subscriber `i` is `Token(BACKBONE_BASE - i)`.
 const BACKBONE_BASE: usize = usize::MAX - 1;
 /// Bytes read from a client per read call.
@@ -180,6 +188,10 @@ pub struct DistributorServer {
     poll: Poll,
     listener: TcpListener,
     local_addr: std::net::SocketAddr,
+    /// The WebSocket JSON listener and its address.
+    ws_listener: Option<(TcpListener, SocketAddr)>,
+    /// The WebSocket listener may hold more connections than the last turn accepted.
+    ws_accept_more: bool,
     /// TLS on the listener, when its certificate and key are set.
     tls: Option<crate::tls::ServerTls>,
     conns: Conns,
@@ -279,6 +291,18 @@ impl DistributorServer {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)
             .map_err(DistributorError::Poll)?;
+        let ws_listener = match s.websocket {
+            None => None,
+            Some(addr) => {
+                let error = |error| DistributorError::Listen { addr, error };
+                let mut l = TcpListener::bind(addr).map_err(error)?;
+                let local = l.local_addr().map_err(error)?;
+                poll.registry()
+                    .register(&mut l, WS_LISTENER, Interest::READABLE)
+                    .map_err(DistributorError::Poll)?;
+                Some((l, local))
+            }
+        };
         // Sealed by default (peregrine_market_data::backbone): forged frames are dropped
         // before anything reads them.
         let (backbone_uri, sealing) =
@@ -344,6 +368,8 @@ impl DistributorServer {
             poll,
             listener,
             local_addr,
+            ws_listener,
+            ws_accept_more: false,
             tls,
             conns: Conns::default(),
             by_client: HashMap::new(),
@@ -417,6 +443,11 @@ impl DistributorServer {
     }
 
     /// The address it listens on (with its port when port 0 was asked for).
+    /// The WebSocket listener's address (`None`: no `--websocket`).
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.ws_listener.as_ref().map(|(_, a)| *a)
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -472,8 +503,11 @@ impl DistributorServer {
         let clients = self.describe_clients();
         self.say(
             format!(
-                "listening on {} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {clients}; {}",
+                "listening on {}{} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {clients}; {}",
                 self.local_addr,
+                self.websocket_addr().map_or(String::new(), |a| format!(
+                    ", WebSocket JSON and the quote board on {a}"
+                )),
                 self.s.mode.name(),
                 self.s.backbone,
                 self.s.requests,
@@ -485,6 +519,7 @@ impl DistributorServer {
                    "requests": self.s.requests, "open_files_limit": nofile,
                    "backbone_auth": self.sealing.describe(), "clients": clients,
                    "tls": self.tls.is_some(),
+                   "websocket": self.websocket_addr().map(|a| a.to_string()),
                    "allow_plaintext_logins": self.s.core.allow_plaintext_logins}),
         );
         self.warn_if_users_file_exposed();
@@ -559,6 +594,7 @@ impl DistributorServer {
                 match ev.token() {
                     // Accepted below: at most ACCEPTS_PER_TURN a turn.
                     LISTENER => self.accept_more = true,
+                    WS_LISTENER => self.ws_accept_more = true,
                     VERIFIER => {
                         // Results are taken below, every turn.
                     }
@@ -579,7 +615,10 @@ impl DistributorServer {
                 }
             }
             if self.accept_more {
-                self.accept();
+                self.accept(false);
+            }
+            if self.ws_accept_more {
+                self.accept(true);
             }
             for tok in std::mem::take(&mut self.read_again) {
                 self.read(tok);
@@ -678,10 +717,20 @@ impl DistributorServer {
 
     /// Accepts up to [`ACCEPTS_PER_TURN`] connections; `accept_more` says whether the
     /// listener may hold more.
-    fn accept(&mut self) {
-        self.accept_more = false;
+    /// Accepts connections of the binary listener, or (`websocket`) of the WebSocket one.
+    fn accept(&mut self, websocket: bool) {
+        if websocket {
+            self.ws_accept_more = false;
+        } else {
+            self.accept_more = false;
+        }
         for _ in 0..ACCEPTS_PER_TURN {
-            let (stream, peer) = match self.listener.accept() {
+            let accepted = match (&self.ws_listener, websocket) {
+                (Some((l, _)), true) => l.accept(),
+                (None, true) => return,
+                (_, false) => self.listener.accept(),
+            };
+            let (stream, peer) = match accepted {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -735,7 +784,15 @@ impl DistributorServer {
             if let Some(n) = self.s.client_sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
             }
-            let tok = self.conns.insert(Conn::new(stream, session, id, peer));
+            let mut conn = Conn::new(stream, session, id, peer);
+            if websocket {
+                let session = peregrine_md::json::JsonSession::new(
+                    self.core.config().dictionary.clone(),
+                    &self.s.core.services[0],
+                );
+                conn.ws = Some(Box::new(websocket::WsLayer::new(session)));
+            }
+            let tok = self.conns.insert(conn);
             let c = self.conns.get_mut(tok).expect("just inserted");
             if let Err(e) = self.poll.registry().register(
                 &mut c.stream,
@@ -752,7 +809,11 @@ impl DistributorServer {
             }
             self.by_client.insert(id, tok);
         }
-        self.accept_more = true;
+        if websocket {
+            self.ws_accept_more = true;
+        } else {
+            self.accept_more = true;
+        }
     }
 
     /// Reads what a client sent and hands it to the core.
@@ -796,14 +857,45 @@ impl DistributorServer {
                     return self.close(tok);
                 }
             };
+            let now = self.now_ns();
             let Some(c) = self.conns.get_mut(tok) else {
                 return;
             };
             // A connection closing after its answer: what it still sends is discarded.
             if let Some(id) = c.client {
-                let now = self.now_ns();
-                self.core.handle_client_bytes(id, &self.read_buf[..n], now);
-                self.drain_core();
+                if let Some(ws) = c.ws.as_mut() {
+                    // WebSocket: frames of JSON in, binary messages for the core out.
+                    let mut to_core = Vec::new();
+                    let mut to_socket = Vec::new();
+                    let step = ws.input(&self.read_buf[..n], &mut to_core, &mut to_socket);
+                    if !to_socket.is_empty() {
+                        c.out.push(&to_socket);
+                        if !c.dirty {
+                            c.dirty = true;
+                            self.dirty.push(tok);
+                        }
+                    }
+                    if !to_core.is_empty() {
+                        self.core.handle_client_bytes(id, &to_core, now);
+                        self.drain_core();
+                    }
+                    if step == websocket::Step::Close {
+                        // Its answer (the page, an error) is written, then it is closed.
+                        self.by_client.remove(&id);
+                        self.core.client_closed(id);
+                        self.drain_core();
+                        if let Some(c) = self.conns.get_mut(tok) {
+                            c.client = None;
+                            c.linger_until = Some(Instant::now() + LINGER);
+                            self.lingering.push(tok);
+                        }
+                        self.write(tok);
+                        return;
+                    }
+                } else {
+                    self.core.handle_client_bytes(id, &self.read_buf[..n], now);
+                    self.drain_core();
+                }
             }
         }
         self.read_again.push(tok);
@@ -811,13 +903,38 @@ impl DistributorServer {
 
     /// Drains the core's outputs, in the order its documentation gives.
     fn drain_core(&mut self) {
+        let mut frames = Vec::new();
+        let dict = self.core.config().dictionary.clone();
         while let Some(t) = self.core.poll_transmit() {
+            // The JSON of each REFRESH's and UPDATE's fields, made once for every WebSocket
+            // client these bytes go to (a view's clients share bytes of their own).
+            let mut fields_json: Option<Vec<Option<String>>> = None;
             for id in t.clients {
                 let Some(&tok) = self.by_client.get(id) else {
                     continue;
                 };
                 if let Some(c) = self.conns.slots.get_mut(tok.0).and_then(|c| c.as_mut()) {
-                    c.out.push(t.bytes);
+                    match c.ws.as_mut() {
+                        None => c.out.push(t.bytes),
+                        Some(ws) => {
+                            let fields = fields_json.get_or_insert_with(|| {
+                                peregrine_md::json::messages(t.bytes)
+                                    .map(|m| match peregrine_md::codec::Message::parse(m) {
+                                        Ok(peregrine_md::codec::Message::Refresh(r)) => {
+                                            Some(peregrine_md::json::fields_json(&dict, &r.fields))
+                                        }
+                                        Ok(peregrine_md::codec::Message::Update(u)) => {
+                                            Some(peregrine_md::json::fields_json(&dict, &u.fields))
+                                        }
+                                        _ => None,
+                                    })
+                                    .collect()
+                            });
+                            frames.clear();
+                            ws.output(t.bytes, fields, &mut frames);
+                            c.out.push(&frames);
+                        }
+                    }
                     if !c.dirty {
                         c.dirty = true;
                         self.dirty.push(tok);
@@ -1022,6 +1139,11 @@ impl DistributorServer {
         };
         c.client = None;
         if d.flush() {
+            if let Some(ws) = c.ws.as_mut() {
+                let mut close = Vec::new();
+                ws.close(&mut close);
+                c.out.push(&close);
+            }
             c.linger_until = Some(Instant::now() + LINGER);
             self.lingering.push(tok);
             if !c.blocked && c.write_out() != Wrote::Ok {

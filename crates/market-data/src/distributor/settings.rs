@@ -6,6 +6,7 @@
 //! | key | flag | default | accepted |
 //! | --- | --- | --- | --- |
 //! | `listen` | `--listen` | `127.0.0.1:14500` | `ADDR:PORT` (port 0: any free port) |
+//! | `websocket` | `--websocket` | (none) | `ADDR:PORT`: the WebSocket JSON API and the quote board page (TLS too when `tls_cert` is set) |
 //! | `users` | `--users` | (required) | a path; relative paths in the file are from the file's folder |
 //! | `backbone` | `--backbone` | `mcast://239.255.90.1:40900` | a udp://, mcast://, tcp:// or ipc:// URI |
 //! | `requests` | `--requests` | the backbone's port + 1 | a URI |
@@ -76,6 +77,7 @@ macro_rules! bail {
 #[derive(Debug, Clone, Default)]
 pub struct SettingsOverrides {
     pub listen: Option<SocketAddr>,
+    pub websocket: Option<SocketAddr>,
     pub users: Option<PathBuf>,
     pub backbone: Option<String>,
     pub requests: Option<String>,
@@ -99,6 +101,8 @@ pub struct SettingsOverrides {
 #[derive(Debug, Clone)]
 pub struct DistributorSettings {
     pub listen: SocketAddr,
+    /// The WebSocket JSON listener, if any.
+    pub websocket: Option<SocketAddr>,
     pub users: PathBuf,
     pub backbone: String,
     pub requests: String,
@@ -126,6 +130,7 @@ pub struct TlsFiles {
 /// The keys of the config file, in the order of the table above.
 pub const KEYS: &[&str] = &[
     "listen",
+    "websocket",
     "users",
     "backbone",
     "requests",
@@ -282,6 +287,13 @@ impl DistributorSettings {
                         .map_err(|_| "an address and port, for example \"127.0.0.1:14500\"".into())
                 })?
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid default")),
+        };
+        let websocket = match a.websocket {
+            Some(w) => Some(w),
+            None => f.parsed("websocket", |s| {
+                s.parse::<SocketAddr>()
+                    .map_err(|_| "an address and port, for example \"127.0.0.1:14580\"".into())
+            })?,
         };
         let users = match &a.users {
             Some(u) => u.clone(),
@@ -492,6 +504,7 @@ impl DistributorSettings {
             .unwrap_or(if mode == WriteMode::Latency { 200 } else { 0 });
         Ok(DistributorSettings {
             listen,
+            websocket,
             users,
             backbone,
             requests,
