@@ -2559,3 +2559,173 @@ fn a_client_reads_fields_by_the_distributors_dictionary_and_a_disagreeing_one_is
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "dictionaries_sent"), 2, "{ds}");
 }
+
+// ---- the WebSocket JSON API ------------------------------------------------------------------
+
+type Ws = tungstenite::WebSocket<std::net::TcpStream>;
+
+/// A WebSocket client of the distributor's `websocket` address.
+fn ws_connect(addr: &str) -> Ws {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(S * 10)).unwrap();
+    let (ws, response) = tungstenite::client(format!("ws://{addr}/ws"), stream).unwrap();
+    assert_eq!(response.status().as_u16(), 101);
+    ws
+}
+
+fn ws_send(ws: &mut Ws, v: Value) {
+    ws.send(tungstenite::Message::text(v.to_string())).unwrap();
+}
+
+/// The JSON messages of the next text frame (one, or an array of them); `None` when the
+/// server closed.
+fn ws_next(ws: &mut Ws) -> Option<Vec<Value>> {
+    loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => {
+                return Some(match serde_json::from_str::<Value>(t.as_str()).unwrap() {
+                    Value::Array(list) => list,
+                    one => vec![one],
+                })
+            }
+            Ok(tungstenite::Message::Close(_)) => return None,
+            Ok(_) => {}
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                return None
+            }
+            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return None
+            }
+            Err(e) => panic!("reading the WebSocket: {e}"),
+        }
+    }
+}
+
+/// Reads messages until `done` holds of what was read; returns them all.
+fn ws_until(ws: &mut Ws, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let end = Instant::now() + S * 20;
+    let mut got = Vec::new();
+    while !done(&got) {
+        assert!(Instant::now() < end, "no {what}: {got:?}");
+        match ws_next(ws) {
+            Some(mut m) => got.append(&mut m),
+            None => panic!("closed before {what}: {got:?}"),
+        }
+    }
+    got
+}
+
+/// An HTTP request sent raw to `addr`; the whole answer.
+fn http_raw(addr: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(S * 10)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_binary_client() {
+    let _one = serial();
+    let net = Net::new("websocket");
+    let users = net.users(&[("alice", "a", &["AAA.*", "AAB.*"], "post = [\"AAA.*\"]")]);
+    let items = net.items(3);
+    let (d, addr) = net.distributor(
+        &users,
+        "127.0.0.1:0",
+        &["--websocket", "127.0.0.1:0", "--mode", "latency"],
+    );
+    let start: Value = serde_json::from_str(
+        &d.lines()
+            .into_iter()
+            .find(|l| l.contains("\"listening\""))
+            .unwrap(),
+    )
+    .unwrap();
+    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let f = net.feed(&items, "200", &["--posts", "publish"]);
+    feed_found(&d, 0, &f);
+    let binary = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
+
+    let mut ws = ws_connect(&ws_addr);
+    ws_send(
+        &mut ws,
+        serde_json::json!({"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"a"}}}),
+    );
+    let login = ws_until(&mut ws, "the login's answer", |g| !g.is_empty());
+    assert_eq!(login[0]["Type"], "Refresh", "{login:?}");
+    assert_eq!(login[0]["State"]["Data"], "Ok", "{login:?}");
+    ws_send(
+        &mut ws,
+        serde_json::json!([{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"},"View":["BID","ASK"]},
+                           {"ID":3,"Key":{"Name":"ZZZ.O"}}]),
+    );
+    let got = ws_until(&mut ws, "the image, three updates and the refusal", |g| {
+        g.iter().filter(|m| m["Type"] == "Update").count() >= 3
+            && g.iter().any(|m| m["Type"] == "Status" && m["ID"] == 3)
+    });
+    let refresh = got.iter().find(|m| m["Type"] == "Refresh").expect("a refresh");
+    assert_eq!(refresh["ID"], 2);
+    assert_eq!(refresh["Key"]["Name"], "AAA.O");
+    for m in got.iter().filter(|m| m["ID"] == 2) {
+        let names: Vec<&String> = m["Fields"].as_object().unwrap().keys().collect();
+        assert!(
+            !names.is_empty() && names.iter().all(|n| *n == "BID" || *n == "ASK"),
+            "only the view: {m}"
+        );
+    }
+    let refused = got.iter().find(|m| m["ID"] == 3).unwrap();
+    assert_eq!(refused["State"]["Code"], "NotEntitled", "{refused}");
+
+    // A post through JSON: the provider publishes it, one Ack answers it.
+    ws_send(
+        &mut ws,
+        serde_json::json!({"ID":4,"Type":"Post","Key":{"Name":"AAA.O"},"PostID":9,"Ack":true,
+            "Message":{"Type":"Update","Fields":{"BID":123.45}}}),
+    );
+    let got = ws_until(&mut ws, "the ack and the posted update", |g| {
+        g.iter().any(|m| m["Type"] == "Ack")
+            && g.iter().any(|m| m["Type"] == "Update" && m["Fields"]["BID"] == 123.45)
+    });
+    let ack = got.iter().find(|m| m["Type"] == "Ack").unwrap();
+    assert_eq!(ack["AckID"], 9, "{ack}");
+    assert!(ack.get("NakCode").is_none(), "accepted: {ack}");
+
+    // Malformed JSON: an Error message, then the close.
+    let mut bad = ws_connect(&ws_addr);
+    bad.send(tungstenite::Message::text("{nope")).unwrap();
+    let error = ws_next(&mut bad).expect("an error message before the close");
+    assert_eq!(error[0]["Type"], "Error");
+    assert!(
+        error[0]["Text"].as_str().unwrap().starts_with("not JSON"),
+        "{error:?}"
+    );
+    assert!(ws_next(&mut bad).is_none(), "closed");
+    // An upgrade with a bad header, and the page.
+    let answer = http_raw(
+        &ws_addr,
+        "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("Sec-WebSocket-Version: 13"),
+        "{answer}"
+    );
+    let page = http_raw(&ws_addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"), "{page}");
+
+    // The binary client was served throughout.
+    let from = binary.lines().len();
+    binary.expect_from(
+        from,
+        "an update after the attacks",
+        S * 10,
+        |l| l.starts_with("UPDATE AAA.O"),
+        &[&d, &f],
+    );
+    drop(ws);
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "posts_accepted"), 1, "{ds}");
+}
