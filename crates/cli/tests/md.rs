@@ -2729,3 +2729,164 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "posts_accepted"), 1, "{ds}");
 }
+
+/// Headless Chromium on `url`, driven over its DevTools protocol: returns the browser process
+/// and a WebSocket to the page's target.
+fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Child, Ws) {
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--remote-debugging-port=0",
+            "--window-size=1000,300",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let port = loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "chromium ended without its DevTools address"
+        );
+        if let Some(rest) = line.trim().strip_prefix("DevTools listening on ws://127.0.0.1:") {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    // Chromium keeps writing to stderr: drain it so it never blocks.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = err.read_to_string(&mut sink);
+    });
+    let end = Instant::now() + S * 20;
+    let target = loop {
+        // The Host header names the port: the targets' addresses are made from it.
+        let list = http_raw(
+            &format!("127.0.0.1:{port}"),
+            &format!(
+                "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        let body = list.split("\r\n\r\n").nth(1).unwrap_or("");
+        let pages: Vec<Value> = serde_json::from_str(body).unwrap_or_default();
+        if let Some(url) = pages
+            .iter()
+            .find(|p| p["type"] == "page")
+            .and_then(|p| p["webSocketDebuggerUrl"].as_str())
+        {
+            break url.to_string();
+        }
+        assert!(Instant::now() < end, "no page target: {list}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let host = target.trim_start_matches("ws://").split('/').next().unwrap();
+    let stream = TcpStream::connect(host).unwrap();
+    stream.set_read_timeout(Some(S * 10)).unwrap();
+    let (ws, _) = tungstenite::client(target.as_str(), stream).unwrap();
+    (child, ws)
+}
+
+/// Evaluates `expression` in the page; its value (JSON).
+fn evaluate(page: &mut Ws, id: u64, expression: &str) -> Value {
+    ws_send(
+        page,
+        serde_json::json!({"id": id, "method": "Runtime.evaluate",
+            "params": {"expression": expression, "returnByValue": true}}),
+    );
+    loop {
+        let msgs = ws_next(page).expect("the DevTools connection closed");
+        if let Some(m) = msgs.into_iter().find(|m| m["id"] == id) {
+            return m["result"]["result"]["value"].clone();
+        }
+    }
+}
+
+#[test]
+fn the_quote_board_shows_rows_changing_values_and_a_refused_item_in_a_real_browser() {
+    let _one = serial();
+    let Some(chromium) = peregrine_testkit::program("chromium", "apt-get install chromium") else {
+        return;
+    };
+    let net = Net::new("board");
+    let users = net.users(&[("alice", "a", &["AAA.*", "AAB.*"], "")]);
+    let items = net.items(3);
+    let (d, _) = net.distributor(
+        &users,
+        "127.0.0.1:0",
+        &["--websocket", "127.0.0.1:0", "--mode", "latency"],
+    );
+    let start: Value = serde_json::from_str(
+        &d.lines()
+            .into_iter()
+            .find(|l| l.contains("\"listening\""))
+            .unwrap(),
+    )
+    .unwrap();
+    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let f = net.feed(&items, "300", &[]);
+    feed_found(&d, 0, &f);
+    let profile = net.dir.join("chromium-profile");
+    let (mut browser, mut page) = chromium_page(
+        &chromium,
+        &format!("http://{ws_addr}/?user=alice&token=a&items=AAA.O,AAB.N,ZZZ.O"),
+        &profile,
+    );
+    let read_rows = "JSON.stringify({state: document.getElementById('state').textContent, \
+        rows: [...document.querySelectorAll('#rows tr')].map(tr => ({item: tr.dataset.item, \
+        bid: tr.querySelector('[data-field=BID]').textContent, \
+        updates: Number(tr.querySelector('.updates').textContent), \
+        status: tr.querySelector('.status').textContent}))})";
+    let end = Instant::now() + S * 30;
+    let mut first_bid: Option<String> = None;
+    let mut id = 1;
+    let board = loop {
+        id += 1;
+        let v = evaluate(&mut page, id, read_rows);
+        let board: Value = v
+            .as_str()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .unwrap_or(Value::Null);
+        let row = |item: &str| {
+            board["rows"]
+                .as_array()
+                .and_then(|r| r.iter().find(|r| r["item"] == item))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let aaa = row("AAA.O");
+        if first_bid.is_none() && aaa["bid"].as_str().is_some_and(|b| !b.is_empty()) {
+            first_bid = aaa["bid"].as_str().map(str::to_string);
+        }
+        let changed = first_bid
+            .as_deref()
+            .is_some_and(|b| aaa["bid"].as_str().is_some_and(|now| now != b));
+        let done = board["state"] == "connected"
+            && aaa["updates"].as_u64().unwrap_or(0) >= 3
+            && changed
+            && row("AAB.N")["bid"].as_str().is_some_and(|b| !b.is_empty())
+            && row("ZZZ.O")["status"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("NotEntitled"));
+        if done {
+            break board;
+        }
+        assert!(
+            Instant::now() < end,
+            "the board did not show the rows, their updates and the refusal: {board}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(board["rows"].as_array().unwrap().len(), 3, "{board}");
+    let _ = browser.kill();
+    let _ = browser.wait();
+    let mut d = d;
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "logins_accepted"), 1, "{ds}");
+}
