@@ -600,3 +600,57 @@ def test_a_post_reaches_the_python_provider_and_one_ack_answers_it(tmp_path):
             cons.disconnect()
     finally:
         d.stop()
+
+
+def test_the_websocket_example_watches_a_view_and_posts(tmp_path):
+    pytest.importorskip("websocket", reason="websocket-client (crates/cli/tests/python.rs installs it)")
+    bb, rq = backbone()
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ws_port = s.getsockname()[1]
+    d = Distributor(tmp_path, bb, rq, ["AAA.*"], args=("--websocket", f"127.0.0.1:{ws_port}"),
+                    alice_extra='post = ["AAA.*"]\n')
+    url = f"ws://127.0.0.1:{ws_port}/ws"
+    try:
+        with md.Provider("FEED1", backbone=bb, requests=rq) as prov:
+            prov.refresh("AAA.O", {"BID": Decimal("1.00"), "ASK": Decimal("1.02"), "BIDSIZE": 5})
+            watcher = subprocess.Popen(
+                [sys.executable, str(EXAMPLES / "md_ws.py"), "--url", url, "--user", "alice",
+                 "--token", TOKEN, "--view", "BID", "--count", "3", "--seconds", "20",
+                 "AAA.O", "ZZZ.O"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 20
+            i = 0
+            while watcher.poll() is None:
+                assert time.monotonic() < deadline, "the example did not finish"
+                prov.do_work()
+                i += 1
+                if i % 20 == 0:
+                    prov.update("AAA.O", {"BID": Decimal(f"1.{i:02d}"), "BIDSIZE": i})
+                time.sleep(0.005)
+            out, err = watcher.communicate()
+            assert watcher.returncode == 0, err
+            lines = out.splitlines()
+            data = [l for l in lines if l.startswith("AAA.O")]
+            # The image first, its price exact (1.00, not 1.0); then updates of the view.
+            assert data[0].startswith("AAA.O refresh BID=1.") and len(data[0].split("=")[1]) == 4, out
+            assert any(l.startswith('ZZZ.O status Suspect NotEntitled') for l in lines), out
+            assert all(set(kv.split("=")[0] for kv in l.split()[2:]) == {"BID"} for l in data), out
+            # A post through the example: the provider answers it.
+            poster = subprocess.Popen(
+                [sys.executable, str(EXAMPLES / "md_ws.py"), "--url", url, "--user", "alice",
+                 "--token", TOKEN, "--post", "AAA.O", "BID=2.50"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 20
+            while poster.poll() is None:
+                assert time.monotonic() < deadline, "the post was not answered"
+                prov.do_work()
+                post = prov.poll_post()
+                if post is not None:
+                    prov.publish_post(post)
+                time.sleep(0.005)
+            out, err = poster.communicate()
+            assert poster.returncode == 0 and out.strip() == "ACK AAA.O accepted", out + err
+    finally:
+        d.stop()

@@ -61,6 +61,23 @@ fn the_python_package_installs_with_pip_and_passes_its_tests() {
             "pip install pytest",
         );
     }
+    // examples/md_ws.py's WebSocket client library.
+    let has_websocket = Command::new(&venv_python)
+        .args(["-c", "import websocket"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_websocket {
+        run(
+            Command::new(&venv_python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "websocket-client",
+            ]),
+            "pip install websocket-client",
+        );
+    }
     // One pip install of the folder, as the README says. The Rust build lands in the
     // workspace's target/python (bindings/python/.cargo/config.toml), never in the source
     // tree, so a second run rebuilds only what changed.
