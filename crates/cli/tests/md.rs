@@ -2715,6 +2715,31 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
     let page = http_raw(&ws_addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"), "{page}");
 
+    // `peregrine client --websocket`: the same client over JSON, item_seq checked.
+    let mut json_client = net.client(
+        &ws_addr,
+        "alice",
+        "a",
+        &["AAA.O", "AAB.*"],
+        &["--websocket", "--print", "--count", "12", "--seconds", "30"],
+    );
+    let status = json_client.wait(S * 40);
+    assert!(status.success(), "{}", json_client.text());
+    let lines = json_client.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("REFRESH AAA.O") && l.contains("BID=")),
+        "{}",
+        json_client.text()
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("UPDATE AAB.")),
+        "a glob's updates name their item: {}",
+        json_client.text()
+    );
+    let summary = json_client.last_json();
+    assert_eq!(summary["gaps"], 0, "{summary}");
+    assert!(summary["updates"].as_u64().unwrap() >= 1, "{summary}");
+
     // The binary client was served throughout.
     let from = binary.lines().len();
     binary.expect_from(

@@ -20,13 +20,16 @@
 //! | `{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"s3cret"}}}` | LOGIN (version 2) |
 //! | `{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"},"View":["BID"],"Streaming":false}` | OPEN (request id = ID; `View` and `Streaming` as flags) |
 //! | `{"ID":3,"Key":{"Name":["A.O","B.O"]}}` | one OPEN per name, ids 4, 5 (a batch's streams are ID + 1, + 2, ...) |
+//! | `{"ID":6,"Key":{"Name":"MSFT.*"}}` | a glob: one stream for every item it matches; its updates carry `Key.Name` |
 //! | `{"ID":2,"Type":"Close"}` | CLOSE |
 //! | `{"ID":1,"Type":"Post","Key":{...},"PostID":7,"Message":{"Type":"Update","Fields":{...}}}` | POST |
 //! | `{"Type":"Ping"}` / `{"Type":"Pong"}` | PING / PONG |
 //!
 //! Prices go out as JSON numbers written with every digit of the decimal (`189.20`), times as
 //! ISO 8601 UTC strings, enums as their codes, and come in as numbers or strings read by the
-//! field's type in the dictionary.
+//! field's type in the dictionary. Refreshes and updates carry `SeqNumber` (the item's
+//! `item_seq`) and, a Peregrine extension, `ProviderTimeNs` (the provider's CLOCK_MONOTONIC when
+//! it sent the message: one-way latency on one host).
 
 use crate::codec::{
     open_flags, AckCode, FieldList, LoginRepr, LoginResult, Message, Messages, OpenRepr,
@@ -69,8 +72,9 @@ pub struct JsonSession {
     streams: BTreeMap<u32, (String, String)>,
     /// Exact names requested: (service, name) → stream id.
     exact: HashMap<(String, String), u32>,
-    /// Items seen: the core's item id → (stream id, service).
-    items: HashMap<u32, (u32, String)>,
+    /// Items seen: the core's item id → (stream id, service, the name when the stream is a
+    /// glob's: its updates then say which item they are).
+    items: HashMap<u32, (u32, String, Option<Box<str>>)>,
     /// Posts in flight: the binary post id → (the JSON message's ID, its PostID).
     posts: HashMap<u32, (u32, Json)>,
     next_post: u32,
@@ -163,7 +167,7 @@ impl JsonSession {
                 let id = stream_id(m)?;
                 self.streams.remove(&id);
                 self.exact.retain(|_, s| *s != id);
-                self.items.retain(|_, (s, _)| *s != id);
+                self.items.retain(|_, (s, _, _)| *s != id);
                 Message::Close(crate::codec::CloseRepr { request_id: id }).emit_to_vec(out);
                 Ok(())
             }
@@ -362,24 +366,29 @@ impl JsonSession {
                 let complete_snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
                 let _ = write!(
                     out,
-                    "{{\"ID\":{},\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"Fields\":{f}}}",
+                    "{{\"ID\":{},\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{f}}}",
                     stream.unwrap_or(0),
                     json_str(r.service),
                     json_str(r.name),
                     if complete_snapshot { "NonStreaming" } else { "Open" },
                     if solicited { "" } else { ",\"Solicited\":false" },
+                    r.item_seq,
+                    r.timestamp_ns,
                 );
                 1
             }
             Message::Update(u) => {
-                let Some(&(stream, _)) = self.items.get(&u.item_id) else {
+                let Some((stream, _, glob_item)) = self.items.get(&u.item_id) else {
                     return 0;
                 };
+                let key = glob_item
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(",\"Key\":{{\"Name\":{}}}", json_str(n)));
                 let f = fields_of(&u.fields);
                 let _ = write!(
                     out,
-                    "{{\"ID\":{stream},\"Type\":\"Update\",\"UpdateType\":\"Quote\",\"SeqNumber\":{},\"Fields\":{f}}}",
-                    u.item_seq
+                    "{{\"ID\":{stream},\"Type\":\"Update\",\"UpdateType\":\"Quote\"{key},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{f}}}",
+                    u.item_seq, u.timestamp_ns
                 );
                 1
             }
@@ -388,8 +397,8 @@ impl JsonSession {
                 let mut streams: Vec<u32> = self
                     .items
                     .values()
-                    .filter(|(_, svc)| svc == s.service)
-                    .map(|(st, _)| *st)
+                    .filter(|(_, svc, _)| svc == s.service)
+                    .map(|(st, _, _)| *st)
                     .collect();
                 streams.sort_unstable();
                 streams.dedup();
@@ -410,7 +419,7 @@ impl JsonSession {
                 let stream = if s.request_id != 0 {
                     Some(s.request_id)
                 } else {
-                    self.items.get(&s.item_id).map(|(st, _)| *st)
+                    self.items.get(&s.item_id).map(|(st, _, _)| *st)
                 };
                 let Some(stream) = stream else { return 0 };
                 write_status(out, stream, s.state, s.text);
@@ -454,21 +463,21 @@ impl JsonSession {
     /// The stream a REFRESH belongs to: the item's (known from an earlier one), an exact
     /// request's, or a glob's that matches it.
     fn stream_of_refresh(&mut self, item_id: u32, service: &str, name: &str) -> Option<u32> {
-        if let Some((s, _)) = self.items.get(&item_id) {
+        if let Some((s, _, _)) = self.items.get(&item_id) {
             return Some(*s);
         }
-        let stream = self
-            .exact
-            .get(&(service.to_string(), name.to_string()))
-            .copied()
-            .or_else(|| {
-                self.streams.iter().find_map(|(id, (svc, pattern))| {
-                    (svc == service
-                        && crate::distributor::glob_match(pattern.as_bytes(), name.as_bytes()))
-                    .then_some(*id)
-                })
-            })?;
-        self.items.insert(item_id, (stream, service.to_string()));
+        let (stream, glob) = match self.exact.get(&(service.to_string(), name.to_string())) {
+            Some(&s) => (s, false),
+            None => self.streams.iter().find_map(|(id, (svc, pattern))| {
+                (svc == service
+                    && crate::distributor::glob_match(pattern.as_bytes(), name.as_bytes()))
+                .then_some((*id, true))
+            })?,
+        };
+        self.items.insert(
+            item_id,
+            (stream, service.to_string(), glob.then(|| name.into())),
+        );
         Some(stream)
     }
 }

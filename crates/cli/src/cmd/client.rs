@@ -16,6 +16,8 @@
 //! one) and, when the distributor goes away, reports its items stale, reconnects with
 //! back-off, logs in again and reopens the watchlist.
 
+mod ws;
+
 use super::md::{connect_setup, read_list};
 use super::Stop;
 use crate::flags::md::ClientArgs;
@@ -112,14 +114,19 @@ pub fn run(a: ClientArgs) -> Result<()> {
         Some(ms) => options.with_ping_interval(Duration::from_millis(ms.into())),
         None => options,
     };
-    let mut consumer =
-        Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(|e| match e {
-            peregrine_market_data::ConsumerError::Address { .. } => {
-                anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
-            }
-            e => anyhow::anyhow!("{e}"),
-        })?;
-    consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
+    let mut consumer = if a.websocket {
+        None
+    } else {
+        let mut consumer = Consumer::new_with(&addresses, &a.conn.user, &token, options)
+            .map_err(|e| match e {
+                peregrine_market_data::ConsumerError::Address { .. } => {
+                    anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
+                }
+                e => anyhow::anyhow!("{e}"),
+            })?;
+        consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
+        Some(consumer)
+    };
     let start = Instant::now();
     let mut c = Client {
         deadline: a.seconds.map(|s| start + Duration::from_secs_f64(s)),
@@ -151,11 +158,17 @@ pub fn run(a: ClientArgs) -> Result<()> {
         updates_at_line: 0,
         snapshots: Vec::new(),
     };
-    let result = c.run(&mut consumer);
-    c.t.updates_without_image = consumer.counters().updates_without_image;
-    c.t.reconnects = consumer.counters().connections.saturating_sub(1);
-    c.t.silences = consumer.counters().silences;
-    c.t.rtt = consumer.rtt();
+    let result = match &mut consumer {
+        None => c.run_ws(&token),
+        Some(consumer) => {
+            let result = c.run(consumer);
+            c.t.updates_without_image = consumer.counters().updates_without_image;
+            c.t.reconnects = consumer.counters().connections.saturating_sub(1);
+            c.t.silences = consumer.counters().silences;
+            c.t.rtt = consumer.rtt();
+            result
+        }
+    };
     if let Some(path) = &c.a.items_out {
         c.write_items(path)
             .with_context(|| format!("--items-out {}", path.display()))?;

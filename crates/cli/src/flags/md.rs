@@ -266,6 +266,10 @@ pub struct ClientArgs {
     /// (BID,ASK). An update that changes none of them is not sent.
     #[arg(long, value_delimiter = ',')]
     pub view: Vec<String>,
+    /// Speak the WebSocket JSON API to the distributor's --websocket address (given as
+    /// --connect) instead of the binary protocol: one connection, no reconnection, no TLS.
+    #[arg(long, conflicts_with_all = ["snapshot", "tls_ca"])]
+    pub websocket: bool,
 }
 
 /// `--mode`: throughput or latency.

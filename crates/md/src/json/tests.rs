@@ -162,9 +162,23 @@ fn refreshes_updates_and_statuses_go_to_their_stream() {
     assert_eq!(
         got[0],
         serde_json::json!({"ID":5,"Type":"Refresh","Key":{"Service":"FEED1","Name":"AAA.O"},
-            "State":{"Stream":"Open","Data":"Ok"},"Fields":{"BID":189.20,"CURRENCY":840}})
+            "State":{"Stream":"Open","Data":"Ok"},"SeqNumber":1,"ProviderTimeNs":1,
+            "Fields":{"BID":189.20,"CURRENCY":840}})
     );
     assert_eq!(to_json(&mut s, refresh(41, "MSFT.O"))[0]["ID"], 6, "by the glob");
+    let glob_update = to_json(
+        &mut s,
+        Message::Update(UpdateRepr {
+            item_id: 41,
+            timestamp_ns: 3,
+            item_seq: 2,
+            fields: FieldList::List(&fields[..1]),
+        }),
+    );
+    assert_eq!(
+        glob_update[0]["Key"]["Name"], "MSFT.O",
+        "a glob's updates say their item"
+    );
     let bid = [Field::new(22, price(18921))];
     let got = to_json(
         &mut s,
@@ -178,7 +192,7 @@ fn refreshes_updates_and_statuses_go_to_their_stream() {
     assert_eq!(
         got[0],
         serde_json::json!({"ID":5,"Type":"Update","UpdateType":"Quote","SeqNumber":2,
-            "Fields":{"BID":189.21}})
+            "ProviderTimeNs":2,"Fields":{"BID":189.21}})
     );
     let status = |item_id, request_id, state, name| {
         Message::Status(StatusRepr {
