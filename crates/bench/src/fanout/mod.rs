@@ -83,6 +83,11 @@ pub struct FanoutConfig {
     /// to a plaintext run.
     #[serde(default)]
     pub client_tls: bool,
+    /// Clients speak the WebSocket JSON API (`peregrine client --websocket` to the
+    /// distributor's `--websocket` port) instead of the binary protocol: what JSON costs is
+    /// the ratio to a binary run.
+    #[serde(default)]
+    pub client_websocket: bool,
     /// An attack on the distributor run during every probe (Peregrine only).
     #[serde(default)]
     pub attack: Option<attack::Attack>,
@@ -118,6 +123,13 @@ impl FanoutConfig {
         }
         if self.items_per_client == 0 {
             return bad("--items 0 is not accepted: give at least 1 item per client".into());
+        }
+        if self.client_websocket && self.client_tls {
+            return bad(
+                "--client-websocket with --client-tls is not accepted: the test client speaks \
+                 WebSocket without TLS; give one of them"
+                    .into(),
+            );
         }
         peregrine_md::quotes::UpdateLayout::for_size(self.size)
             .map_err(|e| BenchError::Config(format!("--size {}: {e}", self.size)))?;

@@ -135,6 +135,9 @@ impl PeregrineRun {
                         .arg("--tls-key")
                         .arg(d.join("md.key"));
                 }
+                if self.cfg.client_websocket {
+                    c.args(["--websocket", "127.0.0.1:0"]);
+                }
                 c
             },
             "peregrine distributor",
@@ -147,10 +150,21 @@ impl PeregrineRun {
         if let Some(p) = self.cfg.pin {
             dist.pin(p.b)?;
         }
-        let addr = serde_json::from_str::<serde_json::Value>(&line)
-            .ok()
-            .and_then(|v| v["listening"].as_str().map(str::to_string))
-            .ok_or_else(|| BenchError::Child(format!("distributor: unreadable line {line}")))?;
+        // WebSocket clients connect to the distributor's WebSocket port.
+        let key = if self.cfg.client_websocket {
+            "websocket"
+        } else {
+            "listening"
+        };
+        let address = |key: &str| {
+            serde_json::from_str::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|v| v[key].as_str().map(str::to_string))
+                .ok_or_else(|| BenchError::Child(format!("distributor: unreadable line {line}")))
+        };
+        let addr = address(key)?;
+        // Attacks go to the binary listener.
+        let binary_addr = address("listening")?;
         let mut clients = Vec::with_capacity(self.cfg.clients);
         for k in 0..self.cfg.clients {
             let mut c = Command::new(&self.exe);
@@ -167,6 +181,9 @@ impl PeregrineRun {
             }
             if self.cfg.client_tls {
                 c.arg("--tls-ca").arg(d.join("ca.crt"));
+            }
+            if self.cfg.client_websocket {
+                c.arg("--websocket");
             }
             clients.push(Proc::spawn(c, format!("peregrine client {k}"))?);
         }
@@ -205,7 +222,7 @@ impl PeregrineRun {
         let attacker = self
             .cfg
             .attack
-            .map(|kind| super::attack::Attacker::start(kind, &addr, USER, TOKEN));
+            .map(|kind| super::attack::Attacker::start(kind, &binary_addr, USER, TOKEN));
         feed.wait(Duration::from_secs_f64(self.cfg.seconds + 60.0))?;
         drop(attacker);
         let done = feed.last_json("done")?;

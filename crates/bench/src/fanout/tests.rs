@@ -232,6 +232,7 @@ fn configurations_out_of_range_are_refused_naming_the_flag() {
         backbone_datagram: LOOPBACK_DATAGRAM,
         backbone_sealed: true,
         client_tls: false,
+        client_websocket: false,
         attack: None,
     };
     good.validate().unwrap();

@@ -324,6 +324,7 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     detail.insert("backbone_datagram".into(), cfg.backbone_datagram.into());
     detail.insert("backbone_sealed".into(), cfg.backbone_sealed.into());
     detail.insert("client_tls".into(), cfg.client_tls.into());
+    detail.insert("client_websocket".into(), cfg.client_websocket.into());
     detail.insert(
         "attack".into(),
         cfg.attack.map_or("none", |a| a.name()).into(),

@@ -120,6 +120,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         backbone_datagram: crate::fanout::LOOPBACK_DATAGRAM,
         backbone_sealed: true,
         client_tls: false,
+        client_websocket: false,
         attack: None,
     };
     if !s.out.json {

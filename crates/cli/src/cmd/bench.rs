@@ -364,6 +364,7 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         backbone_datagram: a.backbone_datagram as usize,
         backbone_sealed: a.backbone_auth == "key",
         client_tls: a.client_tls,
+        client_websocket: a.client_websocket,
         attack: a
             .attack
             .as_deref()

@@ -398,6 +398,10 @@ pub struct FanoutArgs {
     /// run with and without to see what TLS costs.
     #[arg(long)]
     pub client_tls: bool,
+    /// Clients speak the WebSocket JSON API to the distributor's --websocket port instead of
+    /// the binary protocol: run with and without to see what JSON costs.
+    #[arg(long, conflicts_with = "client_tls")]
+    pub client_websocket: bool,
     /// Attack the distributor during every probe, from the bench process: `logins` (wrong
     /// tokens, one connection each), `slots` (connections that never log in) or `globs` (OPENs
     /// of 1,000 globs from a logged-in connection); compare with a run without.
