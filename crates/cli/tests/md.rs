@@ -2665,7 +2665,10 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
         g.iter().filter(|m| m["Type"] == "Update").count() >= 3
             && g.iter().any(|m| m["Type"] == "Status" && m["ID"] == 3)
     });
-    let refresh = got.iter().find(|m| m["Type"] == "Refresh").expect("a refresh");
+    let refresh = got
+        .iter()
+        .find(|m| m["Type"] == "Refresh")
+        .expect("a refresh");
     assert_eq!(refresh["ID"], 2);
     assert_eq!(refresh["Key"]["Name"], "AAA.O");
     for m in got.iter().filter(|m| m["ID"] == 2) {
@@ -2686,7 +2689,8 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
     );
     let got = ws_until(&mut ws, "the ack and the posted update", |g| {
         g.iter().any(|m| m["Type"] == "Ack")
-            && g.iter().any(|m| m["Type"] == "Update" && m["Fields"]["BID"] == 123.45)
+            && g.iter()
+                .any(|m| m["Type"] == "Update" && m["Fields"]["BID"] == 123.45)
     });
     let ack = got.iter().find(|m| m["Type"] == "Ack").unwrap();
     assert_eq!(ack["AckID"], 9, "{ack}");
@@ -2713,7 +2717,10 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
         "{answer}"
     );
     let page = http_raw(&ws_addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"), "{page}");
+    assert!(
+        page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"),
+        "{page}"
+    );
 
     // `peregrine client --websocket`: the same client over JSON, item_seq checked.
     let mut json_client = net.client(
@@ -2727,7 +2734,9 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
     assert!(status.success(), "{}", json_client.text());
     let lines = json_client.lines();
     assert!(
-        lines.iter().any(|l| l.starts_with("REFRESH AAA.O") && l.contains("BID=")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("REFRESH AAA.O") && l.contains("BID=")),
         "{}",
         json_client.text()
     );
@@ -2781,7 +2790,10 @@ fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Child, Ws) {
             err.read_line(&mut line).unwrap() > 0,
             "chromium ended without its DevTools address"
         );
-        if let Some(rest) = line.trim().strip_prefix("DevTools listening on ws://127.0.0.1:") {
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix("DevTools listening on ws://127.0.0.1:")
+        {
             break rest.split('/').next().unwrap().to_string();
         }
     };
@@ -2811,7 +2823,11 @@ fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Child, Ws) {
         assert!(Instant::now() < end, "no page target: {list}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let host = target.trim_start_matches("ws://").split('/').next().unwrap();
+    let host = target
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap();
     let stream = TcpStream::connect(host).unwrap();
     stream.set_read_timeout(Some(S * 10)).unwrap();
     let (ws, _) = tungstenite::client(target.as_str(), stream).unwrap();

@@ -149,7 +149,9 @@ impl JsonSession {
         }
         if domain == "Login" {
             if ty != "Request" {
-                return err(format!("a Login message of Type {ty}: send the Login request"));
+                return err(format!(
+                    "a Login message of Type {ty}: send the Login request"
+                ));
             }
             return self.login(m, out);
         }
@@ -196,7 +198,9 @@ impl JsonSession {
             .and_then(|e| e.get("AuthenticationToken"))
             .and_then(Json::as_str)
             .ok_or_else(|| {
-                JsonError("a Login needs Key.Elements.AuthenticationToken (the user's token)".into())
+                JsonError(
+                    "a Login needs Key.Elements.AuthenticationToken (the user's token)".into(),
+                )
             })?;
         let repr = LoginRepr::new(user, token.as_bytes());
         Message::Login(repr)
@@ -220,9 +224,11 @@ impl JsonSession {
             Some(Json::Array(list)) => Some(
                 list.iter()
                     .map(|f| match f {
-                        Json::String(name) => self.dict.by_name(name).map(|d| d.fid).ok_or_else(
-                            || JsonError(format!("View: {name} is not a field of the dictionary")),
-                        ),
+                        Json::String(name) => {
+                            self.dict.by_name(name).map(|d| d.fid).ok_or_else(|| {
+                                JsonError(format!("View: {name} is not a field of the dictionary"))
+                            })
+                        }
                         Json::Number(n) => n
                             .as_u64()
                             .and_then(|n| u16::try_from(n).ok())
@@ -236,7 +242,11 @@ impl JsonSession {
         // The VIEW flag follows from `view`.
         let flags = if snapshot { open_flags::SNAPSHOT } else { 0 };
         // A batch: one stream per name, IDs following the request's.
-        let batch = names.len() > 1 || matches!(m.get("Key").and_then(|k| k.get("Name")), Some(Json::Array(_)));
+        let batch = names.len() > 1
+            || matches!(
+                m.get("Key").and_then(|k| k.get("Name")),
+                Some(Json::Array(_))
+            );
         for (i, name) in names.iter().enumerate() {
             let stream = if batch {
                 id.checked_add(1 + i as u32)
@@ -272,14 +282,17 @@ impl JsonSession {
             return err("a Post names one item in Key.Name");
         };
         let post_id = m.get("PostID").cloned().unwrap_or(Json::Null);
-        let inner = m
-            .get("Message")
-            .and_then(Json::as_object)
-            .ok_or_else(|| JsonError("a Post carries its Message (Type Update or Refresh, with Fields)".into()))?;
+        let inner = m.get("Message").and_then(Json::as_object).ok_or_else(|| {
+            JsonError("a Post carries its Message (Type Update or Refresh, with Fields)".into())
+        })?;
         let refresh = match inner.get("Type").and_then(Json::as_str) {
             Some("Update") | None => false,
             Some("Refresh") => true,
-            Some(other) => return err(format!("a posted Message of Type {other}: Update or Refresh")),
+            Some(other) => {
+                return err(format!(
+                    "a posted Message of Type {other}: Update or Refresh"
+                ))
+            }
         };
         let fields = self.fields_in(inner.get("Fields"))?;
         let list: Vec<crate::model::Field<'_>> = fields
@@ -344,7 +357,10 @@ impl JsonSession {
                 let user = json_str(&user);
                 if r.result == LoginResult::Accepted {
                     let ping = r.ping_interval_ms.map_or(String::new(), |ms| {
-                        format!(",\"Elements\":{{\"PingTimeout\":{}}}", (3 * ms).div_ceil(1000))
+                        format!(
+                            ",\"Elements\":{{\"PingTimeout\":{}}}",
+                            (3 * ms).div_ceil(1000)
+                        )
                     });
                     let _ = write!(
                         out,
@@ -381,9 +397,9 @@ impl JsonSession {
                 let Some((stream, _, glob_item)) = self.items.get(&u.item_id) else {
                     return 0;
                 };
-                let key = glob_item
-                    .as_deref()
-                    .map_or(String::new(), |n| format!(",\"Key\":{{\"Name\":{}}}", json_str(n)));
+                let key = glob_item.as_deref().map_or(String::new(), |n| {
+                    format!(",\"Key\":{{\"Name\":{}}}", json_str(n))
+                });
                 let f = fields_of(&u.fields);
                 let _ = write!(
                     out,

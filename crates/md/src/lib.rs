@@ -24,8 +24,8 @@
 pub mod codec;
 pub mod consumer;
 pub mod dictionary;
-pub mod json;
 pub mod distributor;
+pub mod json;
 mod load;
 pub mod model;
 pub mod provider;

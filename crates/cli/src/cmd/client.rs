@@ -117,8 +117,8 @@ pub fn run(a: ClientArgs) -> Result<()> {
     let mut consumer = if a.websocket {
         None
     } else {
-        let mut consumer = Consumer::new_with(&addresses, &a.conn.user, &token, options)
-            .map_err(|e| match e {
+        let mut consumer =
+            Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(|e| match e {
                 peregrine_market_data::ConsumerError::Address { .. } => {
                     anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
                 }

@@ -119,7 +119,12 @@ impl WsLayer {
                 head.extend_from_slice(bytes);
                 match upgrade(head) {
                     Head::Partial if head.len() > MAX_HEAD => {
-                        http_answer(to_socket, "431 Request Header Fields Too Large", "text/plain", b"the request head is over 8 KiB\n");
+                        http_answer(
+                            to_socket,
+                            "431 Request Header Fields Too Large",
+                            "text/plain",
+                            b"the request head is over 8 KiB\n",
+                        );
                         Step::Close
                     }
                     Head::Partial => Step::Continue,
@@ -138,8 +143,10 @@ impl WsLayer {
                         let mut config = WebSocketConfig::default();
                         config.max_message_size = Some(MAX_MESSAGE);
                         config.max_frame_size = Some(MAX_MESSAGE);
-                        self.phase =
-                            Phase::Open(Box::new(WebSocketContext::new(Role::Server, Some(config))));
+                        self.phase = Phase::Open(Box::new(WebSocketContext::new(
+                            Role::Server,
+                            Some(config),
+                        )));
                         self.pipe.input.extend_from_slice(&rest);
                         self.frames(to_core)
                     }
@@ -278,8 +285,12 @@ fn upgrade(head: &[u8]) -> Head {
     if !wants_ws {
         let path = req.path.unwrap_or("/");
         return match path.split('?').next().unwrap_or("/") {
-            "/" | "/board.html" => Head::Answer("200 OK", "text/html; charset=utf-8", BOARD_HTML.into()),
-            "/board.js" => Head::Answer("200 OK", "text/javascript; charset=utf-8", BOARD_JS.into()),
+            "/" | "/board.html" => {
+                Head::Answer("200 OK", "text/html; charset=utf-8", BOARD_HTML.into())
+            }
+            "/board.js" => {
+                Head::Answer("200 OK", "text/javascript; charset=utf-8", BOARD_JS.into())
+            }
             other => Head::Answer(
                 "404 Not Found",
                 "text/plain",
@@ -339,7 +350,8 @@ mod tests {
         WsLayer::new(JsonSession::new(Arc::new(Dictionary::builtin()), "FEED1"))
     }
 
-    const UPGRADE: &str = "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\
+    const UPGRADE: &str =
+        "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\
         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
 
     /// A masked text frame, as a client sends (RFC 6455 5.2).
@@ -371,7 +383,10 @@ mod tests {
         assert!(sock.is_empty());
         assert_eq!(l.input(&bytes[20..], &mut core, &mut sock), Step::Continue);
         let answer = String::from_utf8(sock).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+            "{answer}"
+        );
         // RFC 6455 section 1.3's example key and answer.
         assert!(answer.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
         assert_eq!(core[2], 0x10, "a LOGIN for the core");
@@ -406,7 +421,10 @@ mod tests {
         let mut sock = Vec::new();
         l.input(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &mut core, &mut sock);
         let page = String::from_utf8_lossy(&sock);
-        assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"), "{page}");
+        assert!(
+            page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"),
+            "{page}"
+        );
     }
 
     #[test]
@@ -415,11 +433,17 @@ mod tests {
         let (mut core, mut sock) = (Vec::new(), Vec::new());
         l.input(UPGRADE.as_bytes(), &mut core, &mut sock);
         sock.clear();
-        assert_eq!(l.input(&client_text("{nope"), &mut core, &mut sock), Step::Close);
+        assert_eq!(
+            l.input(&client_text("{nope"), &mut core, &mut sock),
+            Step::Close
+        );
         // An unmasked server text frame then a close frame (0x88).
         assert_eq!(sock[0], 0x81);
         let text = String::from_utf8_lossy(&sock);
-        assert!(text.contains("\"Type\":\"Error\"") && text.contains("not JSON"), "{text}");
+        assert!(
+            text.contains("\"Type\":\"Error\"") && text.contains("not JSON"),
+            "{text}"
+        );
         assert!(sock.windows(1).any(|w| w[0] == 0x88), "a close frame");
         assert!(core.is_empty());
     }

@@ -2,9 +2,7 @@
 //! each binary message the core queues becomes for a JSON client.
 
 use super::*;
-use crate::codec::{
-    AckRepr, LoginResponseRepr, PingRepr, RefreshRepr, StatusRepr, UpdateRepr,
-};
+use crate::codec::{AckRepr, LoginResponseRepr, PingRepr, RefreshRepr, StatusRepr, UpdateRepr};
 use crate::model::{Field, Price};
 
 fn session() -> JsonSession {
@@ -114,14 +112,20 @@ fn a_login_becomes_a_login_and_its_answer_a_login_refresh() {
     );
     assert_eq!(got[0]["Type"], "Status");
     assert_eq!(got[0]["State"]["Stream"], "Closed");
-    assert_eq!(got[0]["State"]["Text"], "denied: unknown user or wrong token");
+    assert_eq!(
+        got[0]["State"]["Text"],
+        "denied: unknown user or wrong token"
+    );
 }
 
 #[test]
 fn requests_become_opens_with_their_view_snapshot_and_batch_ids() {
     let mut s = logged_in();
     assert_eq!(
-        sent(&mut s, r#"{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"}}"#),
+        sent(
+            &mut s,
+            r#"{"ID":2,"Key":{"Service":"FEED1","Name":"AAA.O"}}"#
+        ),
         ["OPEN 2 FEED1 AAA.O flags=0 view=None"]
     );
     assert_eq!(
@@ -132,7 +136,10 @@ fn requests_become_opens_with_their_view_snapshot_and_batch_ids() {
         ["OPEN 3 FEED1 AAB.O flags=1 view=Some([22, 25])"]
     );
     assert_eq!(
-        sent(&mut s, r#"[{"ID":10,"Key":{"Name":["A.O","B.O"]}},{"ID":2,"Type":"Close"}]"#),
+        sent(
+            &mut s,
+            r#"[{"ID":10,"Key":{"Name":["A.O","B.O"]}},{"ID":2,"Type":"Close"}]"#
+        ),
         [
             "OPEN 11 FEED1 A.O flags=0 view=None",
             "OPEN 12 FEED1 B.O flags=0 view=None",
@@ -146,7 +153,10 @@ fn refreshes_updates_and_statuses_go_to_their_stream() {
     let mut s = logged_in();
     sent(&mut s, r#"{"ID":5,"Key":{"Name":"AAA.O"}}"#);
     sent(&mut s, r#"{"ID":6,"Key":{"Name":"MSFT.*"}}"#);
-    let fields = [Field::new(22, price(18920)), Field::new(15, Value::Enum(840))];
+    let fields = [
+        Field::new(22, price(18920)),
+        Field::new(15, Value::Enum(840)),
+    ];
     let refresh = |id, name| {
         Message::Refresh(RefreshRepr {
             item_id: id,
@@ -165,7 +175,11 @@ fn refreshes_updates_and_statuses_go_to_their_stream() {
             "State":{"Stream":"Open","Data":"Ok"},"SeqNumber":1,"ProviderTimeNs":1,
             "Fields":{"BID":189.20,"CURRENCY":840}})
     );
-    assert_eq!(to_json(&mut s, refresh(41, "MSFT.O"))[0]["ID"], 6, "by the glob");
+    assert_eq!(
+        to_json(&mut s, refresh(41, "MSFT.O"))[0]["ID"],
+        6,
+        "by the glob"
+    );
     let glob_update = to_json(
         &mut s,
         Message::Update(UpdateRepr {
@@ -210,7 +224,10 @@ fn refreshes_updates_and_statuses_go_to_their_stream() {
         serde_json::json!({"ID":7,"Type":"Status","State":{"Stream":"Closed","Data":"Suspect",
             "Code":"NotEntitled","Text":"why"}})
     );
-    assert_eq!(to_json(&mut s, status(40, 0, ItemState::Stale, ""))[0]["ID"], 5);
+    assert_eq!(
+        to_json(&mut s, status(40, 0, ItemState::Stale, ""))[0]["ID"],
+        5
+    );
     // A whole service stale: one Status per stream.
     let got = to_json(&mut s, status(0, 0, ItemState::Stale, "*"));
     let ids: Vec<&Json> = got.iter().map(|g| &g["ID"]).collect();

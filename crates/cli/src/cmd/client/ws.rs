@@ -15,7 +15,15 @@ use std::net::TcpStream;
 
 impl Client {
     pub(super) fn run_ws(&mut self, token: &[u8]) -> Result<()> {
-        let addr = self.a.conn.connect.split(',').next().unwrap_or("").trim().to_string();
+        let addr = self
+            .a
+            .conn
+            .connect
+            .split(',')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
         let stream = TcpStream::connect(&addr).with_context(|| format!("--connect {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(super::POLL_TIMEOUT))?;
@@ -37,7 +45,9 @@ impl Client {
             self.batch_now_ns = None;
             let frame = match ws.read() {
                 Ok(tungstenite::Message::Text(t)) => t,
-                Ok(tungstenite::Message::Close(_)) => bail!("the distributor closed the connection"),
+                Ok(tungstenite::Message::Close(_)) => {
+                    bail!("the distributor closed the connection")
+                }
                 Ok(_) => continue,
                 Err(tungstenite::Error::Io(e))
                     if matches!(
@@ -132,11 +142,7 @@ impl Client {
                         let item = names
                             .get(&id)
                             .cloned()
-                            .or_else(|| {
-                                self.watch
-                                    .get((id as usize).wrapping_sub(2))
-                                    .cloned()
-                            })
+                            .or_else(|| self.watch.get((id as usize).wrapping_sub(2)).cloned())
                             .unwrap_or_default();
                         self.on_event(Event::Status {
                             item: &item,
