@@ -2931,3 +2931,96 @@ fn the_quote_board_shows_rows_changing_values_and_a_refused_item_in_a_real_brows
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "logins_accepted"), 1, "{ds}");
 }
+
+#[test]
+fn a_websocket_client_that_stops_reading_is_conflated_and_an_oversized_frame_is_refused() {
+    let _one = serial();
+    let net = Net::new("ws-slow");
+    let users = net.users(&[("alice", "a", &["*"], ""), ("erin", "e", &["*"], "")]);
+    // Small queues and socket buffers: a client that stops reading passes its bound within a
+    // fraction of a second at 20 000 updates/s.
+    let config = net.file(
+        "distributor.toml",
+        "max_queue_bytes = \"256k\"\nclient_sndbuf = \"32k\"\n",
+    );
+    let items = net.items(40);
+    let (d, _addr) = net.distributor(
+        &users,
+        "127.0.0.1:0",
+        &["--config", &config, "--websocket", "127.0.0.1:0"],
+    );
+    let start: Value = serde_json::from_str(
+        &d.lines()
+            .into_iter()
+            .find(|l| l.contains("\"listening\""))
+            .unwrap(),
+    )
+    .unwrap();
+    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let f = net.feed(&items, "20000", &[]);
+    feed_found(&d, 0, &f);
+    let good = net.client(&ws_addr, "erin", "e", &["*"], &["--websocket", "--seconds", "5"]);
+
+    // A WebSocket client with a small receive buffer that stops reading after its login.
+    let a: std::net::SocketAddr = ws_addr.parse().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&a.into()).unwrap();
+    let stream: TcpStream = sock.into();
+    stream.set_read_timeout(Some(S * 10)).unwrap();
+    let (mut slow, _) = tungstenite::client(format!("ws://{ws_addr}/ws"), stream).unwrap();
+    ws_send(
+        &mut slow,
+        serde_json::json!({"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"a"}}}),
+    );
+    ws_until(&mut slow, "the login", |g| !g.is_empty());
+    ws_send(&mut slow, serde_json::json!({"ID":2,"Key":{"Name":"*"}}));
+    // Not read for two seconds: the distributor conflates it, its memory stays put.
+    std::thread::sleep(S / 2);
+    let rss_before = rss_kib(d.pid());
+    let mut rss_max = rss_before;
+    for _ in 0..6 {
+        std::thread::sleep(S / 4);
+        rss_max = rss_max.max(rss_kib(d.pid()));
+    }
+    assert!(
+        rss_max < rss_before + (8 << 10),
+        "the distributor grew from {rss_before} to {rss_max} KiB with a client not reading"
+    );
+    d.expect(
+        "conflating event",
+        S * 5,
+        |l| l.contains("\"conflating\""),
+        &[],
+    );
+    // It reads again: the images that replace what it missed come as refreshes, then updates.
+    let got = ws_until(&mut slow, "refreshes after the conflation, then updates", |g| {
+        let first_update_after = g
+            .iter()
+            .rposition(|m| m["Type"] == "Refresh")
+            .is_some_and(|at| g[at..].iter().any(|m| m["Type"] == "Update"));
+        g.iter().filter(|m| m["Type"] == "Refresh").count() > 40 && first_update_after
+    });
+    assert!(got.iter().all(|m| m["Type"] != "Error"), "no error");
+
+    // A frame over 64 KiB: an Error naming it, then the close.
+    let mut big = ws_connect(&ws_addr);
+    big.send(tungstenite::Message::text("x".repeat(70_000)))
+        .unwrap();
+    let error = ws_next(&mut big).expect("an error before the close");
+    assert_eq!(error[0]["Type"], "Error", "{error:?}");
+    assert!(
+        error[0]["Text"].as_str().unwrap().contains("too long")
+            || error[0]["Text"].as_str().unwrap().contains("size"),
+        "{error:?}"
+    );
+    assert!(ws_next(&mut big).is_none(), "closed");
+
+    let mut good = good;
+    let s = good.stop_json();
+    assert_eq!(s["gaps"], 0, "{s}");
+    assert!(s["updates"].as_u64().unwrap() > 10_000, "{s}");
+    let mut d = d;
+    let ds = d.stop_json();
+    assert!(counter(&ds, "conflations") >= 1, "{ds}");
+}
