@@ -101,7 +101,12 @@ impl Client {
                         else {
                             continue;
                         };
-                        let owned = self.fields_of(&m["Fields"]);
+                        // Fields are only printed: read them only for --print.
+                        let owned = if self.a.print {
+                            self.fields_of(&m["Fields"])
+                        } else {
+                            Vec::new()
+                        };
                         let fields: Vec<Field<'_>> = owned
                             .iter()
                             .map(|(fid, v)| Field::new(*fid, v.as_value()))
