@@ -2959,7 +2959,13 @@ fn a_websocket_client_that_stops_reading_is_conflated_and_an_oversized_frame_is_
     let ws_addr = start["websocket"].as_str().unwrap().to_string();
     let f = net.feed(&items, "20000", &[]);
     feed_found(&d, 0, &f);
-    let good = net.client(&ws_addr, "erin", "e", &["*"], &["--websocket", "--seconds", "5"]);
+    let good = net.client(
+        &ws_addr,
+        "erin",
+        "e",
+        &["*"],
+        &["--websocket", "--seconds", "5"],
+    );
 
     // A WebSocket client with a small receive buffer that stops reading after its login.
     let a: std::net::SocketAddr = ws_addr.parse().unwrap();
@@ -2994,13 +3000,17 @@ fn a_websocket_client_that_stops_reading_is_conflated_and_an_oversized_frame_is_
         &[],
     );
     // It reads again: the images that replace what it missed come as refreshes, then updates.
-    let got = ws_until(&mut slow, "refreshes after the conflation, then updates", |g| {
-        let first_update_after = g
-            .iter()
-            .rposition(|m| m["Type"] == "Refresh")
-            .is_some_and(|at| g[at..].iter().any(|m| m["Type"] == "Update"));
-        g.iter().filter(|m| m["Type"] == "Refresh").count() > 40 && first_update_after
-    });
+    let got = ws_until(
+        &mut slow,
+        "refreshes after the conflation, then updates",
+        |g| {
+            let first_update_after = g
+                .iter()
+                .rposition(|m| m["Type"] == "Refresh")
+                .is_some_and(|at| g[at..].iter().any(|m| m["Type"] == "Update"));
+            g.iter().filter(|m| m["Type"] == "Refresh").count() > 40 && first_update_after
+        },
+    );
     assert!(got.iter().all(|m| m["Type"] != "Error"), "no error");
 
     // A frame over 64 KiB: an Error naming it, then the close.

@@ -599,3 +599,77 @@ fn a_plaintext_login_from_another_host_is_refused_unless_allowed() {
     results.2.unwrap();
     tls.wait_said(&format!("bob logged in from {peer_ip}"));
 }
+
+/// The WebSocket endpoint speaks TLS with the listener's certificate: a `wss://` client checks
+/// it against the CA, logs in and gets its answer; a plaintext `ws://` upgrade to it is refused
+/// (the TLS handshake fails), so nothing crosses in the clear.
+#[test]
+fn the_websocket_endpoint_speaks_tls_with_the_listeners_certificate() {
+    let pki = Pki::new("wss");
+    let d = start(
+        &pki,
+        "127.0.0.1:0",
+        SettingsOverrides {
+            websocket: Some("127.0.0.1:0".parse().unwrap()),
+            ..tls_overrides(&pki, "server")
+        },
+        7,
+    );
+    let line = d
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains("WebSocket JSON and the quote board on "))
+        .cloned()
+        .unwrap_or_else(|| panic!("{:?}", d.lines.lock().unwrap()));
+    let ws_addr = line
+        .split("quote board on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let tcp = std::net::TcpStream::connect(&ws_addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let session = client_tls(&pki, "ca.crt", None)
+        .connect("127.0.0.1")
+        .unwrap();
+    let tls = rustls::StreamOwned::new(session, tcp);
+    let (mut ws, response) =
+        tungstenite::client(format!("wss://{ws_addr}/ws"), tls).expect("the wss upgrade");
+    assert_eq!(response.status().as_u16(), 101);
+    ws.send(tungstenite::Message::text(
+        r#"{"ID":1,"Domain":"Login","Key":{"Name":"bob","Elements":{"AuthenticationToken":"bob-token"}}}"#,
+    ))
+    .unwrap();
+    let answer = loop {
+        match ws.read().unwrap() {
+            tungstenite::Message::Text(t) => break t.to_string(),
+            _ => continue,
+        }
+    };
+    assert!(
+        answer.contains("\"Domain\":\"Login\"") && answer.contains("\"Data\":\"Ok\""),
+        "{answer}"
+    );
+    // A plaintext upgrade to the TLS port: no answer in the clear.
+    let mut plain = std::net::TcpStream::connect(&ws_addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    use std::io::{Read, Write};
+    plain
+        .write_all(
+            b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(
+        !String::from_utf8_lossy(&got).contains("101 Switching"),
+        "a plaintext upgrade is never answered"
+    );
+}
