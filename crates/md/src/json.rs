@@ -345,10 +345,11 @@ impl JsonSession {
             return 0;
         };
         let dict = self.dict.clone();
-        let fields_of = |list: &FieldList<'_>| -> String {
+        // The fields' JSON: the caller's (encoded once for every client), else made here.
+        let fields_of = |list: &FieldList<'_>| -> std::borrow::Cow<'_, str> {
             match fields {
-                Some(f) => f.to_string(),
-                None => fields_json(&dict, list),
+                Some(f) => std::borrow::Cow::Borrowed(f),
+                None => std::borrow::Cow::Owned(fields_json(&dict, list)),
             }
         };
         match m {

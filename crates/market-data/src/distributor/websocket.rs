@@ -220,19 +220,17 @@ impl WsLayer {
     /// appended to `to_socket`. `fields[i]`: the `i`th message's fields as JSON, when the
     /// caller encoded them once for every client of the same bytes.
     pub fn output(&mut self, bytes: &[u8], fields: &[Option<String>], to_socket: &mut Vec<u8>) {
-        let Phase::Open(ctx) = &mut self.phase else {
+        if !matches!(self.phase, Phase::Open(_)) {
             return;
-        };
+        }
         for (i, m) in peregrine_md::json::messages(bytes).enumerate() {
             self.json.clear();
             let f = fields.get(i).and_then(|f| f.as_deref());
             if self.session.to_client(m, f, &mut self.json) == 0 {
                 continue;
             }
-            let _ = ctx.write(&mut self.pipe, WsMessage::text(self.json.as_str()));
+            text_frame(self.json.as_bytes(), to_socket);
         }
-        let _ = ctx.flush(&mut self.pipe);
-        to_socket.append(&mut self.pipe.output);
     }
 
     /// A close frame, for a connection the core is closing.
@@ -327,6 +325,27 @@ fn upgrade(head: &[u8]) -> Head {
         accept: tungstenite::handshake::derive_accept_key(key.as_bytes()),
         used,
     }
+}
+
+/// Appends a server's text frame of `payload` (FIN, opcode 1, unmasked: RFC 6455 5.2). Written
+/// here rather than through tungstenite's context: this is every update to every WebSocket
+/// client, and the context would copy each message three times (into a `Message`, its write
+/// buffer, then the pipe) where this copies it once, into the connection's queue. Reading
+/// (masking, fragments, control frames, limits) stays with tungstenite; its pongs reach the
+/// queue between whole frames, so the stream stays well formed.
+pub fn text_frame(payload: &[u8], out: &mut Vec<u8>) {
+    let n = payload.len();
+    out.push(0x81);
+    if n < 126 {
+        out.push(n as u8);
+    } else if n <= usize::from(u16::MAX) {
+        out.push(126);
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+    } else {
+        out.push(127);
+        out.extend_from_slice(&(n as u64).to_be_bytes());
+    }
+    out.extend_from_slice(payload);
 }
 
 fn http_answer(out: &mut Vec<u8>, status: &str, kind: &str, body: &[u8]) {
@@ -425,6 +444,22 @@ mod tests {
             page.starts_with("HTTP/1.1 200 OK") && page.contains("board.js"),
             "{page}"
         );
+    }
+
+    #[test]
+    fn server_text_frames_are_what_tungstenite_reads() {
+        for n in [0, 125, 126, 65_535, 65_536, 70_000] {
+            let text = "y".repeat(n);
+            let mut pipe = Pipe::default();
+            text_frame(text.as_bytes(), &mut pipe.input);
+            let mut client = WebSocketContext::new(Role::Client, None);
+            client.set_config(|c| c.max_message_size = None);
+            client.set_config(|c| c.max_frame_size = None);
+            match client.read(&mut pipe).unwrap() {
+                WsMessage::Text(t) => assert_eq!(t.as_str(), text, "{n}"),
+                other => panic!("{n}: {other:?}"),
+            }
+        }
     }
 
     #[test]
