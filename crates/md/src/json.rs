@@ -42,6 +42,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+/// A REFRESH or UPDATE as JSON, made once for every JSON client it goes to: the text after
+/// its stream ID (`tails[0]`; for an UPDATE on a glob's stream, which names its item,
+/// `tails[1]`). A driver keeps one per message of the bytes it hands several sessions.
+#[derive(Debug, Default, Clone)]
+pub struct Shared {
+    tails: [Option<String>; 2],
+}
+
 /// A JSON message the session cannot take: the text says what and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonError(pub String);
@@ -337,21 +345,22 @@ impl JsonSession {
 
     /// One binary message the core queued for this client, as one JSON text appended to `out`
     /// (nothing for what a JSON client is not sent: DIRECTORY, DICTIONARY, CONFLATED): a
-    /// message, or an array of them (a group STATUS makes one Status per stream). `fields`:
-    /// the REFRESH's or UPDATE's fields as [`fields_json`] encodes them, when the caller has
-    /// them. Returns how many JSON messages it holds.
-    pub fn to_client(&mut self, msg: &[u8], fields: Option<&str>, out: &mut String) -> usize {
+    /// message, or an array of them (a group STATUS makes one Status per stream). `shared`:
+    /// the message's [`Shared`] encoding, kept by a caller that sends the same message to
+    /// several JSON clients, so that a REFRESH or UPDATE is encoded once, and each client only
+    /// adds its stream ID. Returns how many JSON messages it holds.
+    pub fn to_client(
+        &mut self,
+        msg: &[u8],
+        shared: Option<&mut Shared>,
+        out: &mut String,
+    ) -> usize {
         let Ok(m) = Message::parse(msg) else {
             return 0;
         };
+        let mut own = Shared::default();
+        let shared = shared.unwrap_or(&mut own);
         let dict = self.dict.clone();
-        // The fields' JSON: the caller's (encoded once for every client), else made here.
-        let fields_of = |list: &FieldList<'_>| -> std::borrow::Cow<'_, str> {
-            match fields {
-                Some(f) => std::borrow::Cow::Borrowed(f),
-                None => std::borrow::Cow::Owned(fields_json(&dict, list)),
-            }
-        };
         match m {
             Message::LoginResponse(r) => {
                 let (id, user) = self.login.clone().unwrap_or((1, String::new()));
@@ -378,35 +387,40 @@ impl JsonSession {
             }
             Message::Refresh(r) => {
                 let stream = self.stream_of_refresh(r.item_id, r.service, r.name);
-                let f = fields_of(&r.fields);
-                let solicited = r.flags & crate::codec::refresh_flags::SOLICITED != 0;
-                let complete_snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
-                let _ = write!(
-                    out,
-                    "{{\"ID\":{},\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{f}}}",
-                    stream.unwrap_or(0),
-                    json_str(r.service),
-                    json_str(r.name),
-                    if complete_snapshot { "NonStreaming" } else { "Open" },
-                    if solicited { "" } else { ",\"Solicited\":false" },
-                    r.item_seq,
-                    r.timestamp_ns,
-                );
+                let tail = shared.tails[0].get_or_insert_with(|| {
+                    let solicited = r.flags & crate::codec::refresh_flags::SOLICITED != 0;
+                    let snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
+                    format!(
+                        ",\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{}}}",
+                        json_str(r.service),
+                        json_str(r.name),
+                        if snapshot { "NonStreaming" } else { "Open" },
+                        if solicited { "" } else { ",\"Solicited\":false" },
+                        r.item_seq,
+                        r.timestamp_ns,
+                        fields_json(&dict, &r.fields),
+                    )
+                });
+                let _ = write!(out, "{{\"ID\":{}{tail}", stream.unwrap_or(0));
                 1
             }
             Message::Update(u) => {
                 let Some((stream, _, glob_item)) = self.items.get(&u.item_id) else {
                     return 0;
                 };
-                let key = glob_item.as_deref().map_or(String::new(), |n| {
-                    format!(",\"Key\":{{\"Name\":{}}}", json_str(n))
+                // A glob's stream says which item; the tail with the Key is shared as well.
+                let tail = shared.tails[usize::from(glob_item.is_some())].get_or_insert_with(|| {
+                    let key = glob_item.as_deref().map_or(String::new(), |n| {
+                        format!(",\"Key\":{{\"Name\":{}}}", json_str(n))
+                    });
+                    format!(
+                        ",\"Type\":\"Update\",\"UpdateType\":\"Quote\"{key},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{}}}",
+                        u.item_seq,
+                        u.timestamp_ns,
+                        fields_json(&dict, &u.fields)
+                    )
                 });
-                let f = fields_of(&u.fields);
-                let _ = write!(
-                    out,
-                    "{{\"ID\":{stream},\"Type\":\"Update\",\"UpdateType\":\"Quote\"{key},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{f}}}",
-                    u.item_seq, u.timestamp_ns
-                );
+                let _ = write!(out, "{{\"ID\":{stream}{tail}");
                 1
             }
             Message::Status(s) if s.item_id == 0 && s.request_id == 0 && s.name == "*" => {

@@ -904,11 +904,11 @@ impl DistributorServer {
     /// Drains the core's outputs, in the order its documentation gives.
     fn drain_core(&mut self) {
         let mut frames = Vec::new();
-        let dict = self.core.config().dictionary.clone();
         while let Some(t) = self.core.poll_transmit() {
-            // The JSON of each REFRESH's and UPDATE's fields, made once for every WebSocket
-            // client these bytes go to (a view's clients share bytes of their own).
-            let mut fields_json: Option<Vec<Option<String>>> = None;
+            // The JSON of each REFRESH and UPDATE, made once for every WebSocket client these
+            // bytes go to (a view's clients share bytes of their own); each client adds its
+            // stream ID.
+            let mut shared: Option<Vec<peregrine_md::json::Shared>> = None;
             for id in t.clients {
                 let Some(&tok) = self.by_client.get(id) else {
                     continue;
@@ -917,21 +917,13 @@ impl DistributorServer {
                     match c.ws.as_mut() {
                         None => c.out.push(t.bytes),
                         Some(ws) => {
-                            let fields = fields_json.get_or_insert_with(|| {
+                            let shared = shared.get_or_insert_with(|| {
                                 peregrine_md::json::messages(t.bytes)
-                                    .map(|m| match peregrine_md::codec::Message::parse(m) {
-                                        Ok(peregrine_md::codec::Message::Refresh(r)) => {
-                                            Some(peregrine_md::json::fields_json(&dict, &r.fields))
-                                        }
-                                        Ok(peregrine_md::codec::Message::Update(u)) => {
-                                            Some(peregrine_md::json::fields_json(&dict, &u.fields))
-                                        }
-                                        _ => None,
-                                    })
+                                    .map(|_| peregrine_md::json::Shared::default())
                                     .collect()
                             });
                             frames.clear();
-                            ws.output(t.bytes, fields, &mut frames);
+                            ws.output(t.bytes, shared, &mut frames);
                             c.out.push(&frames);
                         }
                     }

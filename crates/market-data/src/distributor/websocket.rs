@@ -217,16 +217,20 @@ impl WsLayer {
     }
 
     /// Bytes the core queued for this client (whole messages): each becomes a JSON text frame
-    /// appended to `to_socket`. `fields[i]`: the `i`th message's fields as JSON, when the
-    /// caller encoded them once for every client of the same bytes.
-    pub fn output(&mut self, bytes: &[u8], fields: &[Option<String>], to_socket: &mut Vec<u8>) {
+    /// appended to `to_socket`. `shared[i]`: the `i`th message's JSON as made for the other
+    /// clients of the same bytes (made here for the first one).
+    pub fn output(
+        &mut self,
+        bytes: &[u8],
+        shared: &mut [peregrine_md::json::Shared],
+        to_socket: &mut Vec<u8>,
+    ) {
         if !matches!(self.phase, Phase::Open(_)) {
             return;
         }
         for (i, m) in peregrine_md::json::messages(bytes).enumerate() {
             self.json.clear();
-            let f = fields.get(i).and_then(|f| f.as_deref());
-            if self.session.to_client(m, f, &mut self.json) == 0 {
+            if self.session.to_client(m, shared.get_mut(i), &mut self.json) == 0 {
                 continue;
             }
             text_frame(self.json.as_bytes(), to_socket);

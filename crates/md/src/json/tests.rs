@@ -298,3 +298,47 @@ fn bad_messages_are_errors_naming_what_is_wrong() {
     )
     .contains("BID=cheap"));
 }
+
+#[test]
+fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
+    let mut a = logged_in();
+    let mut b = logged_in();
+    sent(&mut a, r#"{"ID":5,"Key":{"Name":"AAA.O"}}"#);
+    sent(&mut b, r#"{"ID":9,"Key":{"Name":"AAA.*"}}"#);
+    let fields = [Field::new(22, price(18920))];
+    let mut refresh = Vec::new();
+    Message::Refresh(RefreshRepr {
+        item_id: 40,
+        flags: crate::codec::refresh_flags::SOLICITED,
+        timestamp_ns: 1,
+        item_seq: 1,
+        service: "FEED1",
+        name: "AAA.O",
+        fields: FieldList::List(&fields),
+    })
+    .emit_to_vec(&mut refresh);
+    let mut update = Vec::new();
+    Message::Update(UpdateRepr {
+        item_id: 40,
+        timestamp_ns: 2,
+        item_seq: 2,
+        fields: FieldList::List(&fields),
+    })
+    .emit_to_vec(&mut update);
+    for bytes in [&refresh, &update] {
+        let mut shared = Shared::default();
+        let (mut oa, mut ob) = (String::new(), String::new());
+        a.to_client(bytes, Some(&mut shared), &mut oa);
+        b.to_client(bytes, Some(&mut shared), &mut ob);
+        let (ja, jb): (Json, Json) = (
+            serde_json::from_str(&oa).unwrap(),
+            serde_json::from_str(&ob).unwrap(),
+        );
+        assert_eq!((&ja["ID"], &jb["ID"]), (&Json::from(5), &Json::from(9)));
+        assert_eq!(ja["Fields"], jb["Fields"]);
+        // b's stream is a glob's: its update names the item, a's does not.
+        if ja["Type"] == "Update" {
+            assert!(ja.get("Key").is_none() && jb["Key"]["Name"] == "AAA.O", "{oa} {ob}");
+        }
+    }
+}
