@@ -2764,9 +2764,23 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
     assert_eq!(counter(&ds, "posts_accepted"), 1, "{ds}");
 }
 
-/// Headless Chromium on `url`, driven over its DevTools protocol: returns the browser process
-/// and a WebSocket to the page's target.
-fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Child, Ws) {
+/// A browser started in a process group of its own: the whole group (its zygote, renderers and
+/// crash handler) is killed when this is dropped, a failed test's included.
+struct Browser(Child);
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Headless Chromium on `url`, driven over its DevTools protocol: returns the browser (killed
+/// with its helpers when dropped) and a WebSocket to the page's target.
+fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Browser, Ws) {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new(chromium)
         .args([
             "--headless",
@@ -2778,12 +2792,14 @@ fn chromium_page(chromium: &Path, url: &str, profile: &Path) -> (Child, Ws) {
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(url)
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start chromium");
-    // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
     let mut err = BufReader::new(child.stderr.take().unwrap());
+    let child = Browser(child);
+    // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
     let port = loop {
         let mut line = String::new();
         assert!(
@@ -2874,7 +2890,7 @@ fn the_quote_board_shows_rows_changing_values_and_a_refused_item_in_a_real_brows
     let f = net.feed(&items, "300", &[]);
     feed_found(&d, 0, &f);
     let profile = net.dir.join("chromium-profile");
-    let (mut browser, mut page) = chromium_page(
+    let (browser, mut page) = chromium_page(
         &chromium,
         &format!("http://{ws_addr}/?user=alice&token=a&items=AAA.O,AAB.N,ZZZ.O"),
         &profile,
@@ -2925,8 +2941,8 @@ fn the_quote_board_shows_rows_changing_values_and_a_refused_item_in_a_real_brows
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(board["rows"].as_array().unwrap().len(), 3, "{board}");
-    let _ = browser.kill();
-    let _ = browser.wait();
+    drop(page);
+    drop(browser);
     let mut d = d;
     let ds = d.stop_json();
     assert_eq!(counter(&ds, "logins_accepted"), 1, "{ds}");

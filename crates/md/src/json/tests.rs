@@ -338,7 +338,10 @@ fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
         assert_eq!(ja["Fields"], jb["Fields"]);
         // b's stream is a glob's: its update names the item, a's does not.
         if ja["Type"] == "Update" {
-            assert!(ja.get("Key").is_none() && jb["Key"]["Name"] == "AAA.O", "{oa} {ob}");
+            assert!(
+                ja.get("Key").is_none() && jb["Key"]["Name"] == "AAA.O",
+                "{oa} {ob}"
+            );
         }
     }
 }
