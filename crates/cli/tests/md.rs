@@ -2564,6 +2564,18 @@ fn a_client_reads_fields_by_the_distributors_dictionary_and_a_disagreeing_one_is
 
 type Ws = tungstenite::WebSocket<std::net::TcpStream>;
 
+/// The WebSocket address a distributor started with `--websocket` says in its start line.
+fn websocket_address(d: &Proc) -> String {
+    let start: Value = serde_json::from_str(
+        &d.lines()
+            .into_iter()
+            .find(|l| l.contains("\"listening\""))
+            .expect("the start line"),
+    )
+    .unwrap();
+    start["websocket"].as_str().unwrap().to_string()
+}
+
 /// A WebSocket client of the distributor's `websocket` address.
 fn ws_connect(addr: &str) -> Ws {
     let stream = TcpStream::connect(addr).unwrap();
@@ -2636,14 +2648,7 @@ fn a_websocket_client_gets_its_view_statuses_and_post_acks_in_json_beside_a_bina
         "127.0.0.1:0",
         &["--websocket", "127.0.0.1:0", "--mode", "latency"],
     );
-    let start: Value = serde_json::from_str(
-        &d.lines()
-            .into_iter()
-            .find(|l| l.contains("\"listening\""))
-            .unwrap(),
-    )
-    .unwrap();
-    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let ws_addr = websocket_address(&d);
     let f = net.feed(&items, "200", &["--posts", "publish"]);
     feed_found(&d, 0, &f);
     let binary = alice_printing_after_an_update(&net, &addr, &["AAA.O"], &d);
@@ -2879,14 +2884,7 @@ fn the_quote_board_shows_rows_changing_values_and_a_refused_item_in_a_real_brows
         "127.0.0.1:0",
         &["--websocket", "127.0.0.1:0", "--mode", "latency"],
     );
-    let start: Value = serde_json::from_str(
-        &d.lines()
-            .into_iter()
-            .find(|l| l.contains("\"listening\""))
-            .unwrap(),
-    )
-    .unwrap();
-    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let ws_addr = websocket_address(&d);
     let f = net.feed(&items, "300", &[]);
     feed_found(&d, 0, &f);
     let profile = net.dir.join("chromium-profile");
@@ -2965,14 +2963,7 @@ fn a_websocket_client_that_stops_reading_is_conflated_and_an_oversized_frame_is_
         "127.0.0.1:0",
         &["--config", &config, "--websocket", "127.0.0.1:0"],
     );
-    let start: Value = serde_json::from_str(
-        &d.lines()
-            .into_iter()
-            .find(|l| l.contains("\"listening\""))
-            .unwrap(),
-    )
-    .unwrap();
-    let ws_addr = start["websocket"].as_str().unwrap().to_string();
+    let ws_addr = websocket_address(&d);
     let f = net.feed(&items, "20000", &[]);
     feed_found(&d, 0, &f);
     let good = net.client(

@@ -360,7 +360,6 @@ impl JsonSession {
         };
         let mut own = Shared::default();
         let shared = shared.unwrap_or(&mut own);
-        let dict = self.dict.clone();
         match m {
             Message::LoginResponse(r) => {
                 let (id, user) = self.login.clone().unwrap_or((1, String::new()));
@@ -398,7 +397,7 @@ impl JsonSession {
                         if solicited { "" } else { ",\"Solicited\":false" },
                         r.item_seq,
                         r.timestamp_ns,
-                        fields_json(&dict, &r.fields),
+                        fields_json(&self.dict, &r.fields),
                     )
                 });
                 let _ = write!(out, "{{\"ID\":{}{tail}", stream.unwrap_or(0));
@@ -417,7 +416,7 @@ impl JsonSession {
                         ",\"Type\":\"Update\",\"UpdateType\":\"Quote\"{key},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{}}}",
                         u.item_seq,
                         u.timestamp_ns,
-                        fields_json(&dict, &u.fields)
+                        fields_json(&self.dict, &u.fields)
                     )
                 });
                 let _ = write!(out, "{{\"ID\":{stream}{tail}");

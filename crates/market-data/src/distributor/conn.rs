@@ -28,11 +28,15 @@ impl OutQueue {
         self.len() == 0
     }
     pub fn push(&mut self, bytes: &[u8]) {
+        self.tail().extend_from_slice(bytes);
+    }
+    /// The buffer to append to in place (what `write` appends lands behind the queued bytes).
+    pub fn tail(&mut self) -> &mut Vec<u8> {
         if self.head > 0 && self.head == self.buf.len() {
             self.buf.clear();
             self.head = 0;
         }
-        self.buf.extend_from_slice(bytes);
+        &mut self.buf
     }
     pub fn front(&self) -> &[u8] {
         &self.buf[self.head..]

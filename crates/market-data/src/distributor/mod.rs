@@ -903,7 +903,6 @@ impl DistributorServer {
 
     /// Drains the core's outputs, in the order its documentation gives.
     fn drain_core(&mut self) {
-        let mut frames = Vec::new();
         while let Some(t) = self.core.poll_transmit() {
             // The JSON of each REFRESH and UPDATE, made once for every WebSocket client these
             // bytes go to (a view's clients share bytes of their own); each client adds its
@@ -922,9 +921,7 @@ impl DistributorServer {
                                     .map(|_| peregrine_md::json::Shared::default())
                                     .collect()
                             });
-                            frames.clear();
-                            ws.output(t.bytes, shared, &mut frames);
-                            c.out.push(&frames);
+                            ws.output(t.bytes, shared, c.out.tail());
                         }
                     }
                     if !c.dirty {

@@ -85,12 +85,13 @@ impl Distributor {
     /// A client's POST.
     pub(super) fn on_post(&mut self, id: ClientId, post: &PostRepr<'_>, now_ns: u64) {
         self.counters.posts += 1;
+        // The users file is shared (an `Arc`): held here while the core changes, not copied.
+        let users = self.users.clone();
         let Some(user) = self
             .clients
             .get(id)
             .and_then(|c| c.user())
-            .and_then(|u| self.users.get(u))
-            .cloned()
+            .and_then(|u| users.get(u))
         else {
             return;
         };
