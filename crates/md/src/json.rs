@@ -355,11 +355,16 @@ impl JsonSession {
         shared: Option<&mut Shared>,
         out: &mut String,
     ) -> usize {
+        let mut own = Shared::default();
+        let shared = shared.unwrap_or(&mut own);
+        // An UPDATE another client's session encoded already (so parsed and checked): only
+        // its item id is read here, not the whole message again.
+        if let Some(n) = self.shared_update(msg, shared, out) {
+            return n;
+        }
         let Ok(m) = Message::parse(msg) else {
             return 0;
         };
-        let mut own = Shared::default();
-        let shared = shared.unwrap_or(&mut own);
         match m {
             Message::LoginResponse(r) => {
                 let (id, user) = self.login.clone().unwrap_or((1, String::new()));
@@ -488,6 +493,21 @@ impl JsonSession {
             }
             _ => 0,
         }
+    }
+
+    /// An UPDATE whose JSON `shared` holds already for this client's kind of stream: appended
+    /// with the client's stream ID. `None`: not such a message (or not encoded yet).
+    fn shared_update(&self, msg: &[u8], shared: &Shared, out: &mut String) -> Option<usize> {
+        let h = crate::codec::Header::new_checked(msg).ok()?;
+        if h.message_type().ok()? != crate::codec::MessageType::Update {
+            return None;
+        }
+        let Some((stream, _, glob_item)) = self.items.get(&h.item_id()) else {
+            return Some(0);
+        };
+        let tail = shared.tails[usize::from(glob_item.is_some())].as_deref()?;
+        let _ = write!(out, "{{\"ID\":{stream}{tail}");
+        Some(1)
     }
 
     /// The stream a REFRESH belongs to: the item's (known from an earlier one), an exact

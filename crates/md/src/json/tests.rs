@@ -305,6 +305,8 @@ fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
     let mut b = logged_in();
     sent(&mut a, r#"{"ID":5,"Key":{"Name":"AAA.O"}}"#);
     sent(&mut b, r#"{"ID":9,"Key":{"Name":"AAA.*"}}"#);
+    let mut c = logged_in();
+    sent(&mut c, r#"{"ID":7,"Key":{"Name":"AAA.O"}}"#);
     let fields = [Field::new(22, price(18920))];
     let mut refresh = Vec::new();
     Message::Refresh(RefreshRepr {
@@ -343,5 +345,9 @@ fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
                 "{oa} {ob}"
             );
         }
+        // A third client of an exact stream takes a's encoding as it is, with its own ID.
+        let mut oc = String::new();
+        c.to_client(bytes, Some(&mut shared), &mut oc);
+        assert_eq!(oc, oa.replacen("\"ID\":5", "\"ID\":7", 1));
     }
 }
