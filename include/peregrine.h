@@ -416,7 +416,8 @@ typedef struct {
   // STATUS, DISCONNECTED: why, for people.
   const char *text;
   size_t text_length;
-  // STATUS: the request it answers (0: none).
+  // REFRESH, UPDATE: the request it is for (an item several requests hold comes once per
+  // request, each with its own view's fields). STATUS: the request it answers (0: none).
   uint32_t request;
   // CONFLATED: REFRESHes that follow, and updates dropped.
   uint32_t items;

@@ -902,6 +902,7 @@ enum Gathered {
         address: usize,
     },
     Refresh {
+        request: u32,
         item: u32,
         item_seq: u32,
         timestamp_ns: u64,
@@ -911,6 +912,7 @@ enum Gathered {
         fields: Range<usize>,
     },
     Update {
+        request: u32,
         item: u32,
         item_seq: u32,
         timestamp_ns: u64,
@@ -1002,6 +1004,7 @@ impl ConsumerState {
             let g = match e {
                 RsEvent::LoggedIn { address } => Gathered::LoggedIn { address },
                 RsEvent::Refresh {
+                    request,
                     item,
                     item_seq,
                     timestamp_ns,
@@ -1010,6 +1013,7 @@ impl ConsumerState {
                     snapshot,
                     fields,
                 } => Gathered::Refresh {
+                    request,
                     item: names.id(item),
                     item_seq,
                     timestamp_ns,
@@ -1019,11 +1023,13 @@ impl ConsumerState {
                     fields: take(&fields),
                 },
                 RsEvent::Update {
+                    request,
                     item,
                     item_seq,
                     timestamp_ns,
                     fields,
                 } => Gathered::Update {
+                    request,
                     item: names.id(item),
                     item_seq,
                     timestamp_ns,
@@ -1097,9 +1103,11 @@ struct PollFields {
 /// One event of a `Consumer`: `kind` is "refresh", "update", "status", "gap", "conflated",
 /// "logged_in" or "disconnected"; the attributes that do not apply to it are None.
 ///
-/// - refresh / update: `item`, `item_seq`, `timestamp_ns` (the provider's monotonic clock),
-///   `fields` (dict by dictionary name, `"#FID"` for ids it does not know); refresh also
-///   `solicited`, `conflated` and `snapshot` (it answers a `snapshot` request);
+/// - refresh / update: `request` (the request it is for: an item several requests hold comes
+///   once per request, each with its own view's fields), `item`, `item_seq`, `timestamp_ns`
+///   (the provider's monotonic clock), `fields` (dict by dictionary name, `"#FID"` for ids it
+///   does not know); refresh also `solicited`, `conflated` and `snapshot` (it answers the
+///   `snapshot` request `request`);
 /// - status: `item`, `state` ("stale", "closed", "not-entitled", "not-found", "rejected"),
 ///   `text`, `request` (the request it answers, 0 for none); "closed" with an empty `item`
 ///   ends a snapshot;
@@ -1294,6 +1302,7 @@ impl Consumer {
                     ..Event::new(PyString::intern(py, "logged_in"))
                 },
                 Gathered::Refresh {
+                    request,
                     item: i,
                     item_seq,
                     timestamp_ns,
@@ -1302,6 +1311,7 @@ impl Consumer {
                     snapshot,
                     fields,
                 } => Event {
+                    request: Some(request),
                     item: item(i),
                     item_seq: Some(item_seq),
                     timestamp_ns: Some(timestamp_ns),
@@ -1312,11 +1322,13 @@ impl Consumer {
                     ..Event::new(PyString::intern(py, "refresh"))
                 },
                 Gathered::Update {
+                    request,
                     item: i,
                     item_seq,
                     timestamp_ns,
                     fields,
                 } => Event {
+                    request: Some(request),
                     item: item(i),
                     item_seq: Some(item_seq),
                     timestamp_ns: Some(timestamp_ns),

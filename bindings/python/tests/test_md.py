@@ -511,7 +511,7 @@ def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
         assert image.conflated and image.fields["BID"] == Decimal("5.00")
         # A view: BIDSIZE only; an update of BID alone is not sent, one of BIDSIZE is.
         viewer = md.Consumer([dist.address], user="alice", token=TOKEN)
-        viewer.open("FEED1", "AAA.O", view=["BIDSIZE"])
+        sizes = viewer.open("FEED1", "AAA.O", view=["BIDSIZE"])
         got = pump(prov, viewer, lambda g: any(e.kind == "refresh" for e in g),
                    what="the viewed image")
         assert all(set(e.fields) <= {"BIDSIZE"} for e in got if e.kind in ("refresh", "update"))
@@ -521,6 +521,20 @@ def test_a_snapshot_pause_and_resume_and_the_ping_round_trip(net):
                    what="an update of the viewed field")
         updates = [e for e in got if e.kind == "update"]
         assert [e.fields for e in updates] == [{"BIDSIZE": 8}], updates
+        assert all(e.request == sizes for e in updates), updates
+        # A second request of the item with another view: the distributor sends the union,
+        # and each request gets its own events with its own fields.
+        bids = viewer.open("FEED1", "AAA.O", view=["BID"])
+        got = pump(prov, viewer, lambda g: any(e.kind == "refresh" and e.request == bids
+                                               for e in g), what="the second view's image")
+        assert all(set(e.fields) <= ({"BID"} if e.request == bids else {"BIDSIZE"})
+                   for e in got if e.kind in ("refresh", "update")), got
+        prov.update("AAA.O", {"BID": Decimal("7.00")})
+        prov.update("AAA.O", {"BIDSIZE": 9})
+        got = pump(prov, viewer, lambda g: any(e.kind == "update" and e.fields.get("BIDSIZE") == 9
+                                               for e in g), what="updates of both views")
+        updates = [(e.request, e.fields) for e in got if e.kind == "update"]
+        assert updates == [(bids, {"BID": Decimal("7.00")}), (sizes, {"BIDSIZE": 9})], updates
         with pytest.raises(ValueError, match="NOPE"):
             viewer.open("FEED1", "AAA.O", view=["NOPE"])
         viewer.disconnect()

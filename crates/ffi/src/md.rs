@@ -175,7 +175,8 @@ pub struct pg_md_event {
     /// STATUS, DISCONNECTED: why, for people.
     pub text: *const c_char,
     pub text_length: usize,
-    /// STATUS: the request it answers (0: none).
+    /// REFRESH, UPDATE: the request it is for (an item several requests hold comes once per
+    /// request, each with its own view's fields). STATUS: the request it answers (0: none).
     pub request: u32,
     /// CONFLATED: REFRESHes that follow, and updates dropped.
     pub items: u32,
@@ -819,6 +820,7 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
             match e {
                 Event::LoggedIn { .. } => ev.kind = pg_md_event_kind::PG_MD_LOGGED_IN as i32,
                 Event::Refresh {
+                    request,
                     item,
                     item_seq,
                     timestamp_ns,
@@ -826,18 +828,21 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
                     ..
                 } => {
                     ev.kind = pg_md_event_kind::PG_MD_REFRESH as i32;
+                    ev.request = request;
                     set_item(&mut ev, item);
                     ev.item_seq = item_seq;
                     ev.timestamp_ns = timestamp_ns;
                     set_fields(&mut ev, &f);
                 }
                 Event::Update {
+                    request,
                     item,
                     item_seq,
                     timestamp_ns,
                     fields: f,
                 } => {
                     ev.kind = pg_md_event_kind::PG_MD_UPDATE as i32;
+                    ev.request = request;
                     set_item(&mut ev, item);
                     ev.item_seq = item_seq;
                     ev.timestamp_ns = timestamp_ns;

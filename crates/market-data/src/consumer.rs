@@ -399,7 +399,8 @@ impl Consumer {
 
     /// [`open`](Self::open) for the fields named `view` only (names of the consumer's
     /// dictionary, or `#FID`): REFRESHes carry those fields, and an UPDATE that changes none
-    /// of them is not sent. Two requests holding one item get the union of their fields.
+    /// of them is not sent. Two requests holding one item each get their own events with
+    /// their own fields (`request` says whose).
     pub fn open_view(
         &mut self,
         service: &str,

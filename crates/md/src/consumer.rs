@@ -203,11 +203,13 @@ impl std::error::Error for ConsumerError {}
 pub enum Event<'a> {
     /// Logged in (after every (re)connection); every open request was sent again.
     LoggedIn { address: usize },
-    /// The item's full image. `solicited`: it answers a request (else the provider sent a new
-    /// image); `conflated`: it replaces updates dropped while the consumer was slow;
-    /// `snapshot`: it answers a snapshot request (no update follows for it, unless another
-    /// request watches the item).
+    /// The item's full image, for `request`: an item several requests hold comes once per
+    /// request, each with the fields of its own view (see [`ConsumerCore::request`]).
+    /// `solicited`: it answers a request (else the provider sent a new image); `conflated`: it
+    /// replaces updates dropped while the consumer was slow or paused; `snapshot`: it answers
+    /// the snapshot request `request` (no update follows for it).
     Refresh {
+        request: u32,
         item: &'a str,
         item_seq: u32,
         timestamp_ns: u64,
@@ -216,8 +218,10 @@ pub enum Event<'a> {
         snapshot: bool,
         fields: FieldList<'a>,
     },
-    /// The fields that changed.
+    /// The fields that changed, for `request` (as for `Refresh`; not sent to a request none
+    /// of whose fields it changes).
     Update {
+        request: u32,
         item: &'a str,
         item_seq: u32,
         timestamp_ns: u64,
@@ -289,6 +293,8 @@ struct ItemView {
     /// Its last REFRESH was cut to a view: UPDATEs outside it are not sent, so `item_seq`
     /// may skip values (not a gap).
     viewed: bool,
+    /// The requests holding it.
+    streams: Streams,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,6 +379,9 @@ pub struct ConsumerCore {
     /// The address of the current (or next) attempt.
     address: usize,
     requests: BTreeMap<u32, Request>,
+    /// Changes when a request is opened, closed, paused or resumed: items find their streams
+    /// again.
+    generation: u64,
     next_request: u32,
     /// By the distributor's item id (FxHash: looked up per message).
     items: FxHashMap<u32, ItemView>,
@@ -426,6 +435,7 @@ impl ConsumerCore {
             backoff_ns,
             address: 0,
             requests: BTreeMap::new(),
+            generation: 1,
             next_request: 1,
             items: FxHashMap::default(),
             partial: Vec::new(),
@@ -552,8 +562,9 @@ impl ConsumerCore {
 
     /// [`open`](Self::open) for the fields `view` (field ids) only: REFRESHes carry those
     /// fields, and an UPDATE that changes none of them is not sent (so `item_seq` may skip:
-    /// no `Gap` is reported for such items). Two requests holding one item get the union of
-    /// their fields (a request without a view: every field).
+    /// no `Gap` is reported for such items). Two requests holding one item each get their own
+    /// `Refresh` and `Update` events, with their own fields (a request without a view: every
+    /// field): the distributor sends the union, and the core cuts it per request.
     pub fn open_view(
         &mut self,
         service: &str,
@@ -641,6 +652,7 @@ impl ConsumerCore {
         }
         let id = self.next_request;
         self.next_request = self.next_request.checked_add(1).unwrap_or(1);
+        self.generation += 1;
         self.requests.insert(
             id,
             Request {
@@ -662,6 +674,7 @@ impl ConsumerCore {
         let Some(r) = self.requests.remove(&request) else {
             return Err(ConsumerError::UnknownRequest { request });
         };
+        self.generation += 1;
         // A snapshot holds nothing at the distributor: forgetting it is enough.
         if self.phase == Phase::LoggedIn && !r.snapshot {
             Message::Close(CloseRepr {
@@ -685,6 +698,7 @@ impl ConsumerCore {
     }
 
     fn set_paused(&mut self, request: u32, paused: bool) -> Result<(), ConsumerError> {
+        self.generation += 1;
         if request == 0 {
             for r in self.requests.values_mut() {
                 r.paused = paused;
@@ -948,27 +962,41 @@ impl ConsumerCore {
             Message::Refresh(r) => {
                 self.counters.refreshes += 1;
                 let snapshot = r.flags & refresh_flags::SNAPSHOT != 0;
+                let solicited = r.flags & refresh_flags::SOLICITED != 0;
+                let conflated = r.flags & refresh_flags::CONFLATED != 0;
+                let mut refresh = |request: u32, fields: FieldList<'_>| {
+                    on_event(Event::Refresh {
+                        request,
+                        item: r.name,
+                        item_seq: r.item_seq,
+                        timestamp_ns: r.timestamp_ns,
+                        solicited,
+                        conflated,
+                        snapshot,
+                        fields,
+                    })
+                };
                 // A snapshot's image is not a watched item's: it is not made `ok` (nor
                 // reported stale when the connection breaks).
-                if !snapshot {
+                if snapshot {
+                    let request =
+                        streams::snapshot_of(&self.requests, r.service, r.name).unwrap_or(0);
+                    refresh(request, r.fields);
+                } else {
                     let v = self.items.entry(r.item_id).or_insert_with(|| ItemView {
                         name: r.name.into(),
                         service: r.service.into(),
                         seq: None,
                         viewed: false,
+                        streams: Streams::default(),
                     });
                     v.seq = Some(r.item_seq);
                     v.viewed = r.flags & refresh_flags::VIEW != 0;
+                    let list = v
+                        .streams
+                        .get(&self.requests, self.generation, r.service, r.name);
+                    streams::deliver(list, r.fields, false, refresh);
                 }
-                on_event(Event::Refresh {
-                    item: r.name,
-                    item_seq: r.item_seq,
-                    timestamp_ns: r.timestamp_ns,
-                    solicited: r.flags & refresh_flags::SOLICITED != 0,
-                    conflated: r.flags & refresh_flags::CONFLATED != 0,
-                    snapshot,
-                    fields: r.fields,
-                });
             }
             Message::Update(u) => {
                 self.counters.updates += 1;
@@ -989,11 +1017,17 @@ impl ConsumerCore {
                     None => self.counters.updates_without_image += 1,
                 }
                 v.seq = Some(u.item_seq);
-                on_event(Event::Update {
-                    item: &v.name,
-                    item_seq: u.item_seq,
-                    timestamp_ns: u.timestamp_ns,
-                    fields: u.fields,
+                let list = v
+                    .streams
+                    .get(&self.requests, self.generation, &v.service, &v.name);
+                streams::deliver(list, u.fields, true, |request, fields| {
+                    on_event(Event::Update {
+                        request,
+                        item: &v.name,
+                        item_seq: u.item_seq,
+                        timestamp_ns: u.timestamp_ns,
+                        fields,
+                    })
                 });
             }
             Message::Directory(d) => {
@@ -1046,6 +1080,7 @@ impl ConsumerCore {
                     && self.requests.get(&s.request_id).is_some_and(|r| r.snapshot)
                 {
                     self.requests.remove(&s.request_id);
+                    self.generation += 1;
                 }
                 let known = self.items.get_mut(&s.item_id);
                 let name: &str = match known {
@@ -1095,6 +1130,8 @@ fn protocol(e: MdError) -> ConsumerError {
 
 mod dictionary;
 mod post;
+mod streams;
+use streams::Streams;
 
 #[cfg(test)]
 mod tests;

@@ -38,7 +38,7 @@ use crate::codec::{
 use crate::dictionary::{Dictionary, Utc};
 use crate::model::{is_glob, ItemState, OwnedValue, Value};
 use serde_json::{Map, Value as Json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -69,6 +69,28 @@ fn err<T>(text: impl Into<String>) -> Result<T, JsonError> {
 /// Names in one batch request, at most.
 pub const MAX_BATCH: usize = 1000;
 
+/// A stream a JSON client opened.
+#[derive(Debug)]
+struct JsonStream {
+    service: String,
+    /// Its item's name, or its glob.
+    pattern: String,
+    /// The field ids it asked for (`None`: all).
+    view: Option<Box<[u16]>>,
+    /// `"Streaming":false`: one image, then its closing Status.
+    snapshot: bool,
+}
+
+/// An item a JSON client is sent, and the live streams holding it, each given its own
+/// messages with the fields of its own view (the core sends the union of their views).
+#[derive(Debug)]
+struct ItemStreams {
+    service: String,
+    name: Box<str>,
+    /// (stream ID, whether it is a glob's: its updates then name their item), by ID.
+    streams: Vec<(u32, bool)>,
+}
+
 /// One JSON client's session.
 #[derive(Debug)]
 pub struct JsonSession {
@@ -76,13 +98,14 @@ pub struct JsonSession {
     default_service: String,
     /// The login's ID and user, once sent.
     login: Option<(u32, String)>,
-    /// Open streams: stream id → (service, name or glob).
-    streams: BTreeMap<u32, (String, String)>,
-    /// Exact names requested: (service, name) → stream id.
-    exact: HashMap<(String, String), u32>,
-    /// Items seen: the core's item id → (stream id, service, the name when the stream is a
-    /// glob's: its updates then say which item they are).
-    items: HashMap<u32, (u32, String, Option<Box<str>>)>,
+    /// Open streams by ID (snapshots' until their closing Status).
+    streams: BTreeMap<u32, JsonStream>,
+    /// Live streams of exact names: (service, name) → their IDs.
+    exact: HashMap<(String, String), Vec<u32>>,
+    /// Live streams of globs.
+    globs: BTreeSet<u32>,
+    /// Items seen: the core's item id → the streams holding it.
+    items: HashMap<u32, ItemStreams>,
     /// Posts in flight: the binary post id → (the JSON message's ID, its PostID).
     posts: HashMap<u32, (u32, Json)>,
     next_post: u32,
@@ -100,6 +123,7 @@ impl JsonSession {
             login: None,
             streams: BTreeMap::new(),
             exact: HashMap::new(),
+            globs: BTreeSet::new(),
             items: HashMap::new(),
             posts: HashMap::new(),
             next_post: 0,
@@ -175,9 +199,7 @@ impl JsonSession {
             "Request" => self.request(m, out),
             "Close" => {
                 let id = stream_id(m)?;
-                self.streams.remove(&id);
-                self.exact.retain(|_, s| *s != id);
-                self.items.retain(|_, (s, _, _)| *s != id);
+                self.forget_stream(id);
                 Message::Close(crate::codec::CloseRepr { request_id: id }).emit_to_vec(out);
                 Ok(())
             }
@@ -273,14 +295,53 @@ impl JsonSession {
             open.check()
                 .map_err(|e| JsonError(format!("Key.Name {name:?}: {e}")))?;
             open.emit_to_vec(out);
+            if self.streams.contains_key(&stream) {
+                continue; // the core refuses an ID in use: the stream open keeps it
+            }
             if !snapshot {
-                self.streams.insert(stream, (service.clone(), name.clone()));
-                if !is_glob(name) {
-                    self.exact.insert((service.clone(), name.clone()), stream);
+                if is_glob(name) {
+                    self.globs.insert(stream);
+                } else {
+                    self.exact
+                        .entry((service.clone(), name.clone()))
+                        .or_default()
+                        .push(stream);
+                }
+            }
+            self.streams.insert(
+                stream,
+                JsonStream {
+                    service: service.clone(),
+                    pattern: name.clone(),
+                    view: view.as_deref().map(Into::into),
+                    snapshot,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Stream `id` is closed: nothing more goes to it.
+    fn forget_stream(&mut self, id: u32) {
+        let Some(st) = self.streams.remove(&id) else {
+            return;
+        };
+        if st.snapshot {
+            return;
+        }
+        if !self.globs.remove(&id) {
+            let key = (st.service, st.pattern);
+            if let Some(list) = self.exact.get_mut(&key) {
+                list.retain(|&s| s != id);
+                if list.is_empty() {
+                    self.exact.remove(&key);
                 }
             }
         }
-        Ok(())
+        self.items.retain(|_, it| {
+            it.streams.retain(|&(s, _)| s != id);
+            !it.streams.is_empty()
+        });
     }
 
     fn post(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
@@ -390,10 +451,16 @@ impl JsonSession {
                 1
             }
             Message::Refresh(r) => {
-                let stream = self.stream_of_refresh(r.item_id, r.service, r.name);
-                let tail = shared.tails[0].get_or_insert_with(|| {
-                    let solicited = r.flags & crate::codec::refresh_flags::SOLICITED != 0;
-                    let snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
+                let snapshot = r.flags & crate::codec::refresh_flags::SNAPSHOT != 0;
+                let solicited = r.flags & crate::codec::refresh_flags::SOLICITED != 0;
+                // Found again at every image: a stream opened since holds the item too.
+                let streams: Vec<(u32, bool)> = if snapshot {
+                    Vec::new()
+                } else {
+                    self.find_streams(r.item_id, r.service, r.name).to_vec()
+                };
+                let dict = &*self.dict;
+                let tail = |fields: &FieldList<'_>| {
                     format!(
                         ",\"Type\":\"Refresh\",\"Key\":{{\"Service\":{},\"Name\":{}}},\"State\":{{\"Stream\":\"{}\",\"Data\":\"Ok\"}}{},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{}}}",
                         json_str(r.service),
@@ -402,69 +469,105 @@ impl JsonSession {
                         if solicited { "" } else { ",\"Solicited\":false" },
                         r.item_seq,
                         r.timestamp_ns,
-                        fields_json(&self.dict, &r.fields),
+                        fields_json(dict, fields),
                     )
-                });
-                let _ = write!(out, "{{\"ID\":{}{tail}", stream.unwrap_or(0));
-                1
+                };
+                if snapshot {
+                    let stream = self.snapshot_stream(r.service, r.name).unwrap_or(0);
+                    let tail = shared.tails[0].get_or_insert_with(|| tail(&r.fields));
+                    let _ = write!(out, "{{\"ID\":{stream}{tail}");
+                    return 1;
+                }
+                let views = streams
+                    .iter()
+                    .map(|&(st, _)| self.view_of(st, streams.len()));
+                let mut w = Writer::new(out);
+                for ((stream, _), view) in streams.iter().zip(views) {
+                    match view {
+                        None => {
+                            let tail = shared.tails[0].get_or_insert_with(|| tail(&r.fields));
+                            w.one(*stream, tail);
+                        }
+                        Some(view) => w.one(*stream, &tail(&cut(&r.fields, view, &mut Vec::new()))),
+                    }
+                }
+                w.done()
             }
             Message::Update(u) => {
-                let Some((stream, _, glob_item)) = self.items.get(&u.item_id) else {
+                let Some(it) = self.items.get(&u.item_id) else {
                     return 0;
                 };
-                // A glob's stream says which item; the tail with the Key is shared as well.
-                let tail = shared.tails[usize::from(glob_item.is_some())].get_or_insert_with(|| {
-                    let key = glob_item.as_deref().map_or(String::new(), |n| {
-                        format!(",\"Key\":{{\"Name\":{}}}", json_str(n))
-                    });
+                let dict = &*self.dict;
+                let tail = |fields: &FieldList<'_>, glob: bool| {
+                    let key = if glob {
+                        format!(",\"Key\":{{\"Name\":{}}}", json_str(&it.name))
+                    } else {
+                        String::new()
+                    };
                     format!(
                         ",\"Type\":\"Update\",\"UpdateType\":\"Quote\"{key},\"SeqNumber\":{},\"ProviderTimeNs\":{},\"Fields\":{}}}",
                         u.item_seq,
                         u.timestamp_ns,
-                        fields_json(&self.dict, &u.fields)
+                        fields_json(dict, fields)
                     )
-                });
-                let _ = write!(out, "{{\"ID\":{stream}{tail}");
-                1
+                };
+                let mut w = Writer::new(out);
+                for &(stream, glob) in &it.streams {
+                    match self.view_of(stream, it.streams.len()) {
+                        // A glob's stream says which item; the tail with the Key is shared too.
+                        None => {
+                            let tail = shared.tails[usize::from(glob)]
+                                .get_or_insert_with(|| tail(&u.fields, glob));
+                            w.one(stream, tail);
+                        }
+                        Some(view) => {
+                            let mut list = Vec::new();
+                            let fields = cut(&u.fields, view, &mut list);
+                            if fields.count() > 0 {
+                                w.one(stream, &tail(&fields, glob));
+                            }
+                        }
+                    }
+                }
+                w.done()
             }
             Message::Status(s) if s.item_id == 0 && s.request_id == 0 && s.name == "*" => {
                 // A whole service: one Status per stream of its items.
                 let mut streams: Vec<u32> = self
                     .items
                     .values()
-                    .filter(|(_, svc, _)| svc == s.service)
-                    .map(|(st, _, _)| *st)
+                    .filter(|it| it.service == s.service)
+                    .flat_map(|it| it.streams.iter().map(|&(st, _)| st))
                     .collect();
                 streams.sort_unstable();
                 streams.dedup();
-                if streams.is_empty() {
-                    return 0;
+                let mut w = Writer::new(out);
+                for st in streams {
+                    w.status(st, s.state, s.text);
                 }
-                out.push('[');
-                for (i, st) in streams.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_status(out, *st, s.state, s.text);
-                }
-                out.push(']');
-                streams.len()
+                w.done()
             }
             Message::Status(s) => {
-                let stream = if s.request_id != 0 {
-                    Some(s.request_id)
+                let streams: Vec<u32> = if s.request_id != 0 {
+                    vec![s.request_id]
                 } else {
-                    self.items.get(&s.item_id).map(|(st, _, _)| *st)
+                    self.items.get(&s.item_id).map_or(Vec::new(), |it| {
+                        it.streams.iter().map(|&(st, _)| st).collect()
+                    })
                 };
-                let Some(stream) = stream else { return 0 };
-                write_status(out, stream, s.state, s.text);
+                let mut w = Writer::new(out);
+                for &st in &streams {
+                    w.status(st, s.state, s.text);
+                }
                 if matches!(s.state, ItemState::Closed | ItemState::NotEntitled)
                     && s.item_id == 0
                     && s.name.is_empty()
                 {
-                    self.streams.remove(&stream);
+                    for st in streams {
+                        self.forget_stream(st);
+                    }
                 }
-                1
+                w.done()
             }
             Message::Ping(p) => {
                 self.ping_payload = p.payload;
@@ -495,40 +598,132 @@ impl JsonSession {
         }
     }
 
-    /// An UPDATE whose JSON `shared` holds already for this client's kind of stream: appended
-    /// with the client's stream ID. `None`: not such a message (or not encoded yet).
+    /// An UPDATE whose JSON `shared` holds already for this client's one stream of the item:
+    /// appended with the client's stream ID. `None`: not such a message (or not encoded yet,
+    /// or the item has several streams here).
     fn shared_update(&self, msg: &[u8], shared: &Shared, out: &mut String) -> Option<usize> {
         let h = crate::codec::Header::new_checked(msg).ok()?;
         if h.message_type().ok()? != crate::codec::MessageType::Update {
             return None;
         }
-        let Some((stream, _, glob_item)) = self.items.get(&h.item_id()) else {
+        let Some(it) = self.items.get(&h.item_id()) else {
             return Some(0);
         };
-        let tail = shared.tails[usize::from(glob_item.is_some())].as_deref()?;
+        let [(stream, glob)] = it.streams[..] else {
+            return None;
+        };
+        let tail = shared.tails[usize::from(glob)].as_deref()?;
         let _ = write!(out, "{{\"ID\":{stream}{tail}");
         Some(1)
     }
 
-    /// The stream a REFRESH belongs to: the item's (known from an earlier one), an exact
-    /// request's, or a glob's that matches it.
-    fn stream_of_refresh(&mut self, item_id: u32, service: &str, name: &str) -> Option<u32> {
-        if let Some((s, _, _)) = self.items.get(&item_id) {
-            return Some(*s);
+    /// The view a stream's messages are cut to: `None` when it takes them as they come (it
+    /// has no view, or it is the item's only stream: the core cut them to its view).
+    fn view_of(&self, stream: u32, of: usize) -> Option<&[u16]> {
+        if of == 1 {
+            return None;
         }
-        let (stream, glob) = match self.exact.get(&(service.to_string(), name.to_string())) {
-            Some(&s) => (s, false),
-            None => self.streams.iter().find_map(|(id, (svc, pattern))| {
-                (svc == service
-                    && crate::distributor::glob_match(pattern.as_bytes(), name.as_bytes()))
-                .then_some((*id, true))
-            })?,
-        };
-        self.items.insert(
-            item_id,
-            (stream, service.to_string(), glob.then(|| name.into())),
+        self.streams.get(&stream)?.view.as_deref()
+    }
+
+    /// The live streams holding `service`'s item `name` (id `item_id`), found again: its exact
+    /// names' streams, and the globs' that match it, by ID.
+    fn find_streams(&mut self, item_id: u32, service: &str, name: &str) -> &[(u32, bool)] {
+        let mut streams: Vec<(u32, bool)> = self
+            .exact
+            .get(&(service.to_string(), name.to_string()))
+            .map_or(Vec::new(), |l| l.iter().map(|&s| (s, false)).collect());
+        streams.extend(
+            self.globs
+                .iter()
+                .filter(|id| {
+                    self.streams.get(id).is_some_and(|st| {
+                        st.service == service
+                            && crate::distributor::glob_match(
+                                st.pattern.as_bytes(),
+                                name.as_bytes(),
+                            )
+                    })
+                })
+                .map(|&id| (id, true)),
         );
-        Some(stream)
+        streams.sort_unstable();
+        if streams.is_empty() {
+            self.items.remove(&item_id);
+            return &[];
+        }
+        let it = self.items.entry(item_id).or_insert_with(|| ItemStreams {
+            service: service.to_string(),
+            name: name.into(),
+            streams: Vec::new(),
+        });
+        it.streams = streams;
+        &it.streams
+    }
+
+    /// The snapshot stream a snapshot's image answers: the oldest open one holding the item
+    /// (the core answers them in the order they came).
+    fn snapshot_stream(&self, service: &str, name: &str) -> Option<u32> {
+        self.streams
+            .iter()
+            .find(|(_, st)| {
+                st.snapshot
+                    && st.service == service
+                    && crate::distributor::glob_match(st.pattern.as_bytes(), name.as_bytes())
+            })
+            .map(|(&id, _)| id)
+    }
+}
+
+/// `fields` cut to `view`, into `list`.
+fn cut<'a, 'l>(
+    fields: &FieldList<'a>,
+    view: &[u16],
+    list: &'l mut Vec<crate::model::Field<'a>>,
+) -> FieldList<'l> {
+    list.clear();
+    list.extend(fields.iter().filter(|f| view.contains(&f.fid)));
+    FieldList::List(list)
+}
+
+/// Writes one JSON message, or an array of several, into a client's text.
+struct Writer<'o> {
+    out: &'o mut String,
+    from: usize,
+    n: usize,
+}
+
+impl<'o> Writer<'o> {
+    fn new(out: &'o mut String) -> Self {
+        let from = out.len();
+        Writer { out, from, n: 0 }
+    }
+
+    fn next(&mut self) {
+        if self.n > 0 {
+            self.out.push(',');
+        }
+        self.n += 1;
+    }
+
+    /// A REFRESH or UPDATE: the stream's ID, then the message's `tail`.
+    fn one(&mut self, stream: u32, tail: &str) {
+        self.next();
+        let _ = write!(self.out, "{{\"ID\":{stream}{tail}");
+    }
+
+    fn status(&mut self, stream: u32, state: ItemState, text: &str) {
+        self.next();
+        write_status(self.out, stream, state, text);
+    }
+
+    /// How many messages were written (an array of them when several).
+    fn done(self) -> usize {
+        if self.n > 1 {
+            self.out.insert(self.from, '[');
+            self.out.push(']');
+        }
+        self.n
     }
 }
 

@@ -337,6 +337,7 @@ impl Client {
                 item_seq,
                 timestamp_ns,
                 fields,
+                ..
             } => {
                 self.t.messages += 1;
                 self.t.updates += 1;

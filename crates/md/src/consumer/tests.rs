@@ -545,6 +545,169 @@ fn a_viewed_item_skipping_item_seq_is_not_a_gap_and_the_view_is_sent_again() {
     assert_eq!(c.counters().gaps, 0);
 }
 
+/// A REFRESH (flags on top of SOLICITED | VIEW) or UPDATE of BID, BIDSIZE and ASK.
+fn three_fields(id: u32, seq: u32, refresh: Option<u8>, fids: &[u16]) -> Vec<u8> {
+    let all = [
+        Field::new(22, Value::price(100, -2)),
+        Field::new(25, Value::price(101, -2)),
+        Field::new(30, Value::Int(7)),
+    ];
+    let f: Vec<Field<'_>> = all.into_iter().filter(|f| fids.contains(&f.fid)).collect();
+    match refresh {
+        Some(flags) => bytes(Message::Refresh(RefreshRepr {
+            item_id: id,
+            flags: refresh_flags::SOLICITED | refresh_flags::VIEW | flags,
+            timestamp_ns: 5,
+            item_seq: seq,
+            service: "FEED1",
+            name: "AAA.O",
+            fields: FieldList::List(&f),
+        })),
+        None => bytes(Message::Update(UpdateRepr {
+            item_id: id,
+            timestamp_ns: 6,
+            item_seq: seq,
+            fields: FieldList::List(&f),
+        })),
+    }
+}
+
+/// Each REFRESH or UPDATE event as "kind request item fids".
+fn streams_seen(c: &mut ConsumerCore, input: &[u8]) -> Vec<String> {
+    let mut seen = Vec::new();
+    c.handle_bytes(input, 0, &mut |e| match e {
+        Event::Refresh {
+            request,
+            item,
+            fields,
+            snapshot,
+            ..
+        } => seen.push(format!(
+            "{} {request} {item} {:?}",
+            if snapshot { "snapshot" } else { "refresh" },
+            fields.iter().map(|f| f.fid).collect::<Vec<_>>()
+        )),
+        Event::Update {
+            request,
+            item,
+            fields,
+            ..
+        } => seen.push(format!(
+            "update {request} {item} {:?}",
+            fields.iter().map(|f| f.fid).collect::<Vec<_>>()
+        )),
+        _ => {}
+    })
+    .unwrap();
+    seen
+}
+
+#[test]
+fn each_request_holding_an_item_gets_its_own_events_with_its_own_view() {
+    let mut c = consumer();
+    let bid = c.open_view("FEED1", &["AAA.O"], &[22]).unwrap();
+    let size = c.open_view("FEED1", &["AAA.O", "ZZZ.O"], &[30]).unwrap();
+    c.connected(0);
+    c.handle_bytes(&accepted(), 0, &mut |_| {}).unwrap();
+    sent(&mut c);
+    // The distributor sends the union of the two views.
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 1, Some(0), &[22, 30])),
+        [
+            format!("refresh {bid} AAA.O [22]"),
+            format!("refresh {size} AAA.O [30]")
+        ],
+        "one image per request, each of its own fields"
+    );
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 2, None, &[22])),
+        [format!("update {bid} AAA.O [22]")],
+        "an update of BID alone goes to the BID view alone"
+    );
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 3, None, &[22, 30])),
+        [
+            format!("update {bid} AAA.O [22]"),
+            format!("update {size} AAA.O [30]")
+        ]
+    );
+    // A glob without a view: every field, beside the views' cuts.
+    let all = c.open("FEED1", &["AA*"]).unwrap();
+    sent(&mut c);
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 4, None, &[22, 25, 30])),
+        [
+            format!("update {bid} AAA.O [22]"),
+            format!("update {size} AAA.O [30]"),
+            format!("update {all} AAA.O [22, 25, 30]")
+        ]
+    );
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 5, None, &[25])),
+        [format!("update {all} AAA.O [25]")]
+    );
+    // A paused request gets nothing while the others flow; when every holder is paused, what
+    // was in flight still comes.
+    c.pause(size).unwrap();
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 6, None, &[22, 30])),
+        [
+            format!("update {bid} AAA.O [22]"),
+            format!("update {all} AAA.O [22, 30]")
+        ]
+    );
+    c.pause(0).unwrap();
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 7, None, &[30])).len(),
+        2,
+        "in flight at the pause: to each holder whose fields it changes"
+    );
+    c.resume(0).unwrap();
+    // A closed request gets nothing more; the one left gets what came as it came.
+    c.close(bid).unwrap();
+    c.close(all).unwrap();
+    assert_eq!(
+        streams_seen(&mut c, &three_fields(1, 8, None, &[22, 30])),
+        [format!("update {size} AAA.O [22, 30]")],
+        "one request holding the item: the fields as the distributor cut them"
+    );
+    c.close(size).unwrap();
+    assert!(streams_seen(&mut c, &three_fields(1, 9, None, &[30])).is_empty());
+    // A snapshot's image goes to the snapshot request (the oldest holding the item).
+    let live = c.open("FEED1", &["AAA.O"]).unwrap();
+    let snap = c.snapshot_view("FEED1", &["A*"], &[25]).unwrap();
+    let snap2 = c.snapshot("FEED1", &["AAA.O"]).unwrap();
+    sent(&mut c);
+    let mut input = three_fields(1, 10, Some(refresh_flags::SNAPSHOT), &[25]);
+    input.extend(three_fields(1, 10, Some(0), &[22, 25, 30]));
+    assert_eq!(
+        streams_seen(&mut c, &input),
+        [
+            format!("snapshot {snap} AAA.O [25]"),
+            format!("refresh {live} AAA.O [22, 25, 30]")
+        ]
+    );
+    let closed = bytes(Message::Status(StatusRepr {
+        item_id: 0,
+        request_id: snap,
+        state: ItemState::Closed,
+        service: "FEED1",
+        name: "",
+        text: "snapshot complete",
+    }));
+    let mut input = closed;
+    input.extend(three_fields(
+        1,
+        10,
+        Some(refresh_flags::SNAPSHOT),
+        &[22, 25, 30],
+    ));
+    assert_eq!(
+        streams_seen(&mut c, &input),
+        [format!("snapshot {snap2} AAA.O [22, 25, 30]")]
+    );
+}
+
 #[test]
 fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item() {
     use crate::codec::{DirectoryRepr, EntryList, ServiceEntry};

@@ -1767,7 +1767,9 @@ impl Distributor {
     }
 
     /// RESUME: the request (0: every paused one) flows again, after one image (REFRESH
-    /// flagged CONFLATED, or a STATUS) per item that changed while paused.
+    /// flagged CONFLATED, or a STATUS) per item that changed while paused, and per item that
+    /// another request of the client kept flowing meanwhile (the consumer gave the paused
+    /// request none of its updates).
     fn on_resume(&mut self, id: ClientId, rid: u32) {
         let Some(rids) = self.pause_targets(id, rid, false) else {
             return;
@@ -1775,6 +1777,13 @@ impl Distributor {
         let Some(c) = self.clients.get_mut(id) else {
             return;
         };
+        // Items another (not paused) request kept flowing, as they were before this RESUME.
+        let mut flowed: Vec<ItemId> = rids
+            .iter()
+            .flat_map(|rid| c.requests[rid].items.iter().copied())
+            .filter(|&item| c.paused_holds.contains_key(&item) && !c.is_paused(item))
+            .collect();
+        flowed.sort_unstable();
         let mut changed = Vec::new();
         for rid in rids {
             c.paused.remove(&rid);
@@ -1782,11 +1791,12 @@ impl Distributor {
                 let Some(n) = c.paused_holds.get_mut(&item) else {
                     continue;
                 };
+                let flowed = flowed.binary_search(&item).is_ok();
                 *n -= 1;
                 if *n == 0 {
                     c.paused_holds.remove(&item);
                 }
-                if !c.is_paused(item) && c.paused_changed.remove(&item) {
+                if !c.is_paused(item) && (c.paused_changed.remove(&item) || flowed) {
                     changed.push(item);
                 }
             }

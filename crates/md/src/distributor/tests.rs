@@ -1683,10 +1683,12 @@ fn a_paused_request_is_conflated_and_its_resume_sends_one_image_per_changed_item
     assert_eq!(
         got,
         [
+            "REFRESH 1 AAA.O CONFLATED BID=1.07 BIDSIZE=100",
             "STATUS 2 req=0 stale FEED1/AAB.O: ",
             "STATUS 3 req=0 stale FEED1/MSFT.O: ",
         ],
-        "the state of each item that changed under paused requests only"
+        "the state of each item that changed under paused requests only, and an image of \
+         the item request 3 kept flowing (request 1's stream of it was given nothing)"
     );
     // A request that is not open is refused, and nothing is paused by it.
     net.send(b, &pause_msg(9, true));

@@ -351,3 +351,117 @@ fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
         assert_eq!(oc, oa.replacen("\"ID\":5", "\"ID\":7", 1));
     }
 }
+
+#[test]
+fn each_stream_of_an_item_gets_its_own_messages_with_its_own_view() {
+    let mut s = logged_in();
+    sent(&mut s, r#"{"ID":5,"Key":{"Name":"AAA.O"},"View":["BID"]}"#);
+    sent(&mut s, r#"{"ID":6,"Key":{"Name":"AAA.O"},"View":["ASK"]}"#);
+    sent(&mut s, r#"{"ID":7,"Key":{"Name":"AA*"}}"#);
+    // The core sends the union of the views.
+    let all = [
+        Field::new(22, price(18920)),
+        Field::new(25, price(18921)),
+        Field::new(30, Value::Int(7)),
+    ];
+    let got = to_json(
+        &mut s,
+        Message::Refresh(RefreshRepr {
+            item_id: 40,
+            flags: crate::codec::refresh_flags::SOLICITED,
+            timestamp_ns: 1,
+            item_seq: 1,
+            service: "FEED1",
+            name: "AAA.O",
+            fields: FieldList::List(&all),
+        }),
+    );
+    let by_stream: Vec<(Json, Json)> = got
+        .iter()
+        .map(|m| (m["ID"].clone(), m["Fields"].clone()))
+        .collect();
+    assert_eq!(
+        by_stream,
+        [
+            (5.into(), serde_json::json!({"BID":189.20})),
+            (6.into(), serde_json::json!({"ASK":189.21})),
+            (
+                7.into(),
+                serde_json::json!({"BID":189.20,"ASK":189.21,"BIDSIZE":7})
+            ),
+        ]
+    );
+    let update = |fields: &[Field<'_>]| {
+        let mut b = Vec::new();
+        Message::Update(UpdateRepr {
+            item_id: 40,
+            timestamp_ns: 2,
+            item_seq: 2,
+            fields: FieldList::List(fields),
+        })
+        .emit_to_vec(&mut b);
+        b
+    };
+    // An update of BID alone: not to the ASK stream. The glob's names its item.
+    let mut shared = Shared::default();
+    let mut out = String::new();
+    assert_eq!(
+        s.to_client(&update(&all[..1]), Some(&mut shared), &mut out),
+        2
+    );
+    let got: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(got[0]["ID"], 5);
+    assert_eq!(
+        (&got[1]["ID"], &got[1]["Key"]["Name"]),
+        (&7.into(), &"AAA.O".into())
+    );
+    assert!(got[0].get("Key").is_none());
+    // A stale item: one Status per stream.
+    let stale = Message::Status(StatusRepr {
+        item_id: 40,
+        request_id: 0,
+        state: ItemState::Stale,
+        service: "FEED1",
+        name: "",
+        text: "",
+    });
+    let ids: Vec<Json> = to_json(&mut s, stale)
+        .iter()
+        .map(|m| m["ID"].clone())
+        .collect();
+    assert_eq!(ids, [5, 6, 7]);
+    // Closed streams get nothing more; the one left gets the message as it came.
+    sent(&mut s, r#"{"ID":5,"Type":"Close"}"#);
+    sent(&mut s, r#"{"ID":7,"Type":"Close"}"#);
+    let mut out = String::new();
+    assert_eq!(s.to_client(&update(&all[..2]), None, &mut out), 1);
+    let got: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(got["ID"], 6);
+    assert_eq!(
+        got["Fields"],
+        serde_json::json!({"BID":189.20,"ASK":189.21})
+    );
+    sent(&mut s, r#"{"ID":6,"Type":"Close"}"#);
+    assert_eq!(s.to_client(&update(&all), None, &mut String::new()), 0);
+    // A snapshot's image goes to the snapshot's stream.
+    sent(
+        &mut s,
+        r#"{"ID":9,"Key":{"Name":"AAA.O"},"Streaming":false}"#,
+    );
+    let got = to_json(
+        &mut s,
+        Message::Refresh(RefreshRepr {
+            item_id: 40,
+            flags: crate::codec::refresh_flags::SOLICITED | crate::codec::refresh_flags::SNAPSHOT,
+            timestamp_ns: 1,
+            item_seq: 3,
+            service: "FEED1",
+            name: "AAA.O",
+            fields: FieldList::List(&all),
+        }),
+    );
+    assert_eq!(
+        (&got[0]["ID"], &got[0]["State"]["Stream"]),
+        (&9.into(), &"NonStreaming".into())
+    );
+}

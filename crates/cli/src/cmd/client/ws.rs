@@ -115,6 +115,7 @@ impl Client {
                         let ts = m["ProviderTimeNs"].as_u64().unwrap_or(0);
                         let e = if t == "Refresh" {
                             Event::Refresh {
+                                request: u32::try_from(id).unwrap_or(0),
                                 item: &item,
                                 item_seq: seq,
                                 timestamp_ns: ts,
@@ -125,6 +126,7 @@ impl Client {
                             }
                         } else {
                             Event::Update {
+                                request: u32::try_from(id).unwrap_or(0),
                                 item: &item,
                                 item_seq: seq,
                                 timestamp_ns: ts,
