@@ -37,6 +37,7 @@ use crate::codec::{
 };
 use crate::dictionary::{Dictionary, Utc};
 use crate::model::{is_glob, ItemState, OwnedValue, Value};
+use rustc_hash::FxHashMap;
 use serde_json::{Map, Value as Json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -104,8 +105,13 @@ pub struct JsonSession {
     exact: HashMap<(String, String), Vec<u32>>,
     /// Live streams of globs.
     globs: BTreeSet<u32>,
-    /// Items seen: the core's item id → the streams holding it.
-    items: HashMap<u32, ItemStreams>,
+    /// Items seen: the core's item id → the streams holding it (FxHash: looked up per
+    /// message).
+    items: FxHashMap<u32, ItemStreams>,
+    /// The items of `items` one stream holds: item id → (stream ID, a glob's). The per-message
+    /// lookup of an UPDATE another client's session encoded already: small and dense, where
+    /// `items` would cost a cache miss more per message and client.
+    single: FxHashMap<u32, (u32, bool)>,
     /// Posts in flight: the binary post id → (the JSON message's ID, its PostID).
     posts: HashMap<u32, (u32, Json)>,
     next_post: u32,
@@ -124,7 +130,8 @@ impl JsonSession {
             streams: BTreeMap::new(),
             exact: HashMap::new(),
             globs: BTreeSet::new(),
-            items: HashMap::new(),
+            items: FxHashMap::default(),
+            single: FxHashMap::default(),
             posts: HashMap::new(),
             next_post: 0,
             ping_payload: 0,
@@ -342,6 +349,14 @@ impl JsonSession {
             it.streams.retain(|&(s, _)| s != id);
             !it.streams.is_empty()
         });
+        self.single = self
+            .items
+            .iter()
+            .filter_map(|(&item, it)| match it.streams[..] {
+                [one] => Some((item, one)),
+                _ => None,
+            })
+            .collect();
     }
 
     fn post(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
@@ -475,7 +490,7 @@ impl JsonSession {
                 if snapshot {
                     let stream = self.snapshot_stream(r.service, r.name).unwrap_or(0);
                     let tail = shared.tails[0].get_or_insert_with(|| tail(&r.fields));
-                    let _ = write!(out, "{{\"ID\":{stream}{tail}");
+                    write_one(out, stream, tail);
                     return 1;
                 }
                 let views = streams
@@ -606,14 +621,12 @@ impl JsonSession {
         if h.message_type().ok()? != crate::codec::MessageType::Update {
             return None;
         }
-        let Some(it) = self.items.get(&h.item_id()) else {
-            return Some(0);
-        };
-        let [(stream, glob)] = it.streams[..] else {
-            return None;
+        let Some(&(stream, glob)) = self.single.get(&h.item_id()) else {
+            // Not an item of this client's, or one several of its streams hold.
+            return (!self.items.contains_key(&h.item_id())).then_some(0);
         };
         let tail = shared.tails[usize::from(glob)].as_deref()?;
-        let _ = write!(out, "{{\"ID\":{stream}{tail}");
+        write_one(out, stream, tail);
         Some(1)
     }
 
@@ -648,10 +661,15 @@ impl JsonSession {
                 .map(|&id| (id, true)),
         );
         streams.sort_unstable();
-        if streams.is_empty() {
-            self.items.remove(&item_id);
-            return &[];
-        }
+        match streams[..] {
+            [] => {
+                self.items.remove(&item_id);
+                self.single.remove(&item_id);
+                return &[];
+            }
+            [one] => self.single.insert(item_id, one),
+            _ => self.single.remove(&item_id),
+        };
         let it = self.items.entry(item_id).or_insert_with(|| ItemStreams {
             service: service.to_string(),
             name: name.into(),
@@ -686,6 +704,15 @@ fn cut<'a, 'l>(
     FieldList::List(list)
 }
 
+/// `{"ID":stream` and the message's `tail`: what each client adds to a shared encoding, once
+/// per message and client (no `fmt` machinery on this path).
+fn write_one(out: &mut String, stream: u32, tail: &str) {
+    out.reserve(18 + tail.len());
+    out.push_str("{\"ID\":");
+    out.push_str(itoa::Buffer::new().format(stream));
+    out.push_str(tail);
+}
+
 /// Writes one JSON message, or an array of several, into a client's text.
 struct Writer<'o> {
     out: &'o mut String,
@@ -709,7 +736,7 @@ impl<'o> Writer<'o> {
     /// A REFRESH or UPDATE: the stream's ID, then the message's `tail`.
     fn one(&mut self, stream: u32, tail: &str) {
         self.next();
-        let _ = write!(self.out, "{{\"ID\":{stream}{tail}");
+        write_one(self.out, stream, tail);
     }
 
     fn status(&mut self, stream: u32, state: ItemState, text: &str) {

@@ -8,7 +8,10 @@ use anyhow::{bail, Context as _, Result};
 use peregrine_market_data::consumer::Event;
 use peregrine_md::codec::FieldList;
 use peregrine_md::model::{Field, ItemState, OwnedValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::TcpStream;
@@ -62,17 +65,21 @@ impl Client {
                 }
                 Err(e) => bail!("reading from the distributor: {e}"),
             };
-            let v: Value = serde_json::from_str(frame.as_str())
-                .with_context(|| format!("a frame that is not JSON: {frame}"))?;
-            let msgs = match v {
-                Value::Array(list) => list,
-                one => vec![one],
-            };
+            // One message or an array of them, each read into what the client uses of it,
+            // borrowed from the frame (a `Value` tree per message cost more than the rest of
+            // the client together).
+            let text = frame.as_str();
+            let msgs: Vec<Incoming<'_>> = if text.trim_start().starts_with('[') {
+                serde_json::from_str(text)
+            } else {
+                serde_json::from_str(text).map(|m| vec![m])
+            }
+            .with_context(|| format!("a frame that is not the API's JSON: {text}"))?;
             for m in msgs {
-                match m["Type"].as_str().unwrap_or("") {
+                match &*m.ty {
                     "Ping" => send(&mut ws, json!({"Type": "Pong"}))?,
-                    "Error" => bail!("the distributor refused a message: {}", m["Text"]),
-                    "Refresh" if m["Domain"] == "Login" => {
+                    "Error" => bail!("the distributor refused a message: {}", m.text),
+                    "Refresh" if m.domain == "Login" => {
                         self.on_event(Event::LoggedIn { address: 0 })?;
                         for (i, pattern) in self.watch.clone().iter().enumerate() {
                             let mut req = json!({"ID": i + 2,
@@ -83,27 +90,25 @@ impl Client {
                             send(&mut ws, req)?;
                         }
                     }
-                    "Status" if m["Domain"] == "Login" => {
-                        bail!("login refused: {}", m["State"]["Text"])
+                    "Status" if m.domain == "Login" => {
+                        bail!("login refused: {}", m.state.text)
                     }
                     t @ ("Refresh" | "Update") => {
-                        let id = m["ID"].as_u64().unwrap_or(0);
+                        let id = m.id;
                         if t == "Refresh" {
-                            if let Some(n) = m["Key"]["Name"].as_str() {
+                            if let Some(n) = &m.key.name {
                                 names.insert(id, n.to_string());
                             }
                         }
                         // A glob's stream carries many items: its updates name theirs.
-                        let Some(item) = m["Key"]["Name"]
-                            .as_str()
-                            .map(str::to_string)
-                            .or_else(|| names.get(&id).cloned())
-                        else {
-                            continue;
+                        let item: &str = match (&m.key.name, names.get(&id)) {
+                            (Some(n), _) => n,
+                            (None, Some(n)) => n,
+                            (None, None) => continue,
                         };
                         // Fields are only printed: read them only for --print.
                         let owned = if self.a.print {
-                            self.fields_of(&m["Fields"])
+                            self.fields_of(m.fields)
                         } else {
                             Vec::new()
                         };
@@ -111,39 +116,39 @@ impl Client {
                             .iter()
                             .map(|(fid, v)| Field::new(*fid, v.as_value()))
                             .collect();
-                        let seq = m["SeqNumber"].as_u64().unwrap_or(0) as u32;
-                        let ts = m["ProviderTimeNs"].as_u64().unwrap_or(0);
+                        let seq = m.seq as u32;
+                        let request = u32::try_from(id).unwrap_or(0);
                         let e = if t == "Refresh" {
                             Event::Refresh {
-                                request: u32::try_from(id).unwrap_or(0),
-                                item: &item,
+                                request,
+                                item,
                                 item_seq: seq,
-                                timestamp_ns: ts,
-                                solicited: m["Solicited"] != false,
+                                timestamp_ns: m.ts,
+                                solicited: m.solicited != Some(false),
                                 conflated: false,
                                 snapshot: false,
                                 fields: FieldList::List(&fields),
                             }
                         } else {
                             Event::Update {
-                                request: u32::try_from(id).unwrap_or(0),
-                                item: &item,
+                                request,
+                                item,
                                 item_seq: seq,
-                                timestamp_ns: ts,
+                                timestamp_ns: m.ts,
                                 fields: FieldList::List(&fields),
                             }
                         };
                         self.on_event(e)?;
                     }
                     "Status" => {
-                        let id = m["ID"].as_u64().unwrap_or(0);
-                        let st = &m["State"];
-                        let state = match (st["Code"].as_str(), st["Stream"].as_str()) {
+                        let id = m.id;
+                        let st = &m.state;
+                        let state = match (st.code.as_deref(), &*st.stream) {
                             (Some("NotEntitled"), _) => ItemState::NotEntitled,
                             (Some("NotFound"), _) => ItemState::NotFound,
                             (Some("UsageError"), _) => ItemState::Rejected,
-                            (_, Some("Closed")) => ItemState::Closed,
-                            _ if st["Data"] == "Ok" => ItemState::Ok,
+                            (_, "Closed") => ItemState::Closed,
+                            _ if st.data == "Ok" => ItemState::Ok,
                             _ => ItemState::Stale,
                         };
                         let item = names
@@ -154,8 +159,8 @@ impl Client {
                         self.on_event(Event::Status {
                             item: &item,
                             state,
-                            text: st["Text"].as_str().unwrap_or(""),
-                            request: id as u32,
+                            text: &st.text,
+                            request: u32::try_from(id).unwrap_or(0),
                         })?;
                     }
                     _ => {}
@@ -169,8 +174,10 @@ impl Client {
 
     /// A message's `Fields` as typed values by the dictionary (what it does not know is left
     /// out: printing only).
-    fn fields_of(&self, fields: &Value) -> Vec<(u16, OwnedValue)> {
-        let Some(map) = fields.as_object() else {
+    fn fields_of(&self, fields: Option<&RawValue>) -> Vec<(u16, OwnedValue)> {
+        let Some(Ok(map)) =
+            fields.map(|f| serde_json::from_str::<serde_json::Map<String, Value>>(f.get()))
+        else {
             return Vec::new();
         };
         map.iter()
@@ -183,4 +190,52 @@ impl Client {
             })
             .collect()
     }
+}
+
+/// What the client reads of one JSON message from the distributor, borrowed from the frame
+/// where it can be (a string with escapes is copied); what it does not name is skipped.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Incoming<'a> {
+    #[serde(rename = "ID")]
+    id: u64,
+    #[serde(rename = "Type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(rename = "Domain", borrow)]
+    domain: Cow<'a, str>,
+    #[serde(rename = "Key", borrow)]
+    key: Key<'a>,
+    #[serde(rename = "State", borrow)]
+    state: State<'a>,
+    #[serde(rename = "Text", borrow)]
+    text: Cow<'a, str>,
+    #[serde(rename = "SeqNumber")]
+    seq: u64,
+    #[serde(rename = "ProviderTimeNs")]
+    ts: u64,
+    #[serde(rename = "Solicited")]
+    solicited: Option<bool>,
+    /// Read only for --print.
+    #[serde(rename = "Fields", borrow)]
+    fields: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Key<'a> {
+    #[serde(rename = "Name", borrow)]
+    name: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct State<'a> {
+    #[serde(rename = "Stream", borrow)]
+    stream: Cow<'a, str>,
+    #[serde(rename = "Data", borrow)]
+    data: Cow<'a, str>,
+    #[serde(rename = "Code", borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(rename = "Text", borrow)]
+    text: Cow<'a, str>,
 }
