@@ -1379,6 +1379,33 @@ fn five_hundred_clients_on_one_host_each_get_their_image_and_updates() {
 }
 
 #[test]
+fn connections_over_the_accept_rate_wait_in_the_backlog_and_are_all_taken() {
+    let _one = serial();
+    let net = Net::new("accepts");
+    let users = net.users(&[("alice", "a", &["*"], "")]);
+    // 20 a second, in bursts of 16: 60 connections at once are taken over about 2 s, by the
+    // loop coming back to the listener when the rate allows (no new connection wakes it).
+    let config = net.file("distributor.toml", "max_accepts_per_s = 20\n");
+    let (mut d, addr) = net.distributor(&users, "127.0.0.1:0", &["--config", &config]);
+    let mut conns: Vec<Raw> = (0..60)
+        .map(|_| {
+            let mut r = Raw::connect(&addr);
+            r.send(&Raw::login_bytes("alice", "a"));
+            r
+        })
+        .collect();
+    for (i, r) in conns.iter_mut().enumerate() {
+        let g = r
+            .next(S * 30)
+            .unwrap_or_else(|| panic!("client {i}: no LOGIN_RESPONSE"));
+        assert_eq!(g.login, Some(LoginResult::Accepted), "client {i}");
+    }
+    let ds = d.stop_json();
+    assert_eq!(counter(&ds, "clients_connected"), 60, "{ds}");
+    assert_eq!(counter(&ds, "logins_accepted"), 60, "{ds}");
+}
+
+#[test]
 fn bad_flags_and_files_are_rejected_naming_the_value_and_the_fix() {
     let net = Net::new("flags");
     let items = net.items(3);

@@ -43,6 +43,7 @@ use peregrine::{Context, IdleKind, OfferError, OpenError, Publisher, Subscriber,
 use peregrine_md::distributor::{
     ClientId, ClientLink, Counters, Disconnect, Distributor, Event, ServiceId, Users,
 };
+use peregrine_proto::rate::TokenBucket;
 use serde_json::json;
 pub use settings::{
     DistributorSettings, SettingsError, SettingsOverrides, TlsFiles, WriteMode, DEFAULT_LISTEN,
@@ -81,6 +82,12 @@ const LOGIN_CHECK: Duration = Duration::from_millis(100);
 /// backbone and write to clients, so it delays the updates of logged-in clients by a bounded
 /// amount instead of by the whole backlog.
 const ACCEPTS_PER_TURN: usize = 16;
+
+/// The bucket of `max_accepts_per_s` (0: no limit): bursts of a tenth of a second's, at least
+/// one turn's.
+fn accept_bucket(per_s: u64) -> TokenBucket {
+    TokenBucket::new(per_s, (per_s / 10).max(ACCEPTS_PER_TURN as u64), 0)
+}
 
 /// Why a distributor could not start or had to stop.
 #[derive(Debug)]
@@ -213,6 +220,12 @@ pub struct DistributorServer {
     /// The listener may hold more connections than the last turn accepted
     /// ([`ACCEPTS_PER_TURN`]): accept again next turn, without waiting.
     accept_more: bool,
+    /// New connections a second (`max_accepts_per_s`), both listeners together: past it they
+    /// wait in the kernel's backlog (a flood of connections then costs the flooder its
+    /// connect timeouts, not this loop a turn per connection).
+    accepts: TokenBucket,
+    /// When the bucket has a connection's worth again, if a listener was left with some.
+    accept_resume_at: Option<Instant>,
     /// The distributor's counters and gauges for `peregrine stat`.
     stat: peregrine::stat::Record,
     /// Set (by a signal handler): reload the users file on the next turn.
@@ -358,6 +371,7 @@ impl DistributorServer {
             &[("listen", &listen), ("services", &services.join(","))],
             &peregrine::stat::descriptors(Counters::NAMES, &DISTRIBUTOR_GAUGES),
         );
+        let max_accepts_per_s = s.max_accepts_per_s;
         Ok(DistributorServer {
             sealing,
             output: Box::new(|l: &Line| tracing::info!("{}", l.text)),
@@ -383,6 +397,8 @@ impl DistributorServer {
             start,
             accept_errors: 0,
             accept_more: false,
+            accepts: accept_bucket(max_accepts_per_s),
+            accept_resume_at: None,
             reload: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refusals: audit::Refusals::new(start),
             verifier,
@@ -614,6 +630,11 @@ impl DistributorServer {
                     }
                 }
             }
+            if self.accept_resume_at.is_some_and(|at| Instant::now() >= at) {
+                self.accept_resume_at = None;
+                self.accept_more = true;
+                self.ws_accept_more = self.ws_listener.is_some();
+            }
             if self.accept_more {
                 self.accept(false);
             }
@@ -698,6 +719,9 @@ impl DistributorServer {
         if self.s.mode == WriteMode::Throughput && !self.dirty.is_empty() {
             until = until.min(self.next_flush);
         }
+        if let Some(at) = self.accept_resume_at {
+            until = until.min(at);
+        }
         if let Some(t) = next_stats {
             until = until.min(t);
         }
@@ -725,6 +749,13 @@ impl DistributorServer {
             self.accept_more = false;
         }
         for _ in 0..ACCEPTS_PER_TURN {
+            let now_ns = self.now_ns();
+            if !self.accepts.try_take(1, now_ns) {
+                // Over the rate: the rest wait in the backlog until a token is back.
+                let wait = self.accepts.next_ready_ns(1, now_ns).saturating_sub(now_ns);
+                self.accept_resume_at = Some(Instant::now() + Duration::from_nanos(wait));
+                return;
+            }
             let accepted = match (&self.ws_listener, websocket) {
                 (Some((l, _)), true) => l.accept(),
                 (None, true) => return,

@@ -39,6 +39,7 @@
 //! | `post_timeout_ms` | | 5000 | 1 to 3600000: a post forwarded to a provider without an answer this long is answered `timeout` |
 //! | `max_posts_per_client` | | 256 | 1 to 1000000: posts of one connection waiting for their answer (past it: `busy`) |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
+//! | `max_accepts_per_s` | | 1000 | 0 (no limit) or 1 to 1000000: new connections taken from the listeners a second (bursts of a tenth of it, at least 16); more wait in the kernel's backlog |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
 //! | `busy_poll_us` | | latency: 200, throughput: 0 | 0 to 100000: after a backbone message, poll without sleeping this long |
 
@@ -110,6 +111,8 @@ pub struct DistributorSettings {
     pub flush_interval_ms: u64,
     pub flush_bytes: usize,
     pub client_sndbuf: Option<usize>,
+    /// New connections taken from the listeners a second (0: no limit).
+    pub max_accepts_per_s: u64,
     pub stats_every_s: u64,
     /// After a backbone message, the loop polls without sleeping this long.
     pub busy_poll_us: u64,
@@ -163,6 +166,7 @@ pub const KEYS: &[&str] = &[
     "post_timeout_ms",
     "max_posts_per_client",
     "client_sndbuf",
+    "max_accepts_per_s",
     "stats_every_s",
     "busy_poll_us",
 ];
@@ -498,6 +502,7 @@ impl DistributorSettings {
         let client_sndbuf = f
             .size("client_sndbuf", 4 << 10, 64 << 20, "\"256k\"")?
             .map(|v| v as usize);
+        let max_accepts_per_s = f.int("max_accepts_per_s", 0, 1_000_000)?.unwrap_or(1000);
         let stats_every_s = f.int("stats_every_s", 0, 3600)?.unwrap_or(10);
         let busy_poll_us = f
             .int("busy_poll_us", 0, 100_000)?
@@ -512,6 +517,7 @@ impl DistributorSettings {
             flush_interval_ms,
             flush_bytes,
             client_sndbuf,
+            max_accepts_per_s,
             stats_every_s,
             busy_poll_us,
             tls,
@@ -562,7 +568,7 @@ mod tests {
             "listen = \"127.0.0.1:0\"\nusers = \"u.toml\"\nmode = \"latency\"\n\
              services = [\"A\", \"B\"]\nmax_queue_bytes = \"1m\"\nslow = \"disconnect\"\n\
              flush_interval_ms = 5\nclient_sndbuf = 65536\nstats_every_s = 0\n\
-             login_timeout_ms = 500\n",
+             login_timeout_ms = 500\nmax_accepts_per_s = 0\n",
             &["--mode", "throughput", "--service", "C"],
         )
         .unwrap();
@@ -572,6 +578,7 @@ mod tests {
         assert_eq!(s.core.slow, SlowPolicy::Disconnect);
         assert_eq!(s.core.login_timeout_ns, 500_000_000);
         assert_eq!((s.flush_interval_ms, s.client_sndbuf), (5, Some(65536)));
+        assert_eq!(s.max_accepts_per_s, 0, "no limit");
         assert!(s.users.ends_with("u.toml") && s.users.is_absolute());
         assert_eq!(s.requests, "mcast://239.255.90.1:40901");
     }
