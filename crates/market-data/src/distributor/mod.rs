@@ -48,7 +48,7 @@ use serde_json::json;
 pub use settings::{
     DistributorSettings, SettingsError, SettingsOverrides, TlsFiles, WriteMode, DEFAULT_LISTEN,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -208,8 +208,10 @@ pub struct DistributorServer {
     dirty: Vec<Token>,
     /// Connections with more to read than one turn read.
     read_again: Vec<Token>,
-    /// Connections closing after their answer.
-    lingering: Vec<Token>,
+    /// Connections closing after their answer, with their deadlines, oldest first (every one
+    /// lingers `LINGER`): a turn of the loop looks at the expired ones only, however many
+    /// linger (a flood of evicted connections made it look at hundreds a turn).
+    lingering: VecDeque<(Instant, Token)>,
     /// Backbone messages of one poll, copied out of the transport's buffer.
     arena: Vec<u8>,
     spans: Vec<(usize, usize)>,
@@ -390,7 +392,7 @@ impl DistributorServer {
             backbones,
             dirty: Vec::new(),
             read_again: Vec::new(),
-            lingering: Vec::new(),
+            lingering: VecDeque::new(),
             arena: Vec::new(),
             spans: Vec::new(),
             read_buf: vec![0; READ_CHUNK],
@@ -725,16 +727,8 @@ impl DistributorServer {
         if let Some(t) = next_stats {
             until = until.min(t);
         }
-        for tok in &self.lingering {
-            if let Some(d) = self
-                .conns
-                .slots
-                .get(tok.0)
-                .and_then(|c| c.as_ref())
-                .and_then(|c| c.linger_until)
-            {
-                until = until.min(d);
-            }
+        if let Some(&(d, _)) = self.lingering.front() {
+            until = until.min(d);
         }
         until.saturating_duration_since(now)
     }
@@ -917,8 +911,9 @@ impl DistributorServer {
                         self.drain_core();
                         if let Some(c) = self.conns.get_mut(tok) {
                             c.client = None;
-                            c.linger_until = Some(Instant::now() + LINGER);
-                            self.lingering.push(tok);
+                            let until = Instant::now() + LINGER;
+                            c.linger_until = Some(until);
+                            self.lingering.push_back((until, tok));
                         }
                         self.write(tok);
                         return;
@@ -1164,8 +1159,9 @@ impl DistributorServer {
                 ws.close(&mut close);
                 c.out.push(&close);
             }
-            c.linger_until = Some(Instant::now() + LINGER);
-            self.lingering.push(tok);
+            let until = Instant::now() + LINGER;
+            c.linger_until = Some(until);
+            self.lingering.push_back((until, tok));
             if !c.blocked && c.write_out() != Wrote::Ok {
                 self.close(tok);
             }
@@ -1188,15 +1184,20 @@ impl DistributorServer {
     }
 
     fn expire_lingering(&mut self, now: Instant) {
-        if self.lingering.is_empty() {
-            return;
-        }
-        let list = std::mem::take(&mut self.lingering);
-        for tok in list {
-            match self.conns.get_mut(tok).and_then(|c| c.linger_until) {
-                Some(d) if d <= now => self.close(tok),
-                Some(_) => self.lingering.push(tok),
-                None => {}
+        while let Some(&(until, tok)) = self.lingering.front() {
+            if until > now {
+                return;
+            }
+            self.lingering.pop_front();
+            // The token may have been closed meanwhile, or given to a newer connection (with
+            // its own entry further back).
+            if self
+                .conns
+                .get_mut(tok)
+                .and_then(|c| c.linger_until)
+                .is_some_and(|d| d <= now)
+            {
+                self.close(tok);
             }
         }
     }
