@@ -108,10 +108,6 @@ pub struct JsonSession {
     /// Items seen: the core's item id → the streams holding it (FxHash: looked up per
     /// message).
     items: FxHashMap<u32, ItemStreams>,
-    /// The items of `items` one stream holds: item id → (stream ID, a glob's). The per-message
-    /// lookup of an UPDATE another client's session encoded already: small and dense, where
-    /// `items` would cost a cache miss more per message and client.
-    single: FxHashMap<u32, (u32, bool)>,
     /// Posts in flight: the binary post id → (the JSON message's ID, its PostID).
     posts: HashMap<u32, (u32, Json)>,
     next_post: u32,
@@ -131,7 +127,6 @@ impl JsonSession {
             exact: HashMap::new(),
             globs: BTreeSet::new(),
             items: FxHashMap::default(),
-            single: FxHashMap::default(),
             posts: HashMap::new(),
             next_post: 0,
             ping_payload: 0,
@@ -349,14 +344,6 @@ impl JsonSession {
             it.streams.retain(|&(s, _)| s != id);
             !it.streams.is_empty()
         });
-        self.single = self
-            .items
-            .iter()
-            .filter_map(|(&item, it)| match it.streams[..] {
-                [one] => Some((item, one)),
-                _ => None,
-            })
-            .collect();
     }
 
     fn post(&mut self, m: &Map<String, Json>, out: &mut Vec<u8>) -> Result<(), JsonError> {
@@ -503,7 +490,9 @@ impl JsonSession {
                             let tail = shared.tails[0].get_or_insert_with(|| tail(&r.fields));
                             w.one(*stream, tail);
                         }
-                        Some(view) => w.one(*stream, &tail(&cut(&r.fields, view, &mut Vec::new()))),
+                        Some(view) => {
+                            w.one(*stream, &tail(&r.fields.cut_to(view, &mut Vec::new())))
+                        }
                     }
                 }
                 w.done()
@@ -537,7 +526,7 @@ impl JsonSession {
                         }
                         Some(view) => {
                             let mut list = Vec::new();
-                            let fields = cut(&u.fields, view, &mut list);
+                            let fields = u.fields.cut_to(view, &mut list);
                             if fields.count() > 0 {
                                 w.one(stream, &tail(&fields, glob));
                             }
@@ -621,9 +610,11 @@ impl JsonSession {
         if h.message_type().ok()? != crate::codec::MessageType::Update {
             return None;
         }
-        let Some(&(stream, glob)) = self.single.get(&h.item_id()) else {
-            // Not an item of this client's, or one several of its streams hold.
-            return (!self.items.contains_key(&h.item_id())).then_some(0);
+        let Some(it) = self.items.get(&h.item_id()) else {
+            return Some(0); // not an item of this client's
+        };
+        let [(stream, glob)] = it.streams[..] else {
+            return None; // several streams hold it: each is cut to its view
         };
         let tail = shared.tails[usize::from(glob)].as_deref()?;
         write_one(out, stream, tail);
@@ -661,15 +652,10 @@ impl JsonSession {
                 .map(|&id| (id, true)),
         );
         streams.sort_unstable();
-        match streams[..] {
-            [] => {
-                self.items.remove(&item_id);
-                self.single.remove(&item_id);
-                return &[];
-            }
-            [one] => self.single.insert(item_id, one),
-            _ => self.single.remove(&item_id),
-        };
+        if streams.is_empty() {
+            self.items.remove(&item_id);
+            return &[];
+        }
         let it = self.items.entry(item_id).or_insert_with(|| ItemStreams {
             service: service.to_string(),
             name: name.into(),
@@ -691,17 +677,6 @@ impl JsonSession {
             })
             .map(|(&id, _)| id)
     }
-}
-
-/// `fields` cut to `view`, into `list`.
-fn cut<'a, 'l>(
-    fields: &FieldList<'a>,
-    view: &[u16],
-    list: &'l mut Vec<crate::model::Field<'a>>,
-) -> FieldList<'l> {
-    list.clear();
-    list.extend(fields.iter().filter(|f| view.contains(&f.fid)));
-    FieldList::List(list)
 }
 
 /// `{"ID":stream` and the message's `tail`: what each client adds to a shared encoding, once

@@ -88,6 +88,17 @@ impl<'a> FieldList<'a> {
         self.iter().find(|f| f.fid == fid).map(|f| f.value)
     }
 
+    /// The fields whose ids `view` holds, in their order, gathered into `list` (emptied
+    /// first): what a stream with that view is handed of a message cut to a wider one.
+    pub fn cut_to<'l>(&self, view: &[u16], list: &'l mut Vec<Field<'a>>) -> FieldList<'l>
+    where
+        'a: 'l,
+    {
+        list.clear();
+        list.extend(self.iter().filter(|f| view.contains(&f.fid)));
+        FieldList::List(list)
+    }
+
     /// Bytes the fields take when encoded.
     pub fn encoded_len(&self) -> usize {
         match self {

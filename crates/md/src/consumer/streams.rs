@@ -111,10 +111,9 @@ pub(super) fn deliver<'a>(
         match &s.view {
             None => emit(s.request, fields),
             Some(view) => {
-                cut.clear();
-                cut.extend(fields.iter().filter(|f| view.contains(&f.fid)));
-                if !(update && cut.is_empty()) {
-                    emit(s.request, FieldList::List(&cut));
+                let mine = fields.cut_to(view, &mut cut);
+                if !(update && mine.count() == 0) {
+                    emit(s.request, mine);
                 }
             }
         }

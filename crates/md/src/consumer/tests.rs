@@ -112,6 +112,18 @@ fn update(id: u32, seq: u32, bid: i64) -> Vec<u8> {
     }))
 }
 
+/// The distributor's STATUS ending snapshot request `request`.
+fn snapshot_complete(request: u32) -> Vec<u8> {
+    bytes(Message::Status(StatusRepr {
+        item_id: 0,
+        request_id: request,
+        state: ItemState::Closed,
+        service: "FEED1",
+        name: "",
+        text: "snapshot complete",
+    }))
+}
+
 /// The messages the consumer queued, parsed and described.
 fn sent(c: &mut ConsumerCore) -> Vec<String> {
     let out = c.transmit().to_vec();
@@ -465,14 +477,7 @@ fn a_snapshot_is_sent_flagged_leaves_no_live_item_and_is_forgotten_once_closed()
     sent(&mut c);
     c.handle_bytes(&accepted(), 100 * MS, &mut |_| {}).unwrap();
     assert_eq!(sent(&mut c), [format!("OPEN {snap} FEED1 AAA.O")]);
-    let done = bytes(Message::Status(StatusRepr {
-        item_id: 0,
-        request_id: snap,
-        state: ItemState::Closed,
-        service: "FEED1",
-        name: "",
-        text: "snapshot complete",
-    }));
+    let done = snapshot_complete(snap);
     let mut seen = Vec::new();
     c.handle_bytes(&done, 100 * MS, &mut record(&mut seen))
         .unwrap();
@@ -687,15 +692,7 @@ fn each_request_holding_an_item_gets_its_own_events_with_its_own_view() {
             format!("refresh {live} AAA.O [22, 25, 30]")
         ]
     );
-    let closed = bytes(Message::Status(StatusRepr {
-        item_id: 0,
-        request_id: snap,
-        state: ItemState::Closed,
-        service: "FEED1",
-        name: "",
-        text: "snapshot complete",
-    }));
-    let mut input = closed;
+    let mut input = snapshot_complete(snap);
     input.extend(three_fields(
         1,
         10,

@@ -66,6 +66,19 @@ fn logged_in() -> JsonSession {
     s
 }
 
+/// A REFRESH of AAA.O (item id 40) flagged SOLICITED and `more` flags.
+fn aaa_refresh<'a>(more: u8, item_seq: u32, fields: &'a [Field<'a>]) -> Message<'a> {
+    Message::Refresh(RefreshRepr {
+        item_id: 40,
+        flags: crate::codec::refresh_flags::SOLICITED | more,
+        timestamp_ns: 1,
+        item_seq,
+        service: "FEED1",
+        name: "AAA.O",
+        fields: FieldList::List(fields),
+    })
+}
+
 fn price(m: i64) -> Value<'static> {
     Value::Price(Price {
         mantissa: m,
@@ -309,16 +322,7 @@ fn a_message_shared_by_clients_is_encoded_once_and_each_adds_its_stream_id() {
     sent(&mut c, r#"{"ID":7,"Key":{"Name":"AAA.O"}}"#);
     let fields = [Field::new(22, price(18920))];
     let mut refresh = Vec::new();
-    Message::Refresh(RefreshRepr {
-        item_id: 40,
-        flags: crate::codec::refresh_flags::SOLICITED,
-        timestamp_ns: 1,
-        item_seq: 1,
-        service: "FEED1",
-        name: "AAA.O",
-        fields: FieldList::List(&fields),
-    })
-    .emit_to_vec(&mut refresh);
+    aaa_refresh(0, 1, &fields).emit_to_vec(&mut refresh);
     let mut update = Vec::new();
     Message::Update(UpdateRepr {
         item_id: 40,
@@ -364,18 +368,7 @@ fn each_stream_of_an_item_gets_its_own_messages_with_its_own_view() {
         Field::new(25, price(18921)),
         Field::new(30, Value::Int(7)),
     ];
-    let got = to_json(
-        &mut s,
-        Message::Refresh(RefreshRepr {
-            item_id: 40,
-            flags: crate::codec::refresh_flags::SOLICITED,
-            timestamp_ns: 1,
-            item_seq: 1,
-            service: "FEED1",
-            name: "AAA.O",
-            fields: FieldList::List(&all),
-        }),
-    );
+    let got = to_json(&mut s, aaa_refresh(0, 1, &all));
     let by_stream: Vec<(Json, Json)> = got
         .iter()
         .map(|m| (m["ID"].clone(), m["Fields"].clone()))
@@ -450,15 +443,7 @@ fn each_stream_of_an_item_gets_its_own_messages_with_its_own_view() {
     );
     let got = to_json(
         &mut s,
-        Message::Refresh(RefreshRepr {
-            item_id: 40,
-            flags: crate::codec::refresh_flags::SOLICITED | crate::codec::refresh_flags::SNAPSHOT,
-            timestamp_ns: 1,
-            item_seq: 3,
-            service: "FEED1",
-            name: "AAA.O",
-            fields: FieldList::List(&all),
-        }),
+        aaa_refresh(crate::codec::refresh_flags::SNAPSHOT, 3, &all),
     );
     assert_eq!(
         (&got[0]["ID"], &got[0]["State"]["Stream"]),
