@@ -88,6 +88,13 @@ seeds = 0
 for target in TARGETS:
     out = HERE / "corpus" / target
     out.mkdir(parents=True, exist_ok=True)
+    if target == "failover":
+        # A member's message (the failover header's golden bytes), an empty one, a plain one.
+        golden = bytes.fromhex("5047464ff6ea5d860807060504030201") + b"hi"
+        for name, data in [("golden", golden), ("empty", golden[:16]), ("plain", b"#17....")]:
+            (out / name).write_bytes(data)
+            seeds += 1
+        continue
     if target == "md" or target.startswith("md_"):
         for name, data in md_seeds(target).items():
             (out / name).write_bytes(data)

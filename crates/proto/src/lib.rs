@@ -13,6 +13,8 @@
 //!   not answered;
 //! - [`events`] and [`counters`]: what every transport reports;
 //! - [`rate`]: the publisher's rate limit, a token bucket in bytes per second;
+//! - [`failover`]: the arbitration of a failover group (several publishers of one
+//!   application-sequenced stream: each sequence delivered once, from the first copy);
 //! - [`lossgen`]: a seeded loss generator that drops chosen frames, for tests and benchmarks.
 //!
 //! - [`resolver`]: topic resolution (advertisements, queries, wildcard subscriptions, expiry);
@@ -23,6 +25,7 @@
 pub mod auth;
 pub mod counters;
 pub mod events;
+pub mod failover;
 pub mod held;
 pub mod join;
 pub mod lossgen;

@@ -22,6 +22,9 @@
 //! | 0x09 | [`cookie`] | COOKIE: proof of a source address between a resolver client and resolverd |
 //! | 0x0A | [`auth`] | AUTH: the message authentication code ending a datagram of a keyed transport |
 //!
+//! Not a frame: [`failover`] is the 16-byte header a failover group's members put in front of
+//! each message, inside the DATA payload.
+//!
 //! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
 //! datagram or log holding several frames. Parsing never allocates and never panics: every
 //! rejection is a [`WireError`], whose [`name`](WireError::name) and
@@ -59,6 +62,7 @@ pub mod bye;
 pub mod cookie;
 pub mod data;
 pub mod error;
+pub mod failover;
 pub mod frame;
 pub mod header;
 pub mod heartbeat;
