@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod failover;
 mod resolve;
 pub mod stat;
 pub use config::{Config, ConfigError, Remote, ResolverSettings};
