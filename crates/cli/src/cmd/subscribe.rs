@@ -4,11 +4,15 @@
 use super::{context, printable, shown, Stop};
 use crate::flags::topics::SubArgs;
 use anyhow::{bail, Result};
+use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
 use peregrine::{Pattern, PatternKind, SubscriberEvent};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub fn run(a: SubArgs) -> Result<()> {
+    if let Some(group) = a.group.clone() {
+        return run_group(a, &group);
+    }
     let stop = Stop::install()?;
     let ctx = context()?;
     let pattern = if a.regex {
@@ -56,45 +60,7 @@ pub fn run(a: SubArgs) -> Result<()> {
         // The events of this poll first: a source's `source found:` line comes before its
         // first message.
         while let Some(ev) = s.next_event() {
-            match ev {
-                SubscriberEvent::SourceFound {
-                    topic,
-                    session_id,
-                    uri,
-                } => writeln!(
-                    out,
-                    "source found: {} session={session_id:08x} via {}",
-                    printable(&topic),
-                    printable(&uri)
-                )?,
-                SubscriberEvent::SourceLost {
-                    topic,
-                    session_id,
-                    reason,
-                } => writeln!(
-                    out,
-                    "source lost: {} session={session_id:08x} ({})",
-                    printable(&topic),
-                    printable(reason)
-                )?,
-                SubscriberEvent::Lost {
-                    session_id,
-                    from_sequence,
-                    count,
-                } => writeln!(
-                    out,
-                    "LOST: session={session_id:08x} {count} message(s) from seq={from_sequence}"
-                )?,
-                SubscriberEvent::AttachFailed { reason } => {
-                    writeln!(out, "attach failed: {}", printable(&reason))?
-                }
-                SubscriberEvent::SegmentDamaged { session_id, reason } => writeln!(
-                    out,
-                    "DAMAGED: session={session_id:08x}: {}",
-                    printable(&reason)
-                )?,
-                _ => {}
-            }
+            print_source_event(&mut out, ev)?;
         }
         for l in lines.drain(..) {
             writeln!(out, "{l}")?;
@@ -146,6 +112,176 @@ pub fn run(a: SubArgs) -> Result<()> {
             )?;
         }
     }
+    out.flush()?;
+    if received < want && a.count.is_some() && stop.requested().is_none() {
+        bail!("received {received} of --count {want} messages before --seconds ran out");
+    }
+    Ok(())
+}
+
+/// One line for a subscriber's event (sources found and lost, losses, attach failures,
+/// damaged segments); nothing for the others.
+fn print_source_event(out: &mut impl Write, ev: SubscriberEvent) -> Result<()> {
+    match ev {
+        SubscriberEvent::SourceFound {
+            topic,
+            session_id,
+            uri,
+        } => writeln!(
+            out,
+            "source found: {} session={session_id:08x} via {}",
+            printable(&topic),
+            printable(&uri)
+        )?,
+        SubscriberEvent::SourceLost {
+            topic,
+            session_id,
+            reason,
+        } => writeln!(
+            out,
+            "source lost: {} session={session_id:08x} ({})",
+            printable(&topic),
+            printable(reason)
+        )?,
+        SubscriberEvent::Lost {
+            session_id,
+            from_sequence,
+            count,
+        } => writeln!(
+            out,
+            "LOST: session={session_id:08x} {count} message(s) from seq={from_sequence}"
+        )?,
+        SubscriberEvent::AttachFailed { reason } => {
+            writeln!(out, "attach failed: {}", printable(&reason))?
+        }
+        SubscriberEvent::SegmentDamaged { session_id, reason } => writeln!(
+            out,
+            "DAMAGED: session={session_id:08x}: {}",
+            printable(&reason)
+        )?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `peregrine sub TOPIC --group NAME`: the failover group's stream, each sequence once.
+fn run_group(a: SubArgs, group: &str) -> Result<()> {
+    if a.pattern.contains(['*', '?']) {
+        bail!(
+            "--group {group} needs one topic name, not the pattern '{}': a failover group is one stream",
+            printable(&a.pattern)
+        );
+    }
+    let stop = Stop::install()?;
+    let ctx = context()?;
+    let config = ArbiterConfig {
+        window_ns: a.window_ms * 1_000_000,
+        ..ArbiterConfig::default()
+    };
+    let s = ctx.subscribe(&a.pattern, a.idle)?;
+    let mut s = FailoverSubscriber::new(vec![s], group, config)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    writeln!(
+        out,
+        "subscribed to {} as failover group '{}'",
+        printable(&a.pattern),
+        printable(group)
+    )?;
+    out.flush()?;
+    let start = Instant::now();
+    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let want = a.count.unwrap_or(u64::MAX);
+    let mut received = 0u64;
+    let mut last_line = start;
+    let mut received_at_line = 0u64;
+    let mut lines: Vec<String> = Vec::new();
+    while received < want && stop.requested().is_none() {
+        let n = s.poll(
+            &mut |m| {
+                received += 1;
+                if a.print && received <= want {
+                    lines.push(format!(
+                        "{} seq={} session={:08x} len={}: {}",
+                        printable(&a.pattern),
+                        m.sequence,
+                        m.session_id,
+                        m.payload.len(),
+                        shown(m.payload)
+                    ));
+                }
+            },
+            256,
+        );
+        while let Some(ev) = s.next_event() {
+            match ev {
+                FailoverEvent::Lost {
+                    from_sequence,
+                    count,
+                } => writeln!(
+                    out,
+                    "LOST: {count} message(s) from seq={from_sequence}: no member of the group supplied them"
+                )?,
+                FailoverEvent::Disagreement {
+                    sequence,
+                    delivered_from,
+                    other,
+                } => writeln!(
+                    out,
+                    "DISAGREE: seq={sequence}: session={delivered_from:08x}'s copy was delivered, session={other:08x} sent other content"
+                )?,
+                FailoverEvent::Refused { reason, .. } => {
+                    writeln!(out, "refused: {}", printable(&reason))?
+                }
+                FailoverEvent::Source(SubscriberEvent::PublisherDied { session_id }) => {
+                    writeln!(out, "member gone: session={session_id:08x} (died)")?
+                }
+                FailoverEvent::Source(SubscriberEvent::PublisherClosed { session_id }) => {
+                    writeln!(out, "member gone: session={session_id:08x} (closed)")?
+                }
+                FailoverEvent::Source(ev) => print_source_event(&mut out, ev)?,
+                _ => {}
+            }
+        }
+        for l in lines.drain(..) {
+            writeln!(out, "{l}")?;
+        }
+        let now = Instant::now();
+        if now - last_line >= Duration::from_secs(1) {
+            let secs = (now - last_line).as_secs_f64();
+            let c = s.counters();
+            writeln!(
+                out,
+                "[sub {:.1}s] {:.0} msgs/s, total {received}, members {}, duplicates {}, lost {}",
+                (now - start).as_secs_f64(),
+                (received - received_at_line) as f64 / secs,
+                s.members().len(),
+                c.duplicates,
+                c.lost
+            )?;
+            out.flush()?;
+            last_line = now;
+            received_at_line = received;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        s.idle(n);
+    }
+    let c = s.counters();
+    writeln!(
+        out,
+        "done{}: received {received} messages of failover group '{}' in {:.2} s, lost {}, duplicates {}, disagreements {}, refused {}",
+        stop.requested()
+            .map(|s| format!(" (stopped by {s})"))
+            .unwrap_or_default(),
+        printable(group),
+        start.elapsed().as_secs_f64(),
+        c.lost,
+        c.duplicates,
+        c.disagreements,
+        s.refused_messages()
+    )?;
     out.flush()?;
     if received < want && a.count.is_some() && stop.requested().is_none() {
         bail!("received {received} of --count {want} messages before --seconds ran out");

@@ -37,6 +37,12 @@ pub struct PubArgs {
     /// (0 to 3600000 milliseconds).
     #[arg(long, default_value_t = 500, value_parser = values::parse_linger_ms)]
     pub linger_ms: u64,
+    /// Publish as a member of this failover group: each message carries its sequence number,
+    /// message N being due N/rate seconds after the Unix epoch (with --stdin: line N), so
+    /// members started apart send the same numbers with the same "#N" payloads at the same
+    /// time. Subscribe with `peregrine sub TOPIC --group NAME`.
+    #[arg(long, value_parser = values::parse_group)]
+    pub group: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +66,15 @@ pub struct SubArgs {
     /// What to do when no message is waiting: spin, yield, backoff or block.
     #[arg(long, default_value = "backoff", value_parser = values::parse_idle)]
     pub idle: IdleKind,
+    /// Subscribe to a failover group: every publisher of the topic is a member, and each
+    /// sequence is delivered once, from whichever member's copy comes first. Needs a topic
+    /// name (not a glob or --regex).
+    #[arg(long, value_parser = values::parse_group, conflicts_with = "regex")]
+    pub group: Option<String>,
+    /// With --group: how long a missing sequence is waited for while a member is ahead of it
+    /// and another has not gone past it, before it is reported lost.
+    #[arg(long, default_value_t = 100, value_parser = values::parse_window_ms, requires = "group")]
+    pub window_ms: u64,
 }
 
 #[derive(Args, Debug)]

@@ -103,6 +103,25 @@ pub fn parse_pattern(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// A failover group's name (see `peregrine::failover::validate_group`).
+pub fn parse_group(s: &str) -> Result<String, String> {
+    peregrine::failover::validate_group(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// A failover subscriber's window in milliseconds: 1 ms to one minute.
+pub fn parse_window_ms(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|ms| (1..=60_000).contains(ms))
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not accepted: give how long a missing sequence is waited for, from 1 to 60000 milliseconds, for example 100"
+            )
+        })
+}
+
 /// A linger time in milliseconds: 0 to one hour.
 pub fn parse_linger_ms(s: &str) -> Result<u64, String> {
     s.parse::<u64>()

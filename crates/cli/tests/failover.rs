@@ -1,0 +1,209 @@
+//! `peregrine pub --group` and `peregrine sub --group` as separate processes: members of a
+//! failover group killed with SIGKILL one after the other (and restarted) while the
+//! subscriber's stream goes on with every sequence once, in order; and the flags' errors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_peregrine")
+}
+
+/// A running `peregrine` whose standard output is collected line by line.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn start(args: &[&str]) -> Proc {
+        let mut child = Command::new(exe())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("peregrine runs");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let l = lines.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// Waits (up to 20 s) until a line satisfies `f`, after line `from`; returns its index.
+    fn wait_line(&self, from: usize, what: &str, f: impl Fn(&str) -> bool) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                if let Some(i) = lines[from.min(lines.len())..].iter().position(|l| f(l)) {
+                    return from + i;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line {what} after line {from}:\n{}",
+                self.lines.lock().unwrap().join("\n")
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn session(&self) -> String {
+        let i = self.wait_line(0, "publishing", |l| l.starts_with("publishing"));
+        let l = self.lines.lock().unwrap()[i].clone();
+        l.split("as session ").nth(1).unwrap()[..8].to_string()
+    }
+}
+
+/// The subscriber's `[sub ...]` line reports this many members.
+fn members(n: usize) -> impl Fn(&str) -> bool {
+    move |l: &str| l.starts_with("[sub ") && l.contains(&format!("members {n},"))
+}
+
+#[test]
+fn every_sequence_comes_once_in_order_while_members_are_killed_in_turn() {
+    let topic = format!("fo{}.kill", std::process::id());
+    let publisher = |t: &str| {
+        Proc::start(&[
+            "pub",
+            t,
+            "--group",
+            "engine",
+            "--rate",
+            "2000",
+            "--linger-ms",
+            "0",
+        ])
+    };
+    let sub = Proc::start(&[
+        "sub",
+        &topic,
+        "--group",
+        "engine",
+        "--print",
+        "--seconds",
+        "60",
+    ]);
+    sub.wait_line(0, "subscribed", |l| l.starts_with("subscribed"));
+    let mut a = publisher(&topic);
+    let b = publisher(&topic);
+    let mut kills = Vec::new();
+    let mut seen = sub.wait_line(0, "with two members", members(2));
+    // Kill the first member; start it again; once both are heard, kill the other.
+    let mut survivor = b;
+    for round in 0..2 {
+        kills.push(a.session());
+        a.kill();
+        seen = sub.wait_line(seen, "with one member", members(1));
+        let again = publisher(&topic);
+        seen = sub.wait_line(seen, "with two members again", members(2));
+        if round == 0 {
+            a = survivor;
+            survivor = again;
+        } else {
+            a = again;
+        }
+    }
+    thread::sleep(Duration::from_millis(300));
+    let mut sub = sub;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(sub.child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = sub.child.wait().unwrap();
+    // The reader thread ends with the pipe.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sub
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("done"))
+    {
+        assert!(Instant::now() < deadline, "no done line");
+        thread::sleep(Duration::from_millis(20));
+    }
+    a.kill();
+    survivor.kill();
+    let lines = sub.lines.lock().unwrap().clone();
+    let all = lines.join("\n");
+    assert!(status.success(), "{all}");
+    // "TOPIC seq=N session=S len=L: #N...."
+    let delivered: Vec<(u64, String)> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&format!("{topic} seq=")))
+        .map(|rest| {
+            let seq: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+            let session = rest.split("session=").nth(1).unwrap()[..8].to_string();
+            assert!(rest.contains(&format!(": #{seq}.")), "{rest}");
+            (seq, session)
+        })
+        .collect();
+    assert!(
+        delivered.len() > 1000,
+        "{} delivered\n{all}",
+        delivered.len()
+    );
+    for w in delivered.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1, "a gap or a duplicate at {:?}\n{all}", w);
+    }
+    for k in &kills {
+        let last = delivered.iter().rposition(|d| &d.1 == k);
+        assert!(
+            last.is_none_or(|i| i + 1 < delivered.len()),
+            "delivery stopped with killed member {k}"
+        );
+    }
+    let sessions: std::collections::BTreeSet<&String> = delivered.iter().map(|d| &d.1).collect();
+    assert!(
+        sessions.len() >= 2,
+        "copies of one member only: {sessions:?}"
+    );
+    assert!(!all.contains("LOST"), "{all}");
+    let done = lines.iter().find(|l| l.starts_with("done")).unwrap();
+    assert!(
+        done.contains(", lost 0,") && done.contains("disagreements 0"),
+        "{done}"
+    );
+    assert_eq!(all.matches("member gone: session=").count(), 2, "{all}");
+}
+
+#[test]
+fn group_flags_are_checked_with_the_fix() {
+    peregrine_testkit::assert_refused(
+        exe(),
+        &["sub"],
+        &[
+            (
+                &["md.*", "--group", "g", "--seconds", "1"],
+                "needs one topic name",
+            ),
+            (&["t", "--group", ""], "1 to 64 bytes"),
+            (
+                &["t", "--group", "g", "--window-ms", "0"],
+                "from 1 to 60000",
+            ),
+            (&["t", "--window-ms", "50"], "--group"),
+            (&["t", "--regex", "--group", "g"], "cannot be used with"),
+        ],
+    );
+    peregrine_testkit::assert_refused(
+        exe(),
+        &["pub"],
+        &[(&["t", "--group", "a\tb"], "1 to 64 bytes")],
+    );
+}
