@@ -57,6 +57,8 @@ pub enum HelperSpec {
     NatsFeed(crate::fanout::nats::NatsFeedSpec),
     /// A fan-out client through NATS.
     NatsClient(crate::fanout::nats::NatsClientSpec),
+    /// A failover group's member: publishes on the run's schedule until it is killed.
+    FailoverMember(crate::failover::MemberSpec),
 }
 
 impl HelperSpec {
@@ -82,6 +84,7 @@ impl HelperSpec {
             }
             HelperSpec::NatsFeed(spec) => crate::fanout::nats::feed(&spec),
             HelperSpec::NatsClient(spec) => crate::fanout::nats::client(&spec),
+            HelperSpec::FailoverMember(spec) => crate::failover::member(&spec),
         }
     }
 
@@ -97,6 +100,7 @@ impl HelperSpec {
             HelperSpec::EmbeddedPublisher { .. } => "embedded-timestamp publisher",
             HelperSpec::NatsFeed(_) => "NATS feed",
             HelperSpec::NatsClient(_) => "NATS client",
+            HelperSpec::FailoverMember(_) => "failover group member",
         }
     }
 }
@@ -155,6 +159,12 @@ impl Helper {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends the helper SIGKILL (no chance to close anything) without waiting for it to end
+    /// (dropping the helper reaps it).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
     }
 
     fn read_line(&mut self) -> Result<String, BenchError> {

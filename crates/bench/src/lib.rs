@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod clock;
+pub mod failover;
 pub mod fanout;
 pub mod floor;
 pub mod helper;

@@ -80,6 +80,7 @@ impl ResultLine {
             Some(Scenario::Fanout) => "fanout",
             Some(Scenario::MdLatency) => "md_latency",
             Some(Scenario::Jitter) => "jitter",
+            Some(Scenario::Failover) => "failover",
             None => "result",
         };
         let mut line = match &c.latency {

@@ -97,6 +97,11 @@ pub enum Scenario {
     /// The machine's jitter on one CPU (sysjitter's method): `detail` holds the gaps per
     /// second over 1 us, 10 us, 100 us and 1 ms, the largest gap and the fraction of time lost.
     Jitter,
+    /// A failover group under kills (`bench failover`): two members publish one stream and
+    /// the leader is killed with SIGKILL `detail.kills` times; `detail` holds the gap each kill
+    /// left (`gap_median_ns`, `gap_max_ns`, `gaps_ns`), the stream's `interval_ns` and
+    /// inter-delivery times, and what was `duplicated`, `out_of_order` or `corrupt`.
+    Failover,
 }
 
 /// Latency statistics of one cell, in nanoseconds.

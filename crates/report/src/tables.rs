@@ -71,6 +71,7 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
         throughput(results),
         fanout(results),
         md_latency(results),
+        failover(results),
     ]
     .into_iter()
     .flatten()
@@ -860,6 +861,69 @@ fn jitter(results: &Results) -> Option<Section> {
     })
 }
 
+/// The failover table: per case, the kills, what was delivered, lost and duplicated, and the
+/// gap a kill left next to the stream's own inter-message and inter-delivery times.
+fn failover(results: &Results) -> Option<Section> {
+    let cells = of(results, Scenario::Failover);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut rows = vec![header(&[
+        "Case",
+        "Transport",
+        "Rate",
+        "Kills",
+        "Delivered",
+        "Lost",
+        "Duplicated",
+        "Gap median (us)",
+        "Gap max (us)",
+        "Interval (us)",
+        "Inter-delivery 99.9% (us)",
+    ])];
+    for c in cells {
+        let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+        let n = |k: &str| d(k).map(|v| format!("{v:.0}")).unwrap_or_else(dash);
+        let micros = |k: &str| d(k).map(us).unwrap_or_else(dash);
+        rows.push(Row::Cells(vec![
+            c.detail
+                .get("case")
+                .and_then(|v| v.as_str())
+                .unwrap_or("-")
+                .to_string(),
+            c.transport.clone(),
+            c.rate_requested_msgs_per_s
+                .map(rate_label)
+                .unwrap_or_else(dash),
+            n("kills"),
+            n("delivered"),
+            c.lost.to_string(),
+            n("duplicated"),
+            micros("gap_median_ns"),
+            micros("gap_max_ns"),
+            micros("interval_ns"),
+            micros("interdelivery_p999_ns"),
+        ]));
+    }
+    Some(Section {
+        title: "Failover".to_string(),
+        intro: Some(
+            "A failover group's two members publish one stream; the member whose copies are \
+             being delivered is killed with SIGKILL, then restarted once the other has taken \
+             over. The gap is the time from the last message delivered before a kill to the \
+             first after it; the interval is the stream's time between messages, and the \
+             inter-delivery 99.9th percentile what the stream shows all run long (members \
+             send in small bursts)."
+                .to_string(),
+        ),
+        tables: vec![Table {
+            caption: None,
+            left: 2,
+            rows,
+        }],
+    })
+}
+
 /// A fan-out cell's system, `peregrine` when none is named.
 pub(crate) fn system_of(c: &Cell) -> &str {
     c.system.as_deref().unwrap_or("peregrine")
@@ -1144,6 +1208,7 @@ pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
         Some(Scenario::Fanout) => "fanout",
         Some(Scenario::MdLatency) => "md_latency",
         Some(Scenario::Jitter) => "jitter",
+        Some(Scenario::Failover) => "failover",
         None => "-",
     }
 }

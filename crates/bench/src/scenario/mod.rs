@@ -14,9 +14,11 @@
 //! - [`paced`]: load with pings, the size x rate sweep, the maximum search, embedded
 //!   timestamps;
 //! - [`fanout`]: market data fan-out through a distribution tier, and its latency table;
+//! - [`failover`]: a failover group's members killed in turn under a steady stream;
 //! - [`suite`]: the default suite.
 
 pub mod echo;
+pub mod failover;
 pub mod fanout;
 pub mod jitter;
 pub mod latency;
@@ -51,6 +53,7 @@ pub enum Scenario {
     Fanout(fanout::FanoutPlan),
     MdLatency(fanout::MdLatencyPlan),
     Jitter(crate::jitter::JitterConfig),
+    Failover(failover::FailoverPlan),
 }
 
 impl Scenario {
@@ -69,6 +72,7 @@ impl Scenario {
             Scenario::Fanout(_) => "fanout",
             Scenario::MdLatency(_) => "fanout-latency",
             Scenario::Jitter(_) => "jitter",
+            Scenario::Failover(_) => "failover",
         }
     }
 
@@ -85,7 +89,9 @@ impl Scenario {
             Scenario::Max(p) => p.pacing.cpus,
             Scenario::Latency(p) => p.pacing.cpus,
             // Not pinned: the feed, the tier and N clients share every CPU.
-            Scenario::Fanout(_) | Scenario::MdLatency(_) => CpuPair::default_pair(),
+            Scenario::Fanout(_) | Scenario::MdLatency(_) | Scenario::Failover(_) => {
+                CpuPair::default_pair()
+            }
             Scenario::Jitter(c) => CpuPair {
                 a: c.cpus[0],
                 b: *c.cpus.get(1).unwrap_or(&c.cpus[0]),
@@ -106,6 +112,7 @@ impl Scenario {
                 | Scenario::Fanout(_)
                 | Scenario::MdLatency(_)
                 | Scenario::Jitter(_)
+                | Scenario::Failover(_)
         )
     }
 }
@@ -199,6 +206,7 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::Fanout(plan) => fanout::fanout(&plan, &mut session),
         Scenario::MdLatency(plan) => fanout::md_latency(&plan, &mut session),
         Scenario::Jitter(cfg) => jitter::run(&cfg, &mut session).map(drop),
+        Scenario::Failover(plan) => failover::run(&plan, &mut session),
     };
     if session.folder.results().cells.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);

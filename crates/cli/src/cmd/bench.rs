@@ -42,6 +42,19 @@ pub fn run(b: BenchArgs) -> Result<()> {
         Some(Flags::Max(a)) => Scenario::Max(max(a)),
         Some(Flags::Latency(a)) => Scenario::Latency(embedded(a)?),
         Some(Flags::Fanout(a)) => fanout(a)?,
+        Some(Flags::Failover(a)) => {
+            let cfg = peregrine_bench::failover::FailoverConfig {
+                transport: Scheme::Udp,
+                rate: a.rate,
+                size: a.size,
+                kills: a.kills,
+                window_ms: a.window_ms,
+            };
+            Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
+                transports: a.transport,
+                cfg,
+            })
+        }
         Some(Flags::Jitter(a)) => {
             let cpus = a.cpus.unwrap_or_else(|| {
                 let p = CpuPair::default_pair();

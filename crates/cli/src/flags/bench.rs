@@ -58,6 +58,30 @@ pub enum Scenario {
     /// group while one context advertises N topics, and how long a wildcard subscriber takes
     /// to learn them all (prints its table; writes no results folder).
     Resolver(ResolverTrafficArgs),
+    /// A failover group under kills: two member processes publish one application-sequenced
+    /// stream at a steady rate, this process subscribes to the group, and the member whose
+    /// copies are being delivered is killed with SIGKILL --kills times (restarted each time):
+    /// the gap each kill left, and every sequence checked (lost, duplicated, out of order).
+    Failover(FailoverArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FailoverArgs {
+    /// The transports the members publish on, comma-separated (ipc, udp, tcp).
+    #[arg(long, alias = "transports", value_delimiter = ',', default_value = "udp", value_parser = values::parse_scheme)]
+    pub transport: Vec<Scheme>,
+    /// Messages per second of the stream (k and m suffixes).
+    #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
+    pub rate: f64,
+    /// Bytes per message (8 to 65000).
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// How many times the leading member is killed.
+    #[arg(long, default_value_t = 20)]
+    pub kills: u32,
+    /// The subscriber's window for a missing sequence, in milliseconds.
+    #[arg(long, default_value_t = 100, value_parser = values::parse_window_ms)]
+    pub window_ms: u64,
 }
 
 #[derive(Args, Debug)]

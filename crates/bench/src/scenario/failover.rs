@@ -1,0 +1,113 @@
+//! `peregrine bench failover`: the failover group case of [`crate::failover`] per transport,
+//! printed, recorded as one cell each, and shown in the report's failover table.
+
+use super::Session;
+use crate::failover::{FailoverConfig, FailoverResult};
+use crate::{round3, BenchError};
+use peregrine::Scheme;
+use peregrine_report::model::{Cell, Scenario};
+use serde_json::json;
+
+/// What `bench failover` runs: one case per transport.
+#[derive(Debug, Clone)]
+pub struct FailoverPlan {
+    pub transports: Vec<Scheme>,
+    pub cfg: FailoverConfig,
+}
+
+/// Runs each case, prints it (a table row, or with --json one object) and records its cell.
+/// Fails when a message was lost, duplicated, out of order or corrupted: the group's promise.
+pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
+    for t in &plan.transports {
+        FailoverConfig {
+            transport: *t,
+            ..plan.cfg.clone()
+        }
+        .validate()?;
+    }
+    if !s.out.json {
+        println!(
+            "failover group: two members at {} msgs/s of {} B, the leader killed with SIGKILL {} times and restarted",
+            plan.cfg.rate, plan.cfg.size, plan.cfg.kills
+        );
+        println!(
+            "  {:<9} {:>6} {:>10} {:>10} {:>6} {:>11} {:>11} {:>11} {:>11}",
+            "transport", "kills", "delivered", "lost", "dup", "gap_med_us", "gap_max_us", "interval_us", "p999_us"
+        );
+    }
+    let mut bad = Vec::new();
+    for t in &plan.transports {
+        let cfg = FailoverConfig {
+            transport: *t,
+            ..plan.cfg.clone()
+        };
+        let r = crate::failover::measure(&cfg, s.exe(), s.clock())?;
+        if s.out.json {
+            println!("{}", line(&r));
+        } else {
+            println!(
+                "  {:<9} {:>6} {:>10} {:>10} {:>6} {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
+                r.transport,
+                r.kills.len(),
+                r.delivered,
+                r.lost,
+                r.duplicated,
+                r.gap_median_ns() as f64 / 1e3,
+                r.gap_max_ns() as f64 / 1e3,
+                r.interval_ns() / 1e3,
+                r.interdelivery_p999_ns as f64 / 1e3
+            );
+        }
+        if r.lost + r.duplicated + r.out_of_order + r.corrupt > 0 {
+            bad.push(format!(
+                "{}: lost {}, duplicated {}, out of order {}, corrupted {}",
+                r.transport, r.lost, r.duplicated, r.out_of_order, r.corrupt
+            ));
+        }
+        s.record(cell(&r), None, None)?;
+    }
+    if !bad.is_empty() {
+        return Err(BenchError::Child(format!(
+            "the failover group's stream was not whole: {}",
+            bad.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+fn line(r: &FailoverResult) -> serde_json::Value {
+    json!({
+        "kind": "failover", "case": "group", "transport": r.transport, "rate_msgs_per_s": r.rate,
+        "size_bytes": r.size, "kills": r.kills.len(), "delivered": r.delivered, "lost": r.lost,
+        "duplicated": r.duplicated, "out_of_order": r.out_of_order, "corrupt": r.corrupt,
+        "disagreements": r.disagreements, "gap_median_ns": r.gap_median_ns(),
+        "gap_max_ns": r.gap_max_ns(), "interval_ns": round3(r.interval_ns()),
+        "interdelivery_p50_ns": r.interdelivery_p50_ns,
+        "interdelivery_p999_ns": r.interdelivery_p999_ns,
+        "interdelivery_max_ns": r.interdelivery_max_ns,
+        "gaps_ns": r.kills.iter().map(|k| k.gap_ns).collect::<Vec<_>>(),
+    })
+}
+
+/// One case as a cell: `detail` holds the case, the kills, the gaps (median, largest, each
+/// kill's), the stream's interval and inter-delivery times, and what was lost or duplicated.
+pub fn cell(r: &FailoverResult) -> Cell {
+    let serde_json::Value::Object(mut detail) = line(r) else {
+        unreachable!("a JSON object")
+    };
+    for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
+        detail.remove(k);
+    }
+    Cell {
+        id: format!("failover-group-{}", r.transport),
+        scenario: Some(Scenario::Failover),
+        transport: r.transport.clone(),
+        size_bytes: r.size,
+        rate_requested_msgs_per_s: Some(r.rate),
+        sent: r.delivered + r.lost,
+        lost: r.lost,
+        seconds: round3(r.seconds),
+        detail,
+        ..Cell::default()
+    }
+}
