@@ -36,6 +36,8 @@ pub struct FailoverConfig {
     pub kills: u32,
     /// The subscriber's window for a missing sequence, in milliseconds.
     pub window_ms: u64,
+    /// The subscriber spins on `a`; both members run on `b`.
+    pub cpus: crate::CpuPair,
 }
 
 impl FailoverConfig {
@@ -113,6 +115,7 @@ fn fill(buf: &mut [u8], i: u64) {
 
 /// A member, in its helper process: publishes on the schedule until it is killed.
 pub fn member(spec: &MemberSpec) -> Result<(), BenchError> {
+    peregrine_agent::pin_to_cpu(spec.cfg.cpus.b)?;
     let ctx = member_context(spec.cfg.transport)?;
     let publisher = ctx
         .publish(&spec.topic)
@@ -154,6 +157,9 @@ pub struct Kill {
     pub session: String,
     /// From the last message delivered before the kill to the first after it.
     pub gap_ns: u64,
+    /// The first sequence delivered after the kill less the last before it (1: the survivor
+    /// supplied the very next one).
+    pub seq_step: u64,
 }
 
 /// What a run measured.
@@ -210,7 +216,7 @@ struct Tally {
     last_session: u32,
     gaps: LatencyRecorder,
     /// Set at a kill: the time of the last delivery before it, waiting for the first after.
-    kill_pending: Option<(u64, String)>,
+    kill_pending: Option<(u64, u64, String)>,
     kills: Vec<Kill>,
     expect: Vec<u8>,
 }
@@ -234,10 +240,11 @@ impl Tally {
         if let Some(prev) = self.last_t {
             self.gaps.record(t.saturating_sub(prev) as f64);
         }
-        if let Some((before, session)) = self.kill_pending.take() {
+        if let Some((before, before_seq, session)) = self.kill_pending.take() {
             self.kills.push(Kill {
                 session,
                 gap_ns: t.saturating_sub(before),
+                seq_step: seq.saturating_sub(before_seq),
             });
         }
         self.last_t = Some(t);
@@ -262,9 +269,21 @@ fn start_member(exe: &Path, spec: MemberSpec) -> mpsc::Receiver<Result<(Helper, 
     rx
 }
 
-/// Runs the kills and measures them (the subscriber spins in this process).
-pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<FailoverResult, BenchError> {
+/// Runs the kills and measures them (the subscriber spins in this process, on `cpus.a`).
+pub fn measure(
+    cfg: &FailoverConfig,
+    exe: &Path,
+    clock: &Clock,
+) -> Result<FailoverResult, BenchError> {
     cfg.validate()?;
+    crate::floor::with_cpu(cfg.cpus.a, || measure_pinned(cfg, exe, clock))?
+}
+
+fn measure_pinned(
+    cfg: &FailoverConfig,
+    exe: &Path,
+    clock: &Clock,
+) -> Result<FailoverResult, BenchError> {
     let topic = format!("bench.failover.{}.{}", std::process::id(), cfg.transport);
     let group = "bench".to_string();
     let ctx = Context::new();
@@ -286,9 +305,11 @@ pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<Failov
     };
     let mut members: Vec<(Helper, u32)> = Vec::new();
     for _ in 0..2 {
-        members.push(start_member(exe, spec.clone()).recv().map_err(|_| {
-            BenchError::Child("a member thread ended without a result".into())
-        })??);
+        members.push(
+            start_member(exe, spec.clone()).recv().map_err(|_| {
+                BenchError::Child("a member thread ended without a result".into())
+            })??,
+        );
     }
     let mut tally = Tally {
         last_seq: None,
@@ -313,24 +334,26 @@ pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<Failov
         while sub.next_event().is_some() {}
     };
     // Polls until both members' copies are reaching the arbiter and `settle` has passed.
-    let wait_for_both =
-        |sub: &mut FailoverSubscriber, tally: &mut Tally, want: &[u32]| -> Result<(), BenchError> {
-            let deadline = clock.now() + 30_000_000_000;
-            while !want.iter().all(|s| sub.members().contains(s)) {
-                if clock.now() > deadline {
-                    return Err(BenchError::Child(format!(
-                        "the subscriber did not hear members {want:08x?} within 30 s (heard {:08x?})",
-                        sub.members()
-                    )));
-                }
-                poll(sub, tally);
+    let wait_for_both = |sub: &mut FailoverSubscriber,
+                         tally: &mut Tally,
+                         want: &[u32]|
+     -> Result<(), BenchError> {
+        let deadline = clock.now() + 30_000_000_000;
+        while !want.iter().all(|s| sub.members().contains(s)) {
+            if clock.now() > deadline {
+                return Err(BenchError::Child(format!(
+                    "the subscriber did not hear members {want:08x?} within 30 s (heard {:08x?})",
+                    sub.members()
+                )));
             }
-            let settle = clock.now() + 200_000_000;
-            while clock.now() < settle {
-                poll(sub, tally);
-            }
-            Ok(())
-        };
+            poll(sub, tally);
+        }
+        let settle = clock.now() + 200_000_000;
+        while clock.now() < settle {
+            poll(sub, tally);
+        }
+        Ok(())
+    };
     let sessions: Vec<u32> = members.iter().map(|m| m.1).collect();
     wait_for_both(&mut sub, &mut tally, &sessions)?;
     let mut killed = Vec::new();
@@ -343,7 +366,11 @@ pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<Failov
         };
         let (mut dead, _) = members.swap_remove(i);
         // Reaped after the run: waiting for its exit here would stop the subscriber.
-        tally.kill_pending = Some((tally.last_t.unwrap_or(0), format!("{leader:08x}")));
+        tally.kill_pending = Some((
+            tally.last_t.unwrap_or(0),
+            tally.last_seq.unwrap_or(0),
+            format!("{leader:08x}"),
+        ));
         dead.kill();
         killed.push(dead);
         // The replacement starts only once the kill's gap is measured: starting a process
@@ -365,7 +392,9 @@ pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<Failov
                 Ok(r) => break r?,
                 Err(mpsc::TryRecvError::Empty) => {}
                 Err(mpsc::TryRecvError::Disconnected) => {
-                    return Err(BenchError::Child("a member thread ended without a result".into()))
+                    return Err(BenchError::Child(
+                        "a member thread ended without a result".into(),
+                    ))
                 }
             }
         };

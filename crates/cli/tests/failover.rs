@@ -1,6 +1,10 @@
 //! `peregrine pub --group` and `peregrine sub --group` as separate processes: members of a
 //! failover group killed with SIGKILL one after the other (and restarted) while the
-//! subscriber's stream goes on with every sequence once, in order; and the flags' errors.
+//! subscriber's stream goes on with every sequence once, in order; `peregrine bench failover`;
+//! and the flags' errors.
+
+#[allow(dead_code)] // the process helpers serve other test files
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -206,4 +210,56 @@ fn group_flags_are_checked_with_the_fix() {
         &["pub"],
         &[(&["t", "--group", "a\tb"], "1 to 64 bytes")],
     );
+}
+
+#[test]
+fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport() {
+    let _one = common::one_bench_at_a_time();
+    let out = common::fresh_results_dir("failover");
+    let o = common::run_bench(&[
+        "bench",
+        "failover",
+        "--transport",
+        "ipc,udp,tcp",
+        "--kills",
+        "2",
+        "--rate",
+        "10k",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for (l, t) in lines.iter().zip(["ipc", "udp", "tcp"]) {
+        assert_eq!(l["kind"], "failover");
+        assert_eq!(l["case"], "group");
+        assert_eq!(l["transport"], t);
+        assert_eq!(l["kills"], 2);
+        assert_eq!(l["gaps_ns"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            l["seq_steps"],
+            serde_json::json!([1, 1]),
+            "the survivor supplied the next sequence: {l}"
+        );
+        for k in ["lost", "duplicated", "out_of_order", "corrupt"] {
+            assert_eq!(l[k], 0, "{k}: {l}");
+        }
+        assert!(l["delivered"].as_u64().unwrap() > 1000, "{l}");
+        assert!(l["gap_max_ns"].as_u64().unwrap() >= l["gap_median_ns"].as_u64().unwrap());
+    }
+    let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(report.contains("Failover\n--------"), "{report}");
+    let rows = report.lines().filter(|l| l.starts_with("group ")).count();
+    assert_eq!(rows, 3, "one row per transport: {report}");
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -32,7 +32,15 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
         );
         println!(
             "  {:<9} {:>6} {:>10} {:>10} {:>6} {:>11} {:>11} {:>11} {:>11}",
-            "transport", "kills", "delivered", "lost", "dup", "gap_med_us", "gap_max_us", "interval_us", "p999_us"
+            "transport",
+            "kills",
+            "delivered",
+            "lost",
+            "dup",
+            "gap_med_us",
+            "gap_max_us",
+            "interval_us",
+            "p999_us"
         );
     }
     let mut bad = Vec::new();
@@ -86,6 +94,7 @@ fn line(r: &FailoverResult) -> serde_json::Value {
         "interdelivery_p999_ns": r.interdelivery_p999_ns,
         "interdelivery_max_ns": r.interdelivery_max_ns,
         "gaps_ns": r.kills.iter().map(|k| k.gap_ns).collect::<Vec<_>>(),
+        "seq_steps": r.kills.iter().map(|k| k.seq_step).collect::<Vec<_>>(),
     })
 }
 

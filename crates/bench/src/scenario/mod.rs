@@ -89,9 +89,8 @@ impl Scenario {
             Scenario::Max(p) => p.pacing.cpus,
             Scenario::Latency(p) => p.pacing.cpus,
             // Not pinned: the feed, the tier and N clients share every CPU.
-            Scenario::Fanout(_) | Scenario::MdLatency(_) | Scenario::Failover(_) => {
-                CpuPair::default_pair()
-            }
+            Scenario::Fanout(_) | Scenario::MdLatency(_) => CpuPair::default_pair(),
+            Scenario::Failover(p) => p.cfg.cpus,
             Scenario::Jitter(c) => CpuPair {
                 a: c.cpus[0],
                 b: *c.cpus.get(1).unwrap_or(&c.cpus[0]),

@@ -49,6 +49,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
                 size: a.size,
                 kills: a.kills,
                 window_ms: a.window_ms,
+                cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
             };
             Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
                 transports: a.transport,

@@ -82,6 +82,9 @@ pub struct FailoverArgs {
     /// The subscriber's window for a missing sequence, in milliseconds.
     #[arg(long, default_value_t = 100, value_parser = values::parse_window_ms)]
     pub window_ms: u64,
+    /// CPUs A,B: the subscriber spins on A, both members run on B.
+    #[arg(long, value_parser = values::parse_cpus)]
+    pub cpus: Option<CpuPair>,
 }
 
 #[derive(Args, Debug)]
