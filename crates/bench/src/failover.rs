@@ -300,7 +300,7 @@ fn measure_pinned(
         cfg: cfg.clone(),
         topic: topic.clone(),
         group,
-        clock: clock.clone(),
+        clock: *clock,
         start_ns: clock.now(),
     };
     let mut members: Vec<(Helper, u32)> = Vec::new();
