@@ -143,6 +143,16 @@ enum pg_event_kind
   PG_EVENT_SOURCE_FOUND = 7,
   // A publisher found by topic resolution went away (`reason`: "withdrawn" or "expired").
   PG_EVENT_SOURCE_LOST = 8,
+  // A failover subscriber: sequences `sequence .. sequence + count` of the group's stream
+  // came from no member; delivery goes on after them.
+  PG_EVENT_GROUP_LOST = 9,
+  // A failover subscriber: two members sent different contents for `sequence`; the copy of
+  // the member named in `reason` was delivered, `session_id`'s was dropped.
+  PG_EVENT_DISAGREEMENT = 10,
+  // A failover subscriber: session `session_id` is not a member of the group (a plain
+  // publisher of the topic, or of another group); `reason` names the topic and both
+  // settings. Its messages are ignored.
+  PG_EVENT_REFUSED = 11,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -275,6 +285,11 @@ typedef int32_t pg_md_ack_code;
 // Opaque; made by `pg_context_new`, freed by `pg_context_free`.
 typedef struct pg_context pg_context;
 
+// A subscriber of a failover group: each sequence of the group's stream once, in order,
+// from whichever member's copy came first. Opaque; made by `pg_failover_subscriber_new`,
+// freed by `pg_failover_subscriber_free`.
+typedef struct pg_failover_subscriber pg_failover_subscriber;
+
 // A market data consumer: logged in to a distributor (or the next of a list), its requests
 // and the events they bring. Opaque; made by `pg_md_consumer_new`, freed by
 // `pg_md_consumer_free`.
@@ -361,6 +376,27 @@ typedef struct {
   uint64_t retransmits_received;
   uint64_t recovered;
 } pg_subscriber_counters;
+
+// What a failover subscriber counted (`pg_failover_subscriber_get_counters`).
+typedef struct {
+  // Messages delivered, each sequence once.
+  uint64_t delivered;
+  // Copies dropped because another member's came first.
+  uint64_t duplicates;
+  // Sequences no member supplied (reported as `PG_EVENT_GROUP_LOST`).
+  uint64_t lost;
+  // Late copies whose content differed from the delivered one.
+  uint64_t disagreements;
+  // Messages held ahead of a gap, and those dropped because the held bytes were full.
+  uint64_t held;
+  uint64_t held_overflow;
+  // Messages beyond the jump bound: kept aside, confirmed, replaced.
+  uint64_t jumps_held;
+  uint64_t jumps_confirmed;
+  uint64_t jumps_discarded;
+  // Messages of sessions that are not members of the group (ignored).
+  uint64_t refused_messages;
+} pg_failover_counters;
 
 // One field of a REFRESH or UPDATE. To publish: set `fid`, or leave it 0 and set `name` (a
 // dictionary name, NUL-terminated); set `type` and the value's member. In an event: every
@@ -581,6 +617,58 @@ int32_t pg_subscriber_get_counters(pg_subscriber *subscriber, pg_subscriber_coun
 
 // Frees a subscriber (it detaches from its publishers); its handle is dead afterwards.
 int32_t pg_subscriber_free(pg_subscriber *subscriber);
+
+// Makes `publisher` a member of the failover group `group` (1 to 64 bytes of UTF-8 without
+// control characters): `pg_publisher_offer_sequenced` then puts the group's header in front
+// of each message. Every member of a group must publish the same messages with the same
+// sequences.
+int32_t pg_publisher_set_failover_group(pg_publisher *publisher, const char *group);
+
+// Publishes `length` bytes at `data` as the failover group's `sequence` (the application's
+// own number). Never blocks. On success writes the session's sequence to `*session_sequence`
+// unless it is NULL. `PG_ERROR_INVALID` before `pg_publisher_set_failover_group`;
+// `PG_ERROR_BACK_PRESSURED`: nothing was sent, try again.
+int32_t pg_publisher_offer_sequenced(pg_publisher *publisher,
+                                     uint64_t sequence,
+                                     const void *data,
+                                     size_t length,
+                                     uint64_t *session_sequence);
+
+// Makes a subscriber of the failover group `group` over the `count` subscribers at
+// `subscribers` (one by topic name finds every member; or one per member's URI) into `*out`.
+// It takes them: on success their handles are freed and must not be used again; on failure
+// they are left as they were. `window_ms`: how long a missing sequence is waited for while a
+// member is ahead of it (0: the default, 100 ms; at most 60000).
+int32_t pg_failover_subscriber_new(pg_subscriber *const *subscribers,
+                                   size_t count,
+                                   const char *group,
+                                   uint64_t window_ms,
+                                   pg_failover_subscriber **out);
+
+// Receives up to `limit` messages from the members and calls `handler(user, message)` for
+// each one delivered, in the group's order: `message->sequence` is the group's sequence and
+// `message->session_id` the member whose copy it is. Returns how many messages were received
+// (delivered or not, for `pg_failover_subscriber_idle`), or a negative code. Never blocks.
+int32_t pg_failover_subscriber_poll(pg_failover_subscriber *subscriber,
+                                    pg_message_handler handler,
+                                    void *user,
+                                    size_t limit);
+
+// Applies the idle strategy after a poll that returned `work_count`.
+int32_t pg_failover_subscriber_idle(pg_failover_subscriber *subscriber, int32_t work_count);
+
+// The next event, if any, into `*event`: the group's (`PG_EVENT_GROUP_LOST`,
+// `PG_EVENT_DISAGREEMENT`, `PG_EVENT_REFUSED`) and those of the subscribers underneath
+// (members found, lost, closed, died). Returns 1 when one was written, 0 when there is none,
+// or a negative code. The strings stay valid until the next call or the free.
+int32_t pg_failover_subscriber_next_event(pg_failover_subscriber *subscriber, pg_event *event);
+
+// The failover subscriber's counters into `*counters`.
+int32_t pg_failover_subscriber_get_counters(pg_failover_subscriber *subscriber,
+                                            pg_failover_counters *counters);
+
+// Frees a failover subscriber and the subscribers it took.
+int32_t pg_failover_subscriber_free(pg_failover_subscriber *subscriber);
 
 // Makes a provider of `service` publishing on `backbone` (sealed with the user's key by
 // default: docs/market-data.md) into `*out`; `requests` is where image requests come from

@@ -41,7 +41,8 @@ use peregrine_proto::failover::{Arbiter, ArbiterEvent, Verdict};
 pub use peregrine_proto::failover::{
     ArbiterConfig, ArbiterConfigError, ArbiterCounters, MAX_MEMBERS,
 };
-use peregrine_wire::failover::{group_id, FailoverRepr, FAILOVER_HEADER_LEN};
+pub use peregrine_wire::failover::group_id;
+use peregrine_wire::failover::{FailoverRepr, FAILOVER_HEADER_LEN};
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 
@@ -116,15 +117,7 @@ impl FailoverPublisher {
     /// header: one copy, as [`Publisher::offer`]). Returns the session's own sequence.
     #[inline]
     pub fn offer(&mut self, sequence: u64, message: &[u8]) -> Result<u64, OfferError> {
-        let header = FailoverRepr {
-            group_id: self.group_id,
-            sequence,
-        };
-        self.inner
-            .offer_with(FAILOVER_HEADER_LEN + message.len(), |buf| {
-                header.emit(buf);
-                buf[FAILOVER_HEADER_LEN..].copy_from_slice(message);
-            })
+        offer_as_member(&mut self.inner, self.group_id, sequence, message)
     }
 
     /// The largest message [`offer`](Self::offer) takes (the transport's less the header).
@@ -142,6 +135,23 @@ impl FailoverPublisher {
     pub fn publisher(&mut self) -> &mut Publisher {
         &mut self.inner
     }
+}
+
+/// Publishes `message` as `sequence` of the failover group whose id is `group_id`
+/// ([`group_id`] of its name) on a publisher the caller keeps: what
+/// [`FailoverPublisher::offer`] does, for bindings that hold the publisher themselves.
+#[inline]
+pub fn offer_as_member(
+    publisher: &mut Publisher,
+    group_id: u32,
+    sequence: u64,
+    message: &[u8],
+) -> Result<u64, OfferError> {
+    let header = FailoverRepr { group_id, sequence };
+    publisher.offer_with(FAILOVER_HEADER_LEN + message.len(), |buf| {
+        header.emit(buf);
+        buf[FAILOVER_HEADER_LEN..].copy_from_slice(message);
+    })
 }
 
 /// One message of the group's stream, delivered once.

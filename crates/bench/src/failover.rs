@@ -334,26 +334,24 @@ fn measure_pinned(
         while sub.next_event().is_some() {}
     };
     // Polls until both members' copies are reaching the arbiter and `settle` has passed.
-    let wait_for_both = |sub: &mut FailoverSubscriber,
-                         tally: &mut Tally,
-                         want: &[u32]|
-     -> Result<(), BenchError> {
-        let deadline = clock.now() + 30_000_000_000;
-        while !want.iter().all(|s| sub.members().contains(s)) {
-            if clock.now() > deadline {
-                return Err(BenchError::Child(format!(
+    let wait_for_both =
+        |sub: &mut FailoverSubscriber, tally: &mut Tally, want: &[u32]| -> Result<(), BenchError> {
+            let deadline = clock.now() + 30_000_000_000;
+            while !want.iter().all(|s| sub.members().contains(s)) {
+                if clock.now() > deadline {
+                    return Err(BenchError::Child(format!(
                     "the subscriber did not hear members {want:08x?} within 30 s (heard {:08x?})",
                     sub.members()
                 )));
+                }
+                poll(sub, tally);
             }
-            poll(sub, tally);
-        }
-        let settle = clock.now() + 200_000_000;
-        while clock.now() < settle {
-            poll(sub, tally);
-        }
-        Ok(())
-    };
+            let settle = clock.now() + 200_000_000;
+            while clock.now() < settle {
+                poll(sub, tally);
+            }
+            Ok(())
+        };
     let sessions: Vec<u32> = members.iter().map(|m| m.1).collect();
     wait_for_both(&mut sub, &mut tally, &sessions)?;
     let mut killed = Vec::new();

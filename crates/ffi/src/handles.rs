@@ -38,6 +38,7 @@ pub(crate) enum Kind {
     Subscriber = 3,
     MdProvider = 4,
     MdConsumer = 5,
+    FailoverSubscriber = 6,
 }
 
 /// Bits of a handle that hold its kind.

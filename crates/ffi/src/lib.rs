@@ -18,13 +18,14 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod error;
+mod failover;
 mod handles;
 mod md;
 
 pub use error::pg_status;
 use error::{pg_status::*, Failure};
 use handles::Kind;
-use peregrine::{ClaimToken, Config, Context, IdleKind, Publisher, Subscriber};
+use peregrine::{ClaimToken, Config, Context, IdleKind, Publisher, Subscriber, SubscriberEvent};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -110,6 +111,16 @@ pub enum pg_event_kind {
     PG_EVENT_SOURCE_FOUND = 7,
     /// A publisher found by topic resolution went away (`reason`: "withdrawn" or "expired").
     PG_EVENT_SOURCE_LOST = 8,
+    /// A failover subscriber: sequences `sequence .. sequence + count` of the group's stream
+    /// came from no member; delivery goes on after them.
+    PG_EVENT_GROUP_LOST = 9,
+    /// A failover subscriber: two members sent different contents for `sequence`; the copy of
+    /// the member named in `reason` was delivered, `session_id`'s was dropped.
+    PG_EVENT_DISAGREEMENT = 10,
+    /// A failover subscriber: session `session_id` is not a member of the group (a plain
+    /// publisher of the topic, or of another group); `reason` names the topic and both
+    /// settings. Its messages are ignored.
+    PG_EVENT_REFUSED = 11,
 }
 
 /// A subscriber event. The strings belong to the subscriber and stay valid until its next
@@ -176,6 +187,8 @@ struct PublisherObject {
     publisher: Publisher,
     claim: Option<ClaimToken>,
     uri: CString,
+    /// The failover group's id after `pg_publisher_set_failover_group`.
+    group_id: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -442,6 +455,7 @@ fn new_publisher(publisher: Publisher, out: *mut *mut pg_publisher) -> Result<i3
             publisher,
             claim: None,
             uri,
+            group_id: None,
         },
     )?;
     // `out` was checked before the publisher was made.
@@ -827,43 +841,44 @@ pub unsafe extern "C" fn pg_subscriber_next_event(
         let Some(e) = s.subscriber.next_event() else {
             return Ok(0);
         };
-        let f = e.fields();
-        use pg_event_kind::*;
-        let kind = match f.kind {
-            "connected" => PG_EVENT_CONNECTED,
-            "lost" => PG_EVENT_LOST,
-            "publisher_closed" => PG_EVENT_PUBLISHER_CLOSED,
-            "publisher_died" => PG_EVENT_PUBLISHER_DIED,
-            "attach_failed" => PG_EVENT_ATTACH_FAILED,
-            "segment_damaged" => PG_EVENT_SEGMENT_DAMAGED,
-            "source_found" => PG_EVENT_SOURCE_FOUND,
-            "source_lost" => PG_EVENT_SOURCE_LOST,
-            _ => PG_EVENT_OTHER,
-        };
-        let other = (kind == PG_EVENT_OTHER).then(|| format!("{e:?}"));
-        let reason = f.reason.or(other.as_deref());
-        let mut ptrs = [std::ptr::null(); 3];
-        for (i, t) in [f.topic, f.uri, reason].into_iter().enumerate() {
-            if let Some(t) = t {
-                s.event_text[i] = cstring(t);
-                ptrs[i] = s.event_text[i].as_ptr();
-            }
-        }
-        put(
-            event,
-            pg_event {
-                kind: kind as i32,
-                session_id: f.session_id.unwrap_or(0),
-                sequence: f.sequence.unwrap_or(0),
-                count: f.count.unwrap_or(0),
-                topic: ptrs[0],
-                uri: ptrs[1],
-                reason: ptrs[2],
-            },
-            "event",
-        )?;
+        put(event, subscriber_event(&mut s.event_text, &e), "event")?;
         Ok(1)
     })
+}
+
+/// A subscriber event as a `pg_event`, its strings kept in `text` (topic, uri, reason).
+fn subscriber_event(text: &mut [CString; 3], e: &SubscriberEvent) -> pg_event {
+    let f = e.fields();
+    use pg_event_kind::*;
+    let kind = match f.kind {
+        "connected" => PG_EVENT_CONNECTED,
+        "lost" => PG_EVENT_LOST,
+        "publisher_closed" => PG_EVENT_PUBLISHER_CLOSED,
+        "publisher_died" => PG_EVENT_PUBLISHER_DIED,
+        "attach_failed" => PG_EVENT_ATTACH_FAILED,
+        "segment_damaged" => PG_EVENT_SEGMENT_DAMAGED,
+        "source_found" => PG_EVENT_SOURCE_FOUND,
+        "source_lost" => PG_EVENT_SOURCE_LOST,
+        _ => PG_EVENT_OTHER,
+    };
+    let other = (kind == PG_EVENT_OTHER).then(|| format!("{e:?}"));
+    let reason = f.reason.or(other.as_deref());
+    let mut ptrs = [std::ptr::null(); 3];
+    for (i, t) in [f.topic, f.uri, reason].into_iter().enumerate() {
+        if let Some(t) = t {
+            text[i] = cstring(t);
+            ptrs[i] = text[i].as_ptr();
+        }
+    }
+    pg_event {
+        kind: kind as i32,
+        session_id: f.session_id.unwrap_or(0),
+        sequence: f.sequence.unwrap_or(0),
+        count: f.count.unwrap_or(0),
+        topic: ptrs[0],
+        uri: ptrs[1],
+        reason: ptrs[2],
+    }
 }
 
 /// 1 when the subscriber is attached to a publisher (by pattern: to at least one), 0 when
