@@ -10,6 +10,7 @@
 //! The market data tier (`peregrine.md`: a provider and a consumer) is the submodule `_md`,
 //! in md.rs.
 
+mod failover;
 mod md;
 
 use peregrine::{IdleKind, OfferError, SubscriberEvent};
@@ -210,6 +211,8 @@ struct Publisher {
     inner: Mutex<peregrine::Publisher>,
     topic: String,
     uri: String,
+    /// The failover group's id after `set_failover_group`.
+    group_id: Mutex<Option<u32>>,
 }
 
 impl Publisher {
@@ -218,6 +221,7 @@ impl Publisher {
             topic: p.topic().to_string(),
             uri: p.uri().to_string(),
             inner: Mutex::new(p),
+            group_id: Mutex::new(None),
         }
     }
 }
@@ -247,6 +251,40 @@ impl Publisher {
             return Err(e);
         }
         r.map_err(offer_error)
+    }
+
+    /// Makes this publisher a member of the failover group `group`: `offer_sequenced` then
+    /// carries the application's sequence with each message. Every member of a group must
+    /// publish the same messages with the same sequences. Raises `ValueError` for a bad name.
+    fn set_failover_group(&self, group: &str) -> PyResult<()> {
+        peregrine::failover::validate_group(group)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        *lock(&self.group_id) = Some(peregrine::failover::group_id(group));
+        Ok(())
+    }
+
+    /// Publishes `data` (bytes or a contiguous buffer) as the failover group's `sequence`;
+    /// returns the session's own sequence. Raises `PeregrineError` before
+    /// `set_failover_group`, and what `offer` raises.
+    fn offer_sequenced(
+        &self,
+        py: Python<'_>,
+        sequence: u64,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let Some(group) = *lock(&self.group_id) else {
+            return Err(PeregrineError::new_err(
+                "this publisher is not a member of a failover group: call set_failover_group first",
+            ));
+        };
+        let mut p = lock(&self.inner);
+        if let Ok(bytes) = data.cast::<PyBytes>() {
+            return peregrine::failover::offer_as_member(&mut p, group, sequence, bytes.as_bytes())
+                .map_err(offer_error);
+        }
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = buffer.to_vec(py)?;
+        peregrine::failover::offer_as_member(&mut p, group, sequence, &bytes).map_err(offer_error)
     }
 
     /// Sends whatever is batched (network transports in normal mode).
@@ -869,6 +907,7 @@ fn _peregrine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<Event>()?;
     m.add_class::<MessageIterator>()?;
+    m.add_class::<failover::FailoverSubscriber>()?;
     m.add("PeregrineError", py.get_type::<PeregrineError>())?;
     m.add("BackPressured", py.get_type::<BackPressured>())?;
     m.add("MessageTooLarge", py.get_type::<MessageTooLarge>())?;

@@ -287,3 +287,53 @@ def test_the_receive_cost_example_runs():
     result = json.loads(out.stdout)
     for key in ("offer", "poll", "poll_batch", "poll_batch_loop"):
         assert result[f"{key}_ns_per_msg"] > 0
+
+
+def test_a_failover_group_gives_each_sequence_once_and_refuses_a_plain_publisher():
+    ua, ub, up = (f"ipc://{unique(k)}" for k in ("fo-a", "fo-b", "fo-plain"))
+    with peregrine.Context() as ctx:
+        subs = [ctx.subscriber("py.orders", u) for u in (ua, ub, up)]
+        a, b, plain = (ctx.publisher("py.orders", u) for u in (ua, ub, up))
+        with pytest.raises(peregrine.PeregrineError, match="set_failover_group"):
+            a.offer_sequenced(0, b"x")
+        with pytest.raises(ValueError, match="1 to 64 bytes"):
+            a.set_failover_group("")
+        with pytest.raises(ValueError, match="window_ms=0"):
+            peregrine.FailoverSubscriber(subs, "engine", window_ms=0)
+        a.set_failover_group("engine")
+        b.set_failover_group("engine")
+        fs = peregrine.FailoverSubscriber(subs, "engine")
+        with pytest.raises(peregrine.Closed):
+            subs[0].poll()
+        # A sends 0..99 and dies with them; B sends 50..149 (and a gap no member fills: 150..159).
+        for s in range(150):
+            if s < 100:
+                assert a.offer_sequenced(s, f"#{s}".encode()) == s
+            if s >= 50:
+                b.offer_sequenced(s, memoryview(f"#{s}".encode()))
+        for s in range(160, 170):
+            b.offer_sequenced(s, f"#{s}".encode())
+        plain.offer(b"plain")
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 160 and time.monotonic() < deadline:
+            batch = fs.poll(64)
+            got.extend((m.sequence, bytes(m.payload), m.topic) for m in batch)
+            fs.idle(len(batch))
+        assert got == [(s, f"#{s}".encode(), "py.orders") for s in [*range(150), *range(160, 170)]]
+        for _ in range(50):
+            fs.poll()
+        events = []
+        while (e := fs.next_event()) is not None:
+            events.append(e)
+        lost = [(e.sequence, e.count) for e in events if e.kind == "group_lost"]
+        assert lost == [(150, 10)]
+        refused = [e for e in events if e.kind == "refused"]
+        assert len(refused) == 1 and refused[0].session_id == plain.session_id
+        assert "plain publisher" in refused[0].reason and "'engine'" in refused[0].reason
+        c = fs.counters()
+        assert (c["delivered"], c["lost"], c["duplicates"], c["refused_messages"]) == (160, 10, 50, 1)
+        assert sorted(fs.members) == sorted([a.session_id, b.session_id])
+        fs.close()
+        with pytest.raises(peregrine.Closed):
+            fs.poll()
