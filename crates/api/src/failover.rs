@@ -369,6 +369,12 @@ impl FailoverSubscriber {
         self.arbiter.members().collect()
     }
 
+    /// Each member followed now and the highest sequence heard from it (`None` before its
+    /// first): how far behind the stream each member runs.
+    pub fn member_positions(&self) -> Vec<(u32, Option<u64>)> {
+        self.arbiter.member_positions().collect()
+    }
+
     /// The next sequence the group's stream delivers (`None` before the first message).
     pub fn next_sequence(&self) -> Option<u64> {
         self.arbiter.next_sequence()

@@ -10,6 +10,12 @@
 //! included) are recorded next to it, since a member sends in small bursts (it sleeps between
 //! them, so that two members and a spinning subscriber fit on two cores). Every delivered
 //! sequence is checked: lost, duplicated or out of order.
+//!
+//! **The baseline of the same run.** Once per round, at a moment with no kill, the last
+//! message delivered (the leader's copy) is noted, and the time until another member's copy of
+//! a newer sequence reaches the subscriber (its position, which the arbiter keeps) is measured:
+//! the gap a kill at that moment would leave if failing over cost nothing. The kills' gaps are
+//! reported against it.
 
 use crate::clock::Clock;
 use crate::helper::{Helper, HelperSpec};
@@ -182,6 +188,9 @@ pub struct FailoverResult {
     pub interdelivery_p50_ns: u64,
     pub interdelivery_p999_ns: u64,
     pub interdelivery_max_ns: u64,
+    /// The same run's baseline: at a moment with no kill, from the leader's last first copy to
+    /// the other member's next newer sequence (one per round).
+    pub baseline_gaps_ns: Vec<u64>,
     pub seconds: f64,
 }
 
@@ -197,6 +206,12 @@ impl FailoverResult {
     }
     pub fn gap_max_ns(&self) -> u64 {
         self.gaps().last().copied().unwrap_or(0)
+    }
+    /// The median of the baseline's gaps.
+    pub fn baseline_median_ns(&self) -> u64 {
+        let mut g = self.baseline_gaps_ns.clone();
+        g.sort_unstable();
+        g.get(g.len() / 2).copied().unwrap_or(0)
     }
     /// The stream's inter-message time.
     pub fn interval_ns(&self) -> f64 {
@@ -252,6 +267,32 @@ impl Tally {
     }
 }
 
+/// The baseline's probe, read from the failover subscriber's member positions: armed at a
+/// moment with no kill on the last delivered message (the leader's first copy), it ends when
+/// another member's position passes that sequence.
+#[derive(Default)]
+struct Baseline {
+    /// A probe in progress: (leader, sequence, time of its delivery).
+    armed: Option<(u32, u64, u64)>,
+    gaps: Vec<u64>,
+}
+
+impl Baseline {
+    fn check(&mut self, sub: &FailoverSubscriber, now: u64) {
+        let Some((leader, seq, at)) = self.armed else {
+            return;
+        };
+        let passed = sub
+            .member_positions()
+            .iter()
+            .any(|&(m, p)| m != leader && p.is_some_and(|p| p > seq));
+        if passed {
+            self.gaps.push(now.saturating_sub(at));
+            self.armed = None;
+        }
+    }
+}
+
 /// Starts a member in a thread (the subscriber keeps polling while it starts); the receiver
 /// gets the helper and its session.
 fn start_member(exe: &Path, spec: MemberSpec) -> mpsc::Receiver<Result<(Helper, u32), BenchError>> {
@@ -296,6 +337,7 @@ fn measure_pinned(
     };
     let mut sub = FailoverSubscriber::new(vec![sub], &group, arbiter)
         .map_err(|e| BenchError::Config(e.to_string()))?;
+    let mut base = Baseline::default();
     let spec = MemberSpec {
         cfg: cfg.clone(),
         topic: topic.clone(),
@@ -326,34 +368,48 @@ fn measure_pinned(
         expect: Vec::new(),
     };
     let started = clock.now();
-    let poll = |sub: &mut FailoverSubscriber, tally: &mut Tally| {
+    let poll = |sub: &mut FailoverSubscriber, tally: &mut Tally, base: &mut Baseline| {
         sub.poll(
             &mut |m| tally.on(clock.now(), m.sequence, m.session_id, m.payload),
             256,
         );
         while sub.next_event().is_some() {}
+        base.check(sub, clock.now());
     };
     // Polls until both members' copies are reaching the arbiter and `settle` has passed.
-    let wait_for_both =
-        |sub: &mut FailoverSubscriber, tally: &mut Tally, want: &[u32]| -> Result<(), BenchError> {
-            let deadline = clock.now() + 30_000_000_000;
-            while !want.iter().all(|s| sub.members().contains(s)) {
-                if clock.now() > deadline {
-                    return Err(BenchError::Child(format!(
+    let wait_for_both = |sub: &mut FailoverSubscriber,
+                         tally: &mut Tally,
+                         base: &mut Baseline,
+                         want: &[u32]|
+     -> Result<(), BenchError> {
+        let deadline = clock.now() + 30_000_000_000;
+        while !want.iter().all(|s| sub.members().contains(s)) {
+            if clock.now() > deadline {
+                return Err(BenchError::Child(format!(
                     "the subscriber did not hear members {want:08x?} within 30 s (heard {:08x?})",
                     sub.members()
                 )));
+            }
+            poll(sub, tally, base);
+        }
+        // The baseline's probe starts halfway through.
+        let settle = clock.now() + 200_000_000;
+        let probe = settle - 100_000_000;
+        while clock.now() < settle {
+            poll(sub, tally, base);
+            if clock.now() >= probe
+                && base.armed.is_none()
+                && base.gaps.len() < tally.kills.len() + 1
+            {
+                if let (Some(seq), Some(at)) = (tally.last_seq, tally.last_t) {
+                    base.armed = Some((tally.last_session, seq, at));
                 }
-                poll(sub, tally);
             }
-            let settle = clock.now() + 200_000_000;
-            while clock.now() < settle {
-                poll(sub, tally);
-            }
-            Ok(())
-        };
+        }
+        Ok(())
+    };
     let sessions: Vec<u32> = members.iter().map(|m| m.1).collect();
-    wait_for_both(&mut sub, &mut tally, &sessions)?;
+    wait_for_both(&mut sub, &mut tally, &mut base, &sessions)?;
     let mut killed = Vec::new();
     for _ in 0..cfg.kills {
         let leader = tally.last_session;
@@ -363,6 +419,8 @@ fn measure_pinned(
             )));
         };
         let (mut dead, _) = members.swap_remove(i);
+        // A probe still open would end in the kill's gap: it is dropped.
+        base.armed = None;
         // Reaped after the run: waiting for its exit here would stop the subscriber.
         tally.kill_pending = Some((
             tally.last_t.unwrap_or(0),
@@ -381,11 +439,11 @@ fn measure_pinned(
                         .into(),
                 ));
             }
-            poll(&mut sub, &mut tally);
+            poll(&mut sub, &mut tally, &mut base);
         }
         let restart = start_member(exe, spec.clone());
         let new = loop {
-            poll(&mut sub, &mut tally);
+            poll(&mut sub, &mut tally, &mut base);
             match restart.try_recv() {
                 Ok(r) => break r?,
                 Err(mpsc::TryRecvError::Empty) => {}
@@ -398,7 +456,7 @@ fn measure_pinned(
         };
         members.push(new);
         let sessions: Vec<u32> = members.iter().map(|m| m.1).collect();
-        wait_for_both(&mut sub, &mut tally, &sessions)?;
+        wait_for_both(&mut sub, &mut tally, &mut base, &sessions)?;
     }
     let seconds = (clock.now() - started) as f64 / 1e9;
     drop(members);
@@ -420,6 +478,7 @@ fn measure_pinned(
         interdelivery_p50_ns: g.median_ns as u64,
         interdelivery_p999_ns: g.p999_ns as u64,
         interdelivery_max_ns: g.max_ns as u64,
+        baseline_gaps_ns: base.gaps,
         seconds,
     })
 }

@@ -256,6 +256,10 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         }
         assert!(l["delivered"].as_u64().unwrap() > 1000, "{l}");
         assert!(l["gap_max_ns"].as_u64().unwrap() >= l["gap_median_ns"].as_u64().unwrap());
+        // One no-kill probe per round (before each kill, and after the last restart).
+        let probes = l["baseline_gaps_ns"].as_array().unwrap().len();
+        assert!((1..=3).contains(&probes), "{l}");
+        assert!(l["gap_x_baseline"].as_f64().is_some(), "{l}");
     }
     let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
     assert!(report.contains("Failover\n--------"), "{report}");

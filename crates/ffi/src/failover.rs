@@ -547,7 +547,10 @@ mod tests {
             let mut c = pg_failover_counters::default();
             assert_eq!(pg_failover_subscriber_get_counters(fs, &mut c), 0);
             assert_eq!((c.delivered, c.lost, c.refused_messages), (150, 0, 1));
-            assert_eq!(c.duplicates, 50, "every copy of B or A beyond the first: {c:?}");
+            assert_eq!(
+                c.duplicates, 50,
+                "every copy of B or A beyond the first: {c:?}"
+            );
             assert_eq!(pg_failover_subscriber_free(fs), 0);
             assert_eq!(pg_failover_subscriber_free(fs), PG_ERROR_BAD_HANDLE as i32);
             for p in [a, b, plain] {

@@ -222,6 +222,12 @@ impl Arbiter {
         self.members.iter().map(|m| m.id)
     }
 
+    /// Each live member and the highest sequence believed from it (`None` before its first
+    /// believed message): how far behind the stream a member runs.
+    pub fn member_positions(&self) -> impl Iterator<Item = (u32, Option<u64>)> + '_ {
+        self.members.iter().map(|m| (m.id, m.last))
+    }
+
     /// Messages held now and their bytes.
     pub fn held(&self) -> (usize, usize) {
         (self.held.len(), self.held_bytes)

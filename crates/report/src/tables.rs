@@ -878,6 +878,8 @@ fn failover(results: &Results) -> Option<Section> {
         "Duplicated",
         "Gap median (us)",
         "Gap max (us)",
+        "No kill (us)",
+        "Gap x no kill",
         "Interval (us)",
         "Inter-delivery 99.9% (us)",
     ])];
@@ -901,6 +903,10 @@ fn failover(results: &Results) -> Option<Section> {
             n("duplicated"),
             micros("gap_median_ns"),
             micros("gap_max_ns"),
+            micros("baseline_gap_median_ns"),
+            d("gap_x_baseline")
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(dash),
             micros("interval_ns"),
             micros("interdelivery_p999_ns"),
         ]));
@@ -911,7 +917,10 @@ fn failover(results: &Results) -> Option<Section> {
             "A failover group's two members publish one stream; the member whose copies are \
              being delivered is killed with SIGKILL, then restarted once the other has taken \
              over. The gap is the time from the last message delivered before a kill to the \
-             first after it; the interval is the stream's time between messages, and the \
+             first after it. \"No kill\" is the same run's baseline: at a moment with no kill, \
+             the time from the leader's last first copy to the other member's next newer \
+             sequence (median of one probe per round), the gap a kill would leave if failing \
+             over cost nothing. The interval is the stream's time between messages, and the \
              inter-delivery 99.9th percentile what the stream shows all run long (members \
              send in small bursts)."
                 .to_string(),

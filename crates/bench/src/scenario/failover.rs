@@ -31,7 +31,7 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             plan.cfg.rate, plan.cfg.size, plan.cfg.kills
         );
         println!(
-            "  {:<9} {:>6} {:>10} {:>10} {:>6} {:>11} {:>11} {:>11} {:>11}",
+            "  {:<9} {:>6} {:>10} {:>6} {:>5} {:>11} {:>11} {:>11} {:>7} {:>11}",
             "transport",
             "kills",
             "delivered",
@@ -39,8 +39,9 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             "dup",
             "gap_med_us",
             "gap_max_us",
-            "interval_us",
-            "p999_us"
+            "no_kill_us",
+            "x",
+            "interval_us"
         );
     }
     let mut bad = Vec::new();
@@ -54,7 +55,7 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             println!("{}", line(&r));
         } else {
             println!(
-                "  {:<9} {:>6} {:>10} {:>10} {:>6} {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
+                "  {:<9} {:>6} {:>10} {:>6} {:>5} {:>11.1} {:>11.1} {:>11.1} {:>7.2} {:>11.1}",
                 r.transport,
                 r.kills.len(),
                 r.delivered,
@@ -62,8 +63,9 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
                 r.duplicated,
                 r.gap_median_ns() as f64 / 1e3,
                 r.gap_max_ns() as f64 / 1e3,
+                r.baseline_median_ns() as f64 / 1e3,
+                gap_x_baseline(&r).unwrap_or(f64::NAN),
                 r.interval_ns() / 1e3,
-                r.interdelivery_p999_ns as f64 / 1e3
             );
         }
         if r.lost + r.duplicated + r.out_of_order + r.corrupt > 0 {
@@ -83,6 +85,12 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The kills' median gap over the same run's no-kill median (None without a baseline).
+fn gap_x_baseline(r: &FailoverResult) -> Option<f64> {
+    let b = r.baseline_median_ns();
+    (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64))
+}
+
 fn line(r: &FailoverResult) -> serde_json::Value {
     json!({
         "kind": "failover", "case": "group", "transport": r.transport, "rate_msgs_per_s": r.rate,
@@ -95,6 +103,9 @@ fn line(r: &FailoverResult) -> serde_json::Value {
         "interdelivery_max_ns": r.interdelivery_max_ns,
         "gaps_ns": r.kills.iter().map(|k| k.gap_ns).collect::<Vec<_>>(),
         "seq_steps": r.kills.iter().map(|k| k.seq_step).collect::<Vec<_>>(),
+        "baseline_gap_median_ns": r.baseline_median_ns(),
+        "baseline_gaps_ns": r.baseline_gaps_ns,
+        "gap_x_baseline": gap_x_baseline(r),
     })
 }
 
