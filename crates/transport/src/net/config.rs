@@ -11,6 +11,7 @@
 //! | `batch_interval_us` | all | 100 | normal mode: send when the oldest batched message waited this long (checked by `offer`, `flush` and `do_work`) |
 //! | `sndbuf`, `rcvbuf` | all | 4m, 16m | socket buffer sizes (forced past the sysctl limit when running as root) |
 //! | `ttl` | mcast | 1 | multicast TTL (0 to 255) |
+//! | `b` | mcast | off | a second multicast group on the same port (the B line): the publisher sends every datagram (data, heartbeats, retransmissions, BYE) to both groups from one socket, the subscriber joins both and takes each frame from whichever copy comes first (the second is a duplicate), so losing either path loses nothing and needs no NAK. Both leave and arrive on `iface` |
 //! | `loop` | mcast | 1 | multicast loopback (1: subscribers on the sending host receive) |
 //! | `window` | udp, mcast | from `rcvbuf` | subscriber's flow-control window in frames; 0: none |
 //! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
@@ -93,6 +94,8 @@ pub struct NetConfig {
     pub auth: Option<Arc<AuthKey>>,
     /// `tls_*` on `tcp://`.
     pub tls: Option<TcpTls>,
+    /// mcast: the B line's group (same port as `addr`), when two paths carry the stream.
+    pub path_b: Option<SocketAddrV4>,
 }
 
 /// `tls_*` on a `tcp://` URI, loaded: what a publisher serves with and what a subscriber
@@ -223,6 +226,7 @@ impl NetConfig {
                 "timeout_ms",
                 "ttl",
                 "loop",
+                "b",
                 "nak",
                 "late_join",
                 "retain",
@@ -331,7 +335,21 @@ impl NetConfig {
             join: JoinSchedule::default(),
             auth: None,
             tls: None,
+            path_b: None,
         };
+        if let Some(v) = uri.param("b") {
+            let group = v.parse::<Ipv4Addr>().ok().filter(|g| g.is_multicast()).ok_or_else(|| {
+                uri.error(format!(
+                    "b={v} is not accepted: give the B line's multicast group (224.0.0.0 to 239.255.255.255; it uses the same port), for example b=239.255.91.1"
+                ))
+            })?;
+            if group == *cfg.addr.ip() {
+                return Err(uri.error(format!(
+                    "b={v} is the A line's group itself: give the B line another group, for example b=239.255.91.1"
+                )));
+            }
+            cfg.path_b = Some(SocketAddrV4::new(group, cfg.addr.port()));
+        }
         if let Some(v) = uri.param("iface") {
             cfg.iface = Some(v.parse::<Ipv4Addr>().map_err(|_| {
                 uri.error(format!(

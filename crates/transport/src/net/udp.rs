@@ -339,8 +339,12 @@ impl UdpPublisher {
                 flow_timeout_ns: cfg.flow_timeout_ns,
                 ..TableConfig::new(stream_id)
             }),
+            // Multicast: the group, and the B line's group when two paths carry the stream.
             dests: if mcast {
-                vec![SocketAddr::V4(cfg.addr)]
+                std::iter::once(cfg.addr)
+                    .chain(cfg.path_b)
+                    .map(SocketAddr::V4)
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -540,14 +544,15 @@ impl UdpPublisher {
             ) {
                 StatusOutcome::Joined | StatusOutcome::Rejoined => {
                     changed = true;
-                    // Tell it the session and the position at once.
+                    // Tell it the session and the position at once (multicast: on every path).
                     let hb = self.sender.heartbeat();
-                    let to = if self.cfg.scheme == Scheme::Mcast {
-                        SocketAddr::V4(self.cfg.addr)
+                    if self.cfg.scheme == Scheme::Mcast {
+                        for &to in &self.dests {
+                            send_frame(&self.sock, &mut self.out, &hb, Some(to));
+                        }
                     } else {
-                        from
-                    };
-                    send_frame(&self.sock, &mut self.out, &hb, Some(to));
+                        send_frame(&self.sock, &mut self.out, &hb, Some(from));
+                    }
                 }
                 StatusOutcome::Left => changed = true,
                 StatusOutcome::Updated | StatusOutcome::Ignored => {}
@@ -586,11 +591,6 @@ impl UdpPublisher {
             self.bad_control_frames += 1;
             return;
         }
-        let to = if self.cfg.scheme == Scheme::Mcast {
-            SocketAddr::V4(self.cfg.addr)
-        } else {
-            from
-        };
         let ranges: Vec<(u64, u64)> = nak
             .ranges
             .iter()
@@ -602,10 +602,19 @@ impl UdpPublisher {
             gso,
             out,
             now_ns,
+            dests,
+            cfg,
             ..
         } = self;
-        let mut sink = |b: Batch<'_>| -> io::Result<()> { send_batch_to(sock, gso, out, &b, to) };
-        let _ = sender.on_nak(ranges, *now_ns, &mut sink);
+        // Multicast: to the group (and the B line's), where the repair also answers the NAKs
+        // other receivers held back; unicast: to the receiver that asked.
+        if cfg.scheme == Scheme::Mcast {
+            let _ = sender.on_nak(ranges, *now_ns, &mut to_all(sock, gso, out, dests));
+        } else {
+            let mut sink =
+                |b: Batch<'_>| -> io::Result<()> { send_batch_to(sock, gso, out, &b, from) };
+            let _ = sender.on_nak(ranges, *now_ns, &mut sink);
+        }
     }
 
     pub fn max_message_len(&self) -> usize {
@@ -722,16 +731,31 @@ impl UdpSubscriber {
             check_iface(uri, iface)?;
             sock.set_reuse_address(true)
                 .map_err(|e| sock_err(uri, "cannot set SO_REUSEADDR", e))?;
-            // Binding to the group (not INADDR_ANY) keeps other groups on this port out.
-            sock.bind(&SockAddr::from(cfg.addr))
-                .map_err(|e| bind_error(uri, cfg.addr, e))?;
-            sock.join_multicast_v4(cfg.addr.ip(), &iface).map_err(|e| {
-                sock_err(
-                    uri,
-                    format!("cannot join group {} on iface={iface}", cfg.addr.ip()),
-                    e,
-                )
-            })?;
+            // Binding to the group (not INADDR_ANY) keeps other groups on this port out. With a
+            // B line the socket takes both groups, so it binds the port on any address (a
+            // datagram of another group on this port is still checked frame by frame, and
+            // sessions by their source).
+            let bind = match cfg.path_b {
+                None => cfg.addr,
+                Some(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, cfg.addr.port()),
+            };
+            sock.bind(&SockAddr::from(bind))
+                .map_err(|e| bind_error(uri, bind, e))?;
+            if cfg.path_b.is_some() {
+                // Only the groups this socket joined, not every group another socket of the
+                // host joined on this port.
+                sock.set_multicast_all_v4(false)
+                    .map_err(|e| sock_err(uri, "cannot set IP_MULTICAST_ALL", e))?;
+            }
+            for group in std::iter::once(cfg.addr).chain(cfg.path_b) {
+                sock.join_multicast_v4(group.ip(), &iface).map_err(|e| {
+                    sock_err(
+                        uri,
+                        format!("cannot join group {} on iface={iface}", group.ip()),
+                        e,
+                    )
+                })?;
+            }
             sock.set_multicast_if_v4(&iface)
                 .map_err(|e| sock_err(uri, format!("cannot use iface={iface}"), e))?;
         } else {

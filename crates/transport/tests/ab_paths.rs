@@ -1,0 +1,219 @@
+//! A and B lines (`mcast://A:PORT?b=B`): the publisher sends every datagram to both groups and
+//! the subscriber takes each frame from whichever copy comes first. On loopback: each line
+//! alone carries the whole stream and the subscriber of both gets every message once. In a
+//! network namespace of its own (root and `nft`): either line cut by a rule dropping its
+//! group loses nothing and sends no NAK.
+// One unsafe call: unshare(2), to put one test thread in a network namespace of its own.
+#![allow(unsafe_code)]
+
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+use peregrine_transport::net::NetConfig;
+use peregrine_transport::{random_u32, Message, Uri};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const STREAM: u32 = 91;
+
+/// Two fresh groups on one fresh port: (A, B, port).
+fn groups() -> (String, String, u16) {
+    let r = random_u32();
+    let a = format!("239.255.{}.{}", (r >> 8) & 0x7f, (r & 0xff).max(1));
+    let b = format!("239.255.{}.{}", 128 + ((r >> 8) & 0x7f), (r & 0xff).max(1));
+    (a, b, 20_000 + ((r >> 16) % 40_000) as u16)
+}
+
+fn cfg(uri: &str) -> NetConfig {
+    NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
+}
+
+fn drive(p: &mut UdpPublisher, subs: &mut [(&mut UdpSubscriber, &mut Vec<u64>)], want: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subs.iter().any(|(_, got)| got.len() < want) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            subs.iter().map(|(_, g)| g.len()).collect::<Vec<_>>()
+        );
+        p.do_work();
+        for (s, got) in subs.iter_mut() {
+            s.poll(
+                &mut |m: Message<'_>| {
+                    got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                },
+                usize::MAX,
+            );
+            while s.next_event().is_some() {}
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn connect(p: &mut UdpPublisher, subs: &mut [&mut UdpSubscriber]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.subscriber_count() < subs.len() || subs.iter().any(|s| !s.is_connected()) {
+        assert!(Instant::now() < deadline, "no connection");
+        p.do_work();
+        for s in subs.iter_mut() {
+            s.poll(&mut |_| panic!("nothing was sent yet"), 16);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn send(p: &mut UdpPublisher, range: std::ops::Range<u64>) {
+    for i in range {
+        p.offer(&i.to_le_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+}
+
+#[test]
+fn each_line_carries_the_stream_and_the_subscriber_of_both_gets_each_message_once() {
+    let (a, b, port) = groups();
+    let uri = format!("mcast://{a}:{port}?b={b}");
+    let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0xab, STREAM).unwrap();
+    let mut both = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+    let (ua, ub) = (format!("mcast://{a}:{port}"), format!("mcast://{b}:{port}"));
+    let mut only_a = UdpSubscriber::new(&cfg(&ua), &ua, STREAM).unwrap();
+    let mut only_b = UdpSubscriber::new(&cfg(&ub), &ub, STREAM).unwrap();
+    connect(&mut p, &mut [&mut both, &mut only_a, &mut only_b]);
+    send(&mut p, 0..2000);
+    let (mut g_both, mut g_a, mut g_b) = (Vec::new(), Vec::new(), Vec::new());
+    drive(
+        &mut p,
+        &mut [
+            (&mut both, &mut g_both),
+            (&mut only_a, &mut g_a),
+            (&mut only_b, &mut g_b),
+        ],
+        2000,
+    );
+    let all: Vec<u64> = (0..2000).collect();
+    assert_eq!(
+        g_both, all,
+        "the subscriber of both lines: each message once, in order"
+    );
+    assert_eq!(g_a, all, "line A alone");
+    assert_eq!(g_b, all, "line B alone");
+    let c = both.counters();
+    assert_eq!((c.lost, c.gaps), (0, 0), "{c:?}");
+    assert!(
+        c.duplicates >= 1000,
+        "the second copies are duplicates: {c:?}"
+    );
+}
+
+#[test]
+fn the_b_group_is_checked_with_the_fix() {
+    for (uri, says) in [
+        (
+            "mcast://239.1.1.1:4000?b=10.0.0.1",
+            "b=10.0.0.1 is not accepted",
+        ),
+        (
+            "mcast://239.1.1.1:4000?b=239.1.1.1",
+            "the A line's group itself",
+        ),
+        ("udp://127.0.0.1:4000?b=239.1.1.2", "b"),
+    ] {
+        let e = NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap_err();
+        assert!(e.to_string().contains(says), "{uri}: {e}");
+    }
+}
+
+/// Runs `ip` or `nft` in this thread's network namespace (a child forked by this thread
+/// inherits it).
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn cutting_either_line_loses_nothing_and_needs_no_nak() {
+    if !peregrine_testkit::root("cutting a multicast line with nft in a network namespace") {
+        return;
+    }
+    let Some(nft) = peregrine_testkit::program("nft", "apt-get install nftables") else {
+        return;
+    };
+    let nft = nft.to_string_lossy().into_owned();
+    // A thread of its own in a fresh network namespace: its loopback, its rules, its sockets;
+    // nothing of the host's traffic is touched.
+    std::thread::spawn(move || {
+        // SAFETY: unshare(2) with CLONE_NEWNET moves only this thread into a new network
+        // namespace; no pointer is passed.
+        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            r,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
+        run("ip", &["link", "set", "lo", "up"]);
+        run("ip", &["link", "set", "lo", "multicast", "on"]);
+        run(&nft, &["add", "table", "ip", "pg"]);
+        run(
+            &nft,
+            // On input: the line is cut in the network, after the publisher sent (a rule on
+            // output would fail the publisher's send instead).
+            &[
+                "add",
+                "chain",
+                "ip",
+                "pg",
+                "in",
+                "{ type filter hook input priority 0; }",
+            ],
+        );
+        let (a, b, port) = groups();
+        let uri = format!("mcast://{a}:{port}?b={b}");
+        let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0xab, STREAM).unwrap();
+        let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+        connect(&mut p, &mut [&mut s]);
+        let mut got = Vec::new();
+        let cut = |group: &str| {
+            run(
+                &nft,
+                &[
+                    "add", "rule", "ip", "pg", "in", "ip", "daddr", group, "drop",
+                ],
+            )
+        };
+        let mend = || run(&nft, &["flush", "chain", "ip", "pg", "in"]);
+        // The second copies, counted as duplicates, show whether both lines carry.
+        let dups = |s: &UdpSubscriber| s.counters().duplicates;
+        send(&mut p, 0..1000);
+        drive(&mut p, &mut [(&mut s, &mut got)], 1000);
+        let both_up = dups(&s);
+        cut(&a);
+        send(&mut p, 1000..3000);
+        drive(&mut p, &mut [(&mut s, &mut got)], 3000);
+        let a_cut = dups(&s) - both_up;
+        mend();
+        cut(&b);
+        send(&mut p, 3000..5000);
+        drive(&mut p, &mut [(&mut s, &mut got)], 5000);
+        let b_cut = dups(&s) - both_up - a_cut;
+        mend();
+        assert!(
+            both_up >= 500,
+            "both lines carried the first 1000: {both_up} duplicates"
+        );
+        // At most the batch in flight when the rule went in.
+        assert!(
+            a_cut < 200 && b_cut < 200,
+            "the cuts held: {a_cut}, {b_cut} duplicates"
+        );
+        assert_eq!(got, (0..5000).collect::<Vec<u64>>());
+        let c = s.counters();
+        assert_eq!((c.lost, c.gaps, c.naks_sent), (0, 0, 0), "{c:?}");
+        assert_eq!(p.counters().retransmitted, 0);
+    })
+    .join()
+    .unwrap();
+}
