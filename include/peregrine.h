@@ -626,7 +626,7 @@ int32_t pg_publisher_set_failover_group(pg_publisher *publisher, const char *gro
 
 // Publishes `length` bytes at `data` as the failover group's `sequence` (the application's
 // own number). Never blocks. On success writes the session's sequence to `*session_sequence`
-// unless it is NULL. `PG_ERROR_INVALID` before `pg_publisher_set_failover_group`;
+// unless it is NULL. `PG_ERROR_INVALID_ARGUMENT` before `pg_publisher_set_failover_group`;
 // `PG_ERROR_BACK_PRESSURED`: nothing was sent, try again.
 int32_t pg_publisher_offer_sequenced(pg_publisher *publisher,
                                      uint64_t sequence,
