@@ -17,6 +17,8 @@
 //! the gap a kill at that moment would leave if failing over cost nothing. The kills' gaps are
 //! reported against it.
 
+pub mod distributors;
+
 use crate::clock::Clock;
 use crate::helper::{Helper, HelperSpec};
 use crate::stats::LatencyRecorder;

@@ -225,6 +225,11 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         "2",
         "--rate",
         "10k",
+        "--distributors",
+        "--items",
+        "20",
+        "--feed-rate",
+        "2k",
         "--json",
         "--out",
         out.to_str().unwrap(),
@@ -239,7 +244,24 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
-    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(lines.len(), 4, "{stdout}");
+    // The distributor pair: every item stale after each kill, then re-imaged by the other.
+    let d = &lines[3];
+    assert_eq!(
+        (d["case"].as_str(), d["kills"].as_u64()),
+        (Some("distributors"), Some(2)),
+        "{d}"
+    );
+    assert_eq!(d["incomplete_kills"], 0, "{d}");
+    assert_eq!(d["gaps_ns"].as_array().unwrap().len(), 2, "{d}");
+    assert!(
+        d["gaps_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g.as_u64() > Some(0)),
+        "{d}"
+    );
     for (l, t) in lines.iter().zip(["ipc", "udp", "tcp"]) {
         assert_eq!(l["kind"], "failover");
         assert_eq!(l["case"], "group");
@@ -265,5 +287,9 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
     assert!(report.contains("Failover\n--------"), "{report}");
     let rows = report.lines().filter(|l| l.starts_with("group ")).count();
     assert_eq!(rows, 3, "one row per transport: {report}");
+    assert!(
+        report.lines().any(|l| l.starts_with("distributors ")),
+        "{report}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

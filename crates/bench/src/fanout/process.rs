@@ -123,6 +123,12 @@ impl Proc {
         }
     }
 
+    /// Kills it with SIGKILL (no chance to close anything); reaped by [`wait`](Self::wait) or
+    /// when dropped.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
     /// Asks it to stop (SIGTERM).
     pub fn terminate(&self) {
         if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {

@@ -2,17 +2,20 @@
 //! printed, recorded as one cell each, and shown in the report's failover table.
 
 use super::Session;
+use crate::failover::distributors::{DistributorPairConfig, DistributorPairResult};
 use crate::failover::{FailoverConfig, FailoverResult};
 use crate::{round3, BenchError};
 use peregrine::Scheme;
 use peregrine_report::model::{Cell, Scenario};
 use serde_json::json;
 
-/// What `bench failover` runs: one case per transport.
+/// What `bench failover` runs: the failover group case per transport, and the distributor
+/// pair case when `distributors` is set.
 #[derive(Debug, Clone)]
 pub struct FailoverPlan {
     pub transports: Vec<Scheme>,
     pub cfg: FailoverConfig,
+    pub distributors: Option<DistributorPairConfig>,
 }
 
 /// Runs each case, prints it (a table row, or with --json one object) and records its cell.
@@ -82,7 +85,68 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             bad.join("; ")
         )));
     }
+    if let Some(dcfg) = &plan.distributors {
+        let r = crate::failover::distributors::measure(dcfg, s.exe())?;
+        if s.out.json {
+            println!("{}", distributors_line(&r));
+        } else {
+            println!(
+                "distributor pair (cold): a consumer of two distributors, the one it uses killed with SIGKILL {} times ({} items, {} updates/s)",
+                r.kills.len(),
+                r.items,
+                r.rate
+            );
+            println!(
+                "  first update after a kill: median {:.1} ms, max {:.1} ms; every item stale then re-imaged after {} of {} kills",
+                r.first_update_median_ns() as f64 / 1e6,
+                r.first_update_max_ns() as f64 / 1e6,
+                r.kills.len() - r.incomplete(),
+                r.kills.len()
+            );
+        }
+        s.record(distributors_cell(&r), None, None)?;
+        if r.incomplete() > 0 {
+            return Err(BenchError::Child(format!(
+                "after {} of {} distributor kills some item was not reported stale or not re-imaged",
+                r.incomplete(),
+                r.kills.len()
+            )));
+        }
+    }
     Ok(())
+}
+
+fn distributors_line(r: &DistributorPairResult) -> serde_json::Value {
+    let reimaged: Vec<u64> = r.kills.iter().map(|k| k.all_reimaged_ns).collect();
+    json!({
+        "kind": "failover", "case": "distributors", "mode": "cold", "transport": "tcp",
+        "kills": r.kills.len(), "items": r.items, "rate_msgs_per_s": r.rate,
+        "lost": 0, "duplicated": 0,
+        "gap_median_ns": r.first_update_median_ns(), "gap_max_ns": r.first_update_max_ns(),
+        "gaps_ns": r.kills.iter().map(|k| k.first_update_ns).collect::<Vec<_>>(),
+        "reimaged_ns": reimaged,
+        "incomplete_kills": r.incomplete(),
+    })
+}
+
+/// The distributor pair case as a cell: the gap is the time from a kill to the consumer's
+/// first update from the other distributor.
+fn distributors_cell(r: &DistributorPairResult) -> Cell {
+    let serde_json::Value::Object(mut detail) = distributors_line(r) else {
+        unreachable!("a JSON object")
+    };
+    for k in ["kind", "transport", "rate_msgs_per_s", "lost"] {
+        detail.remove(k);
+    }
+    Cell {
+        id: "failover-distributors-cold".to_string(),
+        scenario: Some(Scenario::Failover),
+        transport: "tcp".to_string(),
+        rate_requested_msgs_per_s: Some(r.rate),
+        seconds: round3(r.seconds),
+        detail,
+        ..Cell::default()
+    }
 }
 
 /// The kills' median gap over the same run's no-kill median (None without a baseline).

@@ -85,6 +85,16 @@ pub struct FailoverArgs {
     /// CPUs A,B: the subscriber spins on A, both members run on B.
     #[arg(long, value_parser = values::parse_cpus)]
     pub cpus: Option<CpuPair>,
+    /// Also the distributor pair (cold): a feed, two distributors and a consumer of both; the
+    /// distributor it uses is killed --kills times.
+    #[arg(long)]
+    pub distributors: bool,
+    /// The feed's updates per second in the distributor pair case (k and m suffixes).
+    #[arg(long, default_value = "10k", value_parser = values::parse_rate)]
+    pub feed_rate: f64,
+    /// Items of the feed in the distributor pair case.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub items: u64,
 }
 
 #[derive(Args, Debug)]
