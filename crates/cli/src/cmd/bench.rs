@@ -54,13 +54,13 @@ pub fn run(b: BenchArgs) -> Result<()> {
             Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
                 transports: a.transport,
                 cfg,
-                distributors: a.distributors.then(|| {
+                distributors: a.distributors.then_some(
                     peregrine_bench::failover::distributors::DistributorPairConfig {
                         rate: a.feed_rate,
                         items: a.items as usize,
                         kills: a.kills,
-                    }
-                }),
+                    },
+                ),
             })
         }
         Some(Flags::Jitter(a)) => {
