@@ -380,6 +380,7 @@ mod tests {
 
     #[test]
     fn failover_entry_points_refuse_null_and_bad_handles() {
+        // SAFETY: pg_event is plain data: integers and pointers, all zero is a valid value.
         let mut ev: pg_event = unsafe { std::mem::zeroed() };
         let mut c = pg_failover_counters::default();
         for v in [0usize, 0xdead_beef, (3usize << 32) | (4_000_000 << 3) | 6] {
