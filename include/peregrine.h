@@ -396,6 +396,8 @@ typedef struct {
   uint64_t jumps_discarded;
   // Messages of sessions that are not members of the group (ignored).
   uint64_t refused_messages;
+  // Messages refused because 64 members were live at once.
+  uint64_t members_refused;
 } pg_failover_counters;
 
 // One field of a REFRESH or UPDATE. To publish: set `fid`, or leave it 0 and set `name` (a

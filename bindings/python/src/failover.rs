@@ -167,7 +167,8 @@ impl FailoverSubscriber {
     }
 
     /// The counters, by name: delivered, duplicates, lost, disagreements, held,
-    /// held_overflow, jumps_held, jumps_confirmed, jumps_discarded, refused_messages.
+    /// held_overflow, jumps_held, jumps_confirmed, jumps_discarded, refused_messages,
+    /// members_refused.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let guard = lock(&self.inner);
         let Some((s, _)) = guard.as_ref() else {
@@ -186,6 +187,7 @@ impl FailoverSubscriber {
             ("jumps_confirmed", c.jumps_confirmed),
             ("jumps_discarded", c.jumps_discarded),
             ("refused_messages", s.refused_messages()),
+            ("members_refused", c.members_refused),
         ] {
             d.set_item(k, v)?;
         }

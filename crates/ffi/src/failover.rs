@@ -42,6 +42,8 @@ pub struct pg_failover_counters {
     pub jumps_discarded: u64,
     /// Messages of sessions that are not members of the group (ignored).
     pub refused_messages: u64,
+    /// Messages refused because 64 members were live at once.
+    pub members_refused: u64,
 }
 
 #[derive(Debug)]
@@ -328,6 +330,7 @@ pub unsafe extern "C" fn pg_failover_subscriber_get_counters(
                 jumps_confirmed: c.jumps_confirmed,
                 jumps_discarded: c.jumps_discarded,
                 refused_messages: s.subscriber.refused_messages(),
+                members_refused: c.members_refused,
             },
             "counters",
         )?;
