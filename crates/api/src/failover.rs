@@ -49,6 +49,11 @@ use std::fmt;
 /// The longest failover group name, in bytes.
 pub const MAX_GROUP_NAME: usize = 64;
 
+/// Events a failover subscriber keeps for [`FailoverSubscriber::next_event`] at most (an
+/// application that never reads them, or members that disagree on every message, cannot grow
+/// it without bound).
+pub const MAX_QUEUED_EVENTS: usize = 4096;
+
 /// Why a failover publisher or subscriber could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailoverError {
@@ -199,6 +204,16 @@ pub struct FailoverSubscriber {
     refused: HashSet<u32>,
     events: VecDeque<FailoverEvent>,
     refused_messages: u64,
+    events_dropped: u64,
+}
+
+/// Queues `e` unless [`MAX_QUEUED_EVENTS`] are waiting (then counts it dropped).
+fn queue(events: &mut VecDeque<FailoverEvent>, dropped: &mut u64, e: FailoverEvent) {
+    if events.len() < MAX_QUEUED_EVENTS {
+        events.push_back(e);
+    } else {
+        *dropped += 1;
+    }
 }
 
 impl FailoverSubscriber {
@@ -226,13 +241,18 @@ impl FailoverSubscriber {
             refused: HashSet::new(),
             events: VecDeque::new(),
             refused_messages: 0,
+            events_dropped: 0,
         })
     }
 
-    /// Receives up to `limit` messages from the members (from each subscriber in turn) and calls `handler` for each one the
-    /// arbiter delivers (a copy that completes a gap may release held messages: they are
-    /// delivered in the same call, in order). Returns how many messages were received,
-    /// delivered or not, for [`idle`](Self::idle). Never blocks.
+    /// Receives up to `limit` messages from the members (from each subscriber in turn) and
+    /// calls `handler` for each one the arbiter delivers (a copy that completes a gap may
+    /// release held messages: they are delivered in the same call, in order). Returns how many
+    /// messages were received, delivered or not, for [`idle`](Self::idle). Never blocks.
+    ///
+    /// Events wait for [`next_event`](Self::next_event), at most [`MAX_QUEUED_EVENTS`] of
+    /// them: past that, new ones are dropped and counted
+    /// ([`events_dropped`](Self::events_dropped)); what they reported stays in the counters.
     pub fn poll<F: FnMut(FailoverMessage<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
         let now = peregrine_agent::monotonic_ns();
         let FailoverSubscriber {
@@ -244,6 +264,7 @@ impl FailoverSubscriber {
             refused,
             events,
             refused_messages,
+            events_dropped,
         } = self;
         let mut n = 0;
         for sub in inner.iter_mut() {
@@ -268,7 +289,7 @@ impl FailoverSubscriber {
                             };
                             refused.insert(m.session_id);
                             *refused_messages += 1;
-                            events.push_back(FailoverEvent::Refused {
+                            let e = FailoverEvent::Refused {
                                 session_id: m.session_id,
                                 reason: format!(
                                     "topic '{}': session {:08x} is {theirs}, but this subscriber \
@@ -277,7 +298,8 @@ impl FailoverSubscriber {
                                     topic.escape_debug(),
                                     m.session_id,
                                 ),
-                            });
+                            };
+                            queue(events, events_dropped, e);
                             return;
                         }
                     };
@@ -316,14 +338,18 @@ impl FailoverSubscriber {
                 }
                 _ => {}
             }
-            self.events.push_back(FailoverEvent::Source(ev));
+            queue(
+                &mut self.events,
+                &mut self.events_dropped,
+                FailoverEvent::Source(ev),
+            );
         }
         if self.arbiter.next_deadline().is_some_and(|d| now >= d) {
             self.arbiter.poll(now);
         }
         deliver_ready(&mut self.arbiter, handler);
         while let Some(e) = self.arbiter.next_event() {
-            self.events.push_back(match e {
+            let e = match e {
                 ArbiterEvent::Lost { from, count } => FailoverEvent::Lost {
                     from_sequence: from,
                     count,
@@ -337,7 +363,8 @@ impl FailoverSubscriber {
                     delivered_from,
                     other,
                 },
-            });
+            };
+            queue(&mut self.events, &mut self.events_dropped, e);
         }
     }
 
@@ -357,6 +384,11 @@ impl FailoverSubscriber {
     /// What the arbiter counted: delivered, duplicates, lost, disagreements, held, jumps.
     pub fn counters(&self) -> ArbiterCounters {
         self.arbiter.counters()
+    }
+
+    /// Events dropped because [`MAX_QUEUED_EVENTS`] were waiting.
+    pub fn events_dropped(&self) -> u64 {
+        self.events_dropped
     }
 
     /// Messages ignored because their session is not a member of the group.

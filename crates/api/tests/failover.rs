@@ -239,3 +239,42 @@ fn bad_group_names_and_no_subscriber_are_refused_with_the_fix() {
         assert!(e.to_string().contains("1 to 64 bytes"), "{e}");
     }
 }
+
+#[test]
+fn events_an_application_does_not_read_are_bounded_and_counted() {
+    use peregrine::failover::MAX_QUEUED_EVENTS;
+    let t = topic("bound");
+    let (ua, ub) = (
+        format!("ipc://pg-failover-bound-a-{}", std::process::id()),
+        format!("ipc://pg-failover-bound-b-{}", std::process::id()),
+    );
+    let ctx = Context::new();
+    let subs = vec![
+        ctx.subscriber(&t, &ua, IdleKind::Backoff).unwrap(),
+        ctx.subscriber(&t, &ub, IdleKind::Backoff).unwrap(),
+    ];
+    let mut sub = FailoverSubscriber::new(subs, "engine", ArbiterConfig::default()).unwrap();
+    let mut a = FailoverPublisher::new(ctx.publisher(&t, &ua).unwrap(), "engine").unwrap();
+    let mut b = FailoverPublisher::new(ctx.publisher(&t, &ub).unwrap(), "engine").unwrap();
+    // B disagrees with A on every sequence; nobody reads the events.
+    let n = MAX_QUEUED_EVENTS as u64 + 1000;
+    let mut delivered = 0u64;
+    for s in 0..n {
+        a.offer(s, &message(s)).unwrap();
+        b.offer(s, b"something else").unwrap();
+        if s % 256 == 255 {
+            sub.poll(&mut |_| delivered += 1, usize::MAX);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sub.counters().duplicates < n {
+        assert!(Instant::now() < deadline, "{:?}", sub.counters());
+        sub.poll(&mut |_| delivered += 1, usize::MAX);
+    }
+    let c = sub.counters();
+    assert_eq!((delivered, c.disagreements), (n, n), "{c:?}");
+    let queued = std::iter::from_fn(|| sub.next_event()).count() as u64;
+    assert_eq!(queued, MAX_QUEUED_EVENTS as u64);
+    // The two Connected events of the subscribers came first and are among the queued ones.
+    assert_eq!(sub.events_dropped(), n + 2 - queued);
+}
