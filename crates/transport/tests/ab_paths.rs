@@ -170,6 +170,18 @@ fn cutting_either_line_loses_nothing_and_needs_no_nak() {
                 "{ type filter hook input priority 0; }",
             ],
         );
+        // And on output: the publisher's own send to a line fails (EPERM).
+        run(
+            &nft,
+            &[
+                "add",
+                "chain",
+                "ip",
+                "pg",
+                "out",
+                "{ type filter hook output priority 0; }",
+            ],
+        );
         let (a, b, port) = groups();
         let uri = format!("mcast://{a}:{port}?b={b}");
         let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0xab, STREAM).unwrap();
@@ -200,6 +212,30 @@ fn cutting_either_line_loses_nothing_and_needs_no_nak() {
         drive(&mut p, &mut [(&mut s, &mut got)], 5000);
         let b_cut = dups(&s) - both_up - a_cut;
         mend();
+        // A line whose send fails at the publisher (a local rule: EPERM): the other carries.
+        run(
+            &nft,
+            &["add", "rule", "ip", "pg", "out", "ip", "daddr", &a, "drop"],
+        );
+        // Flow control may hold the publisher back here (the subscriber's STATUS comes as it
+        // reads): offer while reading.
+        for i in 5000..7000u64 {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while let Err(e) = p.offer(&i.to_le_bytes()) {
+                assert!(Instant::now() < deadline, "offer {i}: {e}");
+                p.do_work();
+                s.poll(
+                    &mut |m: Message<'_>| {
+                        got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                    },
+                    usize::MAX,
+                );
+            }
+        }
+        p.flush().unwrap();
+        drive(&mut p, &mut [(&mut s, &mut got)], 7000);
+        run(&nft, &["flush", "chain", "ip", "pg", "out"]);
+        assert!(p.partial_send_errors() > 0, "the sends to line A failed");
         assert!(
             both_up >= 500,
             "both lines carried the first 1000: {both_up} duplicates"
@@ -209,7 +245,7 @@ fn cutting_either_line_loses_nothing_and_needs_no_nak() {
             a_cut < 200 && b_cut < 200,
             "the cuts held: {a_cut}, {b_cut} duplicates"
         );
-        assert_eq!(got, (0..5000).collect::<Vec<u64>>());
+        assert_eq!(got, (0..7000).collect::<Vec<u64>>());
         let c = s.counters();
         assert_eq!((c.lost, c.gaps, c.naks_sent), (0, 0, 0), "{c:?}");
         assert_eq!(p.counters().retransmitted, 0);

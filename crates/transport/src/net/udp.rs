@@ -102,6 +102,8 @@ const MAX_GSO_BYTES: usize = 65_000;
 struct Outbound {
     loss: Option<Box<LossGenerator>>,
     seal: Option<Box<Sealer>>,
+    /// Batches one destination refused while another took them (see [`to_all`]).
+    partial_send_errors: u64,
 }
 
 impl Outbound {
@@ -112,6 +114,7 @@ impl Outbound {
                 .auth
                 .as_deref()
                 .map(|k| Box::new(Sealer::new(k.clone()))),
+            partial_send_errors: 0,
         }
     }
 }
@@ -185,7 +188,10 @@ fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<(
     }
 }
 
-/// The sink that sends a batch to every destination (sealed once, under `auth=`).
+/// The sink that sends a batch to every destination (sealed once, under `auth=`). A
+/// destination that refuses the send (a local firewall's EPERM, an unreachable network) does
+/// not keep the batch from the others: it is counted, and that receiver repairs by NAK (or the
+/// other multicast line carries it). Only when every destination refused is the send an error.
 fn to_all<'a>(
     sock: &'a UdpSocket,
     gso: &'a mut bool,
@@ -193,7 +199,11 @@ fn to_all<'a>(
     dests: &'a [SocketAddr],
 ) -> impl FnMut(Batch<'_>) -> io::Result<()> + 'a {
     move |b| {
-        let Outbound { loss, seal } = out;
+        let Outbound {
+            loss,
+            seal,
+            partial_send_errors,
+        } = out;
         let sealed;
         let b = match seal.as_mut() {
             Some(s) => {
@@ -202,10 +212,21 @@ fn to_all<'a>(
             }
             None => &b,
         };
+        let (mut first_error, mut failures) = (None, 0);
         for &to in dests {
-            send_batch(sock, gso, loss, b, to)?;
+            if let Err(e) = send_batch(sock, gso, loss, b, to) {
+                failures += 1;
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        match first_error {
+            None => Ok(()),
+            Some(_) if failures < dests.len() => {
+                *partial_send_errors += 1;
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
     }
 }
 
@@ -223,7 +244,7 @@ fn send_batch_to(
 /// Sends a control frame (HEARTBEAT, BYE, NAK, STATUS) unless the loss generator drops it,
 /// sealed under `auth=`.
 fn send_frame(sock: &UdpSocket, out: &mut Outbound, frame: &[u8], to: Option<SocketAddr>) {
-    let Outbound { loss, seal } = out;
+    let Outbound { loss, seal, .. } = out;
     let frame = match seal.as_mut() {
         Some(s) => s.one(frame),
         None => frame,
@@ -646,6 +667,12 @@ impl UdpPublisher {
     /// What the loss generator saw and dropped (`None`: no loss generator).
     pub fn loss_counters(&self) -> Option<LossCounters> {
         self.out.loss.as_ref().map(|l| l.counters())
+    }
+    /// Batches some destination refused while another took them (a receiver's or a
+    /// multicast line's send failed: that receiver repairs by NAK, or the other line carried
+    /// the batch).
+    pub fn partial_send_errors(&self) -> u64 {
+        self.out.partial_send_errors
     }
     /// Datagrams `auth=` dropped, by kind: [`AuthReject::NAMES`] (`missing`, `wrong_key`,
     /// `bad_tag`).
