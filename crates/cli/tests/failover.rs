@@ -291,5 +291,9 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         report.lines().any(|l| l.starts_with("distributors ")),
         "{report}"
     );
+    assert!(
+        out.join("charts/failover_gaps.svg").exists(),
+        "the failover chart is drawn"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

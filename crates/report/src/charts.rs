@@ -103,6 +103,8 @@ pub(crate) enum Plot {
 /// Seed 004's box plot: one box per cell, the first at the top.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct BoxPlot {
+    /// What the values are: `latency`, `gap` (in microseconds on the axis).
+    pub quantity: &'static str,
     /// The line inside each box.
     pub centre: Centre,
     /// A logarithmic value axis; else linear from zero.
@@ -247,6 +249,27 @@ impl BoxStat {
             Centre::Median => self.median,
         }
     }
+}
+
+/// A box of a failover case's gaps (a JSON array of nanoseconds): the whiskers are the
+/// smallest and the largest (a few dozen kills have no meaningful 1st and 99th percentiles).
+fn gap_box(label: String, colour: usize, gaps: &serde_json::Value) -> Option<BoxStat> {
+    let mut v: Vec<f64> = gaps.as_array()?.iter().filter_map(|g| g.as_f64()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| us(v[((v.len() - 1) as f64 * q).round() as usize]);
+    Some(BoxStat {
+        label,
+        colour,
+        p1: at(0.0),
+        p25: at(0.25),
+        mean: us(v.iter().sum::<f64>() / v.len() as f64),
+        median: at(0.5),
+        p75: at(0.75),
+        p99: at(1.0),
+    })
 }
 
 /// Whether box values span more than two decades (whisker to whisker, over every box): then
@@ -556,6 +579,7 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                     and 99th percentiles"
                 .to_string(),
             plot: Plot::Boxes(BoxPlot {
+                quantity: "latency",
                 centre: Centre::Mean,
                 log_scale: true,
                 boxes,
@@ -582,9 +606,44 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                     1st and 99th percentiles"
                 .to_string(),
             plot: Plot::Boxes(BoxPlot {
+                quantity: "latency",
                 centre: Centre::Median,
                 log_scale: spans_decades(&echo),
                 boxes: echo,
+            }),
+        });
+    }
+
+    // Failover: the gaps the kills left, per case, next to the same run's no-kill baseline.
+    let failover: Vec<BoxStat> = results
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(Scenario::Failover))
+        .flat_map(|c| {
+            let case = c.detail.get("case").and_then(|v| v.as_str()).unwrap_or("-");
+            let colour = colour_of(results, &c.transport);
+            let name = match case {
+                "group" => format!("group {}", c.transport),
+                other => other.to_string(),
+            };
+            [("gaps_ns", "kills"), ("baseline_gaps_ns", "no kill")]
+                .into_iter()
+                .filter_map(move |(key, what)| {
+                    gap_box(format!("{name}, {what}"), colour, c.detail.get(key)?)
+                })
+        })
+        .collect();
+    if !failover.is_empty() {
+        out.push(Planned {
+            name: "failover_gaps".to_string(),
+            title: "Failover gaps, kills and no kill: box = quartiles, centre line = median, \
+                    whiskers = extremes"
+                .to_string(),
+            plot: Plot::Boxes(BoxPlot {
+                quantity: "gap",
+                centre: Centre::Median,
+                log_scale: spans_decades(&failover),
+                boxes: failover,
             }),
         });
     }
@@ -1050,7 +1109,7 @@ fn draw_boxes<DB: DrawingBackend>(
             plot,
             0f64..hi,
             0.0,
-            "latency (microseconds)",
+            &format!("{} (microseconds)", plot.quantity),
             &x_label,
         );
     }
@@ -1080,7 +1139,7 @@ fn draw_boxes<DB: DrawingBackend>(
         plot,
         (lo..hi).log_scale(),
         lo,
-        "latency (microseconds, log scale)",
+        &format!("{} (microseconds, log scale)", plot.quantity),
         &x_label,
     )
 }
@@ -1398,6 +1457,48 @@ mod tests {
         assert!(!spans_decades(&[at(1.0, 100.0)]));
         assert!(spans_decades(&[at(1.0, 100.5)]));
         assert!(!spans_decades(&[at(0.0, 0.0)]));
+    }
+
+    #[test]
+    fn failover_cases_get_a_box_of_their_gaps_and_of_the_no_kill_baseline() {
+        let mut group = Cell {
+            scenario: Some(Scenario::Failover),
+            transport: "udp".into(),
+            ..Cell::default()
+        };
+        group.detail.insert("case".into(), "group".into());
+        group
+            .detail
+            .insert("gaps_ns".into(), serde_json::json!([3000, 1000, 2000]));
+        group
+            .detail
+            .insert("baseline_gaps_ns".into(), serde_json::json!([500]));
+        let mut dist = Cell {
+            scenario: Some(Scenario::Failover),
+            transport: "tcp".into(),
+            ..Cell::default()
+        };
+        dist.detail.insert("case".into(), "distributors".into());
+        dist.detail.insert(
+            "gaps_ns".into(),
+            serde_json::json!([80_000_000, 700_000_000]),
+        );
+        let results = crate::tables::tests::results_of(vec![group, dist]);
+        let planned = plan(&results);
+        let b = boxes_of(&planned, "failover_gaps");
+        let labels: Vec<&str> = b.boxes.iter().map(|x| x.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "group udp, kills",
+                "group udp, no kill",
+                "distributors, kills"
+            ]
+        );
+        let g = &b.boxes[0];
+        assert_eq!((g.p1, g.median, g.p99, g.mean), (1.0, 2.0, 3.0, 2.0));
+        assert_eq!(b.boxes[1].median, 0.5);
+        assert!(b.log_scale, "1 us to 700 ms spans decades");
     }
 
     #[test]

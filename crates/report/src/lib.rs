@@ -20,6 +20,7 @@
 //! | chart `boxplot` (centre = mean, box = quartiles, whiskers = 1st and 99th percentiles) | the Reflex report |
 //! | chart `echo_boxplot` (centre = median, box = quartiles, whiskers = 1st and 99th percentiles; log axis past two decades) | the Reflex report |
 //! | chart `embedded` (mean and std dev vs update rate) | the STAC RMDS report, Figures 3-2 and 3-3 |
+//! | text "Failover" and chart `failover_gaps` (per case: the gap each kill left, and the no-kill baseline; box = quartiles, centre = median, whiskers = extremes) | no report: `peregrine bench failover` (docs/benchmarks.md) |
 //!
 //! Latencies are shown in microseconds with two decimals; the model keeps nanoseconds.
 #![deny(unsafe_code)]
