@@ -149,8 +149,10 @@ impl FailoverSubscriber {
             } => Event {
                 sequence: Some(sequence),
                 session_id: Some(other),
-                reason: Some(format!(
-                    "session {delivered_from:08x}'s copy of sequence {sequence} was delivered; session {other:08x} sent other content"
+                reason: Some(peregrine::failover::disagreement(
+                    sequence,
+                    delivered_from,
+                    other,
                 )),
                 ..blank("disagreement")
             },

@@ -191,6 +191,14 @@ pub enum FailoverEvent {
     Source(SubscriberEvent),
 }
 
+/// The text of a [`FailoverEvent::Disagreement`], as the bindings and commands give it.
+pub fn disagreement(sequence: u64, delivered_from: u32, other: u32) -> String {
+    format!(
+        "session {delivered_from:08x}'s copy of sequence {sequence} was delivered; session \
+         {other:08x} sent other content"
+    )
+}
+
 /// A subscriber of a failover group (see the module's documentation).
 #[derive(Debug)]
 pub struct FailoverSubscriber {
@@ -323,26 +331,28 @@ impl FailoverSubscriber {
 
     /// Members that left, windows that passed, and the events of both.
     fn after_poll<F: FnMut(FailoverMessage<'_>)>(&mut self, now: u64, handler: &mut F) {
-        for ev in self
-            .inner
+        let Self {
+            inner,
+            arbiter,
+            refused,
+            events,
+            events_dropped,
+            ..
+        } = self;
+        for ev in inner
             .iter_mut()
             .flat_map(|s| std::iter::from_fn(|| s.next_event()))
-            .collect::<Vec<_>>()
         {
             match &ev {
                 SubscriberEvent::PublisherClosed { session_id }
                 | SubscriberEvent::PublisherDied { session_id }
                 | SubscriberEvent::SourceLost { session_id, .. } => {
-                    self.arbiter.member_gone(*session_id, now);
-                    self.refused.remove(session_id);
+                    arbiter.member_gone(*session_id, now);
+                    refused.remove(session_id);
                 }
                 _ => {}
             }
-            queue(
-                &mut self.events,
-                &mut self.events_dropped,
-                FailoverEvent::Source(ev),
-            );
+            queue(events, events_dropped, FailoverEvent::Source(ev));
         }
         if self.arbiter.next_deadline().is_some_and(|d| now >= d) {
             self.arbiter.poll(now);

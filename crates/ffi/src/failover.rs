@@ -4,12 +4,13 @@
 //! `pg_last_error` conventions of the messaging API (the header's preamble).
 
 use super::{
-    cstring, free, insert, put, put_optional, run, subscriber_event, text, with, with_publisher,
-    Failure, Kind, SubscriberObject,
+    cstring, free, hand_to_c, insert, put, put_optional, run, subscriber_event, text, with,
+    with_publisher, Failure, Kind, SubscriberObject,
 };
-use crate::{pg_event, pg_event_kind, pg_message, pg_message_handler, pg_publisher, pg_subscriber};
+use crate::{pg_event, pg_event_kind, pg_message_handler, pg_publisher, pg_subscriber};
 use peregrine::failover::{
-    group_id, offer_as_member, validate_group, ArbiterConfig, FailoverEvent, FailoverSubscriber,
+    disagreement, group_id, offer_as_member, validate_group, ArbiterConfig, FailoverEvent,
+    FailoverSubscriber,
 };
 use std::ffi::{c_char, c_void, CString};
 
@@ -213,19 +214,7 @@ pub unsafe extern "C" fn pg_failover_subscriber_poll(
         };
         let topic = s.topic.as_bytes();
         let n = s.subscriber.poll(
-            &mut |m| {
-                let msg = pg_message {
-                    payload: m.payload.as_ptr(),
-                    length: m.payload.len(),
-                    sequence: m.sequence,
-                    session_id: m.session_id,
-                    topic: topic.as_ptr().cast(),
-                    topic_length: topic.len(),
-                };
-                // SAFETY: a C function pointer given by the caller, called with the caller's
-                // `user` and a message that lives for the call.
-                unsafe { handler(user, &msg) }
-            },
+            &mut |m| hand_to_c(handler, user, topic, m.payload, m.sequence, m.session_id),
             limit.min(i32::MAX as usize),
         );
         Ok(n as i32)
@@ -288,9 +277,7 @@ pub unsafe extern "C" fn pg_failover_subscriber_next_event(
                 ev.kind = PG_EVENT_DISAGREEMENT as i32;
                 ev.sequence = sequence;
                 ev.session_id = other;
-                s.event_text[2] = cstring(&format!(
-                    "session {delivered_from:08x}'s copy of sequence {sequence} was delivered; session {other:08x} sent other content"
-                ));
+                s.event_text[2] = cstring(&disagreement(sequence, delivered_from, other));
                 ev.reason = s.event_text[2].as_ptr();
             }
             FailoverEvent::Refused { session_id, reason } => {
@@ -358,7 +345,7 @@ mod tests {
     use super::*;
     use crate::error::pg_status::*;
     use crate::{
-        pg_context, pg_context_free, pg_context_new, pg_last_error, pg_publisher_free,
+        pg_context, pg_context_free, pg_context_new, pg_last_error, pg_message, pg_publisher_free,
         pg_publisher_new, pg_subscriber_free, pg_subscriber_new,
     };
     use std::ffi::CStr;

@@ -790,17 +790,7 @@ pub unsafe extern "C" fn pg_subscriber_poll(
         let limit = limit.min(i32::MAX as usize);
         // Hands one message to the C handler, with its topic's bytes.
         let deliver = |topic: &[u8], m: peregrine::Message<'_>| {
-            let msg = pg_message {
-                payload: m.payload.as_ptr(),
-                length: m.payload.len(),
-                sequence: m.sequence,
-                session_id: m.session_id,
-                topic: topic.as_ptr().cast(),
-                topic_length: topic.len(),
-            };
-            // SAFETY: a C function pointer given by the caller, called with the caller's
-            // `user` and a message that lives for the call.
-            unsafe { handler(user, &msg) }
+            hand_to_c(handler, user, topic, m.payload, m.sequence, m.session_id)
         };
         let n = if s.by_pattern {
             s.subscriber
@@ -844,6 +834,29 @@ pub unsafe extern "C" fn pg_subscriber_next_event(
         put(event, subscriber_event(&mut s.event_text, &e), "event")?;
         Ok(1)
     })
+}
+
+/// Calls the C `handler` with one message as a `pg_message` that lives for the call.
+#[inline(always)]
+fn hand_to_c(
+    handler: unsafe extern "C" fn(*mut c_void, *const pg_message),
+    user: *mut c_void,
+    topic: &[u8],
+    payload: &[u8],
+    sequence: u64,
+    session_id: u32,
+) {
+    let msg = pg_message {
+        payload: payload.as_ptr(),
+        length: payload.len(),
+        sequence,
+        session_id,
+        topic: topic.as_ptr().cast(),
+        topic_length: topic.len(),
+    };
+    // SAFETY: a C function pointer given by the caller, called with the caller's `user` and a
+    // message that lives for the call.
+    unsafe { handler(user, &msg) }
 }
 
 /// A subscriber event as a `pg_event`, its strings kept in `text` (topic, uri, reason).
