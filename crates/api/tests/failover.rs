@@ -46,6 +46,15 @@ fn run(
     (got, events)
 }
 
+/// A window of a minute: a gap is then declared only when every live member went past it,
+/// never because a member (a UDP repair, a thread on a loaded machine) was slow.
+fn patient() -> ArbiterConfig {
+    ArbiterConfig {
+        window_ns: 60_000_000_000,
+        ..ArbiterConfig::default()
+    }
+}
+
 fn member_ctx(remote: &str) -> Context {
     Context::with_config(
         Config::default()
@@ -61,7 +70,7 @@ fn members_on_udp_and_tcp_give_every_sequence_once_when_the_leader_closes_mid_st
     let t = topic("udp-tcp");
     let (ctx_a, ctx_b, ctx_s) = (member_ctx("udp"), member_ctx("tcp"), Context::new());
     let sub = ctx_s.subscribe(&t, IdleKind::Backoff).unwrap();
-    let mut sub = FailoverSubscriber::new(vec![sub], "engine", ArbiterConfig::default()).unwrap();
+    let mut sub = FailoverSubscriber::new(vec![sub], "engine", patient()).unwrap();
     let mut a = FailoverPublisher::new(ctx_a.publish(&t).unwrap(), "engine").unwrap();
     let mut b = FailoverPublisher::new(ctx_b.publish(&t).unwrap(), "engine").unwrap();
     assert!(a.publisher().uri().starts_with("udp://") && b.publisher().uri().starts_with("tcp://"));
@@ -152,7 +161,7 @@ fn sessions_outside_the_group_are_refused_naming_the_topic_and_both_settings() {
         ctx.subscriber(&t, &uri2, IdleKind::Backoff).unwrap(),
         ctx.subscriber(&t, &uri3, IdleKind::Backoff).unwrap(),
     ];
-    let mut sub = FailoverSubscriber::new(subs, "engine", ArbiterConfig::default()).unwrap();
+    let mut sub = FailoverSubscriber::new(subs, "engine", patient()).unwrap();
     let mut plain = ctx.publisher(&t, &uri).unwrap();
     let mut other = FailoverPublisher::new(ctx.publisher(&t, &uri2).unwrap(), "risk").unwrap();
     let mut member = FailoverPublisher::new(ctx.publisher(&t, &uri3).unwrap(), "engine").unwrap();
@@ -253,7 +262,7 @@ fn events_an_application_does_not_read_are_bounded_and_counted() {
         ctx.subscriber(&t, &ua, IdleKind::Backoff).unwrap(),
         ctx.subscriber(&t, &ub, IdleKind::Backoff).unwrap(),
     ];
-    let mut sub = FailoverSubscriber::new(subs, "engine", ArbiterConfig::default()).unwrap();
+    let mut sub = FailoverSubscriber::new(subs, "engine", patient()).unwrap();
     let mut a = FailoverPublisher::new(ctx.publisher(&t, &ua).unwrap(), "engine").unwrap();
     let mut b = FailoverPublisher::new(ctx.publisher(&t, &ub).unwrap(), "engine").unwrap();
     // B disagrees with A on every sequence; nobody reads the events.
