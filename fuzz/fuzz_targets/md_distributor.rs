@@ -96,6 +96,8 @@ fuzz_target!(|script: &[u8]| {
         let arg = usize::from(op >> 4);
         let slot = arg % CLIENTS;
         let service = services[arg % 2];
+        // Two feeds per service (A/B), named as the driver names them: by session.
+        let feed = u32::from((op >> 5) & 1) + 0x100;
         now_ns += 1_000;
         match op & 0x0f {
             0 => {
@@ -208,7 +210,7 @@ fuzz_target!(|script: &[u8]| {
             5 => {
                 let n = usize::from(inp.byte());
                 let bytes = inp.bytes(n).to_vec();
-                d.handle_backbone_message(service, &bytes, now_ns);
+                d.handle_feed_message(service, feed, &bytes, now_ns);
             }
             6 => {
                 let feed_id = u32::from(inp.byte() % 12) + 1;
@@ -227,7 +229,7 @@ fuzz_target!(|script: &[u8]| {
                     name,
                     fields: FieldList::List(&fields),
                 }));
-                d.handle_backbone_message(service, &m, now_ns);
+                d.handle_feed_message(service, feed, &m, now_ns);
             }
             7 => {
                 let feed_id = u32::from(inp.byte() % 12) + 1;
@@ -249,7 +251,7 @@ fuzz_target!(|script: &[u8]| {
                     item_seq: seq,
                     fields: FieldList::List(&fields[..1 + usize::from(b & 1)]),
                 }));
-                d.handle_backbone_message(service, &m, now_ns);
+                d.handle_feed_message(service, feed, &m, now_ns);
             }
             8 if inp.0.first().is_some_and(|b| b & 0x80 != 0) => {
                 // A provider's ACK: of this distributor's posts (ids are given from 1), or
@@ -261,7 +263,7 @@ fuzz_target!(|script: &[u8]| {
                     code: AckCode::ALL[usize::from(b >> 3) % AckCode::ALL.len()],
                     text: "from the provider",
                 }));
-                d.handle_backbone_message(service, &m, now_ns);
+                d.handle_feed_message(service, feed, &m, now_ns);
             }
             8 => {
                 let feed_id = u32::from(inp.byte() % 12) + 1;
@@ -274,11 +276,12 @@ fuzz_target!(|script: &[u8]| {
                     name: "",
                     text: "from the feed",
                 }));
-                d.handle_backbone_message(service, &m, now_ns);
+                d.handle_feed_message(service, feed, &m, now_ns);
             }
-            9 => d.handle_backbone_loss(service, now_ns),
-            10 => d.feed_gone(service, now_ns),
-            11 => d.feed_back(service, inp.byte() & 1 == 0, now_ns),
+            9 => d.feed_lost(service, feed, now_ns),
+            10 if op & 0x40 != 0 => d.feed_gone(service, now_ns),
+            10 => d.feed_left(service, feed, now_ns),
+            11 => d.feed_joined(service, feed, inp.byte() & 1 == 0, now_ns),
             12 => {
                 if let Some(c) = slots[slot] {
                     let q = queues.entry(c).or_default();

@@ -214,7 +214,8 @@ pub struct DistributorServer {
     lingering: VecDeque<(Instant, Token)>,
     /// Backbone messages of one poll, copied out of the transport's buffer.
     arena: Vec<u8>,
-    spans: Vec<(usize, usize)>,
+    /// Each message of a batch: where it is in the arena, its length, its feed session.
+    spans: Vec<(usize, usize, u32)>,
     read_buf: Vec<u8>,
     start: Instant,
     next_flush: Instant,
@@ -1118,6 +1119,17 @@ impl DistributorServer {
                     json!({"event": "slow_disconnect", "client": client(*c), "user": user, "peer": peer}),
                 )
             }
+            Event::FeedsDisagree {
+                service,
+                item,
+                item_seq,
+            } => (
+                format!(
+                    "backbone {}: feeds disagree on {item} at item_seq {item_seq} (another image): they are not fed the same stream; the first image stays",
+                    self.service_name(*service)
+                ),
+                json!({"event": "feeds_disagree", "service": self.service_name(*service), "item": item, "item_seq": item_seq}),
+            ),
             Event::BackboneRejected { service, error } => (
                 format!("backbone {}: dropped: {error}", self.service_name(*service)),
                 json!({"event": "backbone_rejected", "service": self.service_name(*service), "error": error.to_string()}),
@@ -1259,7 +1271,7 @@ impl DistributorServer {
             let b = &mut self.backbones[i];
             let n = b.sub.poll(
                 &mut |m| {
-                    spans.push((arena.len(), m.payload.len()));
+                    spans.push((arena.len(), m.payload.len(), m.session_id));
                     arena.extend_from_slice(m.payload);
                 },
                 BACKBONE_BATCH,
@@ -1270,9 +1282,11 @@ impl DistributorServer {
                 b.last_message = Instant::now();
             }
             let now = self.now_ns();
-            for &(at, len) in &spans {
+            for &(at, len, feed) in &spans {
+                // Each feed session is a feed of its own: two providers of one service are
+                // arbitrated by item_seq (A/B feeds).
                 self.core
-                    .handle_backbone_message(service, &arena[at..at + len], now);
+                    .handle_feed_message(service, feed, &arena[at..at + len], now);
                 self.drain_core();
             }
             if self.s.mode == WriteMode::Latency && !spans.is_empty() {
@@ -1314,34 +1328,40 @@ impl DistributorServer {
                     json!({"event": "feed_found", "service": name, "session": session_id,
                            "first_sequence": first_sequence, "images_asked": !from_start}),
                 );
-                self.core.feed_back(service, from_start, now);
+                self.core.feed_joined(service, session_id, from_start, now);
             }
             SubscriberEvent::Lost {
                 session_id,
                 from_sequence,
                 count,
             } => {
+                let covered_before = self.core.counters().feed_losses_covered;
+                self.core.feed_lost(service, session_id, now);
+                let covered = self.core.counters().feed_losses_covered > covered_before;
+                let what = if covered {
+                    "another feed session carries what it held"
+                } else {
+                    "items stale until their images come again"
+                };
                 self.say(
-                    format!("backbone {name}: LOST {count} message(s) from seq {from_sequence} of session {session_id:08x}: items stale until their images come again"),
-                    json!({"event": "backbone_loss", "service": name, "session": session_id, "from_sequence": from_sequence, "count": count}),
+                    format!("backbone {name}: LOST {count} message(s) from seq {from_sequence} of session {session_id:08x}: {what}"),
+                    json!({"event": "backbone_loss", "service": name, "session": session_id, "from_sequence": from_sequence, "count": count, "covered": covered}),
                 );
-                self.core.handle_backbone_loss(service, now);
             }
             SubscriberEvent::PublisherClosed { session_id }
             | SubscriberEvent::PublisherDied { session_id } => {
                 b.sessions.remove(&session_id);
                 let left = b.sessions.len();
+                let what = if left > 0 {
+                    format!("{left} other feed session(s) carry its items")
+                } else {
+                    "its items are stale".to_string()
+                };
                 self.say(
-                    format!(
-                        "backbone {name}: feed session {session_id:08x} gone; its items are stale"
-                    ),
-                    json!({"event": "feed_gone", "service": name, "session": session_id}),
+                    format!("backbone {name}: feed session {session_id:08x} gone; {what}"),
+                    json!({"event": "feed_gone", "service": name, "session": session_id, "feeds_left": left}),
                 );
-                self.core.feed_gone(service, now);
-                if left > 0 {
-                    // Another feed session is live: its images replace the stale ones.
-                    self.core.feed_back(service, false, now);
-                }
+                self.core.feed_left(service, session_id, now);
             }
             _ => {}
         }

@@ -38,6 +38,8 @@
 //! | `dictionary` | `--dictionary` | the built-in one | a field dictionary file: served to clients (DICTIONARY) and posts' field types are checked against it |
 //! | `post_timeout_ms` | | 5000 | 1 to 3600000: a post forwarded to a provider without an answer this long is answered `timeout` |
 //! | `max_posts_per_client` | | 256 | 1 to 1000000: posts of one connection waiting for their answer (past it: `busy`) |
+//! | `feed_gap_window_ms` | | 100 | 1 to 60000: A/B feeds: how long an item waits for another feed to send the update one feed skipped |
+//! | `feed_loss_overlap_ms` | | 5000 | 1 to 3600000: A/B feeds: a feed's loss is covered by another feed with no loss within this long |
 //! | `client_sndbuf` | | the kernel's (auto-tuned) | 4k to 64m: SO_SNDBUF of each client socket |
 //! | `max_accepts_per_s` | | 1000 | 0 (no limit) or 1 to 1000000: new connections taken from the listeners a second (bursts of a tenth of it, at least 16); more wait in the kernel's backlog |
 //! | `stats_every_s` | | 10 | 0 (never) to 3600 |
@@ -165,6 +167,8 @@ pub const KEYS: &[&str] = &[
     "dictionary",
     "post_timeout_ms",
     "max_posts_per_client",
+    "feed_gap_window_ms",
+    "feed_loss_overlap_ms",
     "client_sndbuf",
     "max_accepts_per_s",
     "stats_every_s",
@@ -497,6 +501,12 @@ impl DistributorSettings {
         }
         if let Some(v) = f.int("max_posts_per_client", 1, 1_000_000)? {
             core.max_posts_per_client = v as usize;
+        }
+        if let Some(v) = f.int("feed_gap_window_ms", 1, 60_000)? {
+            core.feed_gap_window_ns = v * 1_000_000;
+        }
+        if let Some(v) = f.int("feed_loss_overlap_ms", 1, 3_600_000)? {
+            core.feed_loss_overlap_ns = v * 1_000_000;
         }
         core.validate().map_err(|e| SettingsError(format!("{e}")))?;
         let client_sndbuf = f

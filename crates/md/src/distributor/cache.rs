@@ -2,8 +2,8 @@
 //!
 //! Items are named by (service, name) and get the distributor's own item id, stable for the
 //! life of the cache (ids are never reused: an item closed by the feed keeps its id and its
-//! watchers, and a later REFRESH reopens it). The feed's id of an item is only a route from the
-//! backbone to the item: it belongs to the feed's session and is forgotten when the feed goes.
+//! watchers, and a later REFRESH reopens it). A feed's id of an item is only a route from the
+//! backbone to the item, kept by `feeds.rs` per feed session.
 //!
 //! The image is kept encoded, as the field list of a REFRESH, so that answering an OPEN or
 //! sending a REFRESH copies it whole. An UPDATE overwrites its fields in place when each one
@@ -18,7 +18,7 @@ use crate::codec::header::MAX_MESSAGE_LEN;
 use crate::codec::refresh::{emit_names, fields_offset, RefreshView};
 use crate::codec::{MessageType, StatusRepr, StatusView};
 use crate::model::ItemState;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The distributor's id of an item: what clients see in `item_id`. Never 0.
 pub type ItemId = u32;
@@ -28,8 +28,6 @@ pub type ItemId = u32;
 pub struct Item {
     pub service: ServiceId,
     pub name: Box<str>,
-    /// The feed's id of the item while the feed's session that sent its REFRESH lives.
-    pub feed_id: Option<u32>,
     /// `Ok` (the image is current), `Stale` (it is not to be trusted until a REFRESH) or
     /// `Closed` (the feed closed the item; no image).
     pub state: ItemState,
@@ -62,8 +60,6 @@ impl Item {
 pub enum UpdateOutcome {
     /// Merged into the image: forward it.
     Applied(ItemId),
-    /// The feed id names no item: ask for its image.
-    UnknownItem,
     /// The item has no current image (stale or closed): not forwarded; ask for its image.
     NoImage(ItemId),
     /// `item_seq` is not the previous one + 1: an update was missed. The item is now stale.
@@ -83,7 +79,7 @@ pub enum RefreshRefused {
     CacheFull,
 }
 
-/// Items by (service, name) and by the feed's id, with their images.
+/// Items by (service, name), with their images.
 #[derive(Debug)]
 pub struct Cache {
     max_items: usize,
@@ -93,8 +89,6 @@ pub struct Cache {
     items: Vec<Item>,
     /// Per service: items by name (ordered, so a glob answers in name order).
     by_name: Vec<BTreeMap<Box<str>, ItemId>>,
-    /// Per service: items by the feed's id.
-    by_feed_id: Vec<HashMap<u32, ItemId>>,
     scratch: Vec<u8>,
 }
 
@@ -106,7 +100,6 @@ impl Cache {
             services: services.iter().map(|s| s.as_str().into()).collect(),
             items: Vec::new(),
             by_name: vec![BTreeMap::new(); services.len()],
-            by_feed_id: vec![HashMap::new(); services.len()],
             scratch: Vec::new(),
         }
     }
@@ -131,10 +124,6 @@ impl Cache {
         self.by_name.get(service.index())?.get(name).copied()
     }
 
-    pub fn by_feed_id(&self, service: ServiceId, feed_id: u32) -> Option<ItemId> {
-        self.by_feed_id.get(service.index())?.get(&feed_id).copied()
-    }
-
     /// The items of a service, by name.
     pub fn items_of(&self, service: ServiceId) -> impl Iterator<Item = (&str, ItemId)> + '_ {
         self.by_name
@@ -143,8 +132,8 @@ impl Cache {
             .flat_map(|m| m.iter().map(|(n, &id)| (&**n, id)))
     }
 
-    /// Applies a checked REFRESH from the feed of `service`: the item (created if new) gets its
-    /// image replaced, state `ok`, and the feed's id. Returns the item and whether it is new.
+    /// Applies a checked REFRESH from a feed of `service`: the item (created if new) gets its
+    /// image replaced and state `ok`. Returns the item and whether it is new.
     pub fn apply_refresh<T: AsRef<[u8]>>(
         &mut self,
         service: ServiceId,
@@ -152,7 +141,6 @@ impl Cache {
     ) -> Result<(ItemId, bool), RefreshRefused> {
         let s = service.index();
         let name = core::str::from_utf8(refresh.name_bytes()).unwrap_or("");
-        let feed_id = refresh.item_id();
         let (id, new) = match self.by_name[s].get(name) {
             Some(&id) => (id, false),
             None => {
@@ -163,7 +151,6 @@ impl Cache {
                 self.items.push(Item {
                     service,
                     name: name.into(),
-                    feed_id: None,
                     state: ItemState::Ok,
                     item_seq: 0,
                     timestamp_ns: 0,
@@ -175,18 +162,6 @@ impl Cache {
                 (id, true)
             }
         };
-        // Re-route the feed's id: a restarted feed may number its items differently.
-        let old = self.items[id as usize - 1].feed_id.replace(feed_id);
-        if let Some(old) = old.filter(|&o| o != feed_id) {
-            if self.by_feed_id[s].get(&old) == Some(&id) {
-                self.by_feed_id[s].remove(&old);
-            }
-        }
-        if let Some(other) = self.by_feed_id[s].insert(feed_id, id).filter(|&o| o != id) {
-            if let Some(o) = self.get_mut(other) {
-                o.feed_id = None;
-            }
-        }
         let item = &mut self.items[id as usize - 1];
         item.state = ItemState::Ok;
         item.item_seq = refresh.item_seq();
@@ -198,17 +173,16 @@ impl Cache {
         Ok((id, new))
     }
 
-    /// Applies a checked UPDATE from the feed of `service` (see [`UpdateOutcome`]).
+    /// Applies a checked UPDATE of item `id` (see [`UpdateOutcome`]).
     pub fn apply_update(
         &mut self,
-        service: ServiceId,
-        feed_id: u32,
+        id: ItemId,
         item_seq: u32,
         timestamp_ns: u64,
         fields: WireFields<'_>,
     ) -> UpdateOutcome {
-        let Some(id) = self.by_feed_id(service, feed_id) else {
-            return UpdateOutcome::UnknownItem;
+        let Some(service) = self.get(id).map(|i| i.service) else {
+            return UpdateOutcome::NoImage(id);
         };
         let service_len = self.service_name(service).len();
         let item = &mut self.items[id as usize - 1];
@@ -262,17 +236,6 @@ impl Cache {
     pub fn set_image_requested(&mut self, id: ItemId, now_ns: u64) {
         if let Some(item) = self.get_mut(id) {
             item.image_requested_at_ns = Some(now_ns);
-        }
-    }
-
-    /// Forgets every feed id of `service`: the feed's session ended, its ids with it.
-    pub fn forget_feed_ids(&mut self, service: ServiceId) {
-        if let Some(map) = self.by_feed_id.get_mut(service.index()) {
-            for (_, id) in map.drain() {
-                if let Some(item) = self.items.get_mut(id as usize - 1) {
-                    item.feed_id = None;
-                }
-            }
         }
     }
 
@@ -367,9 +330,9 @@ mod tests {
         b
     }
 
-    fn update(cache: &mut Cache, feed_id: u32, seq: u32, fields: &[Field<'_>]) -> UpdateOutcome {
+    fn update(cache: &mut Cache, item: ItemId, seq: u32, fields: &[Field<'_>]) -> UpdateOutcome {
         let repr = UpdateRepr {
-            item_id: feed_id,
+            item_id: item,
             timestamp_ns: 2,
             item_seq: seq,
             fields: FieldList::List(fields),
@@ -382,7 +345,7 @@ mod tests {
         let FieldList::Wire(w) = u.fields else {
             panic!()
         };
-        cache.apply_update(S, feed_id, seq, 2, w)
+        cache.apply_update(item, seq, 2, w)
     }
 
     fn price(m: i64) -> Value<'static> {
@@ -421,13 +384,13 @@ mod tests {
             .unwrap();
         assert!(new && id == 1);
         assert_eq!(
-            update(&mut cache, 70, 6, &[Field::new(25, price(102))]),
+            update(&mut cache, 1, 6, &[Field::new(25, price(102))]),
             UpdateOutcome::Applied(1)
         );
         assert_eq!(
             update(
                 &mut cache,
-                70,
+                1,
                 7,
                 &[Field::new(30, Value::Int(9)), Field::new(22, price(99))]
             ),
@@ -442,21 +405,21 @@ mod tests {
             ]
         );
         // A string field of another length is rebuilt, not overwritten.
-        update(&mut cache, 70, 8, &[Field::new(3, Value::Str("A"))]);
-        update(&mut cache, 70, 9, &[Field::new(3, Value::Str("LONGER"))]);
+        update(&mut cache, 1, 8, &[Field::new(3, Value::Str("A"))]);
+        update(&mut cache, 1, 9, &[Field::new(3, Value::Str("LONGER"))]);
         assert_eq!(image_of(&cache, 1)[3], (3, "Str(\"LONGER\")".to_string()));
     }
 
     #[test]
     fn an_update_for_an_unknown_stale_or_out_of_sequence_item_is_not_applied() {
         let mut cache = Cache::new(&["FEED1".into()], 10);
-        assert_eq!(update(&mut cache, 70, 1, &[]), UpdateOutcome::UnknownItem);
+        assert_eq!(update(&mut cache, 1, 1, &[]), UpdateOutcome::NoImage(1));
         let b = refresh(70, "AAPL.O", 5, &[Field::new(22, price(100))]);
         cache
             .apply_refresh(S, &RefreshView::new_checked(&b[..]).unwrap())
             .unwrap();
         assert_eq!(
-            update(&mut cache, 70, 7, &[Field::new(22, price(1))]),
+            update(&mut cache, 1, 7, &[Field::new(22, price(1))]),
             UpdateOutcome::SequenceGap {
                 item: 1,
                 expected: 6,
@@ -464,7 +427,7 @@ mod tests {
             }
         );
         assert_eq!(cache.get(1).unwrap().state, ItemState::Stale);
-        assert_eq!(update(&mut cache, 70, 6, &[]), UpdateOutcome::NoImage(1));
+        assert_eq!(update(&mut cache, 1, 6, &[]), UpdateOutcome::NoImage(1));
         assert_eq!(image_of(&cache, 1)[0], (22, format!("{:?}", price(100))));
     }
 
@@ -483,14 +446,11 @@ mod tests {
             cache.apply_refresh(S, &RefreshView::new_checked(&b[..]).unwrap()),
             Err(RefreshRefused::CacheFull)
         );
-        // A restarted feed numbers B as 1: A loses the route, B keeps its distributor id.
-        cache.forget_feed_ids(S);
+        // A restarted feed numbers B as 1: B keeps its distributor id.
         let b = refresh(1, "B", 1, &[]);
         let (id, new) = cache
             .apply_refresh(S, &RefreshView::new_checked(&b[..]).unwrap())
             .unwrap();
         assert_eq!((id, new), (2, false));
-        assert_eq!(cache.by_feed_id(S, 1), Some(2));
-        assert_eq!(cache.get(1).unwrap().feed_id, None);
     }
 }

@@ -131,4 +131,22 @@ counters! {
     /// ACKs of this distributor's origin that matched no post in flight (late, after the
     /// timeout, or forged).
     acks_unmatched,
+    /// A/B feeds: UPDATEs another feed had delivered already (dropped).
+    updates_duplicate,
+    /// A/B feeds: UPDATEs ahead of the cache while another feed could still deliver the one
+    /// missing (dropped; the item waits `feed_gap_window_ns` for it).
+    updates_ahead,
+    /// A/B feeds: REFRESHes no newer than the cache's image from another feed (not applied;
+    /// the feed's route to the item is kept).
+    refreshes_behind,
+    /// A/B feeds: REFRESHes with the cache's `item_seq` and another image (feeds not fed the
+    /// same stream).
+    feed_disagreements,
+    /// A/B feeds: feed losses another feed covered (nothing went stale).
+    feed_losses_covered,
+    /// A/B feeds: a feed's STATUS stale or closed while another feed carries the item.
+    statuses_covered,
+    /// REFRESHes whose feed holds `max_items` routes already (applied, but the feed's UPDATEs
+    /// of the item cannot be routed).
+    routes_refused,
 }

@@ -232,6 +232,11 @@ pub enum ConfigError {
     PostTimeout {
         ms: u64,
     },
+    /// `feed_gap_window_ms` or `feed_loss_overlap_ms` out of range.
+    FeedWindow {
+        key: &'static str,
+        ms: u64,
+    },
     /// The dictionary's messages take more than half a client's queue.
     DictionaryTooLarge {
         bytes: usize,
@@ -279,6 +284,15 @@ impl fmt::Display for ConfigError {
             ConfigError::PostTimeout { ms } => write!(
                 f,
                 "post_timeout_ms = {ms}: accepted: 1 to 3600000 (an hour)"
+            ),
+            ConfigError::FeedWindow { key, ms } => write!(
+                f,
+                "{key} = {ms}: accepted: {}",
+                if *key == "feed_gap_window_ms" {
+                    "1 to 60000 (a minute)"
+                } else {
+                    "1 to 3600000 (an hour)"
+                }
             ),
             ConfigError::DictionaryTooLarge {
                 bytes,
@@ -365,6 +379,13 @@ pub enum Event {
     BackboneRejected {
         service: ServiceId,
         error: BackboneError,
+    },
+    /// Two feeds of a service sent the same `item_seq` of an item with different images:
+    /// they are not fed the same stream. The first one's image stays.
+    FeedsDisagree {
+        service: ServiceId,
+        item: String,
+        item_seq: u32,
     },
     /// Items of a service went stale; an image request for all of them follows.
     ServiceStale {

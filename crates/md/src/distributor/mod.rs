@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | [`cache`] | items by (service, name) with stable ids, their images and states |
 //! | [`entitle`] | the users file, the login check, item globs |
+//! | [`feeds`] | each service's feeds (A/B): their routes to items, and the arbitration |
 //! | `client.rs` | one client: login, requests, watchlist, queue and conflation state |
 //! | `outbox.rs` | the bytes for clients, each written once with its recipients |
 //! | `post.rs` | posts: checked, forwarded to the provider, answered with one ACK |
@@ -32,6 +33,10 @@
 //! - [`handle_backbone_loss`](Distributor::handle_backbone_loss),
 //!   [`feed_gone`](Distributor::feed_gone), [`feed_back`](Distributor::feed_back): the
 //!   transport's loss and session events for the backbone.
+//! - With two or more feeds of a service (A/B feeds, [`feeds`]), the same inputs named by
+//!   feed: [`handle_feed_message`](Distributor::handle_feed_message),
+//!   [`feed_lost`](Distributor::feed_lost), [`feed_left`](Distributor::feed_left),
+//!   [`feed_joined`](Distributor::feed_joined).
 //! - [`handle_timeout`](Distributor::handle_timeout) at
 //!   [`poll_timeout`](Distributor::poll_timeout): login deadlines, posts whose provider did
 //!   not answer in time, and for clients logged in with version 2 their PINGs and the silence
@@ -57,6 +62,7 @@ mod client;
 pub mod counters;
 pub mod entitle;
 mod errors;
+pub mod feeds;
 mod outbox;
 mod post;
 #[cfg(test)]
@@ -90,6 +96,7 @@ use crate::dictionary::Dictionary;
 use crate::model::{check_service, is_glob, ItemState};
 use cache::{encode_status, truncate, RefreshRefused, UpdateOutcome};
 use client::{Client, Conflation, Liveness, Login, Request};
+use feeds::{FeedKey, Feeds, RefreshVerdict, UpdateVerdict};
 use outbox::Outbox;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -210,6 +217,12 @@ pub struct DistributorConfig {
     /// it takes only the ACKs of its own posts. Not 0; distributors of one backbone must not
     /// share one (the driver draws it at random).
     pub origin: u64,
+    /// A/B feeds: how long an item waits for another feed to deliver the update one feed
+    /// skipped ahead of (100 ms), before it goes stale and its image is asked for.
+    pub feed_gap_window_ns: u64,
+    /// A/B feeds: a feed's loss is covered by another live feed that had no loss within this
+    /// long (5 s); otherwise the service goes stale and every image is asked for.
+    pub feed_loss_overlap_ns: u64,
 }
 
 /// The shortest ping interval a distributor may be configured to allow.
@@ -244,6 +257,8 @@ impl DistributorConfig {
             post_timeout_ns: 5_000_000_000,
             max_posts_per_client: 256,
             origin: 1,
+            feed_gap_window_ns: 100_000_000,
+            feed_loss_overlap_ns: 5_000_000_000,
         }
     }
 
@@ -296,6 +311,18 @@ impl DistributorConfig {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
             }
+        }
+        if !(1_000_000..=60_000_000_000).contains(&self.feed_gap_window_ns) {
+            return Err(ConfigError::FeedWindow {
+                key: "feed_gap_window_ms",
+                ms: self.feed_gap_window_ns / 1_000_000,
+            });
+        }
+        if !(1_000_000..=3_600_000_000_000).contains(&self.feed_loss_overlap_ns) {
+            return Err(ConfigError::FeedWindow {
+                key: "feed_loss_overlap_ms",
+                ms: self.feed_loss_overlap_ns / 1_000_000,
+            });
         }
         if !(1_000_000..=3_600_000_000_000).contains(&self.post_timeout_ns) {
             return Err(ConfigError::PostTimeout {
@@ -549,6 +576,8 @@ pub struct Distributor {
     config: DistributorConfig,
     users: Arc<Users>,
     cache: Cache,
+    /// Each service's feeds and their routes to the cache's items.
+    feeds: Feeds,
     services: Vec<Service>,
     /// Per item (id - 1): the clients watching it, each once.
     watchers: Vec<Vec<ClientId>>,
@@ -594,6 +623,7 @@ impl Distributor {
         config.validate()?;
         Ok(Distributor {
             cache: Cache::new(&config.services, config.max_items),
+            feeds: Feeds::new(config.services.len(), config.max_items),
             services: config
                 .services
                 .iter()
@@ -972,10 +1002,12 @@ impl Distributor {
     }
 
     /// Refuses clients that have not logged in within the login timeout; pings the clients
-    /// logged in with version 2 whose interval passed, and closes those silent for three.
+    /// logged in with version 2 whose interval passed, and closes those silent for three;
+    /// makes stale the items that waited `feed_gap_window_ns` for an update no feed sent.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.keep_alive(now_ns);
         self.expire_posts(now_ns);
+        self.expire_gaps(now_ns, false);
         let timeout = self.config.login_timeout_ns;
         let late: Vec<ClientId> = self
             .clients
@@ -1011,10 +1043,14 @@ impl Distributor {
                 _ => None,
             })
             .min();
-        match (clients, self.posts.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            clients,
+            self.posts.next_deadline(),
+            self.feeds.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Pings and silence: see [`handle_timeout`](Self::handle_timeout).
@@ -1114,8 +1150,21 @@ impl Distributor {
     // ---- backbone inputs --------------------------------------------------------------------
 
     /// One message from the backbone of `service` (one Peregrine message: exactly one market
-    /// data message).
+    /// data message), from its only feed: [`handle_feed_message`](Self::handle_feed_message)
+    /// with feed 0.
     pub fn handle_backbone_message(&mut self, service: ServiceId, bytes: &[u8], now_ns: u64) {
+        self.handle_feed_message(service, 0, bytes, now_ns);
+    }
+
+    /// One message from the backbone of `service`, sent by `feed` (the driver's name for it:
+    /// its transport session). A feed heard for the first time is live from now.
+    pub fn handle_feed_message(
+        &mut self,
+        service: ServiceId,
+        feed: FeedKey,
+        bytes: &[u8],
+        now_ns: u64,
+    ) {
         if service.index() >= self.services.len() {
             return;
         }
@@ -1134,18 +1183,19 @@ impl Distributor {
         };
         // A feed's message proves it live, though the transport may report its session after
         // the first messages: the directory says `up` before any of its data is passed on.
-        if !self.services[service.index()].up
-            && matches!(
-                ty,
-                MessageType::Update | MessageType::Refresh | MessageType::Status
-            )
-        {
-            self.set_up(service, true);
+        if matches!(
+            ty,
+            MessageType::Update | MessageType::Refresh | MessageType::Status
+        ) {
+            self.feeds.join(service, feed);
+            if !self.services[service.index()].up {
+                self.set_up(service, true);
+            }
         }
         match ty {
-            MessageType::Update => self.on_update(service, bytes, now_ns),
-            MessageType::Refresh => self.on_refresh(service, bytes),
-            MessageType::Status => self.on_feed_status(service, bytes),
+            MessageType::Update => self.on_update(service, feed, bytes, now_ns),
+            MessageType::Refresh => self.on_refresh(service, feed, bytes),
+            MessageType::Status => self.on_feed_status(service, feed, bytes),
             MessageType::Ack => match Message::parse(bytes) {
                 Ok(Message::Ack(ack)) => self.on_backbone_ack(service, &ack),
                 Ok(_) => unreachable!("the header said ACK"),
@@ -1157,50 +1207,128 @@ impl Distributor {
     }
 
     /// The backbone of `service` lost messages the transport could not repair: every item
-    /// goes stale to its watchers and every image is asked for.
+    /// goes stale to its watchers and every image is asked for. ([`feed_lost`](Self::feed_lost)
+    /// with feed 0.)
     pub fn handle_backbone_loss(&mut self, service: ServiceId, now_ns: u64) {
+        self.feed_lost(service, 0, now_ns);
+    }
+
+    /// `feed` of `service` lost messages the transport could not repair. Covered (nothing
+    /// goes stale) when another feed is live and had no loss within `feed_loss_overlap_ns`;
+    /// otherwise every item goes stale to its watchers and every image is asked for.
+    pub fn feed_lost(&mut self, service: ServiceId, feed: FeedKey, now_ns: u64) {
         if service.index() >= self.services.len() {
             return;
         }
         self.counters.backbone_losses += 1;
+        if self
+            .feeds
+            .lost(service, feed, now_ns, self.config.feed_loss_overlap_ns)
+        {
+            self.counters.feed_losses_covered += 1;
+            return;
+        }
         self.service_stale(service, StaleCause::BackboneLoss);
-        self.request_image(service, None, now_ns, true);
+        self.request_image(service, feed, None, now_ns, true);
         self.reap();
     }
 
-    /// The feed of `service` went away (its session ended or died): every item goes stale to
-    /// its watchers, and the feed's item ids are forgotten.
+    /// Every feed of `service` went away (its session ended or died): every item goes stale
+    /// to its watchers, and the feeds' item ids are forgotten.
     pub fn feed_gone(&mut self, service: ServiceId, _now_ns: u64) {
         if service.index() >= self.services.len() {
             return;
         }
         self.counters.feeds_gone += 1;
+        self.feeds.leave_all(service);
         self.set_up(service, false);
         self.service_stale(service, StaleCause::FeedGone);
-        self.cache.forget_feed_ids(service);
         self.services[service.index()].unknown_requested.clear();
         self.reap();
     }
 
-    /// A feed of `service` appeared (at start, or after [`feed_gone`](Self::feed_gone)).
+    /// `feed` of `service` went away (its session ended or died). The last one: as
+    /// [`feed_gone`](Self::feed_gone). Otherwise the items no other feed has an ok route to go
+    /// stale (and their images are asked for), and when every remaining feed had a loss
+    /// within `feed_loss_overlap_ns`, the whole service does: what the gone feed carried of
+    /// their losses is gone with it.
+    pub fn feed_left(&mut self, service: ServiceId, feed: FeedKey, now_ns: u64) {
+        if service.index() >= self.services.len() {
+            return;
+        }
+        let Some(items) = self.feeds.leave(service, feed) else {
+            return;
+        };
+        if self.feeds.count(service) == 0 {
+            return self.feed_gone(service, now_ns);
+        }
+        self.counters.feeds_gone += 1;
+        // Gaps that waited for the gone feed: judged now.
+        self.expire_gaps(now_ns, true);
+        if self
+            .feeds
+            .all_lossy(service, now_ns, self.config.feed_loss_overlap_ns)
+        {
+            self.service_stale(service, StaleCause::BackboneLoss);
+            self.request_image(service, feed, None, now_ns, true);
+            return self.reap();
+        }
+        let orphans: Vec<ItemId> = items
+            .into_iter()
+            .filter(|&item| {
+                !self.feeds.other_ok(service, feed, item)
+                    && self
+                        .cache
+                        .get(item)
+                        .is_some_and(|i| i.state == ItemState::Ok)
+            })
+            .collect();
+        for &item in &orphans {
+            self.went_stale(item, "its feed went away: waiting for another");
+        }
+        if !orphans.is_empty() {
+            self.request_image(service, feed, None, now_ns, false);
+        }
+        self.reap();
+    }
+
+    /// A feed of `service` appeared (at start, or after [`feed_gone`](Self::feed_gone)):
+    /// [`feed_joined`](Self::feed_joined) with feed 0.
+    pub fn feed_back(&mut self, service: ServiceId, from_start: bool, now_ns: u64) {
+        self.feed_joined(service, 0, from_start, now_ns);
+    }
+
+    /// `feed` of `service` appeared.
     ///
     /// `from_start`: the backbone delivers the feed's session from its first message (the
     /// transport's `Connected { first_sequence: 0 }`), so every image the feed has published
     /// reaches the cache in order, and any loss after it is reported by
-    /// [`handle_backbone_loss`](Self::handle_backbone_loss): nothing is asked for, and a feed
-    /// that sends its images at start-up sends each once. Otherwise (the session was joined
-    /// in its middle) every image is asked for. Either way an UPDATE of an item without an
-    /// image asks for that item's.
-    pub fn feed_back(&mut self, service: ServiceId, from_start: bool, now_ns: u64) {
+    /// [`feed_lost`](Self::feed_lost): nothing is asked for, and a feed that sends its images
+    /// at start-up sends each once. Otherwise (the session was joined in its middle) every
+    /// image is asked for. Either way an UPDATE of an item without an image asks for that
+    /// item's.
+    pub fn feed_joined(
+        &mut self,
+        service: ServiceId,
+        feed: FeedKey,
+        from_start: bool,
+        now_ns: u64,
+    ) {
         if service.index() >= self.services.len() {
             return;
         }
+        self.feeds.join(service, feed);
         self.set_up(service, true);
         if from_start {
             self.counters.feeds_joined_at_start += 1;
             return;
         }
-        self.request_image(service, None, now_ns, true);
+        self.request_image(service, feed, None, now_ns, true);
+    }
+
+    /// The feeds of `service` live now (the driver's keys).
+    pub fn feeds_of(&self, service: ServiceId) -> impl Iterator<Item = FeedKey> + '_ {
+        self.feeds.keys(service)
     }
 
     // ---- outputs ----------------------------------------------------------------------------
@@ -2047,7 +2175,7 @@ impl Distributor {
         self.push_event(Event::BackboneRejected { service, error });
     }
 
-    fn on_update(&mut self, service: ServiceId, bytes: &[u8], now_ns: u64) {
+    fn on_update(&mut self, service: ServiceId, feed: FeedKey, bytes: &[u8], now_ns: u64) {
         let update = match UpdateRepr::parse(&UpdateView::new_unchecked(bytes)) {
             Ok(u) => u,
             Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
@@ -2056,18 +2184,35 @@ impl Distributor {
             return; // a parsed UPDATE's fields are always the wire's
         };
         let feed_id = update.item_id;
-        let outcome = self.cache.apply_update(
-            service,
-            feed_id,
-            update.item_seq,
-            update.timestamp_ns,
-            fields,
-        );
+        let item =
+            match self
+                .feeds
+                .judge_update(service, feed, feed_id, update.item_seq, &self.cache)
+            {
+                UpdateVerdict::Apply(item) => item,
+                UpdateVerdict::Unknown => {
+                    self.counters.updates_without_image += 1;
+                    return self.request_image(service, feed, Some(feed_id), now_ns, false);
+                }
+                UpdateVerdict::Duplicate(_) => {
+                    self.counters.updates_duplicate += 1;
+                    return;
+                }
+                UpdateVerdict::Ahead { item, needed } => {
+                    self.counters.updates_ahead += 1;
+                    let deadline = now_ns.saturating_add(self.config.feed_gap_window_ns);
+                    self.feeds.wait_for(item, needed, deadline);
+                    return;
+                }
+            };
+        let outcome = self
+            .cache
+            .apply_update(item, update.item_seq, update.timestamp_ns, fields);
         let item = match outcome {
             UpdateOutcome::Applied(item) => item,
-            UpdateOutcome::UnknownItem | UpdateOutcome::NoImage(_) => {
+            UpdateOutcome::NoImage(_) => {
                 self.counters.updates_without_image += 1;
-                return self.request_image(service, Some(feed_id), now_ns, false);
+                return self.request_image(service, feed, Some(feed_id), now_ns, false);
             }
             UpdateOutcome::SequenceGap {
                 item,
@@ -2077,7 +2222,7 @@ impl Distributor {
                 self.counters.sequence_gaps += 1;
                 let text = format!("missed an update (item_seq {found}, expected {expected})");
                 self.went_stale(item, &text);
-                return self.request_image(service, Some(feed_id), now_ns, false);
+                return self.request_image(service, feed, Some(feed_id), now_ns, false);
             }
             UpdateOutcome::ImageTooLarge(item) => {
                 self.went_stale(item, "the image no longer fits in one REFRESH");
@@ -2094,7 +2239,7 @@ impl Distributor {
         self.fan_out(item, from, true);
     }
 
-    fn on_refresh(&mut self, service: ServiceId, bytes: &[u8]) {
+    fn on_refresh(&mut self, service: ServiceId, feed: FeedKey, bytes: &[u8]) {
         let view = match RefreshView::new_checked(bytes) {
             Ok(v) => v,
             Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
@@ -2105,15 +2250,37 @@ impl Distributor {
         // The image the watchers already have (a provider answering an image request with
         // the image as of the last message applied): nothing is sent to them.
         let name = core::str::from_utf8(view.name_bytes()).unwrap_or("");
-        let repeated = self
-            .cache
-            .by_name(service, name)
-            .and_then(|id| self.cache.get(id))
-            .is_some_and(|i| {
-                i.state == ItemState::Ok
-                    && i.item_seq == view.item_seq()
-                    && i.image() == view.field_bytes()
-            });
+        let known = self.cache.by_name(service, name);
+        let repeated = known.and_then(|id| self.cache.get(id)).is_some_and(|i| {
+            i.state == ItemState::Ok
+                && i.item_seq == view.item_seq()
+                && i.image() == view.field_bytes()
+        });
+        if let Some(item) = known.filter(|_| !repeated) {
+            let verdict = self.feeds.judge_refresh(
+                service,
+                feed,
+                item,
+                view.item_seq(),
+                view.field_bytes(),
+                &self.cache,
+            );
+            if verdict != RefreshVerdict::Apply {
+                // Another feed is as far: this feed is given its route, the image stays.
+                self.feeds
+                    .set_route(service, feed, view.item_id(), item, view.item_seq());
+                self.counters.refreshes_behind += 1;
+                if let RefreshVerdict::Disagrees { item_seq } = verdict {
+                    self.counters.feed_disagreements += 1;
+                    self.push_event(Event::FeedsDisagree {
+                        service,
+                        item: name.to_string(),
+                        item_seq,
+                    });
+                }
+                return;
+            }
+        }
         let (item, new) = match self.cache.apply_refresh(service, &view) {
             Ok(r) => r,
             Err(RefreshRefused::CacheFull) => {
@@ -2121,6 +2288,12 @@ impl Distributor {
                 return;
             }
         };
+        if !self
+            .feeds
+            .set_route(service, feed, view.item_id(), item, view.item_seq())
+        {
+            self.counters.routes_refused += 1;
+        }
         self.counters.refreshes_applied += 1;
         if repeated {
             return;
@@ -2164,12 +2337,16 @@ impl Distributor {
         }
     }
 
-    fn on_feed_status(&mut self, service: ServiceId, bytes: &[u8]) {
+    fn on_feed_status(&mut self, service: ServiceId, feed: FeedKey, bytes: &[u8]) {
         let status = match StatusRepr::parse(&StatusView::new_unchecked(bytes)) {
             Ok(s) => s,
             Err(e) => return self.backbone_rejected(service, BackboneError::Malformed(e)),
         };
-        let Some(item) = self.cache.by_feed_id(service, status.item_id) else {
+        let Some(item) = self
+            .feeds
+            .route(service, feed, status.item_id)
+            .map(|r| r.item)
+        else {
             return self.backbone_rejected(service, BackboneError::UnknownItem(status.item_id));
         };
         let state = match status.state {
@@ -2177,6 +2354,14 @@ impl Distributor {
             ItemState::NotFound => ItemState::Closed,
             other => return self.backbone_rejected(service, BackboneError::BadState(other)),
         };
+        if state != ItemState::Ok {
+            self.feeds.set_ok(service, feed, status.item_id, false);
+            if self.feeds.other_ok(service, feed, item) {
+                // Another feed carries the item: this feed's word holds for its route only.
+                self.counters.statuses_covered += 1;
+                return;
+            }
+        }
         let old = self.cache.get(item).map(|i| i.state);
         match state {
             // Only a REFRESH brings an image back: an `ok` from the feed is passed on while
@@ -2198,6 +2383,29 @@ impl Distributor {
     }
 
     /// Makes an ok item stale and tells its watchers.
+    /// Items that waited for an update another feed never sent (deadline passed, or `all`:
+    /// a feed left) go stale and their images are asked for.
+    fn expire_gaps(&mut self, now_ns: u64, all: bool) {
+        for (item, needed) in self.feeds.expired(now_ns, all, &self.cache) {
+            self.counters.sequence_gaps += 1;
+            let text = format!("missed an update (item_seq {needed}): no feed sent it");
+            self.went_stale(item, &text);
+            let Some(service) = self.cache.get(item).map(|i| i.service) else {
+                continue;
+            };
+            // Asked of the first feed that routes it (the request goes to every feed).
+            let route = self
+                .feeds
+                .keys(service)
+                .find_map(|k| Some((k, self.feeds.feed_id_of(service, k, item)?)));
+            if let Some((feed, fid)) = route {
+                self.request_image(service, feed, Some(fid), now_ns, false);
+            } else {
+                self.request_image(service, 0, None, now_ns, false);
+            }
+        }
+    }
+
     fn went_stale(&mut self, item: ItemId, text: &str) {
         if self.cache.set_state(item, ItemState::Stale).is_none() {
             return;
@@ -2320,6 +2528,7 @@ impl Distributor {
     fn request_image(
         &mut self,
         service: ServiceId,
+        feed: FeedKey,
         feed_id: Option<u32>,
         now_ns: u64,
         force: bool,
@@ -2336,7 +2545,7 @@ impl Distributor {
                 svc.unknown_requested.clear();
                 0
             }
-            Some(fid) => match self.cache.by_feed_id(service, fid) {
+            Some(fid) => match self.feeds.route(service, feed, fid).map(|r| r.item) {
                 Some(item) => {
                     if recent(self.cache.get(item).and_then(|i| i.image_requested_at_ns)) {
                         return;
@@ -2354,7 +2563,7 @@ impl Distributor {
                     }
                     if svc.unknown_requested.len() >= MAX_UNKNOWN_REQUESTS {
                         // Too many unknown items at once: one request for everything.
-                        return self.request_image(service, None, now_ns, false);
+                        return self.request_image(service, feed, None, now_ns, false);
                     }
                     svc.unknown_requested.insert(fid, now_ns);
                     fid

@@ -2134,3 +2134,5 @@ fn a_dictionary_request_is_answered_with_every_part_in_order() {
         "{e}"
     );
 }
+
+mod ab_feeds;
