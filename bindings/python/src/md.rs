@@ -612,6 +612,7 @@ impl Provider {
         py: Python<'_>,
         refresh: bool,
         item: &str,
+        item_seq: Option<u32>,
         fields: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
@@ -622,10 +623,11 @@ impl Provider {
             .iter()
             .map(|(fid, v)| Field::new(*fid, v.value()))
             .collect();
-        if refresh {
-            s.provider.refresh(item, &fields)
-        } else {
-            s.provider.update(item, &fields)
+        match (refresh, item_seq) {
+            (true, None) => s.provider.refresh(item, &fields),
+            (false, None) => s.provider.update(item, &fields),
+            (true, Some(n)) => s.provider.refresh_numbered(item, &fields, n),
+            (false, Some(n)) => s.provider.update_numbered(item, &fields, n),
         }
         .map_err(provider_error)
     }
@@ -687,7 +689,36 @@ impl Provider {
         fields: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        self.send(py, true, item, fields, kwargs)
+        self.send(py, true, item, None, fields, kwargs)
+    }
+
+    /// `refresh` numbered `item_seq` by the application: the upstream's numbering, so that
+    /// two providers fed the same stream publish the same numbers and a distributor takes
+    /// each message from whichever comes first (A/B feeds). It must be after the item's last
+    /// number (ValueError otherwise); unnumbered messages follow on from it.
+    #[pyo3(signature = (item, item_seq, fields = None, **kwargs))]
+    fn refresh_numbered(
+        &self,
+        py: Python<'_>,
+        item: &str,
+        item_seq: u32,
+        fields: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.send(py, true, item, Some(item_seq), fields, kwargs)
+    }
+
+    /// `update` numbered `item_seq` by the application (see `refresh_numbered`).
+    #[pyo3(signature = (item, item_seq, fields = None, **kwargs))]
+    fn update_numbered(
+        &self,
+        py: Python<'_>,
+        item: &str,
+        item_seq: u32,
+        fields: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.send(py, false, item, Some(item_seq), fields, kwargs)
     }
 
     /// Publishes the fields of `item` that changed (as `refresh` takes them); the item must
@@ -700,7 +731,7 @@ impl Provider {
         fields: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        self.send(py, false, item, fields, kwargs)
+        self.send(py, false, item, None, fields, kwargs)
     }
 
     /// Publishes `item`'s state: "stale" (its image is not to be trusted until the next

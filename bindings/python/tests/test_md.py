@@ -668,3 +668,43 @@ def test_the_websocket_example_watches_a_view_and_posts(tmp_path):
             assert poster.returncode == 0 and out.strip() == "ACK AAA.O accepted", out + err
     finally:
         d.stop()
+
+
+def test_two_numbered_providers_are_one_stream_and_either_may_close(net):
+    """A/B feeds: two providers numbering alike; each update arrives once, and when one
+    closes the other carries on with nothing stale."""
+    dist, bb, rq = net
+    a = md.Provider("FEED1", backbone=bb, requests=rq)
+    b = md.Provider("FEED1", backbone=bb, requests=rq)
+    for p in (a, b):
+        p.refresh_numbered("AAA.O", 0, {"BID": 100})
+    with pytest.raises(ValueError, match="item_seq 0 is not after the last one sent"):
+        a.update_numbered("AAA.O", 0, {"BID": 1})
+    with md.Consumer(dist.address, "alice", TOKEN) as cons:
+        cons.open("FEED1", "AAA.O")
+        got = pump(a, cons, lambda evs: any(e.kind == "refresh" for e in evs), what="image")
+        got += pump(b, cons, lambda evs: True)
+
+        def publish(provs, ks):
+            for k in ks:
+                for p in provs[k % len(provs):] + provs[:k % len(provs)]:
+                    while True:
+                        try:
+                            p.update_numbered("AAA.O", k, {"BID": 100 + k})
+                            break
+                        except peregrine.BackPressured:
+                            p.do_work()
+                got.extend(cons.poll(timeout=0))
+
+        def updates(evs):
+            return [(e.item_seq, e.fields["BID"]) for e in evs if e.kind == "update"]
+
+        publish([a, b], range(1, 201))
+        got += pump(b, cons, lambda evs: len(updates(got + evs)) >= 200, what="200 updates")
+        a.close()
+        publish([b], range(201, 301))
+        got += pump(b, cons, lambda evs: len(updates(got + evs)) >= 300, what="300 updates")
+        assert updates(got) == [(k, 100 + k) for k in range(1, 301)]
+        stale = [e for e in got if e.kind == "status" and e.state == "stale"]
+        assert stale == []
+    b.close()

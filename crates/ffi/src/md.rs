@@ -417,6 +417,44 @@ pub unsafe extern "C" fn pg_md_provider_update(
     })
 }
 
+/// `pg_md_provider_refresh` numbered `item_seq` by the application: the upstream's numbering,
+/// so that two providers fed the same stream publish the same numbers and a distributor takes
+/// each message from whichever comes first (A/B feeds). It must be after the item's last
+/// number (`PG_ERROR_INVALID_ARGUMENT` otherwise); unnumbered messages follow on from it.
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_refresh_numbered(
+    provider: *mut pg_md_provider,
+    item: *const c_char,
+    fields: *const pg_md_field,
+    count: usize,
+    item_seq: u32,
+) -> i32 {
+    with_provider(provider, |p| {
+        let item = text(item, "item")?;
+        let f = fields_in(p.provider.dictionary(), fields, count)?;
+        p.provider.refresh_numbered(item, &f, item_seq)?;
+        Ok(0)
+    })
+}
+
+/// `pg_md_provider_update` numbered `item_seq` by the application (see
+/// `pg_md_provider_refresh_numbered`).
+#[no_mangle]
+pub unsafe extern "C" fn pg_md_provider_update_numbered(
+    provider: *mut pg_md_provider,
+    item: *const c_char,
+    fields: *const pg_md_field,
+    count: usize,
+    item_seq: u32,
+) -> i32 {
+    with_provider(provider, |p| {
+        let item = text(item, "item")?;
+        let f = fields_in(p.provider.dictionary(), fields, count)?;
+        p.provider.update_numbered(item, &f, item_seq)?;
+        Ok(0)
+    })
+}
+
 /// Publishes `item`'s state: `PG_MD_STALE` or `PG_MD_CLOSED`, with `reason` for people (NULL:
 /// none).
 #[no_mangle]

@@ -180,6 +180,43 @@ impl Provider {
         self.send(p)
     }
 
+    /// [`refresh`](Self::refresh) numbered `item_seq` by the application: the upstream's
+    /// numbering of the item, so that two providers fed the same stream publish the same
+    /// numbers and a distributor takes each message from whichever comes first (A/B feeds,
+    /// docs/market-data.md). It must be after the item's last number; unnumbered messages
+    /// follow on from it.
+    pub fn refresh_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        item_seq: u32,
+    ) -> Result<(), ProviderError> {
+        let p = self.core.prepare_refresh_numbered(
+            item,
+            fields,
+            peregrine_agent::monotonic_ns(),
+            item_seq,
+        )?;
+        self.send(p)
+    }
+
+    /// [`update`](Self::update) numbered `item_seq` by the application (see
+    /// [`refresh_numbered`](Self::refresh_numbered)).
+    pub fn update_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        item_seq: u32,
+    ) -> Result<(), ProviderError> {
+        let p = self.core.prepare_update_numbered(
+            item,
+            fields,
+            peregrine_agent::monotonic_ns(),
+            item_seq,
+        )?;
+        self.send(p)
+    }
+
     /// Publishes `item`'s state: `Stale` (its image is not to be trusted until the next
     /// refresh) or `Closed` (no more of it; a later refresh reopens it).
     pub fn status(

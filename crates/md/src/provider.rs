@@ -120,6 +120,8 @@ pub enum ProvideError {
     BadStatus { item: String, why: &'static str },
     /// `max_items` items exist already.
     TooManyItems { max: usize },
+    /// A numbered message whose `item_seq` is not after the item's last one.
+    SeqNotAfter { item: String, last: u32, given: u32 },
 }
 
 impl fmt::Display for ProvideError {
@@ -170,6 +172,11 @@ impl fmt::Display for ProvideError {
                 f,
                 "{max} items already: a provider publishes at most max_items items"
             ),
+            ProvideError::SeqNotAfter { item, last, given } => write!(
+                f,
+                "item {item}: item_seq {given} is not after the last one sent ({last}); \
+                 number each item's messages upwards (wrapping at 2^32)"
+            ),
         }
     }
 }
@@ -183,6 +190,8 @@ pub struct Prepared {
     /// Index into the items (the feed id minus 1), or `usize::MAX` for a new item.
     item: usize,
     kind: PreparedKind,
+    /// The `item_seq` the message carries.
+    seq: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,6 +432,56 @@ impl ProviderCore {
         fields: &[Field<'_>],
         timestamp_ns: u64,
     ) -> Result<Prepared, ProvideError> {
+        self.refresh_numbered(item, fields, timestamp_ns, None)
+    }
+
+    /// [`prepare_refresh`](Self::prepare_refresh) numbered `item_seq` by the application
+    /// (the upstream's numbering, so that two providers fed the same stream number alike: A/B
+    /// feeds). It must be after the item's last message's; the next message follows it.
+    pub fn prepare_refresh_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        timestamp_ns: u64,
+        item_seq: u32,
+    ) -> Result<Prepared, ProvideError> {
+        self.refresh_numbered(item, fields, timestamp_ns, Some(item_seq))
+    }
+
+    /// [`prepare_update`](Self::prepare_update) numbered `item_seq` by the application (see
+    /// [`prepare_refresh_numbered`](Self::prepare_refresh_numbered)). A number past the next
+    /// one tells distributors that updates were missed (the item goes stale until refreshed).
+    pub fn prepare_update_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        timestamp_ns: u64,
+        item_seq: u32,
+    ) -> Result<Prepared, ProvideError> {
+        self.update_numbered(item, fields, timestamp_ns, Some(item_seq))
+    }
+
+    /// `given`, if after the last `item_seq` sent of the item at `index`.
+    fn check_seq(&self, index: usize, given: u32) -> Result<u32, ProvideError> {
+        let it = &self.items[index];
+        let last = it.seq.wrapping_sub(1);
+        if (given.wrapping_sub(last) as i32) <= 0 {
+            return Err(ProvideError::SeqNotAfter {
+                item: it.name.to_string(),
+                last,
+                given,
+            });
+        }
+        Ok(given)
+    }
+
+    fn refresh_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        timestamp_ns: u64,
+        numbered: Option<u32>,
+    ) -> Result<Prepared, ProvideError> {
         check_item_name(item.as_bytes()).map_err(|why| ProvideError::BadItemName {
             item: item.to_string(),
             why,
@@ -436,6 +495,11 @@ impl ProviderCore {
                 })
             }
             None => (usize::MAX, self.items.len() as u32 + 1, 0),
+        };
+        let seq = match numbered {
+            Some(given) if index != usize::MAX => self.check_seq(index, given)?,
+            Some(given) => given,
+            None => seq,
         };
         Self::encode(
             &mut self.out,
@@ -460,6 +524,7 @@ impl ProviderCore {
         Ok(Prepared {
             item,
             kind: PreparedKind::Refresh { solicited: false },
+            seq,
         })
     }
 
@@ -469,6 +534,16 @@ impl ProviderCore {
         item: &str,
         fields: &[Field<'_>],
         timestamp_ns: u64,
+    ) -> Result<Prepared, ProvideError> {
+        self.update_numbered(item, fields, timestamp_ns, None)
+    }
+
+    fn update_numbered(
+        &mut self,
+        item: &str,
+        fields: &[Field<'_>],
+        timestamp_ns: u64,
+        numbered: Option<u32>,
     ) -> Result<Prepared, ProvideError> {
         let index = match self.by_name.get(item) {
             Some(&i) if self.items[i].has_image => i,
@@ -483,7 +558,10 @@ impl ProviderCore {
             }
         };
         self.check_fields(item, fields)?;
-        let seq = self.items[index].seq;
+        let seq = match numbered {
+            Some(given) => self.check_seq(index, given)?,
+            None => self.items[index].seq,
+        };
         Self::encode(
             &mut self.out,
             item,
@@ -497,6 +575,7 @@ impl ProviderCore {
         Ok(Prepared {
             item: index,
             kind: PreparedKind::Update,
+            seq,
         })
     }
 
@@ -544,6 +623,7 @@ impl ProviderCore {
         Ok(Prepared {
             item: index,
             kind: PreparedKind::Status(state),
+            seq: 0,
         })
     }
 
@@ -580,7 +660,7 @@ impl ProviderCore {
                 it.field_count = view.field_count();
                 it.has_image = true;
                 if !solicited {
-                    it.seq = it.seq.wrapping_add(1);
+                    it.seq = prepared.seq.wrapping_add(1);
                 }
                 // Any REFRESH answers a queued request: one image, not two.
                 it.queued = false;
@@ -604,7 +684,7 @@ impl ProviderCore {
                     // so the next request is answered when the application refreshes.
                     it.has_image = false;
                 }
-                it.seq = it.seq.wrapping_add(1);
+                it.seq = prepared.seq.wrapping_add(1);
                 self.counters.updates += 1;
             }
             PreparedKind::Status(state) => {
@@ -763,6 +843,7 @@ impl ProviderCore {
             return Some(Prepared {
                 item: index,
                 kind: PreparedKind::Refresh { solicited: true },
+                seq: self.items[index].seq.wrapping_sub(1),
             });
         }
         None

@@ -30,6 +30,9 @@ Provider
     with the user's key unless its URI says `auth=none` (`prov.sealing` says how).
     `refresh(item, fields, **more)` publishes an item's full image, `update(item, fields,
     **more)` what changed (after a refresh), `status(item, "stale" | "closed", text)`.
+    `refresh_numbered(item, item_seq, fields)` and `update_numbered(item, item_seq, fields)`
+    carry the application's `item_seq` (the upstream's numbering): two providers fed the
+    same stream then form an A/B pair, each message taken from whichever comes first.
     The provider keeps each item's image and answers the distributors' image requests from
     it, a few per `do_work()`: call `do_work()` every millisecond or so, busy or idle. It has
     no thread of its own.

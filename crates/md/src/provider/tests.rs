@@ -384,3 +384,56 @@ fn a_provider_that_does_not_take_its_posts_answers_the_extra_ones_busy() {
     assert!(text.contains("2 posts waiting"), "{text}");
     assert_eq!(p.poll_post().unwrap().post_id, 1);
 }
+
+#[test]
+fn numbered_messages_carry_the_applications_item_seq_and_go_only_forwards() {
+    let mut p = core();
+    let seq_of = |b: &[u8]| match Message::parse(b).unwrap() {
+        Message::Refresh(r) => r.item_seq,
+        Message::Update(u) => u.item_seq,
+        _ => panic!(),
+    };
+    let b = send(&mut p, |p| {
+        p.prepare_refresh_numbered("AAA.O", &[bid(100)], 1, 4_000_000_000)
+    });
+    assert_eq!(seq_of(&b), 4_000_000_000);
+    // Unnumbered messages follow the numbered ones.
+    let b = send(&mut p, |p| p.prepare_update("AAA.O", &[bid(101)], 2));
+    assert_eq!(seq_of(&b), 4_000_000_001);
+    // A number that skips ahead is the application's to give; across the wrap too.
+    let b = send(&mut p, |p| {
+        p.prepare_update_numbered("AAA.O", &[bid(102)], 3, u32::MAX)
+    });
+    assert_eq!(seq_of(&b), u32::MAX);
+    let b = send(&mut p, |p| {
+        p.prepare_update_numbered("AAA.O", &[bid(103)], 4, 0)
+    });
+    assert_eq!(seq_of(&b), 0);
+    assert_eq!(p.item_seq("AAA.O"), Some(1));
+    // A repeated or older number is refused, and nothing is kept.
+    for given in [0, u32::MAX, 3_000_000_000] {
+        let e = p
+            .prepare_update_numbered("AAA.O", &[bid(1)], 5, given)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ProvideError::SeqNotAfter {
+                item: "AAA.O".into(),
+                last: 0,
+                given
+            }
+        );
+        assert!(
+            e.to_string().contains("not after the last one sent (0)"),
+            "{e}"
+        );
+        assert!(p
+            .prepare_refresh_numbered("AAA.O", &[bid(1)], 5, given)
+            .is_err());
+    }
+    assert_eq!(p.item_seq("AAA.O"), Some(1));
+    // A solicited image carries the last number sent.
+    p.handle_request(&request(1), 10);
+    let answers = drain(&mut p, 11);
+    assert_eq!(answers[0].1, 0);
+}
