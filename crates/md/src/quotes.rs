@@ -250,6 +250,18 @@ impl Quote {
         self.ask_size = 100 * (1 + rng.below(50) as i64);
     }
 
+    /// The quote as of its `k`-th update in a feed paced by the clock (`peregrine feed
+    /// --ab`): drawn from (`seed`, its id, `k`) alone, so that every feed started with the same
+    /// seed and items publishes the same update `k` of the item, whenever it started.
+    pub fn set_clocked(&mut self, seed: u64, k: u64) {
+        let mut rng = SplitMix64::new(
+            seed ^ (u64::from(self.id) << 40) ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        self.bid = (self.close + rng.below(201) as i64 - 100).max(1);
+        self.bid_size = 100 * (1 + rng.below(50) as i64);
+        self.ask_size = 100 * (1 + rng.below(50) as i64);
+    }
+
     /// Calls `f` with the fields of the current quote's UPDATE, laid out as `layout` says.
     pub fn with_update_fields<R>(
         &self,

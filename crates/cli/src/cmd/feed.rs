@@ -19,6 +19,8 @@ use peregrine_md::quotes::{Quote, SplitMix64, UpdateLayout, Zipf};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+mod ab;
+
 /// UPDATEs offered per loop turn at most, so that image requests are still served when the
 /// feed runs behind its schedule.
 const MAX_UPDATE_BURST: u64 = 1024;
@@ -96,6 +98,9 @@ pub fn run(a: FeedArgs) -> Result<()> {
 
     let layout =
         UpdateLayout::for_size(a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
+    if a.ab && a.size != 72 {
+        bail!("--size {}: an A/B feed (--ab) publishes plain 72-byte quotes; leave --size out", a.size);
+    }
     let mut rng = SplitMix64::new(a.seed);
     let mut items: Vec<Quote> = names
         .into_iter()
@@ -130,6 +135,10 @@ pub fn run(a: FeedArgs) -> Result<()> {
         )?;
     }
     out.flush()?;
+
+    if a.ab {
+        return ab::run(&a, rate, provider, items, &stop, &mut out);
+    }
 
     let mut c = FeedCounters::default();
     let mut next_work = Instant::now();

@@ -75,6 +75,13 @@ pub struct FeedArgs {
     /// Print a JSON object per statistics line (and at the end) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Publish as one feed of an A/B pair: update N (of every item in turn) is due N/rate
+    /// seconds after the Unix epoch and is numbered and drawn from N and --seed alone, so that
+    /// feeds started with the same --items, --rate and --seed publish the same stream, and a
+    /// distributor takes each update from whichever comes first. Either may be stopped and
+    /// started again at any time: it resumes at the clock's update. Plain 72-byte quotes.
+    #[arg(long, requires = "items", conflicts_with_all = ["ticks", "zipf"])]
+    pub ab: bool,
 }
 
 /// `peregrine post`: one contribution to an item, answered by its provider.
