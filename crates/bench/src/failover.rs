@@ -18,6 +18,9 @@
 //! reported against it.
 
 pub mod distributors;
+pub mod feeds;
+mod md;
+pub use md::MdFailoverConfig;
 
 use crate::clock::Clock;
 use crate::helper::{Helper, HelperSpec};

@@ -233,6 +233,7 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         "--window-ms",
         "60000",
         "--distributors",
+        "--feeds",
         "--items",
         "20",
         "--feed-rate",
@@ -251,9 +252,34 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
-    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines.len(), 5, "{stdout}");
+    // The A/B feed pair: every item's updates once, in order (the bench fails otherwise),
+    // and what each kill cost.
+    let f = &lines[3];
+    assert_eq!(
+        (f["case"].as_str(), f["kills"].as_u64()),
+        (Some("feeds"), Some(2)),
+        "{f}"
+    );
+    assert_eq!(
+        (f["lost"].as_u64(), f["duplicated"].as_u64()),
+        (Some(0), Some(0)),
+        "{f}"
+    );
+    assert!(f["delivered"].as_u64().unwrap() > 1000, "{f}");
+    for k in ["gaps_ns", "stale_per_kill", "baseline_gaps_ns"] {
+        assert_eq!(f[k].as_array().unwrap().len(), 2, "{k}: {f}");
+    }
+    assert!(
+        f["gaps_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g.as_u64() > Some(0)),
+        "{f}"
+    );
     // The distributor pair: every item stale after each kill, then re-imaged by the other.
-    let d = &lines[3];
+    let d = &lines[4];
     assert_eq!(
         (d["case"].as_str(), d["kills"].as_u64()),
         (Some("distributors"), Some(2)),
@@ -298,6 +324,7 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         report.lines().any(|l| l.starts_with("distributors ")),
         "{report}"
     );
+    assert!(report.lines().any(|l| l.starts_with("feeds ")), "{report}");
     assert!(
         out.join("charts/failover_gaps.svg").exists(),
         "the failover chart is drawn"

@@ -882,6 +882,7 @@ fn failover(results: &Results) -> Option<Section> {
         "Gap x no kill",
         "Interval (us)",
         "Inter-delivery 99.9% (us)",
+        "Items stale",
     ])];
     for c in cells {
         let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
@@ -909,6 +910,7 @@ fn failover(results: &Results) -> Option<Section> {
                 .unwrap_or_else(dash),
             micros("interval_ns"),
             micros("interdelivery_p999_ns"),
+            n("stale_items"),
         ]));
     }
     Some(Section {
@@ -922,7 +924,11 @@ fn failover(results: &Results) -> Option<Section> {
              sequence (median of one probe per round), the gap a kill would leave if failing \
              over cost nothing. The interval is the stream's time between messages, and the \
              inter-delivery 99.9th percentile what the stream shows all run long (members \
-             send in small bursts)."
+             send in small bursts). The feeds case kills the two feeds of an A/B pair in \
+             turn under a distributor and counts every item's updates at a consumer (gap, \
+             and items reported stale); the distributors case kills the distributor a \
+             consumer of two is using (gap: from the kill to its first update from the \
+             other)."
                 .to_string(),
         ),
         tables: vec![Table {

@@ -6,7 +6,7 @@
 //! update after the consumer logged in to the other one, whether every item was reported
 //! stale in between, and whether every item was re-imaged (a fresh REFRESH) after.
 
-use crate::fanout::peregrine::Workdir;
+use super::md::{distributor, free_port, poll_until, MdFailoverConfig, Setup, TOKEN, USER};
 use crate::fanout::process::Proc;
 use crate::BenchError;
 use peregrine_market_data::consumer::{Consumer, Event};
@@ -16,18 +16,6 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const USER: &str = "bench";
-const TOKEN: &str = "bench-failover";
-
-/// Settings of the distributor pair case.
-#[derive(Debug, Clone)]
-pub struct DistributorPairConfig {
-    /// Updates per second the feed publishes, spread over `items`.
-    pub rate: f64,
-    pub items: usize,
-    pub kills: u32,
-}
 
 /// What one kill cost the consumer.
 #[derive(Debug, Clone, Serialize)]
@@ -75,60 +63,17 @@ impl DistributorPairResult {
     }
 }
 
-fn free_port() -> Result<u16, BenchError> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-fn distributor(exe: &Path, dir: &Path, port: u16, backbone: &str) -> Result<Proc, BenchError> {
-    let mut c = Command::new(exe);
-    c.arg("distributor")
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--backbone",
-            backbone,
-        ])
-        .arg("--users")
-        .arg(dir.join("users.toml"))
-        .arg("--json");
-    let mut p = Proc::spawn(c, format!("peregrine distributor on port {port}"))?;
-    p.wait_line(
-        |l| l.contains("\"listening\""),
-        Duration::from_secs(20),
-        "'listening' line",
-    )?;
-    Ok(p)
-}
-
 /// Runs the case.
-pub fn measure(
-    cfg: &DistributorPairConfig,
-    exe: &Path,
-) -> Result<DistributorPairResult, BenchError> {
-    let dir = Workdir::new("failover")?;
-    let d = dir.path.clone();
-    let items: Vec<String> = (0..cfg.items).map(|i| format!("FO{i:04}.X")).collect();
-    std::fs::write(d.join("items.txt"), items.join("\n") + "\n")?;
-    let token_hash = {
-        use sha2::{Digest, Sha256};
-        hex::encode(Sha256::digest(TOKEN.as_bytes()))
-    };
-    std::fs::write(
-        d.join("users.toml"),
-        format!("[users.{USER}]\ntoken_sha256 = \"{token_hash}\"\nitems = [\"*\"]\n"),
-    )?;
-    let pid = std::process::id();
-    let backbone = format!(
-        "mcast://239.255.98.{}:{}?auth=none",
-        1 + pid % 250,
-        45_000 + pid % 5000
-    );
+pub fn measure(cfg: &MdFailoverConfig, exe: &Path) -> Result<DistributorPairResult, BenchError> {
+    let Setup {
+        dir: _dir,
+        path: d,
+        backbone,
+    } = Setup::new(cfg)?;
     let ports = [free_port()?, free_port()?];
     let mut dists = [
-        Some(distributor(exe, &d, ports[0], &backbone)?),
-        Some(distributor(exe, &d, ports[1], &backbone)?),
+        Some(distributor(exe, &d, ports[0], &backbone, "throughput")?),
+        Some(distributor(exe, &d, ports[1], &backbone, "throughput")?),
     ];
     let mut feed = {
         let mut c = Command::new(exe);
@@ -146,32 +91,9 @@ pub fn measure(
         .open(peregrine_market_data::backbone::DEFAULT_SERVICE, &["*"])
         .map_err(|e| BenchError::Child(format!("consumer open: {e}")))?;
     let started = Instant::now();
-    // Polls until `done` says so (or 30 s), handing each event to `on`.
-    let run = |consumer: &mut Consumer,
-               what: &str,
-               on: &mut dyn FnMut(&Event<'_>) -> bool|
-     -> Result<(), BenchError> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut done = false;
-        while !done {
-            if Instant::now() > deadline {
-                return Err(BenchError::Child(format!(
-                    "the consumer did not see {what} within 30 s"
-                )));
-            }
-            consumer
-                .poll(Duration::from_millis(1), &mut |e| {
-                    if !done {
-                        done = on(&e);
-                    }
-                })
-                .map_err(|e| BenchError::Child(format!("consumer: {e}")))?;
-        }
-        Ok(())
-    };
     // Warm up: every item imaged, and updates flowing.
     let mut imaged = HashSet::new();
-    run(&mut consumer, "every item's image", &mut |e| {
+    poll_until(&mut consumer, "every item's image", &mut |e| {
         if let Event::Refresh { item, .. } = e {
             imaged.insert(item.to_string());
         }
@@ -195,7 +117,7 @@ pub fn measure(
         }
         let (mut stale, mut reimaged) = (HashSet::new(), HashSet::new());
         let (mut logged_in, mut first_update, mut all) = (false, None, None);
-        run(
+        poll_until(
             &mut consumer,
             "every item re-imaged after the kill",
             &mut |e| {
@@ -227,7 +149,7 @@ pub fn measure(
             reimaged: reimaged.len(),
         });
         // The killed one comes back on its port: the next kill fails over to it.
-        dists[i] = Some(distributor(exe, &d, ports[i], &backbone)?);
+        dists[i] = Some(distributor(exe, &d, ports[i], &backbone, "throughput")?);
         let settle = Instant::now() + Duration::from_millis(300);
         while Instant::now() < settle {
             consumer

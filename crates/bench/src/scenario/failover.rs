@@ -2,20 +2,23 @@
 //! printed, recorded as one cell each, and shown in the report's failover table.
 
 use super::Session;
-use crate::failover::distributors::{DistributorPairConfig, DistributorPairResult};
+use crate::failover::distributors::DistributorPairResult;
+use crate::failover::feeds::FeedPairResult;
+use crate::failover::MdFailoverConfig;
 use crate::failover::{FailoverConfig, FailoverResult};
 use crate::{round3, BenchError};
 use peregrine::Scheme;
 use peregrine_report::model::{Cell, Scenario};
 use serde_json::json;
 
-/// What `bench failover` runs: the failover group case per transport, and the distributor
-/// pair case when `distributors` is set.
+/// What `bench failover` runs: the failover group case per transport, the distributor pair
+/// case when `distributors` is set, the A/B feed pair case when `feeds` is.
 #[derive(Debug, Clone)]
 pub struct FailoverPlan {
     pub transports: Vec<Scheme>,
     pub cfg: FailoverConfig,
-    pub distributors: Option<DistributorPairConfig>,
+    pub distributors: Option<MdFailoverConfig>,
+    pub feeds: Option<MdFailoverConfig>,
 }
 
 /// Runs each case, prints it (a table row, or with --json one object) and records its cell.
@@ -85,6 +88,37 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             bad.join("; ")
         )));
     }
+    if let Some(fcfg) = &plan.feeds {
+        let r = crate::failover::feeds::measure(fcfg, s.exe())?;
+        if s.out.json {
+            println!("{}", feeds_line(&r));
+        } else {
+            println!(
+                "A/B feed pair: two feeds of one numbered stream, one distributor, a consumer of every item; the feeds killed with SIGKILL in turn {} times ({} items, {} updates/s)",
+                r.kills.len(),
+                r.items,
+                r.rate
+            );
+            println!(
+                "  gap median {:.1} us, max {:.1} us (no kill {:.1} us, interval {:.1} us); {} updates, lost {}, duplicated {}, items stale {}",
+                r.gap_median_ns() as f64 / 1e3,
+                r.gap_max_ns() as f64 / 1e3,
+                r.baseline_median_ns() as f64 / 1e3,
+                r.interval_ns() / 1e3,
+                r.updates,
+                r.lost,
+                r.duplicated,
+                r.stale()
+            );
+        }
+        s.record(feeds_cell(&r), None, None)?;
+        if r.lost + r.duplicated > 0 {
+            return Err(BenchError::Child(format!(
+                "the A/B feed pair's stream was not whole: lost {}, duplicated {}",
+                r.lost, r.duplicated
+            )));
+        }
+    }
     if let Some(dcfg) = &plan.distributors {
         let r = crate::failover::distributors::measure(dcfg, s.exe())?;
         if s.out.json {
@@ -114,6 +148,44 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
         }
     }
     Ok(())
+}
+
+fn feeds_line(r: &FeedPairResult) -> serde_json::Value {
+    let b = r.baseline_median_ns();
+    json!({
+        "kind": "failover", "case": "feeds", "transport": "mcast",
+        "kills": r.kills.len(), "items": r.items, "rate_msgs_per_s": r.rate,
+        "delivered": r.updates, "lost": r.lost, "duplicated": r.duplicated,
+        "stale_items": r.stale(),
+        "gap_median_ns": r.gap_median_ns(), "gap_max_ns": r.gap_max_ns(),
+        "gaps_ns": r.kills.iter().map(|k| k.gap_ns).collect::<Vec<_>>(),
+        "stale_per_kill": r.kills.iter().map(|k| k.stale).collect::<Vec<_>>(),
+        "baseline_gap_median_ns": b,
+        "baseline_gaps_ns": r.baseline_gaps_ns,
+        "gap_x_baseline": (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64)),
+        "interval_ns": round3(r.interval_ns()),
+    })
+}
+
+/// The A/B feed pair case as a cell.
+fn feeds_cell(r: &FeedPairResult) -> Cell {
+    let serde_json::Value::Object(mut detail) = feeds_line(r) else {
+        unreachable!("a JSON object")
+    };
+    for k in ["kind", "transport", "rate_msgs_per_s", "lost"] {
+        detail.remove(k);
+    }
+    Cell {
+        id: "failover-feeds".to_string(),
+        scenario: Some(Scenario::Failover),
+        transport: "mcast".to_string(),
+        rate_requested_msgs_per_s: Some(r.rate),
+        sent: r.updates + r.lost,
+        lost: r.lost,
+        seconds: round3(r.seconds),
+        detail,
+        ..Cell::default()
+    }
 }
 
 fn distributors_line(r: &DistributorPairResult) -> serde_json::Value {

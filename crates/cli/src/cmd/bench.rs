@@ -51,16 +51,16 @@ pub fn run(b: BenchArgs) -> Result<()> {
                 window_ms: a.window_ms,
                 cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
             };
+            let md = peregrine_bench::failover::MdFailoverConfig {
+                rate: a.feed_rate,
+                items: a.items as usize,
+                kills: a.kills,
+            };
             Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
                 transports: a.transport,
                 cfg,
-                distributors: a.distributors.then_some(
-                    peregrine_bench::failover::distributors::DistributorPairConfig {
-                        rate: a.feed_rate,
-                        items: a.items as usize,
-                        kills: a.kills,
-                    },
-                ),
+                distributors: a.distributors.then_some(md.clone()),
+                feeds: a.feeds.then_some(md),
             })
         }
         Some(Flags::Jitter(a)) => {

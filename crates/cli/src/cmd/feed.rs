@@ -99,7 +99,10 @@ pub fn run(a: FeedArgs) -> Result<()> {
     let layout =
         UpdateLayout::for_size(a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
     if a.ab && a.size != 72 {
-        bail!("--size {}: an A/B feed (--ab) publishes plain 72-byte quotes; leave --size out", a.size);
+        bail!(
+            "--size {}: an A/B feed (--ab) publishes plain 72-byte quotes; leave --size out",
+            a.size
+        );
     }
     let mut rng = SplitMix64::new(a.seed);
     let mut items: Vec<Quote> = names

@@ -89,10 +89,15 @@ pub struct FailoverArgs {
     /// distributor it uses is killed --kills times.
     #[arg(long)]
     pub distributors: bool,
-    /// The feed's updates per second in the distributor pair case (k and m suffixes).
+    /// Also the A/B feed pair: two `peregrine feed --ab` of one stream, a distributor and a
+    /// consumer; the feeds are killed in turn --kills times.
+    #[arg(long)]
+    pub feeds: bool,
+    /// The feed's updates per second in the distributor pair and A/B feed cases (k and m
+    /// suffixes).
     #[arg(long, default_value = "10k", value_parser = values::parse_rate)]
     pub feed_rate: f64,
-    /// Items of the feed in the distributor pair case.
+    /// Items of the feed in the distributor pair and A/B feed cases.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub items: u64,
 }

@@ -181,6 +181,9 @@ mod tests {
         assert_eq!(x, y);
         b.set_clocked(7, 1_002);
         b.encode_update(5, &layout, &mut y);
-        assert_ne!(x, y, "another update moves the quote (this seed's draws differ)");
+        assert_ne!(
+            x, y,
+            "another update moves the quote (this seed's draws differ)"
+        );
     }
 }
