@@ -698,6 +698,24 @@ int32_t pg_md_provider_update(pg_md_provider *provider,
                               const pg_md_field *fields,
                               size_t count);
 
+// `pg_md_provider_refresh` numbered `item_seq` by the application: the upstream's numbering,
+// so that two providers fed the same stream publish the same numbers and a distributor takes
+// each message from whichever comes first (A/B feeds). It must be after the item's last
+// number (`PG_ERROR_INVALID_ARGUMENT` otherwise); unnumbered messages follow on from it.
+int32_t pg_md_provider_refresh_numbered(pg_md_provider *provider,
+                                        const char *item,
+                                        const pg_md_field *fields,
+                                        size_t count,
+                                        uint32_t item_seq);
+
+// `pg_md_provider_update` numbered `item_seq` by the application (see
+// `pg_md_provider_refresh_numbered`).
+int32_t pg_md_provider_update_numbered(pg_md_provider *provider,
+                                       const char *item,
+                                       const pg_md_field *fields,
+                                       size_t count,
+                                       uint32_t item_seq);
+
 // Publishes `item`'s state: `PG_MD_STALE` or `PG_MD_CLOSED`, with `reason` for people (NULL:
 // none).
 int32_t pg_md_provider_status(pg_md_provider *provider,

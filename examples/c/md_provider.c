@@ -113,6 +113,12 @@ int main(int argc, char **argv) {
     rc = pg_md_provider_update(p, item, &wrong, 1);
     if (rc != PG_ERROR_INVALID_ARGUMENT) return fail("a BID given as an int was not refused", rc);
     printf("refused: %s\n", pg_last_error());
+    /* Numbered by the application (A/B feeds: two providers of one stream number alike), an
+     * update must come after the item's last item_seq: 0 is not after the last one, `count`. */
+    wrong.type = PG_MD_PRICE;
+    rc = pg_md_provider_update_numbered(p, item, &wrong, 1, 0);
+    if (rc != PG_ERROR_INVALID_ARGUMENT) return fail("an item_seq going back was not refused", rc);
+    printf("refused: %s\n", pg_last_error());
     printf("sent\n");
     fflush(stdout);
     work_for(p, seconds);

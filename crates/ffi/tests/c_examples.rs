@@ -409,6 +409,10 @@ fn c_market_data_provider_to_c_consumer_through_a_distributor() {
         ),
         "{prov_out}"
     );
+    assert!(
+        prov_out.contains("refused: item AAA.O: item_seq 0 is not after the last one sent (20)"),
+        "{prov_out}"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = cons.try_wait().unwrap() {
