@@ -6,9 +6,12 @@
 //! the kill to the first after it) and the items it was told were stale; over the run, every
 //! item's `item_seq` checked (lost, duplicated).
 //!
-//! **The baseline of the same run.** Between kills, at a moment with no kill, the same gap is
-//! measured (the last update before that moment to the first after it): what a kill that cost
-//! nothing would leave.
+//! **The baselines of the same run.** Between kills, at a moment with no kill, the same gap is
+//! measured (the last update before that moment to the first after it): with both feeds live
+//! (the baseline), and with the survivor alone, before the killed feed is restarted (the
+//! single-feed baseline: the survivor's own pace, which is what a kill leaves the consumer
+//! with; the consumer cannot tell which feed's copy it got, so the feeds' distance at the kill
+//! is not measured apart).
 
 use super::md::{distributor, free_port, poll_until, MdFailoverConfig, Setup, TOKEN, USER};
 use crate::fanout::process::Proc;
@@ -41,8 +44,11 @@ pub struct FeedPairResult {
     pub items: usize,
     pub rate: f64,
     pub kills: Vec<FeedKill>,
-    /// The same gap at moments with no kill.
+    /// The same gap at moments with no kill, both feeds live.
     pub baseline_gaps_ns: Vec<u64>,
+    /// The same gap at moments with no kill while one feed is live (the other killed and not
+    /// yet restarted): the survivor's own delivery, which a kill leaves the consumer with.
+    pub single_feed_gaps_ns: Vec<u64>,
     pub updates: u64,
     /// `item_seq` values the consumer never got (over every item), and got twice or backwards.
     pub lost: u64,
@@ -64,6 +70,9 @@ impl FeedPairResult {
     }
     pub fn baseline_median_ns(&self) -> u64 {
         median(self.baseline_gaps_ns.clone())
+    }
+    pub fn single_feed_median_ns(&self) -> u64 {
+        median(self.single_feed_gaps_ns.clone())
     }
     pub fn stale(&self) -> usize {
         self.kills.iter().map(|k| k.stale).sum()
@@ -207,6 +216,7 @@ pub fn measure(cfg: &MdFailoverConfig, exe: &Path) -> Result<FeedPairResult, Ben
     track.stale = 0;
     let mut kills = Vec::new();
     let mut baseline = Vec::new();
+    let mut single = Vec::new();
     let mut killed = Vec::new();
     for n in 0..cfg.kills {
         let i = n as usize % 2;
@@ -218,7 +228,9 @@ pub fn measure(cfg: &MdFailoverConfig, exe: &Path) -> Result<FeedPairResult, Ben
                 killed.push(p);
             }
         })?;
-        pump(&mut consumer, &mut track, SETTLE / 2)?;
+        pump(&mut consumer, &mut track, SETTLE / 4)?;
+        single.push(gap(&mut consumer, &mut track, || {})?);
+        pump(&mut consumer, &mut track, SETTLE / 4)?;
         feeds[i] = Some(feed(exe, &d, cfg, &backbone)?);
         feed_found(&mut dist)?;
         pump(&mut consumer, &mut track, SETTLE / 2)?;
@@ -239,6 +251,7 @@ pub fn measure(cfg: &MdFailoverConfig, exe: &Path) -> Result<FeedPairResult, Ben
         rate: cfg.rate,
         kills,
         baseline_gaps_ns: baseline,
+        single_feed_gaps_ns: single,
         updates: track.updates,
         lost: track.lost,
         duplicated: track.duplicated,

@@ -100,10 +100,11 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
                 r.rate
             );
             println!(
-                "  gap median {:.1} us, max {:.1} us (no kill {:.1} us, interval {:.1} us); {} updates, lost {}, duplicated {}, items stale {}",
+                "  gap median {:.1} us, max {:.1} us (no kill {:.1} us, one feed alone {:.1} us, interval {:.1} us); {} updates, lost {}, duplicated {}, items stale {}",
                 r.gap_median_ns() as f64 / 1e3,
                 r.gap_max_ns() as f64 / 1e3,
                 r.baseline_median_ns() as f64 / 1e3,
+                r.single_feed_median_ns() as f64 / 1e3,
                 r.interval_ns() / 1e3,
                 r.updates,
                 r.lost,
@@ -163,6 +164,8 @@ fn feeds_line(r: &FeedPairResult) -> serde_json::Value {
         "baseline_gap_median_ns": b,
         "baseline_gaps_ns": r.baseline_gaps_ns,
         "gap_x_baseline": (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64)),
+        "single_feed_gap_median_ns": r.single_feed_median_ns(),
+        "single_feed_gaps_ns": r.single_feed_gaps_ns,
         "interval_ns": round3(r.interval_ns()),
     })
 }
