@@ -7,6 +7,8 @@
 //! (no copy). When the connection breaks it reports every item it had as `stale`, reconnects
 //! with back-off (through the list of distributors in turn), logs in again and re-opens every
 //! open request, so the application sees fresh REFRESHes after: never a silent gap.
+//! [`WarmStandby`] keeps a second login open on another distributor, its requests paused, so
+//! that failing over is a RESUME rather than a reconnection.
 //!
 //! Over TLS ([`ConnectOptions::tls`], [`crate::tls::ClientTls`]) the distributor's
 //! certificate is checked against the CA given and the host connected to; a certificate that
@@ -44,6 +46,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 pub use peregrine_md::consumer::{ConsumerError as SessionError, Event};
+pub use standby::WarmStandby;
+
+pub mod standby;
 
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

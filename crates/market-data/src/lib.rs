@@ -19,7 +19,7 @@ pub mod provider;
 pub use peregrine_transport::tls;
 
 pub use backbone::{Sealing, DEFAULT_BACKBONE, DEFAULT_SERVICE};
-pub use consumer::{ConnectOptions, Consumer, ConsumerError, Event};
+pub use consumer::{ConnectOptions, Consumer, ConsumerError, Event, WarmStandby};
 pub use distributor::{DistributorError, DistributorServer, DistributorSettings};
 /// The context every API here opens its publishers and subscribers in (its configuration
 /// applies to the backbone's URIs).

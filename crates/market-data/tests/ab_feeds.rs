@@ -3,110 +3,16 @@
 //! update once, in order, whichever provider's copy came first, and when one provider closes
 //! nothing goes stale.
 
+mod common;
+
+use common::{backbone, bid, send, start};
 use peregrine_market_data::consumer::{Consumer, Event};
-use peregrine_market_data::distributor::{
-    DistributorServer, DistributorSettings, Line, SettingsOverrides,
-};
-use peregrine_market_data::provider::{Provider, ProviderError};
-use peregrine_md::distributor::Users;
-use peregrine_md::model::{Field, Value};
+use peregrine_market_data::provider::Provider;
+use peregrine_md::model::Value;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ITEMS: [&str; 2] = ["AAA.O", "BBB.O"];
-
-struct Running {
-    addr: String,
-    backbone: String,
-    lines: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn start() -> Running {
-    use sha2::Digest;
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("ab-feeds-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let users = dir.join("users.toml");
-    std::fs::write(
-        &users,
-        format!(
-            "[users.bob]\ntoken_sha256 = \"{}\"\nitems = [\"*\"]\n",
-            hex::encode(sha2::Sha256::digest(b"bob-token"))
-        ),
-    )
-    .unwrap();
-    let pid = std::process::id();
-    let backbone = format!(
-        "mcast://239.255.98.{}:{}",
-        1 + pid % 250,
-        20_000 + (pid * 7) % 20_000
-    );
-    let settings = DistributorSettings::resolve(&SettingsOverrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        users: Some(users.clone()),
-        backbone: Some(backbone.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let mut server = DistributorServer::bind(
-        &peregrine_market_data::Context::new(),
-        settings,
-        Users::load(&users).unwrap(),
-    )
-    .unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    {
-        let lines = lines.clone();
-        server.set_output(Box::new(move |l: &Line| {
-            lines.lock().unwrap().push(l.text.clone())
-        }));
-    }
-    let addr = server.local_addr().to_string();
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let stop = stop.clone();
-        std::thread::spawn(move || server.run(&|| stop.load(Ordering::Relaxed)).unwrap())
-    };
-    Running {
-        addr,
-        backbone,
-        lines,
-        stop,
-        thread: Some(thread),
-    }
-}
-
-/// Retries `f` while the backbone pushes back (10 s at most).
-fn send(p: &mut Provider, f: impl Fn(&mut Provider) -> Result<(), ProviderError>) {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        match f(p) {
-            Ok(()) => return,
-            Err(ProviderError::BackPressured) if Instant::now() < end => {
-                p.do_work();
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-}
-
-fn bid(v: i64) -> [Field<'static>; 1] {
-    [Field::new(22, Value::price(v, -2))]
-}
 
 /// What the consumer saw: per item, each update's (item_seq, bid); and every status.
 #[derive(Default)]
@@ -184,7 +90,7 @@ fn publish_both(
 
 #[test]
 fn two_providers_numbering_alike_are_one_stream_and_either_may_go() {
-    let d = start();
+    let d = start(&backbone(0), "ab-feeds");
     let ctx = peregrine_market_data::Context::new();
     let mut a = Provider::open(&ctx, "FEED1", &d.backbone).unwrap();
     let mut b = Provider::open(&ctx, "FEED1", &d.backbone).unwrap();

@@ -198,6 +198,9 @@ impl fmt::Display for ConsumerError {
 
 impl std::error::Error for ConsumerError {}
 
+/// How the text of the `stale` statuses a lost connection gives every item begins.
+pub const CONNECTION_LOST: &str = "connection to the distributor lost";
+
 /// What the application receives. Names and fields borrow the bytes just read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event<'a> {
@@ -816,7 +819,7 @@ impl ConsumerCore {
             .map(|(_, v)| v.name)
             .collect();
         names.sort();
-        let text = format!("connection to the distributor lost ({reason}): reconnecting");
+        let text = format!("{CONNECTION_LOST} ({reason}): reconnecting");
         for n in &names {
             on_event(Event::Status {
                 item: n,
