@@ -252,7 +252,7 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
-    assert_eq!(lines.len(), 5, "{stdout}");
+    assert_eq!(lines.len(), 6, "{stdout}");
     // The A/B feed pair: every item's updates once, in order (the bench fails otherwise),
     // and what each kill cost.
     let f = &lines[3];
@@ -278,8 +278,30 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
             .all(|g| g.as_u64() > Some(0)),
         "{f}"
     );
+    // The distributor pair, warm: the standby resumed, nothing stale (the bench fails
+    // otherwise), no new login.
+    let w = &lines[5];
+    assert_eq!(
+        (w["case"].as_str(), w["mode"].as_str(), w["kills"].as_u64()),
+        (Some("distributors"), Some("warm"), Some(2)),
+        "{w}"
+    );
+    assert_eq!(
+        (w["incomplete_kills"].as_u64(), w["stale_items"].as_u64()),
+        (Some(0), Some(0)),
+        "{w}"
+    );
+    assert!(
+        w["gaps_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g.as_u64() > Some(0)),
+        "{w}"
+    );
     // The distributor pair: every item stale after each kill, then re-imaged by the other.
     let d = &lines[4];
+    assert_eq!(d["mode"], "cold", "{d}");
     assert_eq!(
         (d["case"].as_str(), d["kills"].as_u64()),
         (Some("distributors"), Some(2)),
@@ -320,10 +342,12 @@ fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport()
     assert!(report.contains("Failover\n--------"), "{report}");
     let rows = report.lines().filter(|l| l.starts_with("group ")).count();
     assert_eq!(rows, 3, "one row per transport: {report}");
-    assert!(
-        report.lines().any(|l| l.starts_with("distributors ")),
-        "{report}"
-    );
+    for case in ["distributors (cold) ", "distributors (warm) "] {
+        assert!(
+            report.lines().any(|l| l.starts_with(case)),
+            "{case}: {report}"
+        );
+    }
     assert!(report.lines().any(|l| l.starts_with("feeds ")), "{report}");
     assert!(
         out.join("charts/failover_gaps.svg").exists(),

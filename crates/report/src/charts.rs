@@ -620,11 +620,10 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         .iter()
         .filter(|c| c.scenario == Some(Scenario::Failover))
         .flat_map(|c| {
-            let case = c.detail.get("case").and_then(|v| v.as_str()).unwrap_or("-");
             let colour = colour_of(results, &c.transport);
-            let name = match case {
-                "group" => format!("group {}", c.transport),
-                other => other.to_string(),
+            let name = match c.detail.get("case").and_then(|v| v.as_str()) {
+                Some("group") => format!("group {}", c.transport),
+                _ => crate::tables::case_name(c),
             };
             [("gaps_ns", "kills"), ("baseline_gaps_ns", "no kill")]
                 .into_iter()

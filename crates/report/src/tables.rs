@@ -889,11 +889,7 @@ fn failover(results: &Results) -> Option<Section> {
         let n = |k: &str| d(k).map(|v| format!("{v:.0}")).unwrap_or_else(dash);
         let micros = |k: &str| d(k).map(us).unwrap_or_else(dash);
         rows.push(Row::Cells(vec![
-            c.detail
-                .get("case")
-                .and_then(|v| v.as_str())
-                .unwrap_or("-")
-                .to_string(),
+            case_name(c),
             c.transport.clone(),
             c.rate_requested_msgs_per_s
                 .map(rate_label)
@@ -937,6 +933,15 @@ fn failover(results: &Results) -> Option<Section> {
             rows,
         }],
     })
+}
+
+/// A failover cell's case, with its mode when it has one (`distributors (warm)`).
+pub(crate) fn case_name(c: &Cell) -> String {
+    let case = c.detail.get("case").and_then(|v| v.as_str()).unwrap_or("-");
+    match c.detail.get("mode").and_then(|v| v.as_str()) {
+        Some(mode) => format!("{case} ({mode})"),
+        None => case.to_string(),
+    }
 }
 
 /// A fan-out cell's system, `peregrine` when none is named.

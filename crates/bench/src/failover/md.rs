@@ -5,7 +5,7 @@
 use crate::fanout::peregrine::Workdir;
 use crate::fanout::process::Proc;
 use crate::BenchError;
-use peregrine_market_data::consumer::{Consumer, Event};
+use peregrine_market_data::consumer::{Consumer, ConsumerError, Event, WarmStandby};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -95,10 +95,39 @@ pub(super) fn distributor(
     Ok(p)
 }
 
+/// A consumer the cases poll: one login, or a warm standby pair.
+pub(super) trait Polls {
+    fn poll_events(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, ConsumerError>;
+}
+
+impl Polls for Consumer {
+    fn poll_events(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, ConsumerError> {
+        self.poll(timeout, handler)
+    }
+}
+
+impl Polls for WarmStandby {
+    fn poll_events(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, ConsumerError> {
+        self.poll(timeout, handler)
+    }
+}
+
 /// Polls `consumer` until `on` says done (or 30 s: an error naming `what`), handing it every
 /// event (those of the poll that made it done too: none is dropped).
 pub(super) fn poll_until(
-    consumer: &mut Consumer,
+    consumer: &mut dyn Polls,
     what: &str,
     on: &mut dyn FnMut(&Event<'_>) -> bool,
 ) -> Result<(), BenchError> {
@@ -111,7 +140,7 @@ pub(super) fn poll_until(
             )));
         }
         consumer
-            .poll(Duration::from_millis(1), &mut |e| done |= on(&e))
+            .poll_events(Duration::from_millis(1), &mut |e| done |= on(&e))
             .map_err(|e| BenchError::Child(format!("consumer: {e}")))?;
     }
     Ok(())

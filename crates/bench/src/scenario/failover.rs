@@ -120,10 +120,27 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             )));
         }
     }
-    if let Some(dcfg) = &plan.distributors {
-        let r = crate::failover::distributors::measure(dcfg, s.exe())?;
+    for warm in [false, true] {
+        let Some(dcfg) = &plan.distributors else {
+            break;
+        };
+        let r = crate::failover::distributors::measure(dcfg, s.exe(), warm)?;
         if s.out.json {
             println!("{}", distributors_line(&r));
+        } else if warm {
+            println!(
+                "distributor pair (warm standby): a consumer logged in to both, paused on the standby; the active one killed with SIGKILL {} times ({} items, {} updates/s)",
+                r.kills.len(),
+                r.items,
+                r.rate
+            );
+            println!(
+                "  first update after a kill: median {:.1} ms, max {:.1} ms; nothing stale after {} of {} kills",
+                r.first_update_median_ns() as f64 / 1e6,
+                r.first_update_max_ns() as f64 / 1e6,
+                r.kills.len() - r.incomplete(),
+                r.kills.len()
+            );
         } else {
             println!(
                 "distributor pair (cold): a consumer of two distributors, the one it uses killed with SIGKILL {} times ({} items, {} updates/s)",
@@ -142,9 +159,15 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
         s.record(distributors_cell(&r), None, None)?;
         if r.incomplete() > 0 {
             return Err(BenchError::Child(format!(
-                "after {} of {} distributor kills some item was not reported stale or not re-imaged",
+                "{}: after {} of {} distributor kills {}",
+                r.mode,
                 r.incomplete(),
-                r.kills.len()
+                r.kills.len(),
+                if warm {
+                    "some item was reported stale"
+                } else {
+                    "some item was not reported stale or not re-imaged"
+                }
             )));
         }
     }
@@ -194,12 +217,15 @@ fn feeds_cell(r: &FeedPairResult) -> Cell {
 fn distributors_line(r: &DistributorPairResult) -> serde_json::Value {
     let reimaged: Vec<u64> = r.kills.iter().map(|k| k.all_reimaged_ns).collect();
     json!({
-        "kind": "failover", "case": "distributors", "mode": "cold", "transport": "tcp",
+        "kind": "failover", "case": "distributors", "mode": r.mode, "transport": "tcp",
         "kills": r.kills.len(), "items": r.items, "rate_msgs_per_s": r.rate,
         "lost": 0, "duplicated": 0,
         "gap_median_ns": r.first_update_median_ns(), "gap_max_ns": r.first_update_max_ns(),
         "gaps_ns": r.kills.iter().map(|k| k.first_update_ns).collect::<Vec<_>>(),
         "reimaged_ns": reimaged,
+        "stale_per_kill": r.kills.iter().map(|k| k.stale).collect::<Vec<_>>(),
+        "reimaged_per_kill": r.kills.iter().map(|k| k.reimaged).collect::<Vec<_>>(),
+        "stale_items": r.kills.iter().map(|k| k.stale).sum::<usize>(),
         "incomplete_kills": r.incomplete(),
     })
 }
@@ -214,7 +240,7 @@ fn distributors_cell(r: &DistributorPairResult) -> Cell {
         detail.remove(k);
     }
     Cell {
-        id: "failover-distributors-cold".to_string(),
+        id: format!("failover-distributors-{}", r.mode),
         scenario: Some(Scenario::Failover),
         transport: "tcp".to_string(),
         rate_requested_msgs_per_s: Some(r.rate),

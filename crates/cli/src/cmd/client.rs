@@ -23,8 +23,9 @@ use super::Stop;
 use crate::flags::md::ClientArgs;
 use anyhow::{bail, Context as _, Result};
 use hdrhistogram::Histogram;
-use peregrine_market_data::consumer::{Consumer, Event};
+use peregrine_market_data::consumer::{Consumer, Event, WarmStandby};
 use peregrine_md::codec::MAX_MESSAGE_LEN;
+use peregrine_md::consumer::ConsumerCounters;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::check_item_pattern;
 use serde_json::json;
@@ -114,18 +115,31 @@ pub fn run(a: ClientArgs) -> Result<()> {
         Some(ms) => options.with_ping_interval(Duration::from_millis(ms.into())),
         None => options,
     };
+    let address_error = |e: peregrine_market_data::ConsumerError| match e {
+        peregrine_market_data::ConsumerError::Address { .. } => {
+            anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
+        }
+        e => anyhow::anyhow!("{e}"),
+    };
     let mut consumer = if a.websocket {
         None
+    } else if a.warm_standby {
+        let [first, second] = addresses[..] else {
+            bail!(
+                "--warm-standby: --connect {} names {} distributor(s): give two, A,B (the first active, the second standing by)",
+                a.conn.connect,
+                addresses.len()
+            );
+        };
+        let mut ws = WarmStandby::connect(first, second, &a.conn.user, &token, options)
+            .map_err(address_error)?;
+        ws.set_busy_poll(Duration::from_micros(a.busy_poll_us));
+        Some(Source::Warm(Box::new(ws)))
     } else {
         let mut consumer =
-            Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(|e| match e {
-                peregrine_market_data::ConsumerError::Address { .. } => {
-                    anyhow::anyhow!("--connect {}: {e}", a.conn.connect)
-                }
-                e => anyhow::anyhow!("{e}"),
-            })?;
+            Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(address_error)?;
         consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
-        Some(consumer)
+        Some(Source::One(Box::new(consumer)))
     };
     let start = Instant::now();
     let mut c = Client {
@@ -162,9 +176,10 @@ pub fn run(a: ClientArgs) -> Result<()> {
         None => c.run_ws(&token),
         Some(consumer) => {
             let result = c.run(consumer);
-            c.t.updates_without_image = consumer.counters().updates_without_image;
-            c.t.reconnects = consumer.counters().connections.saturating_sub(1);
-            c.t.silences = consumer.counters().silences;
+            let counters = consumer.counters();
+            c.t.updates_without_image = counters.updates_without_image;
+            c.t.reconnects = counters.connections.saturating_sub(1);
+            c.t.silences = counters.silences;
             c.t.rtt = consumer.rtt();
             result
         }
@@ -175,6 +190,55 @@ pub fn run(a: ClientArgs) -> Result<()> {
     }
     c.summary()?;
     result
+}
+
+/// The client's consumer: one login (to the first distributor of --connect that takes it),
+/// or a warm standby pair.
+enum Source {
+    One(Box<Consumer>),
+    Warm(Box<WarmStandby>),
+}
+
+impl Source {
+    fn request(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        snapshot: bool,
+        view: Option<&[&str]>,
+    ) -> Result<u32, peregrine_market_data::ConsumerError> {
+        match self {
+            Source::One(c) => c.request(service, patterns, snapshot, view),
+            // (--snapshot conflicts with --warm-standby.)
+            Source::Warm(w) => w.request(service, patterns, view),
+        }
+    }
+
+    fn poll(
+        &mut self,
+        timeout: Duration,
+        handler: &mut dyn FnMut(Event<'_>),
+    ) -> Result<usize, peregrine_market_data::ConsumerError> {
+        match self {
+            Source::One(c) => c.poll(timeout, handler),
+            Source::Warm(w) => w.poll(timeout, handler),
+        }
+    }
+
+    /// The active login's counters.
+    fn counters(&mut self) -> ConsumerCounters {
+        match self {
+            Source::One(c) => c.counters(),
+            Source::Warm(w) => w.active().counters(),
+        }
+    }
+
+    fn rtt(&mut self) -> Option<Duration> {
+        match self {
+            Source::One(c) => c.rtt(),
+            Source::Warm(w) => w.active().rtt(),
+        }
+    }
 }
 
 impl Client {
@@ -195,7 +259,7 @@ impl Client {
         Ok(())
     }
 
-    fn run(&mut self, consumer: &mut Consumer) -> Result<()> {
+    fn run(&mut self, consumer: &mut Source) -> Result<()> {
         self.open_watchlist(consumer)?;
         while !self.stopping() {
             self.rate_line()?;
@@ -227,7 +291,7 @@ impl Client {
 
     /// Opens the watchlist: as many patterns in each request as fit in one message (the
     /// consumer sends them at every login).
-    fn open_watchlist(&mut self, consumer: &mut Consumer) -> Result<()> {
+    fn open_watchlist(&mut self, consumer: &mut Source) -> Result<()> {
         let mut i = 0;
         while i < self.watch.len() {
             let view_len = if self.a.view.is_empty() {

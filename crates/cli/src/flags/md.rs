@@ -277,6 +277,11 @@ pub struct ClientArgs {
     /// --connect) instead of the binary protocol: one connection, no reconnection, no TLS.
     #[arg(long, conflicts_with_all = ["snapshot", "tls_ca"])]
     pub websocket: bool,
+    /// Warm standby: --connect names two distributors, A,B; the client logs in to both, its
+    /// watchlist open on A and open but paused on B, and when A's connection is lost B is
+    /// resumed (a refresh of each item that changed, then its updates): no reconnection.
+    #[arg(long, conflicts_with_all = ["snapshot", "websocket"])]
+    pub warm_standby: bool,
 }
 
 /// `--mode`: throughput or latency.

@@ -109,7 +109,8 @@ impl WarmStandby {
         self.request(service, patterns, Some(view))
     }
 
-    fn request(
+    /// [`open`](Self::open), or [`open_view`](Self::open_view) with `view`.
+    pub fn request(
         &mut self,
         service: &str,
         patterns: &[&str],
@@ -150,6 +151,13 @@ impl WarmStandby {
         self.duplicates_dropped
     }
 
+    /// After data arrives, both logins keep reading without blocking this long.
+    pub fn set_busy_poll(&mut self, d: Duration) {
+        for c in &mut self.consumers {
+            c.set_busy_poll(d);
+        }
+    }
+
     /// The active login (for its counters, dictionary, posts).
     pub fn active(&mut self) -> &mut Consumer {
         &mut self.consumers[self.active]
@@ -164,6 +172,7 @@ impl WarmStandby {
         handler: &mut dyn FnMut(Event<'_>),
     ) -> Result<usize, ConsumerError> {
         let mut lost = false;
+        let (active, standby) = (self.active, 1 - self.active);
         let standby_ok = &self.standby_ok;
         let delivered = &mut self.delivered;
         let catching_up = &mut self.catching_up;
@@ -177,6 +186,10 @@ impl WarmStandby {
                     request: 0,
                 } if text.starts_with(CONNECTION_LOST) && standby_ok.contains(*item) => return,
                 Event::Disconnected { .. } => lost = true,
+                // Each login has one address: the event names the pair's (0 or 1).
+                Event::LoggedIn { .. } => {
+                    return handler(Event::LoggedIn { address: active });
+                }
                 Event::Refresh {
                     item,
                     item_seq,
@@ -227,6 +240,12 @@ impl WarmStandby {
                 }
                 Event::Disconnected { .. } => {
                     ok.clear();
+                    return;
+                }
+                Event::LoggedIn { .. } => {
+                    if forward {
+                        handler(Event::LoggedIn { address: standby });
+                    }
                     return;
                 }
                 _ => {}
