@@ -132,7 +132,7 @@ fn the_standby_takes_over_by_a_resume_with_nothing_stale_and_nothing_missed() {
         &mut cons,
         &mut seen,
         "images at the active and the standby",
-        |c, s| s.items.len() == ITEMS.len() && c.standby_items() == ITEMS.len(),
+        |c, s| s.items.len() == ITEMS.len() && c.standing_by(),
     );
     // (A request may reach a distributor before the images: "not in the cache yet".)
     seen.stale.clear();
@@ -158,7 +158,7 @@ fn the_standby_takes_over_by_a_resume_with_nothing_stale_and_nothing_missed() {
         "the first distributor's login standing by again",
         |c, _| {
             c.standby_distributor().map(|a| a.to_string()) == Some(first_addr.clone())
-                && c.standby_items() == ITEMS.len()
+                && c.standing_by()
         },
     );
     second.stop();

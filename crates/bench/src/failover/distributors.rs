@@ -98,7 +98,7 @@ impl Pair {
     fn ready(&self, items: usize) -> bool {
         match self {
             Pair::Cold(c) => c.is_logged_in(),
-            Pair::Warm(w) => w.standby_items() == items,
+            Pair::Warm(w) => w.standing_by() && w.standby_items() == items,
         }
     }
 }

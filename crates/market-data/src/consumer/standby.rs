@@ -1,6 +1,9 @@
 //! Warm standby (RTSDK's warm standby): two logins, one watchlist. The *active* consumer
 //! delivers; the *standby*, logged in to another distributor, holds the same requests open and
-//! paused (the distributor keeps each item's latest state, sends nothing). When the active
+//! paused (the distributor keeps each item's latest state, sends nothing). A request is paused
+//! on the standby once the standby has the image of every item the active has of it: a
+//! distributor withholds from a paused request even an item's first image, and one that has
+//! just started has none to give at the standby's login. When the active
 //! connection is lost, the standby is resumed (one REFRESH flagged `conflated` per item that
 //! changed since it was paused, then its updates) and becomes the active: failing over is a
 //! RESUME on a connection already logged in, not a reconnection, a login and a re-open. The
@@ -49,6 +52,11 @@ pub struct WarmStandby {
     active: usize,
     /// Items the standby has a current image of (a refresh, and no status since).
     standby_ok: HashSet<String>,
+    /// The open requests, and those not yet paused on the standby.
+    requests: Vec<u32>,
+    unpaused: HashSet<u32>,
+    /// The items each request has delivered to the application.
+    active_items: HashMap<u32, HashSet<String>>,
     /// The `item_seq` of the last refresh or update of each item passed to the application.
     delivered: HashMap<String, u32>,
     /// After a failover: items whose messages from the new active have not yet passed what
@@ -75,6 +83,9 @@ impl WarmStandby {
             consumers: [first, second],
             active: 0,
             standby_ok: HashSet::new(),
+            requests: Vec::new(),
+            unpaused: HashSet::new(),
+            active_items: HashMap::new(),
             delivered: HashMap::new(),
             catching_up: HashMap::new(),
             failovers: 0,
@@ -117,13 +128,18 @@ impl WarmStandby {
         view: Option<&[&str]>,
     ) -> Result<u32, ConsumerError> {
         let id = self.both(|c| c.request(service, patterns, false, view))?;
-        self.consumers[1 - self.active].pause(id)?;
+        self.requests.push(id);
+        self.unpaused.insert(id);
         Ok(id)
     }
 
     /// Closes a request on both logins.
     pub fn close(&mut self, request: u32) -> Result<(), ConsumerError> {
-        self.both(|c| c.close(request).map(|()| request)).map(drop)
+        self.both(|c| c.close(request).map(|()| request))?;
+        self.requests.retain(|&r| r != request);
+        self.unpaused.remove(&request);
+        self.active_items.remove(&request);
+        Ok(())
     }
 
     /// The distributor delivering now (`None` while the active login is not connected).
@@ -139,6 +155,12 @@ impl WarmStandby {
     /// The standby is logged in and has a current image of `n` items.
     pub fn standby_items(&self) -> usize {
         self.standby_ok.len()
+    }
+
+    /// The standby is logged in, with every request paused (it has every image the active
+    /// has): a failover now is a RESUME that passes no item on stale.
+    pub fn standing_by(&self) -> bool {
+        self.consumers[1 - self.active].is_logged_in() && self.unpaused.is_empty()
     }
 
     /// How many times the standby took over.
@@ -176,6 +198,7 @@ impl WarmStandby {
         let standby_ok = &self.standby_ok;
         let delivered = &mut self.delivered;
         let catching_up = &mut self.catching_up;
+        let active_items = &mut self.active_items;
         let dropped = &mut self.duplicates_dropped;
         let n = self.consumers[self.active].poll(timeout, &mut |e| {
             match &e {
@@ -194,10 +217,22 @@ impl WarmStandby {
                     item,
                     item_seq,
                     snapshot: false,
+                    request,
                     ..
                 }
-                | Event::Update { item, item_seq, .. } => {
+                | Event::Update {
+                    item,
+                    item_seq,
+                    request,
+                    ..
+                } => {
                     let refresh = matches!(e, Event::Refresh { .. });
+                    if refresh {
+                        let items = active_items.entry(*request).or_default();
+                        if !items.contains(*item) {
+                            items.insert(item.to_string());
+                        }
+                    }
                     if let Some(&had) = catching_up.get(*item) {
                         // An older image, or an update the application has: not again.
                         let behind = (item_seq.wrapping_sub(had) as i32) < i32::from(refresh);
@@ -226,6 +261,7 @@ impl WarmStandby {
         // and it takes over once logged in.
         let forward = !self.consumers[self.active].is_logged_in();
         let ok = &mut self.standby_ok;
+        let mut standby_lost = false;
         let m = self.consumers[1 - self.active].poll(Duration::ZERO, &mut |e| {
             match &e {
                 Event::Refresh {
@@ -240,6 +276,7 @@ impl WarmStandby {
                 }
                 Event::Disconnected { .. } => {
                     ok.clear();
+                    standby_lost = true;
                     return;
                 }
                 Event::LoggedIn { .. } => {
@@ -257,7 +294,42 @@ impl WarmStandby {
         if forward && self.consumers[1 - self.active].is_logged_in() {
             self.fail_over()?;
         }
+        if standby_lost {
+            self.stand_by_anew()?;
+        }
+        self.pause_imaged()?;
         Ok(n + if forward { m } else { 0 })
+    }
+
+    /// The standby's login is lost: its requests go back unpaused (so that the next login
+    /// gets their images), to be paused again once it has them.
+    fn stand_by_anew(&mut self) -> Result<(), ConsumerError> {
+        self.consumers[1 - self.active].resume(0)?;
+        self.unpaused.extend(self.requests.iter().copied());
+        Ok(())
+    }
+
+    /// Pauses on the standby each request whose items (as the active delivered them) the
+    /// standby all has images of.
+    fn pause_imaged(&mut self) -> Result<(), ConsumerError> {
+        if self.unpaused.is_empty() || !self.consumers[1 - self.active].is_logged_in() {
+            return Ok(());
+        }
+        let ready: Vec<u32> = self
+            .unpaused
+            .iter()
+            .copied()
+            .filter(|r| {
+                self.active_items
+                    .get(r)
+                    .is_some_and(|items| items.iter().all(|i| self.standby_ok.contains(i)))
+            })
+            .collect();
+        for r in ready {
+            self.consumers[1 - self.active].pause(r)?;
+            self.unpaused.remove(&r);
+        }
+        Ok(())
     }
 
     /// The standby becomes the active: resumed; the old active (reconnecting) will stand by,
@@ -269,9 +341,10 @@ impl WarmStandby {
             return Ok(());
         }
         self.consumers[standby].resume(0)?;
-        self.consumers[self.active].pause(0)?;
         self.active = standby;
         self.standby_ok.clear();
+        // The old active stands by once it is back and has the images.
+        self.stand_by_anew()?;
         self.catching_up.clone_from(&self.delivered);
         self.failovers += 1;
         Ok(())
