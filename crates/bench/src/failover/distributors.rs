@@ -93,6 +93,20 @@ impl Pair {
         }
     }
 
+    /// What the consumer is waiting for, for an error.
+    fn state(&self, items: usize) -> String {
+        match self {
+            Pair::Cold(c) => format!("logged in: {}", c.is_logged_in()),
+            Pair::Warm(w) => format!(
+                "active {:?}, standby {:?}, standing by {}, standby images {} of {items}",
+                w.active_distributor(),
+                w.standby_distributor(),
+                w.standing_by(),
+                w.standby_items()
+            ),
+        }
+    }
+
     /// Ready for the next kill: every item imaged (cold), and the standby logged in with
     /// every item (warm).
     fn ready(&self, items: usize) -> bool {
@@ -239,9 +253,10 @@ fn settle(pair: &mut Pair, items: usize) -> Result<(), BenchError> {
     let most = Instant::now() + Duration::from_secs(30);
     while Instant::now() < least || !pair.ready(items) {
         if Instant::now() > most {
-            return Err(BenchError::Child(
-                "the consumer was not ready again within 30 s of a restart".into(),
-            ));
+            return Err(BenchError::Child(format!(
+                "the consumer was not ready again within 30 s of a restart: {}",
+                pair.state(items)
+            )));
         }
         pair.polls()
             .poll_events(Duration::from_millis(1), &mut |_| {})
