@@ -100,7 +100,14 @@ fn until(
 ) {
     let end = Instant::now() + Duration::from_secs(10);
     while !cond(cons, seen) {
-        assert!(Instant::now() < end, "{what}");
+        assert!(
+            Instant::now() < end,
+            "{what}: standing by {}, standby images {}, last {:?}, stale {:?}",
+            cons.standing_by(),
+            cons.standby_items(),
+            ITEMS.map(|i| seen.last(i)),
+            seen.stale
+        );
         prov.do_work();
         cons.poll(Duration::from_millis(10), &mut |e| seen.take(&e))
             .unwrap();
@@ -161,6 +168,7 @@ fn the_standby_takes_over_by_a_resume_with_nothing_stale_and_nothing_missed() {
                 && c.standing_by()
         },
     );
+    let second_addr = second.addr.clone();
     second.stop();
     publish(&mut prov, &mut cons, &mut seen, 601, 900);
     assert_eq!(cons.failovers(), 2);
@@ -185,4 +193,48 @@ fn the_standby_takes_over_by_a_resume_with_nothing_stale_and_nothing_missed() {
         assert!((1..=3).contains(&refreshes), "{item}: {got:?}");
         assert_eq!(got.last().unwrap().1, 10_900);
     }
+    let second = start_on(&bb, "warm-second-again", &second_addr);
+    until(
+        &mut prov,
+        &mut cons,
+        &mut seen,
+        "the second standing by again",
+        |c, _| c.standing_by() && c.standby_items() == ITEMS.len(),
+    );
+
+    // The provider goes: the service goes stale at both distributors, and the standby is told
+    // too (a whole service's status passes a pause). A new provider's images come: the standby,
+    // to which a distributor sends no image while it is paused, is resumed to get them, and
+    // stands by again with every image.
+    prov.close();
+    until(
+        &mut prov,
+        &mut cons,
+        &mut seen,
+        "the service stale at the application and at the standby",
+        |c, s| s.stale.len() == ITEMS.len() && !c.standing_by(),
+    );
+    let mut prov = Provider::open(&ctx, "FEED1", &bb).unwrap();
+    for item in ITEMS {
+        send(&mut prov, |p| p.refresh(item, &bid(20_000)));
+    }
+    until(
+        &mut prov,
+        &mut cons,
+        &mut seen,
+        "the standby standing by again with the new images",
+        |c, s| {
+            c.standing_by()
+                && c.standby_items() == ITEMS.len()
+                && ITEMS
+                    .iter()
+                    .all(|i| s.last(i).is_some_and(|(_, b, _)| b == 20_000))
+        },
+    );
+    assert!(
+        seen.stale.iter().all(|s| s.contains("feed went away")),
+        "{:?}",
+        seen.stale
+    );
+    drop(second);
 }

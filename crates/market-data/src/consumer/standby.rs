@@ -3,7 +3,9 @@
 //! paused (the distributor keeps each item's latest state, sends nothing). A request is paused
 //! on the standby once the standby has the image of every item the active has of it: a
 //! distributor withholds from a paused request even an item's first image, and one that has
-//! just started has none to give at the standby's login. When the active
+//! just started has none to give at the standby's login. An item going stale at the standby
+//! (a backbone loss at its distributor) resumes its requests until the images are back. When
+//! the active
 //! connection is lost, the standby is resumed (one REFRESH flagged `conflated` per item that
 //! changed since it was paused, then its updates) and becomes the active: failing over is a
 //! RESUME on a connection already logged in, not a reconnection, a login and a re-open. The
@@ -16,8 +18,9 @@
 //! an item the standby carries needs none: its image at the application is as current as the
 //! standby's distributor, and a change it missed comes as a refresh. The standby's
 //! distributor may be a little behind the lost one: until an item's messages from the new
-//! active pass the `item_seq` the application last got, its older image and the updates it
-//! already had are not passed on again (`duplicates_dropped`).
+//! active pass the `item_seq` the application last got, the resume's older image and the
+//! updates it already had are not passed on again (`duplicates_dropped`); an image the
+//! provider publishes anew (not the resume's) always is.
 //!
 //! ```no_run
 //! use peregrine_market_data::consumer::{ConnectOptions, Event, WarmStandby};
@@ -227,6 +230,15 @@ impl WarmStandby {
                     ..
                 } => {
                     let refresh = matches!(e, Event::Refresh { .. });
+                    // The resume's images are flagged conflated; any other image is new (a
+                    // provider that restarted numbers from 0 again): it always passes.
+                    let resumed = matches!(
+                        e,
+                        Event::Refresh {
+                            conflated: true,
+                            ..
+                        }
+                    );
                     if refresh {
                         let items = active_items.entry(*request).or_default();
                         if !items.contains(*item) {
@@ -236,7 +248,7 @@ impl WarmStandby {
                     if let Some(&had) = catching_up.get(*item) {
                         // An older image, or an update the application has: not again.
                         let behind = (item_seq.wrapping_sub(had) as i32) < i32::from(refresh);
-                        if behind {
+                        if behind && (resumed || !refresh) {
                             *dropped += 1;
                             return;
                         }
@@ -262,6 +274,7 @@ impl WarmStandby {
         let forward = !self.consumers[self.active].is_logged_in();
         let ok = &mut self.standby_ok;
         let mut standby_lost = false;
+        let mut standby_stale = false;
         let m = self.consumers[1 - self.active].poll(Duration::ZERO, &mut |e| {
             match &e {
                 Event::Refresh {
@@ -273,6 +286,7 @@ impl WarmStandby {
                 }
                 Event::Status { item, state, .. } if *state != ItemState::Ok => {
                     ok.remove(*item);
+                    standby_stale = true;
                 }
                 Event::Disconnected { .. } => {
                     ok.clear();
@@ -294,15 +308,16 @@ impl WarmStandby {
         if forward && self.consumers[1 - self.active].is_logged_in() {
             self.fail_over()?;
         }
-        if standby_lost {
+        if standby_lost || (standby_stale && self.unpaused.len() < self.requests.len()) {
             self.stand_by_anew()?;
         }
         self.pause_imaged()?;
         Ok(n + if forward { m } else { 0 })
     }
 
-    /// The standby's login is lost: its requests go back unpaused (so that the next login
-    /// gets their images), to be paused again once it has them.
+    /// The standby's login is lost, or items went stale at its distributor (a backbone loss
+    /// there): its requests go back unpaused (so that the next login, or the distributor once
+    /// it has them again, sends the images), to be paused again once it has them.
     fn stand_by_anew(&mut self) -> Result<(), ConsumerError> {
         self.consumers[1 - self.active].resume(0)?;
         self.unpaused.extend(self.requests.iter().copied());
