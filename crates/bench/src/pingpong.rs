@@ -45,6 +45,31 @@ pub struct PingPongConfig {
     /// measures `normal`.
     #[serde(default)]
     pub mode: StreamMode,
+    /// The pings go through a failover group of one member ([`GROUP`]): each carries the
+    /// group's header and the pong side's subscriber is a `FailoverSubscriber` that arbitrates
+    /// them; what a failover subscriber costs when nothing fails.
+    #[serde(default)]
+    pub group: bool,
+}
+
+/// The failover group of `group` ping-pongs.
+pub const GROUP: &str = "bench";
+
+/// Offers `payload` as `sequence` of the failover group [`GROUP`], spinning while the
+/// publisher is back-pressured.
+fn offer_as_member_spinning(
+    publ: &mut Publisher,
+    sequence: u64,
+    payload: &[u8],
+) -> Result<(), OfferError> {
+    let group = peregrine::failover::group_id(GROUP);
+    loop {
+        match peregrine::failover::offer_as_member(publ, group, sequence, payload) {
+            Ok(_) => return Ok(()),
+            Err(OfferError::BackPressured) => std::hint::spin_loop(),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Round trips of one floor burst between blocks of pings, and the ones before them that are
@@ -386,44 +411,59 @@ fn ping_loop<const POLLS: u32>(
     let mut buf = vec![0u8; cfg.size];
     let mut rec = LatencyRecorder::new();
     let every = cfg.floor_every.max(1);
+    // Every message on the ping stream, pings and floor requests, numbered for the group.
+    let mut sequence = 0u64;
+    let group = cfg.group;
+    let mut send = move |publ: &mut Publisher, payload: &[u8]| {
+        let r = if group {
+            offer_as_member_spinning(publ, sequence, payload)
+        } else {
+            offer_spinning(publ, payload)
+        };
+        sequence += 1;
+        r
+    };
     let mut moments = FloorMoments::default();
     let mut block = LatencyRecorder::new();
     let mut next_floor = 0u64;
     // One burst: the one-line floor, then the two-line floor (one line each way, as the two
     // logs of a ping-pong), both with the pong side answering on the shared page.
-    let mut floor_burst =
-        |publ: &mut Publisher, line: &Line, moments: &mut FloorMoments| -> Result<(), BenchError> {
-            // No stale value (the last burst's LEAVE) may greet the pong side: it is reset
-            // before the request is sent.
-            line.word().store(0, std::sync::atomic::Ordering::Release);
-            let mut req = vec![0u8; cfg.size];
-            req[..8].copy_from_slice(&(FLOOR_REQUEST | next_floor).to_le_bytes());
-            offer_spinning(publ, &req)
-                .map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
-            // A batched (normal-mode) stream sends it now: the pong side must get it to answer.
-            publ.flush()
-                .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
-            let one = crate::floor::burst(
-                line,
-                FLOOR_BURST,
-                FLOOR_BURST_WARMUP,
-                clock,
-                &mut next_floor,
-                false,
-            );
-            let two = crate::floor::burst(
-                line,
-                FLOOR_BURST,
-                FLOOR_BURST_WARMUP,
-                clock,
-                &mut next_floor,
-                true,
-            );
-            crate::floor::leave(line.word());
-            moments.bursts_ns.push(one.summary().median_ns);
-            moments.two_line_bursts_ns.push(two.summary().median_ns);
-            Ok(())
-        };
+    type Send<'s> = dyn FnMut(&mut Publisher, &[u8]) -> Result<(), OfferError> + 's;
+    let mut floor_burst = |publ: &mut Publisher,
+                           line: &Line,
+                           moments: &mut FloorMoments,
+                           send: &mut Send<'_>|
+     -> Result<(), BenchError> {
+        // No stale value (the last burst's LEAVE) may greet the pong side: it is reset
+        // before the request is sent.
+        line.word().store(0, std::sync::atomic::Ordering::Release);
+        let mut req = vec![0u8; cfg.size];
+        req[..8].copy_from_slice(&(FLOOR_REQUEST | next_floor).to_le_bytes());
+        send(publ, &req).map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
+        // A batched (normal-mode) stream sends it now: the pong side must get it to answer.
+        publ.flush()
+            .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
+        let one = crate::floor::burst(
+            line,
+            FLOOR_BURST,
+            FLOOR_BURST_WARMUP,
+            clock,
+            &mut next_floor,
+            false,
+        );
+        let two = crate::floor::burst(
+            line,
+            FLOOR_BURST,
+            FLOOR_BURST_WARMUP,
+            clock,
+            &mut next_floor,
+            true,
+        );
+        crate::floor::leave(line.word());
+        moments.bursts_ns.push(one.summary().median_ns);
+        moments.two_line_bursts_ns.push(two.summary().median_ns);
+        Ok(())
+    };
     let result = with_cpu(cfg.cpus.a, || -> Result<(), BenchError> {
         for i in 0..cfg.warmup + cfg.count {
             if let Some(line) = line {
@@ -432,13 +472,12 @@ fn ping_loop<const POLLS: u32>(
                         moments.blocks_ns.push(block.summary().median_ns);
                         block = LatencyRecorder::new();
                     }
-                    floor_burst(&mut publ, line, &mut moments)?;
+                    floor_burst(&mut publ, line, &mut moments, &mut send)?;
                 }
             }
             buf[..8].copy_from_slice(&i.to_le_bytes());
             let t0 = clock.now();
-            offer_spinning(&mut publ, &buf)
-                .map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
+            send(&mut publ, &buf).map_err(|e| BenchError::Child(format!("offer failed: {e}")))?;
             let mut echoed = None;
             let mut empty_polls = 0u32;
             loop {
@@ -480,7 +519,7 @@ fn ping_loop<const POLLS: u32>(
         }
         if let Some(line) = line {
             moments.blocks_ns.push(block.summary().median_ns);
-            floor_burst(&mut publ, line, &mut moments)?;
+            floor_burst(&mut publ, line, &mut moments, &mut send)?;
         }
         Ok(())
     })?;
@@ -561,30 +600,79 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
         Some(name) => Some(Line::open(name, false)?),
         None => None,
     };
-    serve(
-        &mut publ,
-        &mut sub,
-        &early,
-        16,
-        |publ, payload| {
-            if let Some(line) = &line {
-                // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
-                // line, then go back to echoing.
-                if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
-                    crate::floor::answer(line);
-                    return Ok(());
-                }
+    let echo = |publ: &mut Publisher, payload: &[u8]| {
+        if let Some(line) = &line {
+            // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
+            // line, then go back to echoing.
+            if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
+                crate::floor::answer(line);
+                return Ok(());
             }
-            offer_spinning(publ, payload)
-        },
-        || {},
-    )
-    .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
+        }
+        offer_spinning(publ, payload)
+    };
+    if cfg.group {
+        let echoed = serve_group(publ, sub, &early, echo)
+            .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
+        say_result(&EchoReport {
+            cpu_s: crate::cpu_seconds_self(),
+            echoed,
+        });
+        return Ok(());
+    }
+    serve(&mut publ, &mut sub, &early, 16, echo, || {})
+        .map_err(|e| BenchError::Child(format!("echo failed: {e}")))?;
     say_result(&EchoReport {
         cpu_s: crate::cpu_seconds_self(),
         echoed: sub.counters().messages,
     });
     Ok(())
+}
+
+/// The pong side's loop for a `group` ping-pong: the ping subscriber inside a
+/// `FailoverSubscriber` of [`GROUP`] (the pings that arrived while connecting, `early`, still
+/// carry the group's header: echoed without it); returns how many were echoed.
+fn serve_group(
+    mut publ: Publisher,
+    sub: Subscriber,
+    early: &[Vec<u8>],
+    mut on_message: impl FnMut(&mut Publisher, &[u8]) -> Result<(), OfferError>,
+) -> Result<u64, String> {
+    let header = peregrine_wire::failover::FAILOVER_HEADER_LEN;
+    let mut echoed = 0u64;
+    for payload in early {
+        on_message(&mut publ, payload.get(header..).unwrap_or_default())
+            .map_err(|e| e.to_string())?;
+        echoed += 1;
+    }
+    let mut group = peregrine::failover::FailoverSubscriber::new(
+        vec![sub],
+        GROUP,
+        peregrine::failover::ArbiterConfig::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut failed = None;
+    loop {
+        let n = group.poll(
+            &mut |m| {
+                if failed.is_none() {
+                    failed = on_message(&mut publ, m.payload).err();
+                }
+            },
+            16,
+        );
+        if let Some(e) = failed {
+            return Err(e.to_string());
+        }
+        echoed += n as u64;
+        if n == 0 {
+            if !group.subscribers()[0].is_connected() {
+                return Ok(echoed);
+            }
+            publ.do_work();
+        }
+        group.idle(n);
+    }
 }
 
 #[cfg(test)]
@@ -652,6 +740,7 @@ mod tests {
             mode: StreamMode::default(),
             floor_every: 0,
             floor_line: None,
+            group: false,
         }
     }
 

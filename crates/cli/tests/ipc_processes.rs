@@ -361,6 +361,24 @@ fn pingpong_with_blocking_receivers_completes() {
     assert_eq!(lines[0]["detail"]["idle"], "block");
 }
 
+/// `--group`: the pings through a failover group of one member (every ping arbitrated and
+/// echoed once, or the run fails: an echo of another ping is an error).
+#[test]
+fn pingpong_through_a_failover_group_completes() {
+    let out = run(&[
+        "bench", "pingpong", "--count", "2000", "--warmup", "100", "--group", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let pp = lines.iter().find(|l| l["kind"] == "pingpong").unwrap();
+    assert_eq!(pp["samples"], 2000);
+    assert_eq!(pp["detail"]["failover_group"], "bench");
+}
+
 #[test]
 fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
     let cases: &[(&[&str], &[&str])] = &[

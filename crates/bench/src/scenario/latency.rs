@@ -195,6 +195,10 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     }
     let d = &mut cell.detail;
     d.insert("idle".into(), cfg.idle.name().into());
+    if cfg.group {
+        // The pings went through a failover group of one member (the header, the arbiter).
+        d.insert("failover_group".into(), crate::pingpong::GROUP.into());
+    }
     d.insert("cpus".into(), cfg.cpus.to_arg().into());
     if cfg.idle == IdleKind::Block {
         let waits = if cfg.transport == Scheme::Ipc {
@@ -312,5 +316,6 @@ pub(crate) fn pingpong_config(
         floor_every: crate::pingpong::default_floor_every(count),
         floor_line: None,
         mode: StreamMode::Urgent,
+        group: false,
     }
 }

@@ -149,6 +149,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         },
         floor_line: None,
         mode: StreamMode::Urgent,
+        group: a.group,
     };
     peregrine_bench::pingpong::validate(&cfg)?;
     let net = cfg.transport != Scheme::Ipc;

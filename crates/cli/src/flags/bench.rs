@@ -304,6 +304,11 @@ pub struct PingPongArgs {
     /// mode and CPUs, and print its row and the ratios: `sockperf` (the Debian package).
     #[arg(long, value_parser = ["sockperf"])]
     pub compare: Option<String>,
+    /// The pings go through a failover group of one member: each carries the group's 16-byte
+    /// header and the pong side's subscriber arbitrates them (what a failover subscriber costs
+    /// when nothing fails; compare with the same run without it).
+    #[arg(long, conflicts_with = "raw")]
+    pub group: bool,
     #[command(flatten)]
     pub common: Common,
 }
