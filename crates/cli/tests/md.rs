@@ -1544,7 +1544,9 @@ fn forged_backbone_datagrams() -> Vec<Vec<u8>> {
         item_id: 1,
         flags: 0,
         timestamp_ns: 1,
-        item_seq: 0,
+        // Ahead of the feed's numbering, as an attacker would number it: the distributor takes
+        // a second session's image only if it is newer than the one the feed gave (A/B feeds).
+        item_seq: 1_000_000,
         service: "FEED1",
         name: "AAA.O",
         fields: FieldList::List(&bid),
