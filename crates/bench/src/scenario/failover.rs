@@ -125,31 +125,31 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             break;
         };
         let r = crate::failover::distributors::measure(dcfg, s.exe(), warm)?;
+        // What the mode promises after each kill, and the consumer it uses.
+        let (promise, consumer, used) = if warm {
+            (
+                "nothing stale",
+                "warm standby): a consumer logged in to both, paused on the standby",
+                "active one",
+            )
+        } else {
+            (
+                "every item stale then re-imaged",
+                "cold): a consumer of two distributors",
+                "one it uses",
+            )
+        };
         if s.out.json {
             println!("{}", distributors_line(&r));
-        } else if warm {
-            println!(
-                "distributor pair (warm standby): a consumer logged in to both, paused on the standby; the active one killed with SIGKILL {} times ({} items, {} updates/s)",
-                r.kills.len(),
-                r.items,
-                r.rate
-            );
-            println!(
-                "  first update after a kill: median {:.1} ms, max {:.1} ms; nothing stale after {} of {} kills",
-                r.first_update_median_ns() as f64 / 1e6,
-                r.first_update_max_ns() as f64 / 1e6,
-                r.kills.len() - r.incomplete(),
-                r.kills.len()
-            );
         } else {
             println!(
-                "distributor pair (cold): a consumer of two distributors, the one it uses killed with SIGKILL {} times ({} items, {} updates/s)",
+                "distributor pair ({consumer}; the {used} killed with SIGKILL {} times ({} items, {} updates/s)",
                 r.kills.len(),
                 r.items,
                 r.rate
             );
             println!(
-                "  first update after a kill: median {:.1} ms, max {:.1} ms; every item stale then re-imaged after {} of {} kills",
+                "  first update after a kill: median {:.1} ms, max {:.1} ms; {promise} after {} of {} kills",
                 r.first_update_median_ns() as f64 / 1e6,
                 r.first_update_max_ns() as f64 / 1e6,
                 r.kills.len() - r.incomplete(),
@@ -159,15 +159,10 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
         s.record(distributors_cell(&r), None, None)?;
         if r.incomplete() > 0 {
             return Err(BenchError::Child(format!(
-                "{}: after {} of {} distributor kills {}",
+                "{}: {promise} after only {} of {} distributor kills",
                 r.mode,
-                r.incomplete(),
-                r.kills.len(),
-                if warm {
-                    "some item was reported stale"
-                } else {
-                    "some item was not reported stale or not re-imaged"
-                }
+                r.kills.len() - r.incomplete(),
+                r.kills.len()
             )));
         }
     }

@@ -43,7 +43,9 @@
 use super::{ConnectOptions, Consumer, ConsumerError, Event};
 use peregrine_md::consumer::CONNECTION_LOST;
 use peregrine_md::model::ItemState;
-use std::collections::{HashMap, HashSet};
+// FxHash: the item names are looked up on every event the active login delivers (as the
+// provider core does for its names); they come from the distributor the consumer trusts.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -85,12 +87,12 @@ impl WarmStandby {
         Ok(WarmStandby {
             consumers: [first, second],
             active: 0,
-            standby_ok: HashSet::new(),
+            standby_ok: HashSet::default(),
             requests: Vec::new(),
-            unpaused: HashSet::new(),
-            active_items: HashMap::new(),
-            delivered: HashMap::new(),
-            catching_up: HashMap::new(),
+            unpaused: HashSet::default(),
+            active_items: HashMap::default(),
+            delivered: HashMap::default(),
+            catching_up: HashMap::default(),
             failovers: 0,
             duplicates_dropped: 0,
         })
@@ -107,8 +109,8 @@ impl WarmStandby {
         Ok(a)
     }
 
-    /// Opens `patterns` of `service` on both logins (paused on the standby); returns the
-    /// request's id.
+    /// Opens `patterns` of `service` on both logins (paused on the standby once it has their
+    /// images); returns the request's id.
     pub fn open(&mut self, service: &str, patterns: &[&str]) -> Result<u32, ConsumerError> {
         self.request(service, patterns, None)
     }

@@ -232,10 +232,11 @@ pub enum ConfigError {
     PostTimeout {
         ms: u64,
     },
-    /// `feed_gap_window_ms` or `feed_loss_overlap_ms` out of range.
+    /// `feed_gap_window_ms` or `feed_loss_overlap_ms` out of range (1 ms to `max_ms`).
     FeedWindow {
         key: &'static str,
         ms: u64,
+        max_ms: u64,
     },
     /// The dictionary's messages take more than half a client's queue.
     DictionaryTooLarge {
@@ -285,15 +286,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "post_timeout_ms = {ms}: accepted: 1 to 3600000 (an hour)"
             ),
-            ConfigError::FeedWindow { key, ms } => write!(
-                f,
-                "{key} = {ms}: accepted: {}",
-                if *key == "feed_gap_window_ms" {
-                    "1 to 60000 (a minute)"
-                } else {
-                    "1 to 3600000 (an hour)"
-                }
-            ),
+            ConfigError::FeedWindow { key, ms, max_ms } => {
+                write!(f, "{key} = {ms}: accepted: 1 to {max_ms}")
+            }
             ConfigError::DictionaryTooLarge {
                 bytes,
                 max_queue_bytes,

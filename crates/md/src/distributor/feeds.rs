@@ -380,11 +380,6 @@ impl Feeds {
         }
         out
     }
-
-    /// Routes held in all, for the footprint.
-    pub fn routes(&self) -> usize {
-        self.services.iter().flatten().map(|f| f.routes.len()).sum()
-    }
 }
 
 fn clean(f: &Feed, now_ns: u64, overlap_ns: u64) -> bool {

@@ -312,17 +312,17 @@ impl DistributorConfig {
                 return Err(ConfigError::Zero(name));
             }
         }
-        if !(1_000_000..=60_000_000_000).contains(&self.feed_gap_window_ns) {
-            return Err(ConfigError::FeedWindow {
-                key: "feed_gap_window_ms",
-                ms: self.feed_gap_window_ns / 1_000_000,
-            });
-        }
-        if !(1_000_000..=3_600_000_000_000).contains(&self.feed_loss_overlap_ns) {
-            return Err(ConfigError::FeedWindow {
-                key: "feed_loss_overlap_ms",
-                ms: self.feed_loss_overlap_ns / 1_000_000,
-            });
+        for (key, ns, max_ms) in [
+            ("feed_gap_window_ms", self.feed_gap_window_ns, 60_000),
+            ("feed_loss_overlap_ms", self.feed_loss_overlap_ns, 3_600_000),
+        ] {
+            if !(1_000_000..=max_ms * 1_000_000).contains(&ns) {
+                return Err(ConfigError::FeedWindow {
+                    key,
+                    ms: ns / 1_000_000,
+                    max_ms,
+                });
+            }
         }
         if !(1_000_000..=3_600_000_000_000).contains(&self.post_timeout_ns) {
             return Err(ConfigError::PostTimeout {
