@@ -301,6 +301,9 @@ pub struct ReceiverStats {
     pub jumps_discarded: u64,
     /// Sessions joined mid-stream that asked for what came before (late join).
     pub late_joins: u64,
+    /// Frames of a session that said goodbye (BYE), dropped: a retransmission sent for another
+    /// receiver after it, not a new session.
+    pub closed_session_frames: u64,
     /// Rejected frames by [`WireError::index`].
     pub wire_errors: [u64; WireError::NAMES.len()],
 }
@@ -318,6 +321,7 @@ pub struct Footprint {
     /// Bytes of frames held while a jump waits for confirmation (one frame per session).
     pub jump_bytes: usize,
     pub departed: usize,
+    pub closed: usize,
     /// Events not yet taken with [`Receiver::next_event`].
     pub events: usize,
 }
@@ -342,6 +346,11 @@ pub struct Receiver {
     /// Sessions that went away without a BYE (timeout, lost connection) and where they stood,
     /// so a session that comes back reports exactly what it lost in between.
     departed: VecDeque<(u32, u64)>,
+    /// Sessions that said goodbye (BYE), most recent last. A publisher never opens a session
+    /// again once it closed it, so a frame of one of these is a retransmission that another
+    /// receiver's NAK brought: taken for a new session, it would deliver the closed stream
+    /// again from its start.
+    closed: VecDeque<u32>,
     /// Index of the session of the last frame (a cache: checked before use).
     last_session: usize,
     /// DATA frames seen and their bytes (8-byte aligned), for the byte-based window.
@@ -356,6 +365,8 @@ pub struct Receiver {
 
 /// Departed sessions remembered.
 const DEPARTED_KEPT: usize = 16;
+/// Closed sessions remembered.
+const CLOSED_KEPT: usize = 16;
 
 impl Receiver {
     pub fn new(cfg: ReceiverConfig) -> Self {
@@ -366,6 +377,7 @@ impl Receiver {
             counters: SubscriberCounters::default(),
             stats: ReceiverStats::default(),
             departed: VecDeque::new(),
+            closed: VecDeque::new(),
             last_session: 0,
             frames_seen: 0,
             frame_bytes_seen: 0,
@@ -397,6 +409,7 @@ impl Receiver {
         let mut f = Footprint {
             sessions: self.sessions.len(),
             departed: self.departed.len(),
+            closed: self.closed.len(),
             events: self.events.len(),
             ..Footprint::default()
         };
@@ -653,6 +666,10 @@ impl Receiver {
                 }
                 self.tail_loss(i, final_next);
                 let session_id = self.remove_session(i).session_id;
+                if self.closed.len() == CLOSED_KEPT {
+                    self.closed.pop_front();
+                }
+                self.closed.push_back(session_id);
                 self.events
                     .push_back(SubscriberEvent::PublisherClosed { session_id });
                 n
@@ -791,6 +808,10 @@ impl Receiver {
             self.last_session = i;
             s.last_heard_ns = now_ns;
             return Some(i);
+        }
+        if self.closed.contains(&session_id) {
+            self.stats.closed_session_frames += 1;
+            return None;
         }
         if self.sessions.len() >= self.cfg.max_sessions {
             self.stats.sessions_refused += 1;

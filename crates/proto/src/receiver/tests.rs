@@ -691,6 +691,32 @@ fn feed_from(r: &mut Receiver, d: &[u8], from: &str, now: u64, got: &mut Vec<u64
     );
 }
 
+/// A retransmission another receiver's NAK brought after the publisher's BYE is not a new
+/// session: the closed stream is not delivered again from its start.
+#[test]
+fn a_frame_of_a_closed_session_does_not_open_it_again() {
+    let mut r = repairing(true);
+    let mut got = Vec::new();
+    for s in 0..3 {
+        feed(&mut r, &data_frame(9, s, b"m"), 10, &mut got);
+    }
+    feed(&mut r, &bye_frame(9, 3), 20, &mut got);
+    assert_eq!(got, [0, 1, 2]);
+    events(&mut r);
+    for s in 0..3 {
+        feed(&mut r, &data_frame(9, s, b"m"), 30, &mut got);
+    }
+    feed(&mut r, &heartbeat_frame(9, 3, 0), 40, &mut got);
+    assert_eq!(got, [0, 1, 2], "delivered again");
+    assert_eq!(events(&mut r), []);
+    assert_eq!(r.footprint().sessions, 0);
+    assert_eq!(r.stats().closed_session_frames, 4);
+    assert!(naks_at(&mut r, 1_000_000, &mut got).is_empty());
+    // Another session of the same source is taken as ever.
+    feed(&mut r, &data_frame(10, 0, b"n"), 50, &mut got);
+    assert_eq!(got, [0, 1, 2, 0]);
+}
+
 fn lost_events(r: &mut Receiver) -> Vec<(u64, u64)> {
     events(r)
         .into_iter()
