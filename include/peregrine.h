@@ -469,6 +469,19 @@ typedef struct {
 // any function on the same consumer.
 typedef void (*pg_md_event_handler)(void *user, const pg_md_event *event);
 
+// How a warm standby consumer's standby stands (`pg_md_consumer_standby`).
+typedef struct {
+  // 1: the standby is logged in with every request paused and every image the active
+  // has, so a failover now passes no item on stale; 0: not yet (or not now).
+  int32_t standing_by;
+  // Items the standby has a current image of.
+  uint64_t standby_items;
+  // Times the standby took over.
+  uint64_t failovers;
+  // Messages of a new active not passed on because the application had them already.
+  uint64_t duplicates_dropped;
+} pg_md_standby;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -843,6 +856,35 @@ int32_t pg_md_consumer_rtt_ns(pg_md_consumer *consumer, uint64_t *rtt_ns);
 
 // Closes the connection and frees the consumer.
 int32_t pg_md_consumer_free(pg_md_consumer *consumer);
+
+// Logs in to `active` (waiting up to 10 s, as `pg_md_consumer_new`) and to `standby` (in the
+// background: it stands by once logged in, retrying with back-off until then), both as
+// `user` with `token`; the consumer into `*out`. It takes the same calls as a consumer of one
+// login, but `pg_md_consumer_pause`, `_resume` and `_snapshot`: when the active connection
+// is lost, the standby (logged in, its requests paused) is resumed and takes over, and the
+// application sees `PG_MD_DISCONNECTED`, then the new active's events: no item stale that
+// the standby had an image of, and no message it already had again.
+int32_t pg_md_consumer_new_warm(const char *active,
+                                const char *standby,
+                                const char *user,
+                                const char *token,
+                                pg_md_consumer **out);
+
+// [`pg_md_consumer_new_warm`] over TLS, with the options of `pg_md_consumer_new_tls` (both
+// logins check their distributor's certificate alike).
+int32_t pg_md_consumer_new_warm_tls(const char *active,
+                                    const char *standby,
+                                    const char *user,
+                                    const char *token,
+                                    const char *ca_file,
+                                    const char *cert_file,
+                                    const char *key_file,
+                                    const char *server_name,
+                                    pg_md_consumer **out);
+
+// How the standby of a consumer made by `pg_md_consumer_new_warm` stands, into `*out`.
+// `PG_ERROR_INVALID_ARGUMENT` for a consumer of one login.
+int32_t pg_md_consumer_standby(pg_md_consumer *consumer, pg_md_standby *out);
 
 #ifdef __cplusplus
 }  // extern "C"

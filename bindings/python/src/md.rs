@@ -16,7 +16,8 @@
 
 use crate::{BackPressured, Closed, ConfigError, PeregrineError};
 use peregrine_market_data::consumer::{
-    Consumer as RsConsumer, ConsumerError, Event as RsEvent, SessionError,
+    AnyConsumer, Consumer as RsConsumer, ConsumerError, Event as RsEvent, SessionError,
+    WarmStandby,
 };
 use peregrine_market_data::provider::{
     Post as RsPost, Provider as RsProvider, ProviderError, ProviderOptions,
@@ -1011,7 +1012,7 @@ impl ItemNames {
 }
 
 struct ConsumerState {
-    consumer: RsConsumer,
+    consumer: AnyConsumer,
     names: ItemNames,
     events: Vec<Gathered>,
     fields: Vec<(u16, Owned)>,
@@ -1304,9 +1305,15 @@ impl Consumer {
             .map(|v| v.iter().map(String::as_str).collect());
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        s.consumer
-            .request(service, &patterns, snapshot, view.as_deref())
-            .map_err(consumer_error)
+        if snapshot {
+            plain(&mut s.consumer, "snapshot")?
+                .request(service, &patterns, true, view.as_deref())
+                .map_err(consumer_error)
+        } else {
+            s.consumer
+                .request(service, &patterns, view.as_deref())
+                .map_err(consumer_error)
+        }
     }
 
     /// Makes the `Event`s of what `state` gathered (and clears it).
@@ -1478,6 +1485,19 @@ fn connect_options(
     Ok(peregrine_market_data::ConnectOptions::tls(tls))
 }
 
+/// The single login of `c`, for the calls a warm standby does not take (`call` names the one
+/// refused).
+fn plain<'a>(c: &'a mut AnyConsumer, call: &str) -> PyResult<&'a mut RsConsumer> {
+    c.plain().ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{call}() is not available on a warm standby consumer: it pauses and resumes its \
+             requests on the standby itself, and a request made on one login only would number \
+             the two logins' requests apart. Use open() and close(), or a consumer made without \
+             warm_standby"
+        ))
+    })
+}
+
 fn strings(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(s) = v.cast::<PyString>() {
         return Ok(vec![s.to_string()]);
@@ -1507,7 +1527,7 @@ impl Consumer {
     /// three intervals is given up and the next address tried. Call `poll` at least once an
     /// interval: a consumer that does not is silent too, and the distributor closes it.
     #[new]
-    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0, tls_ca = None, tls_cert = None, tls_key = None, tls_server_name = None, ping_interval_ms = None))]
+    #[pyo3(signature = (addresses, user, token = None, times = "datetime", dictionary = None, busy_poll_us = 0, tls_ca = None, tls_cert = None, tls_key = None, tls_server_name = None, ping_interval_ms = None, warm_standby = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -1522,6 +1542,7 @@ impl Consumer {
         tls_key: Option<std::path::PathBuf>,
         tls_server_name: Option<&str>,
         ping_interval_ms: Option<u32>,
+        warm_standby: bool,
     ) -> PyResult<Self> {
         let mut options = connect_options(tls_ca, tls_cert, tls_key, tls_server_name)?;
         if let Some(ms) = ping_interval_ms {
@@ -1534,6 +1555,13 @@ impl Consumer {
             options = options.with_ping_interval(Duration::from_millis(ms.into()));
         }
         let addresses = strings("addresses", addresses)?;
+        if warm_standby && addresses.len() != 2 {
+            return Err(PyValueError::new_err(format!(
+                "warm_standby=True takes two addresses, the active distributor's and the \
+                 standby's, not {}: give [\"HOST:PORT\", \"HOST:PORT\"]",
+                addresses.len()
+            )));
+        }
         let times_ns = match times {
             "datetime" => false,
             "ns" => true,
@@ -1566,12 +1594,20 @@ impl Consumer {
             options = options.with_dictionary(load_dictionary(Some(path))?);
         }
         let user_text = user.to_string();
-        let mut consumer = py
-            .detach(|| RsConsumer::connect_with(&addresses, &user_text, &token, options))
+        let mut consumer: AnyConsumer = py
+            .detach(|| {
+                if warm_standby {
+                    WarmStandby::connect(&addresses[0], &addresses[1], &user_text, &token, options)
+                        .map(AnyConsumer::from)
+                } else {
+                    RsConsumer::connect_with(&addresses, &user_text, &token, options)
+                        .map(AnyConsumer::from)
+                }
+            })
             .map_err(consumer_error)?;
         let dict = match dictionary {
             Some(path) => load_dictionary(Some(path))?,
-            None => consumer.dictionary().clone(),
+            None => consumer.active().dictionary().clone(),
         };
         let conv = Arc::new(Conv::new(py, &dict, times_ns));
         consumer.set_busy_poll(Duration::from_micros(busy_poll_us));
@@ -1634,12 +1670,13 @@ impl Consumer {
     ) -> PyResult<u32> {
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        let owned = fields_of(s.consumer.dictionary(), fields, kwargs)?;
+        let owned = fields_of(s.consumer.active().dictionary(), fields, kwargs)?;
         let list: Vec<Field<'_>> = owned
             .iter()
             .map(|(fid, v)| Field::new(*fid, v.value()))
             .collect();
         s.consumer
+            .active_mut()
             .post(service, item, &list, refresh)
             .map_err(consumer_error)
     }
@@ -1650,6 +1687,7 @@ impl Consumer {
         let g = self.state(py)?;
         let s = g.as_ref().expect("checked");
         s.consumer
+            .active()
             .downloaded_dictionary()
             .map(|d| dictionary_dict(py, d))
             .transpose()
@@ -1660,7 +1698,9 @@ impl Consumer {
     fn pause(&self, py: Python<'_>, request: u32) -> PyResult<()> {
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        s.consumer.pause(request).map_err(consumer_error)
+        plain(&mut s.consumer, "pause")?
+            .pause(request)
+            .map_err(consumer_error)
     }
 
     /// Resumes a paused request (0: every one): a "refresh" (`conflated` True) or "status"
@@ -1668,7 +1708,9 @@ impl Consumer {
     fn resume(&self, py: Python<'_>, request: u32) -> PyResult<()> {
         let mut g = self.state(py)?;
         let s = g.as_mut().expect("checked");
-        s.consumer.resume(request).map_err(consumer_error)
+        plain(&mut s.consumer, "resume")?
+            .resume(request)
+            .map_err(consumer_error)
     }
 
     /// Closes a request (what it alone opened stops).
@@ -1722,14 +1764,14 @@ impl Consumer {
     fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
         let g = self.state(py)?;
         Ok(g.as_ref()
-            .and_then(|s| s.consumer.readable_fd())
+            .and_then(|s| s.consumer.active().readable_fd())
             .unwrap_or(-1))
     }
 
     #[getter]
     fn is_logged_in(&self, py: Python<'_>) -> PyResult<bool> {
         let g = self.state(py)?;
-        Ok(g.as_ref().is_some_and(|s| s.consumer.is_logged_in()))
+        Ok(g.as_ref().is_some_and(|s| s.consumer.active().is_logged_in()))
     }
 
     /// The distributor connected to now ("HOST:PORT"), or None.
@@ -1737,7 +1779,7 @@ impl Consumer {
     fn distributor(&self, py: Python<'_>) -> PyResult<Option<String>> {
         let g = self.state(py)?;
         Ok(g.as_ref()
-            .and_then(|s| s.consumer.distributor())
+            .and_then(|s| s.consumer.active().distributor())
             .map(|a| a.to_string()))
     }
 
@@ -1751,7 +1793,7 @@ impl Consumer {
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = {
             let g = self.state(py)?;
-            g.as_ref().expect("checked").consumer.counters()
+            g.as_ref().expect("checked").consumer.active().counters()
         };
         named_counters(py, &c.values())
     }
@@ -1762,7 +1804,7 @@ impl Consumer {
     fn services<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let list = {
             let g = self.state(py)?;
-            g.as_ref().expect("checked").consumer.services()
+            g.as_ref().expect("checked").consumer.active().services()
         };
         let d = PyDict::new(py);
         for (name, up, may_open) in list {
@@ -1779,7 +1821,7 @@ impl Consumer {
     #[getter]
     fn rtt_us(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let g = self.state(py)?;
-        let rtt = g.as_ref().expect("checked").consumer.rtt();
+        let rtt = g.as_ref().expect("checked").consumer.active().rtt();
         Ok(rtt.map(|d| d.as_nanos() as f64 / 1_000.0))
     }
 
@@ -1788,8 +1830,28 @@ impl Consumer {
     #[getter]
     fn ping_interval_ms(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         let g = self.state(py)?;
-        let interval = g.as_ref().expect("checked").consumer.ping_interval();
+        let interval = g.as_ref().expect("checked").consumer.active().ping_interval();
         Ok(interval.map(|d| d.as_millis() as u64))
+    }
+
+    /// How the standby of a consumer made with `warm_standby=True` stands: a dict with
+    /// "standing_by" (True: logged in, every request paused with every image the active has,
+    /// so a failover now passes no item on stale), "standby_items" (items it has a current
+    /// image of), "failovers" (times it took over) and "duplicates_dropped" (messages of a new
+    /// active not passed on because the application had them); None for a consumer of one
+    /// login.
+    #[getter]
+    fn standby<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let g = self.state(py)?;
+        let Some(w) = g.as_ref().expect("checked").consumer.warm() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("standing_by", w.standing_by())?;
+        d.set_item("standby_items", w.standby_items())?;
+        d.set_item("failovers", w.failovers())?;
+        d.set_item("duplicates_dropped", w.duplicates_dropped())?;
+        Ok(Some(d))
     }
 
     /// Closes the connection; later calls raise `peregrine.Closed`.

@@ -708,3 +708,69 @@ def test_two_numbered_providers_are_one_stream_and_either_may_close(net):
         stale = [e for e in got if e.kind == "status" and e.state == "stale"]
         assert stale == []
     b.close()
+
+
+def test_a_warm_standby_consumer_fails_over_with_nothing_stale_and_nothing_twice(tmp_path):
+    """Two distributors of one backbone; a consumer with warm_standby=True delivers from the
+    first and stands by, paused, on the second. The first stops: the standby takes over, no
+    item goes stale and no item_seq comes twice or backwards."""
+    bb, rq = backbone()
+    for d in ("1", "2"):
+        (tmp_path / d).mkdir()
+    d1 = Distributor(tmp_path / "1", bb, rq, ["AAA.*"])
+    try:
+        d2 = Distributor(tmp_path / "2", bb, rq, ["AAA.*"])
+    except BaseException:
+        d1.stop()
+        raise
+    prov = md.Provider("FEED1", backbone=bb, requests=rq)
+    try:
+        with pytest.raises(ValueError, match="warm_standby=True takes two addresses"):
+            md.Consumer(d1.address, "alice", TOKEN, warm_standby=True)
+        for i in range(3):
+            prov.refresh_numbered(f"AAA.{i}", 0, {"BID": 100})
+        with md.Consumer([d1.address, d2.address], "alice", TOKEN,
+                         warm_standby=True) as cons:
+            assert cons.standby["failovers"] == 0
+            with pytest.raises(ValueError, match="not available on a warm standby consumer"):
+                cons.pause(0)
+            cons.open("FEED1", "AAA.*")
+            got = pump(prov, cons, lambda evs: cons.standby["standing_by"],
+                       what="the standby standing by")
+
+            def publish(ks):
+                for k in ks:
+                    for i in range(3):
+                        while True:
+                            try:
+                                prov.update_numbered(f"AAA.{i}", k, {"BID": 100 + k})
+                                break
+                            except peregrine.BackPressured:
+                                prov.do_work()
+                    got.extend(cons.poll(timeout=0))
+
+            def last(evs, i):
+                seqs = [e.item_seq for e in evs
+                        if e.kind in ("refresh", "update") and e.item == f"AAA.{i}"]
+                return seqs[-1] if seqs else None
+
+            publish(range(1, 101))
+            got += pump(prov, cons, lambda evs: all(last(got + evs, i) == 100 for i in range(3)),
+                        what="update 100 of each item")
+            d1.stop()
+            publish(range(101, 201))
+            got += pump(prov, cons, lambda evs: all(last(got + evs, i) == 200 for i in range(3)),
+                        what="update 200 of each item after the failover")
+            assert cons.standby["failovers"] == 1
+            assert cons.distributor == d2.address
+            assert any(e.kind == "disconnected" for e in got)
+            for i in range(3):
+                seqs = [e.item_seq for e in got
+                        if e.kind in ("refresh", "update") and e.item == f"AAA.{i}"]
+                assert seqs == sorted(set(seqs)), f"AAA.{i}: twice or backwards: {seqs}"
+            stale = [e for e in got if e.kind == "status" and e.state == "stale"]
+            assert stale == []
+    finally:
+        prov.close()
+        d1.stop()
+        d2.stop()

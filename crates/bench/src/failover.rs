@@ -20,6 +20,7 @@
 pub mod distributors;
 pub mod feeds;
 mod md;
+pub mod paths;
 pub use md::MdFailoverConfig;
 
 use crate::clock::Clock;

@@ -59,6 +59,8 @@ pub enum HelperSpec {
     NatsClient(crate::fanout::nats::NatsClientSpec),
     /// A failover group's member: publishes on the run's schedule until it is killed.
     FailoverMember(crate::failover::MemberSpec),
+    /// The A/B paths case's publisher: sends on both lines until it is killed.
+    PathsPublisher(crate::failover::paths::PathsSpec),
 }
 
 impl HelperSpec {
@@ -85,6 +87,7 @@ impl HelperSpec {
             HelperSpec::NatsFeed(spec) => crate::fanout::nats::feed(&spec),
             HelperSpec::NatsClient(spec) => crate::fanout::nats::client(&spec),
             HelperSpec::FailoverMember(spec) => crate::failover::member(&spec),
+            HelperSpec::PathsPublisher(spec) => crate::failover::paths::publish(&spec),
         }
     }
 
@@ -101,6 +104,7 @@ impl HelperSpec {
             HelperSpec::NatsFeed(_) => "NATS feed",
             HelperSpec::NatsClient(_) => "NATS client",
             HelperSpec::FailoverMember(_) => "failover group member",
+            HelperSpec::PathsPublisher(_) => "A/B paths publisher",
         }
     }
 }
@@ -296,6 +300,7 @@ mod tests {
             idle: IdleKind::Block,
             uri: None,
             loss: Some("1%".into()),
+            group: true,
         };
         let spec = HelperSpec::ThroughputSubscriber {
             cfg: tp.clone(),

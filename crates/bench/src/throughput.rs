@@ -5,7 +5,9 @@
 use crate::floor::with_cpu;
 use crate::helper::{say_ready, say_result, Helper, HelperSpec};
 use crate::{BenchError, CpuPair};
+use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
 use peregrine::{IdleKind, OfferError, Scheme, SlowSubscriberPolicy, SubscriberEvent};
+use peregrine_wire::failover::{FailoverRepr, FAILOVER_HEADER_LEN};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,11 @@ pub struct ThroughputConfig {
     /// udp, mcast: each subscriber drops this fraction of the datagrams it receives (its own
     /// seeded loss generator, `loss=` on its URI), and repairs them by NAK.
     pub loss: Option<String>,
+    /// Every message goes through a failover group of one member (the pingpong's group): each
+    /// carries the group's 16-byte header and its application sequence, and the subscribers
+    /// arbitrate with a `FailoverSubscriber` (the cost of a failover group when nothing fails).
+    #[serde(default)]
+    pub group: bool,
 }
 
 /// What one subscriber process saw.
@@ -147,7 +154,9 @@ pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         peregrine::ipc_max_message_len(cfg.capacity)
     } else {
         1 << 20
-    };
+    }
+    // With --group the failover header comes first.
+    .saturating_sub(if cfg.group { FAILOVER_HEADER_LEN } else { 0 });
     if cfg.size > max && cfg.transport != Scheme::Ipc {
         return Err(BenchError::Config(format!(
             "--size {} is not accepted: give 0 to {max} bytes",
@@ -270,6 +279,11 @@ fn publish(
         std::thread::sleep(Duration::from_millis(1));
     }
     let size = cfg.size;
+    // With --group each message starts with the failover header naming its sequence.
+    let group = cfg
+        .group
+        .then(|| peregrine::failover::group_id(crate::pingpong::GROUP));
+    let header = if cfg.group { FAILOVER_HEADER_LEN } else { 0 };
     let limit = cfg.count.unwrap_or(u64::MAX);
     let run_for = Duration::from_secs_f64(cfg.seconds);
     let mut body = || {
@@ -282,9 +296,16 @@ fn publish(
                 if seq == limit {
                     break 'outer;
                 }
-                let r = publ.offer_with(size, |buf| {
+                let r = publ.offer_with(header + size, |buf| {
+                    if let Some(group_id) = group {
+                        FailoverRepr {
+                            group_id,
+                            sequence: seq,
+                        }
+                        .emit(buf);
+                    }
                     if size >= 8 {
-                        buf[..8].copy_from_slice(&seq.to_le_bytes());
+                        buf[header..header + 8].copy_from_slice(&seq.to_le_bytes());
                     }
                 });
                 match r {
@@ -327,6 +348,9 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
 /// The subscriber side: receives from `uri` until the publisher closes, then prints its
 /// report.
 pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
+    if cfg.group {
+        return subscribe_group(cfg, uri);
+    }
     let uri = uri.to_string();
     let mut sub = crate::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
     sub.record_recovery();
@@ -417,29 +441,7 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
         }
         sub.idle(n);
     }
-    // A loss after the last delivered message shows only as an event.
-    let Tally {
-        expected,
-        mut observed_gaps,
-        ..
-    } = tally;
-    if let (Some(&(from, count)), Some(e)) = (lost_events.last(), expected) {
-        if from + count > e {
-            observed_gaps.push((e, from + count - e));
-        }
-    }
-    r.lost = lost_events.iter().map(|&(_, c)| c).sum();
-    r.end_sequence = expected.unwrap_or(0);
-    r.lost_end_sequence = lost_events.iter().map(|&(f, c)| f + c).max().unwrap_or(0);
-    r.first_lost_end_sequence = lost_events.first().map_or(0, |&(f, c)| f + c);
-    r.gaps = lost_events.len() as u64;
-    if merge_ranges(&observed_gaps) != merge_ranges(&lost_events) {
-        tracing::warn!(
-            "gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}"
-        );
-        r.out_of_order += 1;
-    }
-    r.cpu_s = crate::cpu_seconds_self();
+    tally.settle(&mut r, &lost_events);
     let c = sub.counters();
     r.naks_sent = c.naks_sent;
     r.duplicates = c.duplicates;
@@ -449,6 +451,81 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
     recovery_ns.append(&mut sub.take_recovery_ns());
     recovery_ns.sort_unstable();
     r.recovery_ns = [0.5, 0.99, 0.999, 1.0].map(|q| crate::stats::nearest_rank(&recovery_ns, q));
+    say_result(&r);
+    Ok(())
+}
+
+/// The subscriber side of `--group`: the subscriber inside a `FailoverSubscriber` of the
+/// group (one member), which delivers each message by its application sequence; counted and
+/// checked as [`subscribe`] does, the arbiter's `Lost` events standing for the transport's.
+fn subscribe_group(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
+    let sub = crate::pingpong::context()?.subscriber("bench.throughput", uri, cfg.idle)?;
+    if let Some(c) = cfg.cpus {
+        peregrine_agent::pin_to_cpu(c.b)?;
+    }
+    let net = cfg.transport != Scheme::Ipc;
+    if net {
+        say_ready();
+    }
+    let mut group =
+        FailoverSubscriber::new(vec![sub], crate::pingpong::GROUP, ArbiterConfig::default())
+            .map_err(|e| BenchError::Config(e.to_string()))?;
+    let mut r = SubscriberReport::default();
+    let mut lost_events: Vec<(u64, u64)> = Vec::new();
+    // One application sequence per message.
+    let mut tally = Tally {
+        expected: None,
+        observed_gaps: Vec::new(),
+        fpm: 1,
+        size: cfg.size,
+    };
+    let start = Instant::now();
+    let mut connected = false;
+    loop {
+        let n = group.poll(&mut |m| tally.see(&mut r, m.sequence, m.payload), 256);
+        if n > 0 {
+            let now = peregrine_agent::monotonic_ns();
+            if r.first_ns == 0 {
+                r.first_ns = now;
+            }
+            r.last_ns = now;
+        }
+        while let Some(ev) = group.next_event() {
+            if let FailoverEvent::Lost {
+                from_sequence,
+                count,
+            } = ev
+            {
+                lost_events.push((from_sequence, count));
+            }
+        }
+        let is_connected = group.subscribers()[0].is_connected();
+        if !connected {
+            if is_connected {
+                connected = true;
+                if !net {
+                    say_ready();
+                }
+            } else if start.elapsed() > cfg.connect_timeout {
+                return Err(BenchError::Child(format!(
+                    "no publisher on {uri} within {} s",
+                    cfg.connect_timeout.as_secs()
+                )));
+            }
+        } else if n == 0 && !is_connected {
+            break;
+        }
+        group.idle(n);
+    }
+    tally.settle(&mut r, &lost_events);
+    let c = group.subscribers()[0].counters();
+    r.naks_sent = c.naks_sent;
+    r.duplicates = c.duplicates;
+    r.retransmits_received = c.retransmits_received;
+    r.recovered = c.recovered;
+    r.dropped = group.subscribers()[0]
+        .loss_counters()
+        .map_or(0, |l| l.dropped_total());
     say_result(&r);
     Ok(())
 }
@@ -483,6 +560,34 @@ impl Tally {
         }
         self.expected = Some(sequence + self.fpm);
         r.received += 1;
+    }
+
+    /// At the end: the losses reported (`lost_events`, from and count) into the report, each
+    /// checked against the gaps seen (a loss after the last delivered message shows only as an
+    /// event); a difference counts as out of order.
+    fn settle(self, r: &mut SubscriberReport, lost_events: &[(u64, u64)]) {
+        let Tally {
+            expected,
+            mut observed_gaps,
+            ..
+        } = self;
+        if let (Some(&(from, count)), Some(e)) = (lost_events.last(), expected) {
+            if from + count > e {
+                observed_gaps.push((e, from + count - e));
+            }
+        }
+        r.lost = lost_events.iter().map(|&(_, c)| c).sum();
+        r.end_sequence = expected.unwrap_or(0);
+        r.lost_end_sequence = lost_events.iter().map(|&(f, c)| f + c).max().unwrap_or(0);
+        r.first_lost_end_sequence = lost_events.first().map_or(0, |&(f, c)| f + c);
+        r.gaps = lost_events.len() as u64;
+        if merge_ranges(&observed_gaps) != merge_ranges(lost_events) {
+            tracing::warn!(
+                "gaps seen {observed_gaps:?} differ from the losses reported {lost_events:?}"
+            );
+            r.out_of_order += 1;
+        }
+        r.cpu_s = crate::cpu_seconds_self();
     }
 }
 

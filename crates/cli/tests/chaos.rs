@@ -6,7 +6,9 @@
 //!
 //! Every 5 s the killer (this test, with a fixed seed: the same run every time) SIGKILLs a random
 //! member of a random pair and restarts it, SIGSTOPs a member of another pair for 2 s, and
-//! every third round cuts the veth link for 4 s. It never takes both members of a pair.
+//! every third round cuts the veth link until the consumer across it reports the silence (a
+//! stopped distributor is given up after three ping intervals). It never takes both members of
+//! a pair.
 //!
 //! Checks: the group's subscriber got every sequence once, in order, and nothing was declared
 //! lost; every consumer reported no gap (a missed update is a `Gap`; an interval without a
@@ -119,6 +121,30 @@ impl Running {
     fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Lines containing `what` so far.
+    fn count(&self, what: &str) -> usize {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
+    }
+
+    /// Waits (up to `limit`) until more than `seen` lines contain `what`.
+    fn wait_for_more(&self, what: &str, seen: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.count(what) <= seen {
+            assert!(
+                Instant::now() < deadline,
+                "{}: no new line with {what:?} in {limit:?}:\n{}",
+                self.name,
+                self.lines.lock().unwrap().join("\n")
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// SIGTERM, then its exit (10 s at most) and every line it wrote.
@@ -423,6 +449,13 @@ fn nothing_is_lost_while_members_of_every_pair_are_killed_stopped_and_cut_off() 
         let st = (k + 1 + rng.below(2)) % 3;
         let (ki, si) = (rng.below(2), rng.below(2));
         let cut = link.as_ref().filter(|_| round % 3 == 1);
+        // The remote consumer's silence reports before the cut: the link comes back only once
+        // it has reported one more, however long its silence limit takes on this machine.
+        const SILENT: &str = "nothing from the distributor for";
+        let silences_before = clients
+            .iter()
+            .find(|c| c.name == "remote")
+            .map(|c| c.count(SILENT));
         let stopped = {
             let pairs: [&Pair; 3] = [&dists, &feeds, &publishers];
             let p = pairs[st];
@@ -453,9 +486,11 @@ fn nothing_is_lost_while_members_of_every_pair_are_killed_stopped_and_cut_off() 
                 .unwrap()
                 .signal(Signal::CONT);
         }
-        if let Some(l) = cut {
-            thread::sleep(Duration::from_secs(4).saturating_sub(started.elapsed()));
+        if let (Some(l), Some(seen)) = (cut, silences_before) {
+            let remote = clients.iter().find(|c| c.name == "remote").unwrap();
+            remote.wait_for_more(SILENT, seen, Duration::from_secs(30));
             l.set(true);
+            log.push(format!("round {round}: link up"));
         }
         thread::sleep(ROUND.saturating_sub(started.elapsed()));
     }

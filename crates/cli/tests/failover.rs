@@ -216,6 +216,69 @@ fn group_flags_are_checked_with_the_fix() {
     );
 }
 
+/// `bench failover --paths`: line A cut twice in the network under the stream (an nft rule in
+/// a namespace of the run's own), nothing lost, duplicated or repaired.
+#[test]
+fn bench_failover_cuts_line_a_and_the_b_line_carries_the_stream_whole() {
+    if !peregrine_testkit::root("--paths cuts a line with nft in a network namespace")
+        || peregrine_testkit::program("nft", "apt-get install nftables").is_none()
+        || peregrine_testkit::program("ip", "apt-get install iproute2").is_none()
+    {
+        return;
+    }
+    let _one = common::one_bench_at_a_time();
+    let out = common::fresh_results_dir("failover-paths");
+    let o = common::run_bench(&[
+        "bench",
+        "failover",
+        "--transport",
+        "udp",
+        "--kills",
+        "2",
+        "--rate",
+        "10k",
+        "--paths",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let p = lines
+        .iter()
+        .find(|l| l["case"] == "paths")
+        .unwrap_or_else(|| panic!("no paths case: {stdout}"));
+    assert_eq!(p["kills"], 2, "{p}");
+    for k in [
+        "lost",
+        "duplicated",
+        "out_of_order",
+        "corrupt",
+        "transport_lost",
+        "naks_sent",
+    ] {
+        assert_eq!(p[k], 0, "{k}: {p}");
+    }
+    assert!(p["delivered"].as_u64() > Some(1000), "{p}");
+    assert!(
+        p["line_duplicates"].as_u64() > Some(1000),
+        "both lines carried: {p}"
+    );
+    for k in ["gaps_ns", "baseline_gaps_ns"] {
+        let v = p[k].as_array().unwrap();
+        assert_eq!(v.len(), 2, "{k}: {p}");
+        assert!(v.iter().all(|g| g.as_u64() > Some(0)), "{k}: {p}");
+    }
+}
+
 #[test]
 fn bench_failover_kills_the_leader_and_checks_every_sequence_on_each_transport() {
     let _one = common::one_bench_at_a_time();

@@ -76,6 +76,39 @@ fn a_publisher_and_three_subscriber_processes_move_ten_million_messages_without_
     assert_eq!(r["detail"]["subscribers"], 3);
 }
 
+/// `bench throughput --group`: every message through a failover group of one member, checked
+/// by its application sequence at each subscriber, on shared memory and UDP.
+#[test]
+fn a_failover_group_throughput_run_delivers_every_sequence_to_every_subscriber() {
+    for transport in ["ipc", "udp"] {
+        let out = run(&[
+            "bench",
+            "throughput",
+            "--transport",
+            transport,
+            "--group",
+            "--count",
+            "200000",
+            "--subscribers",
+            "2",
+            "--size",
+            "32",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{transport}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = json_lines(&out.stdout);
+        assert_eq!(lines.len(), 1);
+        let r = &lines[0];
+        assert_eq!(r["samples"], 200_000u64, "{transport}: {r}");
+        assert_eq!(r["lost"], 0, "{transport}: {r}");
+        assert_eq!(r["detail"]["failover_group"], "bench", "{transport}: {r}");
+    }
+}
+
 #[test]
 fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_lost() {
     let name = unique("ow");

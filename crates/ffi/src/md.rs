@@ -5,7 +5,9 @@
 use super::{check_out, free, insert, put, run, text, with, Failure, Kind};
 use crate::error::pg_status::*;
 use crate::pg_context;
-use peregrine_market_data::consumer::{ConnectOptions, Consumer, ConsumerError, Event};
+use peregrine_market_data::consumer::{
+    AnyConsumer, ConnectOptions, Consumer, ConsumerError, Event,
+};
 use peregrine_market_data::provider::{Post, Provider, ProviderError, ProviderOptions};
 use peregrine_market_data::tls::ClientTls;
 use peregrine_md::codec::AckCode;
@@ -15,6 +17,8 @@ use peregrine_md::model::{Field, ItemState, Price, Value};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::time::Duration;
+
+mod standby;
 
 /// A market data provider of one service (RTSDK's non-interactive provider): it publishes its
 /// items on the backbone, keeps their images and answers the distributors' image requests.
@@ -208,7 +212,7 @@ const MAX_C_POSTS: usize = 4096;
 
 #[derive(Debug)]
 struct ConsumerObject {
-    consumer: Consumer,
+    consumer: AnyConsumer,
     /// The dictionary's names as C strings, by field id.
     names: HashMap<u16, CString>,
     fields: Vec<pg_md_field>,
@@ -639,38 +643,46 @@ pub unsafe extern "C" fn pg_md_consumer_new_tls(
     out: *mut *mut pg_md_consumer,
 ) -> i32 {
     run(|| {
-        let options = || {
-            let ca = text(ca_file, "ca_file")?;
-            let optional = |p: *const c_char, what: &str| -> Result<Option<&str>, Failure> {
-                if p.is_null() {
-                    Ok(None)
-                } else {
-                    text(p, what).map(Some)
-                }
-            };
-            let identity = match (
-                optional(cert_file, "cert_file")?,
-                optional(key_file, "key_file")?,
-            ) {
-                (Some(c), Some(k)) => Some((std::path::Path::new(c), std::path::Path::new(k))),
-                (None, None) => None,
-                _ => {
-                    return Err(Failure::invalid(
-                        "cert_file and key_file go together: give both, or neither (NULL)",
-                    ))
-                }
-            };
-            let mut tls = ClientTls::load(std::path::Path::new(ca), identity)
-                .map_err(|e| Failure::invalid(e.to_string()))?;
-            if let Some(name) = optional(server_name, "server_name")? {
-                tls = tls
-                    .with_server_name(name)
-                    .map_err(|e| Failure::invalid(e.to_string()))?;
-            }
-            Ok(ConnectOptions::tls(tls))
-        };
+        let options = || tls_options(ca_file, cert_file, key_file, server_name);
         new_consumer(addresses, count, user, token, options, out)
     })
+}
+
+/// The TLS options of [`pg_md_consumer_new_tls`] and [`pg_md_consumer_new_warm_tls`].
+fn tls_options(
+    ca_file: *const c_char,
+    cert_file: *const c_char,
+    key_file: *const c_char,
+    server_name: *const c_char,
+) -> Result<ConnectOptions, Failure> {
+    let ca = text(ca_file, "ca_file")?;
+    let optional = |p: *const c_char, what: &str| -> Result<Option<&str>, Failure> {
+        if p.is_null() {
+            Ok(None)
+        } else {
+            text(p, what).map(Some)
+        }
+    };
+    let identity = match (
+        optional(cert_file, "cert_file")?,
+        optional(key_file, "key_file")?,
+    ) {
+        (Some(c), Some(k)) => Some((std::path::Path::new(c), std::path::Path::new(k))),
+        (None, None) => None,
+        _ => {
+            return Err(Failure::invalid(
+                "cert_file and key_file go together: give both, or neither (NULL)",
+            ))
+        }
+    };
+    let mut tls = ClientTls::load(std::path::Path::new(ca), identity)
+        .map_err(|e| Failure::invalid(e.to_string()))?;
+    if let Some(name) = optional(server_name, "server_name")? {
+        tls = tls
+            .with_server_name(name)
+            .map_err(|e| Failure::invalid(e.to_string()))?;
+    }
+    Ok(ConnectOptions::tls(tls))
 }
 
 /// The body of the consumer constructors.
@@ -688,7 +700,12 @@ fn new_consumer(
     let token = text(token, "token")?;
     let options = options()?;
     let consumer = Consumer::connect_with(&addresses, user, token.as_bytes(), options)?;
-    let names = c_names(consumer.dictionary());
+    consumer_handle(consumer.into(), out)
+}
+
+/// A handle for a consumer logged in, into `*out`.
+fn consumer_handle(consumer: AnyConsumer, out: *mut *mut pg_md_consumer) -> Result<i32, Failure> {
+    let names = c_names(consumer.active().dictionary());
     let h = insert(
         Kind::MdConsumer,
         ConsumerObject {
@@ -712,7 +729,7 @@ pub unsafe extern "C" fn pg_md_consumer_open(
     request: *mut u32,
 ) -> i32 {
     consumer_request(consumer, service, patterns, count, request, |c, s, p| {
-        c.open(s, p)
+        Ok(c.open(s, p)?)
     })
 }
 
@@ -727,7 +744,7 @@ unsafe fn consumer_request(
     patterns: *const *const c_char,
     count: usize,
     request: *mut u32,
-    make: impl FnOnce(&mut Consumer, &str, &[&str]) -> Result<u32, ConsumerError>,
+    make: impl FnOnce(&mut AnyConsumer, &str, &[&str]) -> Result<u32, Failure>,
 ) -> i32 {
     with_consumer(consumer, |c| {
         let service = text(service, "service")?;
@@ -759,7 +776,7 @@ pub unsafe extern "C" fn pg_md_consumer_open_view(
     };
     // An empty view is refused by the consumer, naming the accepted count.
     consumer_request(consumer, service, patterns, count, request, |c, s, p| {
-        c.open_view_ids(s, p, fids)
+        Ok(c.open_view_ids(s, p, fids)?)
     })
 }
 
@@ -775,7 +792,7 @@ pub unsafe extern "C" fn pg_md_consumer_snapshot(
     request: *mut u32,
 ) -> i32 {
     consumer_request(consumer, service, patterns, count, request, |c, s, p| {
-        c.snapshot(s, p)
+        Ok(standby::plain(c, "pg_md_consumer_snapshot")?.snapshot(s, p)?)
     })
 }
 
@@ -784,7 +801,7 @@ pub unsafe extern "C" fn pg_md_consumer_snapshot(
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_pause(consumer: *mut pg_md_consumer, request: u32) -> i32 {
     with_consumer(consumer, |c| {
-        c.consumer.pause(request)?;
+        standby::plain(&mut c.consumer, "pg_md_consumer_pause")?.pause(request)?;
         Ok(0)
     })
 }
@@ -794,7 +811,7 @@ pub unsafe extern "C" fn pg_md_consumer_pause(consumer: *mut pg_md_consumer, req
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_resume(consumer: *mut pg_md_consumer, request: u32) -> i32 {
     with_consumer(consumer, |c| {
-        c.consumer.resume(request)?;
+        standby::plain(&mut c.consumer, "pg_md_consumer_resume")?.resume(request)?;
         Ok(0)
     })
 }
@@ -960,7 +977,7 @@ pub unsafe extern "C" fn pg_md_consumer_poll(
             unsafe { handler(user, &ev) }
         })?;
         if new_dictionary {
-            *names = c_names(consumer.dictionary());
+            *names = c_names(consumer.active().dictionary());
         }
         Ok(n.min(i32::MAX as usize) as i32)
     })
@@ -991,8 +1008,9 @@ pub unsafe extern "C" fn pg_md_consumer_post(
     with_consumer(consumer, |c| {
         let service = text(service, "service")?;
         let item = text(item, "item")?;
-        let f = fields_in(c.consumer.dictionary(), fields, count)?;
-        let id = c.consumer.post(service, item, &f, refresh != 0)?;
+        let consumer = c.consumer.active_mut();
+        let f = fields_in(consumer.dictionary(), fields, count)?;
+        let id = consumer.post(service, item, &f, refresh != 0)?;
         if !post_id.is_null() {
             // SAFETY: not NULL (checked); the caller's u32.
             unsafe { post_id.write(id) };
@@ -1072,7 +1090,7 @@ fn c_field(f: Field<'_>, names: &HashMap<u16, CString>) -> pg_md_field {
 #[no_mangle]
 pub unsafe extern "C" fn pg_md_consumer_fd(consumer: *mut pg_md_consumer, fd: *mut i32) -> i32 {
     with_consumer(consumer, |c| {
-        put(fd, c.consumer.readable_fd().unwrap_or(-1), "fd")?;
+        put(fd, c.consumer.active().readable_fd().unwrap_or(-1), "fd")?;
         Ok(0)
     })
 }
@@ -1088,7 +1106,7 @@ pub unsafe extern "C" fn pg_md_consumer_rtt_ns(
     rtt_ns: *mut u64,
 ) -> i32 {
     with_consumer(consumer, |c| {
-        let ns = c.consumer.rtt().map_or(0, |d| d.as_nanos() as u64);
+        let ns = c.consumer.active().rtt().map_or(0, |d| d.as_nanos() as u64);
         put(rtt_ns, ns, "rtt_ns")?;
         Ok(0)
     })

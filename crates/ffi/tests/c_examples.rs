@@ -533,6 +533,126 @@ fn a_c_post_reaches_the_c_provider_and_is_answered() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Warm standby from C (`pg_md_consumer_new_warm`, examples/c/md_standby.c): logged in to
+/// two distributors of one backbone, the consumer delivers from the first and stands by on the
+/// second; the first stops and the standby takes over with no item stale, no `item_seq` twice
+/// or backwards, and the stream carried on to its last update.
+#[test]
+fn a_c_warm_standby_consumer_takes_over_with_nothing_stale_and_nothing_twice() {
+    use peregrine_market_data::distributor::SettingsOverrides;
+    use peregrine_market_data::provider::{Provider, ProviderOptions};
+    use peregrine_md::model::{Field, Value};
+    let Some(cc) = cc() else { return };
+    let standby = build(&cc, "md_standby.c", &[]);
+    let pid = std::process::id();
+    let group = format!("239.255.96.{}", 1 + (pid + 53) % 250);
+    let port = 30_000 + ((pid % 7919) * 2 + 6) % 30_000;
+    let backbone = format!("mcast://{group}:{port}");
+    let requests = format!("mcast://{group}:{}", port + 1);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-md-standby-{pid}"));
+    let overrides = || SettingsOverrides {
+        backbone: Some(backbone.clone()),
+        requests: Some(requests.clone()),
+        ..Default::default()
+    };
+    let first = InProcessDistributor::start(&dir.join("1"), overrides());
+    let second = InProcessDistributor::start(&dir.join("2"), overrides());
+    let mut prov = Provider::with_options(
+        &peregrine_market_data::Context::new(),
+        ProviderOptions {
+            requests: Some(requests.clone()),
+            ..ProviderOptions::new("FEED1", &backbone)
+        },
+    )
+    .unwrap();
+    let bid = |k: i64| [Field::new(22, Value::price(18_900 + k, -2))];
+    prov.refresh("AAA.O", &bid(0)).unwrap();
+    let mut cons = Command::new(&standby)
+        .args([
+            &first.addr,
+            &second.addr,
+            "alice",
+            "a",
+            "FEED1",
+            "20",
+            "AAA.O",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    let reader = {
+        let stdout = cons.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if line_tx.send(l).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut lines: Vec<String> = Vec::new();
+    // Waits (the provider working meanwhile) for a line equal to `want`.
+    let wait_for = |prov: &mut Provider, lines: &mut Vec<String>, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !lines.iter().any(|l| l == want) {
+            assert!(Instant::now() < deadline, "no {want:?}: {lines:?}");
+            prov.do_work();
+            if let Ok(l) = lines_rx.recv_timeout(Duration::from_millis(10)) {
+                lines.push(l);
+            }
+        }
+    };
+    wait_for(&mut prov, &mut lines, "STANDING BY");
+    for k in 1..=10 {
+        prov.update("AAA.O", &bid(k)).unwrap();
+    }
+    wait_for(&mut prov, &mut lines, "UPDATE AAA.O seq=10");
+    drop(first);
+    wait_for(&mut prov, &mut lines, "FAILED OVER");
+    for k in 11..=20 {
+        prov.update("AAA.O", &bid(k)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        prov.do_work();
+        if let Some(s) = cons.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not finish: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    reader.join().unwrap();
+    lines.extend(lines_rx.try_iter());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut cons.stderr.take().unwrap(), &mut err).unwrap();
+    drop(second);
+    let out = lines.join("\n");
+    assert!(status.success(), "md_standby: {out}\n{err}");
+    let seqs: Vec<u32> = lines
+        .iter()
+        .filter_map(|l| l.split_once(" seq=").map(|(_, n)| n.parse().unwrap()))
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] > w[0]),
+        "an item_seq twice or backwards: {out}"
+    );
+    assert_eq!(seqs.last(), Some(&20), "{out}");
+    assert!(!out.contains(" stale "), "an item went stale: {out}");
+    assert_eq!(
+        lines.iter().filter(|l| *l == "FAILED OVER").count(),
+        1,
+        "{out}"
+    );
+    assert!(out.contains("failovers=1 "), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The C consumer over TLS (`pg_md_consumer_new_tls`, examples/c/md_consumer.c with
 /// PEREGRINE_TLS_CA): it logs in and opens through a TLS distributor whose certificate chains
 /// to the CA it is given; given another CA it is refused with PG_ERROR_REFUSED naming why.

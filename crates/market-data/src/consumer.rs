@@ -45,9 +45,11 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
+pub use any::AnyConsumer;
 pub use peregrine_md::consumer::{ConsumerError as SessionError, Event};
 pub use standby::WarmStandby;
 
+pub mod any;
 pub mod standby;
 
 /// How long one connection attempt may take.

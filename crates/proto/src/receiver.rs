@@ -75,6 +75,12 @@ pub struct ReceiverConfig {
     /// Where a session joined mid-stream starts (needs `nak`; without it, always at the first
     /// frame seen).
     pub late_join: LateJoin,
+    /// A session may be heard from a second source address: A and B lines
+    /// (`mcast://...?b=GROUP`), whose sender may send line B from another interface
+    /// (`b_iface=`). The first other source a session is heard from is bound as its B line's,
+    /// as the first one was as its own; a third is foreign. STATUS frames go to both, a NAK to
+    /// the one last heard.
+    pub second_source: bool,
 }
 
 /// Where a receiver starts a session it first hears mid-stream (`late_join=` on `udp://` and
@@ -212,6 +218,7 @@ impl ReceiverConfig {
             nak: None,
             max_jump_frames: 4096,
             late_join: LateJoin::Start,
+            second_source: false,
         }
     }
 }
@@ -220,6 +227,10 @@ impl ReceiverConfig {
 struct Session {
     session_id: u32,
     source: SocketAddr,
+    /// With [`ReceiverConfig::second_source`]: the B line's source, once heard, and whether
+    /// the last frame came from it.
+    source_b: Option<SocketAddr>,
+    last_from_b: bool,
     next_sequence: u64,
     /// Fragments of the message being reassembled: (first sequence, message length, bytes).
     reassembly: Option<(u64, usize, Vec<u8>)>,
@@ -785,28 +796,28 @@ impl Receiver {
         now_ns: u64,
     ) -> Option<usize> {
         // Most frames belong to the session of the frame before.
-        if let Some(s) = self.sessions.get_mut(self.last_session) {
-            if s.session_id == session_id {
-                if s.source != source {
-                    self.stats.foreign_source += 1;
-                    return None;
-                }
-                s.last_heard_ns = now_ns;
-                return Some(self.last_session);
+        let last = self.last_session;
+        if self
+            .sessions
+            .get(last)
+            .is_some_and(|s| s.session_id == session_id)
+        {
+            if !self.heard_from_bound_source(last, source) {
+                return None;
             }
+            self.sessions[last].last_heard_ns = now_ns;
+            return Some(last);
         }
         if let Some(i) = self
             .sessions
             .iter()
             .position(|s| s.session_id == session_id)
         {
-            let s = &mut self.sessions[i];
-            if s.source != source {
-                self.stats.foreign_source += 1;
+            if !self.heard_from_bound_source(i, source) {
                 return None;
             }
             self.last_session = i;
-            s.last_heard_ns = now_ns;
+            self.sessions[i].last_heard_ns = now_ns;
             return Some(i);
         }
         if self.closed.contains(&session_id) {
@@ -850,6 +861,8 @@ impl Receiver {
         self.sessions.push(Session {
             session_id,
             source,
+            source_b: None,
+            last_from_b: false,
             next_sequence: start,
             reassembly: None,
             need_begin,
@@ -882,11 +895,30 @@ impl Receiver {
             .sessions
             .iter()
             .position(|s| s.session_id == session_id)?;
-        if self.sessions[i].source != source {
-            self.stats.foreign_source += 1;
-            return None;
+        self.heard_from_bound_source(i, source).then_some(i)
+    }
+
+    /// Whether a frame of session `i` from `source` comes from where the session is bound:
+    /// its first source or, with [`ReceiverConfig::second_source`], its B line's (bound here
+    /// when first heard). A frame from elsewhere is counted foreign.
+    #[inline]
+    fn heard_from_bound_source(&mut self, i: usize, source: SocketAddr) -> bool {
+        let second = self.cfg.second_source;
+        let s = &mut self.sessions[i];
+        if s.source == source {
+            s.last_from_b = false;
+            return true;
         }
-        Some(i)
+        match s.source_b {
+            Some(b) if b == source => {}
+            None if second => s.source_b = Some(source),
+            _ => {
+                self.stats.foreign_source += 1;
+                return false;
+            }
+        }
+        s.last_from_b = true;
+        true
     }
 
     /// Ends the uncertainty of a [`LateJoin::Start`] session: `young` (the sender still had
@@ -1004,7 +1036,12 @@ impl Receiver {
                     count,
                 });
             }
-            let (session_id, source) = (s.session_id, s.source);
+            // To the line last heard from: the other may be the one that is down.
+            let source = match s.source_b {
+                Some(b) if s.last_from_b => b,
+                _ => s.source,
+            };
+            let session_id = s.session_id;
             for chunk in ranges.chunks(MAX_NAK_RANGES) {
                 let Ok(rs) = NakRanges::new(chunk) else {
                     continue;
@@ -1408,6 +1445,10 @@ impl Receiver {
             if keepalive || update || caught_up {
                 let frame = status_frame(&self.cfg, s.session_id, s.next_sequence, 0, window);
                 emit(s.source, &frame);
+                // Both lines: the sender hears the receiver while either path is up.
+                if let Some(b) = s.source_b {
+                    emit(b, &frame);
+                }
                 s.last_status_ns = Some(now_ns);
                 s.reported_next = s.next_sequence;
                 self.stats.status_sent += 1;
@@ -1458,6 +1499,9 @@ impl Receiver {
                 0,
             );
             emit(s.source, &frame);
+            if let Some(b) = s.source_b {
+                emit(b, &frame);
+            }
         }
     }
 

@@ -920,7 +920,11 @@ fn failover(results: &Results) -> Option<Section> {
              sequence (median of one probe per round), the gap a kill would leave if failing \
              over cost nothing. The interval is the stream's time between messages, and the \
              inter-delivery 99.9th percentile what the stream shows all run long (members \
-             send in small bursts). The feeds case kills the two feeds of an A/B pair in \
+             send in small bursts). The paths case cuts line A of one publisher sending \
+             each datagram on two multicast groups (an nft rule in a network namespace of the \
+             run's own); its gap runs from the last message delivered before the cut to the \
+             first after, and its \"no kill\" is the same gap at a moment with no cut. The \
+             feeds case kills the two feeds of an A/B pair in \
              turn under a distributor and counts every item's updates at a consumer (gap, \
              and items reported stale); the distributors case kills the distributor a \
              consumer of two is using (gap: from the kill to its first update from the \

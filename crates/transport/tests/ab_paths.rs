@@ -115,10 +115,30 @@ fn the_b_group_is_checked_with_the_fix() {
             "the A line's group itself",
         ),
         ("udp://127.0.0.1:4000?b=239.1.1.2", "b"),
+        (
+            "mcast://239.1.1.1:4000?b_iface=127.0.0.1",
+            "there is no line B: add b=GROUP",
+        ),
+        (
+            "mcast://239.1.1.1:4000?b=239.1.1.2&b_iface=eth1",
+            "b_iface=eth1 is not accepted: give the IPv4 address",
+        ),
     ] {
         let e = NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap_err();
         assert!(e.to_string().contains(says), "{uri}: {e}");
     }
+    // Line B on line A's interface is one socket for both lines, as without b_iface.
+    let same = cfg("mcast://239.1.1.1:4000?b=239.1.1.2&iface=127.0.0.1&b_iface=127.0.0.1");
+    assert_eq!(same.iface_b, None);
+    let other = cfg("mcast://239.1.1.1:4000?b=239.1.1.2&b_iface=10.0.2.1");
+    assert_eq!(other.iface_b, Some("10.0.2.1".parse().unwrap()));
+    // An interface the host does not have: both sides say which line and which address.
+    let (a, b, port) = groups();
+    let uri = format!("mcast://{a}:{port}?b={b}&b_iface=192.0.2.77");
+    let e = UdpPublisher::create(&cfg(&uri), &uri, 0xab, STREAM).unwrap_err();
+    assert!(e.to_string().contains("line B (b_iface=192.0.2.77)"), "{e}");
+    let e = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap_err();
+    assert!(e.to_string().contains("192.0.2.77"), "{e}");
 }
 
 /// Runs `ip` or `nft` in this thread's network namespace (a child forked by this thread
@@ -252,4 +272,151 @@ fn cutting_either_line_loses_nothing_and_needs_no_nak() {
     })
     .join()
     .unwrap();
+}
+
+/// Two network namespaces of the test's own, a publisher host and a subscriber host, joined by
+/// two veth links: line A on one, line B on the other (`iface=` and `b_iface=` on each side).
+struct TwoLinks {
+    publisher_ns: String,
+    subscriber_ns: String,
+    /// The subscriber host's end of each link.
+    sub_if: [String; 2],
+}
+
+impl TwoLinks {
+    fn new() -> TwoLinks {
+        let n = std::process::id() % 100_000;
+        let l = TwoLinks {
+            publisher_ns: format!("pgabp{n}"),
+            subscriber_ns: format!("pgabs{n}"),
+            sub_if: [format!("pgab{n}as"), format!("pgab{n}bs")],
+        };
+        for ns in [&l.publisher_ns, &l.subscriber_ns] {
+            run("ip", &["netns", "add", ns]);
+            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        }
+        for (k, line) in ["a", "b"].iter().enumerate() {
+            let (p_if, s_if) = (format!("pgab{n}{line}p"), l.sub_if[k].clone());
+            run(
+                "ip",
+                &["link", "add", &p_if, "type", "veth", "peer", "name", &s_if],
+            );
+            run("ip", &["link", "set", &p_if, "netns", &l.publisher_ns]);
+            run("ip", &["link", "set", &s_if, "netns", &l.subscriber_ns]);
+            for (ns, ifname, host) in [(&l.publisher_ns, &p_if, 1), (&l.subscriber_ns, &s_if, 2)] {
+                let addr = format!("10.91.{}.{host}/24", k + 1);
+                run("ip", &["-n", ns, "addr", "add", &addr, "dev", ifname]);
+                run("ip", &["-n", ns, "link", "set", ifname, "up"]);
+            }
+        }
+        l
+    }
+
+    /// Takes the subscriber host's end of line `k` (0: A, 1: B) down or up.
+    fn set(&self, k: usize, up: bool) {
+        run(
+            "ip",
+            &[
+                "-n",
+                &self.subscriber_ns,
+                "link",
+                "set",
+                &self.sub_if[k],
+                if up { "up" } else { "down" },
+            ],
+        );
+    }
+}
+
+impl Drop for TwoLinks {
+    fn drop(&mut self) {
+        // The veth pairs go with the namespaces.
+        for ns in [&self.publisher_ns, &self.subscriber_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Runs `f` in a thread moved into network namespace `ns`: the sockets it makes live there,
+/// and keep working from any thread once made.
+fn in_namespace<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&file),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap_or_else(|e| panic!("setns {path}: {e}"));
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn lines_on_two_interfaces_each_carry_the_stream_and_losing_either_loses_nothing() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let links = TwoLinks::new();
+    let (a, b, port) = groups();
+    // Each side names its own end of the two links; loop=0: no copy through the publisher
+    // host's own loopback.
+    let pub_uri = format!("mcast://{a}:{port}?b={b}&iface=10.91.1.1&b_iface=10.91.2.1&loop=0");
+    let sub_uri = format!("mcast://{a}:{port}?b={b}&iface=10.91.1.2&b_iface=10.91.2.2");
+    let mut p = {
+        let u = pub_uri.clone();
+        in_namespace(&links.publisher_ns, move || {
+            UdpPublisher::create(&cfg(&u), &u, 0xab, STREAM).unwrap()
+        })
+    };
+    let mut s = {
+        let u = sub_uri.clone();
+        in_namespace(&links.subscriber_ns, move || {
+            UdpSubscriber::new(&cfg(&u), &u, STREAM).unwrap()
+        })
+    };
+    connect(&mut p, &mut [&mut s]);
+    let mut got = Vec::new();
+    let dups = |s: &UdpSubscriber| s.counters().duplicates;
+    send(&mut p, 0..1000);
+    drive(&mut p, &mut [(&mut s, &mut got)], 1000);
+    let both_up = dups(&s);
+    links.set(0, false);
+    send(&mut p, 1000..3000);
+    drive(&mut p, &mut [(&mut s, &mut got)], 3000);
+    let a_cut = dups(&s) - both_up;
+    links.set(0, true);
+    // Line A carries again once its second copies come back.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut next = 3000;
+    while dups(&s) == both_up + a_cut {
+        assert!(Instant::now() < deadline, "line A did not come back");
+        send(&mut p, next..next + 10);
+        next += 10;
+        drive(&mut p, &mut [(&mut s, &mut got)], next as usize);
+    }
+    let before_b = dups(&s);
+    links.set(1, false);
+    send(&mut p, next..next + 2000);
+    next += 2000;
+    drive(&mut p, &mut [(&mut s, &mut got)], next as usize);
+    let b_cut = dups(&s) - before_b;
+    links.set(1, true);
+    assert!(
+        both_up >= 500,
+        "both lines, from two interfaces, carried the first 1000: {both_up} duplicates, {} foreign",
+        s.receiver_stats().foreign_source
+    );
+    assert!(
+        a_cut < 200 && b_cut < 200,
+        "the cuts held: {a_cut}, {b_cut} duplicates"
+    );
+    assert_eq!(got, (0..next).collect::<Vec<u64>>());
+    let c = s.counters();
+    assert_eq!((c.lost, c.gaps, c.naks_sent), (0, 0, 0), "{c:?}");
+    assert_eq!(s.receiver_stats().foreign_source, 0);
+    assert_eq!(p.counters().retransmitted, 0);
+    drop(links);
 }

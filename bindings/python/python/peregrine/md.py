@@ -70,7 +70,8 @@ Errors
 
 Consumer
     `Consumer(addresses, user, token=None, times="datetime", dictionary=None, busy_poll_us=0,
-    tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, ping_interval_ms=None)`
+    tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, ping_interval_ms=None,
+    warm_standby=False)`
     connects to the first distributor of the list that accepts and logs in (the token
     defaults to the environment's PEREGRINE_MD_TOKEN; `busy_poll_us` keeps `poll` reading
     that long after data, for lower latency at the cost of a busy core). `open(service, patterns)` returns a request id,
@@ -107,6 +108,14 @@ Consumer
     with that `post_id` answers it, `state` "accepted" or why not ("refused" by the
     provider with its `text`, "not-entitled", "service-down", "unknown-service", "busy",
     "timeout", "invalid").
+
+    Warm standby: `Consumer(["md1:14500", "md2:14500"], ..., warm_standby=True)` logs in to
+    both: the first delivers, the second holds the same requests open and paused. When the
+    active connection is lost the standby is resumed and takes over: a "disconnected"
+    event, then the new active's events, no item "stale" that the standby had an image of,
+    and no message the application already had again. `standby` gives {"standing_by",
+    "standby_items", "failovers", "duplicates_dropped"} (None without a standby); `pause`,
+    `resume` and `snapshot` raise ValueError on such a consumer.
 
     Over TLS: `Consumer(..., tls_ca="ca.crt")` checks the distributor's certificate against
     that CA and the address's host (or `tls_server_name="md1.example"`); add

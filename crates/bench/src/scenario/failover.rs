@@ -1,9 +1,11 @@
 //! `peregrine bench failover`: the failover group case of [`crate::failover`] per transport,
-//! printed, recorded as one cell each, and shown in the report's failover table.
+//! and the A/B paths, A/B feed and distributor pair cases when asked for; each printed,
+//! recorded as one cell, and shown in the report's failover table.
 
 use super::Session;
 use crate::failover::distributors::DistributorPairResult;
 use crate::failover::feeds::FeedPairResult;
+use crate::failover::paths::PathsResult;
 use crate::failover::MdFailoverConfig;
 use crate::failover::{FailoverConfig, FailoverResult};
 use crate::{round3, BenchError};
@@ -11,12 +13,14 @@ use peregrine::Scheme;
 use peregrine_report::model::{Cell, Scenario};
 use serde_json::json;
 
-/// What `bench failover` runs: the failover group case per transport, the distributor pair
-/// case when `distributors` is set, the A/B feed pair case when `feeds` is.
+/// What `bench failover` runs: the failover group case per transport, the A/B paths case
+/// when `paths` is set (at `cfg`'s rate, size and count), the distributor pair case when
+/// `distributors` is set, the A/B feed pair case when `feeds` is.
 #[derive(Debug, Clone)]
 pub struct FailoverPlan {
     pub transports: Vec<Scheme>,
     pub cfg: FailoverConfig,
+    pub paths: bool,
     pub distributors: Option<MdFailoverConfig>,
     pub feeds: Option<MdFailoverConfig>,
 }
@@ -87,6 +91,39 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
             "the failover group's stream was not whole: {}",
             bad.join("; ")
         )));
+    }
+    if plan.paths {
+        let r = crate::failover::paths::measure(&plan.cfg, s.exe(), s.clock())?;
+        if s.out.json {
+            println!("{}", paths_line(&r));
+        } else {
+            println!(
+                "A/B paths: one publisher sending on two multicast groups at {} msgs/s of {} B, line A cut {} times in the network (an nft rule, in a namespace of the run's own)",
+                r.rate,
+                r.size,
+                r.gaps_ns.len()
+            );
+            println!(
+                "  gap median {:.1} us, max {:.1} us (no cut {:.1} us, x {:.2}; interval {:.1} us); {} delivered, lost {}, duplicated {}, NAKs {}, retransmissions {}",
+                r.gap_median_ns() as f64 / 1e3,
+                r.gap_max_ns() as f64 / 1e3,
+                r.baseline_median_ns() as f64 / 1e3,
+                paths_x_baseline(&r).unwrap_or(f64::NAN),
+                r.interval_ns() / 1e3,
+                r.delivered,
+                r.lost,
+                r.duplicated,
+                r.naks_sent,
+                r.retransmits_received
+            );
+        }
+        s.record(paths_cell(&r), None, None)?;
+        if r.lost + r.duplicated + r.out_of_order + r.corrupt + r.transport_lost > 0 {
+            return Err(BenchError::Child(format!(
+                "the A/B paths stream was not whole: lost {}, duplicated {}, out of order {}, corrupted {}, reported lost by the transport {}",
+                r.lost, r.duplicated, r.out_of_order, r.corrupt, r.transport_lost
+            )));
+        }
     }
     if let Some(fcfg) = &plan.feeds {
         let r = crate::failover::feeds::measure(fcfg, s.exe())?;
@@ -167,6 +204,49 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
         }
     }
     Ok(())
+}
+
+/// The cuts' median gap over the same run's no-cut median (None without a baseline).
+fn paths_x_baseline(r: &PathsResult) -> Option<f64> {
+    let b = r.baseline_median_ns();
+    (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64))
+}
+
+fn paths_line(r: &PathsResult) -> serde_json::Value {
+    json!({
+        "kind": "failover", "case": "paths", "transport": "mcast", "rate_msgs_per_s": r.rate,
+        "size_bytes": r.size, "kills": r.gaps_ns.len(), "delivered": r.delivered,
+        "lost": r.lost, "duplicated": r.duplicated, "out_of_order": r.out_of_order,
+        "corrupt": r.corrupt, "gap_median_ns": r.gap_median_ns(), "gap_max_ns": r.gap_max_ns(),
+        "gaps_ns": r.gaps_ns, "interval_ns": round3(r.interval_ns()),
+        "baseline_gap_median_ns": r.baseline_median_ns(),
+        "baseline_gaps_ns": r.baseline_gaps_ns,
+        "gap_x_baseline": paths_x_baseline(r),
+        "line_duplicates": r.line_duplicates, "naks_sent": r.naks_sent,
+        "retransmits_received": r.retransmits_received, "transport_lost": r.transport_lost,
+    })
+}
+
+/// The A/B paths case as a cell.
+fn paths_cell(r: &PathsResult) -> Cell {
+    let serde_json::Value::Object(mut detail) = paths_line(r) else {
+        unreachable!("a JSON object")
+    };
+    for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
+        detail.remove(k);
+    }
+    Cell {
+        id: "failover-paths".to_string(),
+        scenario: Some(Scenario::Failover),
+        transport: "mcast".to_string(),
+        size_bytes: r.size,
+        rate_requested_msgs_per_s: Some(r.rate),
+        sent: r.delivered + r.lost,
+        lost: r.lost,
+        seconds: round3(r.seconds),
+        detail,
+        ..Cell::default()
+    }
 }
 
 fn feeds_line(r: &FeedPairResult) -> serde_json::Value {

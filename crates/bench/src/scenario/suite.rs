@@ -102,6 +102,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
             idle: IdleKind::Spin,
             uri: None,
             loss: None,
+            group: false,
         };
         super::throughput::run(&cfg, s)?;
     }

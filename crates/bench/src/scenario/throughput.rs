@@ -66,6 +66,9 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     d.set("policy", cfg.policy.name());
     d.set("subscribers", cfg.subscribers);
     d.set("refused", r.refused);
+    if cfg.group {
+        d.set("failover_group", crate::pingpong::GROUP);
+    }
     if cfg.policy == SlowSubscriberPolicy::Overwrite {
         d.set("reported_lost", reported_lost);
     }

@@ -59,6 +59,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
             Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
                 transports: a.transport,
                 cfg,
+                paths: a.paths,
                 distributors: a.distributors.then_some(md.clone()),
                 feeds: a.feeds.then_some(md),
             })
@@ -230,6 +231,7 @@ fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>>
         idle: a.idle,
         uri: a.uri.clone(),
         loss: a.loss.clone(),
+        group: a.group,
     };
     if a.common.role.is_some() && a.common.name.is_none() {
         bail!("--role needs --name NAME, the same on the publisher and subscriber sides");

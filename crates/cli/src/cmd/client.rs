@@ -23,9 +23,8 @@ use super::Stop;
 use crate::flags::md::ClientArgs;
 use anyhow::{bail, Context as _, Result};
 use hdrhistogram::Histogram;
-use peregrine_market_data::consumer::{Consumer, Event, WarmStandby};
+use peregrine_market_data::consumer::{AnyConsumer, Consumer, Event, WarmStandby};
 use peregrine_md::codec::MAX_MESSAGE_LEN;
-use peregrine_md::consumer::ConsumerCounters;
 use peregrine_md::dictionary::Dictionary;
 use peregrine_md::model::check_item_pattern;
 use serde_json::json;
@@ -134,12 +133,12 @@ pub fn run(a: ClientArgs) -> Result<()> {
         let mut ws = WarmStandby::connect(first, second, &a.conn.user, &token, options)
             .map_err(address_error)?;
         ws.set_busy_poll(Duration::from_micros(a.busy_poll_us));
-        Some(Source::Warm(Box::new(ws)))
+        Some(AnyConsumer::from(ws))
     } else {
         let mut consumer =
             Consumer::new_with(&addresses, &a.conn.user, &token, options).map_err(address_error)?;
         consumer.set_busy_poll(Duration::from_micros(a.busy_poll_us));
-        Some(Source::One(Box::new(consumer)))
+        Some(AnyConsumer::from(consumer))
     };
     let start = Instant::now();
     let mut c = Client {
@@ -176,11 +175,11 @@ pub fn run(a: ClientArgs) -> Result<()> {
         None => c.run_ws(&token),
         Some(consumer) => {
             let result = c.run(consumer);
-            let counters = consumer.counters();
+            let counters = consumer.active().counters();
             c.t.updates_without_image = counters.updates_without_image;
             c.t.reconnects = counters.connections.saturating_sub(1);
             c.t.silences = counters.silences;
-            c.t.rtt = consumer.rtt();
+            c.t.rtt = consumer.active().rtt();
             result
         }
     };
@@ -190,55 +189,6 @@ pub fn run(a: ClientArgs) -> Result<()> {
     }
     c.summary()?;
     result
-}
-
-/// The client's consumer: one login (to the first distributor of --connect that takes it),
-/// or a warm standby pair.
-enum Source {
-    One(Box<Consumer>),
-    Warm(Box<WarmStandby>),
-}
-
-impl Source {
-    fn request(
-        &mut self,
-        service: &str,
-        patterns: &[&str],
-        snapshot: bool,
-        view: Option<&[&str]>,
-    ) -> Result<u32, peregrine_market_data::ConsumerError> {
-        match self {
-            Source::One(c) => c.request(service, patterns, snapshot, view),
-            // (--snapshot conflicts with --warm-standby.)
-            Source::Warm(w) => w.request(service, patterns, view),
-        }
-    }
-
-    fn poll(
-        &mut self,
-        timeout: Duration,
-        handler: &mut dyn FnMut(Event<'_>),
-    ) -> Result<usize, peregrine_market_data::ConsumerError> {
-        match self {
-            Source::One(c) => c.poll(timeout, handler),
-            Source::Warm(w) => w.poll(timeout, handler),
-        }
-    }
-
-    /// The active login's counters.
-    fn counters(&mut self) -> ConsumerCounters {
-        match self {
-            Source::One(c) => c.counters(),
-            Source::Warm(w) => w.active().counters(),
-        }
-    }
-
-    fn rtt(&mut self) -> Option<Duration> {
-        match self {
-            Source::One(c) => c.rtt(),
-            Source::Warm(w) => w.active().rtt(),
-        }
-    }
 }
 
 impl Client {
@@ -259,7 +209,7 @@ impl Client {
         Ok(())
     }
 
-    fn run(&mut self, consumer: &mut Source) -> Result<()> {
+    fn run(&mut self, consumer: &mut AnyConsumer) -> Result<()> {
         self.open_watchlist(consumer)?;
         while !self.stopping() {
             self.rate_line()?;
@@ -291,7 +241,7 @@ impl Client {
 
     /// Opens the watchlist: as many patterns in each request as fit in one message (the
     /// consumer sends them at every login).
-    fn open_watchlist(&mut self, consumer: &mut Source) -> Result<()> {
+    fn open_watchlist(&mut self, consumer: &mut AnyConsumer) -> Result<()> {
         let mut i = 0;
         while i < self.watch.len() {
             let view_len = if self.a.view.is_empty() {
@@ -311,9 +261,12 @@ impl Client {
             let patterns: Vec<&str> = self.watch[i..j].iter().map(String::as_str).collect();
             let view: Vec<&str> = self.a.view.iter().map(String::as_str).collect();
             let view = (!view.is_empty()).then_some(&view[..]);
-            let id = consumer
-                .request(&self.a.service, &patterns, self.a.snapshot, view)
-                .map_err(|e| anyhow::anyhow!("--watch or --view: {e}"))?;
+            let id = match consumer.plain() {
+                Some(c) => c.request(&self.a.service, &patterns, self.a.snapshot, view),
+                // (--snapshot conflicts with --warm-standby.)
+                None => consumer.request(&self.a.service, &patterns, view),
+            }
+            .map_err(|e| anyhow::anyhow!("--watch or --view: {e}"))?;
             if self.a.snapshot {
                 self.snapshots.push(id);
             }

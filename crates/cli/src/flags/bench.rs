@@ -85,6 +85,12 @@ pub struct FailoverArgs {
     /// CPUs A,B: the subscriber spins on A, both members run on B.
     #[arg(long, value_parser = values::parse_cpus)]
     pub cpus: Option<CpuPair>,
+    /// Also the A/B paths: one publisher sending each datagram on two multicast groups
+    /// (`mcast://A:PORT?b=B`) at --rate, this process subscribing to both, and line A cut
+    /// --kills times by an nft rule in a network namespace of the run's own (needs root, ip
+    /// and nft).
+    #[arg(long)]
+    pub paths: bool,
     /// Also the distributor pair (cold): a feed, two distributors and a consumer of both; the
     /// distributor it uses is killed --kills times.
     #[arg(long)]
@@ -371,6 +377,11 @@ pub struct ThroughputArgs {
     /// loss generator) and repairs them by NAK, e.g. 1%.
     #[arg(long)]
     pub loss: Option<String>,
+    /// Every message goes through a failover group of one member: it carries the group's
+    /// 16-byte header and the subscribers arbitrate (what a failover subscriber costs when
+    /// nothing fails; compare with the same run without it).
+    #[arg(long)]
+    pub group: bool,
     #[command(flatten)]
     pub common: Common,
 }

@@ -133,9 +133,26 @@ impl WarmStandby {
         view: Option<&[&str]>,
     ) -> Result<u32, ConsumerError> {
         let id = self.both(|c| c.request(service, patterns, false, view))?;
+        Ok(self.track(id))
+    }
+
+    /// [`open`](Self::open) for the fields `fids` only (by field id, as
+    /// [`Consumer::open_view_ids`]).
+    pub fn open_view_ids(
+        &mut self,
+        service: &str,
+        patterns: &[&str],
+        fids: &[u16],
+    ) -> Result<u32, ConsumerError> {
+        let id = self.both(|c| c.open_view_ids(service, patterns, fids))?;
+        Ok(self.track(id))
+    }
+
+    /// A request opened on both logins: paused on the standby once it has its images.
+    fn track(&mut self, id: u32) -> u32 {
         self.requests.push(id);
         self.unpaused.insert(id);
-        Ok(id)
+        id
     }
 
     /// Closes a request on both logins.
@@ -185,8 +202,13 @@ impl WarmStandby {
         }
     }
 
-    /// The active login (for its counters, dictionary, posts).
-    pub fn active(&mut self) -> &mut Consumer {
+    /// The active login (for its counters, dictionary, socket).
+    pub fn active(&self) -> &Consumer {
+        &self.consumers[self.active]
+    }
+
+    /// The active login, to post through.
+    pub fn active_mut(&mut self) -> &mut Consumer {
         &mut self.consumers[self.active]
     }
 

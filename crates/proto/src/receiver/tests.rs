@@ -1227,3 +1227,74 @@ fn late_join_values_parse_and_bad_ones_say_what_is_accepted() {
     assert!(e.contains("late_join=everything") && e.contains("none") && e.contains("all"));
     assert_eq!(LateJoin::default(), LateJoin::Start);
 }
+
+#[test]
+fn a_b_line_from_another_interface_is_a_second_bound_source_and_a_third_is_foreign() {
+    // The sender's B line leaves from another interface: its copies come from another address.
+    const LINE_B: &str = "10.2.0.1:5001";
+    let mut r = Receiver::new(ReceiverConfig {
+        // (Unicast NAK timing: a fixed delay, no random back-off, for the test's clock.)
+        nak: Some(NakConfig {
+            delay_ns: 100,
+            ..NakConfig::new(false)
+        }),
+        second_source: true,
+        ..ReceiverConfig::new(7, 1)
+    });
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 0, b"a"), SRC, 0, &mut got);
+    feed_from(&mut r, &data_frame(9, 0, b"a"), LINE_B, 1, &mut got);
+    feed_from(&mut r, &data_frame(9, 1, b"b"), LINE_B, 2, &mut got);
+    feed_from(&mut r, &data_frame(9, 1, b"b"), SRC, 3, &mut got);
+    // A third source is foreign, as ever.
+    feed_from(&mut r, &data_frame(9, 2, b"forged"), ELSEWHERE, 4, &mut got);
+    assert_eq!(got, vec![0, 1], "each message once, from the first copy");
+    assert_eq!(r.counters().duplicates, 2);
+    assert_eq!(r.stats().foreign_source, 1);
+    assert_eq!(r.sources().collect::<Vec<_>>(), vec![(9, src())]);
+
+    // STATUS goes to both lines' senders.
+    let mut status_to = Vec::new();
+    r.poll(10, &mut |to: SocketAddr, _: &[u8]| {
+        status_to.push(to.to_string())
+    });
+    assert_eq!(status_to, vec![SRC.to_string(), LINE_B.to_string()]);
+
+    // Line A goes quiet; a gap seen on line B is asked for on line B.
+    feed_from(&mut r, &data_frame(9, 3, b"d"), LINE_B, 20, &mut got);
+    let mut nak_to = Vec::new();
+    r.poll_repair(
+        10_000,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        &mut |to: SocketAddr, _: &[u8]| nak_to.push(to.to_string()),
+    );
+    assert_eq!(nak_to, vec![LINE_B.to_string()]);
+    // Line A again: the next NAK goes there.
+    feed_from(&mut r, &data_frame(9, 4, b"e"), SRC, 20_000, &mut got);
+    nak_to.clear();
+    r.poll_repair(
+        10_000_000,
+        &mut |m: Message<'_>| got.push(m.sequence),
+        &mut |to: SocketAddr, _: &[u8]| nak_to.push(to.to_string()),
+    );
+    assert!(
+        !nak_to.is_empty() && nak_to.iter().all(|t| t == SRC),
+        "{nak_to:?}"
+    );
+}
+
+#[test]
+fn without_a_second_source_a_b_line_from_elsewhere_is_foreign() {
+    let mut r = plain();
+    let mut got = Vec::new();
+    feed_from(&mut r, &data_frame(9, 0, b"a"), SRC, 0, &mut got);
+    feed_from(
+        &mut r,
+        &data_frame(9, 1, b"b"),
+        "10.2.0.1:5001",
+        1,
+        &mut got,
+    );
+    assert_eq!(got, vec![0]);
+    assert_eq!(r.stats().foreign_source, 1);
+}

@@ -96,6 +96,9 @@ pub struct NetConfig {
     pub tls: Option<TcpTls>,
     /// mcast: the B line's group (same port as `addr`), when two paths carry the stream.
     pub path_b: Option<SocketAddrV4>,
+    /// mcast: the B line's interface (`b_iface=`), when it is not `iface`: the publisher
+    /// sends line B from a socket of its own on it, the subscriber joins group B on it.
+    pub iface_b: Option<Ipv4Addr>,
 }
 
 /// `tls_*` on a `tcp://` URI, loaded: what a publisher serves with and what a subscriber
@@ -227,6 +230,7 @@ impl NetConfig {
                 "ttl",
                 "loop",
                 "b",
+                "b_iface",
                 "nak",
                 "late_join",
                 "retain",
@@ -336,6 +340,7 @@ impl NetConfig {
             auth: None,
             tls: None,
             path_b: None,
+            iface_b: None,
         };
         if let Some(v) = uri.param("b") {
             let group = v.parse::<Ipv4Addr>().ok().filter(|g| g.is_multicast()).ok_or_else(|| {
@@ -356,6 +361,20 @@ impl NetConfig {
                     "iface={v} is not accepted: give the IPv4 address of a local interface, for example iface=127.0.0.1"
                 ))
             })?);
+        }
+        if let Some(v) = uri.param("b_iface") {
+            let b = v.parse::<Ipv4Addr>().map_err(|_| {
+                uri.error(format!(
+                    "b_iface={v} is not accepted: give the IPv4 address of the local interface line B uses, for example b_iface=10.0.2.1"
+                ))
+            })?;
+            if cfg.path_b.is_none() {
+                return Err(uri.error(format!(
+                    "b_iface={v} names line B's interface, but there is no line B: add b=GROUP (the B line's multicast group), for example b=239.255.91.1&b_iface={v}"
+                )));
+            }
+            // The same interface as line A's is one socket for both lines.
+            cfg.iface_b = Some(b).filter(|b| Some(*b) != cfg.iface);
         }
         if let Some(v) = uri.param("datagram") {
             cfg.segment_len = v

@@ -91,6 +91,40 @@ fn check_iface(uri: &str, iface: Ipv4Addr) -> Result<(), OpenError> {
     })
 }
 
+/// Line B's send socket on `iface` (`b_iface=`): bound there, multicast leaving by it; and
+/// whether it takes GSO sends.
+fn line_b_socket(
+    cfg: &NetConfig,
+    uri: &str,
+    iface: Ipv4Addr,
+) -> Result<(UdpSocket, bool), OpenError> {
+    let b_err = |what: String, e| sock_err(uri, format!("line B (b_iface={iface}): {what}"), e);
+    if let Err(e) = UdpSocket::bind(SocketAddrV4::new(iface, 0)) {
+        return Err(b_err(
+            "not an address of this host's interfaces (give the IPv4 address of the interface line B leaves by)".into(),
+            e,
+        ));
+    }
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+        .map_err(|e| b_err("cannot create a UDP socket".into(), e))?;
+    let bind = SocketAddrV4::new(iface, 0);
+    sock.bind(&SockAddr::from(bind))
+        .map_err(|e| bind_error(uri, bind, e))?;
+    sock.set_multicast_if_v4(&iface)
+        .map_err(|e| b_err("cannot send multicast on it".into(), e))?;
+    sock.set_multicast_ttl_v4(cfg.ttl)
+        .map_err(|e| b_err("cannot set the multicast TTL".into(), e))?;
+    sock.set_multicast_loop_v4(cfg.loopback)
+        .map_err(|e| b_err("cannot set multicast loopback".into(), e))?;
+    set_buffer(&sock, false, cfg.sndbuf);
+    set_buffer(&sock, true, 1 << 20);
+    let _ = sys::set_pmtu_do(&sock);
+    sock.set_nonblocking(true)
+        .map_err(|e| b_err("cannot make the socket non-blocking".into(), e))?;
+    let gso = cfg.gso && sys::set_udp_segment(&sock, cfg.segment_len).is_ok();
+    Ok((sock.into(), gso))
+}
+
 /// The most bytes one GSO send carries (the UDP length field's limit, less headers, rounded
 /// down).
 const MAX_GSO_BYTES: usize = 65_000;
@@ -193,7 +227,7 @@ fn send_retrying(sock: &UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<(
 /// not keep the batch from the others: it is counted, and that receiver repairs by NAK (or the
 /// other multicast line carries it). Only when every destination refused is the send an error.
 fn to_all<'a>(
-    sock: &'a UdpSocket,
+    sock: &'a Sockets,
     gso: &'a mut bool,
     out: &'a mut Outbound,
     dests: &'a [SocketAddr],
@@ -214,7 +248,7 @@ fn to_all<'a>(
         };
         let (mut first_error, mut failures) = (None, 0);
         for &to in dests {
-            if let Err(e) = send_batch(sock, gso, loss, b, to) {
+            if let Err(e) = send_batch(sock.to(to), gso, loss, b, to) {
                 failures += 1;
                 first_error.get_or_insert(e);
             }
@@ -232,7 +266,7 @@ fn to_all<'a>(
 
 /// Sends one batch to one destination, sealed under `auth=`.
 fn send_batch_to(
-    sock: &UdpSocket,
+    sock: &Sockets,
     gso: &mut bool,
     out: &mut Outbound,
     batch: &Batch<'_>,
@@ -271,12 +305,32 @@ pub(super) fn map_send_error(e: SendError<io::Error>) -> OfferError {
     }
 }
 
+/// The publisher's sockets: one for every destination, and with `b_iface=` line B's own,
+/// bound on that interface.
+#[derive(Debug)]
+struct Sockets {
+    main: UdpSocket,
+    /// Line B's socket and group.
+    line_b: Option<(UdpSocket, SocketAddr)>,
+}
+
+impl Sockets {
+    /// The socket that sends to `dest`.
+    #[inline]
+    fn to(&self, dest: SocketAddr) -> &UdpSocket {
+        match &self.line_b {
+            Some((s, b)) if *b == dest => s,
+            _ => &self.main,
+        }
+    }
+}
+
 /// The publisher of one stream over UDP unicast or multicast.
 #[derive(Debug)]
 pub struct UdpPublisher {
     cfg: NetConfig,
     uri: String,
-    sock: UdpSocket,
+    sock: Sockets,
     sender: Sender,
     table: ReceiverTable,
     /// Where batches go: the receivers (unicast) or the group (multicast).
@@ -334,7 +388,18 @@ impl UdpPublisher {
             Some(a) => a,
             None => bind,
         };
-        let sock: UdpSocket = sock.into();
+        let (line_b, gso) = match (cfg.iface_b, cfg.path_b) {
+            (Some(iface), Some(group)) => {
+                let (b, b_gso) = line_b_socket(cfg, uri, iface)?;
+                // One batch goes to both lines: GSO only if both sockets take it.
+                (Some((b, group.into())), gso && b_gso)
+            }
+            _ => (None, gso),
+        };
+        let sock = Sockets {
+            main: sock.into(),
+            line_b,
+        };
         let sender = Sender::new(SenderConfig {
             mode: cfg.mode,
             retain_bytes: cfg.retain_bytes,
@@ -512,7 +577,7 @@ impl UdpPublisher {
             if outcome.heartbeat_due {
                 let hb = sender.heartbeat();
                 for &to in dests.iter() {
-                    send_frame(sock, out, &hb, Some(to));
+                    send_frame(sock.to(to), out, &hb, Some(to));
                 }
                 sender.heartbeat_sent(*now_ns);
             }
@@ -525,11 +590,20 @@ impl UdpPublisher {
         self.next_control_ns = self.now_ns + CONTROL_INTERVAL_NS;
         let mut n = 0;
         let mut changed = false;
+        // Line B's socket too: a receiver on line B only answers there.
+        let mut line = 0;
         while n < 256 {
-            let (len, from) = match self.sock.recv_from(&mut self.control_buf[..]) {
+            let sock = match (line, &self.sock.line_b) {
+                (0, _) => &self.sock.main,
+                (1, Some((b, _))) => b,
+                _ => break,
+            };
+            let (len, from) = match sock.recv_from(&mut self.control_buf[..]) {
                 Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => break,
+                Err(_) => {
+                    line += 1;
+                    continue;
+                }
             };
             n += 1;
             let bytes = &self.control_buf[..len];
@@ -569,10 +643,10 @@ impl UdpPublisher {
                     let hb = self.sender.heartbeat();
                     if self.cfg.scheme == Scheme::Mcast {
                         for &to in &self.dests {
-                            send_frame(&self.sock, &mut self.out, &hb, Some(to));
+                            send_frame(self.sock.to(to), &mut self.out, &hb, Some(to));
                         }
                     } else {
-                        send_frame(&self.sock, &mut self.out, &hb, Some(from));
+                        send_frame(&self.sock.main, &mut self.out, &hb, Some(from));
                     }
                 }
                 StatusOutcome::Left => changed = true,
@@ -700,7 +774,11 @@ impl UdpPublisher {
                 {
                     break;
                 }
-                sys::wait_readable(&[self.sock.as_raw_fd()], 1);
+                let fds: Vec<i32> = std::iter::once(&self.sock.main)
+                    .chain(self.sock.line_b.as_ref().map(|(b, _)| b))
+                    .map(|s| s.as_raw_fd())
+                    .collect();
+                sys::wait_readable(&fds, 1);
             }
         }
         let mut bye = [0u8; BYE_LEN];
@@ -712,7 +790,7 @@ impl UdpPublisher {
         }
         .emit(&mut ByeFrame::new_unchecked(&mut bye[..]));
         for &to in &self.dests {
-            send_frame(&self.sock, &mut self.out, &bye, Some(to));
+            send_frame(self.sock.to(to), &mut self.out, &bye, Some(to));
         }
         self.closed = true;
     }
@@ -774,7 +852,13 @@ impl UdpSubscriber {
                 sock.set_multicast_all_v4(false)
                     .map_err(|e| sock_err(uri, "cannot set IP_MULTICAST_ALL", e))?;
             }
-            for group in std::iter::once(cfg.addr).chain(cfg.path_b) {
+            // Line B on its own interface when `b_iface=` names one.
+            if let Some(b) = cfg.iface_b {
+                check_iface(uri, b)?;
+            }
+            let lines = std::iter::once((cfg.addr, iface))
+                .chain(cfg.path_b.map(|g| (g, cfg.iface_b.unwrap_or(iface))));
+            for (group, iface) in lines {
                 sock.join_multicast_v4(group.ip(), &iface).map_err(|e| {
                     sock_err(
                         uri,
@@ -816,6 +900,9 @@ impl UdpSubscriber {
             window_bytes: cfg.window(rcvbuf_actual).1,
             max_message_len: NET_MAX_MESSAGE_LEN,
             late_join: cfg.late_join,
+            // Line B, when the publisher sends it from another interface (`b_iface=` on its
+            // side), comes from another address.
+            second_source: cfg.path_b.is_some(),
             ..ReceiverConfig::new(stream_id, receiver_id)
         };
         Ok(UdpSubscriber {
