@@ -16,8 +16,7 @@
 
 use crate::{BackPressured, Closed, ConfigError, PeregrineError};
 use peregrine_market_data::consumer::{
-    AnyConsumer, Consumer as RsConsumer, ConsumerError, Event as RsEvent, SessionError,
-    WarmStandby,
+    AnyConsumer, Consumer as RsConsumer, ConsumerError, Event as RsEvent, SessionError, WarmStandby,
 };
 use peregrine_market_data::provider::{
     Post as RsPost, Provider as RsProvider, ProviderError, ProviderOptions,
@@ -1771,7 +1770,8 @@ impl Consumer {
     #[getter]
     fn is_logged_in(&self, py: Python<'_>) -> PyResult<bool> {
         let g = self.state(py)?;
-        Ok(g.as_ref().is_some_and(|s| s.consumer.active().is_logged_in()))
+        Ok(g.as_ref()
+            .is_some_and(|s| s.consumer.active().is_logged_in()))
     }
 
     /// The distributor connected to now ("HOST:PORT"), or None.
@@ -1830,7 +1830,12 @@ impl Consumer {
     #[getter]
     fn ping_interval_ms(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         let g = self.state(py)?;
-        let interval = g.as_ref().expect("checked").consumer.active().ping_interval();
+        let interval = g
+            .as_ref()
+            .expect("checked")
+            .consumer
+            .active()
+            .ping_interval();
         Ok(interval.map(|d| d.as_millis() as u64))
     }
 
