@@ -225,25 +225,21 @@ impl FailoverResult {
     }
 }
 
-/// The subscriber's bookkeeping of what it delivered.
-struct Tally {
+/// What a subscriber checks of each message of a stream whose content is its sequence's
+/// ([`fill`]): what was lost (sequences skipped), duplicated, out of order or corrupted.
+#[derive(Default)]
+struct SequenceCheck {
     last_seq: Option<u64>,
-    last_t: Option<u64>,
     delivered: u64,
     lost: u64,
     duplicated: u64,
     out_of_order: u64,
     corrupt: u64,
-    last_session: u32,
-    gaps: LatencyRecorder,
-    /// Set at a kill: the time of the last delivery before it, waiting for the first after.
-    kill_pending: Option<(u64, u64, String)>,
-    kills: Vec<Kill>,
     expect: Vec<u8>,
 }
 
-impl Tally {
-    fn on(&mut self, t: u64, seq: u64, session: u32, payload: &[u8]) {
+impl SequenceCheck {
+    fn on(&mut self, seq: u64, payload: &[u8]) {
         self.delivered += 1;
         self.expect.resize(payload.len(), 0);
         fill(&mut self.expect, seq);
@@ -258,6 +254,23 @@ impl Tally {
             None => {}
         }
         self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
+    }
+}
+
+/// The subscriber's bookkeeping of what it delivered.
+struct Tally {
+    check: SequenceCheck,
+    last_t: Option<u64>,
+    last_session: u32,
+    gaps: LatencyRecorder,
+    /// Set at a kill: the time of the last delivery before it, waiting for the first after.
+    kill_pending: Option<(u64, u64, String)>,
+    kills: Vec<Kill>,
+}
+
+impl Tally {
+    fn on(&mut self, t: u64, seq: u64, session: u32, payload: &[u8]) {
+        self.check.on(seq, payload);
         if let Some(prev) = self.last_t {
             self.gaps.record(t.saturating_sub(prev) as f64);
         }
@@ -360,18 +373,12 @@ fn measure_pinned(
         );
     }
     let mut tally = Tally {
-        last_seq: None,
+        check: SequenceCheck::default(),
         last_t: None,
-        delivered: 0,
-        lost: 0,
-        duplicated: 0,
-        out_of_order: 0,
-        corrupt: 0,
         last_session: 0,
         gaps: LatencyRecorder::new(),
         kill_pending: None,
         kills: Vec::new(),
-        expect: Vec::new(),
     };
     let started = clock.now();
     let poll = |sub: &mut FailoverSubscriber, tally: &mut Tally, base: &mut Baseline| {
@@ -407,7 +414,7 @@ fn measure_pinned(
                 && base.armed.is_none()
                 && base.gaps.len() < tally.kills.len() + 1
             {
-                if let (Some(seq), Some(at)) = (tally.last_seq, tally.last_t) {
+                if let (Some(seq), Some(at)) = (tally.check.last_seq, tally.last_t) {
                     base.armed = Some((tally.last_session, seq, at));
                 }
             }
@@ -430,7 +437,7 @@ fn measure_pinned(
         // Reaped after the run: waiting for its exit here would stop the subscriber.
         tally.kill_pending = Some((
             tally.last_t.unwrap_or(0),
-            tally.last_seq.unwrap_or(0),
+            tally.check.last_seq.unwrap_or(0),
             format!("{leader:08x}"),
         ));
         dead.kill();
@@ -474,12 +481,12 @@ fn measure_pinned(
         rate: cfg.rate,
         size: cfg.size,
         kills: tally.kills,
-        delivered: tally.delivered,
-        lost: tally.lost,
+        delivered: tally.check.delivered,
+        lost: tally.check.lost,
         arbiter_lost: c.lost,
-        duplicated: tally.duplicated,
-        out_of_order: tally.out_of_order,
-        corrupt: tally.corrupt,
+        duplicated: tally.check.duplicated,
+        out_of_order: tally.check.out_of_order,
+        corrupt: tally.check.corrupt,
         disagreements: c.disagreements,
         interdelivery_p50_ns: g.median_ns as u64,
         interdelivery_p999_ns: g.p999_ns as u64,

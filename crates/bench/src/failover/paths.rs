@@ -24,7 +24,7 @@
 //! is due, so the stream's messages are evenly spaced. Every delivered message is checked
 //! (lost, duplicated, out of order, corrupted), and a cut line must need no NAK.
 
-use super::{fill, FailoverConfig};
+use super::{fill, FailoverConfig, SequenceCheck};
 use crate::clock::Clock;
 use crate::helper::{Helper, HelperSpec};
 use crate::BenchError;
@@ -234,39 +234,24 @@ pub fn measure(cfg: &FailoverConfig, exe: &Path, clock: &Clock) -> Result<PathsR
 /// What the subscriber delivered, and when.
 #[derive(Default)]
 struct Stream {
-    last_seq: Option<u64>,
+    check: SequenceCheck,
     /// The time of the last delivery.
     last_t: u64,
-    delivered: u64,
-    lost: u64,
-    duplicated: u64,
-    out_of_order: u64,
-    corrupt: u64,
-    expect: Vec<u8>,
 }
 
 impl Stream {
     fn on(&mut self, t: u64, payload: &[u8]) {
-        self.delivered += 1;
         self.last_t = t;
-        if payload.len() < 8 {
-            self.corrupt += 1;
-            return;
+        match payload.get(..8) {
+            Some(b) => {
+                let seq = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+                self.check.on(seq, payload);
+            }
+            None => {
+                self.check.delivered += 1;
+                self.check.corrupt += 1;
+            }
         }
-        let seq = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-        self.expect.resize(payload.len(), 0);
-        fill(&mut self.expect, seq);
-        if payload != self.expect.as_slice() {
-            self.corrupt += 1;
-        }
-        match self.last_seq {
-            Some(l) if seq == l + 1 => {}
-            Some(l) if seq > l + 1 => self.lost += seq - l - 1,
-            Some(l) if seq == l => self.duplicated += 1,
-            Some(_) => self.out_of_order += 1,
-            None => {}
-        }
-        self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
     }
 }
 
@@ -353,7 +338,7 @@ impl Poller<'_> {
         let mut since_dup = 0;
         let enough = (CUT_QUIET_NS as f64 / 2.0 / self.interval_ns).max(10.0) as u64;
         loop {
-            let delivered = self.stream.delivered;
+            let delivered = self.stream.check.delivered;
             let p = self.poll();
             let now = self.clock.now();
             if p.duplicates {
@@ -362,7 +347,7 @@ impl Poller<'_> {
                 last_dup = now;
                 since_dup = 0;
             } else {
-                since_dup += self.stream.delivered - delivered;
+                since_dup += self.stream.check.delivered - delivered;
                 if after.is_none() {
                     after = p.first_t;
                 }
@@ -457,7 +442,7 @@ fn measure_in_namespace(
     }
     let seconds = (clock.now() - started) as f64 / 1e9;
     let c = p.sub.counters();
-    let s = &p.stream;
+    let s = &p.stream.check;
     Ok(PathsResult {
         rate: cfg.rate,
         size: cfg.size,
@@ -491,11 +476,14 @@ mod tests {
         fill(&mut buf, 7);
         buf[12] ^= 1;
         s.on(70, &buf);
+        // Too short to carry a sequence.
+        s.on(80, b"abc");
+        let c = &s.check;
         assert_eq!(
-            (s.delivered, s.lost, s.duplicated, s.out_of_order, s.corrupt),
-            (8, 2, 1, 1, 1)
+            (c.delivered, c.lost, c.duplicated, c.out_of_order, c.corrupt),
+            (9, 2, 1, 1, 2)
         );
-        assert_eq!(s.last_t, 70);
-        assert_eq!(s.last_seq, Some(7));
+        assert_eq!(s.last_t, 80);
+        assert_eq!(c.last_seq, Some(7));
     }
 }

@@ -74,7 +74,7 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
                 r.gap_median_ns() as f64 / 1e3,
                 r.gap_max_ns() as f64 / 1e3,
                 r.baseline_median_ns() as f64 / 1e3,
-                gap_x_baseline(&r).unwrap_or(f64::NAN),
+                x_baseline(r.gap_median_ns(), r.baseline_median_ns()).unwrap_or(f64::NAN),
                 r.interval_ns() / 1e3,
             );
         }
@@ -108,7 +108,7 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
                 r.gap_median_ns() as f64 / 1e3,
                 r.gap_max_ns() as f64 / 1e3,
                 r.baseline_median_ns() as f64 / 1e3,
-                paths_x_baseline(&r).unwrap_or(f64::NAN),
+                x_baseline(r.gap_median_ns(), r.baseline_median_ns()).unwrap_or(f64::NAN),
                 r.interval_ns() / 1e3,
                 r.delivered,
                 r.lost,
@@ -206,10 +206,26 @@ pub fn run(plan: &FailoverPlan, s: &mut Session) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The cuts' median gap over the same run's no-cut median (None without a baseline).
-fn paths_x_baseline(r: &PathsResult) -> Option<f64> {
-    let b = r.baseline_median_ns();
-    (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64))
+/// A case's median gap over the same run's no-kill median (None without a baseline).
+fn x_baseline(gap_median_ns: u64, baseline_median_ns: u64) -> Option<f64> {
+    (baseline_median_ns > 0).then(|| round3(gap_median_ns as f64 / baseline_median_ns as f64))
+}
+
+/// A case's JSON line as its results cell: the line's fields, less those `cell` has a place
+/// of its own for, go into `detail`.
+fn case_cell(id: String, line: serde_json::Value, cell: Cell) -> Cell {
+    let serde_json::Value::Object(mut detail) = line else {
+        unreachable!("a JSON object")
+    };
+    for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
+        detail.remove(k);
+    }
+    Cell {
+        id,
+        scenario: Some(Scenario::Failover),
+        detail,
+        ..cell
+    }
 }
 
 fn paths_line(r: &PathsResult) -> serde_json::Value {
@@ -221,7 +237,7 @@ fn paths_line(r: &PathsResult) -> serde_json::Value {
         "gaps_ns": r.gaps_ns, "interval_ns": round3(r.interval_ns()),
         "baseline_gap_median_ns": r.baseline_median_ns(),
         "baseline_gaps_ns": r.baseline_gaps_ns,
-        "gap_x_baseline": paths_x_baseline(r),
+        "gap_x_baseline": x_baseline(r.gap_median_ns(), r.baseline_median_ns()),
         "line_duplicates": r.line_duplicates, "naks_sent": r.naks_sent,
         "retransmits_received": r.retransmits_received, "transport_lost": r.transport_lost,
     })
@@ -229,24 +245,19 @@ fn paths_line(r: &PathsResult) -> serde_json::Value {
 
 /// The A/B paths case as a cell.
 fn paths_cell(r: &PathsResult) -> Cell {
-    let serde_json::Value::Object(mut detail) = paths_line(r) else {
-        unreachable!("a JSON object")
-    };
-    for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
-        detail.remove(k);
-    }
-    Cell {
-        id: "failover-paths".to_string(),
-        scenario: Some(Scenario::Failover),
-        transport: "mcast".to_string(),
-        size_bytes: r.size,
-        rate_requested_msgs_per_s: Some(r.rate),
-        sent: r.delivered + r.lost,
-        lost: r.lost,
-        seconds: round3(r.seconds),
-        detail,
-        ..Cell::default()
-    }
+    case_cell(
+        "failover-paths".to_string(),
+        paths_line(r),
+        Cell {
+            transport: "mcast".to_string(),
+            size_bytes: r.size,
+            rate_requested_msgs_per_s: Some(r.rate),
+            sent: r.delivered + r.lost,
+            lost: r.lost,
+            seconds: round3(r.seconds),
+            ..Cell::default()
+        },
+    )
 }
 
 fn feeds_line(r: &FeedPairResult) -> serde_json::Value {
@@ -261,7 +272,7 @@ fn feeds_line(r: &FeedPairResult) -> serde_json::Value {
         "stale_per_kill": r.kills.iter().map(|k| k.stale).collect::<Vec<_>>(),
         "baseline_gap_median_ns": b,
         "baseline_gaps_ns": r.baseline_gaps_ns,
-        "gap_x_baseline": (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64)),
+        "gap_x_baseline": x_baseline(r.gap_median_ns(), b),
         "single_feed_gap_median_ns": r.single_feed_median_ns(),
         "single_feed_gaps_ns": r.single_feed_gaps_ns,
         "interval_ns": round3(r.interval_ns()),
@@ -270,23 +281,18 @@ fn feeds_line(r: &FeedPairResult) -> serde_json::Value {
 
 /// The A/B feed pair case as a cell.
 fn feeds_cell(r: &FeedPairResult) -> Cell {
-    let serde_json::Value::Object(mut detail) = feeds_line(r) else {
-        unreachable!("a JSON object")
-    };
-    for k in ["kind", "transport", "rate_msgs_per_s", "lost"] {
-        detail.remove(k);
-    }
-    Cell {
-        id: "failover-feeds".to_string(),
-        scenario: Some(Scenario::Failover),
-        transport: "mcast".to_string(),
-        rate_requested_msgs_per_s: Some(r.rate),
-        sent: r.updates + r.lost,
-        lost: r.lost,
-        seconds: round3(r.seconds),
-        detail,
-        ..Cell::default()
-    }
+    case_cell(
+        "failover-feeds".to_string(),
+        feeds_line(r),
+        Cell {
+            transport: "mcast".to_string(),
+            rate_requested_msgs_per_s: Some(r.rate),
+            sent: r.updates + r.lost,
+            lost: r.lost,
+            seconds: round3(r.seconds),
+            ..Cell::default()
+        },
+    )
 }
 
 fn distributors_line(r: &DistributorPairResult) -> serde_json::Value {
@@ -308,27 +314,16 @@ fn distributors_line(r: &DistributorPairResult) -> serde_json::Value {
 /// The distributor pair case as a cell: the gap is the time from a kill to the consumer's
 /// first update from the other distributor.
 fn distributors_cell(r: &DistributorPairResult) -> Cell {
-    let serde_json::Value::Object(mut detail) = distributors_line(r) else {
-        unreachable!("a JSON object")
-    };
-    for k in ["kind", "transport", "rate_msgs_per_s", "lost"] {
-        detail.remove(k);
-    }
-    Cell {
-        id: format!("failover-distributors-{}", r.mode),
-        scenario: Some(Scenario::Failover),
-        transport: "tcp".to_string(),
-        rate_requested_msgs_per_s: Some(r.rate),
-        seconds: round3(r.seconds),
-        detail,
-        ..Cell::default()
-    }
-}
-
-/// The kills' median gap over the same run's no-kill median (None without a baseline).
-fn gap_x_baseline(r: &FailoverResult) -> Option<f64> {
-    let b = r.baseline_median_ns();
-    (b > 0).then(|| round3(r.gap_median_ns() as f64 / b as f64))
+    case_cell(
+        format!("failover-distributors-{}", r.mode),
+        distributors_line(r),
+        Cell {
+            transport: "tcp".to_string(),
+            rate_requested_msgs_per_s: Some(r.rate),
+            seconds: round3(r.seconds),
+            ..Cell::default()
+        },
+    )
 }
 
 fn line(r: &FailoverResult) -> serde_json::Value {
@@ -345,29 +340,24 @@ fn line(r: &FailoverResult) -> serde_json::Value {
         "seq_steps": r.kills.iter().map(|k| k.seq_step).collect::<Vec<_>>(),
         "baseline_gap_median_ns": r.baseline_median_ns(),
         "baseline_gaps_ns": r.baseline_gaps_ns,
-        "gap_x_baseline": gap_x_baseline(r),
+        "gap_x_baseline": x_baseline(r.gap_median_ns(), r.baseline_median_ns()),
     })
 }
 
 /// One case as a cell: `detail` holds the case, the kills, the gaps (median, largest, each
 /// kill's), the stream's interval and inter-delivery times, and what was lost or duplicated.
 pub fn cell(r: &FailoverResult) -> Cell {
-    let serde_json::Value::Object(mut detail) = line(r) else {
-        unreachable!("a JSON object")
-    };
-    for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
-        detail.remove(k);
-    }
-    Cell {
-        id: format!("failover-group-{}", r.transport),
-        scenario: Some(Scenario::Failover),
-        transport: r.transport.clone(),
-        size_bytes: r.size,
-        rate_requested_msgs_per_s: Some(r.rate),
-        sent: r.delivered + r.lost,
-        lost: r.lost,
-        seconds: round3(r.seconds),
-        detail,
-        ..Cell::default()
-    }
+    case_cell(
+        format!("failover-group-{}", r.transport),
+        line(r),
+        Cell {
+            transport: r.transport.clone(),
+            size_bytes: r.size,
+            rate_requested_msgs_per_s: Some(r.rate),
+            sent: r.delivered + r.lost,
+            lost: r.lost,
+            seconds: round3(r.seconds),
+            ..Cell::default()
+        },
+    )
 }
