@@ -6,7 +6,7 @@ offsets: all of them, and each frame type's vectors together (a resolver datagra
 advertisements and queries, a data datagram, a control datagram). Targets that read whole
 datagrams or sequences of them (frames, resolver, receiver, sender_naks) start from those.
 
-The market data targets (md, md_*) are seeded from docs/golden/md.json instead: md with every
+The recording target is seeded from docs/golden/recording.json. The market data targets (md, md_*) are seeded from docs/golden/md.json instead: md with every
 vector and streams of the valid ones back to back; md_distributor with scripts in its input
 language (fuzz_targets/md_distributor.rs) that log a client in and feed it each vector, feed
 each vector to the backbone, and play a whole session (open, refresh, updates, loss, drain).
@@ -94,6 +94,15 @@ for target in TARGETS:
         for name, data in [("golden", golden), ("empty", golden[:16]), ("plain", b"#17....")]:
             (out / name).write_bytes(data)
             seeds += 1
+        continue
+    if target == "recording":
+        # The recording format's golden vectors, and a segment's header followed by records.
+        rec = json.loads((HERE.parent / "docs" / "golden" / "recording.json").read_text())
+        for v in rec:
+            (out / f"golden_{v['name']}").write_bytes(bytes.fromhex(v["hex"]))
+        good = [bytes.fromhex(v["hex"]) for v in rec if v["valid"]]
+        (out / "packed_valid").write_bytes(b"".join(good))
+        seeds += len(rec) + 1
         continue
     if target == "md" or target.startswith("md_"):
         for name, data in md_seeds(target).items():

@@ -1,0 +1,542 @@
+//! Appending to a recording: [`RecordingWriter`].
+
+use crate::format::align8;
+use crate::format::record::{parse_record, RecordRepr, RECORD_HEADER_LEN};
+use crate::format::segment_header::{SegmentHeaderRepr, MAX_TOPIC_LEN};
+use crate::{segments, ArchiveError};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The stream a recording holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamMeta {
+    pub topic: String,
+    pub session_id: u32,
+    pub stream_id: u32,
+}
+
+impl fmt::Display for StreamMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "topic '{}' session {:08x} stream {}",
+            self.topic.escape_debug(),
+            self.session_id,
+            self.stream_id
+        )
+    }
+}
+
+/// When appended records are made durable (forced to the disk with `fdatasync`).
+///
+/// Whatever the policy, records are written to the file (so a process killed keeps them;
+/// only the machine stopping loses what was not forced) at least at every
+/// [`poll`](RecordingWriter::poll), every full buffer, and every segment's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Never forced: the kernel writes them back when it chooses.
+    None,
+    /// Forced at most this many milliseconds after they were appended (at a `poll`).
+    Interval { ms: u64 },
+    /// Forced before `append` returns.
+    Each,
+}
+
+impl FromStr for Durability {
+    type Err = ArchiveError;
+    fn from_str(s: &str) -> Result<Self, ArchiveError> {
+        let bad = || {
+            ArchiveError::Config(format!(
+                "fsync={s} is not accepted: give none, each, or interval:MS with MS from 1 to 60000 (for example interval:100)"
+            ))
+        };
+        match s {
+            "none" => Ok(Durability::None),
+            "each" => Ok(Durability::Each),
+            _ => {
+                let ms = s
+                    .strip_prefix("interval:")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|ms| (1..=60_000).contains(ms))
+                    .ok_or_else(bad)?;
+                Ok(Durability::Interval { ms })
+            }
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Durability::None => f.write_str("none"),
+            Durability::Interval { ms } => write!(f, "interval:{ms}"),
+            Durability::Each => f.write_str("each"),
+        }
+    }
+}
+
+/// How a writer stores a recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Bytes per segment file (a multiple of 4096, 64 KiB to 1 GiB). A recording that exists
+    /// keeps its own.
+    pub segment_len: u64,
+    pub durability: Durability,
+    /// Records gathered before a write to the file.
+    pub buffer_bytes: usize,
+}
+
+impl Default for WriterOptions {
+    /// 64 MiB segments, forced every 100 ms, written in 256 KiB.
+    fn default() -> Self {
+        WriterOptions {
+            segment_len: 64 << 20,
+            durability: Durability::Interval { ms: 100 },
+            buffer_bytes: 256 << 10,
+        }
+    }
+}
+
+impl WriterOptions {
+    /// Checks the settings, with the fix in the message.
+    pub fn validate(&self) -> Result<(), ArchiveError> {
+        if !(64 << 10..=1 << 30).contains(&self.segment_len) || self.segment_len % 4096 != 0 {
+            return Err(ArchiveError::Config(format!(
+                "segment length {} is not accepted: give a multiple of 4096 bytes from 64k to 1g, for example 64m",
+                self.segment_len
+            )));
+        }
+        if !(1..=64 << 20).contains(&self.buffer_bytes) {
+            return Err(ArchiveError::Config(format!(
+                "write buffer {} is not accepted: give 1 byte to 64m",
+                self.buffer_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What opening an existing recording found in its last segment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Good records found in the last segment.
+    pub records: u64,
+    /// A torn tail cut: the file and offset where it started and its bytes.
+    pub torn: Option<(PathBuf, u64, u64)>,
+    /// Damaged records before good ones (left in place, skipped by readers): file, offset.
+    pub damaged: Vec<(PathBuf, u64)>,
+}
+
+/// Appends one stream's messages to its recording folder: see the crate's documentation.
+#[derive(Debug)]
+pub struct RecordingWriter {
+    dir: PathBuf,
+    meta: StreamMeta,
+    opts: WriterOptions,
+    segment_len: u64,
+    header_len: u64,
+    file: File,
+    path: PathBuf,
+    base: u64,
+    /// Where the next record goes in the current segment.
+    end: u64,
+    /// Where `buf` goes in the current segment (all before it is written to the file).
+    written_to: u64,
+    buf: Vec<u8>,
+    /// Written to the file but not yet forced.
+    unforced: bool,
+    last_force_ns: u64,
+    stopped: Option<String>,
+    recovery: Recovery,
+    appended: u64,
+}
+
+impl RecordingWriter {
+    /// Opens the recording of `meta` in `dir` (made if missing) to append to it: a new one,
+    /// or an existing one of the same stream after recovering its last segment.
+    pub fn open(
+        dir: &Path,
+        meta: &StreamMeta,
+        opts: WriterOptions,
+        now_ns: u64,
+    ) -> Result<RecordingWriter, ArchiveError> {
+        opts.validate()?;
+        if meta.topic.len() > MAX_TOPIC_LEN {
+            return Err(ArchiveError::Config(format!(
+                "a topic of {} bytes does not fit a segment header (at most {MAX_TOPIC_LEN})",
+                meta.topic.len()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| ArchiveError::io(dir, "create folder", e))?;
+        let existing = segments::list(dir)?;
+        let header = SegmentHeaderRepr {
+            segment_len: opts.segment_len,
+            base_position: 0,
+            session_id: meta.session_id,
+            stream_id: meta.stream_id,
+            created_ns: now_ns,
+            topic: meta.topic.clone(),
+        };
+        let mut w = match existing.last() {
+            None => {
+                let (file, path) = create_segment(dir, &header)?;
+                RecordingWriter {
+                    dir: dir.to_path_buf(),
+                    meta: meta.clone(),
+                    opts,
+                    segment_len: opts.segment_len,
+                    header_len: header.header_len() as u64,
+                    file,
+                    path,
+                    base: 0,
+                    end: header.header_len() as u64,
+                    written_to: header.header_len() as u64,
+                    buf: Vec::with_capacity(opts.buffer_bytes + RECORD_HEADER_LEN),
+                    unforced: false,
+                    last_force_ns: now_ns,
+                    stopped: None,
+                    recovery: Recovery::default(),
+                    appended: 0,
+                }
+            }
+            Some((base, path)) => Self::recover(dir, meta, opts, *base, path, now_ns)?,
+        };
+        if opts.durability != Durability::None {
+            w.force_folder()?;
+        }
+        Ok(w)
+    }
+
+    /// Opens the last segment of an existing recording: checks it is this stream's, finds
+    /// the end of its good records, cuts a torn tail.
+    fn recover(
+        dir: &Path,
+        meta: &StreamMeta,
+        opts: WriterOptions,
+        base: u64,
+        path: &Path,
+        now_ns: u64,
+    ) -> Result<RecordingWriter, ArchiveError> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| ArchiveError::io(path, "open", e))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| ArchiveError::io(path, "read", e))?;
+        let header =
+            SegmentHeaderRepr::parse(&bytes).map_err(|error| ArchiveError::BadSegment {
+                path: path.to_path_buf(),
+                error,
+            })?;
+        let found = StreamMeta {
+            topic: header.topic.clone(),
+            session_id: header.session_id,
+            stream_id: header.stream_id,
+        };
+        if &found != meta {
+            return Err(ArchiveError::OtherStream {
+                dir: dir.to_path_buf(),
+                found: found.to_string(),
+            });
+        }
+        let segment_len = header.segment_len;
+        let mut recovery = Recovery::default();
+        let mut at = header.header_len();
+        let end = loop {
+            if at + RECORD_HEADER_LEN > bytes.len() {
+                break bytes.len().min(segment_len as usize);
+            }
+            let rest = &bytes[at..];
+            if rest[..RECORD_HEADER_LEN].iter().all(|&b| b == 0) {
+                break at;
+            }
+            match parse_record(rest) {
+                Ok((r, _)) => {
+                    if r.kind == crate::format::record::RecordKind::Message {
+                        recovery.records += 1;
+                    }
+                    at += r.span();
+                }
+                Err(_) => match next_good_record(&bytes, at) {
+                    Some(next) => {
+                        recovery.damaged.push((path.to_path_buf(), at as u64));
+                        at = next;
+                    }
+                    None => {
+                        // Nothing good after it: a torn tail. Cut it (the file keeps its
+                        // length: zeros from here).
+                        let last = bytes.iter().rposition(|&b| b != 0).map_or(at, |i| i + 1);
+                        recovery.torn = Some((path.to_path_buf(), at as u64, (last - at) as u64));
+                        tracing::warn!(
+                            "{}: a torn record at offset {at} ({} bytes) cut",
+                            path.display(),
+                            last - at
+                        );
+                        file.set_len(at as u64)
+                            .and_then(|()| file.set_len(segment_len))
+                            .and_then(|()| file.sync_data())
+                            .map_err(|e| ArchiveError::io(path, "cut the torn tail of", e))?;
+                        break at;
+                    }
+                },
+            }
+        };
+        for (p, off) in &recovery.damaged {
+            tracing::warn!(
+                "{}: a damaged record at offset {off} (readers skip it)",
+                p.display()
+            );
+        }
+        Ok(RecordingWriter {
+            dir: dir.to_path_buf(),
+            meta: meta.clone(),
+            opts,
+            segment_len,
+            header_len: header.header_len() as u64,
+            file,
+            path: path.to_path_buf(),
+            base,
+            end: end as u64,
+            written_to: end as u64,
+            buf: Vec::with_capacity(opts.buffer_bytes + RECORD_HEADER_LEN),
+            unforced: false,
+            last_force_ns: now_ns,
+            stopped: None,
+            recovery,
+            appended: 0,
+        })
+    }
+
+    /// What opening found (all zero for a new recording).
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+    pub fn meta(&self) -> &StreamMeta {
+        &self.meta
+    }
+    pub fn segment_len(&self) -> u64 {
+        self.segment_len
+    }
+    /// Messages appended by this writer.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+    /// The longest message a segment holds.
+    pub fn max_message_len(&self) -> usize {
+        (self.segment_len - self.header_len) as usize - RECORD_HEADER_LEN
+    }
+
+    /// Appends message `sequence`, received at `receive_ns` (nanoseconds since the Unix
+    /// epoch). With [`Durability::Each`] it is on the disk when this returns.
+    pub fn append(
+        &mut self,
+        sequence: u64,
+        receive_ns: u64,
+        payload: &[u8],
+    ) -> Result<(), ArchiveError> {
+        self.check_running()?;
+        if payload.len() > self.max_message_len() {
+            return Err(ArchiveError::TooLarge {
+                len: payload.len(),
+                max: self.max_message_len(),
+            });
+        }
+        let span = (RECORD_HEADER_LEN + align8(payload.len())) as u64;
+        if self.end + span > self.segment_len {
+            self.roll(receive_ns)?;
+        }
+        RecordRepr::message(sequence, receive_ns, payload.len()).append(&mut self.buf, payload);
+        self.end += span;
+        self.appended += 1;
+        match self.opts.durability {
+            Durability::Each => self.force(receive_ns),
+            _ if self.buf.len() >= self.opts.buffer_bytes => self.write_out(),
+            _ => Ok(()),
+        }
+    }
+
+    /// The writer's timer: writes what is gathered to the file, and forces it when the
+    /// interval has passed. Call it when idle and at least every interval.
+    pub fn poll(&mut self, now_ns: u64) -> Result<(), ArchiveError> {
+        self.check_running()?;
+        match self.opts.durability {
+            Durability::Interval { ms }
+                if now_ns.saturating_sub(self.last_force_ns) >= ms * 1_000_000 =>
+            {
+                self.force(now_ns)
+            }
+            _ => self.write_out(),
+        }
+    }
+
+    /// Writes everything appended to the file (a process killed after this loses none of it).
+    pub fn flush(&mut self) -> Result<(), ArchiveError> {
+        self.check_running()?;
+        self.write_out()
+    }
+
+    /// Writes and forces everything appended, whatever the policy, and closes.
+    pub fn close(mut self) -> Result<(), ArchiveError> {
+        self.check_running()?;
+        self.force(0)
+    }
+
+    fn check_running(&self) -> Result<(), ArchiveError> {
+        match &self.stopped {
+            None => Ok(()),
+            Some(reason) => Err(ArchiveError::Stopped {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    /// A failed write or force: nothing more is appended (what is in the file stays
+    /// readable; a torn record is cut when the recording is opened again).
+    fn stop(&mut self, e: ArchiveError) -> ArchiveError {
+        self.stopped = Some(e.to_string());
+        tracing::error!("{e}");
+        e
+    }
+
+    fn write_out(&mut self) -> Result<(), ArchiveError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.file.write_all_at(&self.buf, self.written_to) {
+            let e = ArchiveError::io(&self.path, "write", e);
+            return Err(self.stop(e));
+        }
+        self.written_to += self.buf.len() as u64;
+        self.buf.clear();
+        self.unforced = true;
+        Ok(())
+    }
+
+    fn force(&mut self, now_ns: u64) -> Result<(), ArchiveError> {
+        self.write_out()?;
+        if self.unforced {
+            if let Err(e) = self.file.sync_data() {
+                let e = ArchiveError::io(&self.path, "fsync", e);
+                return Err(self.stop(e));
+            }
+            self.unforced = false;
+        }
+        self.last_force_ns = self.last_force_ns.max(now_ns);
+        Ok(())
+    }
+
+    /// Fsyncs the folder, so a new segment's name survives the machine stopping.
+    fn force_folder(&mut self) -> Result<(), ArchiveError> {
+        let r = File::open(&self.dir).and_then(|d| d.sync_all());
+        r.map_err(|e| {
+            let e = ArchiveError::io(&self.dir, "fsync folder", e);
+            self.stop(e)
+        })
+    }
+
+    /// Ends the current segment (padding its rest) and starts the next.
+    fn roll(&mut self, now_ns: u64) -> Result<(), ArchiveError> {
+        let rest = (self.segment_len - self.end) as usize;
+        if rest >= RECORD_HEADER_LEN {
+            // The header alone: the file is zeros after it already.
+            let at = self.buf.len();
+            self.buf.resize(at + RECORD_HEADER_LEN, 0);
+            RecordRepr::padding(rest).emit(&mut self.buf[at..], &[]);
+        }
+        if self.opts.durability == Durability::None {
+            self.write_out()?;
+        } else {
+            self.force(now_ns)?;
+        }
+        let header = SegmentHeaderRepr {
+            segment_len: self.segment_len,
+            base_position: self.base + self.segment_len,
+            session_id: self.meta.session_id,
+            stream_id: self.meta.stream_id,
+            created_ns: now_ns,
+            topic: self.meta.topic.clone(),
+        };
+        let (file, path) = match create_segment(&self.dir, &header) {
+            Ok(x) => x,
+            Err(e) => return Err(self.stop(e)),
+        };
+        self.file = file;
+        self.path = path;
+        self.base = header.base_position;
+        self.end = self.header_len;
+        self.written_to = self.header_len;
+        if self.opts.durability != Durability::None {
+            self.force_folder()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RecordingWriter {
+    /// Writes what is gathered (forced as the policy says; nothing more is appended).
+    fn drop(&mut self) {
+        if self.stopped.is_none() {
+            let _ = match self.opts.durability {
+                Durability::None => self.write_out(),
+                _ => self.force(0),
+            };
+        }
+    }
+}
+
+/// Creates segment `header.base_position` in `dir`: its header written, its whole length
+/// allocated (a full disk fails here, not in the middle of a record).
+fn create_segment(dir: &Path, header: &SegmentHeaderRepr) -> Result<(File, PathBuf), ArchiveError> {
+    let path = dir.join(segments::file_name(header.base_position));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| ArchiveError::io(&path, "create", e))?;
+    let made = (|| {
+        // Blocks reserved where the file system can: a full disk fails here, not in the middle
+        // of a record. Elsewhere a sparse file of the length.
+        match rustix::fs::fallocate(
+            &file,
+            rustix::fs::FallocateFlags::empty(),
+            0,
+            header.segment_len,
+        ) {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::NOSPC || e == rustix::io::Errno::DQUOT => {
+                return Err(ArchiveError::io(&path, "allocate", e.into()));
+            }
+            Err(_) => file
+                .set_len(header.segment_len)
+                .map_err(|e| ArchiveError::io(&path, "size", e))?,
+        }
+        file.write_all_at(&header.emit(), 0)
+            .map_err(|e| ArchiveError::io(&path, "write", e))
+    })();
+    if let Err(e) = made {
+        // No segment without its header: a reader would take the folder for damaged.
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok((file, path))
+}
+
+/// The offset of the next good record after a bad one at `at`, if any (8-byte steps).
+pub(crate) fn next_good_record(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut k = at + 8;
+    while k + RECORD_HEADER_LEN <= bytes.len() {
+        if parse_record(&bytes[k..]).is_ok() {
+            return Some(k);
+        }
+        k += 8;
+    }
+    None
+}

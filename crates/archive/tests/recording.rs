@@ -1,0 +1,332 @@
+//! Recordings written and read back through the file system: bit-exact across many segments,
+//! from a sequence and a time, resumed after a writer closes, a torn tail cut on reopening,
+//! a flipped byte reported with its file and offset while the rest still reads, a process
+//! killed with SIGKILL keeping every record it had forced, and bad settings refused.
+
+use peregrine_archive::format::align8;
+use peregrine_archive::format::record::RECORD_HEADER_LEN;
+use peregrine_archive::{
+    ArchiveError, Durability, Entry, RecordingReader, RecordingWriter, StreamMeta, WriterOptions,
+};
+use std::path::{Path, PathBuf};
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("archive-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn meta() -> StreamMeta {
+    StreamMeta {
+        topic: "orders.eu".into(),
+        session_id: 0x00ab_cdef,
+        stream_id: 7,
+    }
+}
+
+/// Small segments: a few hundred messages fill one.
+fn small() -> WriterOptions {
+    WriterOptions {
+        segment_len: 64 << 10,
+        durability: Durability::None,
+        buffer_bytes: 4096,
+    }
+}
+
+/// Message `i`: a size between 0 and 499 bytes, each byte derived from `i`.
+fn message(i: u64) -> Vec<u8> {
+    let len = (i * 37 % 500) as usize;
+    (0..len).map(|k| (i as usize * 31 + k) as u8).collect()
+}
+
+const T0: u64 = 1_800_000_000_000_000_000;
+
+fn write(d: &Path, range: std::ops::Range<u64>, opts: WriterOptions) -> RecordingWriter {
+    let mut w = RecordingWriter::open(d, &meta(), opts, T0).unwrap();
+    for i in range {
+        w.append(i, T0 + i * 1000, &message(i)).unwrap();
+    }
+    w
+}
+
+/// A message as read: sequence, receive time, bytes.
+type Read = (u64, u64, Vec<u8>);
+
+/// Every entry of a cursor: the messages, and where the damaged records are.
+fn read_all(c: &mut peregrine_archive::Cursor<'_>) -> (Vec<Read>, Vec<(PathBuf, u64)>) {
+    let (mut msgs, mut damaged) = (Vec::new(), Vec::new());
+    while let Some(e) = c.next_entry() {
+        match e.unwrap() {
+            Entry::Message {
+                sequence,
+                receive_ns,
+                payload,
+            } => msgs.push((sequence, receive_ns, payload.to_vec())),
+            Entry::Damaged(d) => damaged.push((d.path, d.offset)),
+        }
+    }
+    (msgs, damaged)
+}
+
+fn expected(range: std::ops::Range<u64>) -> Vec<(u64, u64, Vec<u8>)> {
+    range.map(|i| (i, T0 + i * 1000, message(i))).collect()
+}
+
+#[test]
+fn what_is_written_reads_back_bit_exact_across_segments_from_any_sequence_or_time() {
+    let d = dir("exact");
+    write(&d, 0..5000, small()).close().unwrap();
+    let r = RecordingReader::open(&d).unwrap();
+    assert_eq!(r.meta(), &meta());
+    assert!(r.segment_count() > 10, "{} segments", r.segment_count());
+    let (msgs, damaged) = read_all(&mut r.cursor());
+    assert!(damaged.is_empty(), "{damaged:?}");
+    assert_eq!(msgs, expected(0..5000));
+    for start in [0, 1, 777, 2500, 4999] {
+        let (m, _) = read_all(&mut r.from_sequence(start).unwrap());
+        assert_eq!(m, expected(start..5000), "from sequence {start}");
+        let (m, _) = read_all(&mut r.from_time(T0 + start * 1000 - 1).unwrap());
+        assert_eq!(m, expected(start..5000), "from time before {start}");
+    }
+    assert!(read_all(&mut r.from_sequence(5000).unwrap()).0.is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_closed_recording_is_resumed_where_it_ended() {
+    let d = dir("resume");
+    write(&d, 0..300, small()).close().unwrap();
+    let w = write(&d, 300..900, small());
+    assert_eq!(w.recovery().torn, None);
+    assert!(w.recovery().damaged.is_empty());
+    w.close().unwrap();
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert!(damaged.is_empty());
+    assert_eq!(msgs, expected(0..900));
+    // Another stream's writer is refused the folder.
+    let other = StreamMeta {
+        session_id: 1,
+        ..meta()
+    };
+    let e = RecordingWriter::open(&d, &other, small(), T0).unwrap_err();
+    assert!(matches!(e, ArchiveError::OtherStream { .. }), "{e}");
+    assert!(e.to_string().contains("session 00abcdef"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Every record on disk, walked by the layout of docs/recording.md alone: (file, offset,
+/// kind, sequence).
+fn records_on_disk(d: &Path) -> Vec<(PathBuf, u64, u8, u64)> {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    segs.sort();
+    let mut out = Vec::new();
+    for seg in segs {
+        let bytes = std::fs::read(&seg).unwrap();
+        // The header: 64 bytes and "orders.eu" padded to 16.
+        let mut at = 64 + 16;
+        while at + RECORD_HEADER_LEN <= bytes.len()
+            && bytes[at..at + RECORD_HEADER_LEN] != [0u8; RECORD_HEADER_LEN]
+        {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let seq = u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap());
+            out.push((seg.clone(), at as u64, bytes[at + 4], seq));
+            at += RECORD_HEADER_LEN + align8(len);
+        }
+    }
+    out
+}
+
+/// The last segment and the offset of its last record.
+fn last_record(d: &Path) -> (PathBuf, u64) {
+    let (path, offset, _, _) = records_on_disk(d).pop().unwrap();
+    (path, offset)
+}
+
+#[test]
+fn a_torn_tail_is_cut_when_the_recording_is_opened_again_and_never_read() {
+    let d = dir("torn");
+    write(&d, 0..400, small()).close().unwrap();
+    // The last record half written: its last 8 bytes never reached the file.
+    let (path, offset) = last_record(&d);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = u32::from_le_bytes(
+        bytes[offset as usize..offset as usize + 4]
+            .try_into()
+            .unwrap(),
+    );
+    let end = offset as usize + RECORD_HEADER_LEN + len as usize;
+    assert!(len >= 8, "message 399 has {len} bytes");
+    bytes[end - 8..end].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    // A reader sees it as damaged with nothing after it: reported, then the end.
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert_eq!(msgs, expected(0..399));
+    assert_eq!(damaged, vec![(path.clone(), offset)]);
+    // The writer cuts it, counts it, and appends where it was.
+    let w = write(&d, 399..500, small());
+    let (p, at, torn_bytes) = w.recovery().torn.clone().expect("a torn tail");
+    assert_eq!((p, at), (path, offset));
+    assert!(
+        torn_bytes > 0 && torn_bytes <= u64::from(len) + 32,
+        "{torn_bytes}"
+    );
+    w.close().unwrap();
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert!(damaged.is_empty(), "{damaged:?}");
+    assert_eq!(msgs, expected(0..500));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_flipped_byte_is_reported_with_its_file_and_offset_and_the_rest_still_reads() {
+    let d = dir("flip");
+    write(&d, 0..2000, small()).close().unwrap();
+    let r = RecordingReader::open(&d).unwrap();
+    // Message 700's payload, one byte flipped.
+    let (path, offset) = records_on_disk(&d)
+        .into_iter()
+        .find(|r| r.2 == 1 && r.3 == 700)
+        .map(|r| (r.0, r.1))
+        .expect("message 700");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset as usize + RECORD_HEADER_LEN + 3] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let (msgs, damaged) = read_all(&mut r.cursor());
+    assert_eq!(damaged, vec![(path, offset)]);
+    let want: Vec<_> = expected(0..2000)
+        .into_iter()
+        .filter(|m| m.0 != 700)
+        .collect();
+    assert_eq!(msgs, want);
+    // A writer opening it leaves the damage for readers to skip (it is not the tail).
+    let w = RecordingWriter::open(&d, &meta(), small(), T0).unwrap();
+    assert_eq!(w.recovery().torn, None);
+    drop(w);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_settings_and_oversized_messages_are_refused_with_the_fix() {
+    for (text, ok) in [
+        ("none", Some(Durability::None)),
+        ("each", Some(Durability::Each)),
+        ("interval:100", Some(Durability::Interval { ms: 100 })),
+        ("interval:0", None),
+        ("interval:x", None),
+        ("always", None),
+    ] {
+        match (text.parse::<Durability>(), ok) {
+            (Ok(d), Some(want)) => {
+                assert_eq!(d, want);
+                assert_eq!(d.to_string(), text);
+            }
+            (Err(e), None) => assert!(e.to_string().contains("give none, each, or interval:MS")),
+            (r, _) => panic!("{text}: {r:?}"),
+        }
+    }
+    let d = dir("bad");
+    let e = RecordingWriter::open(
+        &d,
+        &meta(),
+        WriterOptions {
+            segment_len: 10_000,
+            ..WriterOptions::default()
+        },
+        T0,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("segment length 10000"), "{e}");
+    let mut w = RecordingWriter::open(&d, &meta(), small(), T0).unwrap();
+    let max = w.max_message_len();
+    assert_eq!(max, (64 << 10) - 80 - 32);
+    let e = w.append(0, T0, &vec![0; max + 1]).unwrap_err();
+    assert!(e.to_string().contains("at most 65424"), "{e}");
+    // The largest fits, alone in a segment.
+    w.append(0, T0, &vec![7; max]).unwrap();
+    w.append(1, T0, b"next").unwrap();
+    w.close().unwrap();
+    let (msgs, _) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0].2, vec![7; max]);
+    let e = RecordingReader::open(&dir("empty")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ArchiveError::Io { .. } | ArchiveError::NotARecording { .. }
+        ),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The child of the SIGKILL test: appends with `fsync=each`, printing each sequence once it
+/// is forced, until it is killed.
+#[test]
+fn sigkill_child() {
+    let Ok(d) = std::env::var("PEREGRINE_ARCHIVE_CHILD_DIR") else {
+        return;
+    };
+    let opts = WriterOptions {
+        durability: Durability::Each,
+        ..small()
+    };
+    let mut w = RecordingWriter::open(Path::new(&d), &meta(), opts, T0).unwrap();
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        w.append(i, T0 + i * 1000, &message(i)).unwrap();
+        writeln!(out, "{i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn a_writer_killed_with_sigkill_keeps_every_record_it_forced() {
+    use std::io::BufRead;
+    let d = dir("kill");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigkill_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("PEREGRINE_ARCHIVE_CHILD_DIR", &d)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut forced = None;
+    // Kill it once it has forced 300 records (through a segment roll), mid-stream.
+    for l in lines.by_ref() {
+        if let Ok(i) = l.unwrap().trim().parse::<u64>() {
+            forced = Some(i);
+            if i >= 300 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let forced = forced.expect("the child forced records");
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert!(damaged.len() <= 1, "at most a torn tail: {damaged:?}");
+    assert!(
+        msgs.len() as u64 > forced,
+        "{} read, {forced} forced",
+        msgs.len()
+    );
+    assert_eq!(msgs, expected(0..msgs.len() as u64));
+    // Reopened: whatever was torn is cut, and appending carries on.
+    let next = msgs.len() as u64;
+    write(&d, next..next + 10, small()).close().unwrap();
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
+    assert!(damaged.is_empty(), "{damaged:?}");
+    assert_eq!(msgs, expected(0..next + 10));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Writes recording.json, the golden vectors of Peregrine's recording format (docs/recording.md).
+
+The encoder below is written from docs/recording.md alone, independently of the Rust crate
+(CRC-32 from Python's zlib), so that crates/archive/tests/golden.rs checks two implementations
+against each other. recording.json is the reference: edit this script and regenerate only to add
+vectors, and review the diff (an existing vector's hex must never change within a format
+version). Every invalid vector has exactly one defect and names the error it must be rejected
+with.
+
+    python3 docs/golden/make_recording.py > docs/golden/recording.json
+"""
+import json
+import struct
+import zlib
+
+MESSAGE, PADDING = 1, 2
+
+
+def pad8(b):
+    return b + bytes(-len(b) % 8)
+
+
+def record(kind, length, sequence, receive_ns, payload=b"", crc=None, flags=0, reserved=0):
+    """A record: its header (crc over the header with crc zero, then the payload), the
+    payload, zeros to 8 (a padding record's filler is not part of the vector)."""
+    head = struct.pack("<IBBHIIQQ", length, kind, flags, reserved, 0, 0, sequence, receive_ns)
+    if crc is None:
+        crc = zlib.crc32(head + payload)
+    head = head[:8] + struct.pack("<I", crc) + head[12:]
+    return pad8(head + payload)
+
+
+def segment_header(segment_len, base, session, stream, created, topic, crc=None, version=1):
+    t = topic.encode()
+    header_len = 64 + (len(t) + 7) // 8 * 8
+    b = b"PGRECORD" + struct.pack("<HHIQQIIQH", version, header_len, 0, segment_len, base,
+                                  session, stream, created, len(t))
+    b += bytes(14) + pad8(t)
+    if crc is None:
+        crc = zlib.crc32(b)
+    return b[:12] + struct.pack("<I", crc) + b[16:]
+
+
+def flip(b, i):
+    return b[:i] + bytes([b[i] ^ 0x01]) + b[i + 1:]
+
+
+T = 1_800_000_000_123_456_789
+hello = record(MESSAGE, 5, 42, T, b"hello")
+seg = segment_header(1 << 20, 3 << 20, 0xDEADBEEF, 7, T, "orders.eu")
+
+vectors = [
+    {"name": "message_hello", "what": "record", "hex": hello.hex(), "valid": True,
+     "fields": {"kind": "message", "length": 5, "sequence": 42, "receive_ns": T,
+                "payload_hex": b"hello".hex()},
+     "meaning": "a 5-byte message, sequence 42, zeros to 8 after it"},
+    {"name": "message_empty", "what": "record", "hex": record(MESSAGE, 0, 0, 0).hex(), "valid": True,
+     "fields": {"kind": "message", "length": 0, "sequence": 0, "receive_ns": 0, "payload_hex": ""},
+     "meaning": "an empty message at sequence 0: the header alone"},
+    {"name": "message_eight", "what": "record",
+     "hex": record(MESSAGE, 8, 2**64 - 1, 1, bytes(range(8))).hex(), "valid": True,
+     "fields": {"kind": "message", "length": 8, "sequence": 2**64 - 1, "receive_ns": 1,
+                "payload_hex": bytes(range(8)).hex()},
+     "meaning": "an 8-byte message needs no zeros after it; the largest sequence"},
+    {"name": "padding_32", "what": "record", "hex": record(PADDING, 32, 0, 0).hex(), "valid": True,
+     "fields": {"kind": "padding", "length": 32, "sequence": 0, "receive_ns": 0, "payload_hex": ""},
+     "meaning": "padding: 32 more bytes of the segment hold nothing (its checksum covers the header)"},
+    {"name": "message_bad_crc", "what": "record", "hex": flip(hello, 32).hex(), "valid": False,
+     "error": "checksum", "meaning": "the payload's first byte flipped"},
+    {"name": "message_bad_kind", "what": "record",
+     "hex": record(3, 5, 42, T, b"hello").hex(), "valid": False, "error": "record.kind",
+     "meaning": "kind 3 is not defined (the checksum is right)"},
+    {"name": "message_flags", "what": "record",
+     "hex": record(MESSAGE, 5, 42, T, b"hello", flags=1).hex(), "valid": False,
+     "error": "record.flags", "meaning": "no flag is defined"},
+    {"name": "padding_sequence", "what": "record",
+     "hex": record(PADDING, 0, 5, 0).hex(), "valid": False, "error": "record.sequence",
+     "meaning": "padding carries no sequence"},
+    {"name": "message_truncated", "what": "record", "hex": hello[:36].hex(), "valid": False,
+     "error": "truncated", "meaning": "the payload cut short"},
+    {"name": "segment_orders", "what": "segment_header", "hex": seg.hex(), "valid": True,
+     "fields": {"segment_len": 1 << 20, "base_position": 3 << 20, "session_id": 0xDEADBEEF,
+                "stream_id": 7, "created_ns": T, "topic": "orders.eu", "header_len": 80},
+     "meaning": "a header with a 9-byte topic, zeros to 8: the first record at 80"},
+    {"name": "segment_bad_magic", "what": "segment_header", "hex": flip(seg, 0).hex(),
+     "valid": False, "error": "magic", "meaning": "not a segment file"},
+    {"name": "segment_version_2", "what": "segment_header",
+     "hex": segment_header(1 << 20, 0, 1, 1, T, "x", version=2).hex(), "valid": False,
+     "error": "version", "meaning": "a version this reader does not know"},
+    {"name": "segment_bad_crc", "what": "segment_header", "hex": flip(seg, 70).hex(),
+     "valid": False, "error": "checksum", "meaning": "a byte of the topic flipped"},
+]
+print(json.dumps(vectors, indent=1))

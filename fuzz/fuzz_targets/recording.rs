@@ -1,0 +1,22 @@
+//! The recording format (docs/recording.md): the record and segment header parsers never
+//! panic, and what parses re-emits to the same bytes (a record's header and message: the
+//! zeros to 8 after a message and a padding record's filler are not read).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use peregrine_archive::format::record::{parse_record, RecordKind};
+use peregrine_archive::format::segment_header::SegmentHeaderRepr;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok((r, payload)) = parse_record(data) {
+        let mut again = Vec::new();
+        r.append(&mut again, payload);
+        // The header and the message (the zeros to 8 after it are not checked).
+        let n = 32 + if r.kind == RecordKind::Message { payload.len() } else { 0 };
+        assert_eq!(&again[..n], &data[..n]);
+    }
+    if let Ok(h) = SegmentHeaderRepr::parse(data) {
+        let b = h.emit();
+        assert_eq!(&b[..], &data[..b.len()]);
+    }
+});
