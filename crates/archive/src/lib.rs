@@ -31,10 +31,12 @@
 
 pub mod format;
 mod reader;
+pub mod recorder;
 mod segments;
 mod writer;
 
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
+pub use recorder::{Recorder, RecorderEvent};
 pub use writer::{Durability, RecordingWriter, Recovery, StreamMeta, WriterOptions};
 
 use std::fmt;

@@ -17,6 +17,8 @@ pub mod feed;
 mod md;
 pub mod post;
 pub mod publish;
+pub mod record;
+pub mod replay;
 pub mod report;
 pub mod resolverd;
 pub mod stat;

@@ -2,6 +2,7 @@
 //! single flags come from these definitions (ripgrep's model). Turning them into the settings
 //! of a run, with the checks that need several flags at once, is the job of [`crate::cmd`].
 
+pub mod archive;
 pub mod bench;
 pub mod md;
 pub mod stat;
@@ -51,6 +52,12 @@ pub enum Command {
     /// Subscribe to a topic, a glob (md.eq.*) or with --regex a regular expression: prints
     /// what it receives with --print, sources as they come and go, and a rate line every second.
     Sub(topics::SubArgs),
+    /// Record topics (names or globs) into a folder: each stream in checksummed segment
+    /// files, forced to the disk as --fsync says, resumed after a crash with a torn tail cut.
+    Record(archive::RecordArgs),
+    /// Replay a recorded topic from a folder `peregrine record` wrote, from a sequence or a
+    /// time: --print shows each message as `peregrine sub --print` does.
+    Replay(archive::ReplayArgs),
     /// Relay topic resolution between hosts where multicast does not reach; clients name it
     /// with PEREGRINE_RESOLVER_DAEMON=HOST:PORT.
     Resolverd(topics::ResolverdArgs),

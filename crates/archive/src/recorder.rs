@@ -1,0 +1,336 @@
+//! [`Recorder`]: subscribes to topics by name or pattern, on any transport topic resolution
+//! finds, and appends each stream (a topic's session) to a recording of its own under one
+//! folder: `DIR/<topic>/<session>/` (the topic escaped for a file name, the session as 8
+//! hex digits).
+
+use crate::{ArchiveError, RecordingWriter, StreamMeta, WriterOptions};
+use peregrine::{Context, IdleKind, Subscriber, SubscriberEvent};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What happened to a stream the recorder follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecorderEvent {
+    /// A stream's recording was opened (new, or resumed after recovery).
+    Started { meta: StreamMeta, dir: PathBuf },
+    /// A stream ended (its publisher closed or died): its recording is forced and closed.
+    Ended { meta: StreamMeta, messages: u64 },
+    /// A stream's recording failed (a full disk, an unwritable folder): it is no longer
+    /// recorded; the others carry on.
+    Failed { meta: StreamMeta, error: String },
+    /// Messages the subscriber reported lost before the recorder got them (they are not in
+    /// the recording).
+    Lost {
+        meta: StreamMeta,
+        from_sequence: u64,
+        count: u64,
+    },
+}
+
+/// A stream being recorded, or one that failed (its messages are dropped, counted).
+#[derive(Debug)]
+struct Stream {
+    meta: StreamMeta,
+    writer: Option<RecordingWriter>,
+    messages: u64,
+    dropped: u64,
+}
+
+/// Records every stream of the topics it is given: see the module's documentation.
+#[derive(Debug)]
+pub struct Recorder {
+    dir: PathBuf,
+    opts: WriterOptions,
+    subs: Vec<Subscriber>,
+    streams: HashMap<(String, u32), Stream>,
+    events: Vec<RecorderEvent>,
+    messages: u64,
+    bytes: u64,
+}
+
+/// The folder name of `topic`: its bytes kept where they are letters, digits, `.`, `-` or
+/// `_`, others as `%XX`; a leading `.` escaped (no `.` or `..`); past 200 bytes cut and ended
+/// with a hash of the whole (the topic itself is in every segment's header).
+pub fn topic_dir_name(topic: &str) -> String {
+    let mut out = String::new();
+    for (i, b) in topic.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.len() > 200 {
+        let h = topic.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        out.truncate(180);
+        // (Cut on a char boundary: the escaped name is ASCII.)
+        out.push_str(&format!("~{h:016x}"));
+    }
+    out
+}
+
+/// The folder of one stream's recording under `dir`.
+pub fn stream_dir(dir: &Path, topic: &str, session_id: u32) -> PathBuf {
+    dir.join(topic_dir_name(topic))
+        .join(format!("{session_id:08x}"))
+}
+
+impl Recorder {
+    /// Subscribes (through `ctx`) to each of `patterns` (an exact topic or a glob) and
+    /// records into `dir`.
+    pub fn new(
+        ctx: &Context,
+        dir: &Path,
+        patterns: &[&str],
+        opts: WriterOptions,
+    ) -> Result<Recorder, ArchiveError> {
+        opts.validate()?;
+        if patterns.is_empty() {
+            return Err(ArchiveError::Config(
+                "no topic to record: give a topic name or a glob, for example orders.*".into(),
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| ArchiveError::io(dir, "create folder", e))?;
+        let subs = patterns
+            .iter()
+            .map(|p| {
+                ctx.subscribe(p, IdleKind::Block)
+                    .map_err(|e| ArchiveError::Config(format!("topics {p}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Recorder {
+            dir: dir.to_path_buf(),
+            opts,
+            subs,
+            streams: HashMap::new(),
+            events: Vec::new(),
+            messages: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Receives what has arrived (up to `limit` messages from each subscriber), appends each
+    /// message to its stream's recording with the time it was received, and runs the
+    /// writers' timers. Returns the messages received.
+    pub fn poll(&mut self, limit: usize) -> usize {
+        let now = wall_ns();
+        let Recorder {
+            dir,
+            opts,
+            subs,
+            streams,
+            events,
+            messages,
+            bytes,
+        } = self;
+        let mut n = 0;
+        for sub in subs.iter_mut() {
+            n += sub.poll_topic(
+                &mut |topic, m| {
+                    let key = (topic.to_string(), m.session_id);
+                    let s = streams.entry(key).or_insert_with(|| {
+                        open_stream(dir, topic, m.session_id, *opts, now, events)
+                    });
+                    let Some(w) = s.writer.as_mut() else {
+                        s.dropped += 1;
+                        return;
+                    };
+                    match w.append(m.sequence, now, m.payload) {
+                        Ok(()) => {
+                            s.messages += 1;
+                            *messages += 1;
+                            *bytes += m.payload.len() as u64;
+                        }
+                        Err(e) => {
+                            s.dropped += 1;
+                            s.writer = None;
+                            events.push(RecorderEvent::Failed {
+                                meta: s.meta.clone(),
+                                error: e.to_string(),
+                            });
+                        }
+                    }
+                },
+                limit,
+            );
+            while let Some(ev) = sub.next_event() {
+                match ev {
+                    SubscriberEvent::PublisherClosed { session_id }
+                    | SubscriberEvent::PublisherDied { session_id } => {
+                        let ended: Vec<_> = streams
+                            .keys()
+                            .filter(|k| k.1 == session_id)
+                            .cloned()
+                            .collect();
+                        for k in ended {
+                            let s = streams.remove(&k).expect("listed");
+                            if let Some(w) = s.writer {
+                                if let Err(e) = w.close() {
+                                    events.push(RecorderEvent::Failed {
+                                        meta: s.meta.clone(),
+                                        error: e.to_string(),
+                                    });
+                                }
+                            }
+                            events.push(RecorderEvent::Ended {
+                                meta: s.meta,
+                                messages: s.messages,
+                            });
+                        }
+                    }
+                    SubscriberEvent::Lost {
+                        session_id,
+                        from_sequence,
+                        count,
+                    } => {
+                        for ((_, sess), s) in streams.iter() {
+                            if *sess == session_id {
+                                events.push(RecorderEvent::Lost {
+                                    meta: s.meta.clone(),
+                                    from_sequence,
+                                    count,
+                                });
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for s in streams.values_mut() {
+            if let Some(w) = s.writer.as_mut() {
+                if let Err(e) = w.poll(now) {
+                    s.writer = None;
+                    events.push(RecorderEvent::Failed {
+                        meta: s.meta.clone(),
+                        error: e.to_string(),
+                    });
+                }
+            }
+        }
+        n
+    }
+
+    /// Waits (blocking subscribers) when the last poll found nothing.
+    pub fn idle(&mut self, work: usize) {
+        if work == 0 {
+            // Each writer's timer needs a poll at least every few milliseconds.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// What happened since the last call.
+    pub fn take_events(&mut self) -> Vec<RecorderEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Messages and bytes recorded, and streams followed now.
+    pub fn totals(&self) -> (u64, u64, usize) {
+        (self.messages, self.bytes, self.streams.len())
+    }
+
+    /// Messages a failed stream dropped, over every stream followed now.
+    pub fn dropped(&self) -> u64 {
+        self.streams.values().map(|s| s.dropped).sum()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Forces and closes every recording.
+    pub fn close(mut self) -> Result<(), ArchiveError> {
+        let mut first = None;
+        for (_, s) in self.streams.drain() {
+            if let Some(w) = s.writer {
+                if let Err(e) = w.close() {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// Opens a stream's recording (its failure is an event, and the stream's messages are
+/// dropped and counted).
+fn open_stream(
+    dir: &Path,
+    topic: &str,
+    session_id: u32,
+    opts: WriterOptions,
+    now: u64,
+    events: &mut Vec<RecorderEvent>,
+) -> Stream {
+    let meta = StreamMeta {
+        topic: topic.to_string(),
+        session_id,
+        stream_id: peregrine::stream_id(topic),
+    };
+    let d = stream_dir(dir, topic, session_id);
+    let writer = match RecordingWriter::open(&d, &meta, opts, now) {
+        Ok(w) => {
+            events.push(RecorderEvent::Started {
+                meta: meta.clone(),
+                dir: d,
+            });
+            Some(w)
+        }
+        Err(e) => {
+            events.push(RecorderEvent::Failed {
+                meta: meta.clone(),
+                error: e.to_string(),
+            });
+            None
+        }
+    };
+    Stream {
+        meta,
+        writer,
+        messages: 0,
+        dropped: 0,
+    }
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The recordings of `topic` under `dir` (one per session), by their first message's
+/// receive time.
+pub fn recordings_of(dir: &Path, topic: &str) -> Result<Vec<crate::RecordingReader>, ArchiveError> {
+    let tdir = dir.join(topic_dir_name(topic));
+    let entries = match std::fs::read_dir(&tdir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ArchiveError::io(&tdir, "read folder", e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| ArchiveError::io(&tdir, "read folder", e))?;
+        let r = crate::RecordingReader::open(&e.path())?;
+        // (The escaped name may be shared by two topics cut at 200 bytes: the header says.)
+        if r.meta().topic == topic {
+            out.push(r);
+        }
+    }
+    let mut keyed = Vec::new();
+    for r in out {
+        let first = r
+            .cursor()
+            .next_entry()
+            .and_then(|e| match e {
+                Ok(crate::Entry::Message { receive_ns, .. }) => Some(receive_ns),
+                _ => None,
+            })
+            .unwrap_or(u64::MAX);
+        keyed.push((first, r));
+    }
+    keyed.sort_by_key(|(t, r)| (*t, r.meta().session_id));
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}

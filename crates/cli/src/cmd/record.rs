@@ -1,0 +1,80 @@
+//! `peregrine record`: a thin driver over [`peregrine_archive::Recorder`]. Prints a line per
+//! stream started, ended, failed or reporting a loss, and the totals at the end.
+
+use super::{context, printable, Stop};
+use crate::flags::archive::RecordArgs;
+use anyhow::{Context as _, Result};
+use peregrine_archive::{Recorder, RecorderEvent, WriterOptions};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub fn run(a: RecordArgs) -> Result<()> {
+    let stop = Stop::install()?;
+    let opts = WriterOptions {
+        segment_len: a.segment_len,
+        durability: a.fsync,
+        ..WriterOptions::default()
+    };
+    opts.validate()
+        .map_err(|e| anyhow::anyhow!("--segment-len {}: {e}", a.segment_len))?;
+    let ctx = context()?;
+    let patterns: Vec<&str> = a.topics.iter().map(String::as_str).collect();
+    let mut rec = Recorder::new(&ctx, &a.dir, &patterns, opts)
+        .with_context(|| format!("recording into {}", a.dir.display()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "recording {} into {} (fsync={}, segments of {} bytes)",
+        a.topics.join(","),
+        a.dir.display(),
+        a.fsync,
+        a.segment_len
+    )?;
+    out.flush()?;
+    let deadline = a
+        .seconds
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    while stop.requested().is_none() && deadline.is_none_or(|d| Instant::now() < d) {
+        let n = rec.poll(1024);
+        for e in rec.take_events() {
+            let line = match e {
+                RecorderEvent::Started { meta, dir } => format!(
+                    "started {} session={:08x} in {}",
+                    printable(&meta.topic),
+                    meta.session_id,
+                    dir.display()
+                ),
+                RecorderEvent::Ended { meta, messages } => format!(
+                    "ended {} session={:08x}: {messages} messages",
+                    printable(&meta.topic),
+                    meta.session_id
+                ),
+                RecorderEvent::Failed { meta, error } => format!(
+                    "FAILED {} session={:08x}: {error}",
+                    printable(&meta.topic),
+                    meta.session_id
+                ),
+                RecorderEvent::Lost {
+                    meta,
+                    from_sequence,
+                    count,
+                } => format!(
+                    "LOST {} session={:08x}: {count} from sequence {from_sequence} (not recorded)",
+                    printable(&meta.topic),
+                    meta.session_id
+                ),
+            };
+            writeln!(out, "{line}")?;
+            out.flush()?;
+        }
+        rec.idle(n);
+    }
+    let (messages, bytes, streams) = rec.totals();
+    let dropped = rec.dropped();
+    rec.close().context("closing the recordings")?;
+    writeln!(
+        out,
+        "done: {messages} messages ({bytes} bytes) recorded, {streams} streams open at the end, {dropped} dropped by failed streams"
+    )?;
+    Ok(())
+}

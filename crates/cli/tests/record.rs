@@ -1,0 +1,163 @@
+//! `peregrine record` and `peregrine replay` across processes: a publisher's messages are
+//! recorded by a recorder of its topic's glob and replayed exactly as the publisher printed
+//! them (whole, and from a sequence); bad flags and an unknown topic are refused, named.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_peregrine")
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(exe()).args(args).output().unwrap()
+}
+
+/// `seq=S len=L: PAYLOAD` of a `pub --print` or `replay --print` line.
+fn tail(line: &str) -> Option<String> {
+    line.find(" seq=").map(|i| line[i + 1..].to_string())
+}
+
+#[test]
+fn what_a_publisher_sent_is_recorded_and_replayed_exactly() {
+    let pid = std::process::id();
+    let dir: PathBuf = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("p{pid}.rec.a");
+    let glob = format!("p{pid}.rec.*");
+    let mut rec = Command::new(exe())
+        .args(["record", "--topics", &glob, "--dir"])
+        .arg(&dir)
+        .args(["--fsync", "each", "--segment-len", "64k"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let out = rec.stdout.take().unwrap();
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(l);
+            }
+        })
+    };
+    let wait_for = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !lines.lock().unwrap().iter().any(|l| l.contains(what)) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} from the recorder: {:?}",
+                lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("recording ");
+    // The publisher waits for the recorder to find it: every message is the recorder's.
+    let sent = run(&[
+        "pub",
+        &topic,
+        "--count",
+        "3000",
+        "--rate",
+        "20k",
+        "--print",
+        "--wait-subscribers",
+        "1",
+    ]);
+    assert!(sent.status.success(), "{sent:?}");
+    let sent: Vec<String> = String::from_utf8_lossy(&sent.stdout)
+        .lines()
+        .filter(|l| l.starts_with("sent "))
+        .filter_map(tail)
+        .collect();
+    assert_eq!(sent.len(), 3000);
+    wait_for(": 3000 messages");
+    peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
+    assert!(rec.wait().unwrap().success());
+    reader.join().unwrap();
+    let out = lines.lock().unwrap().join("\n");
+    assert!(out.contains("started "), "{out}");
+    assert!(out.contains("done: 3000 messages"), "{out}");
+    assert!(!out.contains("FAILED") && !out.contains("LOST"), "{out}");
+
+    let replay = |more: &[&str]| {
+        let mut args = vec!["replay", "--dir", dir.to_str().unwrap(), &topic, "--print"];
+        args.extend_from_slice(more);
+        let o = run(&args);
+        assert!(o.status.success(), "{o:?}");
+        let lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(tail)
+            .collect();
+        (lines, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (all, err) = replay(&[]);
+    assert_eq!(all, sent, "the replay is what was sent");
+    assert!(err.contains("replayed 3000 messages"), "{err}");
+    // From the 1000th message's sequence.
+    let from: u64 = sent[1000]["seq=".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (later, _) = replay(&["--from-seq", &from.to_string()]);
+    assert_eq!(later, sent[1000..]);
+    // Before the first message's time: everything; a time to come: nothing.
+    let (since, _) = replay(&["--since", "1970-01-01T00:00:00Z"]);
+    assert_eq!(since.len(), 3000);
+    let (none, _) = replay(&["--since", "2262-01-01T00:00:00Z"]);
+    assert!(none.is_empty());
+    let o = run(&["replay", "--dir", dir.to_str().unwrap(), "no.such.topic"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("holds no recording of topic no.such.topic"),
+        "{o:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_record_flags_are_refused_with_the_fix() {
+    for (args, says) in [
+        (
+            vec![
+                "record",
+                "--topics",
+                "t",
+                "--dir",
+                "/tmp/x",
+                "--fsync",
+                "sometimes",
+            ],
+            "give none, each, or interval:MS",
+        ),
+        (
+            vec![
+                "record",
+                "--topics",
+                "t",
+                "--dir",
+                "/tmp/x",
+                "--segment-len",
+                "1000",
+            ],
+            "segment length 1000 is not accepted",
+        ),
+        (
+            vec!["replay", "--dir", "/tmp/x", "t", "--since", "yesterday"],
+            "is not a time",
+        ),
+    ] {
+        let o = run(&args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
