@@ -330,3 +330,52 @@ fn a_writer_killed_with_sigkill_keeps_every_record_it_forced() {
     assert_eq!(msgs, expected(0..next + 10));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_full_disk_stops_the_recording_naming_the_folder_and_what_was_written_still_reads() {
+    if !peregrine_testkit::root("it mounts a small tmpfs to fill") {
+        return;
+    }
+    let Some(mount) = peregrine_testkit::program("mount", "apt-get install mount") else {
+        return;
+    };
+    let d = dir("full");
+    std::fs::create_dir_all(&d).unwrap();
+    let ok = std::process::Command::new(&mount)
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&d)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount -t tmpfs on {}", d.display());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _unmount = Unmount(d.clone());
+    let rec = d.join("orders");
+    let mut w = RecordingWriter::open(&rec, &meta(), small(), T0).unwrap();
+    let mut appended = 0;
+    let err = loop {
+        match w.append(appended, T0 + appended * 1000, &message(appended)) {
+            Ok(()) => appended += 1,
+            Err(e) => break e,
+        }
+        assert!(appended < 1_000_000, "a 1 MiB file system never filled");
+    };
+    assert!(
+        matches!(&err, ArchiveError::StorageFull { dir } if dir == &rec),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&rec.display().to_string()), "{err}");
+    // Stopped: every later call says why, and nothing more goes in.
+    let again = w.append(appended, T0, b"x").unwrap_err();
+    assert!(again.to_string().contains("stopped after an earlier failure"), "{again}");
+    drop(w);
+    let (msgs, damaged) = read_all(&mut RecordingReader::open(&rec).unwrap().cursor());
+    assert!(damaged.is_empty(), "{damaged:?}");
+    assert!(appended > 100, "{appended}");
+    assert_eq!(msgs, expected(0..appended));
+}
