@@ -22,13 +22,12 @@ def pad8(b):
 
 
 def record(kind, length, sequence, receive_ns, payload=b"", crc=None, flags=0, reserved=0):
-    """A record: its header (crc over the header with crc zero, then the payload), the
-    payload, zeros to 8 (a padding record's filler is not part of the vector)."""
-    head = struct.pack("<IBBHIIQQ", length, kind, flags, reserved, 0, 0, sequence, receive_ns)
+    """A record: crc32 over everything after it (the header's bytes 4 to 32, then the
+    payload), the payload, zeros to 8 (a padding record's filler is not part of the vector)."""
+    rest = struct.pack("<IBBHIQQ", length, kind, flags, reserved, 0, sequence, receive_ns)
     if crc is None:
-        crc = zlib.crc32(head + payload)
-    head = head[:8] + struct.pack("<I", crc) + head[12:]
-    return pad8(head + payload)
+        crc = zlib.crc32(rest + payload)
+    return pad8(struct.pack("<I", crc) + rest + payload)
 
 
 def segment_header(segment_len, base, session, stream, created, topic, crc=None, version=1):

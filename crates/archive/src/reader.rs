@@ -234,7 +234,12 @@ impl<'a> Cursor<'a> {
 fn load(path: &Path, data: &mut Vec<u8>) -> Result<usize, ArchiveError> {
     data.clear();
     File::open(path)
-        .and_then(|mut f| f.read_to_end(data))
+        .and_then(|mut f| {
+            // Room for the whole file at once: no growing copy.
+            let len = f.metadata()?.len();
+            data.reserve(usize::try_from(len).unwrap_or(0));
+            f.read_to_end(data)
+        })
         .map_err(|e| ArchiveError::io(path, "read", e))?;
     let h = SegmentHeaderRepr::parse(data).map_err(|error| ArchiveError::BadSegment {
         path: path.to_path_buf(),

@@ -131,9 +131,9 @@ fn records_on_disk(d: &Path) -> Vec<(PathBuf, u64, u8, u64)> {
         while at + RECORD_HEADER_LEN <= bytes.len()
             && bytes[at..at + RECORD_HEADER_LEN] != [0u8; RECORD_HEADER_LEN]
         {
-            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
             let seq = u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap());
-            out.push((seg.clone(), at as u64, bytes[at + 4], seq));
+            out.push((seg.clone(), at as u64, bytes[at + 8], seq));
             at += RECORD_HEADER_LEN + align8(len);
         }
     }
@@ -154,7 +154,7 @@ fn a_torn_tail_is_cut_when_the_recording_is_opened_again_and_never_read() {
     let (path, offset) = last_record(&d);
     let mut bytes = std::fs::read(&path).unwrap();
     let len = u32::from_le_bytes(
-        bytes[offset as usize..offset as usize + 4]
+        bytes[offset as usize + 4..offset as usize + 8]
             .try_into()
             .unwrap(),
     );
@@ -369,10 +369,18 @@ fn a_full_disk_stops_the_recording_naming_the_folder_and_what_was_written_still_
         matches!(&err, ArchiveError::StorageFull { dir } if dir == &rec),
         "{err}"
     );
-    assert!(err.to_string().contains(&rec.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&rec.display().to_string()),
+        "{err}"
+    );
     // Stopped: every later call says why, and nothing more goes in.
     let again = w.append(appended, T0, b"x").unwrap_err();
-    assert!(again.to_string().contains("stopped after an earlier failure"), "{again}");
+    assert!(
+        again
+            .to_string()
+            .contains("stopped after an earlier failure"),
+        "{again}"
+    );
     drop(w);
     let (msgs, damaged) = read_all(&mut RecordingReader::open(&rec).unwrap().cursor());
     assert!(damaged.is_empty(), "{damaged:?}");

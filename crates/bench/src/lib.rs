@@ -25,6 +25,7 @@ pub mod output;
 pub mod pacer;
 pub mod pingpong;
 pub mod raw;
+pub mod record;
 pub mod resolver_traffic;
 pub mod results;
 pub mod scenario;

@@ -74,7 +74,8 @@ pub const fn align8(n: usize) -> usize {
     (n + 7) & !7
 }
 
-/// CRC-32 (IEEE) of `parts` in turn, `skip` (a checksum field) of the first read as zeros.
+/// CRC-32 (IEEE) of `first` with `skip` (its 4-byte checksum field) read as zeros, then of
+/// `rest`.
 pub(crate) fn crc32(first: &[u8], skip: Field, rest: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&first[..skip.start]);

@@ -4,12 +4,12 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +---------------------------------------------------------------+
-//! |                         length (u32)                          |  0
-//! +---------------+---------------+-------------------------------+
-//! |  kind (u8)    |  flags (0)    |        reserved (zero)        |  4
-//! +---------------+---------------+-------------------------------+
-//! |                          crc32 (u32)                          |  8
+//! |                          crc32 (u32)                          |  0
 //! +---------------------------------------------------------------+
+//! |                         length (u32)                          |  4
+//! +---------------+---------------+-------------------------------+
+//! |  kind (u8)    |  flags (0)    |        reserved (zero)        |  8
+//! +---------------+---------------+-------------------------------+
 //! |                        reserved (zero)                        | 12
 //! +---------------------------------------------------------------+
 //! |                        sequence (u64)                         | 16
@@ -23,24 +23,25 @@
 //!
 //! - `kind` 1 is a message: `sequence` is its sequence in the stream, `receive_ns` when the
 //!   recorder received it (nanoseconds since the Unix epoch). `crc32` is the CRC-32 (IEEE) of
-//!   the 32 header bytes with `crc32` read as zero, then of the message.
+//!   every byte after it to the message's end (header bytes 4 to 32, then the message): one
+//!   contiguous run, hashed in one pass.
 //! - `kind` 2 is padding: the rest of the segment holds nothing (a message that did not fit
 //!   went to the next segment). `length` is the bytes after the header, `sequence` and
-//!   `receive_ns` zero, and `crc32` covers the header only.
+//!   `receive_ns` zero, and `crc32` covers header bytes 4 to 32.
 //! - 32 zero bytes where a header would start: nothing was written from here on.
 //!
 //! The next record starts at `32 + length` rounded up to 8.
 
-use super::{align8, crc32, read_u32, read_u64, write_u32, write_u64, FormatError};
+use super::{align8, read_u32, read_u64, write_u32, write_u64, FormatError};
 
 /// Field ranges of the record header.
 pub mod field {
     use crate::format::Field;
-    pub const LENGTH: Field = 0..4;
-    pub const KIND: usize = 4;
-    pub const FLAGS: usize = 5;
-    pub const RESERVED_1: Field = 6..8;
-    pub const CRC32: Field = 8..12;
+    pub const CRC32: Field = 0..4;
+    pub const LENGTH: Field = 4..8;
+    pub const KIND: usize = 8;
+    pub const FLAGS: usize = 9;
+    pub const RESERVED_1: Field = 10..12;
     pub const RESERVED_2: Field = 12..16;
     pub const SEQUENCE: Field = 16..24;
     pub const RECEIVE_NS: Field = 24..32;
@@ -98,7 +99,7 @@ impl<T: AsRef<[u8]>> RecordHeader<T> {
             ("record.flags", u64::from(b[field::FLAGS])),
             (
                 "record.reserved",
-                u64::from(u16::from_le_bytes([b[6], b[7]])),
+                u64::from(u16::from_le_bytes([b[10], b[11]])),
             ),
             ("record.reserved", u64::from(read_u32(b, field::RESERVED_2))),
         ] {
@@ -118,11 +119,10 @@ impl<T: AsRef<[u8]>> RecordHeader<T> {
     /// The checksum against `payload` (a message's bytes; nothing for padding).
     pub fn check_crc(&self, payload: &[u8]) -> Result<(), FormatError> {
         let stored = self.crc32();
-        let computed = crc32(
-            &self.buffer.as_ref()[..RECORD_HEADER_LEN],
-            field::CRC32,
-            payload,
-        );
+        let mut h = crc32fast::Hasher::new();
+        h.update(&self.buffer.as_ref()[field::CRC32.end..RECORD_HEADER_LEN]);
+        h.update(payload);
+        let computed = h.finalize();
         if stored != computed {
             return Err(FormatError::BadChecksum { stored, computed });
         }
@@ -200,29 +200,43 @@ impl RecordRepr {
         RECORD_HEADER_LEN + align8(self.length as usize)
     }
 
-    /// Writes the header into `out[..32]` with the checksum of it and `payload` (the message;
-    /// empty for padding, whose filler the caller leaves zero).
-    pub fn emit(&self, out: &mut [u8], payload: &[u8]) {
-        let h = &mut out[..RECORD_HEADER_LEN];
+    /// The header's fields but the checksum.
+    #[inline]
+    fn emit_fields(&self, h: &mut [u8]) {
         write_u32(h, field::LENGTH, self.length);
         h[field::KIND] = self.kind as u8;
         h[field::FLAGS] = 0;
         h[field::RESERVED_1].fill(0);
-        write_u32(h, field::CRC32, 0);
         write_u32(h, field::RESERVED_2, 0);
         write_u64(h, field::SEQUENCE, self.sequence);
         write_u64(h, field::RECEIVE_NS, self.receive_ns);
-        let c = crc32(h, field::CRC32, payload);
-        write_u32(h, field::CRC32, c);
     }
 
-    /// Appends the whole record (header, message, zeros to 8) to `out`.
+    /// Writes the header into `out[..32]` with the checksum of it and `payload` (the message;
+    /// empty for padding, whose filler the caller leaves zero).
+    pub fn emit(&self, out: &mut [u8], payload: &[u8]) {
+        let h = &mut out[..RECORD_HEADER_LEN];
+        self.emit_fields(h);
+        let mut c = crc32fast::Hasher::new();
+        c.update(&h[field::CRC32.end..]);
+        c.update(payload);
+        write_u32(h, field::CRC32, c.finalize());
+    }
+
+    /// Appends the whole record (header, message, zeros to 8) to `out`: each byte written
+    /// once.
+    #[inline]
     pub fn append(&self, out: &mut Vec<u8>, payload: &[u8]) {
         let at = out.len();
+        out.reserve(self.span());
+        out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
+        out.extend_from_slice(payload);
         out.resize(at + self.span(), 0);
-        self.emit(&mut out[at..], payload);
-        out[at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + payload.len()]
-            .copy_from_slice(payload);
+        let r = &mut out[at..at + RECORD_HEADER_LEN + payload.len()];
+        self.emit_fields(r);
+        // One pass over the contiguous header rest and message.
+        let c = crc32fast::hash(&r[field::CRC32.end..]);
+        write_u32(r, field::CRC32, c);
     }
 
     /// Parses a checked header.
@@ -242,7 +256,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<(RecordRepr, &[u8]), FormatError> {
     let h = RecordHeader::new_checked(bytes)?;
     let len = h.length() as usize;
     let payload_end = RECORD_HEADER_LEN + len;
-    match h.kind() {
+    let covered_end = match h.kind() {
         RecordKind::Message => {
             if bytes.len() < payload_end {
                 return Err(FormatError::Truncated {
@@ -250,15 +264,20 @@ pub fn parse_record(bytes: &[u8]) -> Result<(RecordRepr, &[u8]), FormatError> {
                     got: bytes.len(),
                 });
             }
-            let payload = &bytes[RECORD_HEADER_LEN..payload_end];
-            h.check_crc(payload)?;
-            Ok((RecordRepr::parse(&h), payload))
+            payload_end
         }
-        RecordKind::Padding => {
-            h.check_crc(&[])?;
-            Ok((RecordRepr::parse(&h), &[]))
-        }
+        RecordKind::Padding => RECORD_HEADER_LEN,
+    };
+    // One pass over the contiguous run the checksum covers.
+    let computed = crc32fast::hash(&bytes[field::CRC32.end..covered_end]);
+    let stored = h.crc32();
+    if stored != computed {
+        return Err(FormatError::BadChecksum { stored, computed });
     }
+    Ok((
+        RecordRepr::parse(&h),
+        &bytes[RECORD_HEADER_LEN..covered_end.max(RECORD_HEADER_LEN)],
+    ))
 }
 
 #[cfg(test)]

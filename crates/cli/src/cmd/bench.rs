@@ -4,7 +4,8 @@
 
 use crate::flags::bench::{
     BenchArgs, Common, EchoArgs, FanoutArgs, FloorArgs, LatencyArgs, LoadArgs, MaxArgs,
-    PingPongArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs, ThroughputArgs,
+    PingPongArgs, RecordArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs,
+    ThroughputArgs,
 };
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
@@ -24,6 +25,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
     let scenario = match b.scenario {
         None => Scenario::Suite,
         Some(Flags::Resolver(a)) => return resolver_traffic(&a, b.json),
+        Some(Flags::Record(a)) => return record(&a, b.json),
         Some(Flags::Floor(a)) => match floor(a)? {
             Some(cfg) => Scenario::Floor(cfg),
             None => return Ok(()),
@@ -313,6 +315,35 @@ fn embedded(a: LatencyArgs) -> Result<EmbeddedPlan> {
 }
 
 /// `bench resolver`: prints its table; writes no results folder.
+/// `bench record`: prints its table (or one JSON object per size).
+fn record(a: &RecordArgs, json: bool) -> Result<()> {
+    use peregrine_bench::record::{run, table, RecordBenchConfig};
+    let durability = a
+        .fsync
+        .parse()
+        .map_err(|e: peregrine_archive::ArchiveError| anyhow::anyhow!("--fsync {e}"))?;
+    let cfg = RecordBenchConfig {
+        sizes: a.size.iter().map(|s| *s as usize).collect(),
+        bytes: a.bytes,
+        durability,
+        dir: a.dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("peregrine-bench-record-{}", std::process::id()))
+        }),
+        runs: a.runs,
+    };
+    let rows = run(&cfg)?;
+    if json {
+        for r in &rows {
+            let mut v = serde_json::to_value(r)?;
+            v["kind"] = "record".into();
+            println!("{v}");
+        }
+    } else {
+        print!("{}", table(&rows, &cfg));
+    }
+    Ok(())
+}
+
 fn resolver_traffic(a: &ResolverTrafficArgs, json: bool) -> Result<()> {
     use peregrine_bench::resolver_traffic::{run, TrafficConfig};
     if !a.group.ip().is_multicast() {

@@ -58,6 +58,11 @@ pub enum Scenario {
     /// group while one context advertises N topics, and how long a wildcard subscriber takes
     /// to learn them all (prints its table; writes no results folder).
     Resolver(ResolverTrafficArgs),
+    /// Recording and replay against the disk itself: a recording written as fast as it
+    /// takes messages against plain appends of the same bytes (forced alike), and replayed
+    /// against reading the same files sequentially, per message size (prints its table;
+    /// writes no results folder).
+    Record(RecordArgs),
     /// A failover group under kills: two member processes publish one application-sequenced
     /// stream at a steady rate, this process subscribes to the group, and the member whose
     /// copies are being delivered is killed with SIGKILL --kills times (restarted each time):
@@ -106,6 +111,26 @@ pub struct FailoverArgs {
     /// Items of the feed in the distributor pair and A/B feed cases.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub items: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Message sizes in bytes, comma-separated (8 to 1m).
+    #[arg(long, value_delimiter = ',', default_value = "32,1024", value_parser = values::parse_size)]
+    pub size: Vec<u64>,
+    /// Bytes of records written per size and run (k, m, g suffixes).
+    #[arg(long, default_value = "512m", value_parser = values::parse_size)]
+    pub bytes: u64,
+    /// When records are forced to the disk: none, each or interval:MS.
+    #[arg(long, default_value = "interval:100")]
+    pub fsync: String,
+    /// The folder to write in (on the disk to measure; made and removed): default a folder
+    /// of the run's own under the system's temporary folder.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// Runs per size (the median is shown).
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
 }
 
 #[derive(Args, Debug)]
