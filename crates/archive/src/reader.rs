@@ -8,6 +8,7 @@ use crate::{segments, ArchiveError, StreamMeta};
 use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// A recording opened for reading.
@@ -112,16 +113,23 @@ enum Start {
     Time(u64),
 }
 
+/// Bytes a cursor reads from a segment at a time (more when one record is longer): the
+/// window stays in the CPU's caches while its records are checked.
+const WINDOW: usize = 1 << 20;
+
 /// Reads a recording's entries in order: see [`next_entry`](Self::next_entry).
 #[derive(Debug)]
 pub struct Cursor<'a> {
     reader: &'a RecordingReader,
     start: Start,
-    /// The segment being read, its bytes, and where the next record is.
+    /// The segment being read (its file: None until opened), its length.
     seg: usize,
-    data: Vec<u8>,
-    loaded: bool,
-    at: usize,
+    file: Option<File>,
+    seg_len: u64,
+    /// `window` holds the segment's bytes from `win_at`; the next record is at `at`.
+    window: Vec<u8>,
+    win_at: u64,
+    at: u64,
 }
 
 impl<'a> Cursor<'a> {
@@ -130,8 +138,10 @@ impl<'a> Cursor<'a> {
             reader,
             start,
             seg,
-            data: Vec::new(),
-            loaded: false,
+            file: None,
+            seg_len: 0,
+            window: Vec::new(),
+            win_at: 0,
             at: 0,
         }
     }
@@ -142,45 +152,53 @@ impl<'a> Cursor<'a> {
         let range: Range<usize>;
         let (sequence, receive_ns);
         loop {
-            if !self.loaded {
+            if self.file.is_none() {
                 let (_, path) = self.reader.segments.get(self.seg)?;
-                match load(path, &mut self.data) {
-                    Ok(header_len) => self.at = header_len,
-                    Err(e) => {
-                        // Reported once; the next call goes on with the next segment.
-                        self.seg += 1;
-                        return Some(Err(e));
-                    }
+                if let Err(e) = self.open_segment(&path.clone()) {
+                    // Reported once; the next call goes on with the next segment.
+                    self.seg += 1;
+                    return Some(Err(e));
                 }
-                self.loaded = true;
             }
-            if self.at + RECORD_HEADER_LEN > self.data.len() {
+            if self.at + RECORD_HEADER_LEN as u64 > self.seg_len {
                 self.next_segment();
                 continue;
             }
-            let rest = &self.data[self.at..];
-            if rest[..RECORD_HEADER_LEN].iter().all(|&b| b == 0) {
+            if let Err(e) = self.fill(RECORD_HEADER_LEN) {
+                self.next_segment();
+                return Some(Err(e));
+            }
+            let off = (self.at - self.win_at) as usize;
+            let Some(header) = self.window.get(off..off + RECORD_HEADER_LEN) else {
+                // The file is shorter than it said (cut while being read): its end.
+                self.next_segment();
+                continue;
+            };
+            if header.iter().all(|&b| b == 0) {
                 // Nothing written from here: the end, unless a good record follows (zeros
                 // where records were: damage).
-                match next_good_record(&self.data, self.at) {
-                    Some(next) => {
-                        let d = self.damage(FormatError::BadField {
-                            field: "record.kind",
-                            value: 0,
-                        });
-                        self.at = next;
-                        return Some(Ok(Entry::Damaged(d)));
-                    }
-                    None => {
-                        self.next_segment();
-                        continue;
-                    }
+                match self.resync() {
+                    Ok(Some(d)) => return Some(Ok(Entry::Damaged(d))),
+                    Ok(None) => continue,
+                    Err(e) => return Some(Err(e)),
                 }
             }
-            match parse_record(rest) {
+            // The whole record in the window (a length past the segment is left to the
+            // checks: they find the record damaged).
+            let len = u64::from(u32::from_le_bytes(
+                header[4..8].try_into().expect("4 bytes"),
+            ));
+            let want = (RECORD_HEADER_LEN as u64 + len).min(self.seg_len - self.at);
+            if let Err(e) = self.fill(want as usize) {
+                self.next_segment();
+                return Some(Err(e));
+            }
+            let off = (self.at - self.win_at) as usize;
+            match parse_record(&self.window[off..]) {
                 Ok((r, payload)) => {
-                    let from = self.at + RECORD_HEADER_LEN;
-                    self.at += r.span();
+                    let from = off + RECORD_HEADER_LEN;
+                    let plen = payload.len();
+                    self.at += r.span() as u64;
                     if r.kind == RecordKind::Padding {
                         self.next_segment();
                         continue;
@@ -195,57 +213,124 @@ impl<'a> Cursor<'a> {
                     }
                     // Every later message is wanted too.
                     self.start = Start::First;
-                    range = from..from + payload.len();
+                    range = from..from + plen;
                     (sequence, receive_ns) = (r.sequence, r.receive_ns);
                     break;
                 }
                 Err(error) => {
                     let d = self.damage(error);
-                    match next_good_record(&self.data, self.at) {
-                        Some(next) => self.at = next,
-                        None => self.next_segment(),
-                    }
-                    return Some(Ok(Entry::Damaged(d)));
+                    return match self.resync() {
+                        Ok(_) => Some(Ok(Entry::Damaged(d))),
+                        Err(e) => Some(Err(e)),
+                    };
                 }
             }
         }
         Some(Ok(Entry::Message {
             sequence,
             receive_ns,
-            payload: &self.data[range],
+            payload: &self.window[range],
         }))
     }
 
     fn damage(&self, error: FormatError) -> Damage {
         Damage {
             path: self.reader.segments[self.seg].1.clone(),
-            offset: self.at as u64,
+            offset: self.at,
             error,
         }
     }
 
+    /// After a bad record (or zeros) at `at`: moves to the next good record of the segment
+    /// (reading to its end to find it), or to the next segment when there is none. Zeros
+    /// with a good record after them are damage: returned.
+    fn resync(&mut self) -> Result<Option<Damage>, ArchiveError> {
+        let zeros = {
+            let off = (self.at - self.win_at) as usize;
+            self.window
+                .get(off..off + RECORD_HEADER_LEN)
+                .is_some_and(|h| h.iter().all(|&b| b == 0))
+        };
+        self.fill((self.seg_len - self.at) as usize)?;
+        let off = (self.at - self.win_at) as usize;
+        match next_good_record(&self.window[off..], 0) {
+            Some(next) => {
+                let d = zeros.then(|| {
+                    self.damage(FormatError::BadField {
+                        field: "record.kind",
+                        value: 0,
+                    })
+                });
+                self.at += next as u64;
+                Ok(d)
+            }
+            None => {
+                self.next_segment();
+                Ok(None)
+            }
+        }
+    }
+
+    fn open_segment(&mut self, path: &Path) -> Result<(), ArchiveError> {
+        let file = File::open(path).map_err(|e| ArchiveError::io(path, "open", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| ArchiveError::io(path, "read", e))?
+            .len();
+        self.file = Some(file);
+        self.seg_len = len;
+        self.window.clear();
+        self.win_at = 0;
+        self.at = 0;
+        let header = self.fill(64 + 1024).and_then(|()| {
+            SegmentHeaderRepr::parse(&self.window).map_err(|error| ArchiveError::BadSegment {
+                path: path.to_path_buf(),
+                error,
+            })
+        });
+        match header {
+            Ok(h) => {
+                self.at = h.header_len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.file = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes the window hold `need` bytes from `at` (fewer at the segment's end), reading
+    /// at least [`WINDOW`] bytes when it reads.
+    fn fill(&mut self, need: usize) -> Result<(), ArchiveError> {
+        let end = (self.at + need as u64).min(self.seg_len);
+        if self.at >= self.win_at && end <= self.win_at + self.window.len() as u64 {
+            return Ok(());
+        }
+        let want = ((end - self.at) as usize)
+            .max(WINDOW)
+            .min((self.seg_len - self.at) as usize);
+        self.window.resize(want, 0);
+        let path = &self.reader.segments[self.seg].1;
+        let file = self.file.as_ref().expect("open");
+        let mut got = 0;
+        while got < want {
+            match file.read_at(&mut self.window[got..], self.at + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ArchiveError::io(path, "read", e)),
+            }
+        }
+        self.window.truncate(got);
+        self.win_at = self.at;
+        Ok(())
+    }
+
     fn next_segment(&mut self) {
         self.seg += 1;
-        self.loaded = false;
+        self.file = None;
     }
-}
-
-/// Reads segment `path` whole into `data`; returns where its first record is.
-fn load(path: &Path, data: &mut Vec<u8>) -> Result<usize, ArchiveError> {
-    data.clear();
-    File::open(path)
-        .and_then(|mut f| {
-            // Room for the whole file at once: no growing copy.
-            let len = f.metadata()?.len();
-            data.reserve(usize::try_from(len).unwrap_or(0));
-            f.read_to_end(data)
-        })
-        .map_err(|e| ArchiveError::io(path, "read", e))?;
-    let h = SegmentHeaderRepr::parse(data).map_err(|error| ArchiveError::BadSegment {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    Ok(h.header_len())
 }
 
 fn read_header(path: &Path) -> Result<SegmentHeaderRepr, ArchiveError> {
