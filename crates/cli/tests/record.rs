@@ -161,3 +161,44 @@ fn bad_record_flags_are_refused_with_the_fix() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_record_measures_recording_and_replay_against_the_disk() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-rec-{}", std::process::id()));
+    let o = run(&[
+        "bench",
+        "record",
+        "--size",
+        "32,1024",
+        "--bytes",
+        "2m",
+        "--runs",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for (r, size) in rows.iter().zip([32, 1024]) {
+        assert_eq!(r["kind"], "record");
+        assert_eq!(r["size_bytes"], size);
+        // Every message was replayed and checked (the command fails otherwise).
+        assert!(r["messages"].as_u64() > Some(1000), "{r}");
+        for k in [
+            "record_msgs_per_s",
+            "append_ceiling_bytes_per_s",
+            "replay_msgs_per_s",
+            "read_ceiling_bytes_per_s",
+        ] {
+            assert!(r[k].as_f64() > Some(0.0), "{k}: {r}");
+        }
+        assert_eq!(r["record_x_ceiling"].as_array().unwrap().len(), 1);
+    }
+    assert!(!dir.exists(), "the bench removes its files");
+}
