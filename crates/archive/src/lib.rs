@@ -37,7 +37,7 @@ mod writer;
 
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
 pub use recorder::{Recorder, RecorderEvent};
-pub use writer::{Durability, RecordingWriter, Recovery, StreamMeta, WriterOptions};
+pub use writer::{Durability, RecordingWriter, Recovery, Retention, StreamMeta, WriterOptions};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -88,15 +88,27 @@ pub struct WriterOptions {
     pub durability: Durability,
     /// Records gathered before a write to the file.
     pub buffer_bytes: usize,
+    /// Segments kept: the oldest are removed past these bounds (the one being written never).
+    pub retention: Retention,
+}
+
+/// How much of a recording is kept. A segment goes when the recording's segments take more
+/// than `max_bytes` (counted at their full length), or when its newest record is older than
+/// `max_age_ns` (the next segment was started before then). `None`: no bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_bytes: Option<u64>,
+    pub max_age_ns: Option<u64>,
 }
 
 impl Default for WriterOptions {
-    /// 64 MiB segments, forced every 100 ms, written in 256 KiB.
+    /// 64 MiB segments, forced every 100 ms, written in 256 KiB, kept for ever.
     fn default() -> Self {
         WriterOptions {
             segment_len: 64 << 20,
             durability: Durability::Interval { ms: 100 },
             buffer_bytes: 256 << 10,
+            retention: Retention::default(),
         }
     }
 }
@@ -109,6 +121,19 @@ impl WriterOptions {
                 "segment length {} is not accepted: give a multiple of 4096 bytes from 64k to 1g, for example 64m",
                 self.segment_len
             )));
+        }
+        if let Some(b) = self.retention.max_bytes {
+            if b < 2 * self.segment_len {
+                return Err(ArchiveError::Config(format!(
+                    "retention of {b} bytes is not accepted: keep at least two segments ({} bytes), or raise it",
+                    2 * self.segment_len
+                )));
+            }
+        }
+        if self.retention.max_age_ns == Some(0) {
+            return Err(ArchiveError::Config(
+                "a retention age of 0 is not accepted: give at least 1 second".into(),
+            ));
         }
         if !(1..=64 << 20).contains(&self.buffer_bytes) {
             return Err(ArchiveError::Config(format!(
@@ -153,6 +178,9 @@ pub struct RecordingWriter {
     stopped: Option<String>,
     recovery: Recovery,
     appended: u64,
+    /// The recording's segments, oldest first: base position, file, when started.
+    segments: std::collections::VecDeque<(u64, PathBuf, u64)>,
+    retired: u64,
 }
 
 impl RecordingWriter {
@@ -184,6 +212,7 @@ impl RecordingWriter {
         let mut w = match existing.last() {
             None => {
                 let (file, path) = create_segment(dir, &header)?;
+                let segments = [(0, path.clone(), now_ns)].into_iter().collect();
                 RecordingWriter {
                     dir: dir.to_path_buf(),
                     meta: meta.clone(),
@@ -201,10 +230,20 @@ impl RecordingWriter {
                     stopped: None,
                     recovery: Recovery::default(),
                     appended: 0,
+                    segments,
+                    retired: 0,
                 }
             }
-            Some((base, path)) => Self::recover(dir, meta, opts, *base, path, now_ns)?,
+            Some((base, path)) => {
+                let mut w = Self::recover(dir, meta, opts, *base, path, now_ns)?;
+                for (b, p) in &existing {
+                    let created = read_created_ns(p).unwrap_or(0);
+                    w.segments.push_back((*b, p.clone(), created));
+                }
+                w
+            }
         };
+        w.retire(now_ns);
         if opts.durability != Durability::None {
             w.force_folder()?;
         }
@@ -310,7 +349,42 @@ impl RecordingWriter {
             stopped: None,
             recovery,
             appended: 0,
+            segments: std::collections::VecDeque::new(),
+            retired: 0,
         })
+    }
+
+    /// Segments removed by the retention bounds since this writer opened.
+    pub fn retired(&self) -> u64 {
+        self.retired
+    }
+
+    /// Removes the oldest segments past the retention bounds (never the one being written).
+    fn retire(&mut self, now_ns: u64) {
+        let r = self.opts.retention;
+        while self.segments.len() > 1 {
+            let over_size = r
+                .max_bytes
+                .is_some_and(|max| self.segments.len() as u64 * self.segment_len > max);
+            // The oldest's newest record is older than when the next was started.
+            let too_old = r
+                .max_age_ns
+                .is_some_and(|age| self.segments[1].2.saturating_add(age) < now_ns);
+            if !(over_size || too_old) {
+                break;
+            }
+            let (_, path, _) = self.segments.pop_front().expect("two or more");
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    self.retired += 1;
+                    tracing::info!("{}: removed by the retention bounds", path.display());
+                }
+                Err(e) => {
+                    tracing::warn!("{}: not removed by retention: {e}", path.display());
+                    break;
+                }
+            }
+        }
     }
 
     /// What opening found (all zero for a new recording).
@@ -369,10 +443,14 @@ impl RecordingWriter {
             Durability::Interval { ms }
                 if now_ns.saturating_sub(self.last_force_ns) >= ms * 1_000_000 =>
             {
-                self.force(now_ns)
+                self.force(now_ns)?
             }
-            _ => self.write_out(),
+            _ => self.write_out()?,
         }
+        if self.opts.retention.max_age_ns.is_some() {
+            self.retire(now_ns);
+        }
+        Ok(())
     }
 
     /// Writes everything appended to the file (a process killed after this loses none of it).
@@ -468,6 +546,8 @@ impl RecordingWriter {
             Err(e) => return Err(self.stop(e)),
         };
         self.file = file;
+        self.segments
+            .push_back((header.base_position, path.clone(), now_ns));
         self.path = path;
         self.base = header.base_position;
         self.end = self.header_len;
@@ -475,8 +555,16 @@ impl RecordingWriter {
         if self.opts.durability != Durability::None {
             self.force_folder()?;
         }
+        self.retire(now_ns);
         Ok(())
     }
+}
+
+/// When segment `path` was started (its header's `created_ns`).
+fn read_created_ns(path: &Path) -> Option<u64> {
+    let mut b = [0u8; 64];
+    File::open(path).ok()?.read_exact(&mut b).ok()?;
+    Some(u64::from_le_bytes(b[40..48].try_into().ok()?))
 }
 
 impl Drop for RecordingWriter {

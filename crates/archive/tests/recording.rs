@@ -6,7 +6,8 @@
 use peregrine_archive::format::align8;
 use peregrine_archive::format::record::RECORD_HEADER_LEN;
 use peregrine_archive::{
-    ArchiveError, Durability, Entry, RecordingReader, RecordingWriter, StreamMeta, WriterOptions,
+    ArchiveError, Durability, Entry, RecordingReader, RecordingWriter, Retention, StreamMeta,
+    WriterOptions,
 };
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,7 @@ fn small() -> WriterOptions {
         segment_len: 64 << 10,
         durability: Durability::None,
         buffer_bytes: 4096,
+        retention: Retention::default(),
     }
 }
 
@@ -414,4 +416,72 @@ fn records_across_read_windows_and_longer_than_a_window_read_back_exact() {
     let (later, _) = read_all(&mut r.from_sequence(12_000).unwrap());
     assert!(later == want[12_000..], "from 12000 differs");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn retention_removes_the_oldest_segments_past_its_size_or_age_and_the_rest_reads() {
+    // By size: four 64 KiB segments kept.
+    let d = dir("retain-size");
+    let opts = WriterOptions {
+        retention: Retention {
+            max_bytes: Some(256 << 10),
+            max_age_ns: None,
+        },
+        ..small()
+    };
+    let w = write(&d, 0..5000, opts);
+    assert!(w.retired() > 0);
+    w.close().unwrap();
+    let r = RecordingReader::open(&d).unwrap();
+    assert_eq!(r.segment_count(), 4);
+    let (msgs, damaged) = read_all(&mut r.cursor());
+    assert!(damaged.is_empty());
+    let first = msgs[0].0;
+    assert!(first > 0);
+    assert_eq!(
+        msgs,
+        expected(first..5000),
+        "what is kept is the newest, whole"
+    );
+
+    // By age: messages 10 ms apart over 50 s; records older than 10 s go, a segment at a time.
+    let d2 = dir("retain-age");
+    let opts = WriterOptions {
+        retention: Retention {
+            max_bytes: None,
+            max_age_ns: Some(10_000_000_000),
+        },
+        ..small()
+    };
+    let mut w = RecordingWriter::open(&d2, &meta(), opts, T0).unwrap();
+    for i in 0..5000u64 {
+        let t = T0 + i * 10_000_000;
+        w.append(i, t, &message(i)).unwrap();
+        w.poll(t).unwrap();
+    }
+    w.close().unwrap();
+    let (msgs, _) = read_all(&mut RecordingReader::open(&d2).unwrap().cursor());
+    let (first, last) = (msgs[0].1, msgs.last().unwrap().1);
+    assert!(
+        last - first >= 10_000_000_000,
+        "at least the last 10 s are kept: {} s",
+        (last - first) / 1_000_000_000
+    );
+    assert!(
+        last - first < 12_000_000_000,
+        "older segments went: {} s kept",
+        (last - first) / 1_000_000_000
+    );
+    // A bound that keeps less than two segments is refused.
+    let bad = WriterOptions {
+        retention: Retention {
+            max_bytes: Some(100 << 10),
+            max_age_ns: None,
+        },
+        ..small()
+    };
+    let e = RecordingWriter::open(&dir("retain-bad"), &meta(), bad, T0).unwrap_err();
+    assert!(e.to_string().contains("keep at least two segments"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(&d2);
 }

@@ -4,7 +4,7 @@
 use super::{context, printable, Stop};
 use crate::flags::archive::RecordArgs;
 use anyhow::{Context as _, Result};
-use peregrine_archive::{Recorder, RecorderEvent, WriterOptions};
+use peregrine_archive::{Recorder, RecorderEvent, Retention, WriterOptions};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -13,10 +13,20 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let opts = WriterOptions {
         segment_len: a.segment_len,
         durability: a.fsync,
+        retention: Retention {
+            max_bytes: a.retain_bytes,
+            max_age_ns: a.retain_seconds.map(|s| s * 1_000_000_000),
+        },
         ..WriterOptions::default()
     };
-    opts.validate()
-        .map_err(|e| anyhow::anyhow!("--segment-len {}: {e}", a.segment_len))?;
+    opts.validate().map_err(|e| {
+        anyhow::anyhow!(
+            "--segment-len {} --retain-bytes {}: {e}",
+            a.segment_len,
+            a.retain_bytes
+                .map_or("(none)".to_string(), |b| b.to_string())
+        )
+    })?;
     let ctx = context()?;
     let patterns: Vec<&str> = a.topics.iter().map(String::as_str).collect();
     let mut rec = Recorder::new(&ctx, &a.dir, &patterns, opts)

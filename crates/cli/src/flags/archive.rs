@@ -21,6 +21,14 @@ pub struct RecordArgs {
     /// Bytes per segment file (k, m, g suffixes): a multiple of 4096 from 64k to 1g.
     #[arg(long, default_value = "64m", value_parser = values::parse_size)]
     pub segment_len: u64,
+    /// Keep at most this many bytes of segments per stream (k, m, g suffixes; at least two
+    /// segments): the oldest go first.
+    #[arg(long, value_parser = values::parse_size)]
+    pub retain_bytes: Option<u64>,
+    /// Keep records for at least this many seconds, and segments whose records are all older
+    /// go.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10 * 365 * 86_400))]
+    pub retain_seconds: Option<u64>,
     /// Stop after this many seconds (default: until interrupted).
     #[arg(long, value_parser = values::parse_seconds)]
     pub seconds: Option<f64>,
