@@ -64,6 +64,9 @@ pub enum ArchiveError {
     OtherStream { dir: PathBuf, found: String },
     /// A message longer than a segment holds.
     TooLarge { len: usize, max: usize },
+    /// A message whose sequence is not after the last recorded: a recording holds each
+    /// sequence once, in order.
+    SequenceNotAfter { sequence: u64, last: u64 },
     /// A setting out of range, with the fix.
     Config(String),
     /// An earlier write failed: this writer appends nothing more.
@@ -93,6 +96,10 @@ impl fmt::Display for ArchiveError {
                 f,
                 "{} records {found}, not this stream: give each stream a folder of its own",
                 dir.display()
+            ),
+            ArchiveError::SequenceNotAfter { sequence, last } => write!(
+                f,
+                "sequence {sequence} is not after the last one recorded ({last}): a recording holds each sequence once, in order"
             ),
             ArchiveError::TooLarge { len, max } => write!(
                 f,

@@ -34,6 +34,8 @@ struct Stream {
     writer: Option<RecordingWriter>,
     messages: u64,
     dropped: u64,
+    /// Messages not appended because the recording had them (a resumed stream).
+    already: u64,
 }
 
 /// Records every stream of the topics it is given: see the module's documentation.
@@ -137,6 +139,12 @@ impl Recorder {
                         s.dropped += 1;
                         return;
                     };
+                    // A stream resumed after a restart: what it recorded before comes again
+                    // (a late join asks for it); each sequence is recorded once.
+                    if w.last_sequence().is_some_and(|l| m.sequence <= l) {
+                        s.already += 1;
+                        return;
+                    }
                     match w.append(m.sequence, now, m.payload) {
                         Ok(()) => {
                             s.messages += 1;
@@ -236,6 +244,12 @@ impl Recorder {
         self.streams.values().map(|s| s.dropped).sum()
     }
 
+    /// Messages not recorded again because their stream's recording had them already (a
+    /// stream resumed after the recorder restarted), over every stream followed now.
+    pub fn already_recorded(&self) -> u64 {
+        self.streams.values().map(|s| s.already).sum()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -291,6 +305,7 @@ fn open_stream(
         writer,
         messages: 0,
         dropped: 0,
+        already: 0,
     }
 }
 

@@ -178,6 +178,8 @@ pub struct RecordingWriter {
     stopped: Option<String>,
     recovery: Recovery,
     appended: u64,
+    /// The sequence of the last message recorded (found by recovery, then appended).
+    last_sequence: Option<u64>,
     /// The recording's segments, oldest first: base position, file, when started.
     segments: std::collections::VecDeque<(u64, PathBuf, u64)>,
     retired: u64,
@@ -230,6 +232,7 @@ impl RecordingWriter {
                     stopped: None,
                     recovery: Recovery::default(),
                     appended: 0,
+                    last_sequence: None,
                     segments,
                     retired: 0,
                 }
@@ -239,6 +242,10 @@ impl RecordingWriter {
                 for (b, p) in &existing {
                     let created = read_created_ns(p).unwrap_or(0);
                     w.segments.push_back((*b, p.clone(), created));
+                }
+                // A last segment started but given no message yet: the one before has it.
+                if w.last_sequence.is_none() && existing.len() >= 2 {
+                    w.last_sequence = last_message_sequence(&existing[existing.len() - 2].1);
                 }
                 w
             }
@@ -286,6 +293,7 @@ impl RecordingWriter {
         }
         let segment_len = header.segment_len;
         let mut recovery = Recovery::default();
+        let mut last_sequence = None;
         let mut at = header.header_len();
         let end = loop {
             if at + RECORD_HEADER_LEN > bytes.len() {
@@ -299,6 +307,7 @@ impl RecordingWriter {
                 Ok((r, _)) => {
                     if r.kind == crate::format::record::RecordKind::Message {
                         recovery.records += 1;
+                        last_sequence = Some(r.sequence);
                     }
                     at += r.span();
                 }
@@ -349,6 +358,7 @@ impl RecordingWriter {
             stopped: None,
             recovery,
             appended: 0,
+            last_sequence,
             segments: std::collections::VecDeque::new(),
             retired: 0,
         })
@@ -401,6 +411,10 @@ impl RecordingWriter {
     pub fn appended(&self) -> u64 {
         self.appended
     }
+    /// The sequence of the last message recorded (by this writer, or before it opened).
+    pub fn last_sequence(&self) -> Option<u64> {
+        self.last_sequence
+    }
     /// The longest message a segment holds.
     pub fn max_message_len(&self) -> usize {
         (self.segment_len - self.header_len) as usize - RECORD_HEADER_LEN
@@ -415,6 +429,9 @@ impl RecordingWriter {
         payload: &[u8],
     ) -> Result<(), ArchiveError> {
         self.check_running()?;
+        if let Some(last) = self.last_sequence.filter(|l| sequence <= *l) {
+            return Err(ArchiveError::SequenceNotAfter { sequence, last });
+        }
         if payload.len() > self.max_message_len() {
             return Err(ArchiveError::TooLarge {
                 len: payload.len(),
@@ -428,6 +445,7 @@ impl RecordingWriter {
         RecordRepr::message(sequence, receive_ns, payload.len()).append(&mut self.buf, payload);
         self.end += span;
         self.appended += 1;
+        self.last_sequence = Some(sequence);
         match self.opts.durability {
             Durability::Each => self.force(receive_ns),
             _ if self.buf.len() >= self.opts.buffer_bytes => self.write_out(),
@@ -558,6 +576,28 @@ impl RecordingWriter {
         self.retire(now_ns);
         Ok(())
     }
+}
+
+/// The sequence of the last good message of segment `path`.
+fn last_message_sequence(path: &Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut at = SegmentHeaderRepr::parse(&bytes).ok()?.header_len();
+    let mut last = None;
+    while at + RECORD_HEADER_LEN <= bytes.len() {
+        match parse_record(&bytes[at..]) {
+            Ok((r, _)) => {
+                if r.kind == crate::format::record::RecordKind::Message {
+                    last = Some(r.sequence);
+                }
+                at += r.span();
+            }
+            Err(_) => match next_good_record(&bytes, at) {
+                Some(n) => at = n,
+                None => break,
+            },
+        }
+    }
+    last
 }
 
 /// When segment `path` was started (its header's `created_ns`).

@@ -99,6 +99,21 @@ fn what_is_written_reads_back_bit_exact_across_segments_from_any_sequence_or_tim
 fn a_closed_recording_is_resumed_where_it_ended() {
     let d = dir("resume");
     write(&d, 0..300, small()).close().unwrap();
+    // Reopened, it knows where the recording stands: each sequence once, in order.
+    let mut w = RecordingWriter::open(&d, &meta(), small(), T0).unwrap();
+    assert_eq!(w.last_sequence(), Some(299));
+    let e = w.append(299, T0, b"again").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ArchiveError::SequenceNotAfter {
+                sequence: 299,
+                last: 299
+            }
+        ),
+        "{e}"
+    );
+    drop(w);
     let w = write(&d, 300..900, small());
     assert_eq!(w.recovery().torn, None);
     assert!(w.recovery().damaged.is_empty());

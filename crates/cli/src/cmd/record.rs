@@ -80,11 +80,11 @@ pub fn run(a: RecordArgs) -> Result<()> {
         rec.idle(n);
     }
     let (messages, bytes, streams) = rec.totals();
-    let dropped = rec.dropped();
+    let (dropped, already) = (rec.dropped(), rec.already_recorded());
     rec.close().context("closing the recordings")?;
     writeln!(
         out,
-        "done: {messages} messages ({bytes} bytes) recorded, {streams} streams open at the end, {dropped} dropped by failed streams"
+        "done: {messages} messages ({bytes} bytes) recorded, {streams} streams open at the end, {dropped} dropped by failed streams, {already} recorded before (resumed streams)"
     )?;
     Ok(())
 }
