@@ -30,11 +30,13 @@
 //! ```
 
 pub mod format;
+mod pace;
 mod reader;
 pub mod recorder;
 mod segments;
 mod writer;
 
+pub use pace::Pacer;
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
 pub use recorder::{Recorder, RecorderEvent};
 pub use writer::{Durability, RecordingWriter, Recovery, Retention, StreamMeta, WriterOptions};

@@ -500,3 +500,29 @@ fn retention_removes_the_oldest_segments_past_its_size_or_age_and_the_rest_reads
     let _ = std::fs::remove_dir_all(&d);
     let _ = std::fs::remove_dir_all(&d2);
 }
+
+#[test]
+fn a_paced_replay_takes_at_least_the_recorded_span_over_its_speed() {
+    // 51 messages received 10 ms apart: 500 ms recorded, replayed at twice the speed. (A sleep
+    // never ends early: the lower bound holds on any machine; no upper bound is asserted.)
+    let d = dir("pace");
+    let mut w = RecordingWriter::open(&d, &meta(), small(), T0).unwrap();
+    for i in 0..=50u64 {
+        w.append(i, T0 + i * 10_000_000, &message(i)).unwrap();
+    }
+    w.close().unwrap();
+    let r = RecordingReader::open(&d).unwrap();
+    let mut c = r.cursor();
+    let mut pacer = peregrine_archive::Pacer::new(2.0);
+    let t0 = std::time::Instant::now();
+    let mut n = 0;
+    while let Some(e) = c.next_entry() {
+        if let Entry::Message { receive_ns, .. } = e.unwrap() {
+            pacer.wait(receive_ns);
+            n += 1;
+        }
+    }
+    assert_eq!(n, 51);
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(250), "{:?}", t0.elapsed());
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -5,7 +5,7 @@ use super::{printable, shown};
 use crate::flags::archive::ReplayArgs;
 use anyhow::{bail, Result};
 use peregrine_archive::recorder::recordings_of;
-use peregrine_archive::Entry;
+use peregrine_archive::{Entry, Pacer};
 use std::io::Write;
 
 pub fn run(a: ReplayArgs) -> Result<()> {
@@ -21,6 +21,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut messages, mut damaged) = (0u64, 0u64);
+    let mut pacer = a.pace.map(Pacer::new);
     for r in &recordings {
         let session = r.meta().session_id;
         let mut c = match (a.from_seq, a.since) {
@@ -31,8 +32,15 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         while let Some(e) = c.next_entry() {
             match e? {
                 Entry::Message {
-                    sequence, payload, ..
+                    sequence,
+                    receive_ns,
+                    payload,
                 } => {
+                    if let Some(p) = pacer.as_mut() {
+                        // Lines go out as their messages are due.
+                        out.flush()?;
+                        p.wait(receive_ns);
+                    }
                     messages += 1;
                     if a.print {
                         writeln!(

@@ -52,6 +52,19 @@ pub struct ReplayArgs {
     /// Print every message as `peregrine sub --print` does (otherwise a count).
     #[arg(long)]
     pub print: bool,
+    /// Replay at the recorded pace times this speed (1: as recorded, 2: twice as fast);
+    /// without it, as fast as it reads.
+    #[arg(long, value_parser = parse_speed)]
+    pub pace: Option<f64>,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0 && *v <= 1_000_000.0)
+        .ok_or_else(|| {
+            format!("--pace {s} is not accepted: give a speed over 0 (1: as recorded, 2: twice as fast)")
+        })
 }
 
 fn parse_durability(s: &str) -> Result<peregrine_archive::Durability, String> {
