@@ -90,4 +90,32 @@ vectors = [
     {"name": "segment_bad_crc", "what": "segment_header", "hex": flip(seg, 70).hex(),
      "valid": False, "error": "checksum", "meaning": "a byte of the topic flipped"},
 ]
+
+def request(topic, kind, position, version=1, reserved=0):
+    t = topic.encode()
+    return b"PGRQ" + struct.pack("<HBBQHHI", version, kind, reserved, position, len(t), 0, 0) + t
+
+
+vectors += [
+    {"name": "request_start", "what": "request", "hex": request("orders.eu", 0, 0).hex(),
+     "valid": True, "fields": {"topic": "orders.eu", "from": "start", "position": 0},
+     "meaning": "every message of topic orders.eu"},
+    {"name": "request_sequence", "what": "request", "hex": request("t", 1, 1200).hex(),
+     "valid": True, "fields": {"topic": "t", "from": "sequence", "position": 1200},
+     "meaning": "from sequence 1200 of each recording"},
+    {"name": "request_time", "what": "request", "hex": request("t", 2, T).hex(),
+     "valid": True, "fields": {"topic": "t", "from": "time", "position": T},
+     "meaning": "from the first message received at T or later"},
+    {"name": "request_bad_from", "what": "request", "hex": request("t", 3, 0).hex(),
+     "valid": False, "error": "request.from", "meaning": "from 3 is not defined"},
+    {"name": "request_no_topic", "what": "request", "hex": request("", 0, 0).hex(),
+     "valid": False, "error": "request.topic_len", "meaning": "a topic is 1 to 1024 bytes"},
+    {"name": "request_http", "what": "request", "hex": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".hex(),
+     "valid": False, "error": "magic", "meaning": "not a replay request"},
+    {"name": "end_42", "what": "end", "hex": (b"PGRZ" + struct.pack("<IQ", 0, 42)).hex(),
+     "valid": True, "fields": {"messages": 42}, "meaning": "the server sent 42 messages"},
+    {"name": "error_text", "what": "error",
+     "hex": (b"PGRX" + struct.pack("<HH", 11, 0) + b"no recordin").hex(), "valid": True,
+     "fields": {"length": 11}, "meaning": "an error frame of 11 bytes of text"},
+]
 print(json.dumps(vectors, indent=1))

@@ -1,10 +1,11 @@
 //! The recording format (docs/recording.md): the record and segment header parsers never
-//! panic, and what parses re-emits to the same bytes (a record's header and message: the
+//! panic, nor do the replay protocol's; what parses re-emits to the same bytes (a record's header and message: the
 //! zeros to 8 after a message and a padding record's filler are not read).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use peregrine_archive::format::record::{parse_record, RecordKind};
+use peregrine_archive::format::replay::{emit_end, error_len, parse_end, RequestRepr};
 use peregrine_archive::format::segment_header::SegmentHeaderRepr;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,4 +20,13 @@ fuzz_target!(|data: &[u8]| {
         let b = h.emit();
         assert_eq!(&b[..], &data[..b.len()]);
     }
+    // The replay protocol's request, end and error frames.
+    if let Ok(r) = RequestRepr::parse(data) {
+        let b = r.emit();
+        assert_eq!(&b[..], &data[..b.len()]);
+    }
+    if let Ok(n) = parse_end(data) {
+        assert_eq!(&emit_end(n)[..], &data[..16]);
+    }
+    let _ = error_len(data);
 });

@@ -34,11 +34,13 @@ mod pace;
 mod reader;
 pub mod recorder;
 mod segments;
+pub mod serve;
 mod writer;
 
 pub use pace::Pacer;
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
 pub use recorder::{Recorder, RecorderEvent};
+pub use serve::{RemoteEntry, ReplayClient, ReplayServer};
 pub use writer::{Durability, RecordingWriter, Recovery, Retention, StreamMeta, WriterOptions};
 
 use std::fmt;
@@ -73,6 +75,19 @@ pub enum ArchiveError {
     Config(String),
     /// An earlier write failed: this writer appends nothing more.
     Stopped { dir: PathBuf, reason: String },
+    /// A replay server could not be reached or read.
+    Net {
+        addr: String,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    /// A replay server answered with an error.
+    Remote { addr: String, text: String },
+    /// A replay server (or client) sent what the protocol does not allow.
+    BadReply {
+        addr: String,
+        error: format::FormatError,
+    },
 }
 
 impl fmt::Display for ArchiveError {
@@ -108,6 +123,11 @@ impl fmt::Display for ArchiveError {
                 "a message of {len} bytes does not fit a segment (at most {max}): raise the segment length"
             ),
             ArchiveError::Config(s) => f.write_str(s),
+            ArchiveError::Net { addr, op, source } => write!(f, "{op} {addr}: {source}"),
+            ArchiveError::Remote { addr, text } => write!(f, "the recorder at {addr}: {text}"),
+            ArchiveError::BadReply { addr, error } => {
+                write!(f, "{addr} does not speak the replay protocol: {error}")
+            }
             ArchiveError::Stopped { dir, reason } => write!(
                 f,
                 "recording into {} stopped after an earlier failure ({reason})",
@@ -122,6 +142,7 @@ impl std::error::Error for ArchiveError {
         match self {
             ArchiveError::Io { source, .. } => Some(source),
             ArchiveError::BadSegment { error, .. } => Some(error),
+            ArchiveError::Net { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -17,6 +17,7 @@ pub struct RecordingReader {
     dir: PathBuf,
     segments: Vec<(u64, PathBuf)>,
     meta: StreamMeta,
+    segment_len: u64,
 }
 
 /// A record that failed its checks: where it is and why. Reading carries on with the next
@@ -53,6 +54,7 @@ impl RecordingReader {
         let header = read_header(first)?;
         Ok(RecordingReader {
             dir: dir.to_path_buf(),
+            segment_len: header.segment_len,
             meta: StreamMeta {
                 topic: header.topic,
                 session_id: header.session_id,
@@ -67,6 +69,10 @@ impl RecordingReader {
     }
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+    /// The length of the recording's segment files.
+    pub fn segment_len(&self) -> u64 {
+        self.segment_len
     }
     /// The segment files, by position.
     pub fn segment_count(&self) -> usize {

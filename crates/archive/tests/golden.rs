@@ -4,6 +4,9 @@
 //! error they name.
 
 use peregrine_archive::format::record::{parse_record, RecordKind};
+use peregrine_archive::format::replay::{
+    emit_end, emit_error, error_len, parse_end, From, RequestRepr,
+};
 use peregrine_archive::format::segment_header::SegmentHeaderRepr;
 use peregrine_archive::format::FormatError;
 use serde::Deserialize;
@@ -86,6 +89,32 @@ fn every_vector_parses_to_its_fields_or_is_refused_with_its_error() {
                 m.insert("created_ns".into(), h.created_ns.into());
                 m.insert("topic".into(), h.topic.clone().into());
                 m.insert("header_len".into(), h.header_len().into());
+                m
+            }),
+            "request" => RequestRepr::parse(&bytes).map(|r| {
+                assert_eq!(r.emit(), bytes, "{what}: emit");
+                let (from, position) = match r.from {
+                    From::Start => ("start", 0),
+                    From::Sequence(s) => ("sequence", s),
+                    From::Time(t) => ("time", t),
+                };
+                let mut m = Map::new();
+                m.insert("topic".into(), r.topic.clone().into());
+                m.insert("from".into(), from.into());
+                m.insert("position".into(), position.into());
+                m
+            }),
+            "end" => parse_end(&bytes).map(|n| {
+                assert_eq!(emit_end(n).to_vec(), bytes, "{what}: emit");
+                let mut m = Map::new();
+                m.insert("messages".into(), n.into());
+                m
+            }),
+            "error" => error_len(&bytes).map(|n| {
+                let text = std::str::from_utf8(&bytes[8..8 + n]).unwrap();
+                assert_eq!(emit_error(text), bytes, "{what}: emit");
+                let mut m = Map::new();
+                m.insert("length".into(), n.into());
                 m
             }),
             other => panic!("{what}: unknown kind of vector {other}"),

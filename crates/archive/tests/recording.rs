@@ -523,6 +523,10 @@ fn a_paced_replay_takes_at_least_the_recorded_span_over_its_speed() {
         }
     }
     assert_eq!(n, 51);
-    assert!(t0.elapsed() >= std::time::Duration::from_millis(250), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(250),
+        "{:?}",
+        t0.elapsed()
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -31,7 +31,14 @@ fn what_a_publisher_sent_is_recorded_and_replayed_exactly() {
     let mut rec = Command::new(exe())
         .args(["record", "--topics", &glob, "--dir"])
         .arg(&dir)
-        .args(["--fsync", "each", "--segment-len", "64k"])
+        .args([
+            "--fsync",
+            "each",
+            "--segment-len",
+            "64k",
+            "--serve",
+            "127.0.0.1:0",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -78,6 +85,27 @@ fn what_a_publisher_sent_is_recorded_and_replayed_exactly() {
         .collect();
     assert_eq!(sent.len(), 3000);
     wait_for(": 3000 messages");
+    // The same over TCP, from the recorder itself.
+    let served = {
+        let l = lines.lock().unwrap();
+        let first = l
+            .iter()
+            .find(|l| l.starts_with("recording "))
+            .unwrap()
+            .clone();
+        first
+            .rsplit_once("serving replays on ")
+            .unwrap_or_else(|| panic!("{first}"))
+            .1
+            .to_string()
+    };
+    let o = run(&["replay", "--recorder", &served, &topic, "--print"]);
+    assert!(o.status.success(), "{o:?}");
+    let over_tcp: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(tail)
+        .collect();
+    assert_eq!(over_tcp, sent, "the replay over TCP is what was sent");
     peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
     assert!(rec.wait().unwrap().success());
     reader.join().unwrap();

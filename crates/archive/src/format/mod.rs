@@ -4,6 +4,7 @@
 //! views and parse/emit, no I/O.
 
 pub mod record;
+pub mod replay;
 pub mod segment_header;
 
 use std::fmt;
@@ -30,7 +31,9 @@ impl fmt::Display for FormatError {
             FormatError::Truncated { needed, got } => {
                 write!(f, "truncated: {got} bytes where {needed} are needed")
             }
-            FormatError::BadMagic => write!(f, "not a Peregrine segment file (bad magic)"),
+            FormatError::BadMagic => {
+                write!(f, "bad magic: not a Peregrine segment file or replay frame")
+            }
             FormatError::UnsupportedVersion(v) => {
                 write!(
                     f,

@@ -31,14 +31,23 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let patterns: Vec<&str> = a.topics.iter().map(String::as_str).collect();
     let mut rec = Recorder::new(&ctx, &a.dir, &patterns, opts)
         .with_context(|| format!("recording into {}", a.dir.display()))?;
+    let server = a
+        .serve
+        .map(|addr| peregrine_archive::ReplayServer::start(&a.dir, addr))
+        .transpose()
+        .context("--serve")?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "recording {} into {} (fsync={}, segments of {} bytes)",
+        "recording {} into {} (fsync={}, segments of {} bytes){}",
         a.topics.join(","),
         a.dir.display(),
         a.fsync,
-        a.segment_len
+        a.segment_len,
+        server
+            .as_ref()
+            .map(|s| format!(", serving replays on {}", s.local_addr()))
+            .unwrap_or_default()
     )?;
     out.flush()?;
     let deadline = a

@@ -32,13 +32,24 @@ pub struct RecordArgs {
     /// Stop after this many seconds (default: until interrupted).
     #[arg(long, value_parser = values::parse_seconds)]
     pub seconds: Option<f64>,
+    /// Serve replays of the folder over TCP on this address (`peregrine replay --recorder
+    /// ADDR`). Unauthenticated: keep it on loopback or a trusted network.
+    #[arg(long)]
+    pub serve: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The folder `peregrine record --dir` wrote.
+    #[arg(
+        long,
+        required_unless_present = "recorder",
+        conflicts_with = "recorder"
+    )]
+    pub dir: Option<PathBuf>,
+    /// A recorder serving replays (`peregrine record --serve ADDR`), HOST:PORT.
     #[arg(long)]
-    pub dir: PathBuf,
+    pub recorder: Option<String>,
     /// The topic to replay (every session recorded of it, oldest first).
     #[arg(value_parser = values::parse_topic)]
     pub topic: String,
