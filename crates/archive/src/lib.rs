@@ -30,6 +30,7 @@
 //! ```
 
 pub mod format;
+pub mod merge;
 mod pace;
 mod reader;
 pub mod recorder;
@@ -37,6 +38,7 @@ mod segments;
 pub mod serve;
 mod writer;
 
+pub use merge::{History, MergeEvent, MergedMessage, MergingSubscriber};
 pub use pace::Pacer;
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
 pub use recorder::{Recorder, RecorderEvent};

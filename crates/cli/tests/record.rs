@@ -325,3 +325,113 @@ fn a_recorder_killed_and_started_again_keeps_what_it_had_and_records_each_messag
     assert!(after.len() > before.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_duplicate() {
+    let pid = std::process::id();
+    let dir: PathBuf =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-merge-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("p{pid}.merge.a");
+    // Over UDP (not shared memory, whose log a late subscriber reads from its start), and the
+    // merging subscribers join at the live position (no late join from the publisher's
+    // retention): what they missed can only come from the recording.
+    let udp = [("PEREGRINE_RESOLVER_LOCAL", "none")];
+    let mut rec = Command::new(exe())
+        .args(["record", "--topics", &topic, "--dir"])
+        .arg(&dir)
+        .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
+        .envs(udp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(rec.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let served = first
+        .rsplit_once("serving replays on ")
+        .unwrap()
+        .1
+        .to_string();
+    const N: u64 = 60_000;
+    let mut publ = Command::new(exe())
+        .args([
+            "pub",
+            &topic,
+            "--count",
+            &N.to_string(),
+            "--rate",
+            "20k",
+            "--wait-subscribers",
+            "1",
+        ])
+        .envs(udp)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = lines.next().unwrap().unwrap();
+    assert!(started.starts_with("started "), "{started}");
+    // Joined a second into the stream: a third of it is history by then.
+    std::thread::sleep(Duration::from_secs(1));
+    let sub = |history: &[&str]| {
+        let mut args = vec![
+            "sub",
+            topic.as_str(),
+            "--from-seq",
+            "0",
+            "--count",
+            "60000",
+            "--print",
+            "--seconds",
+            "60",
+        ];
+        args.extend_from_slice(history);
+        Command::new(exe())
+            .args(&args)
+            .envs(udp)
+            .env("PEREGRINE_UDP_LATE_JOIN", "none")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let from_dir = sub(&["--dir", dir.to_str().unwrap()]);
+    let from_recorder = sub(&["--recorder", &served]);
+    for (name, child) in [("--dir", from_dir), ("--recorder", from_recorder)] {
+        let o = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let seqs: Vec<u64> = text.lines().filter_map(tail).map(|l| seq_of(&l)).collect();
+        assert_eq!(seqs.len() as u64, N, "{name}");
+        assert!(
+            seqs.iter().enumerate().all(|(i, s)| *s == i as u64),
+            "{name}: every sequence once, in order"
+        );
+        let seam = text
+            .lines()
+            .find(|l| l.starts_with("seam "))
+            .unwrap_or_else(|| panic!("{name}: no seam"));
+        let recorded: u64 = seam
+            .split(": ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            recorded > 0,
+            "{name}: some history came from the recording: {seam}"
+        );
+        assert!(!text.contains("GAP "), "{name}");
+    }
+    assert!(publ.wait().unwrap().success());
+    peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
+    rec.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

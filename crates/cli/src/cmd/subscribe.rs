@@ -13,6 +13,9 @@ pub fn run(a: SubArgs) -> Result<()> {
     if let Some(group) = a.group.clone() {
         return run_group(a, &group);
     }
+    if let Some(from) = a.from_seq {
+        return run_merge(a, from);
+    }
     let stop = Stop::install()?;
     let ctx = context()?;
     let pattern = if a.regex {
@@ -285,6 +288,97 @@ fn run_group(a: SubArgs, group: &str) -> Result<()> {
     out.flush()?;
     if received < want && a.count.is_some() && stop.requested().is_none() {
         bail!("received {received} of --count {want} messages before --seconds ran out");
+    }
+    Ok(())
+}
+
+/// `sub TOPIC --from-seq N`: the recorded history from N, then the live stream (a replay
+/// merge, `peregrine_archive::MergingSubscriber`), printed as `--print` prints, with a line
+/// per stream at its seam.
+fn run_merge(a: SubArgs, from: u64) -> Result<()> {
+    use peregrine_archive::{History, MergeEvent, MergingSubscriber};
+    let history = match (&a.dir, &a.recorder) {
+        (Some(d), _) => History::Dir(d.clone()),
+        (None, Some(r)) => History::Recorder(r.clone()),
+        (None, None) => bail!(
+            "--from-seq {from}: say where the history is: --dir DIR (a recording folder) or --recorder HOST:PORT"
+        ),
+    };
+    if a.pattern.contains(['*', '?']) {
+        bail!(
+            "--from-seq needs a topic name, not the pattern {}",
+            printable(&a.pattern)
+        );
+    }
+    let stop = Stop::install()?;
+    let ctx = context()?;
+    let mut m = MergingSubscriber::new(&ctx, &a.pattern, from, history, Duration::from_secs(10))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(
+        out,
+        "subscribed to {} from sequence {from}",
+        printable(&a.pattern)
+    )?;
+    out.flush()?;
+    let start = Instant::now();
+    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let want = a.count.unwrap_or(u64::MAX);
+    let mut received = 0u64;
+    let mut lines = Vec::new();
+    while received < want && stop.requested().is_none() {
+        let limit = (want - received).min(256) as usize;
+        let n = m.poll(
+            &mut |msg| {
+                received += 1;
+                if a.print {
+                    lines.push(format!(
+                        "{} session={:08x} seq={} len={}: {}",
+                        printable(&a.pattern),
+                        msg.session_id,
+                        msg.sequence,
+                        msg.payload.len(),
+                        shown(msg.payload)
+                    ));
+                }
+            },
+            limit,
+        )?;
+        for e in m.take_events() {
+            match e {
+                MergeEvent::Seam {
+                    session_id,
+                    recorded,
+                    live_from,
+                    after,
+                } => lines.push(format!(
+                    "seam session={session_id:08x}: {recorded} recorded, live from sequence {live_from}, after {:.1} ms",
+                    after.as_secs_f64() * 1e3
+                )),
+                MergeEvent::Gap {
+                    session_id,
+                    from,
+                    live_from,
+                    reason,
+                } => lines.push(format!(
+                    "GAP session={session_id:08x}: sequences {from} to {} missing ({reason})",
+                    live_from.saturating_sub(1)
+                )),
+            }
+        }
+        for l in lines.drain(..) {
+            writeln!(out, "{l}")?;
+        }
+        if n == 0 {
+            out.flush()?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    out.flush()?;
+    if received < want && a.count.is_some() {
+        bail!("{received} of {want} messages received");
     }
     Ok(())
 }

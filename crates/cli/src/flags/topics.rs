@@ -75,6 +75,17 @@ pub struct SubArgs {
     /// and another has not gone past it, before it is reported lost.
     #[arg(long, default_value_t = 100, value_parser = values::parse_window_ms, requires = "group")]
     pub window_ms: u64,
+    /// Start from this sequence in the past: the recorded history (from --dir or
+    /// --recorder), then the live stream, with no gap and no duplicate at the seam. Needs a
+    /// topic name.
+    #[arg(long, conflicts_with_all = ["group", "regex"])]
+    pub from_seq: Option<u64>,
+    /// With --from-seq: the recording folder (`peregrine record --dir`).
+    #[arg(long, requires = "from_seq", conflicts_with = "recorder")]
+    pub dir: Option<std::path::PathBuf>,
+    /// With --from-seq: a recorder serving replays (`peregrine record --serve`), HOST:PORT.
+    #[arg(long, requires = "from_seq")]
+    pub recorder: Option<String>,
 }
 
 #[derive(Args, Debug)]
