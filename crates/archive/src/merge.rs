@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 pub enum History {
     /// A recording folder on this host (`peregrine record --dir`).
     Dir(PathBuf),
-    /// A recorder serving replays (`peregrine record --serve`), HOST:PORT.
-    Recorder(String),
+    /// Recorders serving replays (`peregrine record --serve`), HOST:PORT each: the first that
+    /// answers is read.
+    Recorders(Vec<String>),
 }
 
 /// One message, from the recording or live.
@@ -297,8 +298,8 @@ fn read_history(
                 }
             }
         }
-        History::Recorder(addr) => {
-            let mut c = ReplayClient::connect(addr, topic, From::Sequence(from))?;
+        History::Recorders(addrs) => {
+            let mut c = ReplayClient::connect_first(addrs, topic, From::Sequence(from))?;
             let mut ours = false;
             while let Some(e) = c.next_entry() {
                 match e {

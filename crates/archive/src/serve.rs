@@ -261,6 +261,28 @@ impl ReplayClient {
     }
 
     /// Reads `n` more bytes onto the end of `buf`.
+    /// [`connect`](Self::connect) to the first of `addrs` that answers (two recorders of one
+    /// stream, for redundancy): the errors of those that did not are in the error when none
+    /// did. A recorder that answers but has no recording of the topic counts as answering.
+    pub fn connect_first(
+        addrs: &[String],
+        topic: &str,
+        from: From,
+    ) -> Result<ReplayClient, ArchiveError> {
+        let mut failed = Vec::new();
+        for a in addrs {
+            match ReplayClient::connect(a, topic, from) {
+                Ok(c) => return Ok(c),
+                Err(e @ ArchiveError::Config(_)) => return Err(e),
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        Err(ArchiveError::Remote {
+            addr: addrs.join(","),
+            text: format!("no recorder answered: {}", failed.join("; ")),
+        })
+    }
+
     fn read_more(&mut self, n: usize) -> Result<(), ArchiveError> {
         let at = self.buf.len();
         self.buf.resize(at + n, 0);

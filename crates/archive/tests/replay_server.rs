@@ -105,6 +105,19 @@ fn a_topics_recordings_are_replayed_over_tcp_and_bad_requests_get_an_error_frame
     let text = String::from_utf8_lossy(&reply[8..]);
     assert!(text.starts_with("a bad request: "), "{text}");
 
+    // A list of recorders: the first that answers (a port nothing listens on first).
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let mut c =
+        ReplayClient::connect_first(&[dead.clone(), addr.clone()], "orders.eu", From::Start)
+            .unwrap();
+    assert_eq!(read_all(&mut c).1, Some(2200));
+    let e = ReplayClient::connect_first(&[dead.clone()], "orders.eu", From::Start).unwrap_err();
+    assert!(e.to_string().contains("no recorder answered"), "{e}");
+    assert!(e.to_string().contains(&dead), "{e}");
+
     // Still serving.
     let mut c = ReplayClient::connect(&addr, "other", From::Start).unwrap();
     let (recs, end) = read_all(&mut c);

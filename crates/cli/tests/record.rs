@@ -396,7 +396,13 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
             .unwrap()
     };
     let from_dir = sub(&["--dir", dir.to_str().unwrap()]);
-    let from_recorder = sub(&["--recorder", &served]);
+    // Two recorders for redundancy, the first not there: the second answers.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let recorders = format!("{dead},{served}");
+    let from_recorder = sub(&["--recorder", &recorders]);
     for (name, child) in [("--dir", from_dir), ("--recorder", from_recorder)] {
         let o = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&o.stdout);

@@ -61,7 +61,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     };
     let (recordings, damaged) = match (&a.dir, &a.recorder) {
         (Some(dir), _) => local(dir, &a.topic, from, &mut sink)?,
-        (None, Some(addr)) => remote(addr, &a.topic, from, &mut sink)?,
+        (None, Some(addrs)) => remote(addrs, &a.topic, from, &mut sink)?,
         (None, None) => bail!("give --dir DIR or --recorder HOST:PORT"),
     };
     sink.out.flush()?;
@@ -127,8 +127,9 @@ fn local(
 }
 
 /// From a recorder over TCP: (recordings, 0; the server skips damaged records itself).
-fn remote(addr: &str, topic: &str, from: From, sink: &mut Sink<'_>) -> Result<(usize, u64)> {
-    let mut c = ReplayClient::connect(addr, topic, from)?;
+fn remote(addrs: &[String], topic: &str, from: From, sink: &mut Sink<'_>) -> Result<(usize, u64)> {
+    let mut c = ReplayClient::connect_first(addrs, topic, from)?;
+    let addr = addrs.join(",");
     let (mut recordings, mut session) = (0, 0);
     let mut ended = false;
     while let Some(e) = c.next_entry() {

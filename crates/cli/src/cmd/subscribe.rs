@@ -299,7 +299,7 @@ fn run_merge(a: SubArgs, from: u64) -> Result<()> {
     use peregrine_archive::{History, MergeEvent, MergingSubscriber};
     let history = match (&a.dir, &a.recorder) {
         (Some(d), _) => History::Dir(d.clone()),
-        (None, Some(r)) => History::Recorder(r.clone()),
+        (None, Some(r)) => History::Recorders(r.clone()),
         (None, None) => bail!(
             "--from-seq {from}: say where the history is: --dir DIR (a recording folder) or --recorder HOST:PORT"
         ),

@@ -47,9 +47,10 @@ pub struct ReplayArgs {
         conflicts_with = "recorder"
     )]
     pub dir: Option<PathBuf>,
-    /// A recorder serving replays (`peregrine record --serve ADDR`), HOST:PORT.
-    #[arg(long)]
-    pub recorder: Option<String>,
+    /// Recorders serving replays (`peregrine record --serve ADDR`), HOST:PORT,
+    /// comma-separated: the first that answers is read.
+    #[arg(long, value_delimiter = ',')]
+    pub recorder: Option<Vec<String>>,
     /// The topic to replay (every session recorded of it, oldest first).
     #[arg(value_parser = values::parse_topic)]
     pub topic: String,

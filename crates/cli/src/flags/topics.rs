@@ -83,9 +83,10 @@ pub struct SubArgs {
     /// With --from-seq: the recording folder (`peregrine record --dir`).
     #[arg(long, requires = "from_seq", conflicts_with = "recorder")]
     pub dir: Option<std::path::PathBuf>,
-    /// With --from-seq: a recorder serving replays (`peregrine record --serve`), HOST:PORT.
-    #[arg(long, requires = "from_seq")]
-    pub recorder: Option<String>,
+    /// With --from-seq: recorders serving replays (`peregrine record --serve`), HOST:PORT,
+    /// comma-separated: the first that answers is read.
+    #[arg(long, requires = "from_seq", value_delimiter = ',')]
+    pub recorder: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
