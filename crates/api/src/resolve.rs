@@ -540,11 +540,17 @@ fn endpoint(uri: &str) -> Option<(Scheme, String)> {
     Some((u.scheme, address))
 }
 
-/// `uri` without parameter `key`.
-fn without_param(uri: &Uri, key: &str) -> String {
+/// Whether `addr` is an IPv4 address of one of this host's interfaces (one can bind it).
+fn is_local_address(addr: &str) -> bool {
+    addr.parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|a| std::net::UdpSocket::bind((a, 0)).is_ok())
+}
+
+/// `uri` without the parameters `drop` picks.
+fn without_params(uri: &Uri, drop: impl Fn(&str, &str) -> bool) -> String {
     let mut s = format!("{}://{}", uri.scheme.name(), uri.address);
     let mut first = true;
-    for (k, v) in uri.params.iter().filter(|(k, _)| k != key) {
+    for (k, v) in uri.params.iter().filter(|(k, v)| !drop(k, v)) {
         s.push(if first { '?' } else { '&' });
         first = false;
         s.push_str(k);
@@ -680,7 +686,15 @@ impl MultiSubscriber {
         parsed = if parsed.scheme == Scheme::Ipc {
             Uri::parse(&self.config.apply(&format!("ipc://{}", parsed.address))?)?
         } else {
-            let own = without_param(&parsed, "late_join");
+            // A multicast group's interfaces (`iface`, `b_iface`) are the publisher's host's:
+            // kept when they are this host's too (the publisher is here), else this context's
+            // (its transport section, else the transport's default) apply.
+            let own = without_params(&parsed, |k, v| {
+                k == "late_join"
+                    || (parsed.scheme == Scheme::Mcast
+                        && (k == "iface" || k == "b_iface")
+                        && !is_local_address(v))
+            });
             let mut applied = self.config.apply(&own)?;
             if matches!(parsed.scheme, Scheme::Udp | Scheme::Mcast) {
                 if let Some(late_join) = self.handle.settings.late_join {

@@ -114,7 +114,8 @@ fn a_topics_recordings_are_replayed_over_tcp_and_bad_requests_get_an_error_frame
         ReplayClient::connect_first(&[dead.clone(), addr.clone()], "orders.eu", From::Start)
             .unwrap();
     assert_eq!(read_all(&mut c).1, Some(2200));
-    let e = ReplayClient::connect_first(&[dead.clone()], "orders.eu", From::Start).unwrap_err();
+    let e = ReplayClient::connect_first(std::slice::from_ref(&dead), "orders.eu", From::Start)
+        .unwrap_err();
     assert!(e.to_string().contains("no recorder answered"), "{e}");
     assert!(e.to_string().contains(&dead), "{e}");
 

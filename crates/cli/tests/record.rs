@@ -2,6 +2,9 @@
 //! recorded by a recorder of its topic's glob and replayed exactly as the publisher printed
 //! them (whole, and from a sequence); bad flags and an unknown topic are refused, named.
 
+#[allow(dead_code)] // the helpers serve other test files
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -440,4 +443,98 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
     peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
     rec.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `args` of this crate's binary inside network namespace `ns` with `env`.
+fn in_ns(ns: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, exe()]).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+#[test]
+fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resolution() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let pid = std::process::id();
+    let hosts = common::TwoHosts::new("rc", 93);
+    let dir: PathBuf =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-hosts-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("p{pid}.hosts.a");
+    // Each host on its own address; the publisher offers a multicast group to other hosts.
+    let group = format!(
+        "mcast://239.255.93.{}:{}",
+        1 + pid % 250,
+        31_000 + pid % 2000
+    );
+    let env = |addr: std::net::Ipv4Addr| {
+        vec![
+            ("PEREGRINE_RESOLVER_IFACE", addr.to_string()),
+            ("PEREGRINE_MCAST_IFACE", addr.to_string()),
+            ("PEREGRINE_RESOLVER_REMOTE", group.clone()),
+        ]
+    };
+    let mut rec = in_ns(
+        &hosts.b,
+        &["record", "--topics", &topic, "--dir", dir.to_str().unwrap()],
+        &env(hosts.addr_b),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(rec.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("recording "), "{first}");
+    let publ = in_ns(
+        &hosts.a,
+        &[
+            "pub",
+            &topic,
+            "--count",
+            "2000",
+            "--rate",
+            "5000",
+            "--print",
+            "--wait-subscribers",
+            "1",
+        ],
+        &env(hosts.addr_a),
+    )
+    .output()
+    .unwrap();
+    assert!(publ.status.success(), "{publ:?}");
+    let sent: Vec<String> = String::from_utf8_lossy(&publ.stdout)
+        .lines()
+        .filter(|l| l.starts_with("sent "))
+        .filter_map(tail)
+        .collect();
+    assert_eq!(sent.len(), 2000);
+    // The stream ends at the recorder when the publisher closes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        seen.push(l.clone());
+        if l.starts_with("ended ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{seen:?}");
+    }
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("ended ") && l.ends_with(": 2000 messages")),
+        "{seen:?}"
+    );
+    peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
+    rec.wait().unwrap();
+    // Replayed here, from the folder the other host wrote.
+    assert_eq!(replayed(&dir, &topic), sent);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(hosts);
 }

@@ -5,6 +5,10 @@
 //! The namespace tests need root and iproute2: without them they say so and skip, except under
 //! `.ci/run` (`PEREGRINE_REQUIRE_TOOLS=1`), where they fail.
 
+#[allow(dead_code)] // the helpers serve other test files
+mod common;
+
+use common::TwoHosts;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, UdpSocket};
@@ -443,63 +447,6 @@ fn advertisement(topic: &str, uri: &str) -> Vec<u8> {
     b[32..32 + topic.len()].copy_from_slice(topic.as_bytes());
     b[32 + topic.len()..].copy_from_slice(uri.as_bytes());
     b
-}
-
-/// Two namespaces joined by a veth pair (10.77.x.1 and 10.77.x.2), removed on drop.
-struct TwoHosts {
-    a: String,
-    b: String,
-    addr_a: Ipv4Addr,
-    addr_b: Ipv4Addr,
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().unwrap_or_else(|e| {
-        panic!(
-            "this test needs root and iproute2 (`apt-get install -y iproute2`): cannot run ip: {e}"
-        )
-    });
-    assert!(
-        o.status.success(),
-        "ip {} failed (this test needs root and `ip netns`): {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-impl TwoHosts {
-    fn new(tag: &str, subnet: u8) -> TwoHosts {
-        let id = std::process::id() % 10000;
-        let a = format!("pgr{tag}{id}a");
-        let b = format!("pgr{tag}{id}b");
-        let (va, vb) = (format!("v{tag}{id}a"), format!("v{tag}{id}b"));
-        let _ = Command::new("ip").args(["netns", "del", &a]).output();
-        let _ = Command::new("ip").args(["netns", "del", &b]).output();
-        let hosts = TwoHosts {
-            a: a.clone(),
-            b: b.clone(),
-            addr_a: Ipv4Addr::new(10, 77, subnet, 1),
-            addr_b: Ipv4Addr::new(10, 77, subnet, 2),
-        };
-        ip(&["netns", "add", &a]);
-        ip(&["netns", "add", &b]);
-        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
-        ip(&["link", "set", &va, "netns", &a]);
-        ip(&["link", "set", &vb, "netns", &b]);
-        for (ns, dev, addr) in [(&a, &va, hosts.addr_a), (&b, &vb, hosts.addr_b)] {
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        hosts
-    }
-}
-
-impl Drop for TwoHosts {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).output();
-    }
 }
 
 /// A publisher in namespace A, a glob subscriber in namespace B: they find each other through

@@ -124,3 +124,74 @@ pub fn run_bench(args: &[&str]) -> std::process::Output {
         .output()
         .expect("peregrine runs")
 }
+
+/// Two namespaces joined by a veth pair (10.77.x.1 and 10.77.x.2), removed on drop.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub struct TwoHosts {
+    pub a: String,
+    pub b: String,
+    pub addr_a: std::net::Ipv4Addr,
+    pub addr_b: std::net::Ipv4Addr,
+}
+
+#[allow(dead_code)]
+fn ip(args: &[&str]) {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+            "this test needs root and iproute2 (`apt-get install -y iproute2`): cannot run ip: {e}"
+        )
+        });
+    assert!(
+        o.status.success(),
+        "ip {} failed (this test needs root and `ip netns`): {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[allow(dead_code)]
+impl TwoHosts {
+    pub fn new(tag: &str, subnet: u8) -> TwoHosts {
+        let id = std::process::id() % 10000;
+        let a = format!("pgr{tag}{id}a");
+        let b = format!("pgr{tag}{id}b");
+        let (va, vb) = (format!("v{tag}{id}a"), format!("v{tag}{id}b"));
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &a])
+            .output();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &b])
+            .output();
+        let hosts = TwoHosts {
+            a: a.clone(),
+            b: b.clone(),
+            addr_a: std::net::Ipv4Addr::new(10, 77, subnet, 1),
+            addr_b: std::net::Ipv4Addr::new(10, 77, subnet, 2),
+        };
+        ip(&["netns", "add", &a]);
+        ip(&["netns", "add", &b]);
+        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        ip(&["link", "set", &va, "netns", &a]);
+        ip(&["link", "set", &vb, "netns", &b]);
+        for (ns, dev, addr) in [(&a, &va, hosts.addr_a), (&b, &vb, hosts.addr_b)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        hosts
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.a])
+            .output();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.b])
+            .output();
+    }
+}
