@@ -93,6 +93,17 @@ pub(crate) fn printable(text: &str) -> String {
     out
 }
 
+/// A message as `sub --print` (and `replay --print`) prints it:
+/// `TOPIC session=S seq=N len=L: TEXT`.
+pub(crate) fn message_line(topic: &str, session_id: u32, sequence: u64, payload: &[u8]) -> String {
+    format!(
+        "{} session={session_id:08x} seq={sequence} len={}: {}",
+        printable(topic),
+        payload.len(),
+        shown(payload)
+    )
+}
+
 /// A payload as printable text: ASCII as is, anything else escaped, cut at 80 characters.
 pub(crate) fn shown(payload: &[u8]) -> String {
     let text: String = payload

@@ -2,7 +2,7 @@
 //! or from a recorder over TCP, from a sequence or a time, printing what `peregrine sub
 //! --print` prints (or counting), at full speed or at the recorded pace.
 
-use super::{printable, shown};
+use super::{message_line, printable};
 use crate::flags::archive::ReplayArgs;
 use anyhow::{bail, Result};
 use peregrine_archive::format::replay::From;
@@ -36,10 +36,8 @@ impl Sink<'_> {
         if self.print {
             writeln!(
                 self.out,
-                "{} session={session:08x} seq={sequence} len={}: {}",
-                printable(&self.topic),
-                payload.len(),
-                shown(payload)
+                "{}",
+                message_line(&self.topic, session, sequence, payload)
             )?;
         }
         Ok(())

@@ -1,7 +1,7 @@
 //! `peregrine sub PATTERN`: subscribes by name, glob or regular expression and prints what
 //! comes: messages (with --print), sources as they come and go, losses, a rate line a second.
 
-use super::{context, printable, shown, Stop};
+use super::{context, message_line, printable, shown, Stop};
 use crate::flags::topics::SubArgs;
 use anyhow::{bail, Result};
 use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
@@ -48,14 +48,7 @@ pub fn run(a: SubArgs) -> Result<()> {
                     sessions.push(m.session_id);
                 }
                 if a.print {
-                    lines.push(format!(
-                        "{} session={:08x} seq={} len={}: {}",
-                        printable(topic),
-                        m.session_id,
-                        m.sequence,
-                        m.payload.len(),
-                        shown(m.payload)
-                    ));
+                    lines.push(message_line(topic, m.session_id, m.sequence, m.payload));
                 }
             },
             limit,
@@ -331,13 +324,11 @@ fn run_merge(a: SubArgs, from: u64) -> Result<()> {
             &mut |msg| {
                 received += 1;
                 if a.print {
-                    lines.push(format!(
-                        "{} session={:08x} seq={} len={}: {}",
-                        printable(&a.pattern),
+                    lines.push(message_line(
+                        &a.pattern,
                         msg.session_id,
                         msg.sequence,
-                        msg.payload.len(),
-                        shown(msg.payload)
+                        msg.payload,
                     ));
                 }
             },
