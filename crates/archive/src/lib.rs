@@ -29,6 +29,8 @@
 //! # Ok::<(), peregrine_archive::ArchiveError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod format;
 pub mod merge;
 mod pace;
