@@ -31,18 +31,23 @@
 
 #![forbid(unsafe_code)]
 
+pub mod folder;
 pub mod format;
+#[cfg(feature = "live")]
 pub mod merge;
 mod pace;
 mod reader;
+#[cfg(feature = "live")]
 pub mod recorder;
 mod segments;
 pub mod serve;
 mod writer;
 
+#[cfg(feature = "live")]
 pub use merge::{History, MergeEvent, MergedMessage, MergingSubscriber};
 pub use pace::Pacer;
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
+#[cfg(feature = "live")]
 pub use recorder::{Recorder, RecorderEvent};
 pub use serve::{RemoteEntry, ReplayClient, ReplayServer};
 pub use writer::{Durability, RecordingWriter, Recovery, Retention, StreamMeta, WriterOptions};

@@ -7,8 +7,8 @@
 //! live stream yet (the recorder writes behind it by its buffer) is read again until it has,
 //! up to a time limit; past it the seam is reported with the sequences missing.
 
+use crate::folder::stream_dir;
 use crate::format::replay::From;
-use crate::recorder::stream_dir;
 use crate::{ArchiveError, Entry, RecordingReader, RemoteEntry, ReplayClient};
 use peregrine::{Context, IdleKind, Subscriber};
 use std::collections::{HashMap, VecDeque};

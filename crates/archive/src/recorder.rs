@@ -3,6 +3,7 @@
 //! folder: `DIR/<topic>/<session>/` (the topic escaped for a file name, the session as 8
 //! hex digits).
 
+use crate::folder::{stream_dir, wall_ns};
 use crate::{ArchiveError, RecordingWriter, StreamMeta, WriterOptions};
 use peregrine::{Context, IdleKind, Subscriber, SubscriberEvent};
 use std::collections::HashMap;
@@ -48,35 +49,6 @@ pub struct Recorder {
     events: Vec<RecorderEvent>,
     messages: u64,
     bytes: u64,
-}
-
-/// The folder name of `topic`: its bytes kept where they are letters, digits, `.`, `-` or
-/// `_`, others as `%XX`; a leading `.` escaped (no `.` or `..`); past 200 bytes cut and ended
-/// with a hash of the whole (the topic itself is in every segment's header).
-pub fn topic_dir_name(topic: &str) -> String {
-    let mut out = String::new();
-    for (i, b) in topic.bytes().enumerate() {
-        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    if out.len() > 200 {
-        let h = topic.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        out.truncate(180);
-        // (Cut on a char boundary: the escaped name is ASCII.)
-        out.push_str(&format!("~{h:016x}"));
-    }
-    out
-}
-
-/// The folder of one stream's recording under `dir`.
-pub fn stream_dir(dir: &Path, topic: &str, session_id: u32) -> PathBuf {
-    dir.join(topic_dir_name(topic))
-        .join(format!("{session_id:08x}"))
 }
 
 impl Recorder {
@@ -307,45 +279,4 @@ fn open_stream(
         dropped: 0,
         already: 0,
     }
-}
-
-/// Nanoseconds since the Unix epoch.
-pub fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// The recordings of `topic` under `dir` (one per session), by their first message's
-/// receive time.
-pub fn recordings_of(dir: &Path, topic: &str) -> Result<Vec<crate::RecordingReader>, ArchiveError> {
-    let tdir = dir.join(topic_dir_name(topic));
-    let entries = match std::fs::read_dir(&tdir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(ArchiveError::io(&tdir, "read folder", e)),
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let e = e.map_err(|e| ArchiveError::io(&tdir, "read folder", e))?;
-        let r = crate::RecordingReader::open(&e.path())?;
-        // (The escaped name may be shared by two topics cut at 200 bytes: the header says.)
-        if r.meta().topic == topic {
-            out.push(r);
-        }
-    }
-    let mut keyed = Vec::new();
-    for r in out {
-        let first = r
-            .cursor()
-            .next_entry()
-            .and_then(|e| match e {
-                Ok(crate::Entry::Message { receive_ns, .. }) => Some(receive_ns),
-                _ => None,
-            })
-            .unwrap_or(u64::MAX);
-        keyed.push((first, r));
-    }
-    keyed.sort_by_key(|(t, r)| (*t, r.meta().session_id));
-    Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }

@@ -7,6 +7,7 @@
 //! The server serves every topic of its folder to whoever connects, without authentication:
 //! it listens on loopback unless told otherwise.
 
+use crate::folder::recordings_of;
 use crate::format::record::{parse_record, RecordRepr, RECORD_HEADER_LEN};
 use crate::format::replay::{
     emit_end, emit_error, error_len, parse_end, From, RequestRepr, END_LEN, END_MAGIC, ERROR_MAGIC,
@@ -14,7 +15,6 @@ use crate::format::replay::{
 };
 use crate::format::segment_header::{SegmentHeaderRepr, FIXED_LEN, MAGIC};
 use crate::format::{align8, FormatError};
-use crate::recorder::recordings_of;
 use crate::{ArchiveError, Entry, StreamMeta};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

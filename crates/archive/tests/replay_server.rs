@@ -32,7 +32,7 @@ fn record(dir: &Path, topic: &str, session: u32, n: u64) {
         session_id: session,
         stream_id: 3,
     };
-    let d = peregrine_archive::recorder::stream_dir(dir, topic, session);
+    let d = peregrine_archive::folder::stream_dir(dir, topic, session);
     let mut w = RecordingWriter::open(&d, &meta, opts(), T0).unwrap();
     for i in 0..n {
         // Session 2 starts later: it is replayed second.

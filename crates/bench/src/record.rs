@@ -276,7 +276,7 @@ fn read_files(files: &[PathBuf]) -> Result<f64, BenchError> {
 }
 
 fn wall_ns() -> u64 {
-    peregrine_archive::recorder::wall_ns()
+    peregrine_archive::folder::wall_ns()
 }
 
 /// The rows as a table.

@@ -5,8 +5,8 @@
 use super::{message_line, printable};
 use crate::flags::archive::ReplayArgs;
 use anyhow::{bail, Result};
+use peregrine_archive::folder::recordings_of;
 use peregrine_archive::format::replay::From;
-use peregrine_archive::recorder::recordings_of;
 use peregrine_archive::{Entry, Pacer, RemoteEntry, ReplayClient};
 use std::io::Write;
 
