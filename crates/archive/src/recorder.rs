@@ -45,7 +45,9 @@ pub struct Recorder {
     dir: PathBuf,
     opts: WriterOptions,
     subs: Vec<Subscriber>,
-    streams: HashMap<(String, u32), Stream>,
+    /// By session, then by topic (a session's topics are few): found per message without
+    /// building a key.
+    streams: HashMap<u32, Vec<Stream>>,
     events: Vec<RecorderEvent>,
     messages: u64,
     bytes: u64,
@@ -103,10 +105,22 @@ impl Recorder {
         for sub in subs.iter_mut() {
             n += sub.poll_topic(
                 &mut |topic, m| {
-                    let key = (topic.to_string(), m.session_id);
-                    let s = streams.entry(key).or_insert_with(|| {
-                        open_stream(dir, topic, m.session_id, *opts, now, events)
-                    });
+                    let of_session = streams.entry(m.session_id).or_default();
+                    let i = match of_session.iter().position(|s| s.meta.topic == topic) {
+                        Some(i) => i,
+                        None => {
+                            of_session.push(open_stream(
+                                dir,
+                                topic,
+                                m.session_id,
+                                *opts,
+                                now,
+                                events,
+                            ));
+                            of_session.len() - 1
+                        }
+                    };
+                    let s = &mut of_session[i];
                     let Some(w) = s.writer.as_mut() else {
                         s.dropped += 1;
                         return;
@@ -139,13 +153,7 @@ impl Recorder {
                 match ev {
                     SubscriberEvent::PublisherClosed { session_id }
                     | SubscriberEvent::PublisherDied { session_id } => {
-                        let ended: Vec<_> = streams
-                            .keys()
-                            .filter(|k| k.1 == session_id)
-                            .cloned()
-                            .collect();
-                        for k in ended {
-                            let s = streams.remove(&k).expect("listed");
+                        for s in streams.remove(&session_id).unwrap_or_default() {
                             if let Some(w) = s.writer {
                                 if let Err(e) = w.close() {
                                     events.push(RecorderEvent::Failed {
@@ -165,21 +173,19 @@ impl Recorder {
                         from_sequence,
                         count,
                     } => {
-                        for ((_, sess), s) in streams.iter() {
-                            if *sess == session_id {
-                                events.push(RecorderEvent::Lost {
-                                    meta: s.meta.clone(),
-                                    from_sequence,
-                                    count,
-                                });
-                            }
+                        for s in streams.get(&session_id).into_iter().flatten() {
+                            events.push(RecorderEvent::Lost {
+                                meta: s.meta.clone(),
+                                from_sequence,
+                                count,
+                            });
                         }
                     }
                     _ => {}
                 }
             }
         }
-        for s in streams.values_mut() {
+        for s in streams.values_mut().flatten() {
             if let Some(w) = s.writer.as_mut() {
                 if let Err(e) = w.poll(now) {
                     s.writer = None;
@@ -208,18 +214,22 @@ impl Recorder {
 
     /// Messages and bytes recorded, and streams followed now.
     pub fn totals(&self) -> (u64, u64, usize) {
-        (self.messages, self.bytes, self.streams.len())
+        (
+            self.messages,
+            self.bytes,
+            self.streams.values().map(Vec::len).sum(),
+        )
     }
 
     /// Messages a failed stream dropped, over every stream followed now.
     pub fn dropped(&self) -> u64 {
-        self.streams.values().map(|s| s.dropped).sum()
+        self.streams.values().flatten().map(|s| s.dropped).sum()
     }
 
     /// Messages not recorded again because their stream's recording had them already (a
     /// stream resumed after the recorder restarted), over every stream followed now.
     pub fn already_recorded(&self) -> u64 {
-        self.streams.values().map(|s| s.already).sum()
+        self.streams.values().flatten().map(|s| s.already).sum()
     }
 
     pub fn dir(&self) -> &Path {
@@ -229,7 +239,7 @@ impl Recorder {
     /// Forces and closes every recording.
     pub fn close(mut self) -> Result<(), ArchiveError> {
         let mut first = None;
-        for (_, s) in self.streams.drain() {
+        for s in self.streams.drain().flat_map(|(_, v)| v) {
             if let Some(w) = s.writer {
                 if let Err(e) = w.close() {
                     first.get_or_insert(e);

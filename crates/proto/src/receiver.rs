@@ -906,7 +906,10 @@ impl Receiver {
         let second = self.cfg.second_source;
         let s = &mut self.sessions[i];
         if s.source == source {
-            s.last_from_b = false;
+            // (Only a session with a B line has a line to remember: no store otherwise.)
+            if s.source_b.is_some() {
+                s.last_from_b = false;
+            }
             return true;
         }
         match s.source_b {
