@@ -329,6 +329,31 @@ fn a_recorder_killed_and_started_again_keeps_what_it_had_and_records_each_messag
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A process whose output lines are collected by a thread.
+struct Lines {
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Lines {
+    fn start(mut c: Command) -> Lines {
+        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let l = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+        Lines { child, lines }
+    }
+
+    fn any(&self, f: impl Fn(&str) -> bool) -> bool {
+        self.lines.lock().unwrap().iter().any(|l| f(l))
+    }
+}
+
 #[test]
 fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_duplicate() {
     let pid = std::process::id();
@@ -340,90 +365,107 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
     // merging subscribers join at the live position (no late join from the publisher's
     // retention): what they missed can only come from the recording.
     let udp = [("PEREGRINE_RESOLVER_LOCAL", "none")];
-    let mut rec = Command::new(exe())
-        .args(["record", "--topics", &topic, "--dir"])
+    let mut rec = Command::new(exe());
+    rec.args(["record", "--topics", &topic, "--dir"])
         .arg(&dir)
         .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
-        .envs(udp)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(rec.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let served = first
-        .rsplit_once("serving replays on ")
-        .unwrap()
-        .1
-        .to_string();
-    const N: u64 = 60_000;
+        .envs(udp);
+    let rec = Lines::start(rec);
+    // The deadline only turns a hang into a failure.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let until = |what: &str, f: &dyn Fn() -> bool| {
+        while !f() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    until("the recorder started", &|| {
+        rec.any(|l| l.starts_with("recording "))
+    });
+    let served = {
+        let l = rec.lines.lock().unwrap();
+        let first = l.iter().find(|l| l.starts_with("recording ")).unwrap();
+        first
+            .rsplit_once("serving replays on ")
+            .unwrap()
+            .1
+            .to_string()
+    };
+    // The publisher sends the lines the test writes, as they come: the history is written
+    // first, the live part only once the subscribers exist, so both parts are certain
+    // whatever the machine's speed.
     let mut publ = Command::new(exe())
-        .args([
-            "pub",
-            &topic,
-            "--count",
-            &N.to_string(),
-            "--rate",
-            "20k",
-            "--wait-subscribers",
-            "1",
-        ])
+        .args(["pub", &topic, "--stdin", "--wait-subscribers", "1"])
         .envs(udp)
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let started = lines.next().unwrap().unwrap();
-    assert!(started.starts_with("started "), "{started}");
-    // Joined a second into the stream: a third of it is history by then.
-    std::thread::sleep(Duration::from_secs(1));
-    let sub = |history: &[&str]| {
-        let mut args = vec![
-            "sub",
-            topic.as_str(),
-            "--from-seq",
-            "0",
-            "--count",
-            "60000",
-            "--print",
-            "--seconds",
-            "60",
-        ];
-        args.extend_from_slice(history);
-        Command::new(exe())
-            .args(&args)
-            .envs(udp)
-            .env("PEREGRINE_UDP_LATE_JOIN", "none")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+    let mut input = publ.stdin.take().unwrap();
+    let mut written = 0u64;
+    let mut write = |n: u64| {
+        let mut text = String::new();
+        for i in written..written + n {
+            text.push_str(&format!("m{i}\n"));
+        }
+        std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
+        written += n;
+        written
     };
-    let from_dir = sub(&["--dir", dir.to_str().unwrap()]);
+    const HISTORY: u64 = 30_000;
+    let mut sent = write(HISTORY);
+    until("the recorder recorded the history", &|| {
+        let o = run(&["replay", "--dir", dir.to_str().unwrap(), &topic]);
+        String::from_utf8_lossy(&o.stderr).contains(&format!("replayed {HISTORY} messages"))
+    });
+    let sub = |history: &[&str]| {
+        let mut c = Command::new(exe());
+        c.args(["sub", topic.as_str(), "--from-seq", "0", "--print"])
+            .args(history)
+            .envs(udp)
+            .env("PEREGRINE_UDP_LATE_JOIN", "none");
+        Lines::start(c)
+    };
     // Two recorders for redundancy, the first not there: the second answers.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
     };
     let recorders = format!("{dead},{served}");
-    let from_recorder = sub(&["--recorder", &recorders]);
-    for (name, child) in [("--dir", from_dir), ("--recorder", from_recorder)] {
-        let o = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let seqs: Vec<u64> = text.lines().filter_map(tail).map(|l| seq_of(&l)).collect();
-        assert_eq!(seqs.len() as u64, N, "{name}");
+    let subs = [
+        ("--dir", sub(&["--dir", dir.to_str().unwrap()])),
+        ("--recorder", sub(&["--recorder", &recorders])),
+    ];
+    // Live messages until both subscribers reached their seam (a live message is what ends
+    // a history), then to 60,000 in all, then the end of the input.
+    while !subs.iter().all(|(_, s)| s.any(|l| l.starts_with("seam "))) {
+        assert!(Instant::now() < deadline, "no seam");
+        sent = write(100);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let total = write(60_000u64.saturating_sub(sent));
+    drop(input);
+    let last = format!(": m{}", total - 1);
+    for (name, s) in &subs {
+        until(&format!("{name}: the last message"), &|| {
+            s.any(|l| l.ends_with(&last))
+        });
+    }
+    for (name, mut s) in subs {
+        peregrine_testkit::signal(s.child.id(), rustix::process::Signal::TERM).unwrap();
+        s.child.wait().unwrap();
+        let lines = s.lines.lock().unwrap().clone();
+        let seqs: Vec<u64> = lines
+            .iter()
+            .filter_map(|l| tail(l))
+            .map(|l| seq_of(&l))
+            .collect();
+        assert_eq!(seqs.len() as u64, total, "{name}");
         assert!(
             seqs.iter().enumerate().all(|(i, s)| *s == i as u64),
             "{name}: every sequence once, in order"
         );
-        let seam = text
-            .lines()
-            .find(|l| l.starts_with("seam "))
-            .unwrap_or_else(|| panic!("{name}: no seam"));
+        let seam = lines.iter().find(|l| l.starts_with("seam ")).unwrap();
         let recorded: u64 = seam
             .split(": ")
             .nth(1)
@@ -434,14 +476,15 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
             .parse()
             .unwrap();
         assert!(
-            recorded > 0,
-            "{name}: some history came from the recording: {seam}"
+            recorded >= HISTORY,
+            "{name}: the history came from the recording: {seam}"
         );
-        assert!(!text.contains("GAP "), "{name}");
+        assert!(!lines.iter().any(|l| l.starts_with("GAP ")), "{name}");
     }
     assert!(publ.wait().unwrap().success());
-    peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
-    rec.wait().unwrap();
+    let mut rec = rec;
+    peregrine_testkit::signal(rec.child.id(), rustix::process::Signal::TERM).unwrap();
+    rec.child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

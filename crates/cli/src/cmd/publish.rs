@@ -187,6 +187,11 @@ pub fn run(a: PubArgs) -> Result<()> {
                     }
                     sent += 1;
                     pending_line = false;
+                    // A line goes out as it comes: the next read may wait for input as long
+                    // as the writer likes, and a batch held meanwhile would wait with it.
+                    if lines.is_some() {
+                        let _ = out_p.publisher().flush();
+                    }
                 }
                 Err(OfferError::BackPressured) => {
                     refused += 1;
