@@ -31,6 +31,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "export")]
+pub mod export;
 pub mod folder;
 pub mod format;
 #[cfg(feature = "live")]

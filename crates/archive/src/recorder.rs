@@ -62,29 +62,57 @@ impl Recorder {
         patterns: &[&str],
         opts: WriterOptions,
     ) -> Result<Recorder, ArchiveError> {
-        opts.validate()?;
         if patterns.is_empty() {
             return Err(ArchiveError::Config(
                 "no topic to record: give a topic name or a glob, for example orders.*".into(),
             ));
         }
+        let mut r = Recorder::open(dir, opts)?;
+        for p in patterns {
+            r.record_topic(ctx, p)?;
+        }
+        Ok(r)
+    }
+
+    /// A recorder into `dir` that records nothing yet: give it topics with
+    /// [`record_topic`](Self::record_topic) and [`record_uri`](Self::record_uri).
+    pub fn open(dir: &Path, opts: WriterOptions) -> Result<Recorder, ArchiveError> {
+        opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| ArchiveError::io(dir, "create folder", e))?;
-        let subs = patterns
-            .iter()
-            .map(|p| {
-                ctx.subscribe(p, IdleKind::Block)
-                    .map_err(|e| ArchiveError::Config(format!("topics {p}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Recorder {
             dir: dir.to_path_buf(),
             opts,
-            subs,
+            subs: Vec::new(),
             streams: HashMap::new(),
             events: Vec::new(),
             messages: 0,
             bytes: 0,
         })
+    }
+
+    /// Records every stream of `pattern` (an exact topic or a glob) that topic resolution
+    /// finds.
+    pub fn record_topic(&mut self, ctx: &Context, pattern: &str) -> Result<(), ArchiveError> {
+        let sub = ctx
+            .subscribe(pattern, IdleKind::Block)
+            .map_err(|e| ArchiveError::Config(format!("topics {pattern}: {e}")))?;
+        self.subs.push(sub);
+        Ok(())
+    }
+
+    /// Records `topic` on `uri`: a stream that is not advertised (a market data backbone,
+    /// which its feeds publish on a URI the operator gives), every session heard on it.
+    pub fn record_uri(
+        &mut self,
+        ctx: &Context,
+        topic: &str,
+        uri: &str,
+    ) -> Result<(), ArchiveError> {
+        let sub = ctx
+            .subscriber(topic, uri, IdleKind::Block)
+            .map_err(|e| ArchiveError::Config(format!("{topic} on {uri}: {e}")))?;
+        self.subs.push(sub);
+        Ok(())
     }
 
     /// Receives what has arrived (up to `limit` messages from each subscriber), appends each

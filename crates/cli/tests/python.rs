@@ -9,7 +9,7 @@
 //! `PEREGRINE_REQUIRE_TOOLS=1` (.ci/run) that is a failure. pip fetches maturin and, when the
 //! interpreter has none, pytest from PyPI.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn run(cmd: &mut Command, what: &str) -> String {
@@ -25,59 +25,15 @@ fn run(cmd: &mut Command, what: &str) -> String {
 
 #[test]
 fn the_python_package_installs_with_pip_and_passes_its_tests() {
-    let Some(python) =
-        peregrine_testkit::program("python3", "apt-get install python3 python3-venv")
-    else {
-        return;
-    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    let venv: PathBuf = target.join("python-venv");
-    let venv_python = venv.join("bin/python");
-    if !venv_python.exists() {
-        let made = Command::new(&python)
-            .args(["-m", "venv", "--system-site-packages"])
-            .arg(&venv)
-            .output()
-            .unwrap();
-        if !made.status.success() {
-            peregrine_testkit::skip(
-                &format!(
-                    "python3 cannot make a virtual environment ({}; apt-get install python3-venv)",
-                    String::from_utf8_lossy(&made.stderr).trim()
-                ),
-                ".ci/run installs it",
-            );
-            return;
-        }
-    }
-    let has_pytest = Command::new(&venv_python)
-        .args(["-c", "import pytest"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_pytest {
-        run(
-            Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", "pytest"]),
-            "pip install pytest",
-        );
-    }
-    // examples/md_ws.py's WebSocket client library.
-    let has_websocket = Command::new(&venv_python)
-        .args(["-c", "import websocket"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_websocket {
-        run(
-            Command::new(&venv_python).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "websocket-client",
-            ]),
-            "pip install websocket-client",
-        );
-    }
+    // pytest, and examples/md_ws.py's WebSocket client library.
+    let Some(venv_python) = peregrine_testkit::python_with(
+        &target.join("python-venv"),
+        &[("pytest", "pytest"), ("websocket", "websocket-client")],
+    ) else {
+        return;
+    };
     // One pip install of the folder, as the README says. The Rust build lands in the
     // workspace's target/python (bindings/python/.cargo/config.toml), never in the source
     // tree, so a second run rebuilds only what changed.

@@ -185,6 +185,55 @@ fn bad_record_flags_are_refused_with_the_fix() {
             vec!["replay", "--dir", "/tmp/x", "t", "--since", "yesterday"],
             "is not a time",
         ),
+        (vec!["record", "--dir", "/tmp/x"], "--topics <TOPICS>"),
+        (
+            vec![
+                "record",
+                "--dir",
+                "/tmp/x",
+                "--topics",
+                "t",
+                "--service",
+                "FEED2",
+            ],
+            "--backbone",
+        ),
+        (
+            vec![
+                "record",
+                "--dir",
+                "/tmp/x",
+                "--backbone",
+                "mcast://239.255.96.1:40900?auth=none",
+                "--service",
+                "no spaces",
+            ],
+            "--service no spaces",
+        ),
+        (
+            vec![
+                "record",
+                "export",
+                "--dir",
+                "/tmp/x",
+                "--out",
+                "/tmp/x.parquet",
+                "--format",
+                "csv",
+            ],
+            "--format csv is not a format this export writes: give parquet",
+        ),
+        (
+            vec![
+                "record",
+                "export",
+                "--dir",
+                "/nonexistent/rec",
+                "--out",
+                "/tmp/x.parquet",
+            ],
+            "/nonexistent/rec",
+        ),
     ] {
         let o = run(&args);
         assert!(!o.status.success(), "{args:?}");
@@ -351,6 +400,19 @@ impl Lines {
 
     fn any(&self, f: impl Fn(&str) -> bool) -> bool {
         self.lines.lock().unwrap().iter().any(|l| f(l))
+    }
+
+    /// Waits up to 30 s for a line `f` accepts.
+    fn wait_for(&self, f: impl Fn(&str) -> bool, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.any(&f) {
+            assert!(
+                Instant::now() < deadline,
+                "no line of {what}: {:?}",
+                self.lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -580,4 +642,189 @@ fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resoluti
     assert_eq!(replayed(&dir, &topic), sent);
     let _ = std::fs::remove_dir_all(&dir);
     drop(hosts);
+}
+
+/// A feed's ticks recorded off its backbone (`record --backbone`) with a raw topic beside
+/// them, exported (`record export`) and read by pyarrow: every message recorded is a row;
+/// each item's REFRESH names it and its UPDATEs follow with item_seq +1 each, ending at the
+/// last item_seq the feed says it sent (`feed --items-out`); the raw rows are what `pub`
+/// sent. (Every value of every column type is checked against known messages by
+/// crates/archive/tests/export.rs.)
+#[test]
+fn a_feeds_ticks_recorded_off_its_backbone_export_to_parquet_for_pyarrow() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let Some(python) =
+        peregrine_testkit::python_with(&tmp.join("../pyarrow-venv"), &[("pyarrow", "pyarrow")])
+    else {
+        return;
+    };
+    let pid = std::process::id();
+    let dir = tmp.join(format!("rec-export-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = peregrine_testkit::free_port(false);
+    let backbone = format!("mcast://239.255.96.{}:{port}", 1 + pid % 250);
+    let requests = format!("mcast://239.255.96.{}:{}", 1 + pid % 250, port + 1);
+    let raw = format!("p{pid}.export.raw");
+    let items: Vec<&str> = include_str!("../../md/items/sample.txt")
+        .lines()
+        .take(10)
+        .collect();
+    let items_file = dir.join("items.txt");
+    std::fs::write(&items_file, items.join("\n") + "\n").unwrap();
+    let rec_dir = dir.join("rec");
+    let mut c = Command::new(exe());
+    c.args(["record", "--backbone", &backbone, "--topics", &raw, "--dir"])
+        .arg(&rec_dir);
+    let mut lines = Lines::start(c);
+    lines.wait_for(|l| l.starts_with("recording "), "the recorder's start");
+    let last_seqs = dir.join("last.txt");
+    let feed = Command::new(exe())
+        .args(["feed", "--items"])
+        .arg(&items_file)
+        .args([
+            "--rate",
+            "2000",
+            "--duration",
+            "1",
+            "--backbone",
+            &backbone,
+            "--requests",
+            &requests,
+            "--items-out",
+        ])
+        .arg(&last_seqs)
+        .output()
+        .unwrap();
+    assert!(feed.status.success(), "{feed:?}");
+    let sent = run(&[
+        "pub",
+        &raw,
+        "--count",
+        "5",
+        "--print",
+        "--wait-subscribers",
+        "1",
+    ]);
+    assert!(sent.status.success(), "{sent:?}");
+    let sent: Vec<String> = String::from_utf8_lossy(&sent.stdout)
+        .lines()
+        .filter(|l| l.starts_with("sent "))
+        .map(|l| l.split_once(": ").unwrap().1.to_string())
+        .collect();
+    lines.wait_for(|l| l.starts_with("ended md.FEED1 "), "the feed's end");
+    lines.wait_for(
+        |l| l.starts_with(&format!("ended {raw} ")),
+        "the publisher's end",
+    );
+    peregrine_testkit::signal(lines.child.id(), rustix::process::Signal::TERM).unwrap();
+    assert!(lines.child.wait().unwrap().success());
+    let out = lines.lines.lock().unwrap().join("\n");
+    assert!(!out.contains("FAILED") && !out.contains("LOST"), "{out}");
+    let recorded: u64 = out
+        .lines()
+        .find(|l| l.starts_with("ended md.FEED1 "))
+        .and_then(|l| l.rsplit_once(": "))
+        .and_then(|(_, n)| n.strip_suffix(" messages"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(recorded >= 10, "the images at least: {out}");
+
+    let parquet = dir.join("ticks.parquet");
+    let o = Command::new(exe())
+        .args(["record", "export", "--format", "parquet", "--dir"])
+        .arg(&rec_dir)
+        .arg("--out")
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains(&format!(
+            "exported {} rows of 2 streams to {}: {recorded} market data, 5 raw (0 on md.* topics not market data)",
+            recorded + 5,
+            parquet.display()
+        )),
+        "{said}"
+    );
+    const READ: &str = r#"
+import json, sys
+import pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1], columns=["topic", "message_type", "item", "item_seq", "payload", "BID", "receive_time"])
+c = {n: t.column(n).to_pylist() for n in ["topic", "message_type", "item", "item_seq", "payload"]}
+rows = [[c["topic"][i], c["message_type"][i], c["item"][i], c["item_seq"][i],
+         None if c["payload"][i] is None else c["payload"][i].decode()] for i in range(t.num_rows)]
+ordered = t.column("receive_time").cast("int64").to_pylist() == sorted(t.column("receive_time").cast("int64").to_pylist())
+bids = sum(1 for b in t.column("BID").to_pylist() if b is not None)
+print(json.dumps({"rows": rows, "ordered": ordered, "bids": bids}))
+"#;
+    let read = Command::new(&python)
+        .args(["-c", READ])
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    assert_eq!(got["ordered"], true, "rows in receive order");
+    // (topic, message_type, item, item_seq, payload)
+    type Row = (
+        String,
+        Option<String>,
+        Option<String>,
+        Option<u32>,
+        Option<String>,
+    );
+    let rows: Vec<Row> = serde_json::from_value(got["rows"].clone()).unwrap();
+    assert_eq!(rows.len() as u64, recorded + 5);
+    // The raw topic: what pub sent, in order.
+    let raw_rows: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.0 == raw)
+        .map(|r| r.4.as_ref().unwrap())
+        .collect();
+    assert_eq!(raw_rows, sent.iter().collect::<Vec<_>>());
+    // The backbone: per item, a REFRESH then UPDATEs whose item_seq goes up by one, to the
+    // last item_seq the feed sent.
+    let mut last: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    for (topic, ty, item, seq, payload) in rows.iter().filter(|r| r.0 != raw) {
+        assert_eq!(topic, "md.FEED1");
+        assert!(payload.is_none());
+        let (item, seq) = (item.clone().unwrap(), seq.unwrap());
+        match ty.as_deref() {
+            Some("REFRESH") => {
+                assert!(items.contains(&item.as_str()), "{item}");
+                assert!(last.insert(item, seq).is_none(), "one image each");
+            }
+            Some("UPDATE") => {
+                let prev = last
+                    .get_mut(&item)
+                    .expect("an update after its item's image");
+                assert_eq!(seq, *prev + 1, "{item}");
+                *prev = seq;
+            }
+            other => panic!("{other:?} on the backbone"),
+        }
+    }
+    assert_eq!(last.len(), items.len());
+    let feed_last: std::collections::HashMap<String, u32> = std::fs::read_to_string(&last_seqs)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (name, seq) = l.split_once(' ').unwrap();
+            (name.to_string(), seq.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(last, feed_last, "each item's last item_seq is the feed's");
+    assert_eq!(got["bids"], json_u64(recorded), "every quote has its BID");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn json_u64(n: u64) -> serde_json::Value {
+    serde_json::Value::from(n)
 }

@@ -226,6 +226,57 @@ pub fn assert_refused(program: &str, command: &[&str], cases: &[(&[&str], &str)]
     }
 }
 
+/// A Python virtual environment in `venv` (made with `python3 -m venv --system-site-packages`
+/// if missing) in which every module of `modules` imports, pip installing the package named
+/// beside it (`("pyarrow", "pyarrow")`) when it does not: its interpreter, or `None` after
+/// saying the test is skipped (no python3, no venv module, or pip could not fetch a package).
+/// Tests in one binary that share a `venv` must not call this at once.
+pub fn python_with(venv: &std::path::Path, modules: &[(&str, &str)]) -> Option<PathBuf> {
+    let python = program("python3", "apt-get install python3 python3-venv")?;
+    let venv_python = venv.join("bin/python");
+    if !venv_python.exists() {
+        let made = Command::new(&python)
+            .args(["-m", "venv", "--system-site-packages"])
+            .arg(venv)
+            .output()
+            .expect("run python3");
+        if !made.status.success() {
+            skip(
+                &format!(
+                    "python3 cannot make a virtual environment ({}; apt-get install python3-venv)",
+                    String::from_utf8_lossy(&made.stderr).trim()
+                ),
+                ".ci/run installs it",
+            );
+            return None;
+        }
+    }
+    for (module, package) in modules {
+        let imports = Command::new(&venv_python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if imports {
+            continue;
+        }
+        let pip = Command::new(&venv_python)
+            .args(["-m", "pip", "install", "--quiet", package])
+            .output()
+            .expect("run pip");
+        if !pip.status.success() {
+            skip(
+                &format!(
+                    "pip install {package} failed ({})",
+                    String::from_utf8_lossy(&pip.stderr).trim()
+                ),
+                ".ci/run fetches it from PyPI",
+            );
+            return None;
+        }
+    }
+    Some(venv_python)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,15 +5,26 @@ use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct RecordArgs {
+    #[command(subcommand)]
+    pub command: Option<RecordCommand>,
     /// The topics to record: names or globs (`orders.*`), comma-separated. Every stream
     /// (publisher session) of each gets a recording of its own under --dir.
-    #[arg(long, required = true, value_delimiter = ',', value_parser = values::parse_pattern)]
+    #[arg(long, required_unless_present = "backbone", value_delimiter = ',', value_parser = values::parse_pattern)]
     pub topics: Vec<String>,
+    /// Also record market data: each --service's topic (md.SERVICE) on this backbone, as a
+    /// distributor reads it (sealed with the backbone's key unless the URI says auth=none).
+    /// Without a value, the default backbone.
+    #[arg(long, num_args = 0..=1, default_missing_value = peregrine_market_data::backbone::DEFAULT_BACKBONE)]
+    pub backbone: Option<String>,
+    /// The services of --backbone to record, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = peregrine_market_data::backbone::DEFAULT_SERVICE, requires = "backbone")]
+    pub service: Vec<String>,
     /// The folder of the recordings: DIR/<topic>/<session>/ (made if missing; a stream
     /// recorded before is resumed after its recovery).
-    #[arg(long)]
-    pub dir: PathBuf,
+    #[arg(long, required = true)]
+    pub dir: Option<PathBuf>,
     /// When records are forced to the disk: none, each (before the next message is taken),
     /// or interval:MS.
     #[arg(long, default_value = "interval:100", value_parser = parse_durability)]
@@ -36,6 +47,46 @@ pub struct RecordArgs {
     /// ADDR`). Unauthenticated: keep it on loopback or a trusted network.
     #[arg(long)]
     pub serve: Option<std::net::SocketAddr>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum RecordCommand {
+    /// Write recordings to one file for research: market data (`md.*` topics) decoded into
+    /// columns (receive and embedded time, service, item, message type, one column per
+    /// dictionary field), other topics as rows of raw bytes; all in receive order.
+    Export(ExportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The folder `peregrine record --dir` wrote.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The file format: parquet (Apache Parquet, snappy-compressed).
+    #[arg(long, default_value = "parquet", value_parser = parse_format)]
+    pub format: String,
+    /// The file to write (replaced whole: written beside it, then renamed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Topics to export: names or globs (default: every topic recorded).
+    #[arg(value_parser = values::parse_pattern)]
+    pub topics: Vec<String>,
+    /// The field dictionary of the market data (default: the built-in one, what `peregrine
+    /// feed` and `peregrine distributor` use unless given another): a column per field.
+    #[arg(long)]
+    pub dictionary: Option<PathBuf>,
+    /// Rows per Parquet row group.
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub rows_per_group: u64,
+}
+
+fn parse_format(s: &str) -> Result<String, String> {
+    match s {
+        "parquet" => Ok(s.to_string()),
+        _ => Err(format!(
+            "--format {s} is not a format this export writes: give parquet"
+        )),
+    }
 }
 
 #[derive(Args, Debug)]
