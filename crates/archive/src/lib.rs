@@ -46,7 +46,7 @@ pub mod serve;
 mod writer;
 
 #[cfg(feature = "live")]
-pub use merge::{History, MergeEvent, MergedMessage, MergingSubscriber};
+pub use merge::{History, MergeEvent, MergedMessage, MergingSubscriber, Start};
 pub use pace::Pacer;
 pub use reader::{Cursor, Damage, Entry, RecordingReader};
 #[cfg(feature = "live")]

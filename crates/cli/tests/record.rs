@@ -828,3 +828,99 @@ print(json.dumps({"rows": rows, "ordered": ordered, "bids": bids}))
 fn json_u64(n: u64) -> serde_json::Value {
     serde_json::Value::from(n)
 }
+
+/// Off-transport recovery: a subscriber (`sub TOPIC --dir DIR`) stopped with SIGSTOP while
+/// its publisher, keeping only 64 KiB or 50 ms of datagrams, sends 20,000 more messages past
+/// the stop (the publisher waits for it one flow timeout, then leaves it behind). Resumed, its
+/// transport finds the gap beyond the publisher's retention and reports it lost; the
+/// subscriber reads the range from the recorder's folder instead and delivers it in order: it
+/// prints every message the publisher sent, once, in order, with a `recovered` line and no
+/// gap. The stop ends on the publisher's count, not on a time.
+#[test]
+fn a_loss_beyond_the_publishers_retention_is_recovered_from_the_recording() {
+    let pid = std::process::id();
+    let dir: PathBuf =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-recover-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("p{pid}.recover");
+    let mut c = Command::new(exe());
+    c.args(["record", "--topics", &topic, "--fsync", "none", "--dir"])
+        .arg(&dir);
+    let mut rec = Lines::start(c);
+    rec.wait_for(|l| l.starts_with("recording "), "the recorder's start");
+    let mut c = Command::new(exe());
+    c.args(["sub", &topic, "--print", "--count", "60000", "--dir"])
+        .arg(&dir)
+        .env("PEREGRINE_RESOLVER_LOCAL", "none")
+        .env("PEREGRINE_UDP_RCVBUF", "64k");
+    let mut sub = Lines::start(c);
+    sub.wait_for(
+        |l| l.starts_with("subscribed to "),
+        "the subscriber's start",
+    );
+    let mut c = Command::new(exe());
+    c.args([
+        "pub",
+        &topic,
+        "--count",
+        "60000",
+        "--rate",
+        "20k",
+        "--print",
+        "--wait-subscribers",
+        "2",
+    ])
+    .env("PEREGRINE_RESOLVER_LOCAL", "none")
+    .env("PEREGRINE_UDP_RETAIN", "64k")
+    .env("PEREGRINE_UDP_RETAIN_MS", "50");
+    let mut publ = Lines::start(c);
+    let sent_count = |p: &Lines| {
+        p.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("sent "))
+            .count()
+    };
+    sub.wait_for(|l| l.contains(" seq=1000 "), "the first 1000 messages");
+    peregrine_testkit::signal(sub.child.id(), rustix::process::Signal::STOP).unwrap();
+    let stopped_at = sent_count(&publ);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sent_count(&publ) < stopped_at + 20_000 {
+        assert!(Instant::now() < deadline, "the publisher stopped sending");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peregrine_testkit::signal(sub.child.id(), rustix::process::Signal::CONT).unwrap();
+    assert!(publ.child.wait().unwrap().success());
+    let status = sub.child.wait().unwrap();
+    let out = sub.lines.lock().unwrap().clone();
+    assert!(
+        status.success(),
+        "{:?}",
+        &out[out.len().saturating_sub(20)..]
+    );
+    let sent: Vec<String> = publ
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("sent "))
+        .filter_map(|l| tail(l))
+        .collect();
+    assert_eq!(sent.len(), 60_000);
+    let got: Vec<String> = out.iter().filter_map(|l| tail(l)).collect();
+    let recovered: Vec<&String> = out.iter().filter(|l| l.starts_with("recovered ")).collect();
+    let gaps: Vec<&String> = out
+        .iter()
+        .filter(|l| l.starts_with("GAP") || l.starts_with("LOST"))
+        .collect();
+    assert!(gaps.is_empty(), "{gaps:?}");
+    assert!(
+        !recovered.is_empty(),
+        "the stop outlived the retention: a loss was recovered"
+    );
+    assert!(got == sent, "every message once, in order ({recovered:?})");
+    peregrine_testkit::signal(rec.child.id(), rustix::process::Signal::TERM).unwrap();
+    assert!(rec.child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,8 +13,8 @@ pub fn run(a: SubArgs) -> Result<()> {
     if let Some(group) = a.group.clone() {
         return run_group(a, &group);
     }
-    if let Some(from) = a.from_seq {
-        return run_merge(a, from);
+    if a.from_seq.is_some() || a.dir.is_some() || a.recorder.is_some() {
+        return run_merge(a);
     }
     let stop = Stop::install()?;
     let ctx = context()?;
@@ -287,31 +287,48 @@ fn run_group(a: SubArgs, group: &str) -> Result<()> {
 
 /// `sub TOPIC --from-seq N`: the recorded history from N, then the live stream (a replay
 /// merge, `peregrine_archive::MergingSubscriber`), printed as `--print` prints, with a line
-/// per stream at its seam.
-fn run_merge(a: SubArgs, from: u64) -> Result<()> {
-    use peregrine_archive::{History, MergeEvent, MergingSubscriber};
+/// per stream at its seam. Without --from-seq (`--dir` or `--recorder` alone): live, with
+/// every loss the publisher can no longer repair recovered from the recording.
+fn run_merge(a: SubArgs) -> Result<()> {
+    use peregrine_archive::{History, MergeEvent, MergingSubscriber, Start};
+    let what = match a.from_seq {
+        Some(from) => format!("--from-seq {from}"),
+        None => "--dir or --recorder".to_string(),
+    };
     let history = match (&a.dir, &a.recorder) {
         (Some(d), _) => History::Dir(d.clone()),
         (None, Some(r)) => History::Recorders(r.clone()),
         (None, None) => bail!(
-            "--from-seq {from}: say where the history is: --dir DIR (a recording folder) or --recorder HOST:PORT"
+            "{what}: say where the history is: --dir DIR (a recording folder) or --recorder HOST:PORT"
         ),
     };
     if a.pattern.contains(['*', '?']) {
         bail!(
-            "--from-seq needs a topic name, not the pattern {}",
+            "{what} needs a topic name, not the pattern {}",
             printable(&a.pattern)
         );
     }
+    let start = match a.from_seq {
+        Some(from) => Start::Sequence(from),
+        None => Start::Live,
+    };
     let stop = Stop::install()?;
     let ctx = context()?;
-    let mut m = MergingSubscriber::new(&ctx, &a.pattern, from, history, Duration::from_secs(10))?;
+    let mut m =
+        MergingSubscriber::with_start(&ctx, &a.pattern, start, history, Duration::from_secs(10))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(
-        out,
-        "subscribed to {} from sequence {from}",
-        printable(&a.pattern)
-    )?;
+    match start {
+        Start::Sequence(from) => writeln!(
+            out,
+            "subscribed to {} from sequence {from}",
+            printable(&a.pattern)
+        )?,
+        Start::Live => writeln!(
+            out,
+            "subscribed to {} (losses recovered from the recording)",
+            printable(&a.pattern)
+        )?,
+    }
     out.flush()?;
     let start = Instant::now();
     let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
@@ -353,6 +370,22 @@ fn run_merge(a: SubArgs, from: u64) -> Result<()> {
                 } => lines.push(format!(
                     "GAP session={session_id:08x}: sequences {from} to {} missing ({reason})",
                     live_from.saturating_sub(1)
+                )),
+                MergeEvent::Recovered {
+                    session_id,
+                    from,
+                    to,
+                    recorded,
+                } => lines.push(format!(
+                    "recovered session={session_id:08x}: sequences {from} to {} from the recording ({recorded} messages), nothing lost",
+                    to.saturating_sub(1)
+                )),
+                MergeEvent::CaughtUp {
+                    session_id,
+                    recorded,
+                    next,
+                } => lines.push(format!(
+                    "caught up session={session_id:08x}: {recorded} recorded to sequence {next}, not live"
                 )),
             }
         }

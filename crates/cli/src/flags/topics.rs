@@ -80,12 +80,14 @@ pub struct SubArgs {
     /// topic name.
     #[arg(long, conflicts_with_all = ["group", "regex"])]
     pub from_seq: Option<u64>,
-    /// With --from-seq: the recording folder (`peregrine record --dir`).
-    #[arg(long, requires = "from_seq", conflicts_with = "recorder")]
+    /// The recording folder (`peregrine record --dir`) of the topic: the history of
+    /// --from-seq, and where a loss its publisher can no longer repair is recovered from
+    /// (without --from-seq: live, with that recovery).
+    #[arg(long, conflicts_with_all = ["recorder", "group", "regex"])]
     pub dir: Option<std::path::PathBuf>,
-    /// With --from-seq: recorders serving replays (`peregrine record --serve`), HOST:PORT,
-    /// comma-separated: the first that answers is read.
-    #[arg(long, requires = "from_seq", value_delimiter = ',')]
+    /// Recorders serving replays (`peregrine record --serve`), HOST:PORT, comma-separated
+    /// (the first that answers is read): as --dir, over TCP.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["group", "regex"])]
     pub recorder: Option<Vec<String>>,
 }
 
