@@ -31,6 +31,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod durable;
+#[cfg(feature = "live")]
+mod durable_subscriber;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod folder;
@@ -45,6 +48,8 @@ mod segments;
 pub mod serve;
 mod writer;
 
+#[cfg(feature = "live")]
+pub use durable_subscriber::DurableSubscriber;
 #[cfg(feature = "live")]
 pub use merge::{History, MergeEvent, MergedMessage, MergingSubscriber, Start};
 pub use pace::Pacer;
@@ -73,6 +78,13 @@ pub enum ArchiveError {
         path: PathBuf,
         error: format::FormatError,
     },
+    /// A durable subscriber's positions file is not valid (damaged, or not one).
+    BadPositions {
+        path: PathBuf,
+        error: format::FormatError,
+    },
+    /// Another writer (a second recorder of the same folder) is writing this recording.
+    Busy { path: PathBuf },
     /// The folder holds no segment.
     NotARecording { dir: PathBuf },
     /// The folder records another stream than the writer was opened for.
@@ -115,6 +127,16 @@ impl fmt::Display for ArchiveError {
             ArchiveError::BadSegment { path, error } => {
                 write!(f, "{}: not a valid segment file: {error}", path.display())
             }
+            ArchiveError::BadPositions { path, error } => write!(
+                f,
+                "{}: not a valid positions file ({error}): remove it to start the durable name afresh",
+                path.display()
+            ),
+            ArchiveError::Busy { path } => write!(
+                f,
+                "{} is being written by another process (a second recorder of the same folder?): give each recorder a folder of its own",
+                path.display()
+            ),
             ArchiveError::NotARecording { dir } => write!(
                 f,
                 "{} holds no recording (no NNNNNNNNNNNNNNNNNNNN.seg segment file)",
@@ -152,7 +174,9 @@ impl std::error::Error for ArchiveError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ArchiveError::Io { source, .. } => Some(source),
-            ArchiveError::BadSegment { error, .. } => Some(error),
+            ArchiveError::BadSegment { error, .. } | ArchiveError::BadPositions { error, .. } => {
+                Some(error)
+            }
             ArchiveError::Net { source, .. } => Some(source),
             _ => None,
         }

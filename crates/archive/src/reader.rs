@@ -111,6 +111,14 @@ impl RecordingReader {
     }
 }
 
+/// What [`Cursor::resync`] found.
+enum Resync {
+    /// Moved to the next good record; zeros skipped are damage.
+    Skipped(Option<Damage>),
+    /// Nothing good after the place: the next segment.
+    End,
+}
+
 /// Where a cursor starts.
 #[derive(Debug, Clone, Copy)]
 enum Start {
@@ -135,6 +143,8 @@ pub struct Cursor<'a> {
     /// `window` holds the segment's bytes from `win_at`; the next record is at `at`.
     window: Vec<u8>,
     win_at: u64,
+    /// The segment open is held by a writer: it is being written.
+    live: bool,
     at: u64,
 }
 
@@ -148,6 +158,7 @@ impl<'a> Cursor<'a> {
             seg_len: 0,
             window: Vec::new(),
             win_at: 0,
+            live: false,
             at: 0,
         }
     }
@@ -184,8 +195,8 @@ impl<'a> Cursor<'a> {
                 // Nothing written from here: the end, unless a good record follows (zeros
                 // where records were: damage).
                 match self.resync() {
-                    Ok(Some(d)) => return Some(Ok(Entry::Damaged(d))),
-                    Ok(None) => continue,
+                    Ok(Resync::Skipped(Some(d))) => return Some(Ok(Entry::Damaged(d))),
+                    Ok(_) => continue,
                     Err(e) => return Some(Err(e)),
                 }
             }
@@ -225,6 +236,11 @@ impl<'a> Cursor<'a> {
                 }
                 Err(error) => {
                     let d = self.damage(error);
+                    if self.live {
+                        // A segment being written ends at a record not yet whole.
+                        self.next_segment();
+                        continue;
+                    }
                     return match self.resync() {
                         Ok(_) => Some(Ok(Entry::Damaged(d))),
                         Err(e) => Some(Err(e)),
@@ -250,7 +266,16 @@ impl<'a> Cursor<'a> {
     /// After a bad record (or zeros) at `at`: moves to the next good record of the segment
     /// (reading to its end to find it), or to the next segment when there is none. Zeros
     /// with a good record after them are damage: returned.
-    fn resync(&mut self) -> Result<Option<Damage>, ArchiveError> {
+    ///
+    /// A segment a writer holds (it is being written) ends here instead, with no damage: a
+    /// read can see a later page of the file written before an earlier one (each page is
+    /// copied on its own), so a record being written can look torn, or like zeros, with good
+    /// records after it. Read again later, it is whole.
+    fn resync(&mut self) -> Result<Resync, ArchiveError> {
+        if self.live {
+            self.next_segment();
+            return Ok(Resync::End);
+        }
         let zeros = {
             let off = (self.at - self.win_at) as usize;
             self.window
@@ -268,17 +293,18 @@ impl<'a> Cursor<'a> {
                     })
                 });
                 self.at += next as u64;
-                Ok(d)
+                Ok(Resync::Skipped(d))
             }
             None => {
                 self.next_segment();
-                Ok(None)
+                Ok(Resync::End)
             }
         }
     }
 
     fn open_segment(&mut self, path: &Path) -> Result<(), ArchiveError> {
         let file = File::open(path).map_err(|e| ArchiveError::io(path, "open", e))?;
+        self.live = crate::writer::is_being_written(&file);
         let len = file
             .metadata()
             .map_err(|e| ArchiveError::io(path, "read", e))?
@@ -336,6 +362,7 @@ impl<'a> Cursor<'a> {
     fn next_segment(&mut self) {
         self.seg += 1;
         self.file = None;
+        self.live = false;
     }
 }
 

@@ -7,7 +7,9 @@
 //! The server serves every topic of its folder to whoever connects, without authentication:
 //! it listens on loopback unless told otherwise.
 
+use crate::durable;
 use crate::folder::recordings_of;
+use crate::format::positions::{self, Op, PositionsRepr};
 use crate::format::record::{parse_record, RecordRepr, RECORD_HEADER_LEN};
 use crate::format::replay::{
     emit_end, emit_error, error_len, parse_end, From, RequestRepr, END_LEN, END_MAGIC, ERROR_MAGIC,
@@ -134,6 +136,9 @@ fn serve_one(dir: &Path, stream: &mut TcpStream) -> Result<(), String> {
     stream
         .read_exact(&mut fixed)
         .map_err(|e| format!("no request: {e}"))?;
+    if fixed[0..4] == positions::MAGIC {
+        return serve_positions(dir, stream, &fixed);
+    }
     let len = RequestRepr::topic_len(&fixed).map_err(|e| format!("a bad request: {e}"))?;
     let mut req = fixed.to_vec();
     req.resize(REQUEST_FIXED_LEN + len, 0);
@@ -194,6 +199,58 @@ fn serve_one(dir: &Path, stream: &mut TcpStream) -> Result<(), String> {
     out.write_all(&emit_end(sent)).map_err(io)?;
     out.flush().map_err(io)?;
     Ok(())
+}
+
+/// Answers a durable subscriber's positions frame (`fixed`: its first bytes, read): a load
+/// with the positions to resume from, a save with the end frame once they are kept.
+fn serve_positions(dir: &Path, stream: &mut TcpStream, fixed: &[u8]) -> Result<(), String> {
+    let mut frame = fixed.to_vec();
+    frame.resize(positions::FIXED_LEN, 0);
+    stream
+        .read_exact(&mut frame[fixed.len()..])
+        .map_err(|e| format!("a positions frame cut short: {e}"))?;
+    let len =
+        PositionsRepr::frame_len(&frame).map_err(|e| format!("a bad positions frame: {e}"))?;
+    frame.resize(len, 0);
+    stream
+        .read_exact(&mut frame[positions::FIXED_LEN..])
+        .map_err(|e| format!("a positions frame cut short: {e}"))?;
+    let p = PositionsRepr::parse(&frame).map_err(|e| format!("a bad positions frame: {e}"))?;
+    let reply = match p.op {
+        Op::Load => {
+            let kept = durable::load(dir, &p.name, &p.topic).map_err(|e| e.to_string())?;
+            let answer = match kept {
+                Some(k) => PositionsRepr {
+                    op: Op::Positions,
+                    entries: durable::resume_points(dir, &k).map_err(|e| e.to_string())?,
+                    ..k
+                },
+                None => PositionsRepr {
+                    op: Op::Positions,
+                    created_ns: 0,
+                    entries: Vec::new(),
+                    ..p
+                },
+            };
+            answer.emit()
+        }
+        Op::Save => {
+            if let Some(k) = durable::load(dir, &p.name, &p.topic).map_err(|e| e.to_string())? {
+                if k.created_ns != p.created_ns {
+                    return Err(format!(
+                        "the durable name {} was created at {} here, not {}: another subscriber uses it",
+                        p.name, k.created_ns, p.created_ns
+                    ));
+                }
+            }
+            durable::save(dir, &p).map_err(|e| e.to_string())?;
+            emit_end(p.entries.len() as u64).to_vec()
+        }
+        Op::Positions => return Err("a positions answer is not a request".into()),
+    };
+    stream
+        .write_all(&reply)
+        .map_err(|e| format!("sending: {e}"))
 }
 
 /// What a replay from a server brings.
@@ -281,6 +338,49 @@ impl ReplayClient {
             addr: addrs.join(","),
             text: format!("no recorder answered: {}", failed.join("; ")),
         })
+    }
+
+    /// Asks the recorder at `addr` where durable subscriber `name` of `topic` resumes:
+    /// its kept positions and the streams that began since, or no entries and `created_ns`
+    /// zero for a name it has never kept.
+    pub fn load_positions(
+        addr: &str,
+        name: &str,
+        topic: &str,
+    ) -> Result<PositionsRepr, ArchiveError> {
+        let req = PositionsRepr {
+            op: Op::Load,
+            name: name.to_string(),
+            topic: topic.to_string(),
+            created_ns: 0,
+            entries: Vec::new(),
+        };
+        let reply = positions_exchange(addr, &req)?;
+        match reply {
+            Reply::Positions(p) if p.name == name && p.topic == topic => Ok(p),
+            _ => Err(ArchiveError::BadReply {
+                addr: addr.to_string(),
+                error: FormatError::BadField {
+                    field: "positions.op",
+                    value: 0,
+                },
+            }),
+        }
+    }
+
+    /// Asks the recorder at `addr` to keep `p` (op [`Op::Save`]) as its name's positions;
+    /// returns once it has them on disk.
+    pub fn save_positions(addr: &str, p: &PositionsRepr) -> Result<(), ArchiveError> {
+        match positions_exchange(addr, p)? {
+            Reply::Saved => Ok(()),
+            Reply::Positions(_) => Err(ArchiveError::BadReply {
+                addr: addr.to_string(),
+                error: FormatError::BadField {
+                    field: "positions.op",
+                    value: Op::Positions as u64,
+                },
+            }),
+        }
     }
 
     fn read_more(&mut self, n: usize) -> Result<(), ArchiveError> {
@@ -408,4 +508,87 @@ enum Step {
     /// A checked message record, in `buf`.
     Message,
     End(u64),
+}
+
+/// A recorder's answer to a positions frame.
+enum Reply {
+    Positions(PositionsRepr),
+    Saved,
+}
+
+/// Sends `req` to `addr` and reads the answer: positions, an end frame, or an error frame.
+fn positions_exchange(addr: &str, req: &PositionsRepr) -> Result<Reply, ArchiveError> {
+    let net = |op, source| ArchiveError::Net {
+        addr: addr.to_string(),
+        op,
+        source,
+    };
+    if req.topic.is_empty() || req.topic.len() > crate::format::segment_header::MAX_TOPIC_LEN {
+        return Err(ArchiveError::Config(format!(
+            "topic of {} bytes: give 1 to 1024",
+            req.topic.len()
+        )));
+    }
+    positions::check_name(&req.name).map_err(ArchiveError::Config)?;
+    if req.entries.len() > positions::MAX_ENTRIES {
+        return Err(ArchiveError::Config(format!(
+            "{} positions: at most {} streams",
+            req.entries.len(),
+            positions::MAX_ENTRIES
+        )));
+    }
+    let mut stream = TcpStream::connect(addr).map_err(|e| net("connect to", e))?;
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+    stream
+        .write_all(&req.emit())
+        .map_err(|e| net("send the positions to", e))?;
+    let bad = |error| ArchiveError::BadReply {
+        addr: addr.to_string(),
+        error,
+    };
+    let mut head = [0u8; 8];
+    stream
+        .read_exact(&mut head)
+        .map_err(|e| net("read the answer from", e))?;
+    if head[0..4] == positions::MAGIC {
+        let mut b = head.to_vec();
+        b.resize(positions::FIXED_LEN, 0);
+        stream
+            .read_exact(&mut b[8..])
+            .map_err(|e| net("read the answer from", e))?;
+        let len = PositionsRepr::frame_len(&b).map_err(bad)?;
+        b.resize(len, 0);
+        stream
+            .read_exact(&mut b[positions::FIXED_LEN..])
+            .map_err(|e| net("read the answer from", e))?;
+        let p = PositionsRepr::parse(&b).map_err(bad)?;
+        if p.op != Op::Positions {
+            return Err(bad(FormatError::BadField {
+                field: "positions.op",
+                value: p.op as u64,
+            }));
+        }
+        Ok(Reply::Positions(p))
+    } else if head[0..4] == END_MAGIC {
+        let mut b = head.to_vec();
+        b.resize(END_LEN, 0);
+        stream
+            .read_exact(&mut b[8..])
+            .map_err(|e| net("read the answer from", e))?;
+        parse_end(&b).map_err(bad)?;
+        Ok(Reply::Saved)
+    } else if head[0..4] == ERROR_MAGIC {
+        let len = error_len(&head).map_err(bad)?;
+        let mut text = vec![0u8; len];
+        stream
+            .read_exact(&mut text)
+            .map_err(|e| net("read the answer from", e))?;
+        Err(ArchiveError::Remote {
+            addr: addr.to_string(),
+            text: String::from_utf8_lossy(&text).into_owned(),
+        })
+    } else {
+        Err(bad(FormatError::BadMagic))
+    }
 }

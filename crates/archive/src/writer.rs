@@ -272,6 +272,8 @@ impl RecordingWriter {
             .write(true)
             .open(path)
             .map_err(|e| ArchiveError::io(path, "open", e))?;
+        // Before anything is read or cut: another writer of it would be corrupted.
+        hold(&file, path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| ArchiveError::io(path, "read", e))?;
@@ -619,6 +621,31 @@ impl Drop for RecordingWriter {
     }
 }
 
+/// Marks `file` (a segment this process writes) as being written: an exclusive lock on it,
+/// held while it is open, which readers test with [`is_being_written`] (a record being
+/// written is not damage) and a second writer finds taken. Released when the file is closed,
+/// or the process ends however it ends.
+fn hold(file: &File, path: &Path) -> Result<(), ArchiveError> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(ArchiveError::Busy {
+            path: path.to_path_buf(),
+        }),
+        Err(e) => Err(ArchiveError::io(path, "lock", e.into())),
+    }
+}
+
+/// True when a writer holds segment `file` (see [`hold`]).
+pub(crate) fn is_being_written(file: &File) -> bool {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+    }
+}
+
 /// Creates segment `header.base_position` in `dir`: its header written, its whole length
 /// allocated (a full disk fails here, not in the middle of a record).
 fn create_segment(dir: &Path, header: &SegmentHeaderRepr) -> Result<(File, PathBuf), ArchiveError> {
@@ -629,6 +656,7 @@ fn create_segment(dir: &Path, header: &SegmentHeaderRepr) -> Result<(File, PathB
         .create_new(true)
         .open(&path)
         .map_err(|e| ArchiveError::io(&path, "create", e))?;
+    hold(&file, &path)?;
     let made = (|| {
         // Blocks reserved where the file system can: a full disk fails here, not in the middle
         // of a record. Elsewhere a sparse file of the length.

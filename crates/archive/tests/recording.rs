@@ -530,3 +530,49 @@ fn a_paced_replay_takes_at_least_the_recorded_span_over_its_speed() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_recording_being_written_has_one_writer_and_its_unfinished_record_is_not_damage() {
+    let d = dir("live");
+    let mut w = write(&d, 0..100, small());
+    w.flush().unwrap();
+    // A second writer of the same recording (a second recorder of the folder) is refused
+    // before it reads or cuts anything.
+    let e = RecordingWriter::open(&d, &meta(), small(), T0).unwrap_err();
+    assert!(matches!(e, ArchiveError::Busy { .. }), "{e}");
+    assert!(e.to_string().contains("another process"), "{e}");
+    // A record half written after the last one (what a reader can see while the writer's
+    // write is under way), with a good record after it: while the writer holds the segment,
+    // reading ends at it, with no damage; once the writer is gone, it is damage.
+    let (path, offset) = last_record(&d);
+    let span = records_on_disk(&d)
+        .iter()
+        .find(|r| r.0 == path && r.1 == offset)
+        .map(|_| {
+            let b = std::fs::read(&path).unwrap();
+            let len = u32::from_le_bytes(
+                b[offset as usize + 4..offset as usize + 8]
+                    .try_into()
+                    .unwrap(),
+            );
+            peregrine_archive::format::align8(RECORD_HEADER_LEN + len as usize) as u64
+        })
+        .unwrap();
+    let end = offset + span;
+    let mut bytes = std::fs::read(&path).unwrap();
+    let good: Vec<u8> = bytes[offset as usize..end as usize].to_vec();
+    // Torn: a header claiming 64 bytes, a payload of zeros (its CRC does not match); then a
+    // copy of the last record, whole.
+    bytes[end as usize..end as usize + 8].copy_from_slice(&[1, 2, 3, 4, 64, 0, 0, 0]);
+    let after = end as usize + RECORD_HEADER_LEN + 64;
+    bytes[after..after + good.len()].copy_from_slice(&good);
+    std::fs::write(&path, &bytes).unwrap();
+    let r = RecordingReader::open(&d).unwrap();
+    let (msgs, damaged) = read_all(&mut r.cursor());
+    assert_eq!(msgs, expected(0..100));
+    assert!(damaged.is_empty(), "{damaged:?}");
+    drop(w);
+    let (_, damaged) = read_all(&mut r.cursor());
+    assert_eq!(damaged, vec![(path, end)], "damage once nothing writes it");
+    let _ = std::fs::remove_dir_all(&d);
+}

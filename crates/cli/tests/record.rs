@@ -924,3 +924,172 @@ fn a_loss_beyond_the_publishers_retention_is_recovered_from_the_recording() {
     assert!(rec.child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Durable subscribers: `sub TOPIC --durable NAME --recorder ADDR` keeps its position with the
+/// recorder. Stopped cleanly (SIGTERM) after message 99, it is started again after 100 more
+/// were sent without it: it resumes at 100 exactly (history, then live), every message once.
+/// Killed (SIGKILL) mid-stream, it resumes from its last commit: no gap, and any repeat is
+/// only of what it printed after that commit (at least once). The same with the positions
+/// in the folder (`--dir`).
+#[test]
+fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() {
+    let pid = std::process::id();
+    let dir: PathBuf =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-durable-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("p{pid}.durable");
+    let udp = [("PEREGRINE_RESOLVER_LOCAL", "none")];
+    let mut rec = Command::new(exe());
+    rec.args(["record", "--topics", &topic, "--dir"])
+        .arg(&dir)
+        .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
+        .envs(udp);
+    let mut rec = Lines::start(rec);
+    rec.wait_for(|l| l.starts_with("recording "), "the recorder's start");
+    let served = {
+        let l = rec.lines.lock().unwrap();
+        let first = l.iter().find(|l| l.starts_with("recording ")).unwrap();
+        first
+            .rsplit_once("serving replays on ")
+            .unwrap()
+            .1
+            .to_string()
+    };
+    let mut publ = Command::new(exe())
+        .args(["pub", &topic, "--stdin", "--wait-subscribers", "1"])
+        .envs(udp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = publ.stdin.take().unwrap();
+    let written = std::cell::Cell::new(0u64);
+    let mut write = |n: u64| {
+        let mut text = String::new();
+        for i in written.get()..written.get() + n {
+            text.push_str(&format!("m{i}\n"));
+        }
+        std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
+        written.set(written.get() + n);
+    };
+    let recorded = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = run(&["replay", "--dir", dir.to_str().unwrap(), &topic]);
+            if String::from_utf8_lossy(&o.stderr).contains(&format!("replayed {n} messages")) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{n} messages never recorded");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let durable = |name: &str, history: &[&str]| {
+        let mut c = Command::new(exe());
+        c.args(["sub", topic.as_str(), "--durable", name, "--print"])
+            .args(["--commit-ms", "50"])
+            .args(history)
+            .envs(udp)
+            .env("PEREGRINE_UDP_LATE_JOIN", "none");
+        Lines::start(c)
+    };
+    let printed = |s: &Lines| -> Vec<u64> {
+        s.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.rsplit_once(": m"))
+            .map(|(_, i)| i.parse().unwrap())
+            .collect()
+    };
+    let has = |s: &Lines, i: u64| {
+        let end = format!(": m{i}");
+        s.any(|l| l.ends_with(&end))
+    };
+    let wait_has = |s: &Lines, i: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !has(s, i) {
+            assert!(
+                Instant::now() < deadline,
+                "m{i} never printed: {:?}",
+                s.lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let stop = |mut s: Lines, signal| {
+        peregrine_testkit::signal(s.child.id(), signal).unwrap();
+        s.child.wait().unwrap();
+        s
+    };
+    use rustix::process::Signal;
+
+    for (name, history) in [
+        ("risk", ["--recorder", served.as_str()]),
+        ("local", ["--dir", dir.to_str().unwrap()]),
+    ] {
+        let base = written.get();
+        // A new name starts live: the publisher is told of it before anything is sent.
+        let s = durable(name, &history);
+        s.wait_for(|l| l.contains("(new name: kept from now on)"), "a new name");
+        // (Live from the first message this subscriber hears: wait for it to hear one.)
+        while !s.any(|l| l.contains(": m")) {
+            write(1);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let first = printed(&s)[0];
+        write(base + 100 - written.get());
+        wait_has(&s, base + 99);
+        let s = stop(s, Signal::TERM);
+        let got = printed(&s);
+        assert_eq!(got, (first..base + 100).collect::<Vec<_>>(), "{name}");
+        // 100 more while it is away, recorded.
+        write(100);
+        recorded(written.get());
+        let s = durable(name, &history);
+        s.wait_for(|l| l.contains("resuming where it stood"), "the resume");
+        wait_has(&s, base + 199);
+        write(50);
+        wait_has(&s, base + 249);
+        let s = stop(s, Signal::TERM);
+        assert_eq!(
+            printed(&s),
+            (base + 100..base + 250).collect::<Vec<_>>(),
+            "{name}: resumed exactly after a clean stop: {:?}",
+            s.lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| !l.contains(": m"))
+                .collect::<Vec<_>>()
+        );
+        // Killed: it resumes from its last commit, no gap.
+        let s = durable(name, &history);
+        s.wait_for(|l| l.contains("resuming where it stood"), "the resume");
+        write(50);
+        wait_has(&s, base + 299);
+        let s = stop(s, Signal::KILL);
+        let before = printed(&s);
+        assert_eq!(before, (base + 250..base + 300).collect::<Vec<_>>());
+        write(10);
+        recorded(written.get());
+        let s = durable(name, &history);
+        wait_has(&s, base + 309);
+        let s = stop(s, Signal::TERM);
+        let after = printed(&s);
+        let resumed_at = after[0];
+        assert!(
+            (base + 250..=base + 300).contains(&resumed_at),
+            "{name}: resumed at m{resumed_at}, within what the killed one printed or right after"
+        );
+        assert_eq!(
+            after,
+            (resumed_at..base + 310).collect::<Vec<_>>(),
+            "{name}: no gap, no repeat beyond the last commit"
+        );
+    }
+    drop(input);
+    assert!(publ.wait().unwrap().success());
+    peregrine_testkit::signal(rec.child.id(), Signal::TERM).unwrap();
+    rec.child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -145,7 +145,10 @@ pub fn recordings_matching(
     let topics = std::fs::read_dir(dir).map_err(|e| ArchiveError::io(dir, "read folder", e))?;
     for t in topics {
         let t = t.map_err(|e| ArchiveError::io(dir, "read folder", e))?;
-        if !t.file_type().is_ok_and(|ft| ft.is_dir()) {
+        // (`.durable`, the durable subscribers' positions: no topic folder starts with `.`.)
+        if !t.file_type().is_ok_and(|ft| ft.is_dir())
+            || t.file_name().as_encoded_bytes().starts_with(b".")
+        {
             continue;
         }
         let tdir = t.path();

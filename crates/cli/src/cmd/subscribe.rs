@@ -3,7 +3,7 @@
 
 use super::{context, message_line, printable, shown, Stop};
 use crate::flags::topics::SubArgs;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
 use peregrine::{Pattern, PatternKind, SubscriberEvent};
 use std::io::Write;
@@ -13,7 +13,7 @@ pub fn run(a: SubArgs) -> Result<()> {
     if let Some(group) = a.group.clone() {
         return run_group(a, &group);
     }
-    if a.from_seq.is_some() || a.dir.is_some() || a.recorder.is_some() {
+    if a.from_seq.is_some() || a.dir.is_some() || a.recorder.is_some() || a.durable.is_some() {
         return run_merge(a);
     }
     let stop = Stop::install()?;
@@ -290,7 +290,7 @@ fn run_group(a: SubArgs, group: &str) -> Result<()> {
 /// per stream at its seam. Without --from-seq (`--dir` or `--recorder` alone): live, with
 /// every loss the publisher can no longer repair recovered from the recording.
 fn run_merge(a: SubArgs) -> Result<()> {
-    use peregrine_archive::{History, MergeEvent, MergingSubscriber, Start};
+    use peregrine_archive::{DurableSubscriber, History, MergeEvent, MergingSubscriber, Start};
     let what = match a.from_seq {
         Some(from) => format!("--from-seq {from}"),
         None => "--dir or --recorder".to_string(),
@@ -314,16 +314,41 @@ fn run_merge(a: SubArgs) -> Result<()> {
     };
     let stop = Stop::install()?;
     let ctx = context()?;
-    let mut m =
-        MergingSubscriber::with_start(&ctx, &a.pattern, start, history, Duration::from_secs(10))?;
+    let limit = Duration::from_secs(10);
+    let mut m = match &a.durable {
+        Some(name) => Merged::Durable(Box::new(DurableSubscriber::open(
+            &ctx,
+            &a.pattern,
+            name,
+            history,
+            start,
+            Duration::from_millis(a.commit_ms),
+            limit,
+        )?)),
+        None => Merged::Plain(Box::new(MergingSubscriber::with_start(
+            &ctx, &a.pattern, start, history, limit,
+        )?)),
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match start {
-        Start::Sequence(from) => writeln!(
+    match (&m, start) {
+        (Merged::Durable(d), _) if d.resumed() => writeln!(
+            out,
+            "subscribed to {} as durable {}: resuming where it stood",
+            printable(&a.pattern),
+            d.name()
+        )?,
+        (Merged::Durable(d), _) => writeln!(
+            out,
+            "subscribed to {} as durable {} (new name: kept from now on)",
+            printable(&a.pattern),
+            d.name()
+        )?,
+        (_, Start::Sequence(from)) => writeln!(
             out,
             "subscribed to {} from sequence {from}",
             printable(&a.pattern)
         )?,
-        Start::Live => writeln!(
+        (_, Start::Live) => writeln!(
             out,
             "subscribed to {} (losses recovered from the recording)",
             printable(&a.pattern)
@@ -351,7 +376,7 @@ fn run_merge(a: SubArgs) -> Result<()> {
             },
             limit,
         )?;
-        for e in m.take_events() {
+        for e in m.take_events(&mut lines) {
             match e {
                 MergeEvent::Seam {
                     session_id,
@@ -401,8 +426,43 @@ fn run_merge(a: SubArgs) -> Result<()> {
         }
     }
     out.flush()?;
+    if let Merged::Durable(d) = m {
+        d.close().context("keeping the durable positions")?;
+    }
     if received < want && a.count.is_some() {
         bail!("{received} of {want} messages received");
     }
     Ok(())
+}
+
+/// A replay merge, durable or not.
+enum Merged {
+    Plain(Box<peregrine_archive::MergingSubscriber>),
+    Durable(Box<peregrine_archive::DurableSubscriber>),
+}
+
+impl Merged {
+    fn poll(
+        &mut self,
+        handler: &mut dyn FnMut(peregrine_archive::MergedMessage<'_>),
+        limit: usize,
+    ) -> Result<usize, peregrine_archive::ArchiveError> {
+        match self {
+            Merged::Plain(m) => m.poll(handler, limit),
+            Merged::Durable(d) => d.poll(handler, limit),
+        }
+    }
+
+    /// The merge's events, and a failure to keep the positions as a line of its own.
+    fn take_events(&mut self, lines: &mut Vec<String>) -> Vec<peregrine_archive::MergeEvent> {
+        match self {
+            Merged::Plain(m) => m.take_events(),
+            Merged::Durable(d) => {
+                if let Some(e) = d.take_commit_failure() {
+                    lines.push(format!("WARNING: positions not kept (tried again): {e}"));
+                }
+                d.take_events()
+            }
+        }
+    }
 }

@@ -89,6 +89,15 @@ pub struct SubArgs {
     /// (the first that answers is read): as --dir, over TCP.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["group", "regex"])]
     pub recorder: Option<Vec<String>>,
+    /// A durable subscriber of this name: its position in each stream is kept (in --dir, or
+    /// by the --recorder), and a later start with the name resumes from there: the history
+    /// it missed, then live. At least once: what it printed after its last commit comes again
+    /// after a crash (a clean stop commits). Its first start begins as --from-seq says, or live.
+    #[arg(long, value_parser = parse_durable_name)]
+    pub durable: Option<String>,
+    /// With --durable: keep the positions this often (milliseconds).
+    #[arg(long, default_value_t = 200, requires = "durable", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub commit_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -112,6 +121,10 @@ pub struct ResolverdArgs {
     /// Stop after this many seconds (default: run until killed).
     #[arg(long, value_parser = values::parse_seconds)]
     pub seconds: Option<f64>,
+}
+
+fn parse_durable_name(s: &str) -> Result<String, String> {
+    peregrine_archive::format::positions::check_name(s).map(|()| s.to_string())
 }
 
 #[cfg(test)]
