@@ -118,4 +118,50 @@ vectors += [
      "hex": (b"PGRX" + struct.pack("<HH", 11, 0) + b"no recordin").hex(), "valid": True,
      "fields": {"length": 11}, "meaning": "an error frame of 11 bytes of text"},
 ]
+
+
+def positions(op, name, topic, created, entries, crc=None, version=1):
+    """A durable subscriber's positions frame: crc32 of the whole frame with its crc field
+    read as zeros."""
+    n, t = name.encode(), topic.encode()
+    body = pad8(n + t)
+    for session, nxt in entries:
+        body += struct.pack("<IIQ", session, 0, nxt)
+    head = b"PGRP" + struct.pack("<HBBQHHI", version, op, 0, created, len(n), len(t), len(entries))
+    b = head + struct.pack("<II", 0, 0) + body
+    if crc is None:
+        crc = zlib.crc32(b)
+    return b[:24] + struct.pack("<I", crc) + b[28:]
+
+
+kept = positions(2, "risk-1", "orders.eu", T, [(0x0A0B0C0D, 42), (7, 2**64 - 1)])
+vectors += [
+    {"name": "positions_kept", "what": "positions", "hex": kept.hex(), "valid": True,
+     "fields": {"op": "positions", "name": "risk-1", "topic": "orders.eu", "created_ns": T,
+                "entries": [[0x0A0B0C0D, 42], [7, 2**64 - 1]]},
+     "meaning": "durable risk-1 of orders.eu: session 0a0b0c0d from sequence 42, session 7 from the last"},
+    {"name": "positions_load", "what": "positions",
+     "hex": positions(1, "risk-1", "orders.eu", 0, []).hex(), "valid": True,
+     "fields": {"op": "load", "name": "risk-1", "topic": "orders.eu", "created_ns": 0,
+                "entries": []},
+     "meaning": "where does durable risk-1 of orders.eu resume?"},
+    {"name": "positions_save_new", "what": "positions",
+     "hex": positions(3, "n", "t", T, []).hex(), "valid": True,
+     "fields": {"op": "save", "name": "n", "topic": "t", "created_ns": T, "entries": []},
+     "meaning": "keep the new name n of topic t (no stream yet)"},
+    {"name": "positions_bad_crc", "what": "positions", "hex": flip(kept, 41).hex(),
+     "valid": False, "error": "checksum", "meaning": "a byte of the topic flipped"},
+    {"name": "positions_bad_op", "what": "positions",
+     "hex": positions(4, "n", "t", 0, []).hex(), "valid": False, "error": "positions.op",
+     "meaning": "op 4 is not defined"},
+    {"name": "positions_bad_name", "what": "positions",
+     "hex": positions(2, "a b", "t", 0, []).hex(), "valid": False, "error": "positions.name",
+     "meaning": "a space is not allowed in a durable name"},
+    {"name": "positions_same_session", "what": "positions",
+     "hex": positions(2, "n", "t", 0, [(1, 5), (1, 6)]).hex(), "valid": False,
+     "error": "positions.entry.session", "meaning": "a session given twice"},
+    {"name": "positions_load_with_entries", "what": "positions",
+     "hex": positions(1, "n", "t", 0, [(1, 5)]).hex(), "valid": False,
+     "error": "positions.count", "meaning": "a load carries no positions"},
+]
 print(json.dumps(vectors, indent=1))

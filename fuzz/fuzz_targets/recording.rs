@@ -1,9 +1,10 @@
 //! The recording format (docs/recording.md): the record and segment header parsers never
-//! panic, nor do the replay protocol's; what parses re-emits to the same bytes (a record's header and message: the
+//! panic, nor do the replay protocol's and the positions frame's; what parses re-emits to the same bytes (a record's header and message: the
 //! zeros to 8 after a message and a padding record's filler are not read).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use peregrine_archive::format::positions::PositionsRepr;
 use peregrine_archive::format::record::{parse_record, RecordKind};
 use peregrine_archive::format::replay::{emit_end, error_len, parse_end, RequestRepr};
 use peregrine_archive::format::segment_header::SegmentHeaderRepr;
@@ -29,4 +30,8 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(&emit_end(n)[..], &data[..16]);
     }
     let _ = error_len(data);
+    // A durable subscriber's positions frame.
+    if let Ok(p) = PositionsRepr::parse(data) {
+        assert_eq!(p.emit(), data);
+    }
 });

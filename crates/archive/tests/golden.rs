@@ -3,6 +3,7 @@
 //! exactly their fields and emit back to the same bytes; invalid ones are refused with the
 //! error they name.
 
+use peregrine_archive::format::positions::{Op, PositionsRepr};
 use peregrine_archive::format::record::{parse_record, RecordKind};
 use peregrine_archive::format::replay::{
     emit_end, emit_error, error_len, parse_end, From, RequestRepr,
@@ -115,6 +116,26 @@ fn every_vector_parses_to_its_fields_or_is_refused_with_its_error() {
                 assert_eq!(emit_error(text), bytes, "{what}: emit");
                 let mut m = Map::new();
                 m.insert("length".into(), n.into());
+                m
+            }),
+            "positions" => PositionsRepr::parse(&bytes).map(|p| {
+                assert_eq!(p.emit(), bytes, "{what}: emit");
+                let op = match p.op {
+                    Op::Load => "load",
+                    Op::Positions => "positions",
+                    Op::Save => "save",
+                };
+                let mut m = Map::new();
+                m.insert("op".into(), op.into());
+                m.insert("name".into(), p.name.clone().into());
+                m.insert("topic".into(), p.topic.clone().into());
+                m.insert("created_ns".into(), p.created_ns.into());
+                let entries: Vec<Value> = p
+                    .entries
+                    .iter()
+                    .map(|(s, n)| Value::from(vec![Value::from(*s), Value::from(*n)]))
+                    .collect();
+                m.insert("entries".into(), entries.into());
                 m
             }),
             other => panic!("{what}: unknown kind of vector {other}"),
