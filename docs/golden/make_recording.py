@@ -164,4 +164,25 @@ vectors += [
      "hex": positions(1, "n", "t", 0, [(1, 5)]).hex(), "valid": False,
      "error": "positions.count", "meaning": "a load carries no positions"},
 ]
+
+
+def index_entry(sequence, receive_ns, offset, reserved=0, crc=None):
+    """A segment index entry: crc32 of its first 24 bytes."""
+    b = struct.pack("<QQQ", sequence, receive_ns, offset)
+    if crc is None:
+        crc = zlib.crc32(b)
+    return b + struct.pack("<II", crc, reserved)
+
+
+entry = index_entry(42, T, 65_616)
+vectors += [
+    {"name": "index_entry", "what": "index_entry", "hex": entry.hex(), "valid": True,
+     "fields": {"sequence": 42, "receive_ns": T, "offset": 65_616},
+     "meaning": "message 42, received at T, starts 65,616 bytes into its segment"},
+    {"name": "index_entry_bad_crc", "what": "index_entry", "hex": flip(entry, 17).hex(),
+     "valid": False, "error": "checksum", "meaning": "a byte of the offset flipped"},
+    {"name": "index_entry_reserved", "what": "index_entry",
+     "hex": index_entry(42, T, 65_616, reserved=1).hex(), "valid": False,
+     "error": "index.reserved", "meaning": "the reserved word is not zero"},
+]
 print(json.dumps(vectors, indent=1))

@@ -4,6 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use peregrine_archive::format::index::{parse_index, IndexEntry};
 use peregrine_archive::format::positions::PositionsRepr;
 use peregrine_archive::format::record::{parse_record, RecordKind};
 use peregrine_archive::format::replay::{emit_end, error_len, parse_end, RequestRepr};
@@ -30,6 +31,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(&emit_end(n)[..], &data[..16]);
     }
     let _ = error_len(data);
+    // A segment index entry, and an index file's entries.
+    if let Ok(e) = IndexEntry::parse(data) {
+        assert_eq!(&e.emit()[..], &data[..32]);
+    }
+    let _ = parse_index(data);
     // A durable subscriber's positions frame.
     if let Ok(p) = PositionsRepr::parse(data) {
         assert_eq!(p.emit(), data);

@@ -1,5 +1,6 @@
 //! Reading a recording back: [`RecordingReader`] and its [`Cursor`].
 
+use crate::format::index::{parse_index, IndexEntry};
 use crate::format::record::{parse_record, RecordKind, RecordRepr, RECORD_HEADER_LEN};
 use crate::format::segment_header::SegmentHeaderRepr;
 use crate::format::FormatError;
@@ -87,13 +88,27 @@ impl RecordingReader {
     /// A cursor from the first message whose sequence is `sequence` or later.
     pub fn from_sequence(&self, sequence: u64) -> Result<Cursor<'_>, ArchiveError> {
         let seg = self.segment_for(|r| r.sequence <= sequence)?;
-        Ok(Cursor::new(self, seg, Start::Sequence(sequence)))
+        let mut c = Cursor::new(self, seg, Start::Sequence(sequence));
+        c.hint = self.index_entry(seg, |e| e.sequence <= sequence);
+        Ok(c)
     }
 
     /// A cursor from the first message received at `receive_ns` or later.
     pub fn from_time(&self, receive_ns: u64) -> Result<Cursor<'_>, ArchiveError> {
         let seg = self.segment_for(|r| r.receive_ns <= receive_ns)?;
-        Ok(Cursor::new(self, seg, Start::Time(receive_ns)))
+        let mut c = Cursor::new(self, seg, Start::Time(receive_ns));
+        // (Receive times may repeat: the entry before the first at the time.)
+        c.hint = self.index_entry(seg, |e| e.receive_ns < receive_ns);
+        Ok(c)
+    }
+
+    /// The last entry of segment `seg`'s index that `before` holds for (entries are in
+    /// order, so those it holds for come first); none without an index.
+    fn index_entry(&self, seg: usize, before: impl Fn(&IndexEntry) -> bool) -> Option<IndexEntry> {
+        let bytes = std::fs::read(segments::index_path(&self.segments.get(seg)?.1)).ok()?;
+        let entries = parse_index(&bytes);
+        let n = entries.partition_point(before);
+        n.checked_sub(1).map(|i| entries[i])
     }
 
     /// The last segment whose first message satisfies `before` (the first segment if none
@@ -146,6 +161,10 @@ pub struct Cursor<'a> {
     /// The segment open is held by a writer: it is being written.
     live: bool,
     at: u64,
+    /// Where the first segment's index says to start (checked when it is opened).
+    hint: Option<IndexEntry>,
+    /// Records parsed so far (those skipped to reach the start included).
+    parsed: u64,
 }
 
 impl<'a> Cursor<'a> {
@@ -159,6 +178,8 @@ impl<'a> Cursor<'a> {
             window: Vec::new(),
             win_at: 0,
             live: false,
+            hint: None,
+            parsed: 0,
             at: 0,
         }
     }
@@ -213,6 +234,7 @@ impl<'a> Cursor<'a> {
             let off = (self.at - self.win_at) as usize;
             match parse_record(&self.window[off..]) {
                 Ok((r, payload)) => {
+                    self.parsed += 1;
                     let from = off + RECORD_HEADER_LEN;
                     let plen = payload.len();
                     self.at += r.span() as u64;
@@ -323,6 +345,9 @@ impl<'a> Cursor<'a> {
         match header {
             Ok(h) => {
                 self.at = h.header_len() as u64;
+                if let Some(e) = self.hint.take() {
+                    self.start_at_hint(e)?;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -330,6 +355,32 @@ impl<'a> Cursor<'a> {
                 Err(e)
             }
         }
+    }
+
+    /// Starts at the record index entry `e` points to, when it is there: a message record,
+    /// whole, of the entry's sequence (otherwise the index is stale: from the segment's
+    /// first record, as without one).
+    fn start_at_hint(&mut self, e: IndexEntry) -> Result<(), ArchiveError> {
+        let first = self.at;
+        if e.offset <= first || e.offset + RECORD_HEADER_LEN as u64 > self.seg_len {
+            return Ok(());
+        }
+        self.at = e.offset;
+        self.fill(RECORD_HEADER_LEN)?;
+        let off = (self.at - self.win_at) as usize;
+        let len = self.window.get(off + 4..off + 8).map_or(0, |l| {
+            u32::from_le_bytes(l.try_into().expect("4 bytes")) as u64
+        });
+        self.fill((RECORD_HEADER_LEN as u64 + len).min(self.seg_len - self.at) as usize)?;
+        let off = (self.at - self.win_at) as usize;
+        let good = matches!(
+            parse_record(&self.window[off..]),
+            Ok((r, _)) if r.kind == RecordKind::Message && r.sequence == e.sequence
+        );
+        if !good {
+            self.at = first;
+        }
+        Ok(())
     }
 
     /// Makes the window hold `need` bytes from `at` (fewer at the segment's end), reading
@@ -404,4 +455,97 @@ fn read_prefix(path: &Path, b: &mut [u8]) -> Result<usize, ArchiveError> {
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::index::INDEX_EVERY;
+    use crate::{Durability, RecordingWriter, WriterOptions};
+
+    fn recording(name: &str, n: u64) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("reader-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let meta = StreamMeta {
+            topic: "t".into(),
+            session_id: 1,
+            stream_id: 1,
+        };
+        let opts = WriterOptions {
+            segment_len: 1 << 20,
+            durability: Durability::None,
+            ..WriterOptions::default()
+        };
+        let mut w = RecordingWriter::open(&d, &meta, opts, 0).unwrap();
+        for i in 0..n {
+            w.append(i * 2, 1_000 + i * 10, &[i as u8; 100]).unwrap();
+        }
+        w.close().unwrap();
+        d
+    }
+
+    /// The cursor's first message, and how many records it parsed to reach it.
+    fn first(c: &mut Cursor<'_>) -> (u64, u64, u64) {
+        let (s, t) = match c.next_entry().unwrap().unwrap() {
+            Entry::Message {
+                sequence,
+                receive_ns,
+                ..
+            } => (sequence, receive_ns),
+            Entry::Damaged(d) => panic!("{d:?}"),
+        };
+        (s, t, c.parsed)
+    }
+
+    /// More records than an index entry covers.
+    fn per_segment_before(_: &RecordingReader) -> u64 {
+        INDEX_EVERY / 136 + 2
+    }
+
+    #[test]
+    fn a_read_from_a_sequence_or_a_time_starts_at_the_index_entry_before_it() {
+        let d = recording("index", 20_000);
+        let r = RecordingReader::open(&d).unwrap();
+        assert!(r.segment_count() >= 2);
+        for seg in &r.segments {
+            let idx = parse_index(&std::fs::read(segments::index_path(&seg.1)).unwrap());
+            assert!(idx.len() >= 10, "{} entries", idx.len());
+        }
+        for i in [0u64, 1, 777, 5_000, 9_999, 12_345, 19_999] {
+            // From the sequence (or the one after a missing odd one), and the time.
+            let (s, _, n) = first(&mut r.from_sequence(i * 2).unwrap());
+            assert_eq!(s, i * 2);
+            if i < 19_999 {
+                let (s1, _, _) = first(&mut r.from_sequence(i * 2 + 1).unwrap());
+                assert_eq!(s1, i * 2 + 2);
+            } else {
+                assert!(r.from_sequence(i * 2 + 1).unwrap().next_entry().is_none());
+            }
+            let (s2, t, n2) = first(&mut r.from_time(1_000 + i * 10).unwrap());
+            assert_eq!((s2, t), (i * 2, 1_000 + i * 10));
+            // The read started at the index entry before it: at most an entry's worth of
+            // records parsed (records of 136 bytes), not the segment's records before it.
+            let per_entry = INDEX_EVERY / 136 + 2;
+            assert!(n <= per_entry && n2 <= per_entry, "{i}: {n} {n2}");
+        }
+        // A damaged index, or one that points elsewhere: the same messages, from the start.
+        let seg = r.segments.last().unwrap().1.clone();
+        let idx = segments::index_path(&seg);
+        let mut bytes = std::fs::read(&idx).unwrap();
+        let stale = IndexEntry {
+            sequence: 39_000,
+            receive_ns: 1,
+            offset: 4096,
+        };
+        bytes[64..96].copy_from_slice(&stale.emit());
+        std::fs::write(&idx, &bytes).unwrap();
+        let (s, _, n) = first(&mut r.from_sequence(39_990).unwrap());
+        assert_eq!(s, 39_990);
+        assert!(n > per_segment_before(&r), "from the segment's start: {n}");
+        std::fs::write(&idx, b"not an index").unwrap();
+        let (s, _, n) = first(&mut r.from_sequence(39_990).unwrap());
+        assert_eq!(s, 39_990);
+        assert!(n > per_segment_before(&r), "from the segment's start: {n}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

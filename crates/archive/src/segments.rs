@@ -8,6 +8,11 @@ pub(crate) fn file_name(base: u64) -> String {
     format!("{base:020}.seg")
 }
 
+/// The index file of segment file `segment` (`.idx` for `.seg`).
+pub(crate) fn index_path(segment: &Path) -> PathBuf {
+    segment.with_extension("idx")
+}
+
 /// The segments in `dir`, by base position.
 pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ArchiveError> {
     let mut out = Vec::new();

@@ -1,12 +1,13 @@
 //! Appending to a recording: [`RecordingWriter`].
 
 use crate::format::align8;
+use crate::format::index::{IndexEntry, INDEX_EVERY};
 use crate::format::record::{parse_record, RecordRepr, RECORD_HEADER_LEN};
 use crate::format::segment_header::{SegmentHeaderRepr, MAX_TOPIC_LEN};
 use crate::{segments, ArchiveError};
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -183,6 +184,67 @@ pub struct RecordingWriter {
     /// The recording's segments, oldest first: base position, file, when started.
     segments: std::collections::VecDeque<(u64, PathBuf, u64)>,
     retired: u64,
+    /// The current segment's index: its file, the entries not yet written to it, and the
+    /// offset from which the next record gets an entry.
+    index: Index,
+}
+
+/// A segment's index being written (format::index).
+#[derive(Debug)]
+struct Index {
+    file: Option<File>,
+    pending: Vec<u8>,
+    next_at: u64,
+}
+
+impl Index {
+    /// The index of segment `segment`, replaced by `entries`; the next entry from `next_at`.
+    /// Without a file (it could not be made) the recording goes on unindexed there.
+    fn start(segment: &Path, entries: &[IndexEntry], next_at: u64) -> Index {
+        let path = segments::index_path(segment);
+        let file = File::create(&path)
+            .and_then(|mut f| {
+                let bytes: Vec<u8> = entries.iter().flat_map(|e| e.emit()).collect();
+                f.write_all(&bytes).map(|()| f)
+            })
+            .map_err(|e| tracing::warn!("{}: no index ({e}): reads scan it", path.display()))
+            .ok();
+        Index {
+            file,
+            pending: Vec::new(),
+            next_at,
+        }
+    }
+
+    /// Notes the record about to be appended at `offset`.
+    #[inline]
+    fn note(&mut self, sequence: u64, receive_ns: u64, offset: u64) {
+        if offset >= self.next_at {
+            self.pending.extend_from_slice(
+                &IndexEntry {
+                    sequence,
+                    receive_ns,
+                    offset,
+                }
+                .emit(),
+            );
+            self.next_at = offset + INDEX_EVERY;
+        }
+    }
+
+    /// Writes the entries noted (after the records they point to are in the file).
+    fn write_out(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Some(f) = self.file.as_mut() {
+            if let Err(e) = f.write_all(&self.pending) {
+                tracing::warn!("a segment index not written ({e}): reads scan the segment");
+                self.file = None;
+            }
+        }
+        self.pending.clear();
+    }
 }
 
 impl RecordingWriter {
@@ -214,6 +276,7 @@ impl RecordingWriter {
         let mut w = match existing.last() {
             None => {
                 let (file, path) = create_segment(dir, &header)?;
+                let segments_path0 = path.clone();
                 let segments = [(0, path.clone(), now_ns)].into_iter().collect();
                 RecordingWriter {
                     dir: dir.to_path_buf(),
@@ -235,6 +298,7 @@ impl RecordingWriter {
                     last_sequence: None,
                     segments,
                     retired: 0,
+                    index: Index::start(&segments_path0, &[], header.header_len() as u64),
                 }
             }
             Some((base, path)) => {
@@ -297,6 +361,10 @@ impl RecordingWriter {
         let mut recovery = Recovery::default();
         let mut last_sequence = None;
         let mut at = header.header_len();
+        // The segment's index, made again from what this scan finds (an index written past
+        // a cut tail must not point there).
+        let mut entries: Vec<IndexEntry> = Vec::new();
+        let mut next_index_at = at as u64;
         let end = loop {
             if at + RECORD_HEADER_LEN > bytes.len() {
                 break bytes.len().min(segment_len as usize);
@@ -310,6 +378,14 @@ impl RecordingWriter {
                     if r.kind == crate::format::record::RecordKind::Message {
                         recovery.records += 1;
                         last_sequence = Some(r.sequence);
+                        if at as u64 >= next_index_at {
+                            entries.push(IndexEntry {
+                                sequence: r.sequence,
+                                receive_ns: r.receive_ns,
+                                offset: at as u64,
+                            });
+                            next_index_at = at as u64 + INDEX_EVERY;
+                        }
                     }
                     at += r.span();
                 }
@@ -363,6 +439,7 @@ impl RecordingWriter {
             last_sequence,
             segments: std::collections::VecDeque::new(),
             retired: 0,
+            index: Index::start(path, &entries, next_index_at),
         })
     }
 
@@ -386,6 +463,7 @@ impl RecordingWriter {
                 break;
             }
             let (_, path, _) = self.segments.pop_front().expect("two or more");
+            let _ = std::fs::remove_file(segments::index_path(&path));
             match std::fs::remove_file(&path) {
                 Ok(()) => {
                     self.retired += 1;
@@ -444,6 +522,7 @@ impl RecordingWriter {
         if self.end + span > self.segment_len {
             self.roll(receive_ns)?;
         }
+        self.index.note(sequence, receive_ns, self.end);
         RecordRepr::message(sequence, receive_ns, payload.len()).append(&mut self.buf, payload);
         self.end += span;
         self.appended += 1;
@@ -514,6 +593,7 @@ impl RecordingWriter {
         self.written_to += self.buf.len() as u64;
         self.buf.clear();
         self.unforced = true;
+        self.index.write_out();
         Ok(())
     }
 
@@ -566,6 +646,7 @@ impl RecordingWriter {
             Err(e) => return Err(self.stop(e)),
         };
         self.file = file;
+        self.index = Index::start(&path, &[], self.header_len);
         self.segments
             .push_back((header.base_position, path.clone(), now_ns));
         self.path = path;

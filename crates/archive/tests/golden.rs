@@ -3,6 +3,7 @@
 //! exactly their fields and emit back to the same bytes; invalid ones are refused with the
 //! error they name.
 
+use peregrine_archive::format::index::IndexEntry;
 use peregrine_archive::format::positions::{Op, PositionsRepr};
 use peregrine_archive::format::record::{parse_record, RecordKind};
 use peregrine_archive::format::replay::{
@@ -136,6 +137,14 @@ fn every_vector_parses_to_its_fields_or_is_refused_with_its_error() {
                     .map(|(s, n)| Value::from(vec![Value::from(*s), Value::from(*n)]))
                     .collect();
                 m.insert("entries".into(), entries.into());
+                m
+            }),
+            "index_entry" => IndexEntry::parse(&bytes).map(|e| {
+                assert_eq!(e.emit().to_vec(), bytes, "{what}: emit");
+                let mut m = Map::new();
+                m.insert("sequence".into(), e.sequence.into());
+                m.insert("receive_ns".into(), e.receive_ns.into());
+                m.insert("offset".into(), e.offset.into());
                 m
             }),
             other => panic!("{what}: unknown kind of vector {other}"),

@@ -4,6 +4,7 @@
 //! killed with SIGKILL keeping every record it had forced, and bad settings refused.
 
 use peregrine_archive::format::align8;
+use peregrine_archive::format::index::{parse_index, IndexEntry};
 use peregrine_archive::format::record::RECORD_HEADER_LEN;
 use peregrine_archive::{
     ArchiveError, Durability, Entry, RecordingReader, RecordingWriter, Retention, StreamMeta,
@@ -92,6 +93,7 @@ fn what_is_written_reads_back_bit_exact_across_segments_from_any_sequence_or_tim
         assert_eq!(m, expected(start..5000), "from time before {start}");
     }
     assert!(read_all(&mut r.from_sequence(5000).unwrap()).0.is_empty());
+    assert_index_points_at_its_records(&d);
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -138,6 +140,7 @@ fn records_on_disk(d: &Path) -> Vec<(PathBuf, u64, u8, u64)> {
     let mut segs: Vec<PathBuf> = std::fs::read_dir(d)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
         .collect();
     segs.sort();
     let mut out = Vec::new();
@@ -183,6 +186,19 @@ fn a_torn_tail_is_cut_when_the_recording_is_opened_again_and_never_read() {
     let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
     assert_eq!(msgs, expected(0..399));
     assert_eq!(damaged, vec![(path.clone(), offset)]);
+    // An index entry past the cut (as a writer killed mid-write may leave): recovery makes
+    // the segment's index again from what it keeps.
+    let idx = path.with_extension("idx");
+    let mut ib = std::fs::read(&idx).unwrap();
+    ib.extend_from_slice(
+        &IndexEntry {
+            sequence: 450,
+            receive_ns: T0 + 450_000,
+            offset: offset + 8,
+        }
+        .emit(),
+    );
+    std::fs::write(&idx, &ib).unwrap();
     // The writer cuts it, counts it, and appends where it was.
     let w = write(&d, 399..500, small());
     let (p, at, torn_bytes) = w.recovery().torn.clone().expect("a torn tail");
@@ -195,7 +211,31 @@ fn a_torn_tail_is_cut_when_the_recording_is_opened_again_and_never_read() {
     let (msgs, damaged) = read_all(&mut RecordingReader::open(&d).unwrap().cursor());
     assert!(damaged.is_empty(), "{damaged:?}");
     assert_eq!(msgs, expected(0..500));
+    assert_index_points_at_its_records(&d);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Every entry of every segment's index names the message record at its offset.
+fn assert_index_points_at_its_records(d: &Path) {
+    let on_disk = records_on_disk(d);
+    let mut entries = 0;
+    for seg in on_disk
+        .iter()
+        .map(|r| r.0.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        for e in parse_index(&std::fs::read(seg.with_extension("idx")).unwrap()) {
+            entries += 1;
+            assert!(
+                on_disk
+                    .iter()
+                    .any(|r| r.0 == seg && r.1 == e.offset && r.2 == 1 && r.3 == e.sequence),
+                "{}: {e:?} points at no such record",
+                seg.display()
+            );
+        }
+    }
+    assert!(entries > 0);
 }
 
 #[test]
@@ -497,6 +537,22 @@ fn retention_removes_the_oldest_segments_past_its_size_or_age_and_the_rest_reads
     };
     let e = RecordingWriter::open(&dir("retain-bad"), &meta(), bad, T0).unwrap_err();
     assert!(e.to_string().contains("keep at least two segments"), "{e}");
+    // A segment removed takes its index with it.
+    for folder in [&d, &d2] {
+        let count = |ext: &str| {
+            std::fs::read_dir(folder)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == ext)
+                })
+                .count()
+        };
+        assert_eq!(count("idx"), count("seg"), "{}", folder.display());
+    }
     let _ = std::fs::remove_dir_all(&d);
     let _ = std::fs::remove_dir_all(&d2);
 }

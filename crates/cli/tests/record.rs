@@ -561,15 +561,18 @@ fn in_ns(ns: &str, args: &[&str], env: &[(&str, String)]) -> Command {
 }
 
 #[test]
-fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resolution() {
+fn two_recorders_on_two_hosts_record_a_multicast_stream_and_either_serves_its_replay() {
     if !peregrine_testkit::root_with_netns() {
         return;
     }
     let pid = std::process::id();
     let hosts = common::TwoHosts::new("rc", 93);
-    let dir: PathBuf =
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rec-hosts-{pid}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir: PathBuf = tmp.join(format!("rec-hosts-{pid}"));
+    let dir_a: PathBuf = tmp.join(format!("rec-hosts-a-{pid}"));
+    for d in [&dir, &dir_a] {
+        let _ = std::fs::remove_dir_all(d);
+    }
     let topic = format!("p{pid}.hosts.a");
     // Each host on its own address; the publisher offers a multicast group to other hosts.
     let group = format!(
@@ -584,18 +587,37 @@ fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resoluti
             ("PEREGRINE_RESOLVER_REMOTE", group.clone()),
         ]
     };
-    let mut rec = in_ns(
-        &hosts.b,
-        &["record", "--topics", &topic, "--dir", dir.to_str().unwrap()],
-        &env(hosts.addr_b),
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .unwrap();
-    let mut lines = BufReader::new(rec.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("recording "), "{first}");
+    // Two recorders of the stream for redundancy: one on each host, each serving replays.
+    let recorder = |ns: &str, addr: std::net::Ipv4Addr, d: &PathBuf| {
+        let mut rec = in_ns(
+            ns,
+            &[
+                "record",
+                "--topics",
+                &topic,
+                "--dir",
+                d.to_str().unwrap(),
+                "--serve",
+                &format!("{addr}:0"),
+            ],
+            &env(addr),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+        let mut lines = BufReader::new(rec.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.starts_with("recording "), "{first}");
+        let served = first
+            .rsplit_once("serving replays on ")
+            .unwrap()
+            .1
+            .to_string();
+        (rec, lines, served)
+    };
+    let (mut rec, mut lines, served_b) = recorder(&hosts.b, hosts.addr_b, &dir);
+    let (mut rec_a, mut lines_a, served_a) = recorder(&hosts.a, hosts.addr_a, &dir_a);
     let publ = in_ns(
         &hosts.a,
         &[
@@ -607,7 +629,7 @@ fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resoluti
             "5000",
             "--print",
             "--wait-subscribers",
-            "1",
+            "2",
         ],
         &env(hosts.addr_a),
     )
@@ -620,27 +642,52 @@ fn a_recorder_on_another_host_records_a_multicast_stream_found_by_topic_resoluti
         .filter_map(tail)
         .collect();
     assert_eq!(sent.len(), 2000);
-    // The stream ends at the recorder when the publisher closes.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        seen.push(l.clone());
-        if l.starts_with("ended ") {
-            break;
+    // The stream ends at each recorder when the publisher closes.
+    for lines in [&mut lines, &mut lines_a] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        for l in lines.by_ref() {
+            let l = l.unwrap();
+            seen.push(l.clone());
+            if l.starts_with("ended ") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{seen:?}");
         }
-        assert!(Instant::now() < deadline, "{seen:?}");
+        assert!(
+            seen.iter()
+                .any(|l| l.starts_with("ended ") && l.ends_with(": 2000 messages")),
+            "{seen:?}"
+        );
     }
-    assert!(
-        seen.iter()
-            .any(|l| l.starts_with("ended ") && l.ends_with(": 2000 messages")),
-        "{seen:?}"
-    );
+    // Replayed on host A from the list of both recorders: the first answers; with it gone,
+    // the other host's, across the link.
+    let list = format!("{served_a},{served_b}");
+    let replay_list = || {
+        let o = in_ns(
+            &hosts.a,
+            &["replay", "--recorder", &list, &topic, "--print"],
+            &env(hosts.addr_a),
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(tail)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(replay_list(), sent, "from host A's recorder");
+    peregrine_testkit::signal(rec_a.id(), rustix::process::Signal::KILL).unwrap();
+    rec_a.wait().unwrap();
+    assert_eq!(replay_list(), sent, "from host B's recorder, host A's gone");
     peregrine_testkit::signal(rec.id(), rustix::process::Signal::TERM).unwrap();
     rec.wait().unwrap();
     // Replayed here, from the folder the other host wrote.
     assert_eq!(replayed(&dir, &topic), sent);
-    let _ = std::fs::remove_dir_all(&dir);
+    for d in [&dir, &dir_a] {
+        let _ = std::fs::remove_dir_all(d);
+    }
     drop(hosts);
 }
 

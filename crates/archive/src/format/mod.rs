@@ -3,6 +3,7 @@
 //! (the end of what was written) or the end of the file. Little-endian throughout. Checked
 //! views and parse/emit, no I/O.
 
+pub mod index;
 pub mod positions;
 pub mod record;
 pub mod replay;
