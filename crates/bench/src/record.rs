@@ -6,7 +6,10 @@
 //! - **append ceiling**: the same number of bytes (the recording's records) appended to a
 //!   plain file in 256 KiB writes, forced on the same schedule;
 //! - **replay**: a [`RecordingReader`] reads every message back, checking each;
-//! - **read ceiling**: the same segment files read sequentially in 1 MiB reads (`cat`).
+//! - **read ceiling**: the same segment files read sequentially in 1 MiB reads (`cat`);
+//! - **seek**: 64 reads from a sequence spread over the recording, to their first message,
+//!   with the segments' indexes, then the same with the index files removed (each segment
+//!   read from its start to the place).
 //!
 //! Both writes start from an empty folder and both reads follow their write (the page cache
 //! holds what was just written in both cases). The median of `runs` runs is reported.
@@ -73,6 +76,9 @@ pub struct RecordBenchRow {
     pub read_ceiling_bytes_per_s: f64,
     pub replay_x_ceiling: Vec<f64>,
     pub replay_x_ceiling_median: f64,
+    /// Microseconds from `from_sequence` to the first message, with the index and without.
+    pub seek_us: f64,
+    pub seek_without_index_us: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -107,6 +113,8 @@ pub fn run(cfg: &RecordBenchConfig) -> Result<Vec<RecordBenchRow>, BenchError> {
             read_ceiling_bytes_per_s: pick(|r| r.read_bps),
             replay_x_ceiling_median: median(px.clone()),
             replay_x_ceiling: px,
+            seek_us: pick(|r| r.seek_us),
+            seek_without_index_us: pick(|r| r.scan_us),
         });
     }
     Ok(rows)
@@ -121,6 +129,8 @@ struct Run {
     replay_mps: f64,
     replay_bps: f64,
     read_bps: f64,
+    seek_us: f64,
+    scan_us: f64,
 }
 
 fn io_err(path: &Path, what: &str, e: std::io::Error) -> BenchError {
@@ -235,6 +245,7 @@ fn one_run(cfg: &RecordBenchConfig, size: usize) -> Result<Run, BenchError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&rec)
         .map_err(|e| io_err(&rec, "list", e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
         .collect();
     files.sort();
     let read_s = read_files(&files)?;
@@ -245,6 +256,12 @@ fn one_run(cfg: &RecordBenchConfig, size: usize) -> Result<Run, BenchError> {
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum();
     let replayed_file_bytes = file_bytes as f64;
+    let seek_us = seeks(&rec, messages)?;
+    for p in &files {
+        let idx = p.with_extension("idx");
+        std::fs::remove_file(&idx).map_err(|e| io_err(&idx, "remove", e))?;
+    }
+    let scan_us = seeks(&rec, messages)?;
     Ok(Run {
         messages,
         record_mps: messages as f64 / record_s,
@@ -253,7 +270,32 @@ fn one_run(cfg: &RecordBenchConfig, size: usize) -> Result<Run, BenchError> {
         replay_mps: messages as f64 / replay_s,
         replay_bps: replayed_file_bytes / replay_s,
         read_bps: replayed_file_bytes / read_s,
+        seek_us,
+        scan_us,
     })
+}
+
+/// The mean microseconds of 64 reads from a sequence spread over the recording (each
+/// checked), from `from_sequence` to the first message.
+fn seeks(rec: &Path, messages: u64) -> Result<f64, BenchError> {
+    const SEEKS: u64 = 64;
+    let r = RecordingReader::open(rec).map_err(|e| BenchError::Child(e.to_string()))?;
+    let t0 = Instant::now();
+    for k in 1..=SEEKS {
+        let want = k.wrapping_mul(2_654_435_761) % messages;
+        let mut c = r
+            .from_sequence(want)
+            .map_err(|e| BenchError::Child(e.to_string()))?;
+        match c.next_entry() {
+            Some(Ok(Entry::Message { sequence, .. })) if sequence == want => {}
+            other => {
+                return Err(BenchError::Child(format!(
+                    "seek: sequence {want} read as {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / SEEKS as f64)
 }
 
 /// Reads `files` in turn, 1 MiB at a time; the seconds it took.
@@ -288,7 +330,7 @@ pub fn table(rows: &[RecordBenchRow], cfg: &RecordBenchConfig) -> String {
         cfg.runs
     );
     s += &format!(
-        "  {:>8} {:>10} {:>14} {:>12} {:>12} {:>7} {:>14} {:>12} {:>12} {:>7}\n",
+        "  {:>8} {:>10} {:>14} {:>12} {:>12} {:>7} {:>14} {:>12} {:>12} {:>7} {:>9} {:>12}\n",
         "size_B",
         "messages",
         "record_msg/s",
@@ -298,11 +340,13 @@ pub fn table(rows: &[RecordBenchRow], cfg: &RecordBenchConfig) -> String {
         "replay_msg/s",
         "replay_MB/s",
         "read_MB/s",
-        "x"
+        "x",
+        "seek_us",
+        "no_index_us"
     );
     for r in rows {
         s += &format!(
-            "  {:>8} {:>10} {:>14.0} {:>12.1} {:>12.1} {:>7.2} {:>14.0} {:>12.1} {:>12.1} {:>7.2}\n",
+            "  {:>8} {:>10} {:>14.0} {:>12.1} {:>12.1} {:>7.2} {:>14.0} {:>12.1} {:>12.1} {:>7.2} {:>9.0} {:>12.0}\n",
             r.size_bytes,
             r.messages,
             r.record_msgs_per_s,
@@ -313,6 +357,8 @@ pub fn table(rows: &[RecordBenchRow], cfg: &RecordBenchConfig) -> String {
             r.replay_bytes_per_s / 1e6,
             r.read_ceiling_bytes_per_s / 1e6,
             r.replay_x_ceiling_median,
+            r.seek_us,
+            r.seek_without_index_us,
         );
     }
     s

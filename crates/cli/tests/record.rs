@@ -274,6 +274,8 @@ fn bench_record_measures_recording_and_replay_against_the_disk() {
             "record_msgs_per_s",
             "append_ceiling_bytes_per_s",
             "replay_msgs_per_s",
+            "seek_us",
+            "seek_without_index_us",
             "read_ceiling_bytes_per_s",
         ] {
             assert!(r[k].as_f64() > Some(0.0), "{k}: {r}");
