@@ -281,6 +281,35 @@ typedef int32_t pg_md_ack_code;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Kinds of merging subscriber events (`pg_merge_event.kind`).
+enum pg_merge_event_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // An event of a kind newer than this header: `reason` describes it.
+  PG_MERGE_OTHER = 0,
+  // A stream's history reached the live stream: `recorded` messages came from the
+  // recording, live delivery took over at `to`.
+  PG_MERGE_SEAM = 1,
+  // Sequences `from .. to` that the transport lost came from the recording instead
+  // (`recorded` messages), before anything after them: nothing was lost.
+  PG_MERGE_RECOVERED = 2,
+  // Sequences `from .. to` are in neither the transport nor the recording: lost
+  // (`reason` says why); delivery goes on after them.
+  PG_MERGE_GAP = 3,
+  // A stream resumed from a position and not heard live: its recording was read to its
+  // end (`to`, the next sequence; `recorded` messages).
+  PG_MERGE_CAUGHT_UP = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pg_merge_event_kind pg_merge_event_kind;
+#else
+typedef int32_t pg_merge_event_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A context: configuration, topic resolution, the factory of publishers and subscribers.
 // Opaque; made by `pg_context_new`, freed by `pg_context_free`.
 typedef struct pg_context pg_context;
@@ -299,6 +328,10 @@ typedef struct pg_md_consumer pg_md_consumer;
 // items on the backbone, keeps their images and answers the distributors' image requests.
 // Opaque; made by `pg_md_provider_new`, freed by `pg_md_provider_free`.
 typedef struct pg_md_provider pg_md_provider;
+
+// A subscriber of one topic with a recorded history: see `pg_merging_subscriber_new`.
+// Opaque; freed by `pg_merging_subscriber_free`.
+typedef struct pg_merging_subscriber pg_merging_subscriber;
 
 // A publisher of one topic. Opaque; made by `pg_publisher_new` or `pg_publish`, freed by
 // `pg_publisher_free`.
@@ -481,6 +514,25 @@ typedef struct {
   // Messages of a new active not passed on because the application had them already.
   uint64_t duplicates_dropped;
 } pg_md_standby;
+
+// A merging subscriber event. `reason` belongs to the subscriber and stays valid until its
+// next `pg_merging_subscriber_next_event` or `pg_merging_subscriber_free`; NULL when it does
+// not apply.
+typedef struct {
+  // A `pg_merge_event_kind`.
+  int32_t kind;
+  // The publisher's session.
+  uint32_t session_id;
+  // The first sequence concerned (`PG_MERGE_RECOVERED`, `PG_MERGE_GAP`).
+  uint64_t from;
+  // One past the last (`PG_MERGE_RECOVERED`, `PG_MERGE_GAP`), where live took over
+  // (`PG_MERGE_SEAM`), or the next sequence (`PG_MERGE_CAUGHT_UP`).
+  uint64_t to;
+  // Messages that came from the recording.
+  uint64_t recorded;
+  // `PG_MERGE_GAP`, `PG_MERGE_OTHER`: why.
+  const char *reason;
+} pg_merge_event;
 
 #ifdef __cplusplus
 extern "C" {
@@ -885,6 +937,53 @@ int32_t pg_md_consumer_new_warm_tls(const char *active,
 // How the standby of a consumer made by `pg_md_consumer_new_warm` stands, into `*out`.
 // `PG_ERROR_INVALID_ARGUMENT` for a consumer of one login.
 int32_t pg_md_consumer_standby(pg_md_consumer *consumer, pg_md_standby *out);
+
+// Makes a subscriber of `topic` (a name, found by topic resolution) with a recorded history
+// into `*out`. The history is the recording folder `dir` (`peregrine record --dir`) or the
+// recorders `recorders` ("HOST:PORT,HOST:PORT": the first that answers is read); give one,
+// the other NULL.
+//
+// - `from_sequence` 0 or more: every stream from that sequence, the recorded history first,
+//   then live, with no gap and no duplicate at the seam. Negative: live, and every loss the
+//   transport reports (its publisher no longer retains the range) is read from the
+//   recording and delivered in order before anything after it.
+// - `durable_name` not NULL: a durable subscriber of that name (1 to 128 letters, digits,
+//   `.`, `-`, `_`): its position in each stream is kept in `dir` or by the recorders every
+//   `commit_ms` milliseconds (0: 200) while it is polled, at
+//   `pg_merging_subscriber_commit` and at `pg_merging_subscriber_free`; a name kept before
+//   resumes where it stood (`from_sequence` then applies only to a name never kept).
+int32_t pg_merging_subscriber_new(pg_context *context,
+                                  const char *topic,
+                                  const char *dir,
+                                  const char *recorders,
+                                  int64_t from_sequence,
+                                  const char *durable_name,
+                                  uint64_t commit_ms,
+                                  pg_merging_subscriber **out);
+
+// Calls `handler(user, message)` for up to `limit` messages (recorded and live, in order)
+// and returns how many, or a negative code. Never blocks for long: a history read is at most
+// one read of the recording. A durable subscriber keeps its positions here when its interval
+// has passed; when neither the folder nor any recorder kept them, this poll returns
+// `PG_ERROR_OPEN` (the messages it handed to `handler` stand, and the next interval tries
+// again).
+int32_t pg_merging_subscriber_poll(pg_merging_subscriber *subscriber,
+                                   pg_message_handler handler,
+                                   void *user,
+                                   size_t limit);
+
+// The next event, if any, into `*event`. Returns 1 when one was written, 0 when there is
+// none, or a negative code.
+int32_t pg_merging_subscriber_next_event(pg_merging_subscriber *subscriber, pg_merge_event *event);
+
+// A durable subscriber: keeps its positions now (everything delivered so far is not
+// delivered again). `PG_ERROR_INVALID_ARGUMENT` for a subscriber without a durable name;
+// `PG_ERROR_OPEN` when neither the folder nor any recorder kept them.
+int32_t pg_merging_subscriber_commit(pg_merging_subscriber *subscriber);
+
+// Frees a merging subscriber; a durable one keeps its positions first (its failure to is
+// returned, `PG_ERROR_OPEN`, and the handle is freed all the same).
+int32_t pg_merging_subscriber_free(pg_merging_subscriber *subscriber);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -12,6 +12,7 @@
 
 mod failover;
 mod md;
+mod merging;
 
 use peregrine::{IdleKind, OfferError, SubscriberEvent};
 use pyo3::buffer::PyBuffer;
@@ -908,6 +909,7 @@ fn _peregrine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Event>()?;
     m.add_class::<MessageIterator>()?;
     m.add_class::<failover::FailoverSubscriber>()?;
+    m.add_class::<merging::MergingSubscriber>()?;
     m.add("PeregrineError", py.get_type::<PeregrineError>())?;
     m.add("BackPressured", py.get_type::<BackPressured>())?;
     m.add("MessageTooLarge", py.get_type::<MessageTooLarge>())?;

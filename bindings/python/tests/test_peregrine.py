@@ -337,3 +337,90 @@ def test_a_failover_group_gives_each_sequence_once_and_refuses_a_plain_publisher
         fs.close()
         with pytest.raises(peregrine.Closed):
             fs.poll()
+
+
+def test_a_durable_merging_subscriber_resumes_where_it_stood():
+    """A recorder process (`peregrine record`) records a Python publisher's topic; a durable
+    MergingSubscriber takes messages 0-9, is closed (its positions kept in the folder), and
+    opened again after 10 more were sent without it: it gets 10 to 19 from the recording,
+    then 20 to 24 live, each once; a merge from sequence 0 gets all 25."""
+    exe = os.environ.get("PEREGRINE_BIN")
+    if not exe:
+        pytest.skip("PEREGRINE_BIN is not set (crates/cli/tests/python.rs sets it)")
+    import tempfile
+
+    topic = unique("durable").replace("-", "_") + ".rec"
+    folder = tempfile.mkdtemp(prefix="peregrine-py-rec-")
+    rec = subprocess.Popen(
+        [exe, "record", "--topics", topic, "--dir", folder, "--fsync", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert rec.stdout.readline().startswith("recording "), rec.stderr.read()
+        with peregrine.Context() as ctx:
+            pub = ctx.publish(topic)
+            deadline = time.monotonic() + 20
+            while pub.subscriber_count == 0:
+                assert time.monotonic() < deadline, "the recorder never attached"
+                time.sleep(0.01)
+            sent = 0
+
+            def send(n):
+                nonlocal sent
+                for _ in range(n):
+                    pub.offer(f"m{sent}".encode())
+                    sent += 1
+                pub.flush()
+
+            def recorded(n):
+                deadline = time.monotonic() + 20
+                while True:
+                    out = subprocess.run(
+                        [exe, "replay", "--dir", folder, topic], capture_output=True, text=True
+                    )
+                    if f"replayed {n} messages" in out.stderr:
+                        return
+                    assert time.monotonic() < deadline, out.stderr
+                    time.sleep(0.02)
+
+            def take(s, until, sending=0):
+                """(sequence, payload) until sequence `until`, sending one message a poll
+                while `sending` are left."""
+                got = []
+                deadline = time.monotonic() + 20
+                while not got or got[-1][0] < until:
+                    assert time.monotonic() < deadline, got
+                    if sending:
+                        send(1)
+                        sending -= 1
+                    got += [(m.sequence, bytes(m.payload).decode()) for m in s.poll(64)]
+                    time.sleep(0.001)
+                return got
+
+            with peregrine.MergingSubscriber(ctx, topic, dir=folder, durable="py-risk") as s:
+                send(10)
+                first = take(s, 9)
+                assert first == [(i, f"m{i}") for i in range(first[0][0], 10)]
+                assert s.positions() == [(pub.session_id, 10)]
+            send(10)
+            recorded(20)
+            with peregrine.MergingSubscriber(ctx, topic, dir=folder, durable="py-risk") as s:
+                got = take(s, 24, sending=5)
+                assert got == [(i, f"m{i}") for i in range(10, 25)]
+                kinds = []
+                while (e := s.next_event()) is not None:
+                    kinds.append(e.kind)
+                assert "seam" in kinds or "caught_up" in kinds, kinds
+                with pytest.raises(ValueError, match="no durable name"):
+                    peregrine.MergingSubscriber(ctx, topic, dir=folder).commit()
+            recorded(25)
+            with peregrine.MergingSubscriber(ctx, topic, dir=folder, from_seq=0) as s:
+                send(1)
+                assert take(s, 25) == [(i, f"m{i}") for i in range(26)]
+            with pytest.raises(ValueError, match="one of them"):
+                peregrine.MergingSubscriber(ctx, topic)
+    finally:
+        rec.terminate()
+        rec.wait(timeout=20)

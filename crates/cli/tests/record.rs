@@ -264,8 +264,15 @@ fn bench_record_measures_recording_and_replay_against_the_disk() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
+    // The export of a recording of market data: every message a row (the command checks).
+    assert_eq!(rows[2]["kind"], "export");
+    assert_eq!(rows[2]["rows"], 16_384, "one per 128 bytes of --bytes 2m");
+    assert!(rows[2]["rows_per_s"].as_f64() > Some(0.0), "{}", rows[2]);
     for (r, size) in rows.iter().zip([32, 1024]) {
+        // Recorded from a live stream over shared memory: back-pressured, never lost.
+        assert_eq!(r["live_lost"], 0, "{r}");
+        assert!(r["live_msgs_per_s"].as_f64() > Some(0.0), "{r}");
         assert_eq!(r["kind"], "record");
         assert_eq!(r["size_bytes"], size);
         // Every message was replayed and checked (the command fails otherwise).

@@ -39,6 +39,8 @@ pub(crate) enum Kind {
     MdProvider = 4,
     MdConsumer = 5,
     FailoverSubscriber = 6,
+    // (7 is the last kind three bits hold: another needs KIND_BITS raised.)
+    MergingSubscriber = 7,
 }
 
 /// Bits of a handle that hold its kind.

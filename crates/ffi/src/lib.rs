@@ -21,10 +21,12 @@ mod error;
 mod failover;
 mod handles;
 mod md;
+mod merging;
 
 pub use error::pg_status;
 use error::{pg_status::*, Failure};
 use handles::Kind;
+pub use merging::{pg_merge_event, pg_merge_event_kind, pg_merging_subscriber};
 use peregrine::{ClaimToken, Config, Context, IdleKind, Publisher, Subscriber, SubscriberEvent};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -763,3 +763,126 @@ impl Drop for InProcessDistributor {
         }
     }
 }
+
+/// A durable subscriber from C (`pg_merging_subscriber_new` with a durable name,
+/// examples/c/durable.c) over a recording this test makes (a `peregrine_archive::Recorder` in
+/// a thread, of a publisher of this process): a new name takes messages 0-9 and exits (its
+/// position kept as it is freed); started again after 10 more were sent without it, it prints
+/// 10 to 19 from the recording, then 20 to 24 live, each once, in order.
+#[test]
+fn a_durable_subscriber_in_c_resumes_where_it_stood() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let Some(cc) = cc() else { return };
+    let exe = build(&cc, "durable.c", &[]);
+    let pid = std::process::id();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-durable-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("c.durable.{pid}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let recorder = {
+        let (dir, topic, stop) = (dir.clone(), topic.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let ctx = peregrine::Context::new();
+            let opts = peregrine_archive::WriterOptions {
+                durability: peregrine_archive::Durability::None,
+                ..Default::default()
+            };
+            let mut rec =
+                peregrine_archive::Recorder::new(&ctx, &dir, &[topic.as_str()], opts).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let n = rec.poll(1024);
+                rec.idle(n);
+            }
+            rec.close().unwrap();
+        })
+    };
+    let ctx = peregrine::Context::new();
+    let mut publisher = ctx.publish(&topic).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while publisher.subscriber_count() == 0 {
+        assert!(Instant::now() < deadline, "the recorder never attached");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut sent = 0u64;
+    let mut send = |n: u64| {
+        for _ in 0..n {
+            while publisher.offer(format!("m{sent}").as_bytes()).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            sent += 1;
+        }
+        let _ = publisher.flush();
+    };
+    let recorded = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let count: usize = peregrine_archive::folder::recordings_of(&dir, &topic)
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let mut c = r.cursor();
+                    let mut k = 0;
+                    while let Some(e) = c.next_entry() {
+                        k += usize::from(matches!(e, Ok(peregrine_archive::Entry::Message { .. })));
+                    }
+                    k
+                })
+                .sum();
+            if count >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{count} of {n} recorded");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // Runs the example for `count` messages, sending `n` once it has subscribed: its lines.
+    let run = |count: u64, n: u64, send: &mut dyn FnMut(u64)| -> Vec<String> {
+        let mut child = Command::new(&exe)
+            .args([
+                topic.as_str(),
+                dir.to_str().unwrap(),
+                "c-risk",
+                &count.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "subscribed");
+        send(n);
+        let out: Vec<String> = lines.map_while(Result::ok).collect();
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "durable: {out:?}\n{err}");
+        out
+    };
+    let messages = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("seq="))
+            .cloned()
+            .collect()
+    };
+    let first = messages(&run(10, 10, &mut send));
+    let from: u64 = first[0]["seq=".len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let want: Vec<String> = (from..10).map(|i| format!("seq={i}: m{i}")).collect();
+    assert_eq!(first, want);
+    send(10);
+    recorded(20);
+    let out = run(15, 5, &mut send);
+    let again = messages(&out);
+    let want: Vec<String> = (10..25).map(|i| format!("seq={i}: m{i}")).collect();
+    assert_eq!(again, want, "{out:?}");
+    assert!(!out.iter().any(|l| l.starts_with("GAP")), "{out:?}");
+    stop.store(true, Ordering::Relaxed);
+    recorder.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

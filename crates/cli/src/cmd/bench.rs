@@ -332,14 +332,19 @@ fn record(a: &RecordArgs, json: bool) -> Result<()> {
         runs: a.runs,
     };
     let rows = run(&cfg)?;
+    let export = peregrine_bench::record::run_export(&cfg)?;
     if json {
         for r in &rows {
             let mut v = serde_json::to_value(r)?;
             v["kind"] = "record".into();
             println!("{v}");
         }
+        let mut v = serde_json::to_value(&export)?;
+        v["kind"] = "export".into();
+        println!("{v}");
     } else {
         print!("{}", table(&rows, &cfg));
+        print!("{}", peregrine_bench::record::export_line(&export));
     }
     Ok(())
 }
