@@ -5,7 +5,7 @@ use crate::{lock, Closed, Event, Gathered, Message, Subscriber};
 use peregrine::failover::{ArbiterConfig, FailoverEvent};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyString};
+use pyo3::types::{PyDict, PyString};
 use std::sync::Mutex;
 
 /// A subscriber of a failover group: each sequence of the group's stream once, in order,
@@ -87,21 +87,7 @@ impl FailoverSubscriber {
             },
             limit,
         );
-        let n = g.seqs.len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let buffer = PyMemoryView::from(PyBytes::new(py, &g.data).as_any())?.unbind();
-        Ok((0..n)
-            .map(|i| Message {
-                sequence: g.seqs[i],
-                session_id: g.sessions[i],
-                topic: self.topic.clone_ref(py),
-                buffer: buffer.clone_ref(py),
-                start: g.starts[i],
-                end: g.starts.get(i + 1).copied().unwrap_or(g.data.len()),
-            })
-            .collect())
+        g.messages(py, &self.topic)
     }
 
     /// Applies the idle strategy after a poll that returned `work_count` messages.

@@ -480,6 +480,25 @@ struct Gathered {
 }
 
 impl Gathered {
+    /// The gathered messages of one topic as `Message`s over one buffer.
+    fn messages(&self, py: Python<'_>, topic: &Py<PyString>) -> PyResult<Vec<Message>> {
+        let n = self.seqs.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let buffer = PyMemoryView::from(PyBytes::new(py, &self.data).as_any())?.unbind();
+        Ok((0..n)
+            .map(|i| Message {
+                sequence: self.seqs[i],
+                session_id: self.sessions[i],
+                topic: topic.clone_ref(py),
+                buffer: buffer.clone_ref(py),
+                start: self.starts[i],
+                end: self.starts.get(i + 1).copied().unwrap_or(self.data.len()),
+            })
+            .collect())
+    }
+
     fn clear(&mut self) {
         self.data.clear();
         self.starts.clear();

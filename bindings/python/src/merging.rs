@@ -9,7 +9,7 @@ use peregrine_archive::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMemoryView, PyString};
+use pyo3::types::PyString;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -161,22 +161,7 @@ impl MergingSubscriber {
                 )));
             }
         }
-        let g = &s.gathered;
-        let n = g.seqs.len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let buffer = PyMemoryView::from(PyBytes::new(py, &g.data).as_any())?.unbind();
-        Ok((0..n)
-            .map(|i| Message {
-                sequence: g.seqs[i],
-                session_id: g.sessions[i],
-                topic: self.topic.clone_ref(py),
-                buffer: buffer.clone_ref(py),
-                start: g.starts[i],
-                end: g.starts.get(i + 1).copied().unwrap_or(g.data.len()),
-            })
-            .collect())
+        s.gathered.messages(py, &self.topic)
     }
 
     /// The next event, or None.

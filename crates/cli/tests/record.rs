@@ -387,6 +387,23 @@ fn a_recorder_killed_and_started_again_keeps_what_it_had_and_records_each_messag
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `peregrine pub TOPIC --stdin` over UDP (`env`), waiting for one subscriber: each line the
+/// test writes to its input is a message, sent as it comes.
+fn stdin_publisher(
+    topic: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::process::ChildStdin) {
+    let mut publ = Command::new(exe())
+        .args(["pub", topic, "--stdin", "--wait-subscribers", "1"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let input = publ.stdin.take().unwrap();
+    (publ, input)
+}
+
 /// A process whose output lines are collected by a thread.
 struct Lines {
     child: std::process::Child,
@@ -409,6 +426,17 @@ impl Lines {
 
     fn any(&self, f: impl Fn(&str) -> bool) -> bool {
         self.lines.lock().unwrap().iter().any(|l| f(l))
+    }
+
+    /// The address a `record --serve` process serves replays on, from its first line.
+    fn served(&self) -> String {
+        let l = self.lines.lock().unwrap();
+        let first = l.iter().find(|l| l.starts_with("recording ")).unwrap();
+        first
+            .rsplit_once("serving replays on ")
+            .unwrap_or_else(|| panic!("{first}"))
+            .1
+            .to_string()
     }
 
     /// Waits up to 30 s for a line `f` accepts.
@@ -453,26 +481,11 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
     until("the recorder started", &|| {
         rec.any(|l| l.starts_with("recording "))
     });
-    let served = {
-        let l = rec.lines.lock().unwrap();
-        let first = l.iter().find(|l| l.starts_with("recording ")).unwrap();
-        first
-            .rsplit_once("serving replays on ")
-            .unwrap()
-            .1
-            .to_string()
-    };
+    let served = rec.served();
     // The publisher sends the lines the test writes, as they come: the history is written
     // first, the live part only once the subscribers exist, so both parts are certain
     // whatever the machine's speed.
-    let mut publ = Command::new(exe())
-        .args(["pub", &topic, "--stdin", "--wait-subscribers", "1"])
-        .envs(udp)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut input = publ.stdin.take().unwrap();
+    let (mut publ, mut input) = stdin_publisher(&topic, &udp);
     let mut written = 0u64;
     let mut write = |n: u64| {
         let mut text = String::new();
@@ -1002,23 +1015,8 @@ fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() 
         .envs(udp);
     let mut rec = Lines::start(rec);
     rec.wait_for(|l| l.starts_with("recording "), "the recorder's start");
-    let served = {
-        let l = rec.lines.lock().unwrap();
-        let first = l.iter().find(|l| l.starts_with("recording ")).unwrap();
-        first
-            .rsplit_once("serving replays on ")
-            .unwrap()
-            .1
-            .to_string()
-    };
-    let mut publ = Command::new(exe())
-        .args(["pub", &topic, "--stdin", "--wait-subscribers", "1"])
-        .envs(udp)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut input = publ.stdin.take().unwrap();
+    let served = rec.served();
+    let (mut publ, mut input) = stdin_publisher(&topic, &udp);
     let written = std::cell::Cell::new(0u64);
     let mut write = |n: u64| {
         let mut text = String::new();
