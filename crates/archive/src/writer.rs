@@ -707,13 +707,20 @@ impl Drop for RecordingWriter {
 /// written is not damage) and a second writer finds taken. Released when the file is closed,
 /// or the process ends however it ends.
 fn hold(file: &File, path: &Path) -> Result<(), ArchiveError> {
-    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(ArchiveError::Busy {
-            path: path.to_path_buf(),
-        }),
-        Err(e) => Err(ArchiveError::io(path, "lock", e.into())),
+    // A reader takes the shared lock only for the instant of its test: taken for 50 ms, the
+    // lock is a writer's.
+    for _ in 0..50 {
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(e) => return Err(ArchiveError::io(path, "lock", e.into())),
+        }
     }
+    Err(ArchiveError::Busy {
+        path: path.to_path_buf(),
+    })
 }
 
 /// True when a writer holds segment `file` (see [`hold`]).
