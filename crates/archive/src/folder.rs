@@ -43,21 +43,10 @@ pub fn wall_ns() -> u64 {
 /// The recordings of `topic` under `dir` (one per session), by their first message's
 /// receive time.
 pub fn recordings_of(dir: &Path, topic: &str) -> Result<Vec<RecordingReader>, ArchiveError> {
-    let tdir = dir.join(topic_dir_name(topic));
-    let entries = match std::fs::read_dir(&tdir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(ArchiveError::io(&tdir, "read folder", e)),
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let e = e.map_err(|e| ArchiveError::io(&tdir, "read folder", e))?;
-        let r = RecordingReader::open(&e.path())?;
-        // (The escaped name may be shared by two topics cut at 200 bytes: the header says.)
-        if r.meta().topic == topic {
-            out.push(r);
-        }
-    }
+    // (The escaped name may be shared by two topics cut at 200 bytes: the header says.)
+    let out = recordings_in(&dir.join(topic_dir_name(topic)))?
+        .into_iter()
+        .filter(|r| r.meta().topic == topic);
     let mut keyed = Vec::new();
     for r in out {
         let first = r
@@ -72,4 +61,21 @@ pub fn recordings_of(dir: &Path, topic: &str) -> Result<Vec<RecordingReader>, Ar
     }
     keyed.sort_by_key(|(t, r)| (*t, r.meta().session_id));
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Every recording (session folder) in the topic folder `tdir`; none when it does not exist.
+pub(crate) fn recordings_in(tdir: &Path) -> Result<Vec<RecordingReader>, ArchiveError> {
+    let entries = match std::fs::read_dir(tdir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ArchiveError::io(tdir, "read folder", e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| ArchiveError::io(tdir, "read folder", e))?;
+        if e.file_type().is_ok_and(|ft| ft.is_dir()) {
+            out.push(RecordingReader::open(&e.path())?);
+        }
+    }
+    Ok(out)
 }

@@ -387,21 +387,61 @@ fn a_recorder_killed_and_started_again_keeps_what_it_had_and_records_each_messag
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `peregrine pub TOPIC --stdin` over UDP (`env`), waiting for one subscriber: each line the
-/// test writes to its input is a message, sent as it comes.
-fn stdin_publisher(
-    topic: &str,
-    env: &[(&str, &str)],
-) -> (std::process::Child, std::process::ChildStdin) {
-    let mut publ = Command::new(exe())
-        .args(["pub", topic, "--stdin", "--wait-subscribers", "1"])
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let input = publ.stdin.take().unwrap();
-    (publ, input)
+/// `peregrine pub TOPIC --stdin` with `env`, waiting for one subscriber: each line the test
+/// writes is a message, sent as it comes. Message `i` is `m{i}`.
+struct Feed {
+    publ: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    written: u64,
+}
+
+impl Feed {
+    fn start(topic: &str, env: &[(&str, &str)]) -> Feed {
+        let mut publ = Command::new(exe())
+            .args(["pub", topic, "--stdin", "--wait-subscribers", "1"])
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = publ.stdin.take();
+        Feed {
+            publ,
+            input,
+            written: 0,
+        }
+    }
+
+    /// Writes the next `n` messages; the number written in all.
+    fn write(&mut self, n: u64) -> u64 {
+        let text: String = (self.written..self.written + n)
+            .map(|i| format!("m{i}\n"))
+            .collect();
+        let input = self.input.as_mut().expect("the input is open");
+        std::io::Write::write_all(input, text.as_bytes()).unwrap();
+        self.written += n;
+        self.written
+    }
+
+    /// Ends the input: the publisher sends what it has and exits, successfully.
+    fn finish(mut self) {
+        drop(self.input.take());
+        assert!(self.publ.wait().unwrap().success());
+    }
+}
+
+/// `peregrine record --topics TOPIC --dir DIR --fsync none --serve 127.0.0.1:0` with `env`,
+/// once it has started: its lines, and the address it serves replays on.
+fn serving_recorder(topic: &str, dir: &std::path::Path, env: &[(&str, &str)]) -> (Lines, String) {
+    let mut rec = Command::new(exe());
+    rec.args(["record", "--topics", topic, "--dir"])
+        .arg(dir)
+        .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
+        .envs(env.iter().copied());
+    let rec = Lines::start(rec);
+    rec.wait_for(|l| l.starts_with("recording "), "the recorder's start");
+    let served = rec.served();
+    (rec, served)
 }
 
 /// A process whose output lines are collected by a thread.
@@ -464,12 +504,7 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
     // merging subscribers join at the live position (no late join from the publisher's
     // retention): what they missed can only come from the recording.
     let udp = [("PEREGRINE_RESOLVER_LOCAL", "none")];
-    let mut rec = Command::new(exe());
-    rec.args(["record", "--topics", &topic, "--dir"])
-        .arg(&dir)
-        .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
-        .envs(udp);
-    let rec = Lines::start(rec);
+    let (rec, served) = serving_recorder(&topic, &dir, &udp);
     // The deadline only turns a hang into a failure.
     let deadline = Instant::now() + Duration::from_secs(60);
     let until = |what: &str, f: &dyn Fn() -> bool| {
@@ -478,26 +513,12 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
             std::thread::sleep(Duration::from_millis(10));
         }
     };
-    until("the recorder started", &|| {
-        rec.any(|l| l.starts_with("recording "))
-    });
-    let served = rec.served();
     // The publisher sends the lines the test writes, as they come: the history is written
     // first, the live part only once the subscribers exist, so both parts are certain
     // whatever the machine's speed.
-    let (mut publ, mut input) = stdin_publisher(&topic, &udp);
-    let mut written = 0u64;
-    let mut write = |n: u64| {
-        let mut text = String::new();
-        for i in written..written + n {
-            text.push_str(&format!("m{i}\n"));
-        }
-        std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
-        written += n;
-        written
-    };
+    let mut feed = Feed::start(&topic, &udp);
     const HISTORY: u64 = 30_000;
-    let mut sent = write(HISTORY);
+    let mut sent = feed.write(HISTORY);
     until("the recorder recorded the history", &|| {
         let o = run(&["replay", "--dir", dir.to_str().unwrap(), &topic]);
         String::from_utf8_lossy(&o.stderr).contains(&format!("replayed {HISTORY} messages"))
@@ -524,11 +545,11 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
     // a history), then to 60,000 in all, then the end of the input.
     while !subs.iter().all(|(_, s)| s.any(|l| l.starts_with("seam "))) {
         assert!(Instant::now() < deadline, "no seam");
-        sent = write(100);
+        sent = feed.write(100);
         std::thread::sleep(Duration::from_millis(10));
     }
-    let total = write(60_000u64.saturating_sub(sent));
-    drop(input);
+    let total = feed.write(60_000u64.saturating_sub(sent));
+    feed.finish();
     let last = format!(": m{}", total - 1);
     for (name, s) in &subs {
         until(&format!("{name}: the last message"), &|| {
@@ -565,7 +586,6 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
         );
         assert!(!lines.iter().any(|l| l.starts_with("GAP ")), "{name}");
     }
-    assert!(publ.wait().unwrap().success());
     let mut rec = rec;
     peregrine_testkit::signal(rec.child.id(), rustix::process::Signal::TERM).unwrap();
     rec.child.wait().unwrap();
@@ -1008,24 +1028,8 @@ fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() 
     let _ = std::fs::remove_dir_all(&dir);
     let topic = format!("p{pid}.durable");
     let udp = [("PEREGRINE_RESOLVER_LOCAL", "none")];
-    let mut rec = Command::new(exe());
-    rec.args(["record", "--topics", &topic, "--dir"])
-        .arg(&dir)
-        .args(["--fsync", "none", "--serve", "127.0.0.1:0"])
-        .envs(udp);
-    let mut rec = Lines::start(rec);
-    rec.wait_for(|l| l.starts_with("recording "), "the recorder's start");
-    let served = rec.served();
-    let (mut publ, mut input) = stdin_publisher(&topic, &udp);
-    let written = std::cell::Cell::new(0u64);
-    let mut write = |n: u64| {
-        let mut text = String::new();
-        for i in written.get()..written.get() + n {
-            text.push_str(&format!("m{i}\n"));
-        }
-        std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
-        written.set(written.get() + n);
-    };
+    let (mut rec, served) = serving_recorder(&topic, &dir, &udp);
+    let mut feed = Feed::start(&topic, &udp);
     let recorded = |n: u64| {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -1081,28 +1085,28 @@ fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() 
         ("risk", ["--recorder", served.as_str()]),
         ("local", ["--dir", dir.to_str().unwrap()]),
     ] {
-        let base = written.get();
+        let base = feed.written;
         // A new name starts live: the publisher is told of it before anything is sent.
         let s = durable(name, &history);
         s.wait_for(|l| l.contains("(new name: kept from now on)"), "a new name");
         // (Live from the first message this subscriber hears: wait for it to hear one.)
         while !s.any(|l| l.contains(": m")) {
-            write(1);
+            feed.write(1);
             std::thread::sleep(Duration::from_millis(20));
         }
         let first = printed(&s)[0];
-        write(base + 100 - written.get());
+        feed.write(base + 100 - feed.written);
         wait_has(&s, base + 99);
         let s = stop(s, Signal::TERM);
         let got = printed(&s);
         assert_eq!(got, (first..base + 100).collect::<Vec<_>>(), "{name}");
         // 100 more while it is away, recorded.
-        write(100);
-        recorded(written.get());
+        feed.write(100);
+        recorded(feed.written);
         let s = durable(name, &history);
         s.wait_for(|l| l.contains("resuming where it stood"), "the resume");
         wait_has(&s, base + 199);
-        write(50);
+        feed.write(50);
         wait_has(&s, base + 249);
         let s = stop(s, Signal::TERM);
         assert_eq!(
@@ -1119,13 +1123,13 @@ fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() 
         // Killed: it resumes from its last commit, no gap.
         let s = durable(name, &history);
         s.wait_for(|l| l.contains("resuming where it stood"), "the resume");
-        write(50);
+        feed.write(50);
         wait_has(&s, base + 299);
         let s = stop(s, Signal::KILL);
         let before = printed(&s);
         assert_eq!(before, (base + 250..base + 300).collect::<Vec<_>>());
-        write(10);
-        recorded(written.get());
+        feed.write(10);
+        recorded(feed.written);
         let s = durable(name, &history);
         wait_has(&s, base + 309);
         let s = stop(s, Signal::TERM);
@@ -1141,8 +1145,7 @@ fn a_durable_subscriber_resumes_where_it_stood_after_a_stop_and_after_a_crash() 
             "{name}: no gap, no repeat beyond the last commit"
         );
     }
-    drop(input);
-    assert!(publ.wait().unwrap().success());
+    feed.finish();
     peregrine_testkit::signal(rec.child.id(), Signal::TERM).unwrap();
     rec.child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -151,19 +151,13 @@ pub fn recordings_matching(
         {
             continue;
         }
-        let tdir = t.path();
-        let sessions =
-            std::fs::read_dir(&tdir).map_err(|e| ArchiveError::io(&tdir, "read folder", e))?;
-        for s in sessions {
-            let s = s.map_err(|e| ArchiveError::io(&tdir, "read folder", e))?;
-            if !s.file_type().is_ok_and(|ft| ft.is_dir()) {
-                continue;
-            }
-            let r = RecordingReader::open(&s.path())?;
-            if patterns.is_empty() || patterns.iter().any(|p| p.matches(&r.meta().topic)) {
-                out.push(r);
-            }
-        }
+        out.extend(
+            crate::folder::recordings_in(&t.path())?
+                .into_iter()
+                .filter(|r| {
+                    patterns.is_empty() || patterns.iter().any(|p| p.matches(&r.meta().topic))
+                }),
+        );
     }
     out.sort_by(|a, b| {
         (&a.meta().topic, a.meta().session_id).cmp(&(&b.meta().topic, b.meta().session_id))

@@ -158,12 +158,7 @@ impl MergeCore {
                 return 0;
             }
             *next = sequence + 1;
-            handler(MergedMessage {
-                session_id: session,
-                sequence,
-                payload,
-                recorded: false,
-            });
+            handler(MergedMessage::new(session, sequence, payload, false));
             return 1;
         }
         if let Some(p) = self.pending.get_mut(&session) {
@@ -175,12 +170,7 @@ impl MergeCore {
             (None, Start::Sequence(from)) => from,
             (None, Start::Live) => {
                 self.seamed.insert(session, sequence + 1);
-                handler(MergedMessage {
-                    session_id: session,
-                    sequence,
-                    payload,
-                    recorded: false,
-                });
+                handler(MergedMessage::new(session, sequence, payload, false));
                 return 1;
             }
         };
@@ -224,12 +214,7 @@ impl MergeCore {
             for (q, payload) in held {
                 next = q + 1;
                 delivered += 1;
-                handler(MergedMessage {
-                    session_id: s,
-                    sequence: q,
-                    payload: &payload,
-                    recorded: false,
-                });
+                handler(MergedMessage::new(s, q, &payload, false));
             }
             self.seamed.insert(s, next);
         }
@@ -281,12 +266,7 @@ impl MergeCore {
                 if sequence >= next {
                     next = sequence + 1;
                     got += 1;
-                    handler(MergedMessage {
-                        session_id: s,
-                        sequence,
-                        payload,
-                        recorded: true,
-                    });
+                    handler(MergedMessage::new(s, sequence, payload, true));
                 }
                 true
             })?;
@@ -359,12 +339,7 @@ impl MergeCore {
             }
             next = q + 1;
             delivered += 1;
-            handler(MergedMessage {
-                session_id: s,
-                sequence: q,
-                payload: &payload,
-                recorded: false,
-            });
+            handler(MergedMessage::new(s, q, &payload, false));
         }
         self.seamed.insert(s, next);
         Ok(delivered)

@@ -49,6 +49,18 @@ pub struct MergedMessage<'a> {
     pub recorded: bool,
 }
 
+impl<'a> MergedMessage<'a> {
+    /// Message `sequence` of session `session_id`, from the recording or live.
+    pub(crate) fn new(session_id: u32, sequence: u64, payload: &'a [u8], recorded: bool) -> Self {
+        MergedMessage {
+            session_id,
+            sequence,
+            payload,
+            recorded,
+        }
+    }
+}
+
 /// What happened at a stream's seam.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MergeEvent {
