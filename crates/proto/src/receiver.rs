@@ -1254,6 +1254,12 @@ impl Receiver {
 
     /// Delivers held frames that are next in order.
     fn drain_held<F: FnMut(Message<'_>)>(&mut self, i: usize, handler: &mut F) -> usize {
+        // Called after every frame delivered in order: with nothing held (the usual case) it
+        // must cost nothing. Taking the store out of the session moves it and drops the empty
+        // one put in its place, which was a quarter of the receive path at 20 M msgs/s.
+        if self.sessions[i].held.is_empty() {
+            return 0;
+        }
         let mut n = 0;
         // Out of the session while its frames are delivered (delivery needs the receiver).
         let mut held = std::mem::take(&mut self.sessions[i].held);

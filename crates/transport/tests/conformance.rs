@@ -286,6 +286,50 @@ fn poll_never_delivers_more_than_its_limit() {
 }
 
 #[test]
+fn a_subscriber_polled_a_few_at_a_time_gets_every_message_intact_while_its_buffer_turns_over() {
+    // 20,000 messages of 1 to 400 bytes (about 4 MB) against polls of 7: the TCP subscriber's
+    // buffer holds far more than a poll takes, so it checks frames ahead of delivery and
+    // compacts under them many times over.
+    for scheme in Scheme::ALL {
+        with_pair(&fresh_uri(scheme, ""), &mut |pair| {
+            connect(pair);
+            let message = |i: u32| {
+                let mut m = vec![(i % 251) as u8; 1 + (i as usize * 37) % 400];
+                m[..1].copy_from_slice(&[(i % 256) as u8]);
+                if m.len() >= 4 {
+                    m[..4].copy_from_slice(&i.to_le_bytes());
+                }
+                m
+            };
+            let mut got = Vec::new();
+            for i in 0..20_000u32 {
+                let m = message(i);
+                loop {
+                    match pair.offer(&m) {
+                        Ok(_) => break,
+                        Err(OfferError::BackPressured) => {
+                            let n = pair.poll(&mut got, 7);
+                            assert!(n <= 7, "{}: poll(limit 7) delivered {n}", pair.uri());
+                            pair.do_work();
+                        }
+                        Err(e) => panic!("{}: offer: {e}", pair.uri()),
+                    }
+                }
+            }
+            pair.flush();
+            until("20,000 messages seven at a time", pair, |p| {
+                assert!(p.poll(&mut got, 7) <= 7);
+                got.len() >= 20_000
+            });
+            assert_eq!(got.len(), 20_000, "{}", pair.uri());
+            for (i, (_, m)) in got.iter().enumerate() {
+                assert_eq!(*m, message(i as u32), "{}: message {i}", pair.uri());
+            }
+        });
+    }
+}
+
+#[test]
 fn any_publisher_and_subscriber_open_the_transport_the_uri_names() {
     for scheme in Scheme::ALL {
         let uri = Uri::parse(&fresh_uri(scheme, "")).unwrap();

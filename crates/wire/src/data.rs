@@ -182,6 +182,7 @@ impl<T: AsRef<[u8]>> DataFrame<T> {
     /// whose type is DATA or PAD: a receiver's fast path checks the header once, not twice.
     /// On a buffer whose header was not checked it may panic (a short buffer) or accept a frame
     /// `check` rejects; it never reads past `frame_length`.
+    #[inline]
     pub fn check_body(&self) -> Result<(), WireError> {
         let len = self.frame_length() as usize;
         if len < DATA_HEADER_LEN {
@@ -302,6 +303,9 @@ impl<'a> DataRepr<'a> {
 
     /// [`parse`](Self::parse) for a frame whose common header was already checked (see
     /// [`DataFrame::check_body`]).
+    // Inlined: a receiver calls it once per frame, and returning the repr through memory from
+    // a call cost more than the checks.
+    #[inline]
     pub fn parse_checked_header<T: AsRef<[u8]> + ?Sized>(
         frame: &DataFrame<&'a T>,
     ) -> Result<Self, WireError> {

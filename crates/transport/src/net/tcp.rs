@@ -601,6 +601,10 @@ pub struct TcpSubscriber {
     /// Valid bytes in `buf` from `start` to `end`.
     start: usize,
     end: usize,
+    /// Where the frames already checked as complete end (`start..checked`): a poll that
+    /// delivers only `limit` messages leaves the rest checked, and the next one goes on from
+    /// here instead of checking them again (with a full buffer that was most of the time).
+    checked: usize,
     receiver: Receiver,
     /// Connects to a publisher that does not answer back off (a forged advertisement can name
     /// anybody's address).
@@ -638,6 +642,7 @@ impl TcpSubscriber {
             buf: vec![0; (cfg.segment_len * 2).max(256 << 10)],
             start: 0,
             end: 0,
+            checked: 0,
             receiver: Receiver::new(rcfg),
             join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
@@ -721,6 +726,7 @@ impl TcpSubscriber {
         self.receiver.disconnected(SocketAddr::V4(self.cfg.addr));
         self.start = 0;
         self.end = 0;
+        self.checked = 0;
         self.retry_later();
     }
 
@@ -746,7 +752,7 @@ impl TcpSubscriber {
     fn deliver<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
         // Find the end of the last complete frame, checking each header enough to trust its
         // length; a stream that breaks framing cannot be resynchronised: reconnect.
-        let mut at = self.start;
+        let mut at = self.checked.max(self.start);
         while self.end - at >= HEADER_LEN {
             let h = &self.buf[at..];
             let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
@@ -764,6 +770,7 @@ impl TcpSubscriber {
             }
             at = next;
         }
+        self.checked = at;
         if at == self.start {
             return 0;
         }
@@ -812,6 +819,7 @@ impl TcpSubscriber {
         {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
+            self.checked -= self.start;
             self.start = 0;
         }
         if self.end == self.buf.len() {
