@@ -7,6 +7,8 @@
 //! - [`floor`]: the machine's own floor, a cache-line ping-pong between two processes.
 //! - [`pingpong`]: half round trip over a transport, with its ratio to the floor.
 //! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
+//! - [`ceiling`]: what the bare mechanism under a transport moves in the same run (an SPSC ring,
+//!   bare UDP sockets with and without GSO/GRO, a bare TCP connection): throughput's baseline.
 //! - [`raw`]: the same ping-pong over bare udp, mcast and tcp sockets, Peregrine's own baseline.
 //! - [`sockperf`]: the peer baseline, `sockperf` ping-pong over loopback, parsed into the columns.
 //! - [`jitter`]: the machine's jitter floor, a thread per CPU spinning on the clock.
@@ -14,6 +16,7 @@
 //!   nats-server), its rate search and its exact accounting of every client's updates.
 #![deny(unsafe_code)]
 
+pub mod ceiling;
 pub mod clock;
 pub mod failover;
 pub mod fanout;

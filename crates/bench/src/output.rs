@@ -3,7 +3,8 @@
 //! A scenario's result is a results-folder [`Cell`]; a [`ResultLine`] is how one is printed.
 //! JSON keys are stable: `kind`, `transport`, `size_bytes`, `samples`, `min_ns`, `mean_ns`,
 //! `median_ns`, `p99_ns`, `p999_ns`, `p9999_ns`, `max_ns`, `stddev_ns` on every line (null where a
-//! kind has no latency), and for throughput `msgs_per_s`, `bytes_per_s`, `lost`. Paced cells
+//! kind has no latency), and for throughput `msgs_per_s`, `bytes_per_s`, `lost`, and where the
+//! run measured one `ceiling_msgs_per_s` and `x_ceiling`. Paced cells
 //! (load, sweep, max, embedded) print as the cell itself.
 
 use crate::stats::Summary;
@@ -37,6 +38,12 @@ pub struct ResultLine {
     pub median_x_floor: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_x_floor: Option<f64>,
+    /// Throughput: the same run's ceiling (the bare mechanism's rate, with offload where the
+    /// transport has it) and the rate over it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_msgs_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_ceiling: Option<f64>,
     /// Free-form settings of the run (idle strategy, CPUs, policy, subscribers, CPU seconds).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub detail: serde_json::Map<String, serde_json::Value>,
@@ -105,6 +112,8 @@ impl ResultLine {
         };
         line.median_x_floor = ratio(&mut detail, "median_x_floor");
         line.p99_x_floor = ratio(&mut detail, "p99_x_floor");
+        line.ceiling_msgs_per_s = ratio(&mut detail, "ceiling_msgs_per_s");
+        line.x_ceiling = ratio(&mut detail, "x_ceiling");
         for (role, secs) in &c.cpu_s {
             detail.insert(format!("{role}_cpu_s"), (*secs).into());
         }
@@ -238,8 +247,16 @@ impl Printer {
             println!();
             println!("Throughput, one publisher, every sequence number checked");
             println!(
-                "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10} {:>6} settings",
-                "test", "transport", "size", "messages", "msgs/s", "MB/s", "lost"
+                "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10} {:>6} {:>12} {:>7} settings",
+                "test",
+                "transport",
+                "size",
+                "messages",
+                "msgs/s",
+                "MB/s",
+                "lost",
+                "ceiling",
+                "x ceil"
             );
         }
         let settings: Vec<String> = r
@@ -248,7 +265,7 @@ impl Printer {
             .map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"')))
             .collect();
         println!(
-            "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10.1} {:>6} {}",
+            "{:<10} {:<9} {:>6} {:>12} {:>12} {:>10.1} {:>6} {:>12} {:>7} {}",
             r.kind,
             r.transport,
             r.size_bytes,
@@ -256,6 +273,10 @@ impl Printer {
             format_rate(r.msgs_per_s.unwrap_or(0.0)),
             r.bytes_per_s.unwrap_or(0.0) / 1e6,
             r.lost.unwrap_or(0),
+            r.ceiling_msgs_per_s
+                .map_or_else(|| "-".to_string(), format_rate),
+            r.x_ceiling
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}x")),
             settings.join(" ")
         );
     }

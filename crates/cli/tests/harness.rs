@@ -414,3 +414,52 @@ fn bad_harness_flags_are_rejected_naming_the_value_and_the_fix() {
     assert_eq!(std::fs::read_dir(&busy).unwrap().count(), 1);
     std::fs::remove_dir_all(&busy).unwrap();
 }
+
+#[test]
+fn every_throughput_run_records_the_ceiling_of_the_same_run_beside_its_rate() {
+    let _one = serial();
+    for transport in ["ipc", "udp", "tcp"] {
+        let dir = fresh_dir(&format!("ceiling-{transport}"));
+        let stdout = ok(&run(&[
+            "bench",
+            "throughput",
+            "--transport",
+            transport,
+            "--count",
+            "300000",
+            "--size",
+            "32",
+            "--json",
+            "--out",
+            dir.to_str().unwrap(),
+        ]));
+        let line: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+        let rate = line["msgs_per_s"].as_f64().unwrap();
+        let ceiling = line["ceiling_msgs_per_s"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{transport}: no ceiling in {line}"));
+        assert!(ceiling > 0.0, "{transport}: {line}");
+        // The ratio printed is the rate over the ceiling (rounded to 3 places).
+        let x = line["x_ceiling"].as_f64().unwrap();
+        assert!(
+            (x - rate / ceiling).abs() < 0.001 + 1e-3 * x,
+            "{transport}: {x} is not {rate} / {ceiling}"
+        );
+        let expected = match transport {
+            "ipc" => "SPSC ring",
+            "udp" => "bare sockets, GSO",
+            _ => "bare sockets",
+        };
+        assert_eq!(line["detail"]["ceiling"], expected, "{transport}");
+        if transport == "udp" {
+            for k in ["ceiling_plain_msgs_per_s", "ceiling_gro_msgs_per_s"] {
+                assert!(line["detail"][k].as_f64().unwrap() > 0.0, "{k}: {line}");
+            }
+        }
+        // The results folder keeps them, for the report.
+        let r = results(&dir);
+        let cell = cells(&r, "throughput")[0];
+        assert_eq!(cell["detail"]["ceiling"], expected);
+        assert_eq!(cell["detail"]["x_ceiling"].as_f64(), Some(x));
+    }
+}

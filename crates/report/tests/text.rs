@@ -399,9 +399,44 @@ fn max_and_throughput_rows_show_rate_and_megabytes() {
             thousands(rate.round() as u64),
             format!("{:.1}", rate * c.size_bytes as f64 / 1e6),
             thousands(c.lost),
+            // The sample's cells predate ceilings: the ceiling's columns are empty.
+            "-".to_string(),
+            "-".to_string(),
+            "-".to_string(),
         ];
         assert!(tp.iter().any(|l| tokens(l) == expected), "{expected:?}");
     }
+}
+
+#[test]
+fn a_throughput_row_shows_its_ceiling_and_the_rate_over_it() {
+    let mut r = sample();
+    let c = r
+        .cells
+        .iter_mut()
+        .find(|c| c.scenario == Some(Scenario::Throughput))
+        .expect("the sample has a throughput cell");
+    c.rate_achieved_msgs_per_s = Some(35_300_000.0);
+    c.detail
+        .insert("ceiling".into(), "bare sockets, GSO".into());
+    c.detail
+        .insert("ceiling_msgs_per_s".into(), 45_360_000.0.into());
+    c.detail.insert("x_ceiling".into(), 0.778.into());
+    let (transport, size) = (c.transport.clone(), c.size_bytes);
+    let t = text(&r);
+    let tp = section(&t, "Throughput");
+    let row = tp
+        .iter()
+        .find(|l| tokens(l).get(2) == Some(&"35,300,000"))
+        .unwrap_or_else(|| panic!("no row of 35,300,000 msgs/s in\n{}", tp.join("\n")));
+    assert_eq!(
+        tokens(row)[..2],
+        [transport.as_str(), size.to_string().as_str()]
+    );
+    assert_eq!(
+        tokens(row)[5..],
+        ["0.78", "45,360,000", "bare", "sockets,", "GSO"]
+    );
 }
 
 #[test]

@@ -2,17 +2,92 @@
 //! number checked; on udp and mcast with the loss-repair figures.
 
 use super::Session;
+use crate::ceiling::{Ceiling, CeilingConfig, CeilingKind};
 use crate::output::{Printer, ResultLine};
 use crate::throughput::{ThroughputConfig, ThroughputResult};
-use crate::{round3, BenchError};
+use crate::{round3, BenchError, CpuPair};
 use peregrine::{Scheme, SlowSubscriberPolicy};
 use peregrine_report::model::{Cell, Scenario};
+use peregrine_wire::failover::FAILOVER_HEADER_LEN;
+use std::time::Duration;
 
-/// `bench throughput`: runs, prints and records one throughput cell.
+/// `bench throughput`: runs, prints and records one throughput cell, with the ceilings of
+/// the same run beside it.
 pub fn run(cfg: &ThroughputConfig, s: &mut Session) -> Result<(), BenchError> {
     let r = crate::throughput::run(cfg, s.exe())?;
-    let cell = throughput_cell(cfg, &r)?;
+    let ceilings = ceilings(cfg, &r)?;
+    let mut cell = throughput_cell(cfg, &r)?;
+    add_ceilings(&mut cell, &ceilings);
     s.show_and_record(cell, None, None)
+}
+
+/// The longest a ceiling runs: long enough for a steady rate, short enough that the suite's
+/// four throughput runs add seconds, not minutes.
+const CEILING_MAX: Duration = Duration::from_secs(2);
+
+/// The ceilings of a local run with one subscriber, measured right after it between the same
+/// two CPUs for as long as it published (at most [`CEILING_MAX`]). A stream on another host
+/// (`--uri`) or with several subscribers has none: its bare counterpart is not two sockets or
+/// one ring.
+pub fn ceilings(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<Vec<Ceiling>, BenchError> {
+    let allowed = peregrine_agent::allowed_cpus();
+    let cpus = match (cfg.cpus, allowed.as_slice()) {
+        (Some(c), _) => c,
+        (None, [a, b, ..]) => CpuPair { a: *a, b: *b },
+        _ => return Ok(Vec::new()),
+    };
+    if cfg.uri.is_some() || cfg.subscribers != 1 {
+        return Ok(Vec::new());
+    }
+    let published = if r.publisher_msgs_per_s > 0.0 {
+        Duration::from_secs_f64(r.sent as f64 / r.publisher_msgs_per_s)
+    } else {
+        Duration::ZERO
+    };
+    crate::ceiling::measure(&CeilingConfig {
+        transport: cfg.transport,
+        size: cfg.size + if cfg.group { FAILOVER_HEADER_LEN } else { 0 },
+        capacity: cfg.capacity,
+        cpus,
+        duration: published.clamp(Duration::from_millis(50), CEILING_MAX),
+    })
+}
+
+/// The ceilings into the cell: the transport's reference ceiling (the ring, the TCP
+/// connection, or on udp and mcast the sockets with GSO) as `ceiling`, `ceiling_msgs_per_s` and
+/// `x_ceiling`; on udp and mcast also the sockets without offload (`ceiling_plain_*`,
+/// `x_ceiling_plain`) and with GSO and GRO (`ceiling_gro_*`, `x_ceiling_gro`), and for each the
+/// share of datagrams the kernel dropped (bare sockets have no flow control).
+pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
+    let rate = cell.rate_achieved_msgs_per_s.unwrap_or(0.0);
+    let x = |c: &Ceiling| {
+        if c.msgs_per_s > 0.0 {
+            round3(rate / c.msgs_per_s)
+        } else {
+            0.0
+        }
+    };
+    let dropped_pct = |c: &Ceiling| round3(100.0 * (1.0 - c.read as f64 / c.written.max(1) as f64));
+    let mut d = Detail(&mut cell.detail);
+    for c in ceilings {
+        let (name, datagrams) = match c.kind {
+            CeilingKind::Ring | CeilingKind::Stream => ("ceiling", false),
+            CeilingKind::SocketsGso => ("ceiling", true),
+            CeilingKind::Sockets => ("ceiling_plain", true),
+            CeilingKind::SocketsGsoGro => ("ceiling_gro", true),
+        };
+        if name == "ceiling" {
+            d.set("ceiling", c.kind.describe());
+        }
+        d.set(&format!("x_{name}"), x(c));
+        d.set(&format!("{name}_msgs_per_s"), c.msgs_per_s.round());
+        if datagrams {
+            d.set(&format!("{name}_dropped_pct"), dropped_pct(c));
+        }
+        if let Some(why) = &c.offload_refused {
+            d.set("ceiling_offload_refused", why.as_str());
+        }
+    }
 }
 
 /// The publisher side alone (`--role pub`), its subscribers started by hand: prints what it
