@@ -143,13 +143,47 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Vec<Ceiling>, BenchError> {
     }
 }
 
-/// The reader's rate: `units` received between its first (`first_ns`) and last (`last_ns`)
-/// read, the first read's own units left out (they arrived before the clock started).
-fn rate(units_after_first: f64, first_ns: u64, last_ns: u64) -> f64 {
-    if last_ns > first_ns {
-        units_after_first * 1e9 / (last_ns - first_ns) as f64
-    } else {
-        0.0
+/// What a ceiling's reader counted: every unit read (messages or bytes), and the time from its
+/// first read to its last, over which the units of every read but the first are its rate (the
+/// first read's units arrived before its clock started), as a Peregrine subscriber's is.
+#[derive(Debug, Default, Clone, Copy)]
+struct Reads {
+    total: u64,
+    timed: u64,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Reads {
+    /// One read of `units`, now.
+    fn saw(&mut self, units: u64) {
+        let now = peregrine_agent::monotonic_ns();
+        if self.first_ns == 0 {
+            self.first_ns = now;
+        } else {
+            self.timed += units;
+        }
+        self.last_ns = now;
+        self.total += units;
+    }
+
+    /// Units per second, `per_unit` messages each (0 after a single read).
+    fn rate(&self, per_unit: f64) -> f64 {
+        if self.last_ns > self.first_ns {
+            self.timed as f64 * per_unit * 1e9 / (self.last_ns - self.first_ns) as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Two CPUs for the tests' ceilings (one if the process may use only one).
+#[cfg(test)]
+fn test_cpus() -> CpuPair {
+    let cpus = peregrine_agent::allowed_cpus();
+    CpuPair {
+        a: cpus[0],
+        b: *cpus.get(1).unwrap_or(&cpus[0]),
     }
 }
 
@@ -175,8 +209,15 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_that_saw_one_read_has_no_rate() {
-        assert_eq!(rate(10.0, 5, 5), 0.0);
-        assert_eq!(rate(1000.0, 0, 1_000_000_000), 1000.0);
+    fn a_reader_s_rate_leaves_out_its_first_read_and_needs_two() {
+        let mut r = Reads::default();
+        r.saw(10);
+        assert_eq!((r.total, r.timed, r.rate(1.0)), (10, 0, 0.0));
+        r.first_ns = 1_000_000_000;
+        r.saw(20);
+        r.saw(30);
+        r.last_ns = 2_000_000_000;
+        assert_eq!((r.total, r.timed), (60, 50));
+        assert_eq!(r.rate(2.0), 100.0);
     }
 }

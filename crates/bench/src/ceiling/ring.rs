@@ -5,7 +5,7 @@
 //! When less than a batch is waiting it pauses before looking again, so that the producer keeps
 //! the tail's cache line: the ring's best rate, which is what a ceiling is.
 
-use super::{rate, Ceiling, CeilingConfig, CeilingKind};
+use super::{Ceiling, CeilingConfig, CeilingKind, Reads};
 use crate::BenchError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -24,11 +24,10 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
         .map_err(|_| BenchError::Config(format!("--capacity {} is too large", cfg.capacity)))?;
     let (mut producer, mut consumer) = rtrb::RingBuffer::<u8>::new(capacity);
     let done = AtomicBool::new(false);
-    let (written, (read, timed, bad, first_ns, last_ns)) = std::thread::scope(|s| {
+    let (written, (reads, bad)) = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
-            let (mut read, mut bad, mut first_ns, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
-            let mut first_batch = 0u64;
+            let (mut reads, mut bad) = (Reads::default(), 0u64);
             loop {
                 let whole = (consumer.slots() / size).min(READ_BATCH);
                 if whole < READ_BATCH && !done.load(Ordering::Relaxed) {
@@ -55,20 +54,15 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
                     .expect("the slots counted are readable");
                 let (one, two) = chunk.as_slices();
                 for k in 0..whole {
-                    if size >= 8 && number_at(one, two, k * size) != read {
+                    // Message n carries n: the messages read before this batch, plus k.
+                    if size >= 8 && number_at(one, two, k * size) != reads.total + k as u64 {
                         bad += 1;
                     }
-                    read += 1;
                 }
                 chunk.commit_all();
-                let now = peregrine_agent::monotonic_ns();
-                if first_ns == 0 {
-                    first_ns = now;
-                    first_batch = read;
-                }
-                last_ns = now;
+                reads.saw(whole as u64);
             }
-            Ok::<_, BenchError>((read, read - first_batch, bad, first_ns, last_ns))
+            Ok::<_, BenchError>((reads, bad))
         });
         let writer = s.spawn(|| {
             peregrine_agent::pin_to_cpu(cfg.cpus.a)?;
@@ -106,9 +100,9 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
     }
     Ok(Ceiling {
         kind: CeilingKind::Ring,
-        msgs_per_s: rate(timed as f64, first_ns, last_ns),
+        msgs_per_s: reads.rate(1.0),
         written,
-        read,
+        read: reads.total,
         offload_refused: None,
     })
 }
@@ -133,7 +127,6 @@ fn number_at(one: &[u8], two: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuPair;
     use peregrine::Scheme;
     use std::time::Duration;
 
@@ -146,16 +139,12 @@ mod tests {
 
     #[test]
     fn the_ring_moves_every_message_in_order() {
-        let cpus = peregrine_agent::allowed_cpus();
         let cfg = CeilingConfig {
             transport: Scheme::Ipc,
             // 40 bytes do not divide the ring: messages straddle its end.
             size: 40,
             capacity: 1 << 16,
-            cpus: CpuPair {
-                a: cpus[0],
-                b: *cpus.get(1).unwrap_or(&cpus[0]),
-            },
+            cpus: super::super::test_cpus(),
             duration: Duration::from_millis(50),
         };
         let c = measure(&cfg).unwrap();

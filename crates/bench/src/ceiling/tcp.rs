@@ -3,7 +3,7 @@
 //! many whole frames as fit in 65,000 bytes) and read 64 KiB at a time. TCP paces the writer
 //! itself, so nothing is lost: the reader's rate is the ceiling.
 
-use super::{rate, Ceiling, CeilingConfig, CeilingKind, WireShape};
+use super::{Ceiling, CeilingConfig, CeilingKind, Reads, WireShape};
 use crate::BenchError;
 use peregrine_transport::net::NetConfig;
 use std::io::{self, Read, Write};
@@ -32,22 +32,15 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
             // A writer that never finishes is a bug: do not wait for it forever.
             conn.set_read_timeout(Some(cfg.duration + Duration::from_secs(10)))?;
             let mut buf = vec![0u8; 65_536];
-            let (mut bytes, mut timed, mut first_ns, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
+            let mut reads = Reads::default();
             loop {
                 let n = conn.read(&mut buf).map_err(ctx("the ceiling's reader"))?;
                 if n == 0 {
                     break;
                 }
-                let now = peregrine_agent::monotonic_ns();
-                if first_ns == 0 {
-                    first_ns = now;
-                } else {
-                    timed += n as u64;
-                }
-                last_ns = now;
-                bytes += n as u64;
+                reads.saw(n as u64);
             }
-            Ok((bytes, timed, first_ns, last_ns))
+            Ok(reads)
         });
         let writer = s.spawn(|| -> Result<u64, BenchError> {
             peregrine_agent::pin_to_cpu(cfg.cpus.a)?;
@@ -69,12 +62,11 @@ pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
         let read = reader.join().expect("the ceiling's reader does not panic");
         Ok::<_, BenchError>((sent?, read?))
     })?;
-    let (bytes, timed, first_ns, last_ns) = read;
     Ok(Ceiling {
         kind: CeilingKind::Stream,
-        msgs_per_s: rate(timed as f64 / per_msg as f64, first_ns, last_ns),
+        msgs_per_s: read.rate(1.0 / per_msg as f64),
         written: sent,
-        read: bytes,
+        read: read.total,
         offload_refused: None,
     })
 }
@@ -107,20 +99,15 @@ fn accept_within(listener: &TcpListener, limit: Duration) -> io::Result<TcpStrea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuPair;
     use peregrine::Scheme;
 
     #[test]
     fn the_stream_ceiling_reads_every_byte_written() {
-        let cpus = peregrine_agent::allowed_cpus();
         let cfg = CeilingConfig {
             transport: Scheme::Tcp,
             size: 32,
             capacity: 0,
-            cpus: CpuPair {
-                a: cpus[0],
-                b: *cpus.get(1).unwrap_or(&cpus[0]),
-            },
+            cpus: super::super::test_cpus(),
             duration: Duration::from_millis(50),
         };
         let c = measure(&cfg).unwrap();

@@ -8,7 +8,7 @@
 //! reads up to 64 KiB at a time (on loopback a whole GSO send arrives as one). Nothing paces the writer (bare sockets have no flow control): the
 //! reader's rate is the ceiling, and what the kernel dropped is reported beside it.
 
-use super::{rate, Ceiling, CeilingConfig, CeilingKind, WireShape};
+use super::{Ceiling, CeilingConfig, CeilingKind, Reads, WireShape};
 use crate::BenchError;
 use peregrine::Scheme;
 use peregrine_transport::net::sys;
@@ -74,19 +74,11 @@ pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchEr
         let reader = s.spawn(|| {
             peregrine_agent::pin_to_cpu(cfg.cpus.b)?;
             let mut buf = vec![0u8; 65_536];
-            let (mut bytes, mut timed, mut first_ns, mut last_ns) = (0u64, 0u64, 0u64, 0u64);
+            let mut reads = Reads::default();
             loop {
                 match rx.recv(&mut buf) {
-                    Ok(n) => {
-                        let now = peregrine_agent::monotonic_ns();
-                        if first_ns == 0 {
-                            first_ns = now;
-                        } else {
-                            timed += n as u64;
-                        }
-                        last_ns = now;
-                        bytes += n as u64;
-                    }
+                    // With GRO a read holds several datagrams: count them.
+                    Ok(n) => reads.saw(n.div_ceil(dgram) as u64),
                     Err(e) if is_timeout(&e) => {
                         if done.load(Ordering::Acquire) {
                             break;
@@ -95,7 +87,7 @@ pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchEr
                     Err(e) => return Err(BenchError::Io(io_ctx("the ceiling's reader", e))),
                 }
             }
-            Ok((bytes, timed, first_ns, last_ns))
+            Ok(reads)
         });
         let writer = s.spawn(|| {
             peregrine_agent::pin_to_cpu(cfg.cpus.a)?;
@@ -125,17 +117,15 @@ pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchEr
         let read = reader.join().expect("the ceiling's reader does not panic");
         Ok::<_, BenchError>((sent?, read?))
     })?;
-    let (bytes, timed, first_ns, last_ns) = read;
-    let datagrams = |b: u64| b.div_ceil(dgram as u64);
     Ok(Ceiling {
         kind: match offload {
             Offload::None => CeilingKind::Sockets,
             Offload::Gso => CeilingKind::SocketsGso,
             Offload::GsoGro => CeilingKind::SocketsGsoGro,
         },
-        msgs_per_s: shape.msgs_in_segments(rate(datagrams(timed) as f64, first_ns, last_ns)),
-        written: datagrams(sent),
-        read: datagrams(bytes),
+        msgs_per_s: shape.msgs_in_segments(read.rate(1.0)),
+        written: sent.div_ceil(dgram as u64),
+        read: read.total,
         offload_refused: (!refused.is_empty()).then(|| refused.join("; ")),
     })
 }
@@ -205,18 +195,13 @@ fn io_ctx(what: &str, e: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuPair;
 
     fn cfg(transport: Scheme) -> CeilingConfig {
-        let cpus = peregrine_agent::allowed_cpus();
         CeilingConfig {
             transport,
             size: 32,
             capacity: 0,
-            cpus: CpuPair {
-                a: cpus[0],
-                b: *cpus.get(1).unwrap_or(&cpus[0]),
-            },
+            cpus: super::super::test_cpus(),
             duration: Duration::from_millis(50),
         }
     }
