@@ -6,6 +6,9 @@
 // One unsafe call: unshare(2), to put one test thread in a network namespace of its own.
 #![allow(unsafe_code)]
 
+mod common;
+
+use common::{cfg, connect, drive, in_namespace, run, send};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
 use peregrine_transport::net::NetConfig;
 use peregrine_transport::{random_u32, Message, Uri};
@@ -20,51 +23,6 @@ fn groups() -> (String, String, u16) {
     let a = format!("239.255.{}.{}", (r >> 8) & 0x7f, (r & 0xff).max(1));
     let b = format!("239.255.{}.{}", 128 + ((r >> 8) & 0x7f), (r & 0xff).max(1));
     (a, b, 20_000 + ((r >> 16) % 40_000) as u16)
-}
-
-fn cfg(uri: &str) -> NetConfig {
-    NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
-}
-
-fn drive(p: &mut UdpPublisher, subs: &mut [(&mut UdpSubscriber, &mut Vec<u64>)], want: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while subs.iter().any(|(_, got)| got.len() < want) {
-        assert!(
-            Instant::now() < deadline,
-            "{:?}",
-            subs.iter().map(|(_, g)| g.len()).collect::<Vec<_>>()
-        );
-        p.do_work();
-        for (s, got) in subs.iter_mut() {
-            s.poll(
-                &mut |m: Message<'_>| {
-                    got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
-                },
-                usize::MAX,
-            );
-            while s.next_event().is_some() {}
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-fn connect(p: &mut UdpPublisher, subs: &mut [&mut UdpSubscriber]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while p.subscriber_count() < subs.len() || subs.iter().any(|s| !s.is_connected()) {
-        assert!(Instant::now() < deadline, "no connection");
-        p.do_work();
-        for s in subs.iter_mut() {
-            s.poll(&mut |_| panic!("nothing was sent yet"), 16);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn send(p: &mut UdpPublisher, range: std::ops::Range<u64>) {
-    for i in range {
-        p.offer(&i.to_le_bytes()).unwrap();
-    }
-    p.flush().unwrap();
 }
 
 #[test]
@@ -139,18 +97,6 @@ fn the_b_group_is_checked_with_the_fix() {
     assert!(e.to_string().contains("line B (b_iface=192.0.2.77)"), "{e}");
     let e = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap_err();
     assert!(e.to_string().contains("192.0.2.77"), "{e}");
-}
-
-/// Runs `ip` or `nft` in this thread's network namespace (a child forked by this thread
-/// inherits it).
-fn run(program: &str, args: &[&str]) {
-    let out = Command::new(program).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -335,23 +281,6 @@ impl Drop for TwoLinks {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
-}
-
-/// Runs `f` in a thread moved into network namespace `ns`: the sockets it makes live there,
-/// and keep working from any thread once made.
-fn in_namespace<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&file),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|e| panic!("setns {path}: {e}"));
-        f()
-    })
-    .join()
-    .unwrap()
 }
 
 #[test]

@@ -121,13 +121,44 @@ fn line_b_socket(
     let _ = sys::set_pmtu_do(&sock);
     sock.set_nonblocking(true)
         .map_err(|e| b_err("cannot make the socket non-blocking".into(), e))?;
-    let gso = cfg.gso && sys::set_udp_segment(&sock, cfg.segment_len).is_ok();
+    let gso = offload(uri, "UDP GSO on line B", cfg.gso, || {
+        sys::set_udp_segment(&sock, cfg.segment_len)
+    });
     Ok((sock.into(), gso))
+}
+
+/// Whether the kernel took an offload (UDP GSO, UDP GRO) the configuration asks for: a refusal
+/// is said once, for this socket, as a warning naming what the stream falls back to.
+fn offload(uri: &str, what: &str, wanted: bool, set: impl FnOnce() -> io::Result<()>) -> bool {
+    if !wanted {
+        return false;
+    }
+    match set() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("{uri}: the kernel refused {what} ({e}): {}", fallback(what));
+            false
+        }
+    }
+}
+
+/// What a stream does without `what`.
+fn fallback(what: &str) -> &'static str {
+    if what.contains("GRO") {
+        "each datagram is read on its own"
+    } else {
+        "each datagram is sent on its own"
+    }
 }
 
 /// The most bytes one GSO send carries (the UDP length field's limit, less headers, rounded
 /// down).
 const MAX_GSO_BYTES: usize = 65_000;
+/// The most datagrams one GSO send carries: the kernel refuses more (EINVAL) than its
+/// `UDP_MAX_SEGMENTS`, 64 before Linux 6.0-era kernels raised it to 128. Without this bound a
+/// stream of small datagrams (`datagram=` under 1,016 bytes) had every batch refused and fell
+/// back to one send per datagram.
+const MAX_GSO_SEGMENTS: usize = 64;
 
 /// What every datagram a driver sends passes through: the test loss generator (`loss=`,
 /// `PEREGRINE_LOSS`), which may drop it, and the sealer of `auth=`, which ends it with an AUTH
@@ -195,6 +226,11 @@ fn send_batch(
             // The kernel or the route refuses GSO (EIO: no checksum offload, EINVAL: too many
             // segments): fall back for good.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) => {
+                // Said once: the flag stays off for this publisher.
+                tracing::warn!(
+                    "the route to {to} refused a UDP GSO send ({e}): {}",
+                    fallback("GSO")
+                );
                 *gso = false;
             }
             Err(e) => return Err(e),
@@ -383,7 +419,9 @@ impl UdpPublisher {
         let _ = sys::set_pmtu_do(&sock);
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
-        let gso = cfg.gso && sys::set_udp_segment(&sock, cfg.segment_len).is_ok();
+        let gso = offload(uri, "UDP GSO", cfg.gso, || {
+            sys::set_udp_segment(&sock, cfg.segment_len)
+        });
         let local = match sock.local_addr().ok().and_then(|a| a.as_socket_ipv4()) {
             Some(a) => a,
             None => bind,
@@ -407,7 +445,8 @@ impl UdpPublisher {
             rate_bytes_per_s: cfg.rate_bytes_per_s,
             retransmit_rate_bytes_per_s: cfg.retransmit_rate_bytes_per_s,
             // Whole datagrams as they leave (sealed ones are larger) within one GSO send.
-            max_batch_len: MAX_GSO_BYTES / cfg.segment_len * cfg.sender_segment_len(),
+            max_batch_len: (MAX_GSO_BYTES / cfg.segment_len).min(MAX_GSO_SEGMENTS)
+                * cfg.sender_segment_len(),
             ..SenderConfig::new(
                 session_id,
                 stream_id,
@@ -886,7 +925,7 @@ impl UdpSubscriber {
         }
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
-        let gro = cfg.gro && sys::set_udp_gro(&sock).is_ok();
+        let gro = offload(uri, "UDP GRO", cfg.gro, || sys::set_udp_gro(&sock));
         let receiver_id = loop {
             let r = crate::random_u32();
             if r != 0 {
@@ -1147,4 +1186,57 @@ impl peregrine_agent::Wake for UdpSubscriber {
         sys::wait_readable(&[self.sock.as_raw_fd()], ms);
     }
     fn cancel_wait(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A socket on loopback to receive what a test sends, with room for all of it.
+    fn receiver() -> UdpSocket {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket2::SockRef::from(&rx)
+            .set_recv_buffer_size(4 << 20)
+            .unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        rx
+    }
+
+    /// Receives `count` datagrams of `len` bytes, datagram `k` filled with byte `k`.
+    fn expect(rx: &UdpSocket, count: usize, len: usize) {
+        let mut buf = [0u8; 2048];
+        for k in 0..count {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(n, len, "datagram {k}");
+            assert!(buf[..n].iter().all(|&b| b == k as u8), "datagram {k}");
+        }
+    }
+
+    #[test]
+    fn a_gso_send_the_kernel_refuses_falls_back_to_one_send_a_datagram_for_good() {
+        let rx = receiver();
+        let to = rx.local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sys::set_udp_segment(&tx, 96).unwrap();
+        let bytes: Vec<u8> = (0..200 * 96).map(|i| (i / 96) as u8).collect();
+        // 10 datagrams in one send: the kernel takes it, and GSO stays on.
+        let mut gso = true;
+        let few = Batch {
+            bytes: &bytes[..10 * 96],
+            segment_len: 96,
+        };
+        send_batch(&tx, &mut gso, &mut None, &few, to).unwrap();
+        assert!(gso);
+        expect(&rx, 10, 96);
+        // 200 in one send: more than any kernel takes (EINVAL). The batch still leaves, one
+        // datagram a send, and GSO is off for good.
+        let many = Batch {
+            bytes: &bytes,
+            segment_len: 96,
+        };
+        send_batch(&tx, &mut gso, &mut None, &many, to).unwrap();
+        assert!(!gso, "GSO off after the refusal");
+        expect(&rx, 200, 96);
+    }
 }

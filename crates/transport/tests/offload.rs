@@ -1,0 +1,45 @@
+//! UDP GSO with small datagrams: the kernel refuses a GSO send of more than its
+//! `UDP_MAX_SEGMENTS` datagrams (EINVAL), so a publisher of small datagrams must batch no more
+//! than that, or it loses GSO at its first full batch and sends one datagram a call from then
+//! on. (The refusal itself, and the fallback, are tested in `net::udp`'s unit tests.)
+
+mod common;
+
+use common::{cfg, connect, drive};
+use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
+
+const STREAM: u32 = 92;
+
+#[test]
+fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothing() {
+    for scheme in ["udp", "mcast"] {
+        let port = peregrine_testkit::free_port(false);
+        // Batches leave when full or flushed, not after 100 us: each flush below sends one.
+        let params = "datagram=96&batch_interval_us=1000000";
+        let uri = match scheme {
+            "udp" => format!("udp://127.0.0.1:{port}?{params}"),
+            _ => format!("mcast://239.255.92.7:{port}?{params}"),
+        };
+        let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0x6a, STREAM).unwrap();
+        let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+        connect(&mut p, &mut [&mut s]);
+        assert!(p.gso(), "{scheme}: the socket took UDP_SEGMENT");
+        // 16-byte messages are 48-byte frames, two filling each 96-byte datagram: 1,000 of them
+        // are 500 datagrams, several full batches (a datagram with room left for less than a
+        // PAD frame would end its batch).
+        let mut got = Vec::new();
+        for k in 0..5u64 {
+            for i in k * 1000..(k + 1) * 1000 {
+                let mut m = [0u8; 16];
+                m[..8].copy_from_slice(&i.to_le_bytes());
+                p.offer(&m).unwrap();
+            }
+            p.flush().unwrap();
+            drive(&mut p, &mut [(&mut s, &mut got)], (k as usize + 1) * 1000);
+        }
+        assert!(p.gso(), "{scheme}: GSO kept through full batches");
+        assert_eq!(got, (0..5000).collect::<Vec<u64>>(), "{scheme}");
+        let c = s.counters();
+        assert_eq!((c.lost, c.gaps), (0, 0), "{scheme}: {c:?}");
+    }
+}
