@@ -22,6 +22,8 @@ pub mod udp;
 
 use crate::{BenchError, CpuPair};
 use peregrine::Scheme;
+use peregrine_transport::net::NetConfig;
+use peregrine_transport::Uri;
 use peregrine_wire::align_frame;
 use peregrine_wire::data::DATA_HEADER_LEN;
 use std::time::Duration;
@@ -124,6 +126,18 @@ impl WireShape {
     pub fn msgs_in_segments(&self, segments: f64) -> f64 {
         segments * self.msgs_per_segment as f64 / self.segments_per_msg as f64
     }
+}
+
+/// Peregrine's settings for a `transport` stream on loopback with nothing set on its URI (its
+/// datagram or frame size, socket buffers and batch), as the run being compared used them.
+fn loopback_defaults(transport: Scheme) -> Result<NetConfig, BenchError> {
+    let uri = match transport {
+        Scheme::Mcast => "mcast://239.255.77.3:9",
+        Scheme::Tcp => "tcp://127.0.0.1:9",
+        _ => "udp://127.0.0.1:9",
+    };
+    let parsed = Uri::parse(uri).map_err(|e| BenchError::Config(e.to_string()))?;
+    NetConfig::from_uri(&parsed).map_err(|e| BenchError::Config(e.to_string()))
 }
 
 /// Measures the ceilings of `cfg.transport`: the ring for `ipc`, three socket ceilings for

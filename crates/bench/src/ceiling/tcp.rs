@@ -5,19 +5,22 @@
 
 use super::{Ceiling, CeilingConfig, CeilingKind, Reads, WireShape};
 use crate::BenchError;
-use peregrine_transport::net::NetConfig;
+use peregrine_proto::sender::SendMode;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// Peregrine's batch limit in normal send mode.
-const BATCH_BYTES: usize = 65_000;
-
 /// Runs the TCP ceiling for `cfg.duration`.
 pub fn measure(cfg: &CeilingConfig) -> Result<Ceiling, BenchError> {
-    let shape = WireShape::new(cfg.size, NetConfig::DEFAULT_FRAME);
+    let net = super::loopback_defaults(cfg.transport)?;
+    let shape = WireShape::new(cfg.size, net.segment_len);
     let per_msg = shape.stream_bytes_per_msg;
-    let write_len = (BATCH_BYTES / per_msg).max(1) * per_msg;
+    // Peregrine's batch in normal send mode, in whole frames.
+    let batch_bytes = match net.mode {
+        SendMode::Normal { batch_bytes, .. } => batch_bytes,
+        SendMode::Urgent => per_msg,
+    };
+    let write_len = (batch_bytes / per_msg).max(1) * per_msg;
     let ctx =
         |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let listener =

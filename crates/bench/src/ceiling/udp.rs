@@ -1,18 +1,17 @@
 //! The UDP ceiling: bare sockets on loopback moving datagrams of the size Peregrine sends
-//! (1,472 bytes by default), with the socket buffers Peregrine asks for (16 MiB to receive,
-//! 4 MiB to send), unicast or to a multicast group joined on the loopback interface.
+//! (1,472 bytes by default), with the socket buffers Peregrine asks for (its defaults: 16 MiB
+//! to receive, 4 MiB to send), unicast or to a multicast group joined on the loopback interface.
 //!
 //! Without offload the writer makes one `send` per datagram and the reader one `recv` per
 //! datagram. With GSO the writer sets UDP GSO and sends the batch Peregrine sends in one call
-//! (as many whole datagrams as fit in 65,000 bytes). With GRO too the reader sets UDP GRO and
+//! ([`udp::gso_batch_datagrams`]). With GRO too the reader sets UDP GRO and
 //! reads up to 64 KiB at a time (on loopback a whole GSO send arrives as one). Nothing paces the writer (bare sockets have no flow control): the
 //! reader's rate is the ceiling, and what the kernel dropped is reported beside it.
 
 use super::{Ceiling, CeilingConfig, CeilingKind, Reads, WireShape};
 use crate::BenchError;
 use peregrine::Scheme;
-use peregrine_transport::net::sys;
-use peregrine_transport::net::NetConfig;
+use peregrine_transport::net::{sys, udp, NetConfig};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -21,11 +20,6 @@ use std::time::{Duration, Instant};
 
 /// The group of the multicast ceiling (the bare ping-pong uses 239.255.77.2).
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 77, 3);
-/// The most bytes Peregrine puts in one GSO send.
-const GSO_BYTES: usize = 65_000;
-/// Peregrine's default socket buffers.
-const RCVBUF: usize = 16 << 20;
-const SNDBUF: usize = 4 << 20;
 /// How long the reader waits for a datagram once the writer is done.
 const DRAIN: Duration = Duration::from_millis(100);
 
@@ -41,11 +35,14 @@ pub enum Offload {
 
 /// Runs one UDP ceiling.
 pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchError> {
-    let shape = WireShape::new(cfg.size, NetConfig::DEFAULT_DATAGRAM);
+    // Peregrine's settings for the transport on loopback: datagram size and socket buffers.
+    let net = super::loopback_defaults(cfg.transport)?;
+    let shape = WireShape::new(cfg.size, net.segment_len);
     let dgram = shape.segment_len;
     let io_err = |what: &'static str| move |e: io::Error| BenchError::Io(io_ctx(what, e));
-    let (rx, dest) = reader_socket(cfg.transport).map_err(io_err("the ceiling's reader socket"))?;
-    let tx = writer_socket(cfg.transport).map_err(io_err("the ceiling's writer socket"))?;
+    let (rx, dest) =
+        reader_socket(cfg.transport, &net).map_err(io_err("the ceiling's reader socket"))?;
+    let tx = writer_socket(cfg.transport, &net).map_err(io_err("the ceiling's writer socket"))?;
     let mut refused = Vec::new();
     if offload == Offload::GsoGro {
         if let Err(e) = sys::set_udp_gro(&rx) {
@@ -54,7 +51,7 @@ pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchEr
     }
     let per_send = if offload != Offload::None {
         match sys::set_udp_segment(&tx, dgram) {
-            Ok(()) => GSO_BYTES / dgram,
+            Ok(()) => udp::gso_batch_datagrams(dgram),
             Err(e) => {
                 refused.push(format!("UDP_SEGMENT: {e}"));
                 1
@@ -132,9 +129,9 @@ pub fn measure(cfg: &CeilingConfig, offload: Offload) -> Result<Ceiling, BenchEr
 
 /// The reader's socket and where the writer sends: a free loopback port, or the multicast
 /// group on a free port, joined on the loopback interface.
-fn reader_socket(transport: Scheme) -> io::Result<(Socket, SocketAddrV4)> {
+fn reader_socket(transport: Scheme, net: &NetConfig) -> io::Result<(Socket, SocketAddrV4)> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    grow(&s, true, RCVBUF);
+    udp::set_buffer(&s, true, net.rcvbuf);
     if transport == Scheme::Mcast {
         // A free port: the one the kernel gives a unicast socket, bound again on the group.
         let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
@@ -154,9 +151,9 @@ fn reader_socket(transport: Scheme) -> io::Result<(Socket, SocketAddrV4)> {
     Ok((s, at))
 }
 
-fn writer_socket(transport: Scheme) -> io::Result<Socket> {
+fn writer_socket(transport: Scheme, net: &NetConfig) -> io::Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    grow(&s, false, SNDBUF);
+    udp::set_buffer(&s, false, net.sndbuf);
     if transport == Scheme::Mcast {
         s.set_multicast_if_v4(&Ipv4Addr::LOCALHOST)?;
         s.set_multicast_loop_v4(true)?;
@@ -164,17 +161,6 @@ fn writer_socket(transport: Scheme) -> io::Result<Socket> {
     }
     s.bind(&SockAddr::from(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))?;
     Ok(s)
-}
-
-/// Sets a socket buffer as Peregrine does: past the sysctl limit where allowed.
-fn grow(s: &Socket, receive: bool, bytes: usize) {
-    if sys::set_buffer_force(s, receive, bytes).is_err() {
-        let _ = if receive {
-            s.set_recv_buffer_size(bytes)
-        } else {
-            s.set_send_buffer_size(bytes)
-        };
-    }
 }
 
 fn libc_enobufs() -> i32 {

@@ -63,7 +63,7 @@ fn bind_error(uri: &str, addr: SocketAddrV4, e: io::Error) -> OpenError {
 
 /// Sets a socket buffer, forcing past the sysctl limit when allowed; returns the size the
 /// kernel reports (which counts its own overhead, so about twice what was asked).
-fn set_buffer(sock: &Socket, receive: bool, bytes: usize) -> usize {
+pub fn set_buffer(sock: &Socket, receive: bool, bytes: usize) -> usize {
     if sys::set_buffer_force(sock, receive, bytes).is_err() {
         let _ = if receive {
             sock.set_recv_buffer_size(bytes)
@@ -159,6 +159,12 @@ const MAX_GSO_BYTES: usize = 65_000;
 /// stream of small datagrams (`datagram=` under 1,016 bytes) had every batch refused and fell
 /// back to one send per datagram.
 const MAX_GSO_SEGMENTS: usize = 64;
+
+/// Datagrams of `segment_len` bytes that one GSO send carries: as many as fit in
+/// [`MAX_GSO_BYTES`], and no more than [`MAX_GSO_SEGMENTS`].
+pub fn gso_batch_datagrams(segment_len: usize) -> usize {
+    (MAX_GSO_BYTES / segment_len).clamp(1, MAX_GSO_SEGMENTS)
+}
 
 /// What every datagram a driver sends passes through: the test loss generator (`loss=`,
 /// `PEREGRINE_LOSS`), which may drop it, and the sealer of `auth=`, which ends it with an AUTH
@@ -445,8 +451,7 @@ impl UdpPublisher {
             rate_bytes_per_s: cfg.rate_bytes_per_s,
             retransmit_rate_bytes_per_s: cfg.retransmit_rate_bytes_per_s,
             // Whole datagrams as they leave (sealed ones are larger) within one GSO send.
-            max_batch_len: (MAX_GSO_BYTES / cfg.segment_len).min(MAX_GSO_SEGMENTS)
-                * cfg.sender_segment_len(),
+            max_batch_len: gso_batch_datagrams(cfg.segment_len) * cfg.sender_segment_len(),
             ..SenderConfig::new(
                 session_id,
                 stream_id,
