@@ -2,6 +2,7 @@ use super::*;
 use crate::sender::{Batch, Packing, SendMode, Sender, SenderConfig};
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::nak::{NakFrame, NakRange, NakRanges, NakRepr};
+use peregrine_wire::status::{StatusFrame, StatusRepr};
 
 const SRC: &str = "127.0.0.1:5000";
 
