@@ -47,18 +47,28 @@ impl Reassembly {
     }
 
     /// The next frame in sequence.
-    #[inline]
+    // Inlined, the fragment path too: split out of the receiver they cost no more instructions
+    // than before (crates/proto/examples/receive_loop.rs: +0.5% at 32 B, +0.3% for messages
+    // in three fragments; called, the fragment path cost +4.7%).
+    #[inline(always)]
     pub(super) fn on_frame<'a>(&mut self, d: &DataRepr<'a>, max_message_len: usize) -> Step<'a> {
+        if d.flags & (flags::BEGIN | flags::END) == flags::BEGIN | flags::END {
+            self.need_begin = false;
+            self.partial = None;
+            return Step::Whole(d.payload);
+        }
+        self.on_fragment(d, max_message_len)
+    }
+
+    /// A frame without both BEGIN and END: one of a longer message's fragments.
+    #[inline]
+    fn on_fragment<'a>(&mut self, d: &DataRepr<'a>, max_message_len: usize) -> Step<'a> {
         let begin = d.flags & flags::BEGIN != 0;
         let end = d.flags & flags::END != 0;
         if begin {
             self.need_begin = false;
         } else if self.need_begin {
             return Step::Nothing; // a fragment of a message whose start we never saw
-        }
-        if begin && end {
-            self.partial = None;
-            return Step::Whole(d.payload);
         }
         let len = d.message_length as usize;
         if begin {
