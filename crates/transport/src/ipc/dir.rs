@@ -397,7 +397,7 @@ impl SegmentDir {
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
             .filter(|n| n != "." && n != "..")
-            .filter(|n| n.starts_with(TEMP_PREFIX) || super::segment::validate_name(n).is_ok())
+            .filter(|n| n.starts_with(TEMP_PREFIX) || validate_name(n).is_ok())
             .collect())
     }
 }
@@ -465,7 +465,7 @@ pub struct PrivateFile {
 impl PrivateFile {
     /// Creates `name` (a segment name) of `len` zero bytes, mode 0600, exclusively locked.
     pub fn create(name: &str, len: u64) -> Result<PrivateFile, OpenError> {
-        super::segment::validate_name(name).map_err(OpenError::InvalidName)?;
+        validate_name(name).map_err(OpenError::InvalidName)?;
         let dir = SegmentDir::open(&DirSpec::default())?;
         let _turn = dir.turn()?;
         let path = dir.file_path(name);
@@ -491,7 +491,7 @@ impl PrivateFile {
     /// Opens `name`, created by another process of this user, refusing links, other users'
     /// files, and files shorter than `min_len` (checked on the descriptor).
     pub fn open(name: &str, min_len: u64) -> Result<PrivateFile, OpenError> {
-        super::segment::validate_name(name).map_err(OpenError::InvalidName)?;
+        validate_name(name).map_err(OpenError::InvalidName)?;
         let dir = SegmentDir::open(&DirSpec::default())?;
         let path = dir.file_path(name);
         let file = dir
@@ -521,4 +521,23 @@ impl Drop for PrivateFile {
             let _ = self.dir.unlink(&self.name);
         }
     }
+}
+
+/// Checks a segment name: 1 to 200 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 200 {
+        return Err(format!(
+            "segment name '{name}' must be 1 to 200 characters long"
+        ));
+    }
+    if name.starts_with('.')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(format!(
+            "segment name '{name}' may only use letters, digits, '.', '_' and '-' and must not start with '.'"
+        ));
+    }
+    Ok(())
 }

@@ -89,7 +89,7 @@ impl IpcConfig {
         if uri.scheme != Scheme::Ipc {
             return Err(uri.error("not an ipc:// URI"));
         }
-        segment::validate_name(&uri.address).map_err(|e| uri.error(e))?;
+        dir::validate_name(&uri.address).map_err(|e| uri.error(e))?;
         uri.check_keys(&Self::KEYS)?;
         let mut cfg = IpcConfig::new(&uri.address);
         if let Some(v) = uri.param("capacity") {

@@ -25,7 +25,7 @@
 //! half-written descriptor. Sizes are checked on the open descriptor (`fstat`) before anything
 //! is mapped, and only the checked length is mapped.
 
-use super::dir::{DirSpec, SegmentDir, TEMP_PREFIX};
+use super::dir::{validate_name, DirSpec, SegmentDir, TEMP_PREFIX};
 use super::layout::*;
 use super::sigbus::Mapping;
 use super::SlowSubscriberPolicy;
@@ -46,25 +46,6 @@ pub fn shm_dir() -> Result<PathBuf, OpenError> {
 /// The file segment `name` has in this user's directory (not checked: for messages).
 pub fn segment_path(name: &str) -> Result<PathBuf, OpenError> {
     Ok(SegmentDir::open(&DirSpec::default())?.file_path(name))
-}
-
-/// Checks a segment name: 1 to 200 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
-pub fn validate_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 200 {
-        return Err(format!(
-            "segment name '{name}' must be 1 to 200 characters long"
-        ));
-    }
-    if name.starts_with('.')
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-    {
-        return Err(format!(
-            "segment name '{name}' may only use letters, digits, '.', '_' and '-' and must not start with '.'"
-        ));
-    }
-    Ok(())
 }
 
 /// What a publisher asks for when it creates a segment.

@@ -71,7 +71,7 @@ impl IpcSubscriber {
     /// once if the publisher exists, otherwise on a later `poll`.
     pub fn new(cfg: &IpcConfig, topic: &str, blocking: bool) -> Result<Self, OpenError> {
         crate::validate_topic(topic)?;
-        super::segment::validate_name(&cfg.name).map_err(OpenError::InvalidName)?;
+        super::dir::validate_name(&cfg.name).map_err(OpenError::InvalidName)?;
         let mut s = IpcSubscriber {
             cfg: cfg.clone(),
             topic: topic.to_string(),
