@@ -24,7 +24,7 @@ pub mod paths;
 pub use md::MdFailoverConfig;
 
 use crate::clock::Clock;
-use crate::helper::{Helper, HelperSpec};
+use crate::helper::protocol::{Helper, Role};
 use crate::stats::LatencyRecorder;
 use crate::BenchError;
 use peregrine::failover::{ArbiterConfig, FailoverPublisher, FailoverSubscriber};
@@ -95,6 +95,11 @@ pub struct MemberSpec {
     pub clock: Clock,
     /// Message `i` is due at `start_ns + i / rate` on `clock`.
     pub start_ns: u64,
+}
+
+impl Role for MemberSpec {
+    const TAG: &'static str = "failover_member";
+    const WHAT: &'static str = "failover group member";
 }
 
 /// The context a member publishes through: only the run's transport.
@@ -318,7 +323,7 @@ fn start_member(exe: &Path, spec: MemberSpec) -> mpsc::Receiver<Result<(Helper, 
     let (tx, rx) = mpsc::channel();
     let exe = exe.to_path_buf();
     std::thread::spawn(move || {
-        let r = Helper::start(&exe, &HelperSpec::FailoverMember(spec)).and_then(|h| {
+        let r = Helper::start(&exe, &spec).and_then(|h| {
             let session = u32::from_str_radix(&h.ready_info, 16).map_err(|_| {
                 BenchError::Child(format!("a member said 'ready {}'", h.ready_info))
             })?;

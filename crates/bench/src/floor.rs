@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::clock::Clock;
-use crate::helper::{say_ready, say_result, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready, say_result, Helper, Role};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use peregrine_transport::ipc::dir::PrivateFile;
@@ -26,6 +26,11 @@ pub struct FloorConfig {
 pub struct FloorPong {
     pub name: String,
     pub cpus: CpuPair,
+}
+
+impl Role for FloorPong {
+    const TAG: &'static str = "floor_pong";
+    const WHAT: &'static str = "floor pong";
 }
 
 /// What the pong side reports at exit.
@@ -94,10 +99,10 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecord
     let line = Line::open(&name, true)?;
     let helper = Helper::start(
         exe,
-        &HelperSpec::FloorPong(FloorPong {
+        &FloorPong {
             name,
             cpus: cfg.cpus,
-        }),
+        },
     )?;
     let mut next = 0;
     let rec = with_cpu(cfg.cpus.a, || {

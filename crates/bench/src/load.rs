@@ -26,7 +26,7 @@
 
 use crate::clock::Clock;
 use crate::floor::{with_cpu, Line};
-use crate::helper::{say_ready, say_ready_with, say_result, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready, say_ready_with, say_result, Helper, Role};
 use crate::jitter::{CpuJitter, LoopStalls, StallSpans};
 use crate::pacer::{Pacer, PingPicker, Step};
 use crate::stats::{LatencyRecorder, Summary};
@@ -342,7 +342,7 @@ fn run_pings(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResult, 
     let bound = publ.uri().to_string();
     let helper = Helper::start(
         exe,
-        &HelperSpec::LoadReflector {
+        &LoadReflector {
             cfg: LoadConfig {
                 uri: Some(bound.clone()),
                 ..cfg.clone()
@@ -629,7 +629,7 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
     let line = Line::open(&name, true)?;
     let helper = Helper::start(
         exe,
-        &HelperSpec::CacheLineReflector {
+        &CacheLineReflector {
             cfg: cfg.clone(),
             line: name,
             clock: *clock,
@@ -703,6 +703,19 @@ fn run_cache_line(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadRes
     })
 }
 
+/// The floor under load's reflector, as a helper, on the shared page `line`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct CacheLineReflector {
+    pub cfg: LoadConfig,
+    pub line: String,
+    pub clock: Clock,
+}
+
+impl Role for CacheLineReflector {
+    const TAG: &'static str = "cache_line_reflector";
+    const WHAT: &'static str = "cache-line reflector";
+}
+
 /// The reflector of the floor under load: spins on the load line, answers each new ping on
 /// the reflect line, and counts its loop's stalls once measured messages come.
 pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result<(), BenchError> {
@@ -752,7 +765,7 @@ fn run_embedded(cfg: &LoadConfig, exe: &Path, clock: &Clock) -> Result<LoadResul
     // The publisher binds: with udp://...:0 its helper tells the port on its ready line.
     let helper = Helper::start(
         exe,
-        &HelperSpec::EmbeddedPublisher {
+        &EmbeddedPublisher {
             cfg: LoadConfig {
                 uri: Some(load_uri.clone()),
                 ..cfg.clone()
@@ -1097,6 +1110,19 @@ fn on_load_message(
     Ok(())
 }
 
+/// The load run's subscriber, as a helper: discards the load, reflects the pings (and counts
+/// its loop's stalls with the measuring side's `clock`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LoadReflector {
+    pub cfg: LoadConfig,
+    pub clock: Clock,
+}
+
+impl Role for LoadReflector {
+    const TAG: &'static str = "load_reflector";
+    const WHAT: &'static str = "load reflector";
+}
+
 /// The subscriber process of a ping run: discards the load, reflects pings, and counts its
 /// loop's stalls once measured messages come.
 pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
@@ -1143,6 +1169,19 @@ pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     r.stalls = stalls.finish(cfg.cpus.b);
     say_result(&r);
     Ok(())
+}
+
+/// The embedded-timestamp publisher, as a helper: paces the stream and writes the send time,
+/// read with the measuring side's `clock`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct EmbeddedPublisher {
+    pub cfg: LoadConfig,
+    pub clock: Clock,
+}
+
+impl Role for EmbeddedPublisher {
+    const TAG: &'static str = "embedded_publisher";
+    const WHAT: &'static str = "embedded-timestamp publisher";
 }
 
 /// The publisher process of an embedded-timestamp run: paces the stream and writes each

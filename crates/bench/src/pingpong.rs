@@ -7,7 +7,7 @@
 
 use crate::clock::Clock;
 use crate::floor::{with_cpu, FloorMoments, Line};
-use crate::helper::{say_ready_with, say_result, EchoReport, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready_with, say_result, EchoReport, Helper, Role};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{Context, IdleKind, OfferError, Publisher, Scheme, Subscriber};
@@ -298,7 +298,7 @@ pub fn run_with(
     };
     let helper = Helper::start(
         exe,
-        &HelperSpec::Pong(PingPongConfig {
+        &Pong(PingPongConfig {
             ping_uri: Some(ping_uri.clone()),
             pong_uri: Some(pong_uri.clone()),
             floor_line: line.as_ref().map(|_| floor_name),
@@ -576,6 +576,16 @@ pub(crate) fn serve(
         }
         sub.idle(n);
     }
+}
+
+/// The pong side of a ping-pong, as a helper: echoes every ping.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Pong(pub PingPongConfig);
+
+impl Role for Pong {
+    const TAG: &'static str = "pong";
+    const WHAT: &'static str = "ping-pong pong side";
 }
 
 /// The pong side: echoes every ping until the ping side closes.

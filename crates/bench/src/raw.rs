@@ -20,7 +20,7 @@
 
 use crate::clock::Clock;
 use crate::floor::with_cpu;
-use crate::helper::{say_ready, say_result, EchoReport, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready, say_result, EchoReport, Helper, Role};
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use peregrine::Scheme;
@@ -220,7 +220,7 @@ pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder
     let (ping_ep, pong_ep) = endpoints(cfg, &ping_uri, &pong_uri)?;
     let helper = Helper::start(
         exe,
-        &HelperSpec::RawPong {
+        &RawPong {
             cfg: cfg.clone(),
             ping_uri: ping_uri.clone(),
             pong_uri: pong_uri.clone(),
@@ -241,6 +241,19 @@ pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder
         )));
     }
     Ok(rec)
+}
+
+/// The bare-socket pong side, as a helper.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RawPong {
+    pub cfg: RawConfig,
+    pub ping_uri: String,
+    pub pong_uri: String,
+}
+
+impl Role for RawPong {
+    const TAG: &'static str = "raw_pong";
+    const WHAT: &'static str = "bare-socket pong side";
 }
 
 /// The echo side (`--raw --role pong`): sets up its sockets, says ready, echoes until told to

@@ -3,7 +3,7 @@
 //! the payload), counts what it lost, and measures its own receive rate.
 
 use crate::floor::with_cpu;
-use crate::helper::{say_ready, say_result, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready, say_result, Helper, Role};
 use crate::{BenchError, CpuPair};
 use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
 use peregrine::{IdleKind, OfferError, Scheme, SlowSubscriberPolicy, SubscriberEvent};
@@ -221,7 +221,7 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     for k in 0..cfg.subscribers {
         helpers.push(Helper::start(
             exe,
-            &HelperSpec::ThroughputSubscriber {
+            &ThroughputSubscriber {
                 cfg: cfg.clone(),
                 uri: sub_uri(cfg, &bound, k),
             },
@@ -343,6 +343,18 @@ pub fn subscribe_role(cfg: &ThroughputConfig) -> Result<(), BenchError> {
         None => format!("ipc://{}", cfg.name),
     };
     subscribe(cfg, &uri)
+}
+
+/// A throughput subscriber, as a helper (`uri`: the stream as the publisher bound it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ThroughputSubscriber {
+    pub cfg: ThroughputConfig,
+    pub uri: String,
+}
+
+impl Role for ThroughputSubscriber {
+    const TAG: &'static str = "throughput_subscriber";
+    const WHAT: &'static str = "throughput subscriber";
 }
 
 /// The subscriber side: receives from `uri` until the publisher closes, then prints its

@@ -62,7 +62,9 @@ fn main() {
         Command::Client(a) => cmd::client::run(a),
         Command::Post(a) => cmd::post::run(a),
         Command::Stat(a) => cmd::stat::run(a),
-        Command::Helper(h) => peregrine_bench::helper::serve_spec(&h.spec).map_err(Into::into),
+        Command::Helper(h) => {
+            peregrine_bench::helper::registry::serve_spec(&h.spec).map_err(Into::into)
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

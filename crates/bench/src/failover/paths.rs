@@ -26,7 +26,7 @@
 
 use super::{fill, FailoverConfig, SequenceCheck};
 use crate::clock::Clock;
-use crate::helper::{Helper, HelperSpec};
+use crate::helper::protocol::{Helper, Role};
 use crate::BenchError;
 use peregrine::{Config, Context, IdleKind, OfferError, Subscriber};
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,11 @@ pub struct PathsSpec {
     pub clock: Clock,
     /// Message `i` is due at `start_ns + i / rate` on `clock`.
     pub start_ns: u64,
+}
+
+impl Role for PathsSpec {
+    const TAG: &'static str = "paths_publisher";
+    const WHAT: &'static str = "A/B paths publisher";
 }
 
 /// A context with no topic resolution: both sides name the stream's URI.
@@ -420,7 +425,7 @@ fn measure_in_namespace(
         start_ns: clock.now(),
     };
     // Started from this thread: the helper is in this thread's namespace.
-    let _publisher = Helper::start(exe, &HelperSpec::PathsPublisher(spec))?;
+    let _publisher = Helper::start(exe, &spec)?;
     let started = clock.now();
     p.until_both_lines(30_000_000_000)?;
     // About half a second of line A's datagrams (each at most a message and its headers)

@@ -18,7 +18,7 @@ use super::{
     account, read_client_items, read_feed_items, ClientReport, FanoutConfig, LatencyStats, Probe,
     ProbeRecord, System, Watchlists,
 };
-use crate::helper::{say_ready, say_result, Helper, HelperSpec};
+use crate::helper::protocol::{say_ready, say_result, Helper, Role};
 use crate::BenchError;
 use hdrhistogram::Histogram;
 use peregrine_md::codec::Message;
@@ -255,6 +255,11 @@ pub struct NatsFeedSpec {
     pub items_out: PathBuf,
 }
 
+impl Role for NatsFeedSpec {
+    const TAG: &'static str = "nats_feed";
+    const WHAT: &'static str = "NATS feed";
+}
+
 /// What the NATS feed reports.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NatsFeedReport {
@@ -359,6 +364,11 @@ pub struct NatsClientSpec {
     pub max_seconds: f64,
     /// Record latency only for updates that arrive this long after the first.
     pub latency_after_s: f64,
+}
+
+impl Role for NatsClientSpec {
+    const TAG: &'static str = "nats_client";
+    const WHAT: &'static str = "NATS client";
 }
 
 /// The NATS client: subscribes to its items (subscription id = the item's line, from 1) and
@@ -569,14 +579,14 @@ impl NatsRun {
         let busy_poll_us = self.cfg.client_busy_poll_us;
         let mut clients = Vec::with_capacity(self.cfg.clients);
         for k in 0..self.cfg.clients {
-            let spec = HelperSpec::NatsClient(NatsClientSpec {
+            let spec = NatsClientSpec {
                 server: addr,
                 watch: d.join(format!("watch{k}.txt")),
                 items_out: d.join(format!("client{k}-{n}.items")),
                 busy_poll_us,
                 max_seconds: self.cfg.seconds + 60.0,
                 latency_after_s: self.cfg.warmup_s,
-            });
+            };
             let c = Helper::start(&self.exe, &spec)?;
             if let Some(p) = self.cfg.pin {
                 super::process::pin_process(c.pid(), p.a)?;
@@ -586,7 +596,7 @@ impl NatsRun {
         let feed_items = d.join(format!("feed-{n}.items"));
         let feed = Helper::start(
             &self.exe,
-            &HelperSpec::NatsFeed(NatsFeedSpec {
+            &NatsFeedSpec {
                 server: addr,
                 items: d.join("items.txt"),
                 rate,
@@ -594,7 +604,7 @@ impl NatsRun {
                 size: self.cfg.size,
                 seed: self.cfg.seed,
                 items_out: feed_items.clone(),
-            }),
+            },
         )?;
         if let Some(p) = self.cfg.pin {
             super::process::pin_process(feed.pid(), p.a)?;
