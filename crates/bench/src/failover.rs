@@ -341,7 +341,7 @@ pub fn measure(
     clock: &Clock,
 ) -> Result<FailoverResult, BenchError> {
     cfg.validate()?;
-    crate::floor::with_cpu(cfg.cpus.a, || measure_pinned(cfg, exe, clock))?
+    crate::measure::floor::with_cpu(cfg.cpus.a, || measure_pinned(cfg, exe, clock))?
 }
 
 fn measure_pinned(

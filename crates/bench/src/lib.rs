@@ -4,12 +4,13 @@
 //! and reports the columns of the reports it follows (docs/benchmarks.md): samples, Min, Avg, Median, 99th, 99.9th,
 //! 99.99th, Max and Std Dev, as a table in microseconds and as JSON lines in nanoseconds.
 //!
-//! - [`floor`]: the machine's own floor, a cache-line ping-pong between two processes.
-//! - [`pingpong`]: half round trip over a transport, with its ratio to the floor.
-//! - [`throughput`]: one publisher, N subscriber processes, every sequence number checked.
+//! - [`measure`]: the two-process measurements: the machine's floor (a cache-line ping-pong),
+//!   ping-pong over a transport, the same over bare sockets, throughput, and paced load with
+//!   pings or embedded timestamps.
 //! - [`ceiling`]: what the bare mechanism under a transport moves in the same run (an SPSC ring,
 //!   bare UDP sockets with and without GSO/GRO, a bare TCP connection): throughput's baseline.
-//! - [`raw`]: the same ping-pong over bare udp, mcast and tcp sockets, Peregrine's own baseline.
+//! - [`helper`]: how a measurement starts its other side as a process, and which sides exist.
+//! - [`scenario`]: the suite's cells, composed from the measurements.
 //! - [`sockperf`]: the peer baseline, `sockperf` ping-pong over loopback, parsed into the columns.
 //! - [`jitter`]: the machine's jitter floor, a thread per CPU spinning on the clock.
 //! - [`fanout`]: market data fan-out through a distribution tier (Peregrine's distributor, or
@@ -20,14 +21,11 @@ pub mod ceiling;
 pub mod clock;
 pub mod failover;
 pub mod fanout;
-pub mod floor;
 pub mod helper;
 pub mod jitter;
-pub mod load;
+pub mod measure;
 pub mod output;
 pub mod pacer;
-pub mod pingpong;
-pub mod raw;
 pub mod record;
 pub mod resolver_traffic;
 pub mod results;
@@ -35,7 +33,6 @@ pub mod scenario;
 pub mod sockperf;
 pub mod stats;
 pub mod sweep;
-pub mod throughput;
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
 //! The load generator's rate algorithm, sans-I/O: it takes `now_ns` and says how many messages
-//! to send and how long to sleep. The driver ([`crate::load`]) owns the clock and the sockets.
+//! to send and how long to sleep. The driver ([`crate::measure::load`]) owns the clock and the sockets.
 //!
 //! The algorithm is Ultra Messaging lbmpubload's (the UM report's appendix, docs/benchmarks.md),
 //! exactly:

@@ -19,7 +19,7 @@
 //!
 //! sockperf prints every [`Summary`] column, so nothing is filled in or estimated.
 
-use crate::floor::with_cpu;
+use crate::measure::floor::with_cpu;
 use crate::stats::Summary;
 use crate::{BenchError, CpuPair};
 use peregrine::Scheme;

@@ -9,11 +9,11 @@ use super::protocol::HELPER_COMMAND;
 use crate::failover::paths::PathsSpec;
 use crate::failover::MemberSpec;
 use crate::fanout::nats::{NatsClientSpec, NatsFeedSpec};
-use crate::floor::FloorPong;
-use crate::load::{CacheLineReflector, EmbeddedPublisher, LoadReflector};
-use crate::pingpong::Pong;
-use crate::raw::RawPong;
-use crate::throughput::ThroughputSubscriber;
+use crate::measure::floor::FloorPong;
+use crate::measure::load::{CacheLineReflector, EmbeddedPublisher, LoadReflector};
+use crate::measure::pingpong::Pong;
+use crate::measure::raw::RawPong;
+use crate::measure::throughput::ThroughputSubscriber;
 use crate::BenchError;
 use serde::{Deserialize, Serialize};
 
@@ -39,24 +39,24 @@ impl HelperSpec {
     /// Plays this side, in the helper process.
     pub fn serve(self) -> Result<(), BenchError> {
         match self {
-            HelperSpec::FloorPong(p) => crate::floor::pong(&p),
-            HelperSpec::Pong(Pong(cfg)) => crate::pingpong::pong(&cfg),
+            HelperSpec::FloorPong(p) => crate::measure::floor::pong(&p),
+            HelperSpec::Pong(Pong(cfg)) => crate::measure::pingpong::pong(&cfg),
             HelperSpec::RawPong(RawPong {
                 cfg,
                 ping_uri,
                 pong_uri,
-            }) => crate::raw::pong(&cfg, &ping_uri, &pong_uri),
+            }) => crate::measure::raw::pong(&cfg, &ping_uri, &pong_uri),
             HelperSpec::ThroughputSubscriber(ThroughputSubscriber { cfg, uri }) => {
-                crate::throughput::subscribe(&cfg, &uri)
+                crate::measure::throughput::subscribe(&cfg, &uri)
             }
             HelperSpec::LoadReflector(LoadReflector { cfg, clock }) => {
-                crate::load::reflect(&cfg, &clock)
+                crate::measure::load::reflect(&cfg, &clock)
             }
             HelperSpec::CacheLineReflector(CacheLineReflector { cfg, line, clock }) => {
-                crate::load::reflect_cache_line(&cfg, &line, &clock)
+                crate::measure::load::reflect_cache_line(&cfg, &line, &clock)
             }
             HelperSpec::EmbeddedPublisher(EmbeddedPublisher { cfg, clock }) => {
-                crate::load::publish_embedded(&cfg, &clock)
+                crate::measure::load::publish_embedded(&cfg, &clock)
             }
             HelperSpec::NatsFeed(spec) => crate::fanout::nats::feed(&spec),
             HelperSpec::NatsClient(spec) => crate::fanout::nats::client(&spec),
@@ -81,8 +81,8 @@ mod tests {
     use super::*;
     use crate::clock::Clock;
     use crate::helper::protocol::{spec_json, Role};
-    use crate::load::{LoadConfig, Method};
-    use crate::throughput::ThroughputConfig;
+    use crate::measure::load::{LoadConfig, Method};
+    use crate::measure::throughput::ThroughputConfig;
     use crate::CpuPair;
     use peregrine::{IdleKind, SlowSubscriberPolicy};
     use std::time::Duration;

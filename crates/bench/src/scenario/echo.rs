@@ -4,7 +4,7 @@
 //!
 //! Both sides run an application's event loop: the sender offers a message (no flush), then
 //! polls its subscriber for the echo and runs its publisher's duty cycle (`do_work`) on every
-//! empty poll ([`DutyCycle::EveryEmptyPoll`]); the echo side ([`crate::pingpong::pong`]) offers
+//! empty poll ([`DutyCycle::EveryEmptyPoll`]); the echo side ([`crate::measure::pingpong::pong`]) offers
 //! each echo and runs its duty cycle on every empty poll too. In urgent mode a message leaves
 //! in its `offer`; in normal mode it leaves when the oldest message of its batch has waited the
 //! stream's `batch_interval_us`, which the duty cycle checks: each of the two legs waits about
@@ -13,7 +13,7 @@
 
 use super::latency::{latency_cell, pingpong_cell, pingpong_config};
 use super::{progress, Session};
-use crate::pingpong::{DutyCycle, PingPongConfig, PingPongResult, StreamMode};
+use crate::measure::pingpong::{DutyCycle, PingPongConfig, PingPongResult, StreamMode};
 use crate::stats::Summary;
 use crate::{round3, BenchError, CpuPair};
 use peregrine::Scheme;
@@ -101,7 +101,7 @@ impl EchoPlan {
         for &transport in &self.transports {
             for &size in &self.sizes {
                 for &mode in &self.modes {
-                    crate::pingpong::validate(&self.config(transport, size, mode))?;
+                    crate::measure::pingpong::validate(&self.config(transport, size, mode))?;
                 }
             }
         }
@@ -149,7 +149,7 @@ pub fn echo(plan: &EchoPlan, s: &mut Session) -> Result<(), BenchError> {
         for &size in &plan.sizes {
             bar.set_message(format!("{transport} {size}B ping-pong"));
             let reference = plan.reference(transport, size);
-            let pp = crate::pingpong::run(&reference, s.exe(), s.clock())?;
+            let pp = crate::measure::pingpong::run(&reference, s.exe(), s.clock())?;
             let cell = pingpong_cell(&reference, &pp, None);
             bar.suspend(|| s.out.cell(&cell));
             s.record(cell, Some(&pp.recorder), None)?;
@@ -157,8 +157,12 @@ pub fn echo(plan: &EchoPlan, s: &mut Session) -> Result<(), BenchError> {
             for &mode in &plan.modes {
                 bar.set_message(format!("{transport} {size}B echo, {} mode", mode.name()));
                 let cfg = plan.config(transport, size, mode);
-                let r =
-                    crate::pingpong::run_with(&cfg, s.exe(), s.clock(), DutyCycle::EveryEmptyPoll)?;
+                let r = crate::measure::pingpong::run_with(
+                    &cfg,
+                    s.exe(),
+                    s.clock(),
+                    DutyCycle::EveryEmptyPoll,
+                )?;
                 let cell = echo_cell(&cfg, &r, &pp.summary);
                 bar.suspend(|| s.out.cell(&cell));
                 s.record(cell, Some(&r.recorder), None)?;
@@ -307,7 +311,8 @@ mod tests {
     #[test]
     fn each_cell_puts_both_streams_in_its_mode() {
         let p = plan();
-        let (ping, pong) = crate::pingpong::uris(&p.config(Scheme::Udp, 28, StreamMode::Normal));
+        let (ping, pong) =
+            crate::measure::pingpong::uris(&p.config(Scheme::Udp, 28, StreamMode::Normal));
         assert!(
             ping.contains("mode=normal") && ping.contains("gro=0"),
             "{ping}"
@@ -316,15 +321,17 @@ mod tests {
             pong.contains("mode=normal") && pong.contains("gro=0"),
             "{pong}"
         );
-        let (ping, _) = crate::pingpong::uris(&p.config(Scheme::Tcp, 28, StreamMode::Urgent));
+        let (ping, _) =
+            crate::measure::pingpong::uris(&p.config(Scheme::Tcp, 28, StreamMode::Urgent));
         assert!(
             ping.contains("mode=urgent") && !ping.contains("gro"),
             "{ping}"
         );
-        let (ping, pong) = crate::pingpong::uris(&p.config(Scheme::Ipc, 28, StreamMode::Normal));
+        let (ping, pong) =
+            crate::measure::pingpong::uris(&p.config(Scheme::Ipc, 28, StreamMode::Normal));
         assert!(!ping.contains('?') && !pong.contains('?'), "{ping} {pong}");
         // The reference is the ping-pong as `bench pingpong` runs it.
-        let (ping, _) = crate::pingpong::uris(&p.reference(Scheme::Udp, 28));
+        let (ping, _) = crate::measure::pingpong::uris(&p.reference(Scheme::Udp, 28));
         assert!(ping.contains("mode=urgent"), "{ping}");
     }
 

@@ -4,10 +4,10 @@
 
 use super::Session;
 use crate::clock::Clock;
-use crate::floor::FloorConfig;
+use crate::measure::floor::FloorConfig;
+use crate::measure::pingpong::{PingPongConfig, PingPongResult, StreamMode};
+use crate::measure::raw::RawConfig;
 use crate::output::{Printer, ResultLine};
-use crate::pingpong::{PingPongConfig, PingPongResult, StreamMode};
-use crate::raw::RawConfig;
 use crate::sockperf::SockperfConfig;
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{round3, BenchError, CpuPair};
@@ -32,7 +32,7 @@ pub struct PingPongPlan {
 impl PingPongPlan {
     /// Checks the settings, naming any value that is not accepted.
     pub fn validate(&self) -> Result<(), BenchError> {
-        crate::pingpong::validate(&self.cfg)?;
+        crate::measure::pingpong::validate(&self.cfg)?;
         let net = self.cfg.transport != Scheme::Ipc;
         if (self.raw_only || self.compare_sockperf) && !net {
             return Err(BenchError::Config(
@@ -40,7 +40,7 @@ impl PingPongPlan {
             ));
         }
         if net && (self.raw_only || self.floor) {
-            crate::raw::validate(&self.raw_config())?;
+            crate::measure::raw::validate(&self.raw_config())?;
         }
         if self.compare_sockperf && crate::sockperf::available().is_none() {
             return Err(BenchError::Config(
@@ -80,7 +80,7 @@ fn raw_config_of(cfg: &PingPongConfig) -> RawConfig {
 
 /// Runs the floor, prints and records it; returns its summary.
 pub fn floor(cfg: &FloorConfig, s: &mut Session) -> Result<Summary, BenchError> {
-    let r = crate::floor::run(cfg, s.exe(), s.clock())?;
+    let r = crate::measure::floor::run(cfg, s.exe(), s.clock())?;
     let cell = floor_cell(cfg.cpus, &r);
     let summary = r.summary();
     s.show_and_record(cell, Some(&r), None)?;
@@ -95,8 +95,8 @@ fn floor_cell(cpus: CpuPair, r: &LatencyRecorder) -> Cell {
 
 /// Runs the bare-socket ping-pong, prints and records it; returns its summary.
 pub fn raw(cfg: &RawConfig, s: &mut Session) -> Result<Summary, BenchError> {
-    crate::raw::validate(cfg)?;
-    let r = crate::raw::run(cfg, s.exe(), s.clock())?;
+    crate::measure::raw::validate(cfg)?;
+    let r = crate::measure::raw::run(cfg, s.exe(), s.clock())?;
     let mut cell = latency_cell(Scenario::Raw, cfg.transport.name(), cfg.size, &r);
     cell.detail.insert("cpus".into(), cfg.cpus.to_arg().into());
     cell.detail.insert("busy_poll".into(), cfg.busy_poll.into());
@@ -136,7 +136,7 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
         )?),
         (true, false) => Some(raw(&plan.raw_config(), s)?),
     };
-    let r = crate::pingpong::run(cfg, s.exe(), s.clock())?;
+    let r = crate::measure::pingpong::run(cfg, s.exe(), s.clock())?;
     let mut cell = pingpong_cell(cfg, &r, floor.as_ref());
     let Some(sc) = sockperf else {
         return s.show_and_record(cell, Some(&r.recorder), None);
@@ -176,7 +176,7 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
 /// result; records nothing.
 pub fn ping_role(cfg: &PingPongConfig, json: bool) -> Result<(), BenchError> {
     let clock = Clock::calibrate(Duration::from_millis(50));
-    let r = crate::pingpong::ping(cfg, &clock)?;
+    let r = crate::measure::pingpong::ping(cfg, &clock)?;
     Printer::new(json).cell(&pingpong_cell(cfg, &r, None));
     Ok(())
 }
@@ -197,7 +197,10 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     d.insert("idle".into(), cfg.idle.name().into());
     if cfg.group {
         // The pings went through a failover group of one member (the header, the arbiter).
-        d.insert("failover_group".into(), crate::pingpong::GROUP.into());
+        d.insert(
+            "failover_group".into(),
+            crate::measure::pingpong::GROUP.into(),
+        );
     }
     d.insert("cpus".into(), cfg.cpus.to_arg().into());
     if cfg.idle == IdleKind::Block {
@@ -313,7 +316,7 @@ pub(crate) fn pingpong_config(
         connect_timeout: Duration::from_secs(20),
         ping_uri: None,
         pong_uri: None,
-        floor_every: crate::pingpong::default_floor_every(count),
+        floor_every: crate::measure::pingpong::default_floor_every(count),
         floor_line: None,
         mode: StreamMode::Urgent,
         group: false,

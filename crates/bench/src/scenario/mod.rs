@@ -1,7 +1,7 @@
 //! What `peregrine bench` runs: each [`Scenario`] measures, prints its results as they come,
 //! and records them as cells of one results folder, whose report is rendered at the end.
 //!
-//! The modules below the scenarios ([`crate::floor`], [`crate::pingpong`], [`crate::load`], ...)
+//! The modules below the scenarios ([`crate::measure::floor`], [`crate::measure::pingpong`], [`crate::measure::load`], ...)
 //! measure one thing between two processes; a scenario puts measurements together (a floor
 //! before a ping-pong, a sweep of load runs, the default suite) and turns each into a
 //! [`Cell`] of the report's model.
@@ -41,12 +41,12 @@ use std::time::Duration;
 pub enum Scenario {
     /// The default suite.
     Suite,
-    Floor(crate::floor::FloorConfig),
+    Floor(crate::measure::floor::FloorConfig),
     Pingpong(latency::PingPongPlan),
     /// Echo in normal and urgent mode, with the ping-pong of each transport and size.
     Echo(echo::EchoPlan),
-    Throughput(crate::throughput::ThroughputConfig),
-    Load(crate::load::LoadConfig),
+    Throughput(crate::measure::throughput::ThroughputConfig),
+    Load(crate::measure::load::LoadConfig),
     Sweep(paced::SweepPlan),
     Max(paced::MaxPlan),
     Latency(paced::EmbeddedPlan),

@@ -1,10 +1,10 @@
-//! Paced scenarios, made of [`crate::load`] runs: load with pings at one rate, the size x rate
+//! Paced scenarios, made of [`crate::measure::load`] runs: load with pings at one rate, the size x rate
 //! sweep ("CPU-bound after N"), the maximum sustainable rate, and one-way latency from
 //! embedded timestamps over a list of update rates.
 
 use super::{progress, Session};
-use crate::floor::FloorConfig;
-use crate::load::{LoadConfig, LoadResult, Method};
+use crate::measure::floor::FloorConfig;
+use crate::measure::load::{LoadConfig, LoadResult, Method};
 use crate::output::format_rate;
 use crate::pacer::default_ping_every;
 use crate::sweep::{rate_label, search_max};
@@ -71,7 +71,12 @@ impl SweepPlan {
         for t in &self.transports {
             for &size in &self.sizes {
                 for rate in self.rates() {
-                    crate::load::validate(&self.pacing.cell(*t, size, rate, Method::Pings))?;
+                    crate::measure::load::validate(&self.pacing.cell(
+                        *t,
+                        size,
+                        rate,
+                        Method::Pings,
+                    ))?;
                 }
             }
         }
@@ -98,7 +103,12 @@ impl MaxPlan {
     pub fn validate(&self) -> Result<(), BenchError> {
         for t in &self.transports {
             for &size in &self.sizes {
-                crate::load::validate(&self.pacing.cell(*t, size, self.start_rate, Method::Pings))?;
+                crate::measure::load::validate(&self.pacing.cell(
+                    *t,
+                    size,
+                    self.start_rate,
+                    Method::Pings,
+                ))?;
             }
         }
         if self.max_rate < self.start_rate {
@@ -124,7 +134,7 @@ pub struct EmbeddedPlan {
 impl EmbeddedPlan {
     pub fn validate(&self) -> Result<(), BenchError> {
         for rate in sorted(&self.rates) {
-            crate::load::validate(&self.pacing.cell(
+            crate::measure::load::validate(&self.pacing.cell(
                 self.transport,
                 self.size,
                 rate,
@@ -144,7 +154,7 @@ fn sorted(rates: &[f64]) -> Vec<f64> {
 
 /// `bench load`: one load run, with the machine's floor under the same schedule before it.
 pub fn load(cfg: &LoadConfig, s: &mut Session) -> Result<(), BenchError> {
-    crate::load::validate(cfg)?;
+    crate::measure::load::validate(cfg)?;
     let bar = progress(1, true);
     paced_cell(cfg, Scenario::Load, s, &bar)?;
     Ok(())
@@ -157,7 +167,7 @@ const FLOOR_PROBE_WARMUP: u64 = 2_000;
 
 /// The cache-line floor's median now: a short floor run on the cell's CPUs.
 fn floor_probe(cpus: CpuPair, s: &Session) -> Result<f64, BenchError> {
-    let r = crate::floor::run(
+    let r = crate::measure::floor::run(
         &FloorConfig {
             count: FLOOR_PROBE,
             warmup: FLOOR_PROBE_WARMUP,
@@ -185,7 +195,7 @@ fn unloaded_median(cfg: &LoadConfig, s: &Session) -> Result<Option<f64>, BenchEr
     // The cache-line floors measured around the cell cover it.
     pp.floor_every = 0;
     pp.idle = cfg.idle;
-    let r = crate::pingpong::run(&pp, s.exe(), s.clock())?;
+    let r = crate::measure::pingpong::run(&pp, s.exe(), s.clock())?;
     Ok(Some(r.summary.median_ns))
 }
 
@@ -223,7 +233,7 @@ fn paced_cell(
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
         let fcfg = floor_under_load_config(cfg);
-        let r = crate::load::run(&fcfg, s.exe(), s.clock())?;
+        let r = crate::measure::load::run(&fcfg, s.exe(), s.clock())?;
         floors.push(floor_probe(cfg.cpus, s)?);
         let mut cell = load_cell(&fcfg, &r, Scenario::FloorLoad);
         cell.transport = "cacheline".into();
@@ -237,7 +247,7 @@ fn paced_cell(
         s.record(cell, Some(&r.latency), Some(&r.latency_from_schedule))?;
         unloaded = unloaded_median(cfg, s)?;
     }
-    let r = crate::load::run(cfg, s.exe(), s.clock())?;
+    let r = crate::measure::load::run(cfg, s.exe(), s.clock())?;
     let mut cell = load_cell(cfg, &r, scenario);
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
@@ -247,7 +257,7 @@ fn paced_cell(
             "floor_moved".into(),
             floors
                 .windows(2)
-                .any(|w| crate::floor::floor_moved(w[0], w[1]))
+                .any(|w| crate::measure::floor::floor_moved(w[0], w[1]))
                 .into(),
         );
         let d = &mut cell.detail;
@@ -288,7 +298,7 @@ fn insert_floors(cell: &mut Cell, floors: &[f64]) {
     d.insert("floor_after_ns".into(), round3(after).into());
     d.insert(
         "floor_moved".into(),
-        crate::floor::floor_moved(before, after).into(),
+        crate::measure::floor::floor_moved(before, after).into(),
     );
 }
 

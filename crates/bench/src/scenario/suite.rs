@@ -10,9 +10,9 @@
 use super::latency::{self, pingpong_cell, pingpong_config};
 use super::paced::{Pacing, SweepPlan};
 use super::Session;
-use crate::floor::FloorConfig;
-use crate::raw::RawConfig;
-use crate::throughput::ThroughputConfig;
+use crate::measure::floor::FloorConfig;
+use crate::measure::raw::RawConfig;
+use crate::measure::throughput::ThroughputConfig;
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
     )?;
     for size in [32, 256] {
         let cfg = pingpong_config(Scheme::Ipc, size, 1_000_000, cpus);
-        let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
+        let r = crate::measure::pingpong::run(&cfg, s.exe(), s.clock())?;
         s.show_and_record(
             pingpong_cell(&cfg, &r, Some(&floor)),
             Some(&r.recorder),
@@ -53,7 +53,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         s,
     )?;
     let cfg = pingpong_config(Scheme::Udp, 32, 200_000, cpus);
-    let r = crate::pingpong::run(&cfg, s.exe(), s.clock())?;
+    let r = crate::measure::pingpong::run(&cfg, s.exe(), s.clock())?;
     s.show_and_record(pingpong_cell(&cfg, &r, Some(&raw)), Some(&r.recorder), None)?;
     // The machine's own jitter, measured just before the load runs whose tails it bounds.
     super::jitter::run(

@@ -3,8 +3,8 @@
 
 use super::Session;
 use crate::ceiling::{Ceiling, CeilingConfig, CeilingKind};
+use crate::measure::throughput::{ThroughputConfig, ThroughputResult};
 use crate::output::{Printer, ResultLine};
-use crate::throughput::{ThroughputConfig, ThroughputResult};
 use crate::{round3, BenchError, CpuPair};
 use peregrine::{Scheme, SlowSubscriberPolicy};
 use peregrine_report::model::{Cell, Scenario};
@@ -14,7 +14,7 @@ use std::time::Duration;
 /// `bench throughput`: runs, prints and records one throughput cell, with the ceilings of
 /// the same run beside it.
 pub fn run(cfg: &ThroughputConfig, s: &mut Session) -> Result<(), BenchError> {
-    let r = crate::throughput::run(cfg, s.exe())?;
+    let r = crate::measure::throughput::run(cfg, s.exe())?;
     let ceilings = ceilings(cfg, &r)?;
     let mut cell = throughput_cell(cfg, &r)?;
     add_ceilings(&mut cell, &ceilings);
@@ -26,7 +26,7 @@ pub fn run(cfg: &ThroughputConfig, s: &mut Session) -> Result<(), BenchError> {
 const CEILING_MAX: Duration = Duration::from_secs(2);
 
 /// The ceilings of a local run with one subscriber, measured right after it between the same
-/// two CPUs for as long as it published (at most [`CEILING_MAX`]). A stream on another host
+/// two CPUs for as long as it published (at most 2 s). A stream on another host
 /// (`--uri`) or with several subscribers has none: its bare counterpart is not two sockets or
 /// one ring.
 pub fn ceilings(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<Vec<Ceiling>, BenchError> {
@@ -93,7 +93,7 @@ pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
 /// The publisher side alone (`--role pub`), its subscribers started by hand: prints what it
 /// sent.
 pub fn publish_role(cfg: &ThroughputConfig, json: bool) -> Result<(), BenchError> {
-    let (sent, refused, rate) = crate::throughput::publish_role(cfg)?;
+    let (sent, refused, rate) = crate::measure::throughput::publish_role(cfg)?;
     let line = ResultLine {
         kind: "throughput-pub",
         transport: cfg.transport.name().to_string(),
@@ -142,7 +142,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     d.set("subscribers", cfg.subscribers);
     d.set("refused", r.refused);
     if cfg.group {
-        d.set("failover_group", crate::pingpong::GROUP);
+        d.set("failover_group", crate::measure::pingpong::GROUP);
     }
     if cfg.policy == SlowSubscriberPolicy::Overwrite {
         d.set("reported_lost", reported_lost);
@@ -151,7 +151,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
         d.set("cpus", c.to_arg());
     }
     if matches!(cfg.transport, Scheme::Udp | Scheme::Mcast) {
-        let sum = |f: fn(&crate::throughput::SubscriberReport) -> u64| -> u64 {
+        let sum = |f: fn(&crate::measure::throughput::SubscriberReport) -> u64| -> u64 {
             r.subscribers.iter().map(f).sum()
         };
         let p = &r.publisher;

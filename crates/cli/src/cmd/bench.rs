@@ -9,14 +9,14 @@ use crate::flags::bench::{
 };
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
-use peregrine_bench::floor::{FloorConfig, FloorPong};
-use peregrine_bench::load::Method;
-use peregrine_bench::pingpong::{PingPongConfig, StreamMode};
+use peregrine_bench::measure::floor::{FloorConfig, FloorPong};
+use peregrine_bench::measure::load::Method;
+use peregrine_bench::measure::pingpong::{PingPongConfig, StreamMode};
+use peregrine_bench::measure::throughput::ThroughputConfig;
 use peregrine_bench::scenario::echo::EchoPlan;
 use peregrine_bench::scenario::latency::PingPongPlan;
 use peregrine_bench::scenario::paced::{EmbeddedPlan, MaxPlan, Pacing, SweepPlan};
 use peregrine_bench::scenario::{self, RunOptions, Scenario};
-use peregrine_bench::throughput::ThroughputConfig;
 use peregrine_bench::CpuPair;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -114,7 +114,7 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
     match a.common.role {
         Some(Role::Pong) => {
             let name = a.common.name.context("--role pong needs --name")?;
-            peregrine_bench::floor::pong(&FloorPong { name, cpus })?;
+            peregrine_bench::measure::floor::pong(&FloorPong { name, cpus })?;
             Ok(None)
         }
         Some(r) => bail!("--role {r:?} is not a floor role: the floor has --role pong only (its ping side is `peregrine bench floor`)"),
@@ -148,13 +148,13 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         floor_every: if a.no_floor {
             0
         } else {
-            peregrine_bench::pingpong::default_floor_every(a.count)
+            peregrine_bench::measure::pingpong::default_floor_every(a.count)
         },
         floor_line: None,
         mode: StreamMode::Urgent,
         group: a.group,
     };
-    peregrine_bench::pingpong::validate(&cfg)?;
+    peregrine_bench::measure::pingpong::validate(&cfg)?;
     let net = cfg.transport != Scheme::Ipc;
     if role == Some(Role::Ping) && !net && a.common.name.is_none() {
         bail!("--role ping needs --name NAME, the same as the pong side's");
@@ -185,16 +185,16 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
             bail!("--compare runs both sides itself on this host: drop --role")
         }
         Some(Role::Pong) if a.raw => {
-            peregrine_bench::raw::validate(&plan.raw_config())?;
+            peregrine_bench::measure::raw::validate(&plan.raw_config())?;
             let (ping, pong) = (plan.cfg.ping_uri.as_deref(), plan.cfg.pong_uri.as_deref());
-            peregrine_bench::raw::pong(
+            peregrine_bench::measure::raw::pong(
                 &plan.raw_config(),
                 ping.unwrap_or_default(),
                 pong.unwrap_or_default(),
             )?;
         }
         Some(_) if a.raw => bail!("--raw runs both sides itself on this host: drop --role"),
-        Some(Role::Pong) => peregrine_bench::pingpong::pong(&plan.cfg)?,
+        Some(Role::Pong) => peregrine_bench::measure::pingpong::pong(&plan.cfg)?,
         Some(Role::Ping) => scenario::latency::ping_role(&plan.cfg, json)?,
     }
     Ok(None)
@@ -240,14 +240,14 @@ fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>>
     }
     match a.common.role {
         None => return Ok(Some(cfg)),
-        Some(Role::Sub) => peregrine_bench::throughput::subscribe_role(&cfg)?,
+        Some(Role::Sub) => peregrine_bench::measure::throughput::subscribe_role(&cfg)?,
         Some(Role::Pub) => scenario::throughput::publish_role(&cfg, json)?,
         Some(r) => bail!("--role {r:?} is not a throughput role: use --role pub or --role sub"),
     }
     Ok(None)
 }
 
-fn load(a: LoadArgs) -> Result<peregrine_bench::load::LoadConfig> {
+fn load(a: LoadArgs) -> Result<peregrine_bench::measure::load::LoadConfig> {
     let pacing = Pacing {
         seconds: a.seconds,
         warmup_seconds: a.warmup_seconds,
@@ -257,7 +257,7 @@ fn load(a: LoadArgs) -> Result<peregrine_bench::load::LoadConfig> {
     };
     let mut cfg = pacing.cell(a.transport, a.size, a.rate, Method::Pings);
     cfg.uri = a.uri;
-    peregrine_bench::load::validate(&cfg)?;
+    peregrine_bench::measure::load::validate(&cfg)?;
     Ok(cfg)
 }
 

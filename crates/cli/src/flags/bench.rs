@@ -3,7 +3,7 @@
 use super::values;
 use clap::{Args, Subcommand, ValueEnum};
 use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
-use peregrine_bench::pingpong::StreamMode;
+use peregrine_bench::measure::pingpong::StreamMode;
 use peregrine_bench::CpuPair;
 use std::path::PathBuf;
 
@@ -508,7 +508,7 @@ mod tests {
     use crate::flags::{Cli, Command};
     use clap::Parser;
     use peregrine::Scheme;
-    use peregrine_bench::pingpong::StreamMode;
+    use peregrine_bench::measure::pingpong::StreamMode;
 
     fn echo(args: &[&str]) -> Result<EchoArgs, String> {
         let argv = ["peregrine", "bench", "echo"].iter().chain(args);

@@ -1,7 +1,7 @@
 //! Parsers of single flag values: each rejection names the value and what is accepted.
 
 use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
-use peregrine_bench::pingpong::StreamMode;
+use peregrine_bench::measure::pingpong::StreamMode;
 use peregrine_bench::CpuPair;
 
 /// `100000`, `100k`, `1.5m`, `2M`: messages per second.

@@ -6,9 +6,9 @@ use super::publish::paced_publish;
 use super::receive::{on_load_message, SequenceCheck};
 use super::{uris, validate, LoadConfig, LoadResult, SubReport, NUMBER};
 use crate::clock::Clock;
-use crate::floor::with_cpu;
 use crate::helper::protocol::{say_ready_with, say_result, Helper, Role};
 use crate::jitter::LoopStalls;
+use crate::measure::floor::with_cpu;
 use crate::pacer::PingPicker;
 use crate::BenchError;
 use peregrine::{IdleKind, Scheme, Subscriber};
@@ -22,7 +22,7 @@ pub(super) fn run_pings(
     clock: &Clock,
 ) -> Result<LoadResult, BenchError> {
     let cpu_before = crate::cpu_seconds_self();
-    let ctx = crate::pingpong::context()?;
+    let ctx = crate::measure::pingpong::context()?;
     let (load_uri, _) = uris(cfg);
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     let bound = publ.uri().to_string();
@@ -43,8 +43,12 @@ pub(super) fn run_pings(
     };
     let mut sub = ctx.subscriber("bench.reflect", &reflect_uri, IdleKind::Spin)?;
     // The reflector sends nothing before the first ping, so nothing can arrive early here.
-    let early =
-        crate::pingpong::wait_connected(&mut publ, &mut sub, cfg.connect_timeout, "subscriber")?;
+    let early = crate::measure::pingpong::wait_connected(
+        &mut publ,
+        &mut sub,
+        cfg.connect_timeout,
+        "subscriber",
+    )?;
     if !early.is_empty() {
         return Err(BenchError::Child(format!(
             "{} message(s) arrived on the reflect stream before the first ping",
@@ -147,7 +151,7 @@ impl Role for LoadReflector {
 /// loop's stalls once measured messages come.
 pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     validate(cfg)?;
-    let ctx = crate::pingpong::context()?;
+    let ctx = crate::measure::pingpong::context()?;
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
     let mut reflect = ctx.publisher("bench.reflect", &uris(cfg).1)?;
     let mut sub = ctx.subscriber("bench.load", &load_uri, cfg.idle)?;
@@ -159,14 +163,18 @@ pub fn reflect(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     });
     // Load messages and pings that arrived while this side still waited for its own
     // subscriber are handled first, in order.
-    let early =
-        crate::pingpong::wait_connected(&mut reflect, &mut sub, cfg.connect_timeout, "publisher")?;
+    let early = crate::measure::pingpong::wait_connected(
+        &mut reflect,
+        &mut sub,
+        cfg.connect_timeout,
+        "publisher",
+    )?;
     let mut r = SubReport::default();
     let mut check = SequenceCheck::default();
     let size = cfg.size;
     let measuring = Cell::new(false);
     let mut stalls = LoopStalls::new(clock);
-    crate::pingpong::serve(
+    crate::measure::pingpong::serve(
         &mut reflect,
         &mut sub,
         &early,

@@ -2,8 +2,8 @@ use super::book::{untouched, PingBook};
 use super::cache_line::{PingChannel, INLINE, LOAD_WORD, PINGS_REFLECTED, PINGS_SENT, RING};
 use super::SequenceCheck;
 use crate::clock::Clock;
-use crate::floor::Line;
 use crate::jitter::CpuJitter;
+use crate::measure::floor::Line;
 
 /// A ping any of whose round trip a stall of either loop overlapped is left out of the
 /// unstalled latency and counted; the others are kept; without both loops' stalls, or all

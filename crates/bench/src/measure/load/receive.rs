@@ -105,7 +105,7 @@ pub(super) fn on_load_message(
         r.corrupt += 1;
     }
     if word & PING != 0 {
-        crate::pingpong::offer_spinning(reflect, payload)?;
+        crate::measure::pingpong::offer_spinning(reflect, payload)?;
         r.reflected += 1;
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! Bare-socket ping-pong: the baseline for Peregrine's own overhead over udp, mcast and tcp.
 //!
-//! The same method as [`crate::pingpong`] (half round trip, TSC clock, each ping carrying its
+//! The same method as [`crate::measure::pingpong`] (half round trip, TSC clock, each ping carrying its
 //! 8-byte number, the echo checked byte for byte) with nothing but a socket on each side:
 //! - `udp`: the pong binds the ping URI's address, the ping binds the pong URI's address and
 //!   sends to the ping URI; the pong echoes to the sender.
@@ -19,8 +19,8 @@
 //! gives up after [`PEER_TIMEOUT`] with an error naming what it waited for.
 
 use crate::clock::Clock;
-use crate::floor::with_cpu;
 use crate::helper::protocol::{say_ready, say_result, EchoReport, Helper, Role};
+use crate::measure::floor::with_cpu;
 use crate::stats::LatencyRecorder;
 use crate::{BenchError, CpuPair};
 use peregrine::Scheme;

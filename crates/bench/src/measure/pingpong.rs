@@ -6,8 +6,8 @@
 //! [`StreamMode`] and the ping side's [`DutyCycle`] are its two settings.
 
 use crate::clock::Clock;
-use crate::floor::{with_cpu, FloorMoments, Line};
 use crate::helper::protocol::{say_ready_with, say_result, EchoReport, Helper, Role};
+use crate::measure::floor::{with_cpu, FloorMoments, Line};
 use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{Context, IdleKind, OfferError, Publisher, Scheme, Subscriber};
@@ -443,7 +443,7 @@ fn ping_loop<const POLLS: u32>(
         // A batched (normal-mode) stream sends it now: the pong side must get it to answer.
         publ.flush()
             .map_err(|e| BenchError::Child(format!("flush failed: {e}")))?;
-        let one = crate::floor::burst(
+        let one = crate::measure::floor::burst(
             line,
             FLOOR_BURST,
             FLOOR_BURST_WARMUP,
@@ -451,7 +451,7 @@ fn ping_loop<const POLLS: u32>(
             &mut next_floor,
             false,
         );
-        let two = crate::floor::burst(
+        let two = crate::measure::floor::burst(
             line,
             FLOOR_BURST,
             FLOOR_BURST_WARMUP,
@@ -459,7 +459,7 @@ fn ping_loop<const POLLS: u32>(
             &mut next_floor,
             true,
         );
-        crate::floor::leave(line.word());
+        crate::measure::floor::leave(line.word());
         moments.bursts_ns.push(one.summary().median_ns);
         moments.two_line_bursts_ns.push(two.summary().median_ns);
         Ok(())
@@ -615,7 +615,7 @@ pub fn pong(cfg: &PingPongConfig) -> Result<(), BenchError> {
             // A floor request (FLOOR_REQUEST, the top bit of word 0): answer the burst on the
             // line, then go back to echoing.
             if payload.get(7).is_some_and(|b| b & 0x80 != 0) {
-                crate::floor::answer(line);
+                crate::measure::floor::answer(line);
                 return Ok(());
             }
         }

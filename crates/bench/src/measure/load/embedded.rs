@@ -5,8 +5,8 @@ use super::publish::paced_publish;
 use super::receive::{subscribe_loop, SequenceCheck};
 use super::{uris, validate, LoadConfig, LoadResult, PubReport, MEASURED, NUMBER};
 use crate::clock::Clock;
-use crate::floor::with_cpu;
 use crate::helper::protocol::{say_ready_with, say_result, Helper, Role};
+use crate::measure::floor::with_cpu;
 use crate::stats::LatencyRecorder;
 use crate::BenchError;
 use peregrine::{Publisher, Scheme};
@@ -19,7 +19,7 @@ pub(super) fn run_embedded(
     clock: &Clock,
 ) -> Result<LoadResult, BenchError> {
     let cpu_before = crate::cpu_seconds_self();
-    let ctx = crate::pingpong::context()?;
+    let ctx = crate::measure::pingpong::context()?;
     let (load_uri, _) = uris(cfg);
     // The publisher binds: with udp://...:0 its helper tells the port on its ready line.
     let helper = Helper::start(
@@ -112,7 +112,7 @@ impl Role for EmbeddedPublisher {
 /// message's send time (clock ticks) into it.
 pub fn publish_embedded(cfg: &LoadConfig, clock: &Clock) -> Result<(), BenchError> {
     validate(cfg)?;
-    let ctx = crate::pingpong::context()?;
+    let ctx = crate::measure::pingpong::context()?;
     let load_uri = cfg.uri.clone().unwrap_or_else(|| uris(cfg).0);
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     peregrine_agent::pin_to_cpu(cfg.cpus.b)?;

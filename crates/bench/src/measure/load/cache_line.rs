@@ -6,9 +6,9 @@ use super::book::{ping_result, PingBook};
 use super::publish::{paced_publish, Sink};
 use super::{LoadConfig, LoadResult, SubReport, MEASURED, NUMBER, PING};
 use crate::clock::Clock;
-use crate::floor::{with_cpu, Line};
 use crate::helper::protocol::{say_ready, say_result, Helper, Role};
 use crate::jitter::LoopStalls;
+use crate::measure::floor::{with_cpu, Line};
 use crate::pacer::PingPicker;
 use crate::BenchError;
 use peregrine::OfferError;
@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Words of the floor's page ([`crate::floor::Line`]) the floor under load uses: two lines and
+/// Words of the floor's page ([`crate::measure::floor::Line`]) the floor under load uses: two lines and
 /// two rings. The load line (written by the paced side, spun on by the reflector) holds the
 /// latest message's word 0 and a [`PingChannel`] of the pings sent; the reflect line (written
 /// by the reflector, read by the paced side between batches) holds the channel of the pings
@@ -204,7 +204,7 @@ pub(super) fn run_cache_line(
         Ok((stats, book.into_inner()))
     })??;
     line.word_at(LOAD_WORD)
-        .store(crate::floor::STOP, Ordering::Release);
+        .store(crate::measure::floor::STOP, Ordering::Release);
     let publisher_cpu_s = crate::cpu_seconds_self() - cpu_before;
     let report: SubReport = helper.finish()?;
     if let Some(e) = book.bad_echo {
@@ -247,7 +247,7 @@ pub fn reflect_cache_line(cfg: &LoadConfig, name: &str, clock: &Clock) -> Result
     let mut measuring = false;
     loop {
         let word = load.load(Ordering::Acquire);
-        if word == crate::floor::STOP {
+        if word == crate::measure::floor::STOP {
             break;
         }
         if word != last {

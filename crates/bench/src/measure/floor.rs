@@ -48,7 +48,7 @@ const LEAVE: u64 = u64::MAX - 1;
 const LINE_FILE_LEN: u64 = 4096;
 
 /// The shared page of a floor: word 0 is the floor's line; the floor under load uses two more
-/// lines of the same page ([`crate::load`]), each 128 bytes apart from the others so that no
+/// lines of the same page ([`crate::measure::load`]), each 128 bytes apart from the others so that no
 /// adjacent-line prefetch couples them.
 pub(crate) struct Line {
     // Field order: unmapped before the file is closed and its name removed.

@@ -166,7 +166,7 @@ impl LoadResult {
 
 /// Checks the settings, naming any value that is not accepted.
 pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
-    crate::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
+    crate::measure::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
     let min = match cfg.method {
         Method::Pings | Method::CacheLine => 8,
         Method::Embedded => 16,
@@ -227,8 +227,8 @@ fn uris(cfg: &LoadConfig) -> (String, String) {
             let load = cfg
                 .uri
                 .clone()
-                .unwrap_or_else(|| crate::pingpong::loopback_uri(t, &cfg.name, 0));
-            let mut reflect = crate::pingpong::loopback_uri(t, &cfg.name, 1);
+                .unwrap_or_else(|| crate::measure::pingpong::loopback_uri(t, &cfg.name, 0));
+            let mut reflect = crate::measure::pingpong::loopback_uri(t, &cfg.name, 1);
             reflect.push_str(if t == Scheme::Tcp {
                 "?mode=urgent"
             } else {

@@ -2,8 +2,8 @@
 //! sequence number (and, for messages of 8 bytes or more, the number the publisher wrote into
 //! the payload), counts what it lost, and measures its own receive rate.
 
-use crate::floor::with_cpu;
 use crate::helper::protocol::{say_ready, say_result, Helper, Role};
+use crate::measure::floor::with_cpu;
 use crate::{BenchError, CpuPair};
 use peregrine::failover::{ArbiterConfig, FailoverEvent, FailoverSubscriber};
 use peregrine::{IdleKind, OfferError, Scheme, SlowSubscriberPolicy, SubscriberEvent};
@@ -136,20 +136,22 @@ pub fn uri(cfg: &ThroughputConfig) -> String {
             cfg.policy.name(),
             cfg.capacity
         ),
-        t => crate::pingpong::loopback_uri(t, &cfg.name, 0),
+        t => crate::measure::pingpong::loopback_uri(t, &cfg.name, 0),
     }
 }
 
 /// Sequence numbers one message takes on `uri` (fragments on the network transports).
 fn frames_per_message(cfg: &ThroughputConfig, uri: &str) -> Result<u64, BenchError> {
-    Ok(match crate::pingpong::context()?.frame_payload(uri)? {
-        Some(per_frame) => cfg.size.div_ceil(per_frame).max(1) as u64,
-        None => 1,
-    })
+    Ok(
+        match crate::measure::pingpong::context()?.frame_payload(uri)? {
+            Some(per_frame) => cfg.size.div_ceil(per_frame).max(1) as u64,
+            None => 1,
+        },
+    )
 }
 
 pub fn validate(cfg: &ThroughputConfig) -> Result<(), BenchError> {
-    crate::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
+    crate::measure::pingpong::check_transport(cfg.transport, &[("--uri", &cfg.uri)])?;
     let max = if cfg.transport == Scheme::Ipc {
         peregrine::ipc_max_message_len(cfg.capacity)
     } else {
@@ -214,7 +216,7 @@ fn sub_uri(cfg: &ThroughputConfig, uri: &str, k: u32) -> String {
 pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, BenchError> {
     validate(cfg)?;
     let cpu_before = crate::cpu_seconds_self();
-    let ctx = crate::pingpong::context()?;
+    let ctx = crate::measure::pingpong::context()?;
     let publ = ctx.publisher("bench.throughput", &uri(cfg))?;
     let bound = publ.uri().to_string();
     let mut helpers = Vec::new();
@@ -246,7 +248,7 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
 /// closes. Returns (sent, refused offers, publish rate).
 pub fn publish_role(cfg: &ThroughputConfig) -> Result<(u64, u64, f64), BenchError> {
     validate(cfg)?;
-    let publ = crate::pingpong::context()?.publisher("bench.throughput", &uri(cfg))?;
+    let publ = crate::measure::pingpong::context()?.publisher("bench.throughput", &uri(cfg))?;
     publish(cfg, publ).map(|r| (r.0, r.1, r.2))
 }
 
@@ -282,7 +284,7 @@ fn publish(
     // With --group each message starts with the failover header naming its sequence.
     let group = cfg
         .group
-        .then(|| peregrine::failover::group_id(crate::pingpong::GROUP));
+        .then(|| peregrine::failover::group_id(crate::measure::pingpong::GROUP));
     let header = if cfg.group { FAILOVER_HEADER_LEN } else { 0 };
     let limit = cfg.count.unwrap_or(u64::MAX);
     let run_for = Duration::from_secs_f64(cfg.seconds);
@@ -364,7 +366,8 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
         return subscribe_group(cfg, uri);
     }
     let uri = uri.to_string();
-    let mut sub = crate::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
+    let mut sub =
+        crate::measure::pingpong::context()?.subscriber("bench.throughput", &uri, cfg.idle)?;
     sub.record_recovery();
     let mut recovery_ns: Vec<u64> = Vec::new();
     if let Some(c) = cfg.cpus {
@@ -471,7 +474,7 @@ pub fn subscribe(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
 /// group (one member), which delivers each message by its application sequence; counted and
 /// checked as [`subscribe`] does, the arbiter's `Lost` events standing for the transport's.
 fn subscribe_group(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> {
-    let sub = crate::pingpong::context()?.subscriber("bench.throughput", uri, cfg.idle)?;
+    let sub = crate::measure::pingpong::context()?.subscriber("bench.throughput", uri, cfg.idle)?;
     if let Some(c) = cfg.cpus {
         peregrine_agent::pin_to_cpu(c.b)?;
     }
@@ -479,9 +482,12 @@ fn subscribe_group(cfg: &ThroughputConfig, uri: &str) -> Result<(), BenchError> 
     if net {
         say_ready();
     }
-    let mut group =
-        FailoverSubscriber::new(vec![sub], crate::pingpong::GROUP, ArbiterConfig::default())
-            .map_err(|e| BenchError::Config(e.to_string()))?;
+    let mut group = FailoverSubscriber::new(
+        vec![sub],
+        crate::measure::pingpong::GROUP,
+        ArbiterConfig::default(),
+    )
+    .map_err(|e| BenchError::Config(e.to_string()))?;
     let mut r = SubscriberReport::default();
     let mut lost_events: Vec<(u64, u64)> = Vec::new();
     // One application sequence per message.
