@@ -16,7 +16,7 @@
 //! in ([`Dictionary::builtin`]). A field the dictionary does not know is carried and forwarded
 //! as is; [`Dictionary::display`] prints it as `#FID=value`.
 
-use crate::codec::FieldList;
+use crate::codec::{encode_dictionary, DictEntry, EnumValues, FieldList};
 use crate::load::{join, Doc, LoadError};
 use crate::model::{Kind, OwnedValue, Price, Value, MAX_FID};
 use core::fmt;
@@ -26,8 +26,7 @@ use std::path::Path;
 /// The built-in dictionary's file.
 pub const BUILTIN: &str = include_str!("../fields.toml");
 
-/// Longest field name, in bytes.
-pub const MAX_NAME_LEN: usize = 32;
+pub use crate::codec::dictionary::MAX_NAME_LEN;
 /// Longest name of an enum code, in bytes.
 pub const MAX_LABEL_LEN: usize = 255;
 
@@ -114,6 +113,28 @@ pub struct FieldDef {
     pub kind: Kind,
     /// Names of enum codes (enum fields only; may be empty).
     pub values: BTreeMap<u16, String>,
+}
+
+impl FieldDef {
+    /// The field as a DICTIONARY message carries it.
+    pub fn entry(&self) -> DictEntry<'_> {
+        DictEntry {
+            fid: self.fid,
+            kind: self.kind,
+            name: &self.name,
+            values: EnumValues::Map(&self.values),
+        }
+    }
+
+    /// The field a DICTIONARY message's entry describes.
+    pub fn from_entry(e: &DictEntry<'_>) -> FieldDef {
+        FieldDef {
+            fid: e.fid,
+            name: e.name.to_string(),
+            kind: e.kind,
+            values: e.values.iter().map(|(c, l)| (c, l.to_string())).collect(),
+        }
+    }
 }
 
 /// Field definitions by id and by name.
@@ -229,6 +250,13 @@ impl Dictionary {
         self.by_fid.values()
     }
 
+    /// The DICTIONARY messages that serve it, each as full as 64 KiB allows, the last flagged
+    /// COMPLETE (every field fits one: [`insert`](Self::insert) refused longer ones).
+    pub fn encode(&self) -> Vec<Vec<u8>> {
+        let entries: Vec<DictEntry<'_>> = self.iter().map(FieldDef::entry).collect();
+        encode_dictionary(&entries)
+    }
+
     pub fn len(&self) -> usize {
         self.by_fid.len()
     }
@@ -273,7 +301,7 @@ impl Dictionary {
         {
             return Err(DefError::BadLabel(def.name));
         }
-        let len = crate::codec::dictionary::DictEntry::of(&def).encoded_len();
+        let len = def.entry().encoded_len();
         if len > crate::codec::dictionary::MAX_ENTRY_LEN {
             return Err(DefError::TooLong {
                 name: def.name,
@@ -485,7 +513,63 @@ pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{DictionaryRepr, DictionaryView, MAX_MESSAGE_LEN};
     use crate::model::{Field, Price};
+
+    #[test]
+    fn an_entry_round_trips_with_its_enum_names() {
+        let dict = Dictionary::parse(
+            "[fields.BID]\nfid = 22\ntype = \"price\"\n\
+             [fields.CURRENCY]\nfid = 15\ntype = \"enum\"\nvalues = { 840 = \"USD\", 978 = \"EUR\" }",
+            "t.toml",
+        )
+        .unwrap();
+        let parts = dict.encode();
+        assert_eq!(parts.len(), 1);
+        let b = &parts[0];
+        assert_eq!(
+            &b[..],
+            [
+                47, 0, 0x1b, 1, 0, 0, 0, 0, 0, 0, 2, 0, // header, part 0, 2 fields
+                15, 0, 4, 8, b'C', b'U', b'R', b'R', b'E', b'N', b'C', b'Y', 2, 0, // enum
+                0x48, 3, 3, b'U', b'S', b'D', 0xd2, 3, 3, b'E', b'U', b'R', // 840, 978
+                22, 0, 2, 3, b'B', b'I', b'D', 0, 0, // price, no values
+            ]
+        );
+        let repr = DictionaryRepr::parse(&DictionaryView::new_checked(&b[..]).unwrap()).unwrap();
+        assert!(repr.complete);
+        let defs: Vec<FieldDef> = repr
+            .fields
+            .iter()
+            .map(|e| FieldDef::from_entry(&e))
+            .collect();
+        assert_eq!(defs, dict.iter().cloned().collect::<Vec<_>>());
+        assert!(repr.check().is_ok());
+    }
+
+    #[test]
+    fn a_large_dictionary_is_cut_into_parts_of_whole_entries() {
+        let mut text = String::new();
+        for fid in 1..=6000 {
+            text.push_str(&format!(
+                "[fields.FIELD_NUMBER_{fid}]\nfid = {fid}\ntype = \"int\"\n"
+            ));
+        }
+        let dict = Dictionary::parse(&text, "big.toml").unwrap();
+        let parts = dict.encode();
+        assert!(parts.len() >= 2, "{} parts", parts.len());
+        let mut fids = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            assert!(p.len() <= MAX_MESSAGE_LEN);
+            let r = DictionaryRepr::parse(&DictionaryView::new_checked(&p[..]).unwrap()).unwrap();
+            assert_eq!(usize::from(r.part), i);
+            assert_eq!(r.complete, i + 1 == parts.len());
+            fids.extend(r.fields.iter().map(|e| e.fid));
+        }
+        assert_eq!(fids, (1..=6000).collect::<Vec<u16>>());
+        let empty = Dictionary::default().encode();
+        assert_eq!(empty, vec![vec![12, 0, 0x1b, 1, 0, 0, 0, 0, 0, 0, 0, 0]]);
+    }
 
     #[test]
     fn the_builtin_dictionary_has_the_level_1_fields() {

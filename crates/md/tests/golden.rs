@@ -385,7 +385,7 @@ fn check_valid(v: &Vector) {
                     def
                 })
                 .collect();
-            dict_entries = defs.iter().map(DictEntry::of).collect();
+            dict_entries = defs.iter().map(FieldDef::entry).collect();
             Message::Dictionary(DictionaryRepr {
                 complete: f.get("complete").as_bool().expect("complete is a bool"),
                 part: f.int("part"),

@@ -26,7 +26,6 @@
 
 use super::header::{check_fixed, check_typed, emit_header, ItemIdRule, MessageType, TypeRules};
 use super::{read_u16, write_u16, MdError, HEADER_LEN, MAX_MESSAGE_LEN};
-use crate::dictionary::{Dictionary, FieldDef, MAX_NAME_LEN};
 use crate::model::{Kind, MAX_FID};
 use std::collections::BTreeMap;
 
@@ -51,6 +50,8 @@ pub const DICTIONARY_HEADER_LEN: usize = field::ENTRIES;
 pub const DICTIONARY_REQUEST_LEN: usize = HEADER_LEN;
 /// The longest entry a DICTIONARY can carry: one part of one field.
 pub const MAX_ENTRY_LEN: usize = MAX_MESSAGE_LEN - DICTIONARY_HEADER_LEN;
+/// Longest field name, in bytes.
+pub const MAX_NAME_LEN: usize = 32;
 
 const REQUEST_RULES: TypeRules = TypeRules {
     ty: MessageType::DictionaryRequest,
@@ -184,30 +185,6 @@ pub struct DictEntry<'a> {
 }
 
 impl<'a> DictEntry<'a> {
-    /// The entry of a dictionary's field.
-    pub fn of(def: &'a FieldDef) -> Self {
-        DictEntry {
-            fid: def.fid,
-            kind: def.kind,
-            name: &def.name,
-            values: EnumValues::Map(&def.values),
-        }
-    }
-
-    /// The field as a dictionary holds it.
-    pub fn to_def(&self) -> FieldDef {
-        FieldDef {
-            fid: self.fid,
-            name: self.name.to_string(),
-            kind: self.kind,
-            values: self
-                .values
-                .iter()
-                .map(|(c, l)| (c, l.to_string()))
-                .collect(),
-        }
-    }
-
     /// Bytes this entry takes in a DICTIONARY.
     pub fn encoded_len(&self) -> usize {
         6 + self.name.len() + self.values.encoded_len()
@@ -497,10 +474,13 @@ fn emit_entry(b: &mut [u8], mut at: usize, e: &DictEntry<'_>) -> usize {
     at
 }
 
-/// The DICTIONARY messages of `dict`, each as full as 64 KiB allows, the last flagged
-/// COMPLETE. A dictionary that loaded has no entry too long for one part.
-pub fn encode_dictionary(dict: &Dictionary) -> Vec<Vec<u8>> {
-    let entries: Vec<DictEntry<'_>> = dict.iter().map(DictEntry::of).collect();
+/// The DICTIONARY messages of `entries` (in fid order), each as full as 64 KiB allows, the last
+/// flagged COMPLETE. A dictionary that loaded has no entry too long for one part
+/// ([`Dictionary::encode`](crate::dictionary::Dictionary::encode)).
+///
+/// # Panics
+/// If an entry is longer than [`MAX_ENTRY_LEN`].
+pub fn encode_dictionary(entries: &[DictEntry<'_>]) -> Vec<Vec<u8>> {
     let mut messages = Vec::new();
     let mut start = 0;
     loop {
@@ -534,57 +514,6 @@ mod tests {
     use super::*;
     use crate::codec::test_util::arbitrary_message;
     use proptest::prelude::*;
-
-    #[test]
-    fn an_entry_round_trips_with_its_enum_names() {
-        let dict = Dictionary::parse(
-            "[fields.BID]\nfid = 22\ntype = \"price\"\n\
-             [fields.CURRENCY]\nfid = 15\ntype = \"enum\"\nvalues = { 840 = \"USD\", 978 = \"EUR\" }",
-            "t.toml",
-        )
-        .unwrap();
-        let parts = encode_dictionary(&dict);
-        assert_eq!(parts.len(), 1);
-        let b = &parts[0];
-        assert_eq!(
-            &b[..],
-            [
-                47, 0, 0x1b, 1, 0, 0, 0, 0, 0, 0, 2, 0, // header, part 0, 2 fields
-                15, 0, 4, 8, b'C', b'U', b'R', b'R', b'E', b'N', b'C', b'Y', 2, 0, // enum
-                0x48, 3, 3, b'U', b'S', b'D', 0xd2, 3, 3, b'E', b'U', b'R', // 840, 978
-                22, 0, 2, 3, b'B', b'I', b'D', 0, 0, // price, no values
-            ]
-        );
-        let repr = DictionaryRepr::parse(&DictionaryView::new_checked(&b[..]).unwrap()).unwrap();
-        assert!(repr.complete);
-        let defs: Vec<FieldDef> = repr.fields.iter().map(|e| e.to_def()).collect();
-        assert_eq!(defs, dict.iter().cloned().collect::<Vec<_>>());
-        assert!(repr.check().is_ok());
-    }
-
-    #[test]
-    fn a_large_dictionary_is_cut_into_parts_of_whole_entries() {
-        let mut text = String::new();
-        for fid in 1..=6000 {
-            text.push_str(&format!(
-                "[fields.FIELD_NUMBER_{fid}]\nfid = {fid}\ntype = \"int\"\n"
-            ));
-        }
-        let dict = Dictionary::parse(&text, "big.toml").unwrap();
-        let parts = encode_dictionary(&dict);
-        assert!(parts.len() >= 2, "{} parts", parts.len());
-        let mut fids = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
-            assert!(p.len() <= MAX_MESSAGE_LEN);
-            let r = DictionaryRepr::parse(&DictionaryView::new_checked(&p[..]).unwrap()).unwrap();
-            assert_eq!(usize::from(r.part), i);
-            assert_eq!(r.complete, i + 1 == parts.len());
-            fids.extend(r.fields.iter().map(|e| e.fid));
-        }
-        assert_eq!(fids, (1..=6000).collect::<Vec<u16>>());
-        let empty = encode_dictionary(&Dictionary::default());
-        assert_eq!(empty, vec![vec![12, 0, 0x1b, 1, 0, 0, 0, 0, 0, 0, 0, 0]]);
-    }
 
     #[test]
     fn rejects_fids_out_of_order_and_values_on_a_price() {

@@ -3,7 +3,7 @@
 
 use super::{ConsumerCore, ConsumerError, Event, Phase};
 use crate::codec::{DictionaryRepr, DictionaryRequestRepr, Message};
-use crate::dictionary::Dictionary;
+use crate::dictionary::{Dictionary, FieldDef};
 
 impl ConsumerCore {
     /// Queues a DICTIONARY_REQUEST; the parts that answer it are put together from part 0.
@@ -32,7 +32,7 @@ impl ConsumerCore {
         }
         *next = next.wrapping_add(1);
         for e in d.fields.iter() {
-            dict.insert(e.to_def())
+            dict.insert(FieldDef::from_entry(&e))
                 .map_err(|why| ConsumerError::Protocol {
                     error: format!("the distributor's dictionary: {why}"),
                 })?;

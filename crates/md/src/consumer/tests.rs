@@ -778,7 +778,7 @@ fn the_directory_becomes_service_events_and_a_group_status_one_status_per_item()
 
 /// The DICTIONARY messages of `text` (a dictionary file), as a distributor sends them.
 fn dictionary_parts(text: &str) -> Vec<Vec<u8>> {
-    crate::codec::encode_dictionary(&Dictionary::parse(text, "d.toml").unwrap())
+    Dictionary::parse(text, "d.toml").unwrap().encode()
 }
 
 const SERVED: &str = "[fields.BID]\nfid = 22\ntype = \"price\"\n\
@@ -823,7 +823,7 @@ fn a_part_out_of_order_breaks_the_connection_and_the_next_login_asks_again() {
     sent(&mut c);
     // Part 1 where part 0 was due.
     let served = Dictionary::parse(SERVED, "d.toml").unwrap();
-    let entry = crate::codec::DictEntry::of(served.get(22).unwrap());
+    let entry = served.get(22).unwrap().entry();
     let part1 = DictionaryRepr {
         complete: true,
         part: 1,

@@ -329,10 +329,7 @@ impl DistributorConfig {
                 ms: self.post_timeout_ns / 1_000_000,
             });
         }
-        let dictionary_bytes: usize = crate::codec::encode_dictionary(&self.dictionary)
-            .iter()
-            .map(Vec::len)
-            .sum();
+        let dictionary_bytes: usize = self.dictionary.encode().iter().map(Vec::len).sum();
         if dictionary_bytes > self.max_queue_bytes / 2 {
             return Err(ConfigError::DictionaryTooLarge {
                 bytes: dictionary_bytes,
@@ -647,7 +644,7 @@ impl Distributor {
             verifications: VecDeque::new(),
             grouping: false,
             grouped: Vec::new(),
-            dictionary_parts: crate::codec::encode_dictionary(&config.dictionary),
+            dictionary_parts: config.dictionary.encode(),
             posts: post::Posts::default(),
             config,
         })
