@@ -121,7 +121,7 @@ uris() {
     esac
 }
 
-common=(--size "$SIZE" --count "$COUNT" --warmup "$WARMUP" --idle "$IDLE" --cpus "$CPUS" --json)
+common=(--size "$SIZE" --count "$COUNT" --warmup-count "$WARMUP" --idle "$IDLE" --cpus "$CPUS" --json)
 summary=()
 failed=()
 for t in $TRANSPORTS; do

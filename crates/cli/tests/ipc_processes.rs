@@ -328,7 +328,15 @@ fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_an
 #[test]
 fn pingpong_measures_and_prints_the_stable_json_keys() {
     let out = run(&[
-        "bench", "pingpong", "--count", "20000", "--warmup", "1000", "--size", "32", "--json",
+        "bench",
+        "pingpong",
+        "--count",
+        "20000",
+        "--warmup-count",
+        "1000",
+        "--size",
+        "32",
+        "--json",
     ]);
     assert!(
         out.status.success(),
@@ -377,7 +385,7 @@ fn pingpong_with_blocking_receivers_completes() {
         "pingpong",
         "--count",
         "2000",
-        "--warmup",
+        "--warmup-count",
         "100",
         "--idle",
         "block",
@@ -398,6 +406,7 @@ fn pingpong_with_blocking_receivers_completes() {
 /// echoed once, or the run fails: an echo of another ping is an error).
 #[test]
 fn pingpong_through_a_failover_group_completes() {
+    // `--warmup` is --warmup-count's older spelling: it still works.
     let out = run(&[
         "bench", "pingpong", "--count", "2000", "--warmup", "100", "--group", "--json",
     ]);

@@ -60,7 +60,7 @@ pub struct FanoutConfig {
     pub seconds: f64,
     /// Latency (and the lag bound) counts from this long after each client's first update:
     /// the images of the start travel with the first updates.
-    pub warmup_s: f64,
+    pub warmup_seconds: f64,
     /// A client lags when an update reaches it later than this after the feed sent it.
     pub max_lag_ms: f64,
     /// Seed of the feed's item draws.
@@ -133,10 +133,10 @@ impl FanoutConfig {
         }
         peregrine_md::quotes::UpdateLayout::for_size(self.size)
             .map_err(|e| BenchError::Config(format!("--size {}: {e}", self.size)))?;
-        if !(0.0..=60.0).contains(&self.warmup_s) || self.warmup_s >= self.seconds {
+        if !(0.0..=60.0).contains(&self.warmup_seconds) || self.warmup_seconds >= self.seconds {
             return bad(format!(
-                "--warmup-s {} is not accepted: give 0 to 60 seconds, less than --seconds {}",
-                self.warmup_s, self.seconds
+                "--warmup-seconds {} is not accepted: give 0 to 60 seconds, less than --seconds {}",
+                self.warmup_seconds, self.seconds
             ));
         }
         if !(0.5..=600.0).contains(&self.seconds) {

@@ -585,7 +585,7 @@ impl NatsRun {
                 items_out: d.join(format!("client{k}-{n}.items")),
                 busy_poll_us,
                 max_seconds: self.cfg.seconds + 60.0,
-                latency_after_s: self.cfg.warmup_s,
+                latency_after_s: self.cfg.warmup_seconds,
             };
             let c = Helper::start(&self.exe, &spec)?;
             if let Some(p) = self.cfg.pin {

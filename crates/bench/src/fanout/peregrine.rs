@@ -170,7 +170,7 @@ impl PeregrineRun {
             let mut c = Command::new(&self.exe);
             c.arg("client")
                 .args(["--connect", &addr, "--user", USER, "--json"])
-                .args(["--latency-after-s", &self.cfg.warmup_s.to_string()])
+                .args(["--latency-after-s", &self.cfg.warmup_seconds.to_string()])
                 .arg("--watch")
                 .arg(d.join(format!("watch{k}.txt")))
                 .arg("--items-out")

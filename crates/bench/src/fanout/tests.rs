@@ -224,7 +224,7 @@ fn configurations_out_of_range_are_refused_naming_the_flag() {
         size: 74,
         mode: WriteMode::Throughput,
         seconds: 3.0,
-        warmup_s: 0.5,
+        warmup_seconds: 0.5,
         max_lag_ms: 100.0,
         seed: 1,
         client_busy_poll_us: 0,

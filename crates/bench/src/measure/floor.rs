@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FloorConfig {
     pub count: u64,
-    pub warmup: u64,
+    pub warmup_count: u64,
     pub cpus: CpuPair,
 }
 
@@ -106,7 +106,7 @@ pub fn run(cfg: &FloorConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecord
     )?;
     let mut next = 0;
     let rec = with_cpu(cfg.cpus.a, || {
-        let rec = burst(&line, cfg.count, cfg.warmup, clock, &mut next, false);
+        let rec = burst(&line, cfg.count, cfg.warmup_count, clock, &mut next, false);
         line.word().store(STOP, Ordering::Release);
         rec
     })?;

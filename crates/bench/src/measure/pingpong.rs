@@ -21,7 +21,7 @@ pub struct PingPongConfig {
     pub transport: Scheme,
     pub size: usize,
     pub count: u64,
-    pub warmup: u64,
+    pub warmup_count: u64,
     pub cpus: CpuPair,
     #[serde(with = "crate::by_name")]
     pub idle: IdleKind,
@@ -465,10 +465,10 @@ fn ping_loop<const POLLS: u32>(
         Ok(())
     };
     let result = with_cpu(cfg.cpus.a, || -> Result<(), BenchError> {
-        for i in 0..cfg.warmup + cfg.count {
+        for i in 0..cfg.warmup_count + cfg.count {
             if let Some(line) = line {
-                if i >= cfg.warmup && (i - cfg.warmup) % every == 0 {
-                    if i > cfg.warmup {
+                if i >= cfg.warmup_count && (i - cfg.warmup_count) % every == 0 {
+                    if i > cfg.warmup_count {
                         moments.blocks_ns.push(block.summary().median_ns);
                         block = LatencyRecorder::new();
                     }
@@ -511,7 +511,7 @@ fn ping_loop<const POLLS: u32>(
                     cfg.size
                 )));
             }
-            if i >= cfg.warmup {
+            if i >= cfg.warmup_count {
                 let half_ns = clock.ticks_to_ns(t1 - t0) / 2.0;
                 rec.record(half_ns);
                 block.record(half_ns);
@@ -740,7 +740,7 @@ mod tests {
             transport,
             size: 32,
             count: 10,
-            warmup: 1,
+            warmup_count: 1,
             cpus: CpuPair { a: 0, b: 1 },
             idle: IdleKind::Spin,
             name: "bench-pp-test".into(),

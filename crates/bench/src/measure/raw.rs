@@ -53,7 +53,7 @@ pub struct RawConfig {
     pub transport: Scheme,
     pub size: usize,
     pub count: u64,
-    pub warmup: u64,
+    pub warmup_count: u64,
     pub cpus: CpuPair,
     /// Non-blocking sockets polled in a spin loop (`--idle spin`) instead of blocking receives
     /// (`--idle block`).
@@ -233,7 +233,7 @@ pub fn run(cfg: &RawConfig, exe: &Path, clock: &Clock) -> Result<LatencyRecorder
     })??;
     link.stop()?;
     let r: EchoReport = helper.finish()?;
-    let sent = cfg.warmup + cfg.count;
+    let sent = cfg.warmup_count + cfg.count;
     if r.echoed != sent {
         return Err(BenchError::Child(format!(
             "the raw {} pong side reports {} echoes of the {sent} pings sent",
@@ -685,7 +685,7 @@ fn ping_loop(
     let datagram = matches!(link, PingLink::Dgram { .. });
     // Datagrams: room for more than the largest, so a wrong length is seen, never cut.
     let mut echo = vec![0u8; if datagram { MAX_DATAGRAM + 1 } else { cfg.size }];
-    for i in 0..cfg.warmup + cfg.count {
+    for i in 0..cfg.warmup_count + cfg.count {
         buf[..8].copy_from_slice(&i.to_le_bytes());
         let t0 = clock.now();
         link.send(&buf, i)?;
@@ -706,7 +706,7 @@ fn ping_loop(
                 }
             )));
         }
-        if i >= cfg.warmup {
+        if i >= cfg.warmup_count {
             record(clock.ticks_to_ns(t1 - t0) / 2.0);
         }
     }
@@ -896,7 +896,7 @@ mod tests {
             transport,
             size,
             count,
-            warmup: 10,
+            warmup_count: 10,
             cpus: CpuPair { a: 0, b: 0 },
             busy_poll,
         }

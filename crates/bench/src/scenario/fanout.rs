@@ -308,7 +308,7 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
     detail.insert("items_per_client".into(), cfg.items_per_client.into());
     detail.insert("overlap".into(), cfg.overlap.into());
     detail.insert("mode".into(), cfg.mode.name().into());
-    detail.insert("warmup_s".into(), cfg.warmup_s.into());
+    detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
     detail.insert(
         "client_cpu_s".into(),
         r.clients

@@ -72,7 +72,7 @@ fn raw_config_of(cfg: &PingPongConfig) -> RawConfig {
         transport: cfg.transport,
         size: cfg.size,
         count: cfg.count,
-        warmup: cfg.warmup,
+        warmup_count: cfg.warmup_count,
         cpus: cfg.cpus,
         busy_poll: cfg.idle != IdleKind::Block,
     }
@@ -129,7 +129,7 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
         (true, true) => Some(self::floor(
             &FloorConfig {
                 count: cfg.count.min(1_000_000),
-                warmup: cfg.warmup.min(100_000),
+                warmup_count: cfg.warmup_count.min(100_000),
                 cpus: cfg.cpus,
             },
             s,
@@ -309,7 +309,7 @@ pub(crate) fn pingpong_config(
         transport,
         size,
         count,
-        warmup: count / 10,
+        warmup_count: count / 10,
         cpus,
         idle: IdleKind::Spin,
         name: crate::run_name("pp"),

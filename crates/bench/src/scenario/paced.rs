@@ -170,7 +170,7 @@ fn floor_probe(cpus: CpuPair, s: &Session) -> Result<f64, BenchError> {
     let r = crate::measure::floor::run(
         &FloorConfig {
             count: FLOOR_PROBE,
-            warmup: FLOOR_PROBE_WARMUP,
+            warmup_count: FLOOR_PROBE_WARMUP,
             cpus,
         },
         s.exe(),

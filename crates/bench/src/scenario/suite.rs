@@ -26,7 +26,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
     let floor = latency::floor(
         &FloorConfig {
             count: 1_000_000,
-            warmup: 100_000,
+            warmup_count: 100_000,
             cpus,
         },
         s,
@@ -46,7 +46,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
             transport: Scheme::Udp,
             size: 32,
             count: 200_000,
-            warmup: 20_000,
+            warmup_count: 20_000,
             cpus,
             busy_poll: true,
         },
@@ -113,7 +113,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
         size: 74,
         mode: crate::fanout::WriteMode::Throughput,
         seconds: 2.0,
-        warmup_s: 0.5,
+        warmup_seconds: 0.5,
         max_lag_ms: 100.0,
         seed: 1,
         client_busy_poll_us: 0,

@@ -120,7 +120,7 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
         Some(r) => bail!("--role {r:?} is not a floor role: the floor has --role pong only (its ping side is `peregrine bench floor`)"),
         None => Ok(Some(FloorConfig {
             count: a.count,
-            warmup: a.warmup,
+            warmup_count: a.warmup_count,
             cpus,
         })),
     }
@@ -133,7 +133,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         transport: a.transport,
         size: a.size,
         count: a.count,
-        warmup: a.warmup,
+        warmup_count: a.warmup_count,
         cpus: cpus(&a.common),
         idle: a.idle,
         name: a
@@ -408,7 +408,7 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         size: a.size,
         mode,
         seconds: a.seconds,
-        warmup_s: a.warmup_s,
+        warmup_seconds: a.warmup_seconds,
         max_lag_ms: a.max_lag_ms,
         seed: a.seed,
         client_busy_poll_us: a.client_busy_poll_us,

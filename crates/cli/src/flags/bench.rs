@@ -289,9 +289,9 @@ pub struct FloorArgs {
     /// Measured round trips.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
-    /// Round trips before measuring.
-    #[arg(long, default_value_t = 100_000)]
-    pub warmup: u64,
+    /// Round trips before measuring (`--warmup` is an older spelling).
+    #[arg(long, alias = "warmup", default_value_t = 100_000)]
+    pub warmup_count: u64,
     #[command(flatten)]
     pub common: Common,
 }
@@ -316,9 +316,9 @@ pub struct PingPongArgs {
     /// Measured round trips.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
-    /// Round trips before measuring.
-    #[arg(long, default_value_t = 100_000)]
-    pub warmup: u64,
+    /// Round trips before measuring (`--warmup` is an older spelling).
+    #[arg(long, alias = "warmup", default_value_t = 100_000)]
+    pub warmup_count: u64,
     /// What a side does when there is nothing to read: spin, yield, backoff or block.
     #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
     pub idle: IdleKind,
@@ -446,8 +446,9 @@ pub struct FanoutArgs {
     pub seconds: f64,
     /// Latency and the lag bound count from this long after each client's first update (the
     /// start's images travel with the first updates); every update is still checked.
-    #[arg(long, default_value_t = 0.5)]
-    pub warmup_s: f64,
+    /// (`--warmup-s` is an older spelling.)
+    #[arg(long, alias = "warmup-s", default_value_t = 0.5)]
+    pub warmup_seconds: f64,
     /// The first feed rate the search tries (suffixes k, m).
     #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
     pub start_rate: f64,
