@@ -179,6 +179,42 @@ pub struct pg_subscriber_counters {
     pub recovered: u64,
 }
 
+// Field by field, each from the counter of its name (a test checks both structs against the
+// protocol's `NAMES`, so cbindgen's header and `peregrine stat` agree).
+impl From<&peregrine::PublisherCounters> for pg_publisher_counters {
+    fn from(c: &peregrine::PublisherCounters) -> Self {
+        pg_publisher_counters {
+            messages: c.messages,
+            bytes: c.bytes,
+            back_pressured: c.back_pressured,
+            subscribers_reaped: c.subscribers_reaped,
+            flow_dropped: c.flow_dropped,
+            joins_refused: c.joins_refused,
+            rate_limited: c.rate_limited,
+            naks_received: c.naks_received,
+            retransmitted: c.retransmitted,
+            retransmit_unavailable: c.retransmit_unavailable,
+            retransmit_refused: c.retransmit_refused,
+        }
+    }
+}
+
+impl From<&peregrine::SubscriberCounters> for pg_subscriber_counters {
+    fn from(c: &peregrine::SubscriberCounters) -> Self {
+        pg_subscriber_counters {
+            messages: c.messages,
+            bytes: c.bytes,
+            gaps: c.gaps,
+            lost: c.lost,
+            corrupt_frames: c.corrupt_frames,
+            duplicates: c.duplicates,
+            naks_sent: c.naks_sent,
+            retransmits_received: c.retransmits_received,
+            recovered: c.recovered,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ContextObject {
     context: Context,
@@ -678,19 +714,7 @@ pub unsafe extern "C" fn pg_publisher_get_counters(
 ) -> i32 {
     with_publisher(publisher, |p| {
         let c = p.publisher.counters();
-        let out = pg_publisher_counters {
-            messages: c.messages,
-            bytes: c.bytes,
-            back_pressured: c.back_pressured,
-            subscribers_reaped: c.subscribers_reaped,
-            flow_dropped: c.flow_dropped,
-            joins_refused: c.joins_refused,
-            rate_limited: c.rate_limited,
-            naks_received: c.naks_received,
-            retransmitted: c.retransmitted,
-            retransmit_unavailable: c.retransmit_unavailable,
-            retransmit_refused: c.retransmit_refused,
-        };
+        let out = pg_publisher_counters::from(&c);
         put(counters, out, "counters")?;
         Ok(0)
     })
@@ -925,17 +949,7 @@ pub unsafe extern "C" fn pg_subscriber_get_counters(
 ) -> i32 {
     with_subscriber(subscriber, |s| {
         let c = s.subscriber.counters();
-        let out = pg_subscriber_counters {
-            messages: c.messages,
-            bytes: c.bytes,
-            gaps: c.gaps,
-            lost: c.lost,
-            corrupt_frames: c.corrupt_frames,
-            duplicates: c.duplicates,
-            naks_sent: c.naks_sent,
-            retransmits_received: c.retransmits_received,
-            recovered: c.recovered,
-        };
+        let out = pg_subscriber_counters::from(&c);
         put(counters, out, "counters")?;
         Ok(0)
     })

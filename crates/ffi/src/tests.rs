@@ -471,3 +471,85 @@ fn status_names_and_version() {
         );
     }
 }
+
+/// The C API's counters structs (written out for cbindgen) have the protocol's counters, in
+/// the order of their `NAMES`, and each is filled from the field of its name.
+#[test]
+fn the_c_counters_structs_follow_the_protocol_counters() {
+    let header = include_str!("../../../include/peregrine.h");
+    let fields = |name: &str| -> Vec<&str> {
+        let end = header
+            .find(&format!("}} {name};"))
+            .unwrap_or_else(|| panic!("{name} is not in include/peregrine.h"));
+        let start = header[..end].rfind("typedef struct {").unwrap();
+        header[start..end]
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("uint64_t "))
+            .map(|f| f.trim_end_matches(';'))
+            .collect()
+    };
+    assert_eq!(
+        fields("pg_publisher_counters"),
+        peregrine::PublisherCounters::NAMES
+    );
+    assert_eq!(
+        fields("pg_subscriber_counters"),
+        peregrine::SubscriberCounters::NAMES
+    );
+
+    // Each field is filled from its own counter: distinct values come out where they went in.
+    let p = pg_publisher_counters::from(&peregrine::PublisherCounters {
+        messages: 1,
+        bytes: 2,
+        back_pressured: 3,
+        subscribers_reaped: 4,
+        flow_dropped: 5,
+        joins_refused: 6,
+        rate_limited: 7,
+        naks_received: 8,
+        retransmitted: 9,
+        retransmit_unavailable: 10,
+        retransmit_refused: 11,
+    });
+    let as_array = |c: &pg_publisher_counters| {
+        [
+            c.messages,
+            c.bytes,
+            c.back_pressured,
+            c.subscribers_reaped,
+            c.flow_dropped,
+            c.joins_refused,
+            c.rate_limited,
+            c.naks_received,
+            c.retransmitted,
+            c.retransmit_unavailable,
+            c.retransmit_refused,
+        ]
+    };
+    assert_eq!(as_array(&p), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    let s = pg_subscriber_counters::from(&peregrine::SubscriberCounters {
+        messages: 1,
+        bytes: 2,
+        gaps: 3,
+        lost: 4,
+        corrupt_frames: 5,
+        duplicates: 6,
+        naks_sent: 7,
+        retransmits_received: 8,
+        recovered: 9,
+    });
+    assert_eq!(
+        [
+            s.messages,
+            s.bytes,
+            s.gaps,
+            s.lost,
+            s.corrupt_frames,
+            s.duplicates,
+            s.naks_sent,
+            s.retransmits_received,
+            s.recovered
+        ],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    );
+}

@@ -32,6 +32,7 @@
 //! send garbage to all others: a datagram with any malformed or unexpected frame is dropped
 //! whole and counted, and it neither registers its sender nor earns it a cookie.
 
+use crate::counters::counters;
 use peregrine_wire::advertise::{AdvertiseFrame, AdvertiseRepr};
 use peregrine_wire::auth::{AuthFrame, AuthRepr};
 use peregrine_wire::cookie::{CookieFrame, CookieRepr, COOKIE_BYTES, COOKIE_LEN};
@@ -124,8 +125,8 @@ pub enum Verdict {
     Rejected,
 }
 
+counters! {
 /// What the relay counted. Field names are stable.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RelayCounters {
     pub datagrams_received: u64,
     pub datagrams_forwarded: u64,
@@ -153,46 +154,6 @@ pub struct RelayCounters {
     pub clients_registered: u64,
     pub clients_expired: u64,
 }
-
-impl RelayCounters {
-    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
-    /// Prometheus metric names). Counters kept per kind of reason are summed.
-    pub const NAMES: [&'static str; 14] = [
-        "datagrams_received",
-        "datagrams_forwarded",
-        "copies_sent",
-        "keepalives",
-        "malformed",
-        "unexpected_frames",
-        "missing_cookie",
-        "challenges",
-        "cookies_refreshed",
-        "table_full",
-        "ip_full",
-        "clients_evicted",
-        "clients_registered",
-        "clients_expired",
-    ];
-
-    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
-    pub fn values(&self) -> [u64; 14] {
-        [
-            self.datagrams_received,
-            self.datagrams_forwarded,
-            self.copies_sent,
-            self.keepalives,
-            self.malformed.iter().sum(),
-            self.unexpected_frames,
-            self.missing_cookie,
-            self.challenges,
-            self.cookies_refreshed,
-            self.table_full,
-            self.ip_full,
-            self.clients_evicted,
-            self.clients_registered,
-            self.clients_expired,
-        ]
-    }
 }
 
 impl RelayCounters {

@@ -76,6 +76,7 @@ pub use peregrine_wire::query::PatternKind;
 pub use schedule::Schedule;
 pub use sources::{LostReason, SourceInfo, MIN_TTL_MS, SOURCE_COST_BYTES, URI_COST_BYTES};
 
+use crate::counters::counters;
 use crate::rate::TokenBucket;
 use crate::scheme::Scheme;
 use peregrine_wire::advertise::{check_topic, check_uri, AdvertiseFrame, AdvertiseRepr};
@@ -168,8 +169,8 @@ pub enum ResolverEvent {
     },
 }
 
+counters! {
 /// What a resolver counted. Field names are stable (JSON output, docs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResolverCounters {
     pub datagrams_received: u64,
     pub advertisements_received: u64,
@@ -200,11 +201,9 @@ pub struct ResolverCounters {
     pub table_full: u64,
     /// Advertisements of new sources or URIs refused because the table held `max_source_bytes`.
     pub table_bytes_full: u64,
-    /// With a resolver key (`auth`): datagrams dropped unread, by [`AuthReject::index`]
-    /// (see [`AuthReject::NAMES`]: no AUTH frame, another key, a tag that does not match).
-    ///
-    /// [`AuthReject::index`]: crate::auth::AuthReject::index
-    /// [`AuthReject::NAMES`]: crate::auth::AuthReject::NAMES
+    /// With a resolver key (`auth`): datagrams dropped unread, by
+    /// [`AuthReject::index`](crate::auth::AuthReject::index): no AUTH frame, another key, a
+    /// tag that does not match.
     pub auth_rejected: [u64; 3],
     pub datagrams_sent: u64,
     pub advertisements_sent: u64,
@@ -217,66 +216,6 @@ pub struct ResolverCounters {
     pub sources_expired: u64,
     pub sources_withdrawn: u64,
 }
-
-impl ResolverCounters {
-    /// The counters' names, in the order of [`values`](Self::values) (stable: `peregrine stat`,
-    /// Prometheus metric names). Counters kept per kind of reason are summed.
-    pub const NAMES: [&'static str; 24] = [
-        "datagrams_received",
-        "advertisements_received",
-        "queries_received",
-        "withdrawals_received",
-        "own_frames",
-        "malformed",
-        "unexpected_frames",
-        "bad_stream_id",
-        "bad_uri",
-        "bad_ttl",
-        "conflicts",
-        "spoofed_own",
-        "bad_patterns",
-        "table_full",
-        "table_bytes_full",
-        "auth_rejected",
-        "datagrams_sent",
-        "advertisements_sent",
-        "queries_sent",
-        "query_responses",
-        "advertisements_delayed",
-        "sources_found",
-        "sources_expired",
-        "sources_withdrawn",
-    ];
-
-    /// The counters' values, in the order of [`NAMES`](Self::NAMES).
-    pub fn values(&self) -> [u64; 24] {
-        [
-            self.datagrams_received,
-            self.advertisements_received,
-            self.queries_received,
-            self.withdrawals_received,
-            self.own_frames,
-            self.malformed.iter().sum(),
-            self.unexpected_frames,
-            self.bad_stream_id,
-            self.bad_uri,
-            self.bad_ttl,
-            self.conflicts,
-            self.spoofed_own,
-            self.bad_patterns,
-            self.table_full,
-            self.table_bytes_full,
-            self.auth_rejected.iter().sum(),
-            self.datagrams_sent,
-            self.advertisements_sent,
-            self.queries_sent,
-            self.query_responses,
-            self.advertisements_delayed,
-            self.sources_found,
-            self.sources_expired,
-            self.sources_withdrawn,
-        ]
-    }
 }
 
 impl ResolverCounters {

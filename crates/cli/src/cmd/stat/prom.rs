@@ -202,24 +202,22 @@ pub(crate) fn exposition(scan: &Scan, filter: Option<&str>) -> String {
     out
 }
 
-/// One line of help per value; the meaning of each is in docs/operations.md.
+/// One line of help per value; the meaning of each is in docs/operations.md. A protocol
+/// counter's help is its field's doc comment (`peregrine_proto`'s `counters!`); the gauges and
+/// the market data values have theirs here.
 fn help(kind: RecordType, name: &str) -> String {
-    let what = match (kind, name) {
-        (RecordType::Publisher, "messages") => "Messages published.",
-        (RecordType::Publisher, "bytes") => "Payload bytes published.",
-        (RecordType::Publisher, "back_pressured") => {
-            "Offers refused because the slowest subscriber had not made room."
-        }
+    use peregrine_proto::counters::{PublisherCounters, SubscriberCounters};
+    use peregrine_proto::resolver::ResolverCounters;
+    use peregrine_proto::resolverd::RelayCounters;
+    let counter = match kind {
+        RecordType::Publisher => PublisherCounters::help(name),
+        RecordType::Subscriber => SubscriberCounters::help(name),
+        RecordType::Resolver => ResolverCounters::help(name),
+        RecordType::Relay => RelayCounters::help(name),
+        _ => None,
+    };
+    let what = counter.unwrap_or(match (kind, name) {
         (RecordType::Publisher, "subscribers") => "Subscribers attached now.",
-        (RecordType::Publisher, "naks_received") => "NAK frames received.",
-        (RecordType::Publisher, "retransmitted") => "Frames sent again in answer to NAKs.",
-        (RecordType::Subscriber, "messages") => "Messages delivered to the application.",
-        (RecordType::Subscriber, "bytes") => "Payload bytes delivered.",
-        (RecordType::Subscriber, "gaps") => "Gaps detected in the sequence.",
-        (RecordType::Subscriber, "lost") => "Messages lost for good.",
-        (RecordType::Subscriber, "duplicates") => "Frames received twice and dropped.",
-        (RecordType::Subscriber, "recovered") => "Missing frames that arrived later.",
-        (RecordType::Subscriber, "naks_sent") => "NAK frames sent.",
         (RecordType::Subscriber, "sources") => "Publishers followed now.",
         (RecordType::Distributor, "conflations") => {
             "Times a client's queue passed its bound and conflation began."
@@ -229,7 +227,7 @@ fn help(kind: RecordType, name: &str) -> String {
         (RecordType::Consumer, "connected") => "1 while logged in to a distributor, else 0.",
         (RecordType::Consumer, "gaps") => "Item sequence gaps seen (each one a lost update).",
         _ => "",
-    };
+    });
     if what.is_empty() {
         format!(
             "Peregrine {} value {name} (docs/operations.md).",
