@@ -6,7 +6,7 @@
 //! 2. the overwrite-mode claim check (invariant 3): a subscriber that copies racing bytes and
 //!    validates the copy against the publisher's claim never accepts a torn copy.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p peregrine-transport --test loom_ipc --release`.
+//! Run with `cargo test --workspace --features peregrine-transport/loom-models --test loom_ipc`.
 //!
 //! The models are the production steps scaled down: positions count 64-byte lines, frames are
 //! one or two lines, the ring has 2 or 4 lines and `CLEAN_AHEAD` is 2 lines. Each step names the
@@ -16,7 +16,7 @@
 //! (overwrite mode's copy) is relaxed atomics. Each model takes its orderings as a parameter, and
 //! the `..._is_caught` tests weaken one and check that loom finds the failure: the models can
 //! fail.
-#![cfg(loom)]
+#![cfg(feature = "loom-models")]
 #![allow(unsafe_code)]
 
 use loom::cell::UnsafeCell;
