@@ -9,7 +9,7 @@
 
 use crate::stats::Summary;
 use crate::sweep::rate_label;
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Detail, Scenario};
 use serde::Serialize;
 
 /// One result: a latency distribution, a throughput, or both.
@@ -44,9 +44,13 @@ pub struct ResultLine {
     pub ceiling_msgs_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub x_ceiling: Option<f64>,
-    /// Free-form settings of the run (idle strategy, CPUs, policy, subscribers, CPU seconds).
+    /// The rest of the cell's detail and its settings (idle strategy, CPUs, policy,
+    /// subscribers, CPU seconds), as one JSON object.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub detail: serde_json::Map<String, serde_json::Value>,
+    /// The cell's typed detail, which the table reads (`detail` is its JSON).
+    #[serde(skip)]
+    pub typed: Detail,
 }
 
 impl ResultLine {
@@ -106,18 +110,22 @@ impl ResultLine {
             line.bytes_per_s = Some(rate * c.size_bytes as f64);
             line.lost = Some(c.lost);
         }
-        let mut detail = c.detail.clone();
-        let ratio = |d: &mut serde_json::Map<String, serde_json::Value>, k: &str| {
-            d.remove(k).and_then(|v| v.as_f64())
-        };
-        line.median_x_floor = ratio(&mut detail, "median_x_floor");
-        line.p99_x_floor = ratio(&mut detail, "p99_x_floor");
-        line.ceiling_msgs_per_s = ratio(&mut detail, "ceiling_msgs_per_s");
-        line.x_ceiling = ratio(&mut detail, "x_ceiling");
+        // The ratios have keys of their own on the line: taken out of the rest.
+        let mut rest = c.detail.clone();
+        if let Detail::Latency(d) = &mut rest {
+            line.median_x_floor = d.median_x_floor.take();
+            line.p99_x_floor = d.p99_x_floor.take();
+        }
+        if let Detail::Throughput(d) = &mut rest {
+            line.ceiling_msgs_per_s = d.ceiling_msgs_per_s.take();
+            line.x_ceiling = d.x_ceiling.take();
+        }
+        let mut detail = rest.to_map();
         for (role, secs) in &c.cpu_s {
             detail.insert(format!("{role}_cpu_s"), (*secs).into());
         }
         line.detail = detail;
+        line.typed = c.detail.clone();
         line
     }
 
@@ -198,14 +206,14 @@ impl Printer {
         let x = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
         // The floor of the run's moments (bursts between blocks of pings), starred when the
         // machine changed mode during the run.
-        let num = |k: &str| r.detail.get(k).and_then(|v| v.as_f64());
-        let moved = r.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
-        let floor = match num("floor_ns") {
+        let lat = r.typed.latency();
+        let moved = lat.and_then(|d| d.floor_moved) == Some(true);
+        let floor = match lat.and_then(|d| d.floor_ns) {
             Some(f) => format!("{}{}", us(Some(f)), if moved { "*" } else { "" }),
             None => "-".into(),
         };
         // An echo's mode, within the column's width (the report's table spells it out).
-        let test = match (r.kind, r.detail.get("mode").and_then(|m| m.as_str())) {
+        let test = match (r.kind, r.typed.echo().and_then(|d| d.mode.as_deref())) {
             ("echo", Some("urgent")) => "echo urg",
             ("echo", Some("normal")) => "echo norm",
             (kind, _) => kind,
@@ -226,14 +234,13 @@ impl Printer {
             us(r.stddev_ns),
             floor,
             x(r.median_x_floor),
-            x(num("median_x_two_line_floor")),
+            x(lat.and_then(|d| d.median_x_two_line_floor)),
             x(r.p99_x_floor),
         );
         if moved {
             println!(
                 "           * the floor moved during this run (bursts {}): x floor counts only the blocks whose floor held",
-                r.detail
-                    .get("floor_bursts_ns")
+                lat.and_then(|d| d.settings.get("floor_bursts_ns"))
                     .map(|v| v.to_string())
                     .unwrap_or_default()
             );

@@ -157,7 +157,7 @@ fn floor_series(
         let Some(x) = x_of(c) else { continue };
         let floor = results.cells.iter().find(|f| {
             f.scenario == Some(Scenario::FloorLoad)
-                && f.detail.get("for_cell").and_then(|v| v.as_str()) == Some(c.id.as_str())
+                && f.detail.paced().and_then(|d| d.for_cell.as_deref()) == Some(c.id.as_str())
         });
         if let Some(l) = floor.and_then(|f| f.latency) {
             points.push((x, us(l.mean_ns), us(l.p999_ns)));
@@ -253,8 +253,8 @@ impl BoxStat {
 
 /// A box of a failover case's gaps (a JSON array of nanoseconds): the whiskers are the
 /// smallest and the largest (a few dozen kills have no meaningful 1st and 99th percentiles).
-fn gap_box(label: String, colour: usize, gaps: &serde_json::Value) -> Option<BoxStat> {
-    let mut v: Vec<f64> = gaps.as_array()?.iter().filter_map(|g| g.as_f64()).collect();
+fn gap_box(label: String, colour: usize, gaps: &[u64]) -> Option<BoxStat> {
+    let mut v: Vec<f64> = gaps.iter().map(|g| *g as f64).collect();
     if v.is_empty() {
         return None;
     }
@@ -621,15 +621,16 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         .filter(|c| c.scenario == Some(Scenario::Failover))
         .flat_map(|c| {
             let colour = colour_of(results, &c.transport);
-            let name = match c.detail.get("case").and_then(|v| v.as_str()) {
+            let d = c.detail.failover();
+            let name = match d.and_then(|d| d.case.as_deref()) {
                 Some("group") => format!("group {}", c.transport),
                 _ => crate::tables::case_name(c),
             };
-            [("gaps_ns", "kills"), ("baseline_gaps_ns", "no kill")]
+            let gaps = d.and_then(|d| d.gaps_ns.as_deref());
+            let baseline = d.and_then(|d| d.baseline_gaps_ns.as_deref());
+            [(gaps, "kills"), (baseline, "no kill")]
                 .into_iter()
-                .filter_map(move |(key, what)| {
-                    gap_box(format!("{name}, {what}"), colour, c.detail.get(key)?)
-                })
+                .filter_map(move |(gaps, what)| gap_box(format!("{name}, {what}"), colour, gaps?))
         })
         .collect();
     if !failover.is_empty() {
@@ -1292,7 +1293,7 @@ mod tests {
             let mut f = load("cacheline", 8, rate, true);
             f.scenario = Some(Scenario::FloorLoad);
             f.id = format!("floorload-{}", c.id);
-            f.detail.insert("for_cell".into(), c.id.clone().into());
+            f.detail.paced_mut().for_cell = Some(c.id.clone());
             f.latency = Some(crate::model::Latency {
                 mean_ns: mean_ns / 2.0,
                 p999_ns: p999_ns / 4.0,
@@ -1465,23 +1466,18 @@ mod tests {
             transport: "udp".into(),
             ..Cell::default()
         };
-        group.detail.insert("case".into(), "group".into());
-        group
-            .detail
-            .insert("gaps_ns".into(), serde_json::json!([3000, 1000, 2000]));
-        group
-            .detail
-            .insert("baseline_gaps_ns".into(), serde_json::json!([500]));
+        let d = group.detail.failover_mut();
+        d.case = Some("group".into());
+        d.gaps_ns = Some(vec![3000, 1000, 2000]);
+        d.baseline_gaps_ns = Some(vec![500]);
         let mut dist = Cell {
             scenario: Some(Scenario::Failover),
             transport: "tcp".into(),
             ..Cell::default()
         };
-        dist.detail.insert("case".into(), "distributors".into());
-        dist.detail.insert(
-            "gaps_ns".into(),
-            serde_json::json!([80_000_000, 700_000_000]),
-        );
+        let d = dist.detail.failover_mut();
+        d.case = Some("distributors".into());
+        d.gaps_ns = Some(vec![80_000_000, 700_000_000]);
         let results = crate::tables::tests::results_of(vec![group, dist]);
         let planned = plan(&results);
         let b = boxes_of(&planned, "failover_gaps");

@@ -1,7 +1,7 @@
 //! Reading a results folder's `results.json`.
 
 use crate::error::ReportError;
-use crate::model::{Results, FORMAT_VERSION};
+use crate::model::{Detail, Results, Scenario, FORMAT_V1, FORMAT_VERSION};
 use std::io;
 use std::path::Path;
 
@@ -38,6 +38,12 @@ pub fn load(dir: &Path) -> Result<Results, ReportError> {
             })
         }
     };
+    if format == u64::from(FORMAT_V1) {
+        return from_v1(value).map_err(|e| ReportError::Malformed {
+            path,
+            detail: e.to_string(),
+        });
+    }
     if format != u64::from(FORMAT_VERSION) {
         return Err(ReportError::UnsupportedFormat {
             written_by: value
@@ -54,4 +60,25 @@ pub fn load(dir: &Path) -> Result<Results, ReportError> {
         path,
         detail: e.to_string(),
     })
+}
+
+/// A format 1 file: each cell's free `detail` map becomes the typed detail of its scenario.
+fn from_v1(mut value: serde_json::Value) -> Result<Results, serde_json::Error> {
+    if let Some(cells) = value.get_mut("cells").and_then(|c| c.as_array_mut()) {
+        for cell in cells {
+            let scenario: Option<Scenario> = match cell.get("scenario") {
+                Some(s) => serde_json::from_value(s.clone())?,
+                None => None,
+            };
+            let map = match cell.get_mut("detail").map(serde_json::Value::take) {
+                Some(serde_json::Value::Object(m)) => m,
+                _ => serde_json::Map::new(),
+            };
+            let detail = serde_json::to_value(Detail::from_v1(scenario, map)?)?;
+            if let Some(obj) = cell.as_object_mut() {
+                obj.insert("detail".into(), detail);
+            }
+        }
+    }
+    serde_json::from_value(value)
 }

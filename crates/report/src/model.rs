@@ -14,8 +14,19 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The version of this layout; readers reject other versions with a clear message.
-pub const FORMAT_VERSION: u32 = 1;
+mod detail;
+pub use detail::{
+    kind_of, Detail, EchoDetail, FailoverDetail, FanoutDetail, JitterDetail, LatencyDetail,
+    PacedDetail, Settings, ThroughputDetail,
+};
+
+/// The version of this layout; readers reject other versions with a clear message, except
+/// [`FORMAT_V1`], which they still read.
+/// - 2: a cell's `detail` is typed, tagged by `kind` ([`Detail`]).
+/// - 1: a cell's `detail` was a free map of the same keys.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first layout, still read ([`Detail::from_v1`]).
+pub const FORMAT_V1: u32 = 1;
 
 /// One results folder's `results.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,7 +76,7 @@ pub enum Scenario {
     /// Echo (seed 004, Reflex): the half round trip between a sender and an echo process that
     /// each run an application's event loop (offer without flush, then poll and run the
     /// publisher's duty cycle on every empty poll), with both streams in one send mode:
-    /// `detail.mode` is `normal` (batched) or `urgent`. `detail.median_x_pingpong` is the
+    /// `detail.mode` ([`EchoDetail`]) is `normal` (batched) or `urgent`. `detail.median_x_pingpong` is the
     /// median over the ping-pong median of the same transport and size in the same run;
     /// `detail.batch_interval_us` the normal-mode batch interval of the sender's and
     /// `detail.echo_batch_interval_us` of the echo's stream (network transports).
@@ -164,7 +175,8 @@ pub struct Cell {
     pub cpu_s: BTreeMap<String, f64>,
     /// The cell's HdrHistogram log, relative to the folder (`hdr/<id>.hlog`).
     pub hdr_log: Option<String>,
-    /// Settings of the run and anything else worth keeping (idle strategy, ping period, batch
-    /// sizes, floor ratios).
-    pub detail: serde_json::Map<String, serde_json::Value>,
+    /// What the scenario keeps beyond these columns: its ratios, its ceiling, its verdict, its
+    /// settings ([`Detail`], one kind per kind of scenario).
+    #[serde(default)]
+    pub detail: Detail,
 }

@@ -4,13 +4,27 @@
 mod common;
 
 use common::{fresh_dir, sample};
-use peregrine_report::model::{Scenario, FORMAT_VERSION};
+use peregrine_report::model::{Scenario, FORMAT_V1, FORMAT_VERSION};
 use peregrine_report::{load, ReportError};
 
 #[test]
 fn sample_folder_loads_with_every_scenario_the_report_shows() {
     let r = sample();
-    assert_eq!(r.format, FORMAT_VERSION);
+    // The sample is a format 1 folder (a free detail map): still read, its details typed.
+    assert_eq!(r.format, FORMAT_V1);
+    let loads: Vec<_> = r
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(Scenario::Load))
+        .map(|c| c.detail.paced().expect("a load cell's detail is paced"))
+        .collect();
+    assert!(loads.iter().all(|d| d.settings.contains_key("ping_every")));
+    assert!(loads.iter().any(|d| d.path.as_deref() == Some("loopback")));
+    assert!(r
+        .cells
+        .iter()
+        .filter(|c| c.scenario == Some(Scenario::Pingpong))
+        .any(|c| c.detail.latency().is_some_and(|d| d.path.is_some())));
     assert!(!r.machine.cpu_model.is_empty());
     for scenario in [
         Scenario::Floor,

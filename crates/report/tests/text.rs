@@ -4,7 +4,7 @@
 mod common;
 
 use common::{cells, rate_label, sample, thousands, transports, us};
-use peregrine_report::model::{Cell, Results, Scenario};
+use peregrine_report::model::{Cell, Detail, FanoutDetail, JitterDetail, Results, Scenario};
 use peregrine_report::text;
 
 /// The lines of the section titled `title` (title and underline excluded), up to the next
@@ -156,7 +156,7 @@ fn full_results_have_one_seed_header_per_transport_and_size() {
     let udp_paths: Vec<Option<&str>> = load
         .iter()
         .filter(|c| c.transport == "udp")
-        .map(|c| c.detail.get("path").and_then(|p| p.as_str()))
+        .map(|c| c.detail.path())
         .collect();
     let expected = match udp_paths.first() {
         Some(Some(path)) if udp_paths.iter().all(|p| p == &Some(*path)) => {
@@ -417,11 +417,10 @@ fn a_throughput_row_shows_its_ceiling_and_the_rate_over_it() {
         .find(|c| c.scenario == Some(Scenario::Throughput))
         .expect("the sample has a throughput cell");
     c.rate_achieved_msgs_per_s = Some(35_300_000.0);
-    c.detail
-        .insert("ceiling".into(), "bare sockets, GSO".into());
-    c.detail
-        .insert("ceiling_msgs_per_s".into(), 45_360_000.0.into());
-    c.detail.insert("x_ceiling".into(), 0.778.into());
+    let d = c.detail.throughput_mut();
+    d.ceiling = Some("bare sockets, GSO".into());
+    d.ceiling_msgs_per_s = Some(45_360_000.0);
+    d.x_ceiling = Some(0.778);
     let (transport, size) = (c.transport.clone(), c.size_bytes);
     let t = text(&r);
     let tp = section(&t, "Throughput");
@@ -519,21 +518,15 @@ fn a_size_with_no_sustained_rate_says_so() {
 
 /// A fan-out cell as `peregrine bench fanout` records it.
 fn md_cell(scenario: Scenario, system: &str, rate: f64, mean_us: f64, sustained: bool) -> Cell {
-    let mut detail = serde_json::Map::new();
-    detail.insert("clients".into(), 16.into());
-    detail.insert("items_per_client".into(), 400.into());
-    detail.insert("overlap".into(), 0.5.into());
-    detail.insert("feed_updates_per_s".into(), rate.into());
-    detail.insert(
-        "verdict".into(),
-        if sustained { "sustained" } else { "lagging" }.into(),
-    );
-    if !sustained {
-        detail.insert(
-            "why".into(),
-            "client 0: an update took 345.5 ms (lag bound 100 ms)".into(),
-        );
-    }
+    let detail = Detail::Fanout(FanoutDetail {
+        clients: Some(16),
+        items_per_client: Some(400),
+        overlap: Some(0.5),
+        feed_updates_per_s: Some(rate),
+        verdict: Some(if sustained { "sustained" } else { "lagging" }.into()),
+        why: (!sustained).then(|| "client 0: an update took 345.5 ms (lag bound 100 ms)".into()),
+        ..FanoutDetail::default()
+    });
     let mut cpu_s = std::collections::BTreeMap::new();
     cpu_s.insert("feed".to_string(), 1.5);
     cpu_s.insert(
@@ -690,8 +683,8 @@ fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
             )
         })
         .collect();
-    lost.detail.insert("verdict".into(), "lost".into());
-    lost.detail.insert("why".into(), why.join("; ").into());
+    lost.detail.fanout_mut().verdict = Some("lost".into());
+    lost.detail.fanout_mut().why = Some(why.join("; "));
     let report = text(&r);
     let fan = section(&report, "Market data fan-out (Producer 50/50)");
     // The table's lines (the section's introduction is a paragraph).
@@ -725,14 +718,16 @@ fn a_probe_with_many_findings_keeps_the_probes_table_narrow() {
 fn jitter_table_from_a_recorded_cell() {
     let mut r = sample();
     r.cells.clear();
-    let mut detail = serde_json::Map::new();
-    detail.insert("cpu".into(), 1.into());
-    detail.insert("gaps_over_1us_per_s".into(), 928.7.into());
-    detail.insert("gaps_over_10us_per_s".into(), 377.3.into());
-    detail.insert("gaps_over_100us_per_s".into(), 6.0.into());
-    detail.insert("gaps_over_1ms_per_s".into(), 0.3.into());
-    detail.insert("largest_gap_ns".into(), 5_575_300.0.into());
-    detail.insert("lost_fraction".into(), 0.017005.into());
+    let detail = Detail::Jitter(JitterDetail {
+        cpu: Some(1),
+        gaps_over_1us_per_s: Some(928.7),
+        gaps_over_10us_per_s: Some(377.3),
+        gaps_over_100us_per_s: Some(6.0),
+        gaps_over_1ms_per_s: Some(0.3),
+        largest_gap_ns: Some(5_575_300.0),
+        lost_fraction: Some(0.017005),
+        ..JitterDetail::default()
+    });
     r.cells.push(Cell {
         id: "jitter-cpu1".into(),
         scenario: Some(Scenario::Jitter),

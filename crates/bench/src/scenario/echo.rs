@@ -184,32 +184,21 @@ pub fn echo_cell(cfg: &PingPongConfig, r: &PingPongResult, pingpong: &Summary) -
     if let Some(p) = r.pong_cpu_s {
         cell.cpu_s.insert("echo".into(), round3(p));
     }
-    let d = &mut cell.detail;
-    d.insert("mode".into(), cfg.mode.name().into());
-    d.insert("idle".into(), cfg.idle.name().into());
-    d.insert("cpus".into(), cfg.cpus.to_arg().into());
-    d.insert("duty_cycle".into(), "every empty poll".into());
+    let d = cell.detail.echo_mut();
+    d.mode = Some(cfg.mode.name().into());
+    d.settings.insert("idle".into(), cfg.idle.name().into());
+    d.settings.insert("cpus".into(), cfg.cpus.to_arg().into());
+    d.settings
+        .insert("duty_cycle".into(), "every empty poll".into());
     if pingpong.median_ns > 0.0 {
-        d.insert(
-            "median_x_pingpong".into(),
-            round3(r.summary.median_ns / pingpong.median_ns).into(),
-        );
+        d.median_x_pingpong = Some(round3(r.summary.median_ns / pingpong.median_ns));
     }
-    d.insert(
-        "pingpong_median_ns".into(),
-        round3(pingpong.median_ns).into(),
-    );
+    d.pingpong_median_ns = Some(round3(pingpong.median_ns));
     if cfg.transport == Scheme::Ipc {
-        d.insert("note".into(), IPC_NOTE.into());
+        d.note = Some(IPC_NOTE.into());
     } else if cfg.mode == StreamMode::Normal {
-        for (key, uri) in [
-            ("batch_interval_us", &r.ping_uri),
-            ("echo_batch_interval_us", &r.pong_uri),
-        ] {
-            if let Some(us) = batch_interval_us(uri) {
-                d.insert(key.into(), us.into());
-            }
-        }
+        d.batch_interval_us = batch_interval_us(&r.ping_uri);
+        d.echo_batch_interval_us = batch_interval_us(&r.pong_uri);
     }
     cell
 }
@@ -374,18 +363,20 @@ mod tests {
         assert_eq!(c.id, "echo-udp-normal-28B");
         assert_eq!(c.scenario, Some(Scenario::Echo));
         assert_eq!(c.transport, "udp");
-        assert_eq!(c.detail["mode"], "normal");
-        let ratio = c.detail["median_x_pingpong"].as_f64().unwrap();
+        let d = c.detail.echo().unwrap();
+        assert_eq!(d.mode.as_deref(), Some("normal"));
+        let ratio = d.median_x_pingpong.unwrap();
         assert!((ratio - 11.0).abs() < 0.05, "{ratio}");
-        assert_eq!(c.detail["batch_interval_us"], 100.0);
-        assert_eq!(c.detail["echo_batch_interval_us"], 50.0);
+        assert_eq!(d.batch_interval_us, Some(100.0));
+        assert_eq!(d.echo_batch_interval_us, Some(50.0));
         assert_eq!(c.latency.unwrap().samples, 10);
         assert_eq!(c.cpu_s["sender"], 0.5);
 
         let cfg = p.config(Scheme::Ipc, 28, StreamMode::Normal);
         let c = echo_cell(&cfg, &result(300.0), &pingpong);
         assert_eq!(c.id, "echo-ipc-normal-28B");
-        assert_eq!(c.detail["note"], IPC_NOTE);
-        assert!(!c.detail.contains_key("batch_interval_us"));
+        let d = c.detail.echo().unwrap();
+        assert_eq!(d.note.as_deref(), Some(IPC_NOTE));
+        assert_eq!(d.batch_interval_us, None);
     }
 }

@@ -10,7 +10,7 @@ use crate::failover::MdFailoverConfig;
 use crate::failover::{FailoverConfig, FailoverResult};
 use crate::{round3, BenchError};
 use peregrine::Scheme;
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Detail, FailoverDetail, Scenario};
 use serde_json::json;
 
 /// What `bench failover` runs: the failover group case per transport, the A/B paths case
@@ -212,7 +212,7 @@ fn x_baseline(gap_median_ns: u64, baseline_median_ns: u64) -> Option<f64> {
 }
 
 /// A case's JSON line as its results cell: the line's fields, less those `cell` has a place
-/// of its own for, go into `detail`.
+/// of its own for, go into `detail` (the report's into its fields, the rest its settings).
 fn case_cell(id: String, line: serde_json::Value, cell: Cell) -> Cell {
     let serde_json::Value::Object(mut detail) = line else {
         unreachable!("a JSON object")
@@ -220,10 +220,12 @@ fn case_cell(id: String, line: serde_json::Value, cell: Cell) -> Cell {
     for k in ["kind", "transport", "size_bytes", "rate_msgs_per_s", "lost"] {
         detail.remove(k);
     }
+    let detail: FailoverDetail = serde_json::from_value(serde_json::Value::Object(detail))
+        .expect("a case's line has the types of the failover detail");
     Cell {
         id,
         scenario: Some(Scenario::Failover),
-        detail,
+        detail: Detail::Failover(detail),
         ..cell
     }
 }

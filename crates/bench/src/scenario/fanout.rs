@@ -9,7 +9,7 @@ use crate::fanout::peregrine::PeregrineRun;
 use crate::fanout::{FanoutConfig, Probe, System};
 use crate::sweep::{rate_label, search_max};
 use crate::{round3, BenchError};
-use peregrine_report::model::{Cell, Latency, Scenario};
+use peregrine_report::model::{Cell, Detail, FanoutDetail, Latency, Scenario};
 use serde_json::json;
 
 /// The rate search's plan.
@@ -303,10 +303,16 @@ fn latency_of(p: &Probe) -> Option<Latency> {
 
 fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> Cell {
     let r = &p.record;
-    let mut detail = serde_json::Map::new();
-    detail.insert("clients".into(), cfg.clients.into());
-    detail.insert("items_per_client".into(), cfg.items_per_client.into());
-    detail.insert("overlap".into(), cfg.overlap.into());
+    let mut fanout = FanoutDetail {
+        clients: Some(cfg.clients as u64),
+        items_per_client: Some(cfg.items_per_client as u64),
+        overlap: Some(cfg.overlap),
+        feed_updates_per_s: Some(round3(r.feed_rate)),
+        verdict: Some(p.verdict.name().into()),
+        why: (!p.why.is_empty()).then(|| p.why.clone()),
+        ..FanoutDetail::default()
+    };
+    let detail = &mut fanout.settings;
     detail.insert("mode".into(), cfg.mode.name().into());
     detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
     detail.insert(
@@ -330,11 +336,6 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
         cfg.attack.map_or("none", |a| a.name()).into(),
     );
     detail.insert("client_busy_poll_us".into(), cfg.client_busy_poll_us.into());
-    detail.insert("feed_updates_per_s".into(), round3(r.feed_rate).into());
-    detail.insert("verdict".into(), p.verdict.name().into());
-    if !p.why.is_empty() {
-        detail.insert("why".into(), p.why.clone().into());
-    }
     let expected: u64 = r.accounts.iter().map(|a| a.expected).sum();
     detail.insert("expected".into(), expected.into());
     Cell {
@@ -357,7 +358,7 @@ fn base_cell(cfg: &FanoutConfig, p: &Probe, scenario: Scenario, id: String) -> C
             .iter()
             .map(|(k, v)| (k.clone(), round3(*v)))
             .collect(),
-        detail,
+        detail: Detail::Fanout(fanout),
         ..Cell::default()
     }
 }

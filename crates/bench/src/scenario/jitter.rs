@@ -5,7 +5,7 @@
 use super::Session;
 use crate::jitter::{CpuJitter, JitterConfig, THRESHOLDS_NS};
 use crate::{round3, BenchError};
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Detail, JitterDetail, Scenario};
 use serde_json::json;
 
 /// Measures, prints and records one cell per CPU.
@@ -52,25 +52,25 @@ fn line(r: &CpuJitter) -> serde_json::Value {
 
 /// One CPU's jitter as a cell (`transport` is `cpu<N>`).
 pub fn cell(r: &CpuJitter) -> Cell {
-    let mut detail = serde_json::Map::new();
-    detail.insert("cpu".into(), r.cpu.into());
-    detail.insert("reads".into(), r.reads.into());
-    for (i, t) in THRESHOLDS_NS.iter().enumerate() {
-        let label = if *t >= 1e6 {
-            format!("gaps_over_{}ms_per_s", t / 1e6)
-        } else {
-            format!("gaps_over_{}us_per_s", t / 1e3)
-        };
-        detail.insert(label, round3(r.per_s(i)).into());
-    }
-    detail.insert("largest_gap_ns".into(), r.largest_gap_ns.into());
-    detail.insert("lost_fraction".into(), r.lost_fraction().into());
+    // The fields name the thresholds: 1 us, 10 us, 100 us, 1 ms.
+    const _: () = assert!(THRESHOLDS_NS.len() == 4);
+    let mut detail = JitterDetail {
+        cpu: Some(r.cpu as u64),
+        gaps_over_1us_per_s: Some(round3(r.per_s(0))),
+        gaps_over_10us_per_s: Some(round3(r.per_s(1))),
+        gaps_over_100us_per_s: Some(round3(r.per_s(2))),
+        gaps_over_1ms_per_s: Some(round3(r.per_s(3))),
+        largest_gap_ns: Some(r.largest_gap_ns),
+        lost_fraction: Some(r.lost_fraction()),
+        ..JitterDetail::default()
+    };
+    detail.settings.insert("reads".into(), r.reads.into());
     Cell {
         id: format!("jitter-cpu{}", r.cpu),
         scenario: Some(Scenario::Jitter),
         transport: format!("cpu{}", r.cpu),
         seconds: round3(r.seconds),
-        detail,
+        detail: Detail::Jitter(detail),
         ..Cell::default()
     }
 }

@@ -89,7 +89,8 @@ pub fn floor(cfg: &FloorConfig, s: &mut Session) -> Result<Summary, BenchError> 
 
 fn floor_cell(cpus: CpuPair, r: &LatencyRecorder) -> Cell {
     let mut cell = latency_cell(Scenario::Floor, "cacheline", 8, r);
-    cell.detail.insert("cpus".into(), cpus.to_arg().into());
+    let d = &mut cell.detail.latency_mut().settings;
+    d.insert("cpus".into(), cpus.to_arg().into());
     cell
 }
 
@@ -98,8 +99,9 @@ pub fn raw(cfg: &RawConfig, s: &mut Session) -> Result<Summary, BenchError> {
     crate::measure::raw::validate(cfg)?;
     let r = crate::measure::raw::run(cfg, s.exe(), s.clock())?;
     let mut cell = latency_cell(Scenario::Raw, cfg.transport.name(), cfg.size, &r);
-    cell.detail.insert("cpus".into(), cfg.cpus.to_arg().into());
-    cell.detail.insert("busy_poll".into(), cfg.busy_poll.into());
+    let d = &mut cell.detail.latency_mut().settings;
+    d.insert("cpus".into(), cfg.cpus.to_arg().into());
+    d.insert("busy_poll".into(), cfg.busy_poll.into());
     let summary = r.summary();
     s.show_and_record(cell, Some(&r), None)?;
     Ok(summary)
@@ -152,10 +154,11 @@ pub fn pingpong(plan: &PingPongPlan, s: &mut Session) -> Result<(), BenchError> 
         ("sockperf_p999_ns", theirs.p999_ns),
         ("sockperf_mean_ns", theirs.mean_ns),
     ] {
-        cell.detail.insert(k.into(), round3(v).into());
+        let d = &mut cell.detail.latency_mut().settings;
+        d.insert(k.into(), round3(v).into());
     }
-    cell.detail
-        .insert("sockperf_client".into(), client.clone().into());
+    let d = &mut cell.detail.latency_mut().settings;
+    d.insert("sockperf_client".into(), client.clone().into());
     // sockperf's own samples are not ours to log: its figures go with our cell.
     s.show_and_record(cell, Some(&r.recorder), None)?;
     let line = ResultLine::latency("sockperf", cfg.transport.name(), cfg.size, &theirs)
@@ -193,7 +196,8 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     if let Some(p) = r.pong_cpu_s {
         cell.cpu_s.insert("pong".into(), round3(p));
     }
-    let d = &mut cell.detail;
+    let detail = cell.detail.latency_mut();
+    let d = &mut detail.settings;
     d.insert("idle".into(), cfg.idle.name().into());
     if cfg.group {
         // The pings went through a failover group of one member (the header, the arbiter).
@@ -217,7 +221,8 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
     // The floor of the moment: cache-line bursts between blocks of pings.
     let moments = r.floor.as_ref().filter(|m| !m.bursts_ns.is_empty());
     if let Some(m) = moments {
-        d.insert("floor_ns".into(), round3(m.floor_ns()).into());
+        detail.floor_ns = Some(round3(m.floor_ns()));
+        let d = &mut detail.settings;
         d.insert(
             "floor_bursts_ns".into(),
             m.bursts_ns
@@ -231,40 +236,27 @@ pub fn pingpong_cell(cfg: &PingPongConfig, r: &PingPongResult, floor: Option<&Su
             "two_line_floor_ns".into(),
             round3(m.two_line_floor_ns()).into(),
         );
-        if let Some(x) = m.median_x_two_line_floor() {
-            d.insert("median_x_two_line_floor".into(), round3(x).into());
-        }
-        d.insert("floor_moved".into(), m.moved().into());
         d.insert(
             "blocks_steady_floor".into(),
             m.same_moment_ratios().len().into(),
         );
         d.insert("blocks".into(), m.blocks_ns.len().into());
+        detail.median_x_two_line_floor = m.median_x_two_line_floor().map(round3);
+        detail.floor_moved = Some(m.moved());
     }
     match (cfg.transport, moments) {
         // Shared memory's floor is the cache line: each block against the bursts around it.
         (Scheme::Ipc, Some(m)) => {
-            if let Some(x) = m.median_x_floor() {
-                d.insert("median_x_floor".into(), round3(x).into());
-            }
+            detail.median_x_floor = m.median_x_floor().map(round3);
             if m.floor_ns() > 0.0 {
-                d.insert(
-                    "p99_x_floor".into(),
-                    round3(r.summary.p99_ns / m.floor_ns()).into(),
-                );
+                detail.p99_x_floor = Some(round3(r.summary.p99_ns / m.floor_ns()));
             }
         }
         // A floor measured before the run (the bare-socket ping-pong for the network).
         _ => {
             if let Some(f) = floor.filter(|f| f.median_ns > 0.0) {
-                d.insert(
-                    "median_x_floor".into(),
-                    round3(r.summary.median_ns / f.median_ns).into(),
-                );
-                d.insert(
-                    "p99_x_floor".into(),
-                    round3(r.summary.p99_ns / f.median_ns).into(),
-                );
+                detail.median_x_floor = Some(round3(r.summary.median_ns / f.median_ns));
+                detail.p99_x_floor = Some(round3(r.summary.p99_ns / f.median_ns));
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::pacer::default_ping_every;
 use crate::sweep::{rate_label, search_max};
 use crate::{round3, BenchError, CpuPair};
 use peregrine::{IdleKind, Scheme};
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Detail, PacedDetail, Scenario};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -239,8 +239,7 @@ fn paced_cell(
         cell.transport = "cacheline".into();
         cell.size_bytes = 8;
         cell.id = format!("floorload-{}", load_cell_id(cfg, "load"));
-        cell.detail
-            .insert("for_cell".into(), load_cell_id(cfg, "load").into());
+        cell.detail.paced_mut().for_cell = Some(load_cell_id(cfg, "load"));
         insert_floors(&mut cell, &floors[..2]);
         bar.suspend(|| s.out.paced(&cell));
         under_load = Some((r.latency.summary(), r.unstalled()));
@@ -252,26 +251,24 @@ fn paced_cell(
     if with_floor {
         floors.push(floor_probe(cfg.cpus, s)?);
         insert_floors(&mut cell, &floors[1..]);
+        let d = cell.detail.paced_mut();
         // The floors on both sides of the floor under load count too: the ratio spans it.
-        cell.detail.insert(
-            "floor_moved".into(),
+        d.floor_moved = Some(
             floors
                 .windows(2)
-                .any(|w| crate::measure::floor::floor_moved(w[0], w[1]))
-                .into(),
+                .any(|w| crate::measure::floor::floor_moved(w[0], w[1])),
         );
-        let d = &mut cell.detail;
         if let (Some((f, f_unstalled)), Some(l)) = (under_load, r.latency.nonempty_summary()) {
-            d.insert("floor_load_median_ns".into(), round3(f.median_ns).into());
-            d.insert("floor_load_p999_ns".into(), round3(f.p999_ns).into());
-            insert_ratio(d, "median_x_floor", l.median_ns, f.median_ns);
-            insert_ratio(d, "p999_x_floor", l.p999_ns, f.p999_ns);
+            d.floor_load_median_ns = Some(round3(f.median_ns));
+            d.floor_load_p999_ns = Some(round3(f.p999_ns));
+            d.median_x_floor = ratio(l.median_ns, f.median_ns);
+            d.p999_x_floor = ratio(l.p999_ns, f.p999_ns);
             if let (Some(fu), Some(lu)) = (f_unstalled, r.unstalled()) {
-                insert_ratio(d, "unstalled_p999_x_floor", lu.p999_ns, fu.p999_ns);
+                d.unstalled_p999_x_floor = ratio(lu.p999_ns, fu.p999_ns);
             }
             if let Some(u) = unloaded {
-                d.insert("unloaded_median_ns".into(), round3(u).into());
-                insert_ratio(d, "median_x_unloaded", l.median_ns, u);
+                d.unloaded_median_ns = Some(round3(u));
+                d.median_x_unloaded = ratio(l.median_ns, u);
             }
         }
     }
@@ -283,23 +280,18 @@ fn paced_cell(
     Ok(held)
 }
 
-/// `key`: `a / b`, when `b` is a positive quantity to divide by.
-fn insert_ratio(d: &mut serde_json::Map<String, serde_json::Value>, key: &str, a: f64, b: f64) {
-    if b > 0.0 {
-        d.insert(key.into(), round3(a / b).into());
-    }
+/// `a / b`, when `b` is a positive quantity to divide by.
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| round3(a / b))
 }
 
 /// The floors measured before and after a cell, and whether they disagree.
 fn insert_floors(cell: &mut Cell, floors: &[f64]) {
     let (before, after) = (floors[0], floors[floors.len() - 1]);
-    let d = &mut cell.detail;
-    d.insert("floor_before_ns".into(), round3(before).into());
-    d.insert("floor_after_ns".into(), round3(after).into());
-    d.insert(
-        "floor_moved".into(),
-        crate::measure::floor::floor_moved(before, after).into(),
-    );
+    let d = cell.detail.paced_mut();
+    d.floor_before_ns = Some(round3(before));
+    d.floor_after_ns = Some(round3(after));
+    d.floor_moved = Some(crate::measure::floor::floor_moved(before, after));
 }
 
 /// Runs the sweep: per transport and size, rates in increasing order until one is not
@@ -347,9 +339,11 @@ pub fn max(plan: &MaxPlan, s: &mut Session) -> Result<(), BenchError> {
                     paced_cell(&cfg, Scenario::MaxProbe, s, &bar)
                 },
             )?;
-            let mut detail = serde_json::Map::new();
-            detail.insert("probes".into(), probes.into());
-            detail.insert("tolerance".into(), MaxPlan::TOLERANCE.into());
+            let mut detail = PacedDetail::default();
+            detail.settings.insert("probes".into(), probes.into());
+            detail
+                .settings
+                .insert("tolerance".into(), MaxPlan::TOLERANCE.into());
             let cell = Cell {
                 id: format!("max-{t}-{size}B"),
                 scenario: Some(Scenario::Max),
@@ -357,7 +351,7 @@ pub fn max(plan: &MaxPlan, s: &mut Session) -> Result<(), BenchError> {
                 size_bytes: size,
                 rate_achieved_msgs_per_s: best,
                 sustained: Some(best.is_some()),
-                detail,
+                detail: Detail::Paced(detail),
                 ..Default::default()
             };
             let json = s.out.json;
@@ -420,8 +414,7 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         Scenario::FloorLoad => "floorload",
         _ => "load",
     };
-    let mut detail = serde_json::Map::new();
-    detail.insert("idle".into(), cfg.idle.name().into());
+    let mut paced = PacedDetail::default();
     if cfg.transport != Scheme::Ipc && cfg.method != Method::CacheLine {
         // The report titles a transport with its path when all its cells share one.
         let path = if cfg.uri.is_none() {
@@ -429,8 +422,10 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         } else {
             "given URI"
         };
-        detail.insert("path".into(), path.into());
+        paced.path = Some(path.into());
     }
+    let detail = &mut paced.settings;
+    detail.insert("idle".into(), cfg.idle.name().into());
     detail.insert("cpus".into(), cfg.cpus.to_arg().into());
     detail.insert("warmup_seconds".into(), cfg.warmup_seconds.into());
     detail.insert("batches".into(), r.batches.into());
@@ -447,7 +442,7 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         ("subscriber", &r.stalls_subscriber),
     ] {
         if let Some(j) = st {
-            let mut line = super::jitter::cell(j).detail;
+            let mut line = super::jitter::cell(j).detail.to_map();
             line.insert("seconds".into(), round3(j.seconds).into());
             detail.insert(format!("stalls_{side}"), line.into());
         }
@@ -460,17 +455,17 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
     if !sides.is_empty() {
         let per_s: f64 = sides.iter().map(|j| j.per_s(2)).sum();
         let largest = sides.iter().map(|j| j.largest_gap_ns).fold(0.0, f64::max);
-        detail.insert("stalls_over_100us_per_s".into(), round3(per_s).into());
-        detail.insert("largest_stall_ns".into(), round3(largest).into());
+        paced.stalls_over_100us_per_s = Some(round3(per_s));
+        paced.largest_stall_ns = Some(round3(largest));
     }
     // The tail apart from the machine's: the pings no stall of either loop overlapped.
     if let Some(u) = &r.untouched {
-        detail.insert("pings_stalled".into(), u.touched.into());
+        paced.pings_stalled = Some(u.touched);
     }
     if let Some(l) = r.unstalled() {
-        detail.insert("unstalled_median_ns".into(), round3(l.median_ns).into());
-        detail.insert("unstalled_p999_ns".into(), round3(l.p999_ns).into());
-        detail.insert("unstalled_max_ns".into(), round3(l.max_ns).into());
+        paced.unstalled_median_ns = Some(round3(l.median_ns));
+        paced.unstalled_p999_ns = Some(round3(l.p999_ns));
+        paced.unstalled_max_ns = Some(round3(l.max_ns));
     }
     let lat = r.latency.summary();
     let sched = r.latency_from_schedule.summary();
@@ -494,6 +489,6 @@ pub fn load_cell(cfg: &LoadConfig, r: &LoadResult, scenario: Scenario) -> Cell {
         latency_from_schedule: (sched.samples > 0).then_some(sched),
         cpu_s,
         hdr_log: None,
-        detail,
+        detail: Detail::Paced(paced),
     }
 }

@@ -7,7 +7,7 @@ use crate::measure::throughput::{ThroughputConfig, ThroughputResult};
 use crate::output::{Printer, ResultLine};
 use crate::{round3, BenchError, CpuPair};
 use peregrine::{Scheme, SlowSubscriberPolicy};
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Scenario, Settings};
 use peregrine_wire::failover::FAILOVER_HEADER_LEN;
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
         }
     };
     let dropped_pct = |c: &Ceiling| round3(100.0 * (1.0 - c.read as f64 / c.written.max(1) as f64));
-    let mut d = Detail(&mut cell.detail);
+    let t = cell.detail.throughput_mut();
     for c in ceilings {
         let (name, datagrams) = match c.kind {
             CeilingKind::Ring | CeilingKind::Stream => ("ceiling", false),
@@ -76,11 +76,16 @@ pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
             CeilingKind::Sockets => ("ceiling_plain", true),
             CeilingKind::SocketsGsoGro => ("ceiling_gro", true),
         };
+        let mut d = Detail(&mut t.settings);
         if name == "ceiling" {
-            d.set("ceiling", c.kind.describe());
+            // The reference ceiling: the report's columns.
+            t.ceiling = Some(c.kind.describe().to_string());
+            t.x_ceiling = Some(x(c));
+            t.ceiling_msgs_per_s = Some(c.msgs_per_s.round());
+        } else {
+            d.set(&format!("x_{name}"), x(c));
+            d.set(&format!("{name}_msgs_per_s"), c.msgs_per_s.round());
         }
-        d.set(&format!("x_{name}"), x(c));
-        d.set(&format!("{name}_msgs_per_s"), c.msgs_per_s.round());
         if datagrams {
             d.set(&format!("{name}_dropped_pct"), dropped_pct(c));
         }
@@ -137,7 +142,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     };
     cell.cpu_s
         .insert("publisher".into(), round3(r.publisher_cpu_s));
-    let mut d = Detail(&mut cell.detail);
+    let mut d = Detail(&mut cell.detail.throughput_mut().settings);
     d.set("policy", cfg.policy.name());
     d.set("subscribers", cfg.subscribers);
     d.set("refused", r.refused);
@@ -194,8 +199,8 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     Ok(cell)
 }
 
-/// A cell's `detail` being filled in.
-struct Detail<'a>(&'a mut serde_json::Map<String, serde_json::Value>);
+/// A cell's settings being filled in.
+struct Detail<'a>(&'a mut Settings);
 
 impl Detail<'_> {
     fn set(&mut self, key: &str, value: impl Into<serde_json::Value>) {

@@ -2,14 +2,14 @@
 //! ping-pong of the same run.
 
 use super::format::{dash, header, latency_values, thousands};
-use super::{detail_str, of, transports, Row, Section, Table};
+use super::{of, transports, Row, Section, Table};
 use crate::model::{Cell, Results, Scenario};
 
 /// An echo cell's send mode (`detail.mode`), `-` when it names none.
 pub(crate) fn mode_of(c: &Cell) -> &str {
-    match detail_str(c, "mode") {
-        "" => "-",
-        m => m,
+    match c.detail.echo().and_then(|d| d.mode.as_deref()) {
+        None | Some("") => "-",
+        Some(m) => m,
     }
 }
 
@@ -38,11 +38,7 @@ pub(crate) fn echo_cells(results: &Results) -> Vec<&Cell> {
 /// An echo cell's median over the ping-pong median of the same transport and size: the ratio
 /// recorded with it, else computed from the ping-pong cell of the same run.
 pub(crate) fn x_pingpong(results: &Results, cell: &Cell) -> Option<f64> {
-    if let Some(x) = cell
-        .detail
-        .get("median_x_pingpong")
-        .and_then(|v| v.as_f64())
-    {
+    if let Some(x) = cell.detail.echo().and_then(|d| d.median_x_pingpong) {
         return Some(x);
     }
     let reference = of(results, Scenario::Pingpong)
@@ -112,7 +108,7 @@ pub(super) fn echo(results: &Results) -> Option<Section> {
             for n in cells
                 .iter()
                 .filter(|o| o.transport == c.transport)
-                .map(|o| detail_str(o, "note"))
+                .filter_map(|o| o.detail.echo().and_then(|d| d.note.as_deref()))
                 .filter(|n| !n.is_empty())
             {
                 if !notes.contains(&n) {
@@ -124,9 +120,9 @@ pub(super) fn echo(results: &Results) -> Option<Section> {
     }
     let mut intervals: Vec<f64> = cells
         .iter()
-        .flat_map(|c| ["batch_interval_us", "echo_batch_interval_us"].map(|k| c.detail.get(k)))
+        .filter_map(|c| c.detail.echo())
+        .flat_map(|d| [d.batch_interval_us, d.echo_batch_interval_us])
         .flatten()
-        .filter_map(|v| v.as_f64())
         .collect();
     intervals.sort_by(f64::total_cmp);
     intervals.dedup();

@@ -29,28 +29,28 @@ pub(super) fn failover(results: &Results) -> Option<Section> {
         "Items stale",
     ])];
     for c in cells {
-        let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
-        let n = |k: &str| d(k).map(|v| format!("{v:.0}")).unwrap_or_else(dash);
-        let micros = |k: &str| d(k).map(us).unwrap_or_else(dash);
+        let d = c.detail.failover().cloned().unwrap_or_default();
+        let n = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(dash);
+        let micros = |v: Option<f64>| v.map(us).unwrap_or_else(dash);
         rows.push(Row::Cells(vec![
             case_name(c),
             c.transport.clone(),
             c.rate_requested_msgs_per_s
                 .map(rate_label)
                 .unwrap_or_else(dash),
-            n("kills"),
-            n("delivered"),
+            n(d.kills),
+            n(d.delivered),
             c.lost.to_string(),
-            n("duplicated"),
-            micros("gap_median_ns"),
-            micros("gap_max_ns"),
-            micros("baseline_gap_median_ns"),
-            d("gap_x_baseline")
+            n(d.duplicated),
+            micros(d.gap_median_ns),
+            micros(d.gap_max_ns),
+            micros(d.baseline_gap_median_ns),
+            d.gap_x_baseline
                 .map(|v| format!("{v:.2}"))
                 .unwrap_or_else(dash),
-            micros("interval_ns"),
-            micros("interdelivery_p999_ns"),
-            n("stale_items"),
+            micros(d.interval_ns),
+            micros(d.interdelivery_p999_ns),
+            n(d.stale_items),
         ]));
     }
     Some(Section {
@@ -85,8 +85,9 @@ pub(super) fn failover(results: &Results) -> Option<Section> {
 
 /// A failover cell's case, with its mode when it has one (`distributors (warm)`).
 pub(crate) fn case_name(c: &Cell) -> String {
-    let case = c.detail.get("case").and_then(|v| v.as_str()).unwrap_or("-");
-    match c.detail.get("mode").and_then(|v| v.as_str()) {
+    let d = c.detail.failover();
+    let case = d.and_then(|d| d.case.as_deref()).unwrap_or("-");
+    match d.and_then(|d| d.mode.as_deref()) {
         Some(mode) => format!("{case} ({mode})"),
         None => case.to_string(),
     }

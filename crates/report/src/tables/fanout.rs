@@ -2,12 +2,28 @@
 //! probes of the search with their verdicts, and the findings that decided them.
 
 use super::format::{dash, header, rate_label, thousands, us};
-use super::{detail_str, of, Row, Section, Table};
+use super::{of, Row, Section, Table};
 use crate::model::{Cell, Results, Scenario};
 
 /// A fan-out cell's system, `peregrine` when none is named.
 pub(crate) fn system_of(c: &Cell) -> &str {
     c.system.as_deref().unwrap_or("peregrine")
+}
+
+/// A fan-out probe's verdict, empty when it has none.
+pub(super) fn verdict_of(c: &Cell) -> &str {
+    c.detail
+        .fanout()
+        .and_then(|d| d.verdict.as_deref())
+        .unwrap_or("")
+}
+
+/// The findings that decided a probe's verdict (`; ` between them), empty when none.
+pub(super) fn why_of(c: &Cell) -> &str {
+    c.detail
+        .fanout()
+        .and_then(|d| d.why.as_deref())
+        .unwrap_or("")
 }
 
 /// `Peregrine`, `NATS`.
@@ -46,18 +62,15 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
             "CPU s (feed / tier / clients)",
         ])];
         for c in &best {
-            let d = |k: &str| c.detail.get(k).map(|v| v.to_string()).unwrap_or_else(dash);
-            let overlap = c
-                .detail
-                .get("overlap")
-                .and_then(|v| v.as_f64())
+            let d = c.detail.fanout().cloned().unwrap_or_default();
+            let count = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(dash);
+            let overlap = d
+                .overlap
                 .map(|o| format!("{:.0}%", o * 100.0))
                 .unwrap_or_else(dash);
             let (feed, delivered) = if c.sustained == Some(true) {
                 (
-                    c.detail
-                        .get("feed_updates_per_s")
-                        .and_then(|v| v.as_f64())
+                    d.feed_updates_per_s
                         .map(|r| thousands(r.round() as u64))
                         .unwrap_or_else(dash),
                     c.rate_achieved_msgs_per_s
@@ -81,8 +94,8 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
             };
             rows.push(Row::Cells(vec![
                 system_title(system_of(c)),
-                d("clients"),
-                d("items_per_client"),
+                count(d.clients),
+                count(d.items_per_client),
                 overlap,
                 c.size_bytes.to_string(),
                 feed,
@@ -120,8 +133,8 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
                     .map(rate_label)
                     .unwrap_or_else(dash),
                 c.detail
-                    .get("feed_updates_per_s")
-                    .and_then(|v| v.as_f64())
+                    .fanout()
+                    .and_then(|d| d.feed_updates_per_s)
                     .map(|r| thousands(r.round() as u64))
                     .unwrap_or_else(dash),
                 c.rate_achieved_msgs_per_s
@@ -138,7 +151,7 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
         // What decided each verdict, one finding a line under the table: per-client detail
         // in the Verdict column made every row several screens wide.
         for c in &probes {
-            let why = detail_str(c, "why");
+            let why = why_of(c);
             if why.is_empty() {
                 continue;
             }
@@ -150,7 +163,7 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
                 rows.push(Row::Note(format!(
                     "{} at {rate}, {}: {finding}",
                     system_title(system_of(c)),
-                    detail_str(c, "verdict")
+                    verdict_of(c)
                 )));
             }
         }
@@ -175,8 +188,8 @@ pub(super) fn fanout(results: &Results) -> Option<Section> {
 
 /// A probe's verdict with how many findings decided it (listed under the probes table).
 fn verdict_summary(c: &Cell) -> String {
-    let verdict = detail_str(c, "verdict");
-    match detail_str(c, "why") {
+    let verdict = verdict_of(c);
+    match why_of(c) {
         "" => verdict.to_string(),
         why => {
             let n = why.split("; ").count();

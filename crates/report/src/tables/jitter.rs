@@ -22,19 +22,19 @@ pub(super) fn jitter(results: &Results) -> Option<Section> {
         "Time lost (%)",
     ])];
     for c in cells {
-        let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
-        let per_s = |k: &str| d(k).map(|v| format!("{v:.1}")).unwrap_or_else(dash);
+        let d = c.detail.jitter().cloned().unwrap_or_default();
+        let per_s = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(dash);
         rows.push(Row::Cells(vec![
-            d("cpu").map(|v| format!("{v:.0}")).unwrap_or_else(dash),
+            d.cpu.map(|v| v.to_string()).unwrap_or_else(dash),
             format!("{:.1}", c.seconds),
-            per_s("gaps_over_1us_per_s"),
-            per_s("gaps_over_10us_per_s"),
-            per_s("gaps_over_100us_per_s"),
-            per_s("gaps_over_1ms_per_s"),
-            d("largest_gap_ns")
+            per_s(d.gaps_over_1us_per_s),
+            per_s(d.gaps_over_10us_per_s),
+            per_s(d.gaps_over_100us_per_s),
+            per_s(d.gaps_over_1ms_per_s),
+            d.largest_gap_ns
                 .map(|v| format!("{:.1}", v / 1e3))
                 .unwrap_or_else(dash),
-            d("lost_fraction")
+            d.lost_fraction
                 .map(|v| format!("{:.4}", v * 100.0))
                 .unwrap_or_else(dash),
         ]));

@@ -4,9 +4,7 @@
 use super::format::{
     dash, header, latency_values, rate_and_mb, rate_label, size_rate_label, thousands, us,
 };
-use super::{
-    by_rate, detail_str, of, shown, sizes, transport_title, transports, Row, Section, Table,
-};
+use super::{by_rate, of, shown, sizes, transport_title, transports, Row, Section, Table};
 use crate::model::{Cell, Results, Scenario};
 
 const FULL_HEADER: [&str; 11] = [
@@ -23,10 +21,9 @@ const FULL_HEADER: [&str; 11] = [
     "Std. Dev",
 ];
 
-/// A cell's ratio `key` (to its floor under load), starred when the floor moved around it.
-pub(super) fn ratio_text(c: &Cell, key: &str) -> String {
-    let moved = c.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
-    match c.detail.get(key).and_then(|v| v.as_f64()) {
+/// A cell's ratio (to its floor), starred when the floor moved around it.
+pub(super) fn ratio_text(ratio: Option<f64>, moved: bool) -> String {
+    match ratio {
         Some(x) => format!("{x:.2}{}", if moved { "*" } else { "" }),
         None => dash(),
     }
@@ -35,8 +32,11 @@ pub(super) fn ratio_text(c: &Cell, key: &str) -> String {
 /// The machine's jitter over a cell's interval: the stalls of 100 us or more its two spinning
 /// loops saw per second, and the largest, `3.5/s, 1.21 ms`.
 fn stalls_text(c: &Cell) -> String {
-    let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
-    match (d("stalls_over_100us_per_s"), d("largest_stall_ns")) {
+    let d = c.detail.paced();
+    match (
+        d.and_then(|d| d.stalls_over_100us_per_s),
+        d.and_then(|d| d.largest_stall_ns),
+    ) {
         (Some(per_s), Some(largest)) if largest >= 1e6 => {
             format!("{per_s:.1}/s, {:.2} ms", largest / 1e6)
         }
@@ -90,10 +90,12 @@ pub(super) fn full_results(results: &Results) -> Option<Section> {
                     ]
                 });
                 row.extend(v[..4].iter().cloned());
-                row.push(ratio_text(c, "median_x_floor"));
-                row.push(ratio_text(c, "median_x_unloaded"));
+                let d = c.detail.paced();
+                let moved = d.and_then(|d| d.floor_moved) == Some(true);
+                row.push(ratio_text(d.and_then(|d| d.median_x_floor), moved));
+                row.push(ratio_text(d.and_then(|d| d.median_x_unloaded), moved));
                 row.push(v[4].clone());
-                row.push(ratio_text(c, "p999_x_floor"));
+                row.push(ratio_text(d.and_then(|d| d.p999_x_floor), moved));
                 row.push(stalls_text(c));
                 row.push(v[5].clone());
                 rows.push(Row::Cells(row));
@@ -140,16 +142,21 @@ pub(super) fn full_results(results: &Results) -> Option<Section> {
             "Floor before/after",
         ])];
         for c in &floors {
-            let mut row = vec![detail_str(c, "for_cell").to_string()];
+            let d = c.detail.paced();
+            let mut row = vec![d.and_then(|d| d.for_cell.clone()).unwrap_or_default()];
             row.extend(latency_values(c.latency.as_ref(), |l| {
                 [l.min_ns, l.mean_ns, l.max_ns, l.median_ns, l.p999_ns]
             }));
             row.push(stalls_text(c));
-            let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
-            row.push(match (d("floor_before_ns"), d("floor_after_ns")) {
-                (Some(a), Some(b)) => format!("{a:.0} / {b:.0} ns"),
-                _ => dash(),
-            });
+            row.push(
+                match (
+                    d.and_then(|d| d.floor_before_ns),
+                    d.and_then(|d| d.floor_after_ns),
+                ) {
+                    (Some(a), Some(b)) => format!("{a:.0} / {b:.0} ns"),
+                    _ => dash(),
+                },
+            );
             rows.push(Row::Cells(row));
         }
         tables.push(Table {
@@ -187,10 +194,9 @@ pub(super) fn full_results(results: &Results) -> Option<Section> {
 /// Each load cell's tail apart from the machine's stalls, beside its floor under load's: the
 /// pings a stall of 100 us or more overlapped, and the 99.9th percentile of the others.
 fn unstalled_tails(load: &[&Cell], floors: &[&Cell]) -> Option<Table> {
-    let f64_of = |c: &Cell, k: &str| c.detail.get(k).and_then(|v| v.as_f64());
     let stalled = |c: &Cell| -> String {
         let pings = c.latency.map(|l| l.samples).unwrap_or(0);
-        match c.detail.get("pings_stalled").and_then(|v| v.as_u64()) {
+        match c.detail.paced().and_then(|d| d.pings_stalled) {
             Some(n) if pings > 0 => {
                 format!("{} ({:.2}%)", thousands(n), 100.0 * n as f64 / pings as f64)
             }
@@ -199,7 +205,7 @@ fn unstalled_tails(load: &[&Cell], floors: &[&Cell]) -> Option<Table> {
         }
     };
     let p999 = |c: Option<&Cell>| {
-        c.and_then(|c| f64_of(c, "unstalled_p999_ns"))
+        c.and_then(|c| c.detail.paced()?.unstalled_p999_ns)
             .map(us)
             .unwrap_or_else(dash)
     };
@@ -215,12 +221,12 @@ fn unstalled_tails(load: &[&Cell], floors: &[&Cell]) -> Option<Table> {
     ])];
     for c in load
         .iter()
-        .filter(|c| c.detail.contains_key("pings_stalled"))
+        .filter(|c| c.detail.paced().is_some_and(|d| d.pings_stalled.is_some()))
     {
         let floor = floors
             .iter()
             .copied()
-            .find(|f| detail_str(f, "for_cell") == c.id);
+            .find(|f| f.detail.paced().and_then(|d| d.for_cell.as_deref()) == Some(c.id.as_str()));
         let mut row = vec![
             c.id.clone(),
             thousands(c.latency.map(|l| l.samples).unwrap_or(0)),
@@ -230,7 +236,11 @@ fn unstalled_tails(load: &[&Cell], floors: &[&Cell]) -> Option<Table> {
         row.push(p999(Some(c)));
         row.push(floor.map(stalled).unwrap_or_else(dash));
         row.push(p999(floor));
-        row.push(ratio_text(c, "unstalled_p999_x_floor"));
+        let d = c.detail.paced();
+        row.push(ratio_text(
+            d.and_then(|d| d.unstalled_p999_x_floor),
+            d.and_then(|d| d.floor_moved) == Some(true),
+        ));
         rows.push(Row::Cells(row));
     }
     (rows.len() > 1).then(|| Table {

@@ -2,8 +2,9 @@
 
 use super::embedded::{table2_header, table2_row};
 use super::fanout::{system_of, system_title};
+use super::fanout::{verdict_of, why_of};
 use super::format::{dash, thousands};
-use super::{by_rate, detail_str, of, Row, Section, Table};
+use super::{by_rate, of, Row, Section, Table};
 use crate::model::{Cell, Results, Scenario};
 
 /// Seed 003's Table 2 per system: one-way latency, feed to client through the tier.
@@ -24,8 +25,8 @@ pub(super) fn md_latency(results: &Results) -> Option<Section> {
                         c.rate_requested_msgs_per_s
                             .map(|r| thousands(r.round() as u64))
                             .unwrap_or_else(dash),
-                        match detail_str(c, "why") {
-                            "" => detail_str(c, "verdict"),
+                        match why_of(c) {
+                            "" => verdict_of(c),
                             why => why,
                         }
                     )));

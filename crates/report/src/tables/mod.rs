@@ -150,10 +150,6 @@ pub(crate) fn shown(c: &Cell) -> bool {
     c.sustained != Some(false)
 }
 
-fn detail_str<'a>(c: &'a Cell, key: &str) -> &'a str {
-    c.detail.get(key).and_then(|v| v.as_str()).unwrap_or("")
-}
-
 /// The name of a scenario as in `results.json`.
 pub(crate) fn scenario_name(s: Option<Scenario>) -> &'static str {
     match s {
@@ -187,10 +183,7 @@ pub(crate) fn transport_title(transport: &str, cells: &[&Cell]) -> String {
         "cacheline" => "Cache line".to_string(),
         other => other.to_uppercase(),
     };
-    let paths: Vec<Option<&str>> = cells
-        .iter()
-        .map(|c| c.detail.get("path").and_then(|p| p.as_str()))
-        .collect();
+    let paths: Vec<Option<&str>> = cells.iter().map(|c| c.detail.path()).collect();
     match paths.first() {
         Some(Some(first)) if paths.iter().all(|p| p == &Some(*first)) => {
             format!("{name} ({first})")

@@ -65,13 +65,14 @@ pub(super) fn pingpong(results: &Results) -> Option<Section> {
             }
             None => row.extend(std::iter::repeat_n(dash(), 8)),
         }
-        let moved = c.detail.get("floor_moved").and_then(|v| v.as_bool()) == Some(true);
+        let d = c.detail.latency();
+        let moved = d.and_then(|d| d.floor_moved) == Some(true);
         row.push(
             x_floor(results, c)
                 .map(|x| format!("{x:.2}{}", if moved { "*" } else { "" }))
                 .unwrap_or_else(dash),
         );
-        row.push(ratio_text(c, "median_x_two_line_floor"));
+        row.push(ratio_text(d.and_then(|d| d.median_x_two_line_floor), moved));
         rows.push(Row::Cells(row));
     }
     Some(Section {
@@ -122,7 +123,7 @@ pub(crate) fn floor_of<'a>(results: &'a Results, cell: &Cell) -> Option<&'a Cell
 /// Median over the floor's median: the ratio the cell carries (against the floor of its own
 /// moments, measured in bursts between blocks of pings), else the floor cell's.
 pub(crate) fn x_floor(results: &Results, cell: &Cell) -> Option<f64> {
-    if let Some(x) = cell.detail.get("median_x_floor").and_then(|v| v.as_f64()) {
+    if let Some(x) = cell.detail.latency().and_then(|d| d.median_x_floor) {
         return Some(x);
     }
     let floor = floor_of(results, cell)?.latency?.median_ns;

@@ -99,7 +99,7 @@ fn no_cpu_bound_note_when_every_rate_held() {
 #[test]
 fn transport_title_carries_a_common_path() {
     let mut a = load_cell(32, 1e5, Some(true));
-    a.detail.insert("path".into(), "loopback".into());
+    a.detail.paced_mut().path = Some("loopback".into());
     let b = a.clone();
     assert_eq!(transport_title("udp", &[&a, &b]), "UDP (loopback)");
     let c = load_cell(32, 1e5, Some(true));
@@ -136,14 +136,13 @@ pub(crate) fn echo_cell(transport: &str, mode: &str, size: usize, median_us: f64
         latency: Some(latency(median_us)),
         ..Cell::default()
     };
-    c.detail.insert("mode".into(), mode.into());
+    let d = c.detail.echo_mut();
+    d.mode = Some(mode.into());
     if transport == "ipc" {
-        c.detail
-            .insert("note".into(), "ipc has no send modes: one path".into());
+        d.note = Some("ipc has no send modes: one path".into());
     } else if mode == "normal" {
-        c.detail.insert("batch_interval_us".into(), 100.0.into());
-        c.detail
-            .insert("echo_batch_interval_us".into(), 100.0.into());
+        d.batch_interval_us = Some(100.0);
+        d.echo_batch_interval_us = Some(100.0);
     }
     c
 }
@@ -184,9 +183,7 @@ fn cells_rows(table: &Table) -> Vec<Vec<String>> {
 #[test]
 fn echo_rows_go_by_transport_mode_and_size_with_the_ratio_to_the_pingpong() {
     let mut urgent = echo_cell("udp", "urgent", 28, 8.0);
-    urgent
-        .detail
-        .insert("median_x_pingpong".into(), 1.05.into());
+    urgent.detail.echo_mut().median_x_pingpong = Some(1.05);
     let results = results_of(vec![
         pingpong_cell("udp", 28, 7.5),
         pingpong_cell("udp", 1460, 10.0),
@@ -256,10 +253,10 @@ fn echo_rows_go_by_transport_mode_and_size_with_the_ratio_to_the_pingpong() {
 #[test]
 fn an_ipc_pingpong_row_shows_both_floor_ratios() {
     let mut c = pingpong_cell("ipc", 32, 0.16);
-    let d = &mut c.detail;
-    d.insert("median_x_floor".into(), 1.506.into());
-    d.insert("median_x_two_line_floor".into(), 1.09.into());
-    d.insert("floor_moved".into(), true.into());
+    let d = c.detail.latency_mut();
+    d.median_x_floor = Some(1.506);
+    d.median_x_two_line_floor = Some(1.09);
+    d.floor_moved = Some(true);
     let results = results_of(vec![c]);
     let pp = sections(&results)
         .into_iter()
@@ -290,16 +287,16 @@ fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_i
         latency: Some(latency(0.3)),
         ..Cell::default()
     };
-    let d = &mut load.detail;
-    d.insert("median_x_floor".into(), 1.172.into());
-    d.insert("median_x_unloaded".into(), 1.104.into());
-    d.insert("p999_x_floor".into(), 0.259.into());
-    d.insert("floor_moved".into(), true.into());
-    d.insert("stalls_over_100us_per_s".into(), 11.5.into());
-    d.insert("largest_stall_ns".into(), 4_074_884.4.into());
-    d.insert("pings_stalled".into(), 30.into());
-    d.insert("unstalled_p999_ns".into(), 15_720.0.into());
-    d.insert("unstalled_p999_x_floor".into(), 2.74.into());
+    let d = load.detail.paced_mut();
+    d.median_x_floor = Some(1.172);
+    d.median_x_unloaded = Some(1.104);
+    d.p999_x_floor = Some(0.259);
+    d.floor_moved = Some(true);
+    d.stalls_over_100us_per_s = Some(11.5);
+    d.largest_stall_ns = Some(4_074_884.4);
+    d.pings_stalled = Some(30);
+    d.unstalled_p999_ns = Some(15_720.0);
+    d.unstalled_p999_x_floor = Some(2.74);
     let mut floor = Cell {
         id: "floorload-load-ipc-32B-1M".into(),
         scenario: Some(Scenario::FloorLoad),
@@ -309,14 +306,14 @@ fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_i
         latency: Some(latency(0.25)),
         ..Cell::default()
     };
-    let d = &mut floor.detail;
-    d.insert("for_cell".into(), "load-ipc-32B-1M".into());
-    d.insert("floor_before_ns".into(), 175.0.into());
-    d.insert("floor_after_ns".into(), 180.0.into());
-    d.insert("stalls_over_100us_per_s".into(), 5.0.into());
-    d.insert("largest_stall_ns".into(), 650_000.0.into());
-    d.insert("pings_stalled".into(), 4.into());
-    d.insert("unstalled_p999_ns".into(), 5_740.0.into());
+    let d = floor.detail.paced_mut();
+    d.for_cell = Some("load-ipc-32B-1M".into());
+    d.floor_before_ns = Some(175.0);
+    d.floor_after_ns = Some(180.0);
+    d.stalls_over_100us_per_s = Some(5.0);
+    d.largest_stall_ns = Some(650_000.0);
+    d.pings_stalled = Some(4);
+    d.unstalled_p999_ns = Some(5_740.0);
     let results = results_of(vec![floor, load]);
     let full = sections(&results)
         .into_iter()

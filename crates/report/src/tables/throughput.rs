@@ -21,19 +21,18 @@ pub(super) fn throughput(results: &Results) -> Option<Section> {
     ])];
     for c in cells {
         let (rate, mb) = rate_and_mb(c);
-        let d = |k: &str| c.detail.get(k).and_then(|v| v.as_f64());
+        let d = c.detail.throughput();
         rows.push(Row::Cells(vec![
             c.transport.clone(),
             c.size_bytes.to_string(),
             rate,
             mb,
             thousands(c.lost),
-            d("x_ceiling").map_or_else(dash, |x| format!("{x:.2}")),
-            d("ceiling_msgs_per_s").map_or_else(dash, |r| thousands(r.round() as u64)),
-            c.detail
-                .get("ceiling")
-                .and_then(|v| v.as_str())
-                .map_or_else(dash, str::to_string),
+            d.and_then(|d| d.x_ceiling)
+                .map_or_else(dash, |x| format!("{x:.2}")),
+            d.and_then(|d| d.ceiling_msgs_per_s)
+                .map_or_else(dash, |r| thousands(r.round() as u64)),
+            d.and_then(|d| d.ceiling.clone()).unwrap_or_else(dash),
         ]));
     }
     Some(Section {
