@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 mod detail;
 pub use detail::{
-    kind_of, Detail, EchoDetail, FailoverDetail, FanoutDetail, JitterDetail, LatencyDetail,
-    PacedDetail, Settings, ThroughputDetail,
+    Detail, EchoDetail, FailoverDetail, FanoutDetail, JitterDetail, LatencyDetail, PacedDetail,
+    Settings, ThroughputDetail,
 };
 
 /// The version of this layout; readers reject other versions with a clear message, except

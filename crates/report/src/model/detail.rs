@@ -244,7 +244,7 @@ pub struct FailoverDetail {
 }
 
 /// The detail kind a scenario's cells have.
-pub fn kind_of(scenario: Option<Scenario>) -> &'static str {
+fn kind_of(scenario: Option<Scenario>) -> &'static str {
     match scenario {
         Some(Scenario::Floor | Scenario::Raw | Scenario::Pingpong) => "latency",
         Some(Scenario::Echo) => "echo",
@@ -334,41 +334,6 @@ impl Detail {
         }
     }
 
-    /// The free-form settings (none for [`Detail::None`]).
-    pub fn settings(&self) -> Option<&Settings> {
-        match self {
-            Detail::None => None,
-            Detail::Latency(d) => Some(&d.settings),
-            Detail::Echo(d) => Some(&d.settings),
-            Detail::Paced(d) => Some(&d.settings),
-            Detail::Throughput(d) => Some(&d.settings),
-            Detail::Fanout(d) => Some(&d.settings),
-            Detail::Jitter(d) => Some(&d.settings),
-            Detail::Failover(d) => Some(&d.settings),
-        }
-    }
-
-    /// Records a setting `key` (for the record and the JSON lines; no report reads it) in the
-    /// detail of `scenario`'s kind, making it when empty.
-    pub fn set(
-        &mut self,
-        scenario: Option<Scenario>,
-        key: &str,
-        value: impl Into<serde_json::Value>,
-    ) {
-        let settings = match kind_of(scenario) {
-            "latency" => &mut self.latency_mut().settings,
-            "echo" => &mut self.echo_mut().settings,
-            "paced" => &mut self.paced_mut().settings,
-            "throughput" => &mut self.throughput_mut().settings,
-            "fanout" => &mut self.fanout_mut().settings,
-            "jitter" => &mut self.jitter_mut().settings,
-            "failover" => &mut self.failover_mut().settings,
-            _ => return,
-        };
-        settings.insert(key.to_string(), value.into());
-    }
-
     /// The detail as one JSON object without its tag: what a JSON result line prints.
     pub fn to_map(&self) -> Settings {
         match serde_json::to_value(self) {
@@ -403,7 +368,7 @@ mod tests {
         let mut d = Detail::None;
         d.paced_mut().for_cell = Some("load-udp-32B-10K".into());
         d.paced_mut().pings_stalled = Some(3);
-        d.set(Some(Scenario::FloorLoad), "idle", "spin");
+        d.paced_mut().settings.insert("idle".into(), "spin".into());
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(
             json,
