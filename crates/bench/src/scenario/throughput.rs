@@ -69,6 +69,7 @@ pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
     };
     let dropped_pct = |c: &Ceiling| round3(100.0 * (1.0 - c.read as f64 / c.written.max(1) as f64));
     let t = cell.detail.throughput_mut();
+    let mut d = Record(&mut t.settings);
     for c in ceilings {
         let (name, datagrams) = match c.kind {
             CeilingKind::Ring | CeilingKind::Stream => ("ceiling", false),
@@ -76,7 +77,6 @@ pub fn add_ceilings(cell: &mut Cell, ceilings: &[Ceiling]) {
             CeilingKind::Sockets => ("ceiling_plain", true),
             CeilingKind::SocketsGsoGro => ("ceiling_gro", true),
         };
-        let mut d = Detail(&mut t.settings);
         if name == "ceiling" {
             // The reference ceiling: the report's columns.
             t.ceiling = Some(c.kind.describe().to_string());
@@ -142,7 +142,7 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
     };
     cell.cpu_s
         .insert("publisher".into(), round3(r.publisher_cpu_s));
-    let mut d = Detail(&mut cell.detail.throughput_mut().settings);
+    let mut d = Record(&mut cell.detail.throughput_mut().settings);
     d.set("policy", cfg.policy.name());
     d.set("subscribers", cfg.subscribers);
     d.set("refused", r.refused);
@@ -200,9 +200,9 @@ pub fn throughput_cell(cfg: &ThroughputConfig, r: &ThroughputResult) -> Result<C
 }
 
 /// A cell's settings being filled in.
-struct Detail<'a>(&'a mut Settings);
+struct Record<'a>(&'a mut Settings);
 
-impl Detail<'_> {
+impl Record<'_> {
     fn set(&mut self, key: &str, value: impl Into<serde_json::Value>) {
         self.0.insert(key.to_string(), value.into());
     }
