@@ -386,7 +386,7 @@ fn bad_harness_flags_are_rejected_naming_the_value_and_the_fix() {
         ),
         (
             vec!["bench", "sweep", "--transports", "ipx"],
-            vec!["'ipx'", "--transports", "ipc, udp, mcast, tcp"],
+            vec!["'ipx'", "--transport", "ipc, udp, mcast, tcp"],
         ),
         (vec!["bench", "sweep", "--sizes", "4"], vec!["--size 4"]),
         (

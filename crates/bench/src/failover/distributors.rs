@@ -139,7 +139,7 @@ pub fn measure(
             .arg("--items")
             .arg(d.join("items.txt"))
             .args(["--rate", &format!("{}", cfg.rate), "--zipf", "0"])
-            .args(["--backbone", &backbone, "--json", "--duration", "3600"]);
+            .args(["--backbone", &backbone, "--json", "--seconds", "3600"]);
         Proc::spawn(c, "peregrine feed")?
     };
     let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();

@@ -132,7 +132,7 @@ fn feed(
         .arg("--items")
         .arg(dir.join("items.txt"))
         .args(["--rate", &format!("{}", cfg.rate)])
-        .args(["--backbone", backbone, "--json", "--duration", "3600"]);
+        .args(["--backbone", backbone, "--json", "--seconds", "3600"]);
     let mut p = Proc::spawn(c, "peregrine feed --ab")?;
     p.wait_line(
         |l| l.contains("\"feed\""),

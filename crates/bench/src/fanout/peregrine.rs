@@ -206,7 +206,7 @@ impl PeregrineRun {
                     .arg(d.join("items.txt"))
                     .args(["--rate", &format!("{rate}"), "--zipf", "0"])
                     .args(["--backbone", &backbone, "--json"])
-                    .args(["--duration", &format!("{}", self.cfg.seconds)])
+                    .args(["--seconds", &format!("{}", self.cfg.seconds)])
                     .args(["--size", &self.cfg.size.to_string()])
                     .args(["--seed", &self.cfg.seed.to_string()])
                     .arg("--items-out")

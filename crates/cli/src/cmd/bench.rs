@@ -7,6 +7,7 @@ use crate::flags::bench::{
     PingPongArgs, RecordArgs, ResolverTrafficArgs, Role, Scenario as Flags, SweepArgs,
     ThroughputArgs,
 };
+use crate::flags::shared::{Cpus, Timing};
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
 use peregrine_bench::measure::floor::{FloorConfig, FloorPong};
@@ -51,7 +52,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
                 size: a.size,
                 kills: a.kills,
                 window_ms: a.window_ms,
-                cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+                cpus: a.cpus.pair(),
             };
             let md = peregrine_bench::failover::MdFailoverConfig {
                 rate: a.feed_rate,
@@ -59,7 +60,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
                 kills: a.kills,
             };
             Scenario::Failover(peregrine_bench::scenario::failover::FailoverPlan {
-                transports: a.transport,
+                transports: a.transports.transport,
                 cfg,
                 paths: a.paths,
                 distributors: a.distributors.then_some(md.clone()),
@@ -105,7 +106,7 @@ fn connect_timeout(common: &Common) -> Duration {
 }
 
 fn cpus(common: &Common) -> CpuPair {
-    common.cpus.unwrap_or_else(CpuPair::default_pair)
+    common.cpus.pair()
 }
 
 /// `bench floor`, or its pong side (`--role pong`); `None` when a role ran.
@@ -120,7 +121,7 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
         Some(r) => bail!("--role {r:?} is not a floor role: the floor has --role pong only (its ping side is `peregrine bench floor`)"),
         None => Ok(Some(FloorConfig {
             count: a.count,
-            warmup_count: a.warmup_count,
+            warmup_count: a.warmup.warmup_count,
             cpus,
         })),
     }
@@ -130,12 +131,12 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
     let role = a.common.role;
     let cfg = PingPongConfig {
-        transport: a.transport,
+        transport: a.transport.transport,
         size: a.size,
         count: a.count,
-        warmup_count: a.warmup_count,
+        warmup_count: a.warmup.warmup_count,
         cpus: cpus(&a.common),
-        idle: a.idle,
+        idle: a.idle.idle,
         name: a
             .common
             .name
@@ -203,11 +204,11 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
 /// `bench echo`: every value checked before anything runs.
 fn echo(a: EchoArgs) -> Result<EchoPlan> {
     let plan = EchoPlan {
-        transports: a.transport,
+        transports: a.transports.transport,
         modes: a.modes,
         sizes: a.sizes,
         count: a.count,
-        cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
+        cpus: a.cpus.pair(),
     };
     plan.validate()?;
     Ok(plan)
@@ -216,7 +217,7 @@ fn echo(a: EchoArgs) -> Result<EchoPlan> {
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
 fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
     let cfg = ThroughputConfig {
-        transport: a.transport,
+        transport: a.transport.transport,
         size: a.size,
         seconds: a.seconds,
         count: a.count,
@@ -230,7 +231,7 @@ fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>>
             .clone()
             .unwrap_or_else(|| peregrine_bench::run_name("tp")),
         connect_timeout: connect_timeout(&a.common),
-        idle: a.idle,
+        idle: a.idle.idle,
         uri: a.uri.clone(),
         loss: a.loss.clone(),
         group: a.group,
@@ -249,50 +250,45 @@ fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>>
 
 fn load(a: LoadArgs) -> Result<peregrine_bench::measure::load::LoadConfig> {
     let pacing = Pacing {
-        seconds: a.seconds,
-        warmup_seconds: a.warmup_seconds,
+        seconds: a.timing.seconds,
+        warmup_seconds: a.timing.warmup_seconds,
         ping_every: a.ping_every,
-        cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
-        idle: a.idle,
+        cpus: a.cpus.pair(),
+        idle: a.idle.idle,
     };
-    let mut cfg = pacing.cell(a.transport, a.size, a.rate, Method::Pings);
+    let mut cfg = pacing.cell(a.transport.transport, a.size, a.rate, Method::Pings);
     cfg.uri = a.uri;
     peregrine_bench::measure::load::validate(&cfg)?;
     Ok(cfg)
 }
 
 /// The pacing of the sweep and the search: a spinning subscriber.
-fn spinning(
-    seconds: f64,
-    warmup_seconds: f64,
-    ping_every: Option<u64>,
-    cpus: Option<CpuPair>,
-) -> Pacing {
+fn spinning(timing: Timing, ping_every: Option<u64>, cpus: Cpus) -> Pacing {
     Pacing {
-        seconds,
-        warmup_seconds,
+        seconds: timing.seconds,
+        warmup_seconds: timing.warmup_seconds,
         ping_every,
-        cpus: cpus.unwrap_or_else(CpuPair::default_pair),
+        cpus: cpus.pair(),
         idle: IdleKind::Spin,
     }
 }
 
 fn sweep(a: SweepArgs) -> SweepPlan {
     SweepPlan {
-        transports: a.transports,
+        transports: a.transports.transport,
         sizes: a.sizes,
         rates: a.rates,
-        pacing: spinning(a.seconds, a.warmup_seconds, a.ping_every, a.cpus),
+        pacing: spinning(a.timing, a.ping_every, a.cpus),
     }
 }
 
 fn max(a: MaxArgs) -> MaxPlan {
     MaxPlan {
-        transports: a.transports,
+        transports: a.transports.transport,
         sizes: a.sizes,
         start_rate: a.start_rate,
         max_rate: a.max_rate,
-        pacing: spinning(a.seconds, a.warmup_seconds, None, a.cpus),
+        pacing: spinning(a.timing, None, a.cpus),
     }
 }
 
@@ -301,15 +297,15 @@ fn embedded(a: LatencyArgs) -> Result<EmbeddedPlan> {
         bail!("`peregrine bench latency` measures one-way latency from embedded timestamps: add --embedded (for the half round trip, use `peregrine bench pingpong`)");
     }
     Ok(EmbeddedPlan {
-        transport: a.transport,
+        transport: a.transport.transport,
         size: a.size,
         rates: a.rates,
         pacing: Pacing {
-            seconds: a.seconds,
-            warmup_seconds: a.warmup_seconds,
+            seconds: a.timing.seconds,
+            warmup_seconds: a.timing.warmup_seconds,
             ping_every: None,
-            cpus: a.cpus.unwrap_or_else(CpuPair::default_pair),
-            idle: a.idle,
+            cpus: a.cpus.pair(),
+            idle: a.idle.idle,
         },
     })
 }
@@ -407,8 +403,8 @@ fn fanout(a: FanoutArgs) -> Result<Scenario> {
         overlap: a.overlap,
         size: a.size,
         mode,
-        seconds: a.seconds,
-        warmup_seconds: a.warmup_seconds,
+        seconds: a.timing.seconds,
+        warmup_seconds: a.timing.warmup_seconds,
         max_lag_ms: a.max_lag_ms,
         seed: a.seed,
         client_busy_poll_us: a.client_busy_poll_us,

@@ -142,7 +142,7 @@ pub fn run(a: ClientArgs) -> Result<()> {
     };
     let start = Instant::now();
     let mut c = Client {
-        deadline: a.seconds.map(|s| start + Duration::from_secs_f64(s)),
+        deadline: a.stop.seconds.map(|s| start + Duration::from_secs_f64(s)),
         record_from_ns: None,
         batch_now_ns: None,
         a,

@@ -160,7 +160,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
         if start.is_none() && next_image == items.len() {
             let now = Instant::now();
             start = Some(now);
-            end = a.duration.map(|s| now + Duration::from_secs_f64(s));
+            end = a.stop.seconds.map(|s| now + Duration::from_secs_f64(s));
         }
         // UPDATEs due by the schedule.
         let due = start.map_or(0, |s| (s.elapsed().as_secs_f64() * rate) as u64 + 1);
@@ -263,7 +263,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
 
 /// `--ticks FILE`: replays recorded ticks, one provider per service of the file, at the
 /// recorded pace times `--speed`; then keeps answering image requests until stopped (or
-/// `--duration` seconds after the start).
+/// `--seconds` seconds after the start).
 fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     let dictionary = peregrine_md::dictionary::Dictionary::builtin();
     let text = match source {
@@ -327,7 +327,7 @@ fn replay(a: &FeedArgs, source: &TickSource, stop: &Stop) -> Result<()> {
     out.flush()?;
 
     let began = Instant::now();
-    let end = a.duration.map(|s| began + Duration::from_secs_f64(s));
+    let end = a.stop.seconds.map(|s| began + Duration::from_secs_f64(s));
     let over = |now: Instant| stop.requested().is_some() || end.is_some_and(|e| now >= e);
     let t0 = ticks[0].time_ns;
     let mut c = FeedCounters::default();

@@ -70,6 +70,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     )?;
     out.flush()?;
     let deadline = a
+        .stop
         .seconds
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
     while stop.requested().is_none() && deadline.is_none_or(|d| Instant::now() < d) {

@@ -55,7 +55,10 @@ pub fn run(a: ResolverdArgs) -> Result<()> {
             out.flush()?;
             last = now;
         }
-        if a.seconds.is_some_and(|s| (now - start).as_secs_f64() >= s) {
+        if a.stop
+            .seconds
+            .is_some_and(|s| (now - start).as_secs_f64() >= s)
+        {
             return Ok(());
         }
         if let Some(signal) = stop.requested() {

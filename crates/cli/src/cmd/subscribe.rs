@@ -23,13 +23,13 @@ pub fn run(a: SubArgs) -> Result<()> {
     } else {
         Pattern::exact_or_glob(&a.pattern)
     }?;
-    let mut s = ctx.subscribe_pattern(pattern, a.idle)?;
+    let mut s = ctx.subscribe_pattern(pattern, a.idle.idle)?;
     let out = std::io::stdout();
     let mut out = out.lock();
     writeln!(out, "subscribed to {}", printable(&a.pattern))?;
     out.flush()?;
     let start = Instant::now();
-    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let deadline = a.stop.seconds.map(|x| start + Duration::from_secs_f64(x));
     let want = a.count.unwrap_or(u64::MAX);
     let mut received = 0u64;
     let mut bytes = 0u64;
@@ -174,7 +174,7 @@ fn run_group(a: SubArgs, group: &str) -> Result<()> {
         window_ns: a.window_ms * 1_000_000,
         ..ArbiterConfig::default()
     };
-    let s = ctx.subscribe(&a.pattern, a.idle)?;
+    let s = ctx.subscribe(&a.pattern, a.idle.idle)?;
     let mut s = FailoverSubscriber::new(vec![s], group, config)?;
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -186,7 +186,7 @@ fn run_group(a: SubArgs, group: &str) -> Result<()> {
     )?;
     out.flush()?;
     let start = Instant::now();
-    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let deadline = a.stop.seconds.map(|x| start + Duration::from_secs_f64(x));
     let want = a.count.unwrap_or(u64::MAX);
     let mut received = 0u64;
     let mut last_line = start;
@@ -356,7 +356,7 @@ fn run_merge(a: SubArgs) -> Result<()> {
     }
     out.flush()?;
     let start = Instant::now();
-    let deadline = a.seconds.map(|x| start + Duration::from_secs_f64(x));
+    let deadline = a.stop.seconds.map(|x| start + Duration::from_secs_f64(x));
     let want = a.count.unwrap_or(u64::MAX);
     let mut received = 0u64;
     let mut lines = Vec::new();

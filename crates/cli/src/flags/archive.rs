@@ -1,5 +1,6 @@
 //! Flags of `peregrine record` and `peregrine replay`.
 
+use super::shared::StopAfter;
 use super::values;
 use clap::Args;
 use std::path::PathBuf;
@@ -40,9 +41,8 @@ pub struct RecordArgs {
     /// go.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10 * 365 * 86_400))]
     pub retain_seconds: Option<u64>,
-    /// Stop after this many seconds (default: until interrupted).
-    #[arg(long, value_parser = values::parse_seconds)]
-    pub seconds: Option<f64>,
+    #[command(flatten)]
+    pub stop: StopAfter,
     /// Serve replays of the folder over TCP on this address (`peregrine replay --recorder
     /// ADDR`). Unauthenticated: keep it on loopback or a trusted network.
     #[arg(long)]

@@ -1,10 +1,10 @@
 //! The flags of `peregrine bench` and its scenarios.
 
+use super::shared::{Cpus, Idle, Timing, Transport, Transports, WarmupCount};
 use super::values;
 use clap::{Args, Subcommand, ValueEnum};
-use peregrine::{IdleKind, Scheme, SlowSubscriberPolicy};
+use peregrine::SlowSubscriberPolicy;
 use peregrine_bench::measure::pingpong::StreamMode;
-use peregrine_bench::CpuPair;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -71,10 +71,14 @@ pub enum Scenario {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("transport", |a| a.default_value("udp")
+        .help("The transports the members publish on, comma-separated (ipc, udp, tcp)")),
+    mut_arg("cpus", |a| a.help("CPUs A,B: the subscriber spins on A, both members run on B")),
+)]
 pub struct FailoverArgs {
-    /// The transports the members publish on, comma-separated (ipc, udp, tcp).
-    #[arg(long, alias = "transports", value_delimiter = ',', default_value = "udp", value_parser = values::parse_scheme)]
-    pub transport: Vec<Scheme>,
+    #[command(flatten)]
+    pub transports: Transports,
     /// Messages per second of the stream (k and m suffixes).
     #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
     pub rate: f64,
@@ -87,9 +91,8 @@ pub struct FailoverArgs {
     /// The subscriber's window for a missing sequence, in milliseconds.
     #[arg(long, default_value_t = 100, value_parser = values::parse_window_ms)]
     pub window_ms: u64,
-    /// CPUs A,B: the subscriber spins on A, both members run on B.
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub cpus: Cpus,
     /// Also the A/B paths: one publisher sending each datagram on two multicast groups
     /// (`mcast://A:PORT?b=B`) at --rate, this process subscribing to both, and line A cut
     /// --kills times by an nft rule in a network namespace of the run's own (needs root, ip
@@ -150,10 +153,15 @@ pub struct ResolverTrafficArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("seconds", |a| a.default_value("3")),
+    mut_arg("warmup_seconds", |a| a.default_value("1")),
+    mut_arg("idle", |a| a.help("What the subscriber does when there is nothing to read: spin, yield, backoff or block")),
+    mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: publisher on A, subscriber on B (default: the first two)")),
+)]
 pub struct LoadArgs {
-    /// Transport: ipc, udp, mcast or tcp (loopback unless --uri says otherwise).
-    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
-    pub transport: Scheme,
+    #[command(flatten)]
+    pub transport: Transport,
     /// The load stream's URI (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,
@@ -166,25 +174,21 @@ pub struct LoadArgs {
     /// One ping per this many messages (default: about 5000 pings per second).
     #[arg(long)]
     pub ping_every: Option<u64>,
-    /// The measured interval, in seconds.
-    #[arg(long, default_value_t = 3.0)]
-    pub seconds: f64,
-    /// Seconds at the rate before measuring.
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup_seconds: f64,
-    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
-    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
-    pub idle: IdleKind,
-    /// Two CPUs, `A,B`: publisher on A, subscriber on B (default: the first two).
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub timing: Timing,
+    #[command(flatten)]
+    pub idle: Idle,
+    #[command(flatten)]
+    pub cpus: Cpus,
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: publisher on A, subscriber on B")),
+)]
 pub struct SweepArgs {
-    /// Transports, comma-separated: ipc, udp, mcast, tcp.
-    #[arg(long, value_delimiter = ',', default_value = "ipc,udp", value_parser = values::parse_scheme)]
-    pub transports: Vec<Scheme>,
+    #[command(flatten)]
+    pub transports: Transports,
     /// Message sizes in bytes, comma-separated.
     #[arg(
         long,
@@ -195,25 +199,22 @@ pub struct SweepArgs {
     /// Rates in messages per second, comma-separated (suffixes k, m).
     #[arg(long, value_delimiter = ',', default_value = "10k,100k,250k,500k,1m,1.5m,2m", value_parser = values::parse_rate)]
     pub rates: Vec<f64>,
-    /// The measured interval of each cell, in seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Seconds at the rate before measuring, in each cell.
-    #[arg(long, default_value_t = 0.5)]
-    pub warmup_seconds: f64,
+    #[command(flatten)]
+    pub timing: Timing,
     /// One ping per this many messages (default: about 5000 pings per second).
     #[arg(long)]
     pub ping_every: Option<u64>,
-    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub cpus: Cpus,
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: publisher on A, subscriber on B")),
+)]
 pub struct MaxArgs {
-    /// Transports, comma-separated: ipc, udp, mcast, tcp.
-    #[arg(long, value_delimiter = ',', default_value = "ipc,udp", value_parser = values::parse_scheme)]
-    pub transports: Vec<Scheme>,
+    #[command(flatten)]
+    pub transports: Transports,
     /// Message sizes in bytes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "32,256,1024")]
     pub sizes: Vec<usize>,
@@ -223,51 +224,42 @@ pub struct MaxArgs {
     /// The highest rate tried (suffixes k, m).
     #[arg(long, default_value = "200m", value_parser = values::parse_rate)]
     pub max_rate: f64,
-    /// The measured interval of each probe, in seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Seconds at the rate before measuring, in each probe.
-    #[arg(long, default_value_t = 0.5)]
-    pub warmup_seconds: f64,
-    /// Two CPUs, `A,B`: publisher on A, subscriber on B.
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub timing: Timing,
+    #[command(flatten)]
+    pub cpus: Cpus,
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("idle", |a| a.help("What the subscriber does when there is nothing to read: spin, yield, backoff or block")),
+    mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: subscriber on A, publisher on B")),
+)]
 pub struct LatencyArgs {
     /// Embedded timestamps: the publisher writes each message's send time, the subscriber on
     /// the same host reads it (the only method of this command; ping-pong is `bench pingpong`).
     #[arg(long)]
     pub embedded: bool,
-    /// Transport: ipc, udp, mcast or tcp.
-    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
-    pub transport: Scheme,
+    #[command(flatten)]
+    pub transport: Transport,
     /// Message size in bytes (at least 16).
     #[arg(long, default_value_t = 64)]
     pub size: usize,
     /// Update rates, comma-separated (suffixes k, m).
     #[arg(long, value_delimiter = ',', default_value = "1k,10k,50k,100k,250k,500k,1m", value_parser = values::parse_rate)]
     pub rates: Vec<f64>,
-    /// The measured interval of each rate, in seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Seconds at the rate before measuring.
-    #[arg(long, default_value_t = 0.5)]
-    pub warmup_seconds: f64,
-    /// What the subscriber does when there is nothing to read: spin, yield, backoff or block.
-    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
-    pub idle: IdleKind,
-    /// Two CPUs, `A,B`: subscriber on A, publisher on B.
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub timing: Timing,
+    #[command(flatten)]
+    pub idle: Idle,
+    #[command(flatten)]
+    pub cpus: Cpus,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct Common {
-    /// Two CPUs, `A,B`: the measuring side runs on A, the other on B (default: the first two).
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub cpus: Cpus,
     /// Run one side only (the other side is started by hand with the same --name).
     #[arg(long, value_enum)]
     pub role: Option<Role>,
@@ -289,19 +281,19 @@ pub struct FloorArgs {
     /// Measured round trips.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
-    /// Round trips before measuring (`--warmup` is an older spelling).
-    #[arg(long, alias = "warmup", default_value_t = 100_000)]
-    pub warmup_count: u64,
+    #[command(flatten)]
+    pub warmup: WarmupCount,
     #[command(flatten)]
     pub common: Common,
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("idle", |a| a.help("What a side does when there is nothing to read: spin, yield, backoff or block")),
+)]
 pub struct PingPongArgs {
-    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --ping-uri and
-    /// --pong-uri say otherwise).
-    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
-    pub transport: Scheme,
+    #[command(flatten)]
+    pub transport: Transport,
     /// URI of the ping stream (ping side publishes, pong side subscribes), e.g.
     /// udp://10.0.0.1:40001: for two hosts, give the same --ping-uri and --pong-uri to both
     /// sides. `mode=urgent` is added unless the URI names a mode.
@@ -316,12 +308,10 @@ pub struct PingPongArgs {
     /// Measured round trips.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
-    /// Round trips before measuring (`--warmup` is an older spelling).
-    #[arg(long, alias = "warmup", default_value_t = 100_000)]
-    pub warmup_count: u64,
-    /// What a side does when there is nothing to read: spin, yield, backoff or block.
-    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
-    pub idle: IdleKind,
+    #[command(flatten)]
+    pub warmup: WarmupCount,
+    #[command(flatten)]
+    pub idle: Idle,
     /// Do not measure the floor (no ratio column). The floor of ipc is the cache-line
     /// ping-pong, measured first and in short bursts between blocks of pings, so each block is
     /// compared with the floor of its own moment; the floor of udp, mcast and tcp is the
@@ -345,11 +335,15 @@ pub struct PingPongArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("transport", |a| a.default_value("tcp,udp,ipc").help(
+        "Transports, comma-separated: ipc, udp, mcast, tcp (loopback). ipc has no send modes: \
+         both modes run the same path there, and the report says so")),
+    mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: the sender runs on A, the echo side on B (default: the first two)")),
+)]
 pub struct EchoArgs {
-    /// Transports, comma-separated: ipc, udp, mcast, tcp (loopback). ipc has no send modes:
-    /// both modes run the same path there, and the report says so.
-    #[arg(long, alias = "transports", value_delimiter = ',', default_value = "tcp,udp,ipc", value_parser = values::parse_scheme)]
-    pub transport: Vec<Scheme>,
+    #[command(flatten)]
+    pub transports: Transports,
     /// Send modes of both streams, comma-separated: normal (batched: a message leaves when the
     /// oldest of its batch waited the URI's batch_interval_us, 100 us by default) and urgent
     /// (every message leaves at once).
@@ -364,23 +358,24 @@ pub struct EchoArgs {
     /// 20 s on loopback). A tenth as many run first as warm-up.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Two CPUs, `A,B`: the sender runs on A, the echo side on B (default: the first two).
-    #[arg(long, value_parser = values::parse_cpus)]
-    pub cpus: Option<CpuPair>,
+    #[command(flatten)]
+    pub cpus: Cpus,
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("idle", |a| a.help("What subscribers do when there is nothing to read: spin, yield, backoff or block")),
+)]
 pub struct ThroughputArgs {
-    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says otherwise).
-    #[arg(long, default_value = "ipc", value_parser = values::parse_scheme)]
-    pub transport: Scheme,
+    #[command(flatten)]
+    pub transport: Transport,
     /// The stream's URI, for sides started by hand or on two hosts (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,
     /// Message size in bytes.
     #[arg(long, default_value_t = 32)]
     pub size: usize,
-    /// How long to publish.
+    /// How long to publish, in seconds.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
     /// Publish exactly this many messages instead of for --seconds.
@@ -395,9 +390,8 @@ pub struct ThroughputArgs {
     /// Log size in bytes, a power of two from 64k to 4g (suffixes k, m, g).
     #[arg(long, default_value = "16m", value_parser = values::parse_capacity)]
     pub capacity: u64,
-    /// What subscribers do when there is nothing to read: spin, yield, backoff or block.
-    #[arg(long, default_value = "spin", value_parser = values::parse_idle)]
-    pub idle: IdleKind,
+    #[command(flatten)]
+    pub idle: Idle,
     /// udp, mcast: each subscriber drops this fraction of the datagrams it receives (a seeded
     /// loss generator) and repairs them by NAK, e.g. 1%.
     #[arg(long)]
@@ -412,6 +406,13 @@ pub struct ThroughputArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("seconds", |a| a.default_value("3").help("Seconds of updates in each probe")),
+    mut_arg("warmup_seconds", |a| a.help(
+        "Latency and the lag bound count from this long after each client's first update (the \
+         start's images travel with the first updates); every update is still checked. \
+         (`--warmup-s` is an older spelling.)")),
+)]
 pub struct FanoutArgs {
     /// Client processes (default 16; 1 with --latency).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=512))]
@@ -441,14 +442,8 @@ pub struct FanoutArgs {
     /// print the ratio: `nats` (nats-server, the Debian package).
     #[arg(long, value_parser = ["nats"])]
     pub compare: Option<String>,
-    /// Seconds of updates in each probe.
-    #[arg(long, default_value_t = 3.0)]
-    pub seconds: f64,
-    /// Latency and the lag bound count from this long after each client's first update (the
-    /// start's images travel with the first updates); every update is still checked.
-    /// (`--warmup-s` is an older spelling.)
-    #[arg(long, alias = "warmup-s", default_value_t = 0.5)]
-    pub warmup_seconds: f64,
+    #[command(flatten)]
+    pub timing: Timing,
     /// The first feed rate the search tries (suffixes k, m).
     #[arg(long, default_value = "100k", value_parser = values::parse_rate)]
     pub start_rate: f64,
@@ -528,13 +523,16 @@ mod tests {
     #[test]
     fn echo_defaults_are_the_seed_s_runs_on_every_transport() {
         let a = echo(&[]).unwrap();
-        assert_eq!(a.transport, [Scheme::Tcp, Scheme::Udp, Scheme::Ipc]);
+        assert_eq!(
+            a.transports.transport,
+            [Scheme::Tcp, Scheme::Udp, Scheme::Ipc]
+        );
         assert_eq!(a.modes, [StreamMode::Normal, StreamMode::Urgent]);
         assert_eq!(a.sizes, [28, 1460]);
         assert_eq!(a.count, None);
         let a = echo(&["--transport", "udp", "--modes", "urgent", "--sizes", "64"]).unwrap();
         assert_eq!(
-            (a.transport, a.modes, a.sizes),
+            (a.transports.transport, a.modes, a.sizes),
             (vec![Scheme::Udp], vec![StreamMode::Urgent], vec![64])
         );
     }

@@ -1,6 +1,7 @@
 //! The flags of the market data commands: `peregrine feed`, `peregrine distributor` and
 //! `peregrine client` (docs/market-data.md, "The drivers").
 
+use super::shared::StopAfter;
 use super::values;
 use clap::Args;
 use std::net::SocketAddr;
@@ -10,6 +11,9 @@ pub use peregrine_market_data::backbone::{DEFAULT_BACKBONE, DEFAULT_SERVICE};
 pub use peregrine_market_data::distributor::{WriteMode, DEFAULT_LISTEN};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("seconds", |a| a.alias("duration").help(
+    "Stop after this many seconds of UPDATEs, counted from when the start-up images are out \
+     (default: run until interrupted; `--duration` is an older spelling)")))]
 pub struct FeedArgs {
     /// The items to publish synthetic quotes of: `sample` (4000 built-in symbols, AAA.O to
     /// FXV.T, the lines of crates/md/items/sample.txt), `sample:N` (the first N of 17576), or
@@ -53,10 +57,8 @@ pub struct FeedArgs {
     /// of 1/k^s (0: every item alike).
     #[arg(long, default_value_t = 1.0, value_parser = values::parse_zipf)]
     pub zipf: f64,
-    /// Stop after this many seconds of UPDATEs, counted from when the start-up images are out
-    /// (default: run until interrupted).
-    #[arg(long, value_parser = values::parse_seconds)]
-    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub stop: StopAfter,
     /// Size of each UPDATE in bytes: 72 is a plain quote (BID, ASK, BIDSIZE, ASKSIZE); 60, or
     /// 64 to 16384, are made with fewer fields or padding strings (docs/market-data.md).
     #[arg(long, default_value_t = 72)]
@@ -219,6 +221,7 @@ pub struct ConnectArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("seconds", |a| a.help("Exit after this many seconds")))]
 pub struct ClientArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,
@@ -235,9 +238,8 @@ pub struct ClientArgs {
     /// Exit after this many item messages (REFRESH, UPDATE, STATUS).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Exit after this many seconds.
-    #[arg(long, value_parser = values::parse_seconds)]
-    pub seconds: Option<f64>,
+    #[command(flatten)]
+    pub stop: StopAfter,
     /// Statistics lines and the summary as JSON objects.
     #[arg(long)]
     pub json: bool,

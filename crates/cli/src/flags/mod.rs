@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod bench;
 pub mod md;
+pub mod shared;
 pub mod stat;
 pub mod topics;
 pub mod values;

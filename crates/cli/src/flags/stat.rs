@@ -1,9 +1,12 @@
 //! `peregrine stat`: the counters of every live Peregrine process of this user.
 
+use super::shared::StopAfter;
 use clap::Args;
 use std::net::SocketAddr;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("seconds", |a| a.requires("serve")
+    .help("With --serve: stop after this many seconds (default: until Ctrl-C or SIGTERM)")))]
 pub struct StatArgs {
     /// Redraw every --interval-ms (like AeronStat), with each counter's rate since the last
     /// refresh. Stop with Ctrl-C.
@@ -34,9 +37,8 @@ pub struct StatArgs {
     /// without closing its context, leaves its file behind). Without it they are only listed.
     #[arg(long)]
     pub clean: bool,
-    /// With --serve: stop after this many seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = super::values::parse_seconds, requires = "serve")]
-    pub seconds: Option<f64>,
+    #[command(flatten)]
+    pub stop: StopAfter,
 }
 
 fn non_empty(s: &str) -> Result<String, String> {

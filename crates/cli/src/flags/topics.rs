@@ -1,8 +1,8 @@
 //! The flags of `peregrine pub`, `peregrine sub` and `peregrine resolverd`.
 
+use super::shared::{Idle, StopAfter};
 use super::values;
 use clap::Args;
-use peregrine::IdleKind;
 use std::net::SocketAddrV4;
 
 #[derive(Args, Debug)]
@@ -46,6 +46,10 @@ pub struct PubArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("idle", |a| a.default_value("backoff")
+        .help("What to do when no message is waiting: spin, yield, backoff or block")),
+)]
 pub struct SubArgs {
     /// A topic name, or a glob (`md.eq.*`; `*` any run of characters, `?` one), or with
     /// --regex a regular expression matching whole topic names.
@@ -60,12 +64,10 @@ pub struct SubArgs {
     /// Stop after this many messages (exit status 1 if --seconds passes first).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(long, value_parser = values::parse_seconds)]
-    pub seconds: Option<f64>,
-    /// What to do when no message is waiting: spin, yield, backoff or block.
-    #[arg(long, default_value = "backoff", value_parser = values::parse_idle)]
-    pub idle: IdleKind,
+    #[command(flatten)]
+    pub stop: StopAfter,
+    #[command(flatten)]
+    pub idle: Idle,
     /// Subscribe to a failover group: every publisher of the topic is a member, and each
     /// sequence is delivered once, from whichever member's copy comes first. Needs a topic
     /// name (not a glob or --regex).
@@ -118,9 +120,8 @@ pub struct ResolverdArgs {
     /// Print a statistics line this often (0: never).
     #[arg(long, default_value_t = 10)]
     pub stats_every_s: u64,
-    /// Stop after this many seconds (default: run until killed).
-    #[arg(long, value_parser = values::parse_seconds)]
-    pub seconds: Option<f64>,
+    #[command(flatten)]
+    pub stop: StopAfter,
 }
 
 fn parse_durable_name(s: &str) -> Result<String, String> {

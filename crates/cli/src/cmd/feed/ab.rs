@@ -81,7 +81,7 @@ pub(super) fn run(
     }
 
     let start = Instant::now();
-    let end = a.duration.map(|s| start + Duration::from_secs_f64(s));
+    let end = a.stop.seconds.map(|s| start + Duration::from_secs_f64(s));
     let mut next = first;
     let mut next_work = Instant::now();
     let mut last_line = began;

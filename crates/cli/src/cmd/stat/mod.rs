@@ -20,7 +20,12 @@ use std::time::{Duration, Instant};
 
 pub fn run(a: StatArgs) -> Result<()> {
     if let Some(addr) = a.serve {
-        return prom::serve(addr, a.filter.as_deref(), a.seconds, dead_files(a.clean));
+        return prom::serve(
+            addr,
+            a.filter.as_deref(),
+            a.stop.seconds,
+            dead_files(a.clean),
+        );
     }
     let stop = super::Stop::install()?;
     let out = std::io::stdout();
