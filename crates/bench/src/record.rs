@@ -156,7 +156,7 @@ fn export_messages(cfg: &RecordBenchConfig) -> u64 {
 /// Writes a recording of market data and exports it to Parquet `runs` times: the median.
 pub fn run_export(cfg: &RecordBenchConfig) -> Result<ExportBenchRow, BenchError> {
     use peregrine_archive::export::{export_parquet, ExportOptions};
-    use peregrine_md::quotes::{Quote, SplitMix64, UpdateLayout};
+    use peregrine_md::quotes::{Draws as _, Quote, SplitMix64, UpdateLayout};
     cfg.validate()?;
     let messages = export_messages(cfg);
     let _ = std::fs::remove_dir_all(&cfg.dir);
@@ -179,7 +179,7 @@ pub fn run_export(cfg: &RecordBenchConfig) -> Result<ExportBenchRow, BenchError>
             wall_ns(),
         )
         .map_err(child)?;
-        let mut rng = SplitMix64::new(1);
+        let mut rng = SplitMix64::seeded(1);
         let mut quotes: Vec<Quote> = (0..1000)
             .map(|i| {
                 Quote::new(

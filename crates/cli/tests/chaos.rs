@@ -47,16 +47,15 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// SplitMix64: the killer's choices, from a fixed seed.
-struct Rng(u64);
+/// The killer's choices, from a fixed seed: the feed's generator.
+struct Rng(peregrine_md::quotes::SplitMix64);
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(peregrine_md::quotes::Draws::seeded(seed))
+    }
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) % n as u64) as usize
+        peregrine_md::quotes::Draws::below(&mut self.0, n as u64) as usize
     }
 }
 
@@ -441,7 +440,7 @@ fn nothing_is_lost_while_members_of_every_pair_are_killed_stopped_and_cut_off() 
     let early: Vec<u64> = watched.iter().map(|(_, p)| rss_kib(*p)).collect();
 
     // The killer.
-    let mut rng = Rng(0x00c4_a05e);
+    let mut rng = Rng::new(0x00c4_a05e);
     let mut log = Vec::new();
     for round in 0..ROUNDS {
         let started = Instant::now();

@@ -40,29 +40,32 @@ pub const PACING_STEP: std::time::Duration = std::time::Duration::from_micros(10
 /// Prices are in cents.
 const PRICE_EXPONENT: i8 = -2;
 
-/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
-/// 2014): a tiny, fast, seedable generator, good enough to draw items and price moves.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+/// The feed's seeded generator: SplitMix64 (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", 2014), `rand_xoshiro`'s, the one the loss simulator uses
+/// too. Tiny, fast and the same sequence for a seed in every build: good enough to draw items
+/// and price moves. [`Draws`] adds the two draws the feed makes.
+pub use rand_xoshiro::SplitMix64;
 
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
+/// The draws a feed makes from its generator.
+pub trait Draws {
+    /// A generator whose sequence is fixed by `seed`.
+    fn seeded(seed: u64) -> Self;
+    /// Uniform in [0, 1): the top 53 bits of the next draw.
+    fn next_f64(&mut self) -> f64;
+    /// Uniform in [0, n) (Lemire's multiply-shift, without the rejection step: the bias, under
+    /// n / 2^64, is far below what a feed's draws could show).
+    fn below(&mut self, n: u64) -> u64;
+}
+
+impl Draws for SplitMix64 {
+    fn seeded(seed: u64) -> Self {
+        <SplitMix64 as rand_core::SeedableRng>::seed_from_u64(seed)
     }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn next_f64(&mut self) -> f64 {
+        (rand_core::Rng::next_u64(self) >> 11) as f64 / (1u64 << 53) as f64
     }
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in [0, n).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(rand_core::Rng::next_u64(self)) * u128::from(n)) >> 64) as u64
     }
 }
 
@@ -254,7 +257,7 @@ impl Quote {
     /// --ab`): drawn from (`seed`, its id, `k`) alone, so that every feed started with the same
     /// seed and items publishes the same update `k` of the item, whenever it started.
     pub fn set_clocked(&mut self, seed: u64, k: u64) {
-        let mut rng = SplitMix64::new(
+        let mut rng = SplitMix64::seeded(
             seed ^ (u64::from(self.id) << 40) ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15),
         );
         self.bid = (self.close + rng.below(201) as i64 - 100).max(1);
@@ -358,7 +361,7 @@ mod tests {
     #[test]
     fn zipf_draws_favour_the_first_ranks_and_cover_the_others() {
         let z = Zipf::new(100, 1.0);
-        let mut rng = SplitMix64::new(7);
+        let mut rng = SplitMix64::seeded(7);
         let mut hits = [0u32; 100];
         for _ in 0..200_000 {
             hits[z.sample(&mut rng)] += 1;
@@ -384,7 +387,7 @@ mod tests {
     fn the_same_seed_draws_the_same_sequence() {
         let z = Zipf::new(50, 1.2);
         let draw = |seed| {
-            let mut r = SplitMix64::new(seed);
+            let mut r = SplitMix64::seeded(seed);
             (0..20).map(|_| z.sample(&mut r)).collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
@@ -393,7 +396,7 @@ mod tests {
 
     #[test]
     fn a_plain_quote_update_is_72_bytes_and_parses_with_its_monotonic_timestamp() {
-        let mut rng = SplitMix64::new(1);
+        let mut rng = SplitMix64::seeded(1);
         let mut q = Quote::new("AAA.O".into(), 1, &mut rng);
         q.seq = 5;
         q.tick(&mut rng);
@@ -417,7 +420,7 @@ mod tests {
     /// it refuses is one no field list can make (or out of the bounds).
     #[test]
     fn every_accepted_size_makes_a_valid_update_of_exactly_that_size() {
-        let mut rng = SplitMix64::new(2);
+        let mut rng = SplitMix64::seeded(2);
         let q = Quote::new("ZZZ.T".into(), 9, &mut rng);
         let mut b = Vec::new();
         let mut accepted = 0;

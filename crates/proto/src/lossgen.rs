@@ -37,6 +37,8 @@
 //! ```
 
 use peregrine_wire::header::{flags, FrameType, Header, HEADER_LEN, MAGIC};
+use rand_core::{Rng as _, SeedableRng as _};
+use rand_xoshiro::SplitMix64;
 use std::fmt;
 use std::ops::BitOr;
 
@@ -470,27 +472,14 @@ impl LossCounters {
     }
 }
 
-/// SplitMix64 (Steele, Lea and Flood, 2014). Hand-written rather than a dependency: the
-/// generator must give the same sequence for a seed in every build and version (a failing
-/// loss test is replayed by its seed), it needs nothing but a uniform u64 per frame, and the
-/// losses it picks have no security role, so a 64-bit-state mixer is plenty and any seed
-/// (0 included) is a good one.
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1): the top 53 bits, every value exactly representable.
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
+/// Uniform in [0, 1): the top 53 bits of the next draw, every value exactly representable.
+///
+/// The generator is SplitMix64 (Steele, Lea and Flood, 2014; `rand_xoshiro`'s): the same
+/// sequence for a seed in every build and version (a failing loss test is replayed by its
+/// seed), a uniform u64 per frame, and any seed (0 included) is a good one. The losses it picks
+/// have no security role.
+fn unit(rng: &mut SplitMix64) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Decides frame by frame what to drop. See the [module documentation](self).
@@ -520,7 +509,7 @@ impl LossGenerator {
         };
         LossGenerator {
             cfg,
-            rng: SplitMix64(cfg.seed),
+            rng: SplitMix64::seed_from_u64(cfg.seed),
             event_probability,
             burst_left: 0,
             pass_next: false,
@@ -552,7 +541,7 @@ impl LossGenerator {
         } else if self.pass_next {
             self.pass_next = false;
             false
-        } else if self.rng.next_f64() < self.event_probability {
+        } else if unit(&mut self.rng) < self.event_probability {
             self.burst_left = self.cfg.burst_len.saturating_sub(1);
             true
         } else {

@@ -14,15 +14,14 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 
-/// SplitMix64: the link's seeded randomness.
-struct Rng(u64);
+/// The link's seeded randomness: SplitMix64, the loss generator's.
+struct Rng(rand_xoshiro::SplitMix64);
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(rand_core::SeedableRng::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        rand_core::Rng::next_u64(&mut self.0)
     }
     fn chance(&mut self, p: f64) -> bool {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
@@ -121,7 +120,7 @@ fn run(sc: Scenario, seed: u64) -> Outcome {
     });
     receiver.record_recovery();
     let mk = |s: u64| Link {
-        rng: Rng(s),
+        rng: Rng::new(s),
         sc,
         burst_left: 0,
         queue: BinaryHeap::new(),

@@ -22,7 +22,7 @@ use crate::helper::protocol::{say_ready, say_result, Helper, Role};
 use crate::BenchError;
 use hdrhistogram::Histogram;
 use peregrine_md::codec::Message;
-use peregrine_md::quotes::{Quote, SplitMix64, UpdateLayout, Zipf};
+use peregrine_md::quotes::{Draws as _, Quote, SplitMix64, UpdateLayout, Zipf};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Read, Write};
@@ -286,7 +286,7 @@ pub fn feed(spec: &NatsFeedSpec) -> Result<(), BenchError> {
     }
     let layout = UpdateLayout::for_size(spec.size)
         .map_err(|e| BenchError::Config(format!("--size {}: {e}", spec.size)))?;
-    let mut rng = SplitMix64::new(spec.seed);
+    let mut rng = SplitMix64::seeded(spec.seed);
     let mut quotes: Vec<Quote> = names
         .iter()
         .enumerate()

@@ -15,7 +15,7 @@ use crate::flags::md::{FeedArgs, ItemList, PostPolicy, TickSource};
 use anyhow::{bail, Context as _, Result};
 use peregrine_market_data::provider::{Provider, ProviderError, ProviderOptions};
 use peregrine_md::model::check_item_name;
-use peregrine_md::quotes::{Quote, SplitMix64, UpdateLayout, Zipf};
+use peregrine_md::quotes::{Draws as _, Quote, SplitMix64, UpdateLayout, Zipf};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -104,7 +104,7 @@ pub fn run(a: FeedArgs) -> Result<()> {
             a.size
         );
     }
-    let mut rng = SplitMix64::new(a.seed);
+    let mut rng = SplitMix64::seeded(a.seed);
     let mut items: Vec<Quote> = names
         .into_iter()
         .enumerate()

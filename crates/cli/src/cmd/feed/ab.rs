@@ -168,7 +168,8 @@ mod tests {
 
     #[test]
     fn every_feed_draws_the_same_quote_for_the_same_update() {
-        let mut rng = peregrine_md::quotes::SplitMix64::new(1);
+        use peregrine_md::quotes::{Draws as _, SplitMix64};
+        let mut rng = SplitMix64::seeded(1);
         let mut a = Quote::new("AAA.O".into(), 1, &mut rng);
         let mut b = a.clone();
         a.set_clocked(7, 1_000);
