@@ -3,12 +3,14 @@
 
 use super::*;
 use crate::codec::{
-    CloseRepr, FieldList, LoginRepr, LoginResult, OpenRepr, PatternList, PingKind, PingRepr,
-    RefreshRepr, UpdateRepr,
+    refresh_flags, CloseRepr, FieldList, LoginRepr, LoginResult, Message, Messages, OpenRepr,
+    PatternList, PingKind, PingRepr, RefreshRepr, StatusRepr, UpdateRepr,
 };
 use crate::dictionary::Dictionary;
-use crate::model::{Field, Price, Value};
+use crate::model::{Field, ItemState, Price, Value};
+use feeds::FeedKey;
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
