@@ -46,7 +46,7 @@ pub const REFRESH_BURST: usize = 64;
 pub struct ProviderOptions {
     pub service: String,
     /// The backbone URI (`md.<service>` is published there); sealed by default
-    /// ([`backbone`](crate::backbone)).
+    /// ([`backbone`]).
     pub backbone: String,
     /// Where image requests come from (default: the backbone's port + 1).
     pub requests: Option<String>,
