@@ -177,7 +177,7 @@ fn the_environment_variables_are_documented() {
         // crates/transport/src/ipc/dir.rs.
         SHM_DIR_VAR,
         // Crates this one does not depend on, so named here: crates/market-data/src/backbone.rs
-        // (`KEY_ENV`), crates/cli/src/cmd/client.rs and bindings/python/src/md.rs,
+        // (`KEY_ENV`), crates/cli/src/cmd/client.rs and bindings/python/src/md/consumer.rs,
         // crates/bench/src/results.rs, crates/testkit/src/lib.rs (`REQUIRE_TOOLS_VAR`).
         "PEREGRINE_MD_KEY",
         "PEREGRINE_MD_TOKEN",
