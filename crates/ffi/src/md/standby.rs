@@ -3,12 +3,10 @@
 //! as one made by `pg_md_consumer_new`, and `pg_md_consumer_standby` reports how its standby
 //! stands.
 
-use super::{
-    consumer_handle, pg_md_consumer, text, tls_options, with_consumer, ConnectOptions, Consumer,
-    Failure,
-};
-use crate::run;
-use peregrine_market_data::consumer::{AnyConsumer, WarmStandby};
+use super::consumer::{consumer_handle, tls_options, with_consumer};
+use super::pg_md_consumer;
+use crate::{run, text, Failure};
+use peregrine_market_data::consumer::{AnyConsumer, ConnectOptions, Consumer, WarmStandby};
 use std::ffi::c_char;
 
 /// The single login of `c`, for the calls a warm standby does not take (`call` names the one
