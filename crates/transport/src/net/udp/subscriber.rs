@@ -1,0 +1,366 @@
+//! [`UdpSubscriber`]: a stream's receiver on `udp://` or `mcast://` (`recvmmsg` and UDP_GRO
+//! where the kernel has them), its NAKs and STATUS frames, and its blocking wait.
+
+use super::send::{open_datagram, send_frame, Outbound};
+use super::socket::{bind_error, check_iface, offload, set_buffer, sock_err};
+use super::NET_MAX_MESSAGE_LEN;
+use crate::error::OpenError;
+use crate::net::config::NetConfig;
+use crate::net::{now_ns, sys};
+use crate::uri::Scheme;
+use crate::{Message, SubscriberCounters, SubscriberEvent};
+use peregrine_proto::auth::AuthReject;
+use peregrine_proto::join::JoinBackoff;
+use peregrine_proto::lossgen::{Direction, LossCounters};
+use peregrine_proto::receiver::{NakConfig, Progress, Receiver, ReceiverConfig, ReceiverStats};
+use peregrine_wire::auth::AUTH_LEN;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+
+/// The subscriber of one stream over UDP unicast or multicast.
+#[derive(Debug)]
+pub struct UdpSubscriber {
+    cfg: NetConfig,
+    sock: UdpSocket,
+    ring: sys::RecvRing,
+    /// Next datagram of the ring to process and the byte offset in it.
+    cursor: Option<(usize, usize)>,
+    receiver: Receiver,
+    /// Unicast: the publisher's address (JOIN frames go there until it answers, backing off).
+    target: Option<SocketAddr>,
+    join: JoinBackoff,
+    now_ns: u64,
+    polls: u32,
+    rcvbuf_actual: usize,
+    out: Outbound,
+    /// The last poll delivered messages (data is streaming in).
+    busy: bool,
+    /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
+    auth_rejected: [u64; AuthReject::NAMES.len()],
+}
+
+impl UdpSubscriber {
+    pub fn new(cfg: &NetConfig, uri: &str, stream_id: u32) -> Result<Self, OpenError> {
+        let mcast = cfg.scheme == Scheme::Mcast;
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+            .map_err(|e| sock_err(uri, "cannot create a UDP socket", e))?;
+        let rcvbuf_actual = set_buffer(&sock, true, cfg.rcvbuf);
+        set_buffer(&sock, false, 1 << 20);
+        if mcast {
+            let iface = cfg.iface.unwrap_or(Ipv4Addr::LOCALHOST);
+            check_iface(uri, iface)?;
+            sock.set_reuse_address(true)
+                .map_err(|e| sock_err(uri, "cannot set SO_REUSEADDR", e))?;
+            // Binding to the group (not INADDR_ANY) keeps other groups on this port out. With a
+            // B line the socket takes both groups, so it binds the port on any address (a
+            // datagram of another group on this port is still checked frame by frame, and
+            // sessions by their source).
+            let bind = match cfg.path_b {
+                None => cfg.addr,
+                Some(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, cfg.addr.port()),
+            };
+            sock.bind(&SockAddr::from(bind))
+                .map_err(|e| bind_error(uri, bind, e))?;
+            if cfg.path_b.is_some() {
+                // Only the groups this socket joined, not every group another socket of the
+                // host joined on this port.
+                sock.set_multicast_all_v4(false)
+                    .map_err(|e| sock_err(uri, "cannot set IP_MULTICAST_ALL", e))?;
+            }
+            // Line B on its own interface when `b_iface=` names one.
+            if let Some(b) = cfg.iface_b {
+                check_iface(uri, b)?;
+            }
+            let lines = std::iter::once((cfg.addr, iface))
+                .chain(cfg.path_b.map(|g| (g, cfg.iface_b.unwrap_or(iface))));
+            for (group, iface) in lines {
+                sock.join_multicast_v4(group.ip(), &iface).map_err(|e| {
+                    sock_err(
+                        uri,
+                        format!("cannot join group {} on iface={iface}", group.ip()),
+                        e,
+                    )
+                })?;
+            }
+            sock.set_multicast_if_v4(&iface)
+                .map_err(|e| sock_err(uri, format!("cannot use iface={iface}"), e))?;
+        } else {
+            let bind = SocketAddrV4::new(cfg.iface.unwrap_or(Ipv4Addr::UNSPECIFIED), 0);
+            if let Some(iface) = cfg.iface {
+                check_iface(uri, iface)?;
+            }
+            sock.bind(&SockAddr::from(bind))
+                .map_err(|e| bind_error(uri, bind, e))?;
+            sock.connect(&SockAddr::from(cfg.addr)).map_err(|e| {
+                sock_err(
+                    uri,
+                    format!("cannot reach the publisher's address {}", cfg.addr),
+                    e,
+                )
+            })?;
+        }
+        sock.set_nonblocking(true)
+            .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
+        let gro = offload(uri, "UDP GRO", cfg.gro, || sys::set_udp_gro(&sock));
+        let receiver_id = loop {
+            let r = crate::random_u32();
+            if r != 0 {
+                break r;
+            }
+        };
+        let rcfg = ReceiverConfig {
+            nak: cfg.nak.then(|| NakConfig::new(mcast)),
+            session_timeout_ns: cfg.timeout_ns,
+            window_frames: cfg.window(rcvbuf_actual).0,
+            window_bytes: cfg.window(rcvbuf_actual).1,
+            max_message_len: NET_MAX_MESSAGE_LEN,
+            late_join: cfg.late_join,
+            // Line B, when the publisher sends it from another interface (`b_iface=` on its
+            // side), comes from another address.
+            second_source: cfg.path_b.is_some(),
+            ..ReceiverConfig::new(stream_id, receiver_id)
+        };
+        Ok(UdpSubscriber {
+            cfg: cfg.clone(),
+            sock: sock.into(),
+            ring: sys::RecvRing::new(gro),
+            cursor: None,
+            receiver: Receiver::new(rcfg),
+            target: if mcast {
+                None
+            } else {
+                Some(SocketAddr::V4(cfg.addr))
+            },
+            join: JoinBackoff::new(cfg.join, now_ns()),
+            now_ns: now_ns(),
+            polls: 0,
+            rcvbuf_actual,
+            out: Outbound::new(cfg),
+            busy: false,
+            auth_rejected: [0; AuthReject::NAMES.len()],
+        })
+    }
+
+    /// The socket this subscriber receives on, for a driver that waits on many sources in
+    /// its own `epoll` (the market data distributor): it turns readable when datagrams
+    /// arrive. `poll` must still be called at least every few milliseconds while a session is
+    /// live (NAK timers, STATUS keep-alives), and until it returns less than its limit after
+    /// a wake-up (the socket is read in batches). Valid for the subscriber's life.
+    pub fn readable_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The receive buffer the kernel granted (bytes, as it reports them).
+    pub fn rcvbuf(&self) -> usize {
+        self.rcvbuf_actual
+    }
+    pub fn receiver_stats(&self) -> ReceiverStats {
+        self.receiver.stats()
+    }
+    /// JOINs sent since the publisher last answered (0 while connected).
+    pub fn joins_unanswered(&self) -> u64 {
+        self.join.unanswered
+    }
+
+    /// Delivers up to `limit` messages; never blocks.
+    pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
+        let mut n = 0;
+        while n < limit {
+            let Some((i, off)) = self.cursor else {
+                match self.ring.recv(self.sock.as_raw_fd()) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        // While data streams in, the idle poll that reads the clock does not
+                        // come: read it per receive call (a batch of datagrams), so that gaps
+                        // are stamped and NAKs timed on the current time. After an idle poll
+                        // (a latency run's case) the clock was just read.
+                        if self.busy {
+                            self.now_ns = now_ns();
+                        }
+                        self.cursor = Some((0, 0));
+                        continue;
+                    }
+                }
+            };
+            // A buffer holds one datagram, or with UDP_GRO several of `segment` bytes each.
+            let (buf, src) = self.ring.get(i);
+            let seg = self.ring.segment(i);
+            let start = off - off % seg;
+            let end = (start + seg).min(buf.len());
+            // The datagram's frames: under auth= those before its AUTH frame, which is checked
+            // when the datagram is first reached (a resumed one was checked then).
+            let mut frames_end = end;
+            if off == start {
+                let dropped = self
+                    .out
+                    .loss
+                    .as_mut()
+                    .is_some_and(|l| l.drop_datagram(Direction::Receive, &buf[start..end]));
+                let opened = if dropped {
+                    None
+                } else {
+                    open_datagram(&self.cfg, &mut self.auth_rejected, &buf[start..end])
+                };
+                match opened {
+                    Some(frames) => frames_end = start + frames.len(),
+                    None => {
+                        self.cursor = if end < buf.len() {
+                            Some((i, end))
+                        } else if i + 1 < self.ring.count() {
+                            Some((i + 1, 0))
+                        } else {
+                            None
+                        };
+                        continue;
+                    }
+                }
+            } else if self.cfg.auth.is_some() {
+                frames_end = end - AUTH_LEN;
+            }
+            let (k, p) = self.receiver.on_datagram(
+                &buf[start..frames_end],
+                off - start,
+                src,
+                self.now_ns,
+                handler,
+                limit - n,
+            );
+            n += k;
+            self.cursor = match p {
+                Progress::Resume(o) => Some((i, start + o)),
+                Progress::Done if end < buf.len() => Some((i, end)),
+                Progress::Done if i + 1 < self.ring.count() => Some((i + 1, 0)),
+                Progress::Done => None,
+            };
+        }
+        self.polls = self.polls.wrapping_add(1);
+        self.busy = n > 0;
+        if n == 0 || self.polls & 1023 == 0 {
+            self.now_ns = now_ns();
+            self.timers();
+            n += self.repair(handler);
+        } else {
+            if self.cfg.window != Some(0) {
+                self.send_status();
+            }
+            if self.receiver.is_repairing() {
+                n += self.repair(handler);
+            }
+        }
+        n
+    }
+
+    /// Sends the NAKs that are due (to the publisher; on multicast also to the group, so other
+    /// subscribers missing the same frames hold theirs back), and delivers what giving up a gap
+    /// unblocked.
+    fn repair<F: FnMut(Message<'_>)>(&mut self, handler: &mut F) -> usize {
+        let group = (self.cfg.scheme == Scheme::Mcast).then_some(SocketAddr::V4(self.cfg.addr));
+        let Self {
+            receiver,
+            sock,
+            target,
+            now_ns,
+            out,
+            ..
+        } = self;
+        receiver.poll_repair(*now_ns, handler, &mut |to: SocketAddr, frame: &[u8]| {
+            send_frame(sock, out, frame, target.is_none().then_some(to));
+            if let Some(g) = group {
+                send_frame(sock, out, frame, Some(g));
+            }
+        })
+    }
+
+    fn send_status(&mut self) {
+        let Self {
+            receiver,
+            sock,
+            target,
+            now_ns,
+            out,
+            ..
+        } = self;
+        receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
+            send_frame(sock, out, frame, target.is_none().then_some(to));
+        });
+    }
+
+    fn timers(&mut self) {
+        self.send_status();
+        if let Some(to) = self.target {
+            if self.receiver.is_connected() {
+                self.join.answered(self.now_ns);
+            } else if self.join.poll(self.now_ns) {
+                let join = self.receiver.join_frame();
+                send_frame(&self.sock, &mut self.out, &join, Some(to));
+            }
+        }
+    }
+
+    pub fn next_event(&mut self) -> Option<SubscriberEvent> {
+        self.receiver.next_event()
+    }
+    pub fn is_connected(&self) -> bool {
+        self.receiver.is_connected()
+    }
+    pub fn counters(&self) -> SubscriberCounters {
+        self.receiver.counters()
+    }
+    /// The counters of each session followed now, by session id.
+    pub fn session_counters(&self) -> Vec<(u32, SubscriberCounters)> {
+        self.receiver.session_counters().collect()
+    }
+    /// What the loss generator saw and dropped (`None`: no loss generator).
+    pub fn loss_counters(&self) -> Option<LossCounters> {
+        self.out.loss.as_ref().map(|l| l.counters())
+    }
+    /// Datagrams `auth=` dropped, by kind: [`AuthReject::NAMES`] (`missing`, `wrong_key`,
+    /// `bad_tag`).
+    pub fn auth_rejected(&self) -> [u64; AuthReject::NAMES.len()] {
+        self.auth_rejected
+    }
+    /// Starts recording how long each repaired frame was missing (gap detected to frame
+    /// received), for benchmarks.
+    pub fn record_recovery(&mut self) {
+        self.receiver.record_recovery();
+    }
+    /// The recovery times recorded since the last call, in nanoseconds.
+    pub fn take_recovery_ns(&mut self) -> Vec<u64> {
+        self.receiver.take_recovery_ns()
+    }
+}
+
+impl Drop for UdpSubscriber {
+    fn drop(&mut self) {
+        let Self {
+            receiver,
+            sock,
+            target,
+            out,
+            ..
+        } = self;
+        receiver.leave(&mut |to: SocketAddr, frame: &[u8]| {
+            send_frame(sock, out, frame, target.is_none().then_some(to));
+        });
+    }
+}
+
+impl peregrine_agent::Wake for UdpSubscriber {
+    fn prepare_wait(&mut self) {}
+    fn wait(&mut self, timeout_ns: u64) {
+        if self.cursor.is_some() {
+            return;
+        }
+        // Wake by the next NAK deadline (a gap found just before sleeping is asked for on
+        // time, not after the whole wait), and at least every 100 ms for STATUS keep-alives
+        // and timeouts.
+        let timeout_ns = match self.receiver.next_repair_ns() {
+            Some(at) => timeout_ns.min(at.saturating_sub(now_ns())),
+            None => timeout_ns,
+        };
+        let ms = timeout_ns.div_ceil(1_000_000).clamp(1, 100) as i32;
+        sys::wait_readable(&[self.sock.as_raw_fd()], ms);
+    }
+    fn cancel_wait(&mut self) {}
+}
