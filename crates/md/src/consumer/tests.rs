@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::codec::{
-    AckRepr, ConflatedRepr, DictionaryRepr, DictionaryView, LoginResponseRepr, RefreshRepr,
-    StatusRepr, UpdateRepr,
+    open_flags, refresh_flags, AckCode, AckRepr, ConflatedRepr, DictionaryRepr, DictionaryView,
+    FieldList, LoginResponseRepr, LoginResult, Messages, RefreshRepr, StatusRepr, UpdateRepr,
 };
 use crate::dictionary::Dictionary;
 use crate::model::{Field, Value};
