@@ -8,7 +8,7 @@
 //! - [`FailoverSubscriber`] reads one or more [`Subscriber`]s: one by topic name through
 //!   topic resolution (it finds every member, whatever its transport), or one per member's
 //!   URI (a `udp://` subscriber follows the one publisher it names; members on one `mcast://`
-//!   group share one subscriber). Each member is one publisher session, and the [`Arbiter`](peregrine_proto::failover::Arbiter) decides what to
+//!   group share one subscriber). Each member is one publisher session, and the [`Arbiter`] decides what to
 //!   deliver (its rules: `peregrine_proto::failover`). A session that is not a member of the
 //!   group (a plain publisher of the topic, or one of another group) is refused with
 //!   [`FailoverEvent::Refused`], naming the topic and both settings.
