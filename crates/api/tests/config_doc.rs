@@ -168,7 +168,7 @@ fn the_topics_section_is_documented() {
 #[test]
 fn the_environment_variables_are_documented() {
     let vars = [
-        // crates/api/src/lib.rs (`Context::from_env`) and crates/api/src/config.rs
+        // crates/api/src/context.rs (`Context::from_env`) and crates/api/src/config.rs
         // (`Config::with_env`).
         "PEREGRINE_CONFIG",
         "PEREGRINE_LOSS",
