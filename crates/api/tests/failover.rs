@@ -74,6 +74,15 @@ fn members_on_udp_and_tcp_give_every_sequence_once_when_the_leader_closes_mid_st
     let mut a = FailoverPublisher::new(ctx_a.publish(&t).unwrap(), "engine").unwrap();
     let mut b = FailoverPublisher::new(ctx_b.publish(&t).unwrap(), "engine").unwrap();
     assert!(a.publisher().uri().starts_with("udp://") && b.publisher().uri().starts_with("tcp://"));
+    assert_eq!(
+        (a.group(), b.group(), sub.group()),
+        ("engine", "engine", "engine")
+    );
+    assert_eq!(sub.next_sequence(), None, "nothing delivered yet");
+    assert!(
+        a.publisher().loss_counters().is_none(),
+        "no loss= configured"
+    );
     let (sa, sb) = (a.publisher().session_id(), b.publisher().session_id());
     let deadline = Instant::now() + Duration::from_secs(10);
     while a.publisher().subscriber_count() == 0 || b.publisher().subscriber_count() == 0 {
@@ -138,6 +147,16 @@ fn members_on_udp_and_tcp_give_every_sequence_once_when_the_leader_closes_mid_st
     );
     assert!(got.iter().all(|g| g.1 == sa || g.1 == sb));
     assert!(got.iter().any(|g| g.1 == sb), "B's copies took over");
+    assert_eq!(sub.next_sequence(), Some(4_000));
+    let sessions: Vec<u32> = sub.subscribers()[0]
+        .session_counters()
+        .iter()
+        .map(|&(session, _)| session)
+        .collect();
+    assert!(
+        sessions.iter().all(|s| *s == sa || *s == sb) && sessions.contains(&sb),
+        "the subscriber underneath counted B's session: {sessions:?} (A {sa}, B {sb})"
+    );
     let c = sub.counters();
     assert_eq!((c.delivered, c.lost, c.disagreements), (4_000, 0, 0));
     assert!(

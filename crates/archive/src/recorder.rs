@@ -260,10 +260,6 @@ impl Recorder {
         self.streams.values().flatten().map(|s| s.already).sum()
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Forces and closes every recording.
     pub fn close(mut self) -> Result<(), ArchiveError> {
         let mut first = None;

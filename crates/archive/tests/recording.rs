@@ -79,9 +79,14 @@ fn expected(range: std::ops::Range<u64>) -> Vec<(u64, u64, Vec<u8>)> {
 #[test]
 fn what_is_written_reads_back_bit_exact_across_segments_from_any_sequence_or_time() {
     let d = dir("exact");
-    write(&d, 0..5000, small()).close().unwrap();
+    let w = write(&d, 0..5000, small());
+    assert_eq!((w.meta(), w.appended()), (&meta(), 5000));
+    let segment_len = w.segment_len();
+    w.close().unwrap();
     let r = RecordingReader::open(&d).unwrap();
     assert_eq!(r.meta(), &meta());
+    assert_eq!((r.dir(), r.segment_len()), (d.as_path(), segment_len));
+    assert_eq!(segment_len, small().segment_len);
     assert!(r.segment_count() > 10, "{} segments", r.segment_count());
     let (msgs, damaged) = read_all(&mut r.cursor());
     assert!(damaged.is_empty(), "{damaged:?}");

@@ -63,10 +63,6 @@ impl Pacer {
         }
     }
 
-    pub fn rate_msgs_per_s(&self) -> f64 {
-        self.rate_msgs_per_s
-    }
-
     /// Messages sent so far (as reported by [`sent_one`](Self::sent_one)).
     pub fn sent(&self) -> u64 {
         self.sent
@@ -158,10 +154,6 @@ impl PingPicker {
             self.next_ping = self.draw();
         }
         ping
-    }
-
-    pub fn every(&self) -> u64 {
-        self.every
     }
 }
 

@@ -585,6 +585,16 @@ fn a_subscriber_from_a_past_sequence_gets_history_then_live_with_no_gap_and_no_d
             "{name}: the history came from the recording: {seam}"
         );
         assert!(!lines.iter().any(|l| l.starts_with("GAP ")), "{name}");
+        // The summary counts what was delivered, and the live copies the seam dropped.
+        let done = lines
+            .iter()
+            .find(|l| l.starts_with("done"))
+            .unwrap_or_else(|| panic!("{name}: no summary line"));
+        assert!(
+            done.contains(&format!("received {total} messages"))
+                && done.contains("live copies of recorded ones dropped "),
+            "{name}: {done}"
+        );
     }
     let mut rec = rec;
     peregrine_testkit::signal(rec.child.id(), rustix::process::Signal::TERM).unwrap();

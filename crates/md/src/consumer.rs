@@ -223,11 +223,6 @@ impl ConsumerCore {
             .map(|(name, &(up, may_open))| (name.as_str(), up, may_open))
     }
 
-    /// The protocol version the next LOGIN uses.
-    pub fn version(&self) -> u16 {
-        self.version
-    }
-
     /// While logged in: sends a PING when the interval passed; returns
     /// [`ConsumerError::Silent`] when nothing was read for three intervals (or
     /// [`ConsumerError::LoginTimeout`] while a LOGIN waits too long), after which the driver

@@ -142,11 +142,6 @@ impl AuthKey {
         self
     }
 
-    /// The MAC [`seal_into`](Self::seal_into) uses.
-    pub fn mac(&self) -> Mac {
-        self.mac
-    }
-
     /// The key's id: the first four bytes of SHA-256 of the key, little-endian.
     pub fn key_id(&self) -> u32 {
         self.key_id

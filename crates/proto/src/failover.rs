@@ -204,10 +204,6 @@ impl Arbiter {
         })
     }
 
-    pub fn config(&self) -> &ArbiterConfig {
-        &self.config
-    }
-
     /// The sequence delivered next (`None` before the first message).
     pub fn next_sequence(&self) -> Option<u64> {
         self.next

@@ -135,10 +135,6 @@ impl FrameKinds {
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
-    /// One bit per kind, bit `i` for [`FrameKind::ALL`]`[i]`.
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
 }
 
 impl BitOr for FrameKinds {
@@ -515,10 +511,6 @@ impl LossGenerator {
             pass_next: false,
             counters: LossCounters::default(),
         }
-    }
-
-    pub fn config(&self) -> &LossConfig {
-        &self.cfg
     }
 
     pub fn counters(&self) -> LossCounters {

@@ -77,11 +77,6 @@ impl TokenBucket {
         self.rate_bytes_per_s
     }
 
-    /// The largest balance, in bytes.
-    pub fn burst_bytes(&self) -> u64 {
-        self.burst_bytes
-    }
-
     pub fn is_unlimited(&self) -> bool {
         self.rate_bytes_per_s == 0
     }

@@ -173,9 +173,6 @@ impl Receiver {
         }
     }
 
-    pub fn config(&self) -> &ReceiverConfig {
-        &self.cfg
-    }
     pub fn counters(&self) -> SubscriberCounters {
         self.counters
     }

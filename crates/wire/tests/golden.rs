@@ -66,6 +66,14 @@ const TYPE_NAMES: [(&str, FrameType); 10] = [
     ("AUTH", FrameType::Auth),
 ];
 
+#[test]
+fn the_library_names_each_frame_type_as_the_vectors_do() {
+    for (name, ty) in TYPE_NAMES {
+        assert_eq!(ty.name(), name);
+        assert_eq!(FrameType::from_u8(ty as u8), Ok(ty), "{name}");
+    }
+}
+
 fn frame_type_named(name: &str) -> FrameType {
     TYPE_NAMES
         .iter()

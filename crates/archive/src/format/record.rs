@@ -58,7 +58,7 @@ pub enum RecordKind {
     Padding = 2,
 }
 
-/// A checked view of a record header (and, for [`check`](Self::check), its payload).
+/// A checked view of a record header (and, with [`parse_record`], its payload).
 #[derive(Debug, Clone, Copy)]
 pub struct RecordHeader<T: AsRef<[u8]>> {
     buffer: T,
@@ -72,7 +72,7 @@ impl<T: AsRef<[u8]>> RecordHeader<T> {
 
     /// Wraps `buffer` after [`check_header`](Self::check_header): 32 bytes at least, a known
     /// kind, zero flags and reserved fields. The checksum needs the payload:
-    /// [`check_crc`](Self::check_crc).
+    /// [`parse_record`] checks a whole record.
     pub fn new_checked(buffer: T) -> Result<Self, FormatError> {
         let r = RecordHeader { buffer };
         r.check_header()?;
@@ -112,19 +112,6 @@ impl<T: AsRef<[u8]>> RecordHeader<T> {
                 field: "record.sequence",
                 value: self.sequence(),
             });
-        }
-        Ok(())
-    }
-
-    /// The checksum against `payload` (a message's bytes; nothing for padding).
-    pub fn check_crc(&self, payload: &[u8]) -> Result<(), FormatError> {
-        let stored = self.crc32();
-        let mut h = crc32fast::Hasher::new();
-        h.update(&self.buffer.as_ref()[field::CRC32.end..RECORD_HEADER_LEN]);
-        h.update(payload);
-        let computed = h.finalize();
-        if stored != computed {
-            return Err(FormatError::BadChecksum { stored, computed });
         }
         Ok(())
     }

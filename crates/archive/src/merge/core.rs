@@ -122,10 +122,6 @@ impl MergeCore {
         }
     }
 
-    pub(crate) fn start(&self) -> Start {
-        self.start
-    }
-
     /// Session `session` resumes from `next` (before the first message).
     pub(crate) fn resume(&mut self, session: u32, next: u64, now: Instant) {
         self.pending
@@ -351,10 +347,6 @@ impl MergeCore {
 
     pub(crate) fn duplicates(&self) -> u64 {
         self.duplicates
-    }
-
-    pub(crate) fn merging(&self) -> usize {
-        self.pending.len()
     }
 
     /// Each stream's next sequence to deliver (streams reading history: where their history

@@ -7,7 +7,7 @@
 //! live stream yet (the recorder writes behind it by its buffer) is read again until it has,
 //! up to a time limit; past it the seam is reported with the sequences missing. A loss the
 //! transport reports later is read from the recording in the same way (off-transport
-//! recovery). The state machine is [`core`]'s, without I/O; this drives it.
+//! recovery). The state machine is `core.rs`'s, without I/O; this drives it.
 
 mod core;
 
@@ -108,19 +108,9 @@ pub struct MergingSubscriber {
 }
 
 impl MergingSubscriber {
-    /// Subscribes to `topic` (a name) live through `ctx` and merges history from `from` on,
-    /// read from `history`; a seam not reached within `limit` is given up (a `Gap` event).
-    pub fn new(
-        ctx: &Context,
-        topic: &str,
-        from: u64,
-        history: History,
-        limit: Duration,
-    ) -> Result<MergingSubscriber, ArchiveError> {
-        MergingSubscriber::with_start(ctx, topic, Start::Sequence(from), history, limit)
-    }
-
-    /// [`new`](Self::new) with every stream starting as `start` says. With [`Start::Live`]
+    /// Subscribes to `topic` (a name) live through `ctx` and merges history, every stream
+    /// starting as `start` says (`Start::Sequence(from)`: history from `from` on), read from
+    /// `history`; a seam not reached within `limit` is given up (a `Gap` event). With [`Start::Live`]
     /// it is a live subscriber whose losses are recovered from the recording (Ultra
     /// Messaging's off-transport recovery): a range the transport reports lost (the publisher
     /// no longer retains it) is read from `history` and delivered in order before anything
@@ -158,11 +148,6 @@ impl MergingSubscriber {
     /// The topic merged.
     pub fn topic(&self) -> &str {
         &self.topic
-    }
-
-    /// Where streams heard for the first time start.
-    pub fn start(&self) -> Start {
-        self.core.start()
     }
 
     /// Receives what has arrived and moves each stream towards its seam; hands every message
@@ -205,15 +190,6 @@ impl MergingSubscriber {
     /// Live messages dropped because the recording had delivered them already.
     pub fn duplicates(&self) -> u64 {
         self.core.duplicates()
-    }
-
-    /// Streams reading history (before their seam, or repairing a loss).
-    pub fn merging(&self) -> usize {
-        self.core.merging()
-    }
-
-    pub fn is_connected(&self) -> bool {
-        self.live.is_connected()
     }
 
     /// Each stream's next sequence to deliver: where a subscriber that stopped now would

@@ -186,10 +186,6 @@ impl Watchlists {
         })
     }
 
-    pub fn clients(&self) -> usize {
-        self.own.len()
-    }
-
     /// Client `k`'s items: the shared ones, then its own.
     pub fn of(&self, k: usize) -> impl Iterator<Item = &str> {
         let (a, b) = self.own[k];

@@ -92,10 +92,6 @@ impl PeregrineRun {
         })
     }
 
-    pub fn watchlists(&self) -> &Watchlists {
-        &self.watch
-    }
-
     /// The probe's backbone: a multicast group and port of its own on loopback (the port
     /// moves with each probe, so that no datagram of a previous probe's processes reaches it).
     fn backbone(&self) -> String {

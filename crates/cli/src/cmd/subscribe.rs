@@ -425,6 +425,18 @@ fn run_merge(a: SubArgs) -> Result<()> {
             std::thread::sleep(Duration::from_micros(100));
         }
     }
+    let duplicates = match &m {
+        Merged::Plain(p) => p.duplicates(),
+        Merged::Durable(d) => d.merge().duplicates(),
+    };
+    writeln!(
+        out,
+        "done{}: received {received} messages in {:.2} s, live copies of recorded ones dropped {duplicates}",
+        stop.requested()
+            .map(|s| format!(" (stopped by {s})"))
+            .unwrap_or_default(),
+        start.elapsed().as_secs_f64(),
+    )?;
     out.flush()?;
     if let Merged::Durable(d) = m {
         d.close().context("keeping the durable positions")?;

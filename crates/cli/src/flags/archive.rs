@@ -22,7 +22,7 @@ pub struct RecordArgs {
     /// The services of --backbone to record, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = peregrine_market_data::backbone::DEFAULT_SERVICE, requires = "backbone")]
     pub service: Vec<String>,
-    /// The folder of the recordings: DIR/<topic>/<session>/ (made if missing; a stream
+    /// The folder of the recordings: `DIR/<topic>/<session>/` (made if missing; a stream
     /// recorded before is resumed after its recovery).
     #[arg(long, required = true)]
     pub dir: Option<PathBuf>,

@@ -419,15 +419,6 @@ impl DistributorServer {
         self.local_addr
     }
 
-    /// How the backbone is sealed.
-    pub fn sealing(&self) -> &Sealing {
-        &self.sealing
-    }
-
-    pub fn counters(&self) -> &Counters {
-        self.core.counters()
-    }
-
     fn now_ns(&self) -> u64 {
         peregrine_agent::monotonic_ns()
     }

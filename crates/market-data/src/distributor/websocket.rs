@@ -105,11 +105,6 @@ impl WsLayer {
         }
     }
 
-    /// True once the upgrade was answered.
-    pub fn is_open(&self) -> bool {
-        matches!(self.phase, Phase::Open(_))
-    }
-
     /// Bytes read from the socket: the binary messages they make for the core go to
     /// `to_core`, bytes for the socket (the upgrade's answer, pongs, an error) to `to_socket`.
     pub fn input(&mut self, bytes: &[u8], to_core: &mut Vec<u8>, to_socket: &mut Vec<u8>) -> Step {

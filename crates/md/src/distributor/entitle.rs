@@ -43,15 +43,6 @@ pub enum SlowPolicy {
     Disconnect,
 }
 
-impl SlowPolicy {
-    pub const fn name(self) -> &'static str {
-        match self {
-            SlowPolicy::Conflate => "conflate",
-            SlowPolicy::Disconnect => "disconnect",
-        }
-    }
-}
-
 /// How a user's token is kept in the users file.
 #[derive(Clone, PartialEq, Eq)]
 enum StoredToken {

@@ -157,6 +157,7 @@ fn bad_input_is_refused_naming_the_value_and_nothing_is_kept() {
     assert!(matches!(e, ProvideError::BadStatus { .. }), "{e}");
     assert!(ProviderCore::new(ProviderConfig::new("FEED 1")).is_err());
     assert!(p.is_empty());
+    assert_eq!(p.len(), 0);
     assert_eq!(p.counters(), ProviderCounters::default());
 
     // Prepared but never committed (the transport refused it): nothing changes.

@@ -873,6 +873,9 @@ fn a_real_jump_past_the_bound_is_confirmed_by_the_next_frame_and_reported_exactl
             feed_from(&mut r, &data_frame(9, q, b"x"), SRC, 0, &mut got);
         }
         let far = 5_000_000;
+        let bound = r.jump_bound(9).expect("session 9 is bound");
+        assert!(far > bound, "the jump must pass the bound ({bound})");
+        assert_eq!(r.jump_bound(10), None, "no bound for a session never heard");
         feed_from(&mut r, &data_frame(9, far, b"x"), SRC, 10, &mut got);
         assert_eq!(got, vec![0, 1, 2], "held until confirmed");
         feed_from(&mut r, &data_frame(9, far + 1, b"x"), SRC, 20, &mut got);

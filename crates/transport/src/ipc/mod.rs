@@ -150,11 +150,6 @@ impl IpcConfig {
         }
         Ok(cfg)
     }
-
-    /// Largest message this configuration accepts.
-    pub fn max_message_len(&self) -> usize {
-        layout::max_message_for(self.capacity) as usize
-    }
 }
 
 #[cfg(test)]

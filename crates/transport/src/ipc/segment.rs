@@ -43,11 +43,6 @@ pub fn shm_dir() -> Result<PathBuf, OpenError> {
     Ok(SegmentDir::open(&DirSpec::default())?.path().to_path_buf())
 }
 
-/// The file segment `name` has in this user's directory (not checked: for messages).
-pub fn segment_path(name: &str) -> Result<PathBuf, OpenError> {
-    Ok(SegmentDir::open(&DirSpec::default())?.file_path(name))
-}
-
 /// What a publisher asks for when it creates a segment.
 #[derive(Debug, Clone)]
 pub(crate) struct SegmentSpec {

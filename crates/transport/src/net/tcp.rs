@@ -31,8 +31,8 @@ use crate::error::{OfferError, OpenError};
 use crate::tls::{read_plain, write_pending, TLS_BUFFER_LIMIT};
 use crate::{Message, PublisherCounters, SubscriberCounters, SubscriberEvent};
 use peregrine_proto::join::JoinBackoff;
-use peregrine_proto::receiver::{LateJoin, Progress, Receiver, ReceiverConfig, ReceiverStats};
-use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig, SenderStats};
+use peregrine_proto::receiver::{LateJoin, Progress, Receiver, ReceiverConfig};
+use peregrine_proto::sender::{Batch, Packing, SendError, Sender, SenderConfig};
 use peregrine_wire::align_frame;
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::{HEADER_LEN, MAGIC, VERSION};
@@ -56,7 +56,6 @@ struct Conn {
     stream: TcpStream,
     /// The TLS session, with `tls_cert` on the URI.
     tls: Option<Box<rustls::Connection>>,
-    peer: SocketAddr,
     /// Bytes the socket has not taken yet, from `pending_at` on.
     pending: Vec<u8>,
     pending_at: usize,
@@ -283,9 +282,6 @@ impl TcpPublisher {
     pub fn uri(&self) -> &str {
         &self.uri
     }
-    pub fn sender_stats(&self) -> SenderStats {
-        self.sender.stats()
-    }
 
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
         self.offer_inner(payload.len(), |b| b.copy_from_slice(payload), Some(payload))
@@ -462,7 +458,7 @@ impl TcpPublisher {
         let mut n = 0;
         loop {
             match self.listener.accept() {
-                Ok((stream, peer)) => {
+                Ok((stream, _)) => {
                     n += 1;
                     if stream.set_nonblocking(true).is_err() {
                         continue;
@@ -482,7 +478,6 @@ impl TcpPublisher {
                     let mut c = Conn {
                         stream,
                         tls,
-                        peer,
                         pending: Vec::new(),
                         pending_at: 0,
                         dead: false,
@@ -534,10 +529,6 @@ impl TcpPublisher {
     }
     pub fn session_id(&self) -> u32 {
         self.sender.config().session_id
-    }
-    /// Addresses of the connected subscribers.
-    pub fn peers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        self.conns.iter().map(|c| c.peer)
     }
     pub fn counters(&self) -> PublisherCounters {
         let s = self.sender.stats();
@@ -728,10 +719,6 @@ impl TcpSubscriber {
         self.end = 0;
         self.checked = 0;
         self.retry_later();
-    }
-
-    pub fn receiver_stats(&self) -> ReceiverStats {
-        self.receiver.stats()
     }
 
     /// Delivers up to `limit` messages; never blocks.

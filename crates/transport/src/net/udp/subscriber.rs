@@ -32,7 +32,6 @@ pub struct UdpSubscriber {
     join: JoinBackoff,
     now_ns: u64,
     polls: u32,
-    rcvbuf_actual: usize,
     out: Outbound,
     /// The last poll delivered messages (data is streaming in).
     busy: bool,
@@ -135,7 +134,6 @@ impl UdpSubscriber {
             join: JoinBackoff::new(cfg.join, now_ns()),
             now_ns: now_ns(),
             polls: 0,
-            rcvbuf_actual,
             out: Outbound::new(cfg),
             busy: false,
             auth_rejected: [0; AuthReject::NAMES.len()],
@@ -151,10 +149,6 @@ impl UdpSubscriber {
         self.sock.as_raw_fd()
     }
 
-    /// The receive buffer the kernel granted (bytes, as it reports them).
-    pub fn rcvbuf(&self) -> usize {
-        self.rcvbuf_actual
-    }
     pub fn receiver_stats(&self) -> ReceiverStats {
         self.receiver.stats()
     }
