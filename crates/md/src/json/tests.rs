@@ -2,8 +2,11 @@
 //! each binary message the core queues becomes for a JSON client.
 
 use super::*;
-use crate::codec::{AckRepr, LoginResponseRepr, PingRepr, RefreshRepr, StatusRepr, UpdateRepr};
-use crate::model::{Field, Price};
+use crate::codec::{
+    AckCode, AckRepr, FieldList, LoginResponseRepr, LoginResult, Message, PingRepr, RefreshRepr,
+    StatusRepr, UpdateRepr,
+};
+use crate::model::{Field, ItemState, Price, Value};
 
 fn session() -> JsonSession {
     JsonSession::new(Arc::new(Dictionary::builtin()), "FEED1")
