@@ -2,7 +2,7 @@
 //! with nothing kept, image requests coalesced and bounded.
 
 use super::*;
-use crate::codec::ImageRequestRepr;
+use crate::codec::{refresh_flags, FieldList, ImageRequestRepr, Message};
 use crate::model::{Price, Value};
 
 const SEC: u64 = 1_000_000_000;
