@@ -23,7 +23,7 @@ pub(super) const MAX_GSO_BYTES: usize = 65_000;
 pub(super) const MAX_GSO_SEGMENTS: usize = 64;
 
 /// Datagrams of `segment_len` bytes that one GSO send carries: as many as fit in
-/// [`MAX_GSO_BYTES`], and no more than [`MAX_GSO_SEGMENTS`].
+/// `MAX_GSO_BYTES` (65,000), and no more than `MAX_GSO_SEGMENTS` (64).
 pub fn gso_batch_datagrams(segment_len: usize) -> usize {
     (MAX_GSO_BYTES / segment_len).clamp(1, MAX_GSO_SEGMENTS)
 }
