@@ -4,9 +4,10 @@
 //! `pg_last_error` conventions of the messaging API (the header's preamble).
 
 use super::{
-    cstring, free, hand_to_c, insert, put, put_optional, run, subscriber_event, text, with,
-    with_publisher, Failure, Kind, SubscriberObject,
+    cstring, free, insert, put, put_optional, run, text, with, with_publisher, Failure, Kind,
+    SubscriberObject,
 };
+use crate::subscriber::{hand_to_c, subscriber_event};
 use crate::{pg_event, pg_event_kind, pg_message_handler, pg_publisher, pg_subscriber};
 use peregrine::failover::{
     disagreement, group_id, offer_as_member, validate_group, ArbiterConfig, FailoverEvent,

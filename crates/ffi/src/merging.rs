@@ -4,9 +4,10 @@
 //! (`peregrine_archive::MergingSubscriber`, `DurableSubscriber`; docs/recording.md), with the
 //! handle, status and `pg_last_error` conventions of the messaging API.
 
-use super::{check_out, cstring, free, hand_to_c, insert, put, run, text, with, with_context};
+use super::{check_out, cstring, free, insert, put, run, text, with, with_context};
 use crate::error::pg_status::*;
 use crate::handles::Kind;
+use crate::subscriber::hand_to_c;
 use crate::{pg_context, pg_message_handler, Failure};
 use peregrine_archive::{
     ArchiveError, DurableSubscriber, History, MergeEvent, MergedMessage, MergingSubscriber, Start,

@@ -3,6 +3,7 @@
 //! compiler and run across processes, are in tests/c_examples.rs.)
 
 use super::*;
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 fn last_error() -> String {
