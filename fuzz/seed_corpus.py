@@ -6,6 +6,10 @@ offsets: all of them, and each frame type's vectors together (a resolver datagra
 advertisements and queries, a data datagram, a control datagram). Targets that read whole
 datagrams or sequences of them (frames, resolver, receiver, sender_naks) start from those.
 
+The packet target (Ethernet II + IPv4 + UDP, peregrine_wire::packet) is seeded with the frames
+the Linux kernel sent for the golden vectors of crates/wire/src/packet.rs, and with frames built
+here, as the xdp driver emits them, around each packed datagram above.
+
 The recording target is seeded from docs/golden/recording.json. The market data targets (md, md_*) are seeded from docs/golden/md.json instead: md with every
 vector and streams of the valid ones back to back; md_distributor with scripts in its input
 language (fuzz_targets/md_distributor.rs) that log a client in and feed it each vector, feed
@@ -16,6 +20,7 @@ each vector to the backbone, and play a whole session (open, refresh, updates, l
 import json
 import pathlib
 import re
+import struct
 
 HERE = pathlib.Path(__file__).resolve().parent
 TARGETS = re.findall(r'^\[\[bin\]\]\s*\nname\s*=\s*"([^"]+)"', (HERE / "Cargo.toml").read_text(), re.M)
@@ -46,6 +51,46 @@ for v in valid:
 groups["resolver"] = [v for v in valid if kind(v) in ("advertise", "query")]
 groups["control"] = [v for v in valid if kind(v) in ("heartbeat", "nak", "status", "bye")]
 
+
+# The frames the Linux kernel sent for the golden vectors of crates/wire/src/packet.rs (how they
+# were captured is told there): b"peregrine", b"peregrine wire", b"", a UDP checksum computed as
+# 0 and sent as 0xffff, a multicast datagram, an IPv4 header with a Router Alert option.
+KERNEL_FRAMES = {
+    "peregrine": "020000770002020000770001080045000025446040004011e1cb0a4d00010a4d0002"
+                 "9c419c42001199ff706572656772696e65",
+    "even": "02000077000202000077000108004500002a446140004011e1c50a4d00010a4d0002"
+            "9c419c420016b006706572656772696e652077697265",
+    "empty": "02000077000202000077000108004500001c446240004011e1d20a4d00010a4d0002"
+             "9c419c420008b2bd",
+    "zero_checksum": "020000770002020000770001080045000022446340004011e1cb0a4d00010a4d0002"
+                     "9c419c42000effff7a65726fc5dc",
+    "multicast": "01005e4d00090200007700010800450000216595400001111a930a4d0001ef4d0009"
+                 "9c439c44000d8ad06d63617374",
+    "options": "02000077000202000077000108004600002720f640004011702f0a4d00010a4d0002"
+               "940400009c459c46000fec5e6f7074696f6e73",
+}
+
+
+def internet_checksum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
+def udp_frame(payload, ident=0):
+    """An Ethernet II + IPv4 + UDP frame around payload, as peregrine_wire::packet emits it."""
+    src, dst = bytes([10, 77, 0, 1]), bytes([10, 77, 0, 2])
+    udp_len = 8 + len(payload)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, ident, 0x4000, 64, 17, 0, src, dst))
+    ip[10:12] = internet_checksum(bytes(ip)).to_bytes(2, "big")
+    udp = bytearray(struct.pack("!HHHH", 40001, 40002, udp_len, 0)) + payload
+    pseudo = src + dst + struct.pack("!BBH", 0, 17, udp_len)
+    udp[6:8] = (internet_checksum(pseudo + bytes(udp)) or 0xffff).to_bytes(2, "big")
+    macs = bytes.fromhex("020000770002" "020000770001")
+    return macs + b"\x08\x00" + bytes(ip) + bytes(udp)
 
 
 def md_seeds(target):
@@ -88,6 +133,16 @@ seeds = 0
 for target in TARGETS:
     out = HERE / "corpus" / target
     out.mkdir(parents=True, exist_ok=True)
+    if target == "packet":
+        frames = {f"kernel_{n}": bytes.fromhex(h) for n, h in KERNEL_FRAMES.items()}
+        frames["kernel_empty_padded"] = frames["kernel_empty"] + bytes(18)
+        for i, (name, vs) in enumerate(groups.items()):
+            if vs:
+                frames[f"udp_packed_{name}"] = udp_frame(pack(vs), ident=i)
+        for name, data in frames.items():
+            (out / name).write_bytes(data)
+        seeds += len(frames)
+        continue
     if target == "failover":
         # A member's message (the failover header's golden bytes), an empty one, a plain one.
         golden = bytes.fromhex("5047464ff6ea5d860807060504030201") + b"hi"

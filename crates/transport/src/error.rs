@@ -44,6 +44,11 @@ pub enum OpenError {
     /// A file under a segment's name is refused: a symbolic link, not a regular file, or
     /// another user's (or another group's) file.
     Refused { path: PathBuf, why: String },
+    /// The kernel bypass (`xdp=`) could not be set up.
+    Xdp {
+        uri: String,
+        error: crate::net::xdp::XdpError,
+    },
 }
 
 impl fmt::Display for OpenError {
@@ -59,6 +64,7 @@ impl fmt::Display for OpenError {
                 write!(f, "ipc://{name} already has a live publisher; choose another name or stop it")
             }
             OpenError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
+            OpenError::Xdp { uri, error } => write!(f, "{uri}: {error}"),
             OpenError::Incompatible { path, what } => write!(
                 f,
                 "{} is not a segment this build can use: {what} (remove the file if no process uses it)",

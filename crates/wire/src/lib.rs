@@ -23,7 +23,10 @@
 //! | 0x0A | [`auth`] | AUTH: the message authentication code ending a datagram of a keyed transport |
 //!
 //! Not a frame: [`failover`] is the 16-byte header a failover group's members put in front of
-//! each message, inside the DATA payload.
+//! each message, inside the DATA payload. Not Peregrine's either: [`packet`] holds the Ethernet
+//! II, IPv4 and UDP headers that the xdp (AF_XDP, kernel bypass) driver writes and checks itself
+//! around each datagram, since no kernel stack does it for raw Ethernet frames; they are
+//! big-endian, as on any network.
 //!
 //! [`FrameRepr`] parses any frame by dispatching on its type, and [`header::Frames`] splits a
 //! datagram or log holding several frames. Parsing never allocates and never panics: every
@@ -67,6 +70,7 @@ pub mod frame;
 pub mod header;
 pub mod heartbeat;
 pub mod nak;
+pub mod packet;
 pub mod query;
 pub mod status;
 

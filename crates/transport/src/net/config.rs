@@ -31,6 +31,10 @@
 //! | `tls_cert`, `tls_key` | tcp | off | publisher: serve over TLS with this PEM certificate chain and its private key (mode 0600); subscriber: present them as its client certificate ([`crate::tls`]) |
 //! | `tls_ca` | tcp | off | subscriber: connect over TLS, checking the publisher's certificate against this PEM CA; publisher: require a client certificate that chains to it |
 //! | `tls_server_name` | tcp | the URI's address | subscriber: the name the publisher's certificate must carry |
+//! | `xdp` | udp, mcast | off | kernel bypass: the name of the interface whose AF_XDP socket carries the stream's data (root, or CAP_NET_ADMIN and CAP_BPF). Same frames on the wire as without it; see [`super::xdp`] |
+//! | `xdp_mode` | udp, mcast | `auto` | with `xdp=`: how the steering program attaches: `native` (the driver's hook, or an error), `generic` (any interface, slower), `auto` (native, else generic with a warning) |
+//! | `xdp_queue` | udp, mcast | 0 | with `xdp=`: the receive queue the socket binds (steer the stream's packets to it on a multi-queue NIC) |
+//! | `xdp_frames` | udp, mcast | 4096 | with `xdp=`: UMEM frames of 2048 bytes, a power of two from 64 to 1048576, half to receive, half to send |
 //! | `mac` | udp, mcast | `blake3` | with `auth=`, the MAC this side seals with: `blake3`, or `hmac-sha256` for peers older than BLAKE3 (fast only where the CPU has the SHA extensions); a receiver checks either |
 
 use crate::uri::{parse_bytes, Scheme, Uri, UriError};
@@ -99,6 +103,8 @@ pub struct NetConfig {
     /// mcast: the B line's interface (`b_iface=`), when it is not `iface`: the publisher
     /// sends line B from a socket of its own on it, the subscriber joins group B on it.
     pub iface_b: Option<Ipv4Addr>,
+    /// Kernel bypass (`xdp=IFNAME` and its `xdp_*` keys): the stream's data through AF_XDP.
+    pub xdp: Option<crate::net::xdp::XdpConfig>,
 }
 
 /// `tls_*` on a `tcp://` URI, loaded: what a publisher serves with and what a subscriber
@@ -214,6 +220,10 @@ impl NetConfig {
                 "flow_timeout_ms",
                 "auth",
                 "mac",
+                "xdp",
+                "xdp_mode",
+                "xdp_queue",
+                "xdp_frames",
             ],
             Scheme::Mcast => &[
                 "iface",
@@ -242,6 +252,10 @@ impl NetConfig {
                 "flow_timeout_ms",
                 "auth",
                 "mac",
+                "xdp",
+                "xdp_mode",
+                "xdp_queue",
+                "xdp_frames",
             ],
             Scheme::Tcp => &[
                 "frame",
@@ -341,6 +355,7 @@ impl NetConfig {
             tls: None,
             path_b: None,
             iface_b: None,
+            xdp: None,
         };
         if let Some(v) = uri.param("b") {
             let group = v.parse::<Ipv4Addr>().ok().filter(|g| g.is_multicast()).ok_or_else(|| {
@@ -562,6 +577,7 @@ impl NetConfig {
             )));
         }
         cfg.tls = TcpTls::from_uri(uri)?;
+        cfg.xdp = xdp_from_uri(uri)?;
         Ok(cfg)
     }
 
@@ -623,6 +639,63 @@ fn num_param(
         .filter(|n| range.contains(n))
         .map(Some)
         .ok_or_else(|| uri.error(format!("{key}={v} is not accepted: give {accepted}")))
+}
+
+/// The `xdp=` keys: none of `xdp_mode`, `xdp_queue`, `xdp_frames` without `xdp=`.
+fn xdp_from_uri(uri: &Uri) -> Result<Option<crate::net::xdp::XdpConfig>, UriError> {
+    use crate::net::xdp::{XdpConfig, XdpMode};
+    let Some(name) = uri.param("xdp") else {
+        if let Some(k) = ["xdp_mode", "xdp_queue", "xdp_frames"]
+            .into_iter()
+            .find(|k| uri.param(k).is_some())
+        {
+            return Err(uri.error(format!(
+                "{k}= is given without xdp=: give xdp=IFNAME (the interface to bypass the kernel on) too, or drop {k}="
+            )));
+        }
+        return Ok(None);
+    };
+    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
+        return Err(uri.error(format!(
+            "xdp={name} is not accepted: give an interface name (1 to 15 characters, as `ip link` lists them), for example xdp=eth0"
+        )));
+    }
+    let mut cfg = XdpConfig::new(name);
+    if let Some(v) = uri.param("xdp_mode") {
+        cfg.mode = match v {
+            "auto" => XdpMode::Auto,
+            "native" => XdpMode::Native,
+            "generic" => XdpMode::Generic,
+            _ => {
+                return Err(uri.error(format!(
+                    "xdp_mode={v} is not accepted: use xdp_mode=auto (native where the driver has it, else generic), native or generic"
+                )))
+            }
+        };
+    }
+    if let Some(n) = num_param(
+        uri,
+        "xdp_queue",
+        0..=1023,
+        "a receive queue number from 0 to 1023",
+    )? {
+        cfg.queue = n as u32;
+    }
+    if let Some(n) = num_param(
+        uri,
+        "xdp_frames",
+        64..=1 << 20,
+        "a power of two from 64 to 1048576 (frames of 2048 bytes, half to receive, half to send)",
+    )? {
+        if !n.is_power_of_two() {
+            return Err(uri.error(format!(
+                "xdp_frames={n} is not accepted: give a power of two from 64 to 1048576, for example xdp_frames={}",
+                n.next_power_of_two().min(1 << 20)
+            )));
+        }
+        cfg.frames = n as u32;
+    }
+    Ok(Some(cfg))
 }
 
 /// The loss generator setting: off, a bare rate (`1%`), or the compact form.

@@ -23,6 +23,7 @@ pub mod config;
 pub mod sys;
 pub mod tcp;
 pub mod udp;
+pub mod xdp;
 
 pub use config::{parse_loss, NetConfig, SlowPolicy};
 

@@ -9,6 +9,7 @@ use super::socket::{bind_error, check_iface, line_b_socket, offload, set_buffer,
 use super::{CONTROL_INTERVAL_NS, NET_MAX_MESSAGE_LEN, RECEIVER_TIMEOUT_NS};
 use crate::error::{OfferError, OpenError};
 use crate::net::config::NetConfig;
+use crate::net::xdp::{XdpTx, FRAME_SIZE};
 use crate::net::{now_ns, sys};
 use crate::uri::Scheme;
 use crate::PublisherCounters;
@@ -19,6 +20,7 @@ use peregrine_proto::sender::{Batch, Packing, Sender, SenderConfig, SenderStats}
 use peregrine_wire::bye::{ByeFrame, ByeRepr, BYE_LEN};
 use peregrine_wire::header::FrameType;
 use peregrine_wire::nak::{NakFrame, NakRepr};
+use peregrine_wire::packet::HEADERS_LEN;
 use peregrine_wire::status::{StatusFrame, StatusRepr};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
@@ -117,6 +119,26 @@ impl UdpPublisher {
                 cfg.sender_segment_len(),
             )
         });
+        let mut out = Outbound::new(cfg);
+        if let Some(x) = &cfg.xdp {
+            let xdp_err = |error| OpenError::Xdp {
+                uri: uri.to_string(),
+                error,
+            };
+            let max = FRAME_SIZE as usize - HEADERS_LEN;
+            if cfg.segment_len > max {
+                return Err(OpenError::Uri(crate::uri::UriError {
+                    uri: uri.to_string(),
+                    problem: format!(
+                        "datagram={} is too large for xdp= (a frame of {FRAME_SIZE} bytes carries at most {max}): give datagram={} or less",
+                        cfg.segment_len,
+                        max - max % 8
+                    ),
+                }));
+            }
+            let ttl = if mcast { cfg.ttl.min(255) as u8 } else { 64 };
+            out.xdp = Some(Box::new(XdpTx::open(x, local, ttl).map_err(xdp_err)?));
+        }
         Ok(UdpPublisher {
             cfg: cfg.clone(),
             uri: uri.to_string(),
@@ -143,7 +165,7 @@ impl UdpPublisher {
             control_buf: Box::new([0; 2048]),
             local,
             closed: false,
-            out: Outbound::new(cfg),
+            out,
             bad_control_frames: 0,
             auth_rejected: [0; AuthReject::NAMES.len()],
         })
@@ -160,6 +182,10 @@ impl UdpPublisher {
     /// Whether batches leave as one GSO send.
     pub fn gso(&self) -> bool {
         self.gso
+    }
+    /// The kernel bypass's send side, with `xdp=`.
+    pub fn xdp(&self) -> Option<&XdpTx> {
+        self.out.xdp.as_deref()
     }
     pub fn sender_stats(&self) -> SenderStats {
         self.sender.stats()

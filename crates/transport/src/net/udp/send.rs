@@ -6,6 +6,7 @@ use crate::error::OfferError;
 use crate::net::auth::Sealer;
 use crate::net::config::NetConfig;
 use crate::net::sys;
+use crate::net::xdp::XdpTx;
 use peregrine_proto::auth::AuthReject;
 use peregrine_proto::lossgen::{Direction, LossGenerator};
 use peregrine_proto::sender::{Batch, SendError};
@@ -37,6 +38,9 @@ pub(super) struct Outbound {
     pub(super) seal: Option<Box<Sealer>>,
     /// Batches one destination refused while another took them (see [`to_all`]).
     pub(super) partial_send_errors: u64,
+    /// A publisher's kernel bypass (`xdp=`): datagrams to a peer whose Ethernet address is
+    /// known leave through its ring, the rest through the socket.
+    pub(super) xdp: Option<Box<XdpTx>>,
 }
 
 impl Outbound {
@@ -48,6 +52,7 @@ impl Outbound {
                 .as_deref()
                 .map(|k| Box::new(Sealer::new(k.clone()))),
             partial_send_errors: 0,
+            xdp: None,
         }
     }
 }
@@ -141,6 +146,7 @@ pub(super) fn to_all<'a>(
             loss,
             seal,
             partial_send_errors,
+            xdp,
         } = out;
         let sealed;
         let b = match seal.as_mut() {
@@ -152,6 +158,17 @@ pub(super) fn to_all<'a>(
         };
         let (mut first_error, mut failures) = (None, 0);
         for &to in dests {
+            if let (Some(x), SocketAddr::V4(v4)) = (xdp.as_mut(), to) {
+                match x.send(b.datagrams(), v4, loss, crate::net::now_ns()) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => {
+                        failures += 1;
+                        first_error.get_or_insert(e);
+                        continue;
+                    }
+                }
+            }
             if let Err(e) = send_batch(sock.to(to), gso, loss, b, to) {
                 failures += 1;
                 first_error.get_or_insert(e);
@@ -187,11 +204,20 @@ pub(super) fn send_frame(
     frame: &[u8],
     to: Option<SocketAddr>,
 ) {
-    let Outbound { loss, seal, .. } = out;
+    let Outbound {
+        loss, seal, xdp, ..
+    } = out;
     let frame = match seal.as_mut() {
         Some(s) => s.one(frame),
         None => frame,
     };
+    if let (Some(x), Some(SocketAddr::V4(v4))) = (xdp.as_mut(), to) {
+        // Through the ring like the data it follows (a heartbeat or BYE must not overtake
+        // it through the kernel); best effort like the socket's.
+        if let Ok(true) = x.send(std::iter::once(frame), v4, loss, crate::net::now_ns()) {
+            return;
+        }
+    }
     if let Some(l) = loss.as_mut() {
         if l.drop_datagram(Direction::Send, frame) {
             return;

@@ -6,6 +6,7 @@ use super::socket::{bind_error, check_iface, offload, set_buffer, sock_err};
 use super::NET_MAX_MESSAGE_LEN;
 use crate::error::OpenError;
 use crate::net::config::NetConfig;
+use crate::net::xdp::XdpRx;
 use crate::net::{now_ns, sys};
 use crate::uri::Scheme;
 use crate::{Message, SubscriberCounters, SubscriberEvent};
@@ -37,6 +38,10 @@ pub struct UdpSubscriber {
     busy: bool,
     /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
     auth_rejected: [u64; AuthReject::NAMES.len()],
+    /// The kernel bypass's receive side (`xdp=`), and whether the datagrams being read came
+    /// from it (else from the socket, which still gets what the steering program passes).
+    xdp: Option<Box<XdpRx>>,
+    from_xdp: bool,
 }
 
 impl UdpSubscriber {
@@ -102,6 +107,39 @@ impl UdpSubscriber {
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
         let gro = offload(uri, "UDP GRO", cfg.gro, || sys::set_udp_gro(&sock));
+        let xdp = match &cfg.xdp {
+            None => None,
+            Some(x) => {
+                // What the publisher sends to: the group(s), or this socket's own address.
+                let dsts: Vec<SocketAddrV4> = if mcast {
+                    std::iter::once(cfg.addr).chain(cfg.path_b).collect()
+                } else {
+                    let local = sock
+                        .local_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket_ipv4())
+                        .ok_or_else(|| {
+                            sock_err(
+                                uri,
+                                "cannot read the socket's address",
+                                std::io::Error::other("not IPv4"),
+                            )
+                        })?;
+                    vec![local]
+                };
+                let rx = XdpRx::open(x, &dsts).map_err(|error| OpenError::Xdp {
+                    uri: uri.to_string(),
+                    error,
+                })?;
+                Some(Box::new(rx))
+            }
+        };
+        // With xdp=, the receive ring bounds what may be in flight, in datagrams (each holds
+        // one frame or more): half of it, unless `window=` says otherwise.
+        let window = match (&xdp, cfg.window) {
+            (Some(x), None) => (x.ring_frames() / 2, 0),
+            _ => cfg.window(rcvbuf_actual),
+        };
         let receiver_id = loop {
             let r = crate::random_u32();
             if r != 0 {
@@ -111,8 +149,8 @@ impl UdpSubscriber {
         let rcfg = ReceiverConfig {
             nak: cfg.nak.then(|| NakConfig::new(mcast)),
             session_timeout_ns: cfg.timeout_ns,
-            window_frames: cfg.window(rcvbuf_actual).0,
-            window_bytes: cfg.window(rcvbuf_actual).1,
+            window_frames: window.0,
+            window_bytes: window.1,
             max_message_len: NET_MAX_MESSAGE_LEN,
             late_join: cfg.late_join,
             // Line B, when the publisher sends it from another interface (`b_iface=` on its
@@ -137,6 +175,8 @@ impl UdpSubscriber {
             out: Outbound::new(cfg),
             busy: false,
             auth_rejected: [0; AuthReject::NAMES.len()],
+            xdp,
+            from_xdp: false,
         })
     }
 
@@ -147,6 +187,11 @@ impl UdpSubscriber {
     /// a wake-up (the socket is read in batches). Valid for the subscriber's life.
     pub fn readable_fd(&self) -> std::os::fd::RawFd {
         self.sock.as_raw_fd()
+    }
+
+    /// The kernel bypass's receive side, with `xdp=`.
+    pub fn xdp(&self) -> Option<&XdpRx> {
+        self.xdp.as_deref()
     }
 
     pub fn receiver_stats(&self) -> ReceiverStats {
@@ -162,7 +207,20 @@ impl UdpSubscriber {
         let mut n = 0;
         while n < limit {
             let Some((i, off)) = self.cursor else {
-                match self.ring.recv(self.sock.as_raw_fd()) {
+                // With xdp=, the ring first; the socket (what the program passed to the kernel:
+                // a queue without our socket, a stream's first packets) every 256th empty poll.
+                let got = match self.xdp.as_mut().map(|x| x.recv()) {
+                    Some(n) if n > 0 => {
+                        self.from_xdp = true;
+                        Ok(n)
+                    }
+                    Some(_) if self.polls & 255 != 0 => Ok(0),
+                    _ => {
+                        self.from_xdp = false;
+                        self.ring.recv(self.sock.as_raw_fd())
+                    }
+                };
+                match got {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
                         // While data streams in, the idle poll that reads the clock does not
@@ -178,8 +236,16 @@ impl UdpSubscriber {
                 }
             };
             // A buffer holds one datagram, or with UDP_GRO several of `segment` bytes each.
-            let (buf, src) = self.ring.get(i);
-            let seg = self.ring.segment(i);
+            let (buf, src, seg, count) = match self.xdp.as_deref() {
+                Some(x) if self.from_xdp => {
+                    let (buf, src) = x.get(i);
+                    (buf, src, buf.len().max(1), x.count())
+                }
+                _ => {
+                    let (buf, src) = self.ring.get(i);
+                    (buf, src, self.ring.segment(i), self.ring.count())
+                }
+            };
             let start = off - off % seg;
             let end = (start + seg).min(buf.len());
             // The datagram's frames: under auth= those before its AUTH frame, which is checked
@@ -201,7 +267,7 @@ impl UdpSubscriber {
                     None => {
                         self.cursor = if end < buf.len() {
                             Some((i, end))
-                        } else if i + 1 < self.ring.count() {
+                        } else if i + 1 < count {
                             Some((i + 1, 0))
                         } else {
                             None
@@ -224,7 +290,7 @@ impl UdpSubscriber {
             self.cursor = match p {
                 Progress::Resume(o) => Some((i, start + o)),
                 Progress::Done if end < buf.len() => Some((i, end)),
-                Progress::Done if i + 1 < self.ring.count() => Some((i + 1, 0)),
+                Progress::Done if i + 1 < count => Some((i + 1, 0)),
                 Progress::Done => None,
             };
         }
@@ -354,7 +420,10 @@ impl peregrine_agent::Wake for UdpSubscriber {
             None => timeout_ns,
         };
         let ms = timeout_ns.div_ceil(1_000_000).clamp(1, 100) as i32;
-        sys::wait_readable(&[self.sock.as_raw_fd()], ms);
+        match self.xdp.as_deref() {
+            Some(x) => sys::wait_readable(&[self.sock.as_raw_fd(), x.fd()], ms),
+            None => sys::wait_readable(&[self.sock.as_raw_fd()], ms),
+        }
     }
     fn cancel_wait(&mut self) {}
 }
