@@ -24,6 +24,7 @@ pub mod fanout;
 pub mod helper;
 pub mod jitter;
 pub mod measure;
+pub mod netns;
 pub mod output;
 pub mod pacer;
 pub mod record;

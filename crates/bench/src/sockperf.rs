@@ -57,6 +57,17 @@ pub struct SockperfConfig {
     pub seconds: u32,
     /// A free port (see [`free_port`]).
     pub port: u16,
+    /// Across a veth pair instead of loopback (`bench pingpong --netns`): the server in one
+    /// namespace on its address, the client in the other.
+    pub across: Option<SockperfAcross>,
+}
+
+/// Where the two sides of a sockperf run across namespaces are.
+#[derive(Debug, Clone)]
+pub struct SockperfAcross {
+    pub server_ns: String,
+    pub client_ns: String,
+    pub server_addr: std::net::Ipv4Addr,
 }
 
 /// What a sockperf ping-pong printed: the latency summary and its error counts.
@@ -130,12 +141,12 @@ pub fn free_port(transport: Scheme) -> Result<u16, BenchError> {
 /// The address, transport and blocking options both sides share.
 fn common_args(cfg: &SockperfConfig) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
-    let ip = if cfg.transport == Scheme::Mcast {
-        MCAST_GROUP
-    } else {
-        LOOPBACK
+    let ip = match &cfg.across {
+        Some(x) => x.server_addr.to_string(),
+        None if cfg.transport == Scheme::Mcast => MCAST_GROUP.into(),
+        None => LOOPBACK.into(),
     };
-    a.extend(["-i".into(), ip.into(), "-p".into(), cfg.port.to_string()]);
+    a.extend(["-i".into(), ip, "-p".into(), cfg.port.to_string()]);
     match cfg.transport {
         Scheme::Tcp => a.push("--tcp".into()),
         Scheme::Mcast => a.extend([
@@ -159,9 +170,13 @@ fn taskset() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The full argv: `taskset -c CPU sockperf ...` (or `sockperf ...` when there is no taskset).
-fn argv(cpu: usize, sockperf_args: Vec<String>) -> Vec<String> {
+/// The full argv: `taskset -c CPU sockperf ...` (or `sockperf ...` when there is no taskset),
+/// after `ip netns exec NS` when the side runs in namespace `ns`.
+fn argv(cpu: usize, ns: Option<&str>, sockperf_args: Vec<String>) -> Vec<String> {
     let mut v = Vec::new();
+    if let Some(ns) = ns {
+        v.extend(["ip".into(), "netns".into(), "exec".into(), ns.to_string()]);
+    }
     if taskset().is_some() {
         v.extend(["taskset".into(), "-c".into(), cpu.to_string()]);
     }
@@ -173,7 +188,11 @@ fn argv(cpu: usize, sockperf_args: Vec<String>) -> Vec<String> {
 fn server_argv(cfg: &SockperfConfig) -> Vec<String> {
     let mut a = vec!["server".to_string()];
     a.extend(common_args(cfg));
-    argv(cfg.cpus.b, a)
+    argv(
+        cfg.cpus.b,
+        cfg.across.as_ref().map(|x| x.server_ns.as_str()),
+        a,
+    )
 }
 
 fn client_argv(cfg: &SockperfConfig) -> Vec<String> {
@@ -185,7 +204,11 @@ fn client_argv(cfg: &SockperfConfig) -> Vec<String> {
         "-t".into(),
         cfg.seconds.to_string(),
     ]);
-    argv(cfg.cpus.a, a)
+    argv(
+        cfg.cpus.a,
+        cfg.across.as_ref().map(|x| x.client_ns.as_str()),
+        a,
+    )
 }
 
 /// The exact server and client command lines [`run`] starts, for printing.
@@ -203,7 +226,7 @@ fn spawn(argv: &[String], cpu: usize) -> Result<Child, BenchError> {
             .stderr(Stdio::piped())
             .spawn()
     };
-    let child = if argv[0] == "taskset" {
+    let child = if argv[0] == "taskset" || argv[0] == "ip" {
         start()
     } else {
         with_cpu(cpu, start)?
@@ -626,6 +649,7 @@ sockperf: ---> <MIN> observation =    7.090
             busy_poll: true,
             seconds: 3,
             port: 23456,
+            across: None,
         };
         let (server, client) = command_lines(&cfg);
         let pin = |cpu| {
@@ -661,6 +685,7 @@ sockperf: ---> <MIN> observation =    7.090
             busy_poll,
             seconds,
             port: free_port(Scheme::Udp).unwrap(),
+            across: None,
         }
     }
 
@@ -710,6 +735,7 @@ sockperf: ---> <MIN> observation =    7.090
             busy_poll: false,
             seconds: 1,
             port: 1,
+            across: None,
         };
         assert!(validate(&cfg).unwrap_err().to_string().contains("ipc"));
         let small = SockperfConfig {

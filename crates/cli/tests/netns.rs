@@ -76,3 +76,85 @@ fn pingpong_across_veth_between_namespaces() {
         eprintln!("{t}: median {:.2} us across the veth", median_ns / 1000.0);
     }
 }
+
+/// `bench pingpong --transport xdp --netns`: the kernel path, the AF_XDP path and sockperf
+/// across the veth pair the run creates, one JSON object each, every ping answered.
+#[test]
+fn kernel_bypass_comparison_across_a_veth_pair() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let sockperf = peregrine_testkit::program("sockperf", "apt-get install sockperf").is_some();
+    let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
+        .args([
+            "bench",
+            "pingpong",
+            "--transport",
+            "xdp",
+            "--netns",
+            "--sizes",
+            "64,1024",
+            "--count",
+            "2000",
+            "--warmup-count",
+            "200",
+            "--json",
+        ])
+        .env_remove("PEREGRINE_CONFIG")
+        .output()
+        .expect("peregrine runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let mut paths = vec!["udp", "xdp"];
+    if sockperf {
+        paths.push("sockperf");
+    }
+    for size in [64u64, 1024] {
+        for path in &paths {
+            let r = rows
+                .iter()
+                .find(|r| r["transport"] == *path && r["detail"]["row_size"] == size)
+                .unwrap_or_else(|| panic!("no {path} row of {size} bytes in:\n{stdout}"));
+            assert_eq!(r["size_bytes"], size, "{r}");
+            assert_eq!(r["detail"]["netns"], true, "{r}");
+            let median = r["median_ns"].as_f64().unwrap();
+            assert!(median > 0.0, "{r}");
+            if *path != "sockperf" {
+                assert_eq!(r["samples"], 2000, "every measured ping answered: {r}");
+            }
+        }
+    }
+    assert_eq!(rows.len(), paths.len() * 2, "{stdout}");
+}
+
+#[test]
+fn xdp_without_netns_and_netns_with_another_transport_are_refused() {
+    for (args, says) in [
+        (vec!["--transport", "xdp"], "add --netns"),
+        (vec!["--transport", "tcp", "--netns"], "use --transport xdp"),
+        (
+            vec!["--transport", "xdp", "--netns", "--sizes", "8"],
+            "from 12 to 1472",
+        ),
+        (vec!["--transport", "xdp", "--netns", "--raw"], "drop --raw"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
+            .args(["bench", "pingpong"])
+            .args(&args)
+            .output()
+            .expect("peregrine runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}

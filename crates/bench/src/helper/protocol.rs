@@ -51,9 +51,27 @@ pub struct Helper {
 impl Helper {
     /// Starts `exe helper SPEC` playing `role` and waits for its `ready` line.
     pub fn start<R: Role>(exe: &std::path::Path, role: &R) -> Result<Helper, BenchError> {
+        Self::start_in(exe, role, None)
+    }
+
+    /// [`start`](Self::start), in network namespace `netns` when one is named (`ip netns
+    /// exec`; the benchmark made the namespace, see [`crate::netns`]).
+    pub fn start_in<R: Role>(
+        exe: &std::path::Path,
+        role: &R,
+        netns: Option<&str>,
+    ) -> Result<Helper, BenchError> {
         let what = format!("{} ({})", R::WHAT, exe.display());
         let json = spec_json(role);
-        let mut child = Command::new(exe)
+        let mut command = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
             .args([HELPER_COMMAND, &json])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -50,6 +50,10 @@ pub struct PingPongConfig {
     /// them; what a failover subscriber costs when nothing fails.
     #[serde(default)]
     pub group: bool,
+    /// The pong side runs in this network namespace (`bench pingpong --netns`; the ping side's
+    /// thread is moved into the other one by its caller, [`crate::netns::in_namespace`]).
+    #[serde(default)]
+    pub pong_netns: Option<String>,
 }
 
 /// The failover group of `group` ping-pongs.
@@ -296,7 +300,7 @@ pub fn run_with(
         0 => None,
         _ => Some(Line::open(&floor_name, true)?),
     };
-    let helper = Helper::start(
+    let helper = Helper::start_in(
         exe,
         &Pong(PingPongConfig {
             ping_uri: Some(ping_uri.clone()),
@@ -304,6 +308,7 @@ pub fn run_with(
             floor_line: line.as_ref().map(|_| floor_name),
             ..cfg.clone()
         }),
+        cfg.pong_netns.as_deref(),
     )?;
     let pong_uri = if helper.ready_info.is_empty() {
         pong_uri
@@ -751,6 +756,7 @@ mod tests {
             floor_every: 0,
             floor_line: None,
             group: false,
+            pong_netns: None,
         }
     }
 

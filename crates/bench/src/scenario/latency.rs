@@ -63,6 +63,7 @@ impl PingPongPlan {
             busy_poll: self.cfg.idle != IdleKind::Block,
             seconds: 3,
             port,
+            across: None,
         }
     }
 }
@@ -312,5 +313,6 @@ pub(crate) fn pingpong_config(
         floor_line: None,
         mode: StreamMode::Urgent,
         group: false,
+        pong_netns: None,
     }
 }

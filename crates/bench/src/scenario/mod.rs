@@ -17,6 +17,7 @@
 //! - [`failover`]: a failover group's members killed in turn under a steady stream;
 //! - [`suite`]: the default suite.
 
+pub mod bypass;
 pub mod echo;
 pub mod failover;
 pub mod fanout;

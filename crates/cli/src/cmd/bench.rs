@@ -8,12 +8,14 @@ use crate::flags::bench::{
     ThroughputArgs,
 };
 use crate::flags::shared::{Cpus, Timing};
+use crate::flags::values::PingPongTransport;
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
 use peregrine_bench::measure::floor::{FloorConfig, FloorPong};
 use peregrine_bench::measure::load::Method;
 use peregrine_bench::measure::pingpong::{PingPongConfig, StreamMode};
 use peregrine_bench::measure::throughput::ThroughputConfig;
+use peregrine_bench::output::{Printer, ResultLine};
 use peregrine_bench::scenario::echo::EchoPlan;
 use peregrine_bench::scenario::latency::PingPongPlan;
 use peregrine_bench::scenario::paced::{EmbeddedPlan, MaxPlan, Pacing, SweepPlan};
@@ -129,9 +131,16 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 
 /// `bench pingpong`, or one of its sides (`--role ping|pong`); `None` when a role ran.
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
+    let transport = match a.transport {
+        _ if a.netns => return bypass(&a, json).map(|()| None),
+        PingPongTransport::Xdp => bail!(
+            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --ping-uri and --pong-uri"
+        ),
+        PingPongTransport::Scheme(s) => s,
+    };
     let role = a.common.role;
     let cfg = PingPongConfig {
-        transport: a.transport.transport,
+        transport,
         size: a.size,
         count: a.count,
         warmup_count: a.warmup.warmup_count,
@@ -154,6 +163,7 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         floor_line: None,
         mode: StreamMode::Urgent,
         group: a.group,
+        pong_netns: None,
     };
     peregrine_bench::measure::pingpong::validate(&cfg)?;
     let net = cfg.transport != Scheme::Ipc;
@@ -199,6 +209,81 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
         Some(Role::Ping) => scenario::latency::ping_role(&plan.cfg, json)?,
     }
     Ok(None)
+}
+
+/// `bench pingpong --netns`: udp through the kernel, through AF_XDP and sockperf across a veth
+/// pair, size by size, each row printed as it is measured, then the ratios.
+fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
+    use peregrine_bench::scenario::bypass::{self, BypassConfig, Path};
+    if !matches!(
+        a.transport,
+        PingPongTransport::Xdp | PingPongTransport::Scheme(Scheme::Udp)
+    ) {
+        bail!("--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {:?}", a.transport);
+    }
+    for (given, flag) in [
+        (a.common.role.is_some(), "--role"),
+        (a.raw, "--raw"),
+        (a.group, "--group"),
+        (
+            a.ping_uri.is_some() || a.pong_uri.is_some(),
+            "--ping-uri/--pong-uri",
+        ),
+    ] {
+        if given {
+            bail!("--netns runs both sides itself on a veth pair it creates: drop {flag}");
+        }
+    }
+    let cfg = BypassConfig {
+        sizes: a
+            .sizes
+            .clone()
+            .unwrap_or_else(|| bypass::DEFAULT_SIZES.to_vec()),
+        count: a.count,
+        warmup_count: a.warmup.warmup_count,
+        cpus: cpus(&a.common),
+        // sockperf's row is part of the comparison wherever it is installed.
+        sockperf: true,
+        exe: exe()?,
+    };
+    bypass::validate(&cfg)?;
+    let mut printer = Printer::new(json);
+    let rows = bypass::run(&cfg, |r| {
+        printer.print(
+            &ResultLine::latency("pingpong", r.path.name(), r.bytes, &r.latency)
+                .detail("netns", true)
+                .detail("row_size", r.size),
+        )
+    })?;
+    if !json {
+        println!();
+        println!("Kernel bypass across a veth pair: ratios to udp through the kernel, same size, same run");
+        println!(
+            "{:>6} {:>14} {:>14} {:>14} {:>14}",
+            "size", "xdp median", "xdp 99.9th", "sockperf med", "sockperf 99.9"
+        );
+        for &size in &cfg.sizes {
+            let find = |p: Path| rows.iter().find(|r| r.size == size && r.path == p);
+            let ratio = |p: Path, f: fn(&peregrine_bench::stats::Summary) -> f64| match (
+                find(p),
+                find(Path::Kernel),
+            ) {
+                (Some(x), Some(k)) if f(&k.latency) > 0.0 => {
+                    format!("{:.2}x", f(&x.latency) / f(&k.latency))
+                }
+                _ => "-".into(),
+            };
+            println!(
+                "{:>6} {:>14} {:>14} {:>14} {:>14}",
+                size,
+                ratio(Path::Xdp, |l| l.median_ns),
+                ratio(Path::Xdp, |l| l.p999_ns),
+                ratio(Path::Sockperf, |l| l.median_ns),
+                ratio(Path::Sockperf, |l| l.p999_ns),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `bench echo`: every value checked before anything runs.

@@ -292,8 +292,21 @@ pub struct FloorArgs {
     mut_arg("idle", |a| a.help("What a side does when there is nothing to read: spin, yield, backoff or block")),
 )]
 pub struct PingPongArgs {
-    #[command(flatten)]
-    pub transport: Transport,
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless a URI flag says
+    /// otherwise), or xdp: udp through AF_XDP (kernel bypass), measured with --netns beside
+    /// the kernel's udp.
+    #[arg(long, default_value = "ipc", value_parser = values::parse_pingpong_transport)]
+    pub transport: values::PingPongTransport,
+    /// Across a veth pair between two network namespaces this run creates (root): udp through
+    /// the kernel, the same through AF_XDP (xdp=), and sockperf over the pair when installed,
+    /// one row each for every size of --sizes (the seeds' "UDP through the kernel vs kernel
+    /// bypass" table). --transport udp or xdp.
+    #[arg(long)]
+    pub netns: bool,
+    /// With --netns: message sizes, comma-separated, 12 to 1472 (default: 12,64,256,512,1024,1472;
+    /// --size is not used).
+    #[arg(long, value_delimiter = ',', requires = "netns", value_parser = values::parse_message_size)]
+    pub sizes: Option<Vec<usize>>,
     /// URI of the ping stream (ping side publishes, pong side subscribes), e.g.
     /// udp://10.0.0.1:40001: for two hosts, give the same --ping-uri and --pong-uri to both
     /// sides. `mode=urgent` is added unless the URI names a mode.

@@ -27,6 +27,23 @@ pub fn parse_scheme(s: &str) -> Result<Scheme, String> {
         .map_err(|_| format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp"))
 }
 
+/// What `bench pingpong --transport` names: a scheme, or `xdp` (udp through AF_XDP, measured
+/// with `--netns` beside the kernel's udp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PingPongTransport {
+    Scheme(Scheme),
+    Xdp,
+}
+
+pub fn parse_pingpong_transport(s: &str) -> Result<PingPongTransport, String> {
+    if s == "xdp" {
+        return Ok(PingPongTransport::Xdp);
+    }
+    s.parse::<Scheme>().map(PingPongTransport::Scheme).map_err(|_| {
+        format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp, or xdp (udp through AF_XDP, with --netns)")
+    })
+}
+
 /// A send mode: `normal` or `urgent` (an empty value is a stray comma or an empty list).
 pub fn parse_mode(s: &str) -> Result<StreamMode, String> {
     if s.trim().is_empty() {
