@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::measure::pingpong::{self, PingPongConfig, StreamMode};
 use crate::netns::{in_namespace, VethPair, VETH};
 use crate::sockperf::{self, SockperfAcross, SockperfConfig};
-use crate::stats::Summary;
+use crate::stats::{LatencyRecorder, Summary};
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, Scheme};
 use std::path::PathBuf;
@@ -61,6 +61,8 @@ pub struct BypassRow {
     /// message is 14 bytes).
     pub bytes: usize,
     pub latency: Summary,
+    /// The samples, for Peregrine's paths (sockperf keeps its own).
+    pub recorder: Option<LatencyRecorder>,
 }
 
 /// The sizes of the seeds' tables.
@@ -103,9 +105,12 @@ pub fn run(
             paths.push(Path::Sockperf);
         }
         for path in paths {
-            let latency = match path {
-                Path::Sockperf => sockperf_across(&pair, cfg, size)?,
-                _ => peregrine_across(&pair, cfg, size, path == Path::Xdp, &clock)?,
+            let (latency, recorder) = match path {
+                Path::Sockperf => (sockperf_across(&pair, cfg, size)?, None),
+                _ => {
+                    let r = peregrine_across(&pair, cfg, size, path == Path::Xdp, &clock)?;
+                    (r.summary, Some(r.recorder))
+                }
             };
             let bytes = match path {
                 Path::Sockperf => size.max(sockperf::MIN_SIZE),
@@ -116,6 +121,7 @@ pub fn run(
                 size,
                 bytes,
                 latency,
+                recorder,
             };
             each(&row);
             rows.push(row);
@@ -132,7 +138,7 @@ fn peregrine_across(
     size: usize,
     xdp: bool,
     clock: &Clock,
-) -> Result<Summary, BenchError> {
+) -> Result<pingpong::PingPongResult, BenchError> {
     let extra = if xdp {
         format!("&xdp={VETH}")
     } else {
@@ -156,8 +162,7 @@ fn peregrine_across(
         pong_netns: Some(pair.b.clone()),
     };
     pingpong::validate(&pp)?;
-    let r = in_namespace(&pair.a, || pingpong::run(&pp, &cfg.exe, clock))??;
-    Ok(r.summary)
+    in_namespace(&pair.a, || pingpong::run(&pp, &cfg.exe, clock))?
 }
 
 /// sockperf's ping-pong over the same pair: the server in `b`, the client in `a`.
@@ -179,6 +184,50 @@ fn sockperf_across(
             server_addr: pair.addr_b,
         }),
     })
+}
+
+/// The default suite's part: 64-byte rows of the three paths when this process runs as root
+/// (one line saying why not otherwise), recorded with the run's other cells.
+pub fn suite(s: &mut super::Session, cpus: CpuPair) -> Result<(), BenchError> {
+    if !rustix::process::geteuid().is_root() {
+        if !s.out.json {
+            println!("kernel bypass (xdp) skipped: it creates network namespaces and loads an XDP program, which needs root (peregrine bench pingpong --transport xdp --netns)");
+        }
+        return Ok(());
+    }
+    let cfg = BypassConfig {
+        sizes: vec![64],
+        count: 200_000,
+        warmup_count: 20_000,
+        cpus,
+        sockperf: true,
+        exe: s.exe().to_path_buf(),
+    };
+    if !s.out.json {
+        println!("kernel bypass: udp through the kernel, through AF_XDP, and sockperf, across a veth pair (peregrine bench pingpong --transport xdp --netns)");
+    }
+    for r in run(&cfg, |_| {})? {
+        match r.recorder {
+            Some(rec) => {
+                let mut cell = super::latency::latency_cell(
+                    peregrine_report::model::Scenario::Pingpong,
+                    r.path.name(),
+                    r.bytes,
+                    &rec,
+                );
+                cell.detail
+                    .latency_mut()
+                    .settings
+                    .insert("netns".into(), true.into());
+                s.show_and_record(cell, Some(&rec), None)?;
+            }
+            None => s.out.print(
+                &crate::output::ResultLine::latency("pingpong", r.path.name(), r.bytes, &r.latency)
+                    .detail("netns", true),
+            ),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `peregrine bench` with no subcommand: the floor, IPC ping-pong at 32 and 256 bytes, UDP
-//! ping-pong at 32 bytes against the bare-socket ping-pong, the machine's jitter on both CPUs
+//! ping-pong at 32 bytes against the bare-socket ping-pong, as root the kernel-bypass comparison
+//! at 64 bytes across a veth pair (kernel udp, xdp, sockperf), the machine's jitter on both CPUs
 //! (2 s), a short IPC and UDP load sweep
 //! (32, 256 and 1024 bytes at 100K, 500K and 1M msgs/s, each cell with its floor under load and
 //! the cache-line floor measured around it), IPC and UDP throughput, and one short market data
@@ -55,6 +56,8 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
     let cfg = pingpong_config(Scheme::Udp, 32, 200_000, cpus);
     let r = crate::measure::pingpong::run(&cfg, s.exe(), s.clock())?;
     s.show_and_record(pingpong_cell(&cfg, &r, Some(&raw)), Some(&r.recorder), None)?;
+    // UDP across a veth pair through the kernel and through AF_XDP (root only).
+    super::bypass::suite(s, cpus)?;
     // The machine's own jitter, measured just before the load runs whose tails it bounds.
     super::jitter::run(
         &crate::jitter::JitterConfig {

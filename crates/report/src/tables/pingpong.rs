@@ -103,6 +103,15 @@ pub(crate) fn floor_of<'a>(results: &'a Results, cell: &Cell) -> Option<&'a Cell
     if matches!(cell.scenario, Some(Scenario::Floor | Scenario::Raw)) {
         return None;
     }
+    // Measured across a veth pair between namespaces (`--netns`): the loopback floors are not
+    // its floor; its comparison is with the other paths of the same pair.
+    if cell
+        .detail
+        .latency()
+        .is_some_and(|d| d.settings.get("netns") == Some(&serde_json::Value::Bool(true)))
+    {
+        return None;
+    }
     let candidates: Vec<&Cell> = if cell.transport == "ipc" {
         of(results, Scenario::Floor)
     } else {

@@ -375,3 +375,19 @@ fn a_load_row_shows_its_floor_and_unloaded_ratios_starred_when_the_floor_moved_i
         ]
     );
 }
+
+#[test]
+fn a_cell_measured_across_namespaces_has_no_loopback_floor() {
+    let mut raw = pingpong_cell("udp", 64, 1.8);
+    raw.scenario = Some(Scenario::Raw);
+    let loopback = pingpong_cell("udp", 64, 2.2);
+    let mut veth = pingpong_cell("udp", 64, 2.5);
+    veth.detail
+        .latency_mut()
+        .settings
+        .insert("netns".into(), true.into());
+    let results = results_of(vec![raw, loopback.clone(), veth.clone()]);
+    let x = super::pingpong::x_floor(&results, &loopback).expect("the loopback cell's floor");
+    assert!((x - 2.2 / 1.8).abs() < 1e-9, "{x}");
+    assert_eq!(super::pingpong::x_floor(&results, &veth), None);
+}
