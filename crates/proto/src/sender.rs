@@ -363,6 +363,13 @@ impl Sender {
         let frames = self.frames_for(len);
         if self.limit != u64::MAX && self.next_sequence + frames > self.limit {
             self.stats.back_pressured += 1;
+            // What is batched is within the limit: it leaves now. Held for the batch interval
+            // instead, a publisher that only offers while refused would keep it until a timer
+            // (a receiver cannot open a window for frames it never got): a window of a few
+            // batches ran at one window per keep-alive, 10K msgs/s.
+            if self.pending_len() > 0 {
+                self.flush(now_ns, sink)?;
+            }
             return Err(SendError::BackPressured);
         }
         if let Some(b) = self.rate.as_mut() {

@@ -195,6 +195,38 @@ fn flow_control_limit_refuses_whole_messages() {
 }
 
 #[test]
+fn a_refused_offer_sends_what_is_batched_under_the_limit() {
+    let mut batches = Vec::new();
+    let mut s = Sender::new(SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 65_000,
+            batch_interval_ns: 100_000,
+        },
+        ..SenderConfig::new(1, 2, Packing::Datagrams, 1472)
+    });
+    s.set_limit(4);
+    for m in [b"a", b"b", b"c", b"d"] {
+        s.offer(m, 0, &mut collect(&mut batches)).unwrap();
+    }
+    // Batched, within the limit, the interval not passed: nothing has left yet.
+    assert!(batches.is_empty());
+    assert_eq!(
+        s.offer(b"e", 0, &mut collect(&mut batches)),
+        Err(SendError::BackPressured)
+    );
+    // The refusal sent the four: the receiver can now see them and open its window.
+    let sent: Vec<u64> = data_frames(&batches).iter().map(|f| f.0).collect();
+    assert_eq!(sent, [0, 1, 2, 3]);
+    assert_eq!(s.pending_len(), 0);
+    // Refused again with nothing batched: nothing more is sent.
+    assert_eq!(
+        s.offer(b"e", 0, &mut collect(&mut batches)),
+        Err(SendError::BackPressured)
+    );
+    assert_eq!(data_frames(&batches).len(), 4);
+}
+
+#[test]
 fn heartbeats_back_off_while_idle_and_reset_on_data() {
     let mut batches = Vec::new();
     let cfg = SenderConfig {

@@ -165,8 +165,17 @@ impl XdpTx {
             debug_assert_eq!(n as usize, self.pending.len());
             self.pending.clear();
         }
-        if parts.tx.needs_wakeup() {
+        // In copy mode one wake-up sends at most 32 frames (the kernel's TX_BATCH_SIZE): wake
+        // it until the ring is drained, or stops draining (a full device queue: the next
+        // submit wakes it again).
+        let mut left = parts.tx.pending();
+        while left > 0 && parts.tx.needs_wakeup() {
             parts.tx.wake();
+            let now = parts.tx.pending();
+            if now >= left {
+                break;
+            }
+            left = now;
         }
     }
 
