@@ -158,3 +158,48 @@ fn xdp_without_netns_and_netns_with_another_transport_are_refused() {
         );
     }
 }
+
+/// `bench throughput --transport xdp --netns`: unpaced throughput across the pair through the
+/// kernel and through AF_XDP, every message checked, none lost.
+#[test]
+fn kernel_bypass_throughput_across_a_veth_pair() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
+        .args([
+            "bench",
+            "throughput",
+            "--transport",
+            "xdp",
+            "--netns",
+            "--size",
+            "64",
+            "--seconds",
+            "1",
+            "--json",
+        ])
+        .env_remove("PEREGRINE_CONFIG")
+        .output()
+        .expect("peregrine runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for path in ["udp", "xdp"] {
+        let r = rows
+            .iter()
+            .find(|r| r["transport"] == path)
+            .unwrap_or_else(|| panic!("no {path} row in:\n{stdout}"));
+        assert_eq!(r["lost"], 0, "{r}");
+        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["detail"]["netns"], true, "{r}");
+    }
+}

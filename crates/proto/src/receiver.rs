@@ -149,6 +149,8 @@ pub struct Receiver {
     /// DATA frames seen and their bytes (8-byte aligned), for the byte-based window.
     frames_seen: u64,
     frame_bytes_seen: u64,
+    /// Datagrams read (for `window_datagrams`).
+    datagrams_seen: u64,
     /// The wait before each new gap's first NAK (seeded from `receiver_id`).
     nak_delay: NakDelay,
     /// Detection-to-repair times of recovered frames, when `record_recovery` is on.
@@ -168,6 +170,7 @@ impl Receiver {
             last_session: 0,
             frames_seen: 0,
             frame_bytes_seen: 0,
+            datagrams_seen: 0,
             nak_delay: NakDelay::new(cfg.receiver_id),
             recovery_ns: None,
         }
@@ -262,6 +265,9 @@ impl Receiver {
         limit: usize,
     ) -> (usize, Progress) {
         let mut delivered = 0;
+        if start == 0 {
+            self.datagrams_seen += 1;
+        }
         let mut frames = Frames::new(&datagram[start.min(datagram.len())..]);
         loop {
             if delivered >= limit {
@@ -531,6 +537,15 @@ impl Receiver {
 
     /// The flow-control window announced now, in frames (0: none).
     pub fn window(&self) -> u32 {
+        if self.cfg.window_frames == 0 && self.cfg.window_datagrams > 0 {
+            let per_datagram = if self.frames_seen >= 1000 {
+                (self.frames_seen / self.datagrams_seen.max(1)).max(1)
+            } else {
+                1
+            };
+            return (u64::from(self.cfg.window_datagrams) * per_datagram).min(u64::from(u32::MAX))
+                as u32;
+        }
         if self.cfg.window_frames > 0 || self.cfg.window_bytes == 0 {
             return self.cfg.window_frames;
         }

@@ -132,6 +132,7 @@ mod tests {
             uri: None,
             loss: Some("1%".into()),
             group: true,
+            sub_netns: None,
         };
         let spec = ThroughputSubscriber {
             cfg: tp.clone(),

@@ -43,6 +43,10 @@ pub struct ThroughputConfig {
     /// arbitrate with a `FailoverSubscriber` (the cost of a failover group when nothing fails).
     #[serde(default)]
     pub group: bool,
+    /// The subscribers run in this network namespace (`bench throughput --netns`; the
+    /// publisher's thread is moved into the other one by its caller).
+    #[serde(default)]
+    pub sub_netns: Option<String>,
 }
 
 /// What one subscriber process saw.
@@ -221,12 +225,13 @@ pub fn run(cfg: &ThroughputConfig, exe: &Path) -> Result<ThroughputResult, Bench
     let bound = publ.uri().to_string();
     let mut helpers = Vec::new();
     for k in 0..cfg.subscribers {
-        helpers.push(Helper::start(
+        helpers.push(Helper::start_in(
             exe,
             &ThroughputSubscriber {
                 cfg: cfg.clone(),
                 uri: sub_uri(cfg, &bound, k),
             },
+            cfg.sub_netns.as_deref(),
         )?);
     }
     let (sent, refused, rate, publisher) = publish(cfg, publ)?;

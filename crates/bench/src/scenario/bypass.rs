@@ -186,6 +186,71 @@ fn sockperf_across(
     })
 }
 
+/// Settings of the throughput comparison (`bench throughput --transport xdp --netns`).
+#[derive(Debug, Clone)]
+pub struct BypassThroughput {
+    pub size: usize,
+    pub seconds: f64,
+    /// The publisher on `a`, the subscriber on `b`.
+    pub cpus: CpuPair,
+    pub exe: PathBuf,
+}
+
+/// Unpaced throughput of one publisher and one subscriber across the veth pair, through the
+/// kernel (`udp`) and through AF_XDP (`xdp`), every message checked by the subscriber; `each`
+/// gets every cell as it is measured. No ceiling: the bare sockets of the ceilings run on
+/// loopback, not across the pair.
+pub fn throughput(
+    cfg: &BypassThroughput,
+    mut each: impl FnMut(&peregrine_report::model::Cell),
+) -> Result<Vec<peregrine_report::model::Cell>, BenchError> {
+    use crate::measure::throughput::{self as tp, ThroughputConfig};
+    if !(8..=1440).contains(&cfg.size) {
+        return Err(BenchError::Config(format!(
+            "--size {} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)",
+            cfg.size
+        )));
+    }
+    let pair = VethPair::create()?;
+    let mut cells = Vec::new();
+    for path in [Path::Kernel, Path::Xdp] {
+        let extra = if path == Path::Xdp {
+            format!("?xdp={VETH}")
+        } else {
+            String::new()
+        };
+        let tc = ThroughputConfig {
+            transport: Scheme::Udp,
+            size: cfg.size,
+            seconds: cfg.seconds,
+            count: None,
+            subscribers: 1,
+            policy: peregrine::SlowSubscriberPolicy::BackPressure,
+            capacity: peregrine::IPC_DEFAULT_CAPACITY,
+            cpus: Some(cfg.cpus),
+            name: crate::run_name("bt"),
+            connect_timeout: Duration::from_secs(20),
+            idle: IdleKind::Spin,
+            uri: Some(format!("udp://{}:40011{extra}", pair.addr_a)),
+            loss: None,
+            group: false,
+            sub_netns: Some(pair.b.clone()),
+        };
+        tp::validate(&tc)?;
+        let r = in_namespace(&pair.a, || tp::run(&tc, &cfg.exe))??;
+        let mut cell = super::throughput::throughput_cell(&tc, &r)?;
+        cell.transport = path.name().into();
+        cell.id = format!("throughput-{}-{}B-netns", path.name(), cfg.size);
+        cell.detail
+            .throughput_mut()
+            .settings
+            .insert("netns".into(), true.into());
+        each(&cell);
+        cells.push(cell);
+    }
+    Ok(cells)
+}
+
 /// The default suite's part: 64-byte rows of the three paths when this process runs as root
 /// (one line saying why not otherwise), recorded with the run's other cells.
 pub fn suite(s: &mut super::Session, cpus: CpuPair) -> Result<(), BenchError> {

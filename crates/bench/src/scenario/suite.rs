@@ -106,6 +106,7 @@ pub fn run(s: &mut Session) -> Result<(), BenchError> {
             uri: None,
             loss: None,
             group: false,
+            sub_netns: None,
         };
         super::throughput::run(&cfg, s)?;
     }

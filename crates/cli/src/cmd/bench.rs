@@ -8,7 +8,7 @@ use crate::flags::bench::{
     ThroughputArgs,
 };
 use crate::flags::shared::{Cpus, Timing};
-use crate::flags::values::PingPongTransport;
+use crate::flags::values::BenchTransport;
 use anyhow::{bail, Context as _, Result};
 use peregrine::{IdleKind, Scheme};
 use peregrine_bench::measure::floor::{FloorConfig, FloorPong};
@@ -133,10 +133,10 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
     let transport = match a.transport {
         _ if a.netns => return bypass(&a, json).map(|()| None),
-        PingPongTransport::Xdp => bail!(
+        BenchTransport::Xdp => bail!(
             "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --ping-uri and --pong-uri"
         ),
-        PingPongTransport::Scheme(s) => s,
+        BenchTransport::Scheme(s) => s,
     };
     let role = a.common.role;
     let cfg = PingPongConfig {
@@ -217,7 +217,7 @@ fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
     use peregrine_bench::scenario::bypass::{self, BypassConfig, Path};
     if !matches!(
         a.transport,
-        PingPongTransport::Xdp | PingPongTransport::Scheme(Scheme::Udp)
+        BenchTransport::Xdp | BenchTransport::Scheme(Scheme::Udp)
     ) {
         bail!("--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {:?}", a.transport);
     }
@@ -286,6 +286,54 @@ fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `bench throughput --netns`: udp through the kernel and through AF_XDP across a veth pair,
+/// one row each.
+fn bypass_throughput(a: &ThroughputArgs, json: bool) -> Result<()> {
+    use peregrine_bench::scenario::bypass::{self, BypassThroughput};
+    if !matches!(
+        a.transport,
+        BenchTransport::Xdp | BenchTransport::Scheme(Scheme::Udp)
+    ) {
+        bail!("--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {:?}", a.transport);
+    }
+    for (given, flag) in [
+        (a.common.role.is_some(), "--role"),
+        (a.uri.is_some(), "--uri"),
+        (a.subscribers != 1, "--subscribers"),
+        (a.loss.is_some(), "--loss"),
+        (a.group, "--group"),
+        (a.count.is_some(), "--count"),
+    ] {
+        if given {
+            bail!("--netns runs one publisher and one subscriber itself on a veth pair it creates: drop {flag}");
+        }
+    }
+    let cfg = BypassThroughput {
+        size: a.size,
+        seconds: a.seconds,
+        cpus: cpus(&a.common),
+        exe: exe()?,
+    };
+    let mut printer = Printer::new(json);
+    let rows = bypass::throughput(&cfg, |cell| {
+        printer.print(&ResultLine::from_cell(cell));
+    })?;
+    if !json {
+        let rate = |p: &str| {
+            rows.iter()
+                .find(|c| c.transport == p)
+                .and_then(|c| c.rate_achieved_msgs_per_s)
+        };
+        if let (Some(x), Some(k)) = (rate("xdp"), rate("udp")) {
+            println!(
+                "xdp / udp through the kernel, same pair, same run: {:.2}x",
+                x / k
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `bench echo`: every value checked before anything runs.
 fn echo(a: EchoArgs) -> Result<EchoPlan> {
     let plan = EchoPlan {
@@ -301,8 +349,15 @@ fn echo(a: EchoArgs) -> Result<EchoPlan> {
 
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
 fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
+    let transport = match a.transport {
+        _ if a.netns => return bypass_throughput(&a, json).map(|()| None),
+        BenchTransport::Xdp => bail!(
+            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --uri"
+        ),
+        BenchTransport::Scheme(s) => s,
+    };
     let cfg = ThroughputConfig {
-        transport: a.transport.transport,
+        transport,
         size: a.size,
         seconds: a.seconds,
         count: a.count,
@@ -320,6 +375,7 @@ fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>>
         uri: a.uri.clone(),
         loss: a.loss.clone(),
         group: a.group,
+        sub_netns: None,
     };
     if a.common.role.is_some() && a.common.name.is_none() {
         bail!("--role needs --name NAME, the same on the publisher and subscriber sides");

@@ -295,8 +295,8 @@ pub struct PingPongArgs {
     /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless a URI flag says
     /// otherwise), or xdp: udp through AF_XDP (kernel bypass), measured with --netns beside
     /// the kernel's udp.
-    #[arg(long, default_value = "ipc", value_parser = values::parse_pingpong_transport)]
-    pub transport: values::PingPongTransport,
+    #[arg(long, default_value = "ipc", value_parser = values::parse_bench_transport)]
+    pub transport: values::BenchTransport,
     /// Across a veth pair between two network namespaces this run creates (root): udp through
     /// the kernel, the same through AF_XDP (xdp=), and sockperf over the pair when installed,
     /// one row each for every size of --sizes (the seeds' "UDP through the kernel vs kernel
@@ -380,8 +380,15 @@ pub struct EchoArgs {
     mut_arg("idle", |a| a.help("What subscribers do when there is nothing to read: spin, yield, backoff or block")),
 )]
 pub struct ThroughputArgs {
-    #[command(flatten)]
-    pub transport: Transport,
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless a URI flag says
+    /// otherwise), or xdp: udp through AF_XDP (kernel bypass), measured with --netns beside
+    /// the kernel's udp.
+    #[arg(long, default_value = "ipc", value_parser = values::parse_bench_transport)]
+    pub transport: values::BenchTransport,
+    /// Across a veth pair between two network namespaces this run creates (root): udp through
+    /// the kernel and the same through AF_XDP (xdp=), one row each. --transport udp or xdp.
+    #[arg(long)]
+    pub netns: bool,
     /// The stream's URI, for sides started by hand or on two hosts (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,

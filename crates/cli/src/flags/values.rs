@@ -27,19 +27,19 @@ pub fn parse_scheme(s: &str) -> Result<Scheme, String> {
         .map_err(|_| format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp"))
 }
 
-/// What `bench pingpong --transport` names: a scheme, or `xdp` (udp through AF_XDP, measured
-/// with `--netns` beside the kernel's udp).
+/// What `bench pingpong --transport` and `bench throughput --transport` name: a scheme, or
+/// `xdp` (udp through AF_XDP, measured with `--netns` beside the kernel's udp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PingPongTransport {
+pub enum BenchTransport {
     Scheme(Scheme),
     Xdp,
 }
 
-pub fn parse_pingpong_transport(s: &str) -> Result<PingPongTransport, String> {
+pub fn parse_bench_transport(s: &str) -> Result<BenchTransport, String> {
     if s == "xdp" {
-        return Ok(PingPongTransport::Xdp);
+        return Ok(BenchTransport::Xdp);
     }
-    s.parse::<Scheme>().map(PingPongTransport::Scheme).map_err(|_| {
+    s.parse::<Scheme>().map(BenchTransport::Scheme).map_err(|_| {
         format!("'{s}' is not a transport: use one of ipc, udp, mcast, tcp, or xdp (udp through AF_XDP, with --netns)")
     })
 }

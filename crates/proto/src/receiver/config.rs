@@ -26,6 +26,11 @@ pub struct ReceiverConfig {
     /// may fill), announced in frames of the average length seen so far (1472 bytes until a
     /// thousand frames were seen, at least 64). 0: no window.
     pub window_bytes: u64,
+    /// With `window_frames` 0: a window of this many datagrams (a receive ring of that many
+    /// slots, `xdp=`), announced in frames: the datagrams times the data frames a datagram has
+    /// carried on average (1 until a thousand frames were seen). Takes precedence over
+    /// `window_bytes`. 0: not used.
+    pub window_datagrams: u32,
     /// Loss repair by NAK (`None`: a gap is reported as `Lost` at once).
     pub nak: Option<NakConfig>,
     /// The least sequence jump a single frame is believed for; the bound is larger when the
@@ -54,6 +59,7 @@ impl ReceiverConfig {
             status_interval_ns: 100_000_000,
             window_frames: 0,
             window_bytes: 0,
+            window_datagrams: 0,
             nak: None,
             max_jump_frames: 4096,
             late_join: LateJoin::Start,

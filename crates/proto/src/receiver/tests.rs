@@ -339,6 +339,39 @@ fn a_byte_window_is_announced_in_frames_of_the_average_size_seen() {
     assert_eq!(fixed.window(), 10, "a window in frames wins");
 }
 
+#[test]
+fn a_datagram_window_is_announced_in_the_frames_datagrams_carry() {
+    let cfg = ReceiverConfig {
+        window_datagrams: 100,
+        window_bytes: 64_000,
+        ..ReceiverConfig::new(7, 1)
+    };
+    let mut r = Receiver::new(cfg);
+    // Before a thousand frames: one frame a datagram (the cautious guess), over window_bytes.
+    assert_eq!(r.window(), 100);
+    let cfg = SenderConfig {
+        mode: SendMode::Normal {
+            batch_bytes: 65_000,
+            batch_interval_ns: u64::MAX,
+        },
+        ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+    };
+    let mut s = Sender::new(cfg);
+    // 32-byte messages, 64-byte frames: 22 to a 1472-byte datagram.
+    let msgs: Vec<Vec<u8>> = (0..2200).map(|_| vec![0u8; 32]).collect();
+    let dgrams = datagrams(&mut s, &msgs);
+    deliver(&mut r, &dgrams);
+    let per = 2200 / dgrams.len() as u32;
+    assert!(per >= 20, "{} datagrams", dgrams.len());
+    assert_eq!(r.window(), 100 * per, "100 datagrams of {per} frames");
+    let fixed = Receiver::new(ReceiverConfig {
+        window_frames: 10,
+        window_datagrams: 100,
+        ..ReceiverConfig::new(7, 1)
+    });
+    assert_eq!(fixed.window(), 10, "a window in frames wins");
+}
+
 fn repairing(multicast: bool) -> Receiver {
     Receiver::new(ReceiverConfig {
         nak: Some(NakConfig {

@@ -134,11 +134,11 @@ impl UdpSubscriber {
                 Some(Box::new(rx))
             }
         };
-        // With xdp=, the receive ring bounds what may be in flight, in datagrams (each holds
-        // one frame or more): half of it, unless `window=` says otherwise.
-        let window = match (&xdp, cfg.window) {
-            (Some(x), None) => (x.ring_frames() / 2, 0),
-            _ => cfg.window(rcvbuf_actual),
+        // With xdp=, the receive ring bounds what may be in flight, in datagrams: half of it,
+        // announced in frames as the datagrams carry them, unless `window=` says otherwise.
+        let (window, window_datagrams) = match (&xdp, cfg.window) {
+            (Some(x), None) => ((0, 0), x.ring_frames() / 2),
+            _ => (cfg.window(rcvbuf_actual), 0),
         };
         let receiver_id = loop {
             let r = crate::random_u32();
@@ -151,6 +151,7 @@ impl UdpSubscriber {
             session_timeout_ns: cfg.timeout_ns,
             window_frames: window.0,
             window_bytes: window.1,
+            window_datagrams,
             max_message_len: NET_MAX_MESSAGE_LEN,
             late_join: cfg.late_join,
             // Line B, when the publisher sends it from another interface (`b_iface=` on its
