@@ -157,14 +157,28 @@ impl XdpTx {
         let Some(parts) = self.parts.as_mut() else {
             return;
         };
-        if !self.pending.is_empty() {
-            let mut w = parts.tx.transmit(self.pending.len() as u32);
-            // The send ring has a slot for every send frame, so all of them fit.
-            let n = w.insert(self.pending.iter().copied());
+        // The send ring has a slot for every send frame, so all of them fit; but a reservation
+        // counts on the kernel's consumer position as last read, which may be behind: what did
+        // not fit goes in the next round, after the position is read again.
+        let mut done = 0;
+        let mut rounds = 0;
+        while done < self.pending.len() {
+            let mut w = parts.tx.transmit((self.pending.len() - done) as u32);
+            let n = w.insert(self.pending[done..].iter().copied()) as usize;
             w.commit();
-            debug_assert_eq!(n as usize, self.pending.len());
-            self.pending.clear();
+            drop(w);
+            done += n;
+            if n == 0 {
+                rounds += 1;
+                assert!(
+                    rounds < 1_000_000,
+                    "the AF_XDP send ring stays full with every send frame accounted for"
+                );
+                parts.tx.wake();
+                std::hint::spin_loop();
+            }
         }
+        self.pending.clear();
         // In copy mode one wake-up sends at most 32 frames (the kernel's TX_BATCH_SIZE): wake
         // it until the ring is drained, or stops draining (a full device queue: the next
         // submit wakes it again).
