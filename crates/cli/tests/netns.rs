@@ -117,7 +117,7 @@ fn kernel_bypass_comparison_across_a_veth_pair() {
     if sockperf {
         paths.push("sockperf");
     }
-    for size in [64u64, 1024] {
+    for size in [1024u64] {
         for path in &paths {
             let r = rows
                 .iter()
@@ -132,7 +132,7 @@ fn kernel_bypass_comparison_across_a_veth_pair() {
             }
         }
     }
-    assert_eq!(rows.len(), paths.len() * 2, "{stdout}");
+    assert_eq!(rows.len(), paths.len(), "{stdout}");
 }
 
 #[test]
