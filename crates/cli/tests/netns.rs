@@ -85,34 +85,20 @@ fn kernel_bypass_comparison_across_a_veth_pair() {
         return;
     }
     let sockperf = peregrine_testkit::program("sockperf", "apt-get install sockperf").is_some();
-    let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .args([
-            "bench",
-            "pingpong",
-            "--transport",
-            "xdp",
-            "--netns",
-            "--sizes",
-            "64,1024",
-            "--count",
-            "2000",
-            "--warmup-count",
-            "200",
-            "--json",
-        ])
-        .env_remove("PEREGRINE_CONFIG")
-        .output()
-        .expect("peregrine runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let rows = json_lines(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "xdp",
+        "--netns",
+        "--sizes",
+        "1024",
+        "--count",
+        "2000",
+        "--warmup-count",
+        "200",
+        "--json",
+    ]);
     let mut paths = vec!["udp", "xdp"];
     if sockperf {
         paths.push("sockperf");
@@ -122,7 +108,7 @@ fn kernel_bypass_comparison_across_a_veth_pair() {
             let r = rows
                 .iter()
                 .find(|r| r["transport"] == *path && r["detail"]["row_size"] == size)
-                .unwrap_or_else(|| panic!("no {path} row of {size} bytes in:\n{stdout}"));
+                .unwrap_or_else(|| panic!("no {path} row of {size} bytes in:\n{rows:#?}"));
             assert_eq!(r["size_bytes"], size, "{r}");
             assert_eq!(r["detail"]["netns"], true, "{r}");
             let median = r["median_ns"].as_f64().unwrap();
@@ -132,7 +118,7 @@ fn kernel_bypass_comparison_across_a_veth_pair() {
             }
         }
     }
-    assert_eq!(rows.len(), paths.len(), "{stdout}");
+    assert_eq!(rows.len(), paths.len(), "{rows:#?}");
 }
 
 #[test]
@@ -166,19 +152,35 @@ fn kernel_bypass_throughput_across_a_veth_pair() {
     if !peregrine_testkit::root_with_netns() {
         return;
     }
+    let rows = json_lines(&[
+        "bench",
+        "throughput",
+        "--transport",
+        "xdp",
+        "--netns",
+        "--size",
+        "64",
+        "--seconds",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    for path in ["udp", "xdp"] {
+        let r = rows
+            .iter()
+            .find(|r| r["transport"] == path)
+            .unwrap_or_else(|| panic!("no {path} row in:\n{rows:#?}"));
+        assert_eq!(r["lost"], 0, "{r}");
+        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["detail"]["netns"], true, "{r}");
+    }
+}
+
+/// Runs `peregrine ARGS` (without the environment's configuration), checks it succeeded, and
+/// returns its JSON lines.
+fn json_lines(args: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .args([
-            "bench",
-            "throughput",
-            "--transport",
-            "xdp",
-            "--netns",
-            "--size",
-            "64",
-            "--seconds",
-            "1",
-            "--json",
-        ])
+        .args(args)
         .env_remove("PEREGRINE_CONFIG")
         .output()
         .expect("peregrine runs");
@@ -188,18 +190,8 @@ fn kernel_bypass_throughput_across_a_veth_pair() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<Value> = stdout
+    stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
-    assert_eq!(rows.len(), 2, "{stdout}");
-    for path in ["udp", "xdp"] {
-        let r = rows
-            .iter()
-            .find(|r| r["transport"] == path)
-            .unwrap_or_else(|| panic!("no {path} row in:\n{stdout}"));
-        assert_eq!(r["lost"], 0, "{r}");
-        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{r}");
-        assert_eq!(r["detail"]["netns"], true, "{r}");
-    }
+        .collect()
 }

@@ -215,25 +215,19 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
 /// pair, size by size, each row printed as it is measured, then the ratios.
 fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
     use peregrine_bench::scenario::bypass::{self, BypassConfig, Path};
-    if !matches!(
+    netns_only(
         a.transport,
-        BenchTransport::Xdp | BenchTransport::Scheme(Scheme::Udp)
-    ) {
-        bail!("--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {:?}", a.transport);
-    }
-    for (given, flag) in [
-        (a.common.role.is_some(), "--role"),
-        (a.raw, "--raw"),
-        (a.group, "--group"),
-        (
-            a.ping_uri.is_some() || a.pong_uri.is_some(),
-            "--ping-uri/--pong-uri",
-        ),
-    ] {
-        if given {
-            bail!("--netns runs both sides itself on a veth pair it creates: drop {flag}");
-        }
-    }
+        "runs both sides itself on a veth pair it creates",
+        &[
+            (a.common.role.is_some(), "--role"),
+            (a.raw, "--raw"),
+            (a.group, "--group"),
+            (
+                a.ping_uri.is_some() || a.pong_uri.is_some(),
+                "--ping-uri/--pong-uri",
+            ),
+        ],
+    )?;
     let cfg = BypassConfig {
         sizes: a
             .sizes
@@ -286,28 +280,40 @@ fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// What `--netns` accepts: `--transport xdp` (or udp), and none of the flags in `given` that
+/// name another setup (`what` the comparison does instead).
+fn netns_only(transport: BenchTransport, what: &str, given: &[(bool, &str)]) -> Result<()> {
+    if !matches!(
+        transport,
+        BenchTransport::Xdp | BenchTransport::Scheme(Scheme::Udp)
+    ) {
+        bail!(
+            "--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {}",
+            transport.name()
+        );
+    }
+    if let Some((_, flag)) = given.iter().find(|(set, _)| *set) {
+        bail!("--netns {what}: drop {flag}");
+    }
+    Ok(())
+}
+
 /// `bench throughput --netns`: udp through the kernel and through AF_XDP across a veth pair,
 /// one row each.
 fn bypass_throughput(a: &ThroughputArgs, json: bool) -> Result<()> {
     use peregrine_bench::scenario::bypass::{self, BypassThroughput};
-    if !matches!(
+    netns_only(
         a.transport,
-        BenchTransport::Xdp | BenchTransport::Scheme(Scheme::Udp)
-    ) {
-        bail!("--netns compares udp through the kernel with udp through AF_XDP: use --transport xdp (or udp), not {:?}", a.transport);
-    }
-    for (given, flag) in [
-        (a.common.role.is_some(), "--role"),
-        (a.uri.is_some(), "--uri"),
-        (a.subscribers != 1, "--subscribers"),
-        (a.loss.is_some(), "--loss"),
-        (a.group, "--group"),
-        (a.count.is_some(), "--count"),
-    ] {
-        if given {
-            bail!("--netns runs one publisher and one subscriber itself on a veth pair it creates: drop {flag}");
-        }
-    }
+        "runs one publisher and one subscriber itself on a veth pair it creates",
+        &[
+            (a.common.role.is_some(), "--role"),
+            (a.uri.is_some(), "--uri"),
+            (a.subscribers != 1, "--subscribers"),
+            (a.loss.is_some(), "--loss"),
+            (a.group, "--group"),
+            (a.count.is_some(), "--count"),
+        ],
+    )?;
     let cfg = BypassThroughput {
         size: a.size,
         seconds: a.seconds,

@@ -35,6 +35,15 @@ pub enum BenchTransport {
     Xdp,
 }
 
+impl BenchTransport {
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchTransport::Scheme(s) => s.name(),
+            BenchTransport::Xdp => "xdp",
+        }
+    }
+}
+
 pub fn parse_bench_transport(s: &str) -> Result<BenchTransport, String> {
     if s == "xdp" {
         return Ok(BenchTransport::Xdp);

@@ -144,6 +144,15 @@ fn not_permitted(e: &io::Error) -> bool {
     errno_is(e, &[libc::EPERM, libc::EACCES])
 }
 
+/// A failed system call as an error; a refused permission says so (root, capabilities).
+fn sys_error(what: String, source: io::Error) -> XdpError {
+    if not_permitted(&source) {
+        XdpError::NotPermitted { what, source }
+    } else {
+        XdpError::Sys { what, source }
+    }
+}
+
 impl XdpPort {
     /// This process's port on `cfg`'s interface and queue, opened on first use.
     pub fn get(cfg: &XdpConfig) -> Result<Arc<XdpPort>, XdpError> {
@@ -174,21 +183,8 @@ impl XdpPort {
     fn open(iface: Interface, cfg: &XdpConfig) -> Result<XdpPort, XdpError> {
         let name = iface.name.clone();
         let sys = |what: &str| {
-            let name = name.clone();
-            let what = what.to_string();
-            move |e: io::Error| {
-                if not_permitted(&e) {
-                    XdpError::NotPermitted {
-                        what: format!("{what} on {name}"),
-                        source: e,
-                    }
-                } else {
-                    XdpError::Sys {
-                        what: format!("{what} on {name}"),
-                        source: e,
-                    }
-                }
-            }
+            let what = format!("{what} on {name}");
+            move |e: io::Error| sys_error(what, e)
         };
         let streams = bpf::map_create(bpf::MAP_HASH, STREAM_KEY_LEN as u32, 4, 256, "pgn_streams")
             .map_err(sys("cannot create the streams map"))?;
@@ -233,22 +229,9 @@ impl XdpPort {
             bytes,
             source: io::Error::from_raw_os_error(e.get_raw()),
         })?;
-        let errno = |what: &'static str| {
-            let name = name.clone();
-            move |e: xdpilone::Errno| {
-                let e = io::Error::from_raw_os_error(e.get_raw());
-                if not_permitted(&e) {
-                    XdpError::NotPermitted {
-                        what: format!("{what} on {name}"),
-                        source: e,
-                    }
-                } else {
-                    XdpError::Sys {
-                        what: format!("{what} on {name}"),
-                        source: e,
-                    }
-                }
-            }
+        let errno = |what: &str| {
+            let what = format!("{what} on {name}");
+            move |e: xdpilone::Errno| sys_error(what, io::Error::from_raw_os_error(e.get_raw()))
         };
         let mut info = IfInfo::invalid();
         info.from_ifindex(iface.index)
@@ -297,16 +280,8 @@ impl XdpPort {
                     ),
                     source: e,
                 }
-            } else if not_permitted(&e) {
-                XdpError::NotPermitted {
-                    what: format!("cannot bind the AF_XDP socket on {name}"),
-                    source: e,
-                }
             } else {
-                XdpError::Sys {
-                    what: format!("cannot bind the AF_XDP socket on {name}"),
-                    source: e,
-                }
+                sys_error(format!("cannot bind the AF_XDP socket on {name}"), e)
             });
         }
         let zero_copy = xdp_options(user.as_raw_fd()).is_ok_and(|o| o & XDP_OPTIONS_ZEROCOPY != 0);
@@ -366,18 +341,13 @@ impl XdpPort {
     ) -> Result<(OwnedFd, Attached), XdpError> {
         let name = &iface.name;
         let fail = |e: io::Error, how: &str| {
-            if not_permitted(&e) {
-                XdpError::NotPermitted {
-                    what: format!("cannot attach the program to {name}"),
-                    source: e,
-                }
-            } else if errno_is(&e, &[libc::EBUSY, libc::EEXIST]) {
+            if errno_is(&e, &[libc::EBUSY, libc::EEXIST]) {
                 XdpError::Busy { name: name.clone(), what: "another XDP program is attached (another process using xdp= on it? `ip link show` names it)".into() }
             } else {
-                XdpError::Sys {
-                    what: format!("cannot attach the program to {name} in {how} mode"),
-                    source: e,
-                }
+                sys_error(
+                    format!("cannot attach the program to {name} in {how} mode"),
+                    e,
+                )
             }
         };
         if mode != XdpMode::Generic {
