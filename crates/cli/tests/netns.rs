@@ -179,8 +179,15 @@ fn kernel_bypass_throughput_across_a_veth_pair() {
 /// Runs `peregrine ARGS` (without the environment's configuration), checks it succeeded, and
 /// returns its JSON lines.
 fn json_lines(args: &[&str]) -> Vec<Value> {
+    // One folder per command (the tests run side by side in one process).
+    let results = std::env::temp_dir().join(format!(
+        "peregrine-netns-{}-{}",
+        std::process::id(),
+        args[1]
+    ));
     let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
         .args(args)
+        .env("PEREGRINE_RESULTS", &results)
         .env_remove("PEREGRINE_CONFIG")
         .output()
         .expect("peregrine runs");
@@ -189,6 +196,17 @@ fn json_lines(args: &[&str]) -> Vec<Value> {
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // The run wrote its results folder and report there (every cell recorded).
+    let report = std::fs::read_dir(&results)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.path().join("report.html").is_file());
+    let _ = std::fs::remove_dir_all(&results);
+    assert!(
+        report,
+        "no results folder with a report under {}",
+        results.display()
     );
     stdout
         .lines()

@@ -196,6 +196,25 @@ pub struct BypassThroughput {
     pub exe: PathBuf,
 }
 
+impl BypassThroughput {
+    /// Checks every value before anything runs.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if !(8..=1440).contains(&self.size) {
+            return Err(BenchError::Config(format!(
+                "--size {} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)",
+                self.size
+            )));
+        }
+        if !(self.seconds > 0.0 && self.seconds <= 3600.0) {
+            return Err(BenchError::Config(format!(
+                "--seconds {} is not accepted: give more than 0 and at most 3600",
+                self.seconds
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Unpaced throughput of one publisher and one subscriber across the veth pair, through the
 /// kernel (`udp`) and through AF_XDP (`xdp`), every message checked by the subscriber; `each`
 /// gets every cell as it is measured. No ceiling: the bare sockets of the ceilings run on
@@ -205,12 +224,7 @@ pub fn throughput(
     mut each: impl FnMut(&peregrine_report::model::Cell),
 ) -> Result<Vec<peregrine_report::model::Cell>, BenchError> {
     use crate::measure::throughput::{self as tp, ThroughputConfig};
-    if !(8..=1440).contains(&cfg.size) {
-        return Err(BenchError::Config(format!(
-            "--size {} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)",
-            cfg.size
-        )));
-    }
+    cfg.validate()?;
     let pair = VethPair::create()?;
     let mut cells = Vec::new();
     for path in [Path::Kernel, Path::Xdp] {
@@ -251,8 +265,105 @@ pub fn throughput(
     Ok(cells)
 }
 
-/// The default suite's part: 64-byte rows of the three paths when this process runs as root
-/// (one line saying why not otherwise), recorded with the run's other cells.
+/// `bench pingpong --transport xdp --netns`: every row shown and recorded as it is measured,
+/// then the ratios to the kernel path.
+pub fn pingpong(cfg: &BypassConfig, s: &mut super::Session) -> Result<(), BenchError> {
+    let mut recorded = Ok(());
+    let rows = run(cfg, |r| {
+        if recorded.is_ok() {
+            recorded = record_row(r, s);
+        }
+    })?;
+    recorded?;
+    if !s.out.json {
+        print_ratios(&cfg.sizes, &rows);
+    }
+    Ok(())
+}
+
+/// A row as a results cell: a ping-pong of its path's name, marked as measured across
+/// namespaces (the report gives it no loopback floor and puts it in the bypass table) and with
+/// the row it belongs to (sockperf's 12-byte row sends 14).
+fn record_row(r: &BypassRow, s: &mut super::Session) -> Result<(), BenchError> {
+    let mut cell = match &r.recorder {
+        Some(rec) => super::latency::latency_cell(
+            peregrine_report::model::Scenario::Pingpong,
+            r.path.name(),
+            r.bytes,
+            rec,
+        ),
+        None => peregrine_report::model::Cell {
+            id: format!("pingpong-{}-{}B", r.path.name(), r.bytes),
+            scenario: Some(peregrine_report::model::Scenario::Pingpong),
+            transport: r.path.name().into(),
+            size_bytes: r.bytes,
+            latency: Some(r.latency),
+            ..Default::default()
+        },
+    };
+    cell.id = format!("{}-netns", cell.id);
+    let settings = &mut cell.detail.latency_mut().settings;
+    settings.insert("netns".into(), true.into());
+    settings.insert("row_size".into(), r.size.into());
+    s.show_and_record(cell, r.recorder.as_ref(), None)
+}
+
+/// The ratios of xdp and sockperf to the kernel path, size by size.
+fn print_ratios(sizes: &[usize], rows: &[BypassRow]) {
+    println!();
+    println!(
+        "Kernel bypass across a veth pair: ratios to udp through the kernel, same size, same run"
+    );
+    println!(
+        "{:>6} {:>14} {:>14} {:>14} {:>14}",
+        "size", "xdp median", "xdp 99.9th", "sockperf med", "sockperf 99.9"
+    );
+    for &size in sizes {
+        let find = |p: Path| rows.iter().find(|r| r.size == size && r.path == p);
+        let ratio = |p: Path, f: fn(&Summary) -> f64| match (find(p), find(Path::Kernel)) {
+            (Some(x), Some(k)) if f(&k.latency) > 0.0 => {
+                format!("{:.2}x", f(&x.latency) / f(&k.latency))
+            }
+            _ => "-".into(),
+        };
+        println!(
+            "{:>6} {:>14} {:>14} {:>14} {:>14}",
+            size,
+            ratio(Path::Xdp, |l| l.median_ns),
+            ratio(Path::Xdp, |l| l.p999_ns),
+            ratio(Path::Sockperf, |l| l.median_ns),
+            ratio(Path::Sockperf, |l| l.p999_ns),
+        );
+    }
+}
+
+/// `bench throughput --transport xdp --netns`: both cells shown and recorded, then xdp's
+/// ratio to the kernel path.
+pub fn throughput_in(cfg: &BypassThroughput, s: &mut super::Session) -> Result<(), BenchError> {
+    let mut recorded = Ok(());
+    let cells = throughput(cfg, |c| {
+        if recorded.is_ok() {
+            recorded = s.show_and_record(c.clone(), None, None);
+        }
+    })?;
+    recorded?;
+    let rate = |p: Path| {
+        cells
+            .iter()
+            .find(|c| c.transport == p.name())
+            .and_then(|c| c.rate_achieved_msgs_per_s)
+    };
+    if let (false, Some(x), Some(k)) = (s.out.json, rate(Path::Xdp), rate(Path::Kernel)) {
+        println!(
+            "xdp / udp through the kernel, same pair, same run: {:.2}x",
+            x / k
+        );
+    }
+    Ok(())
+}
+
+/// The default suite's part: the 64-byte rows of the three paths when this process runs as
+/// root (one line saying why not otherwise), recorded with the run's other cells.
 pub fn suite(s: &mut super::Session, cpus: CpuPair) -> Result<(), BenchError> {
     if !rustix::process::geteuid().is_root() {
         if !s.out.json {
@@ -271,28 +382,13 @@ pub fn suite(s: &mut super::Session, cpus: CpuPair) -> Result<(), BenchError> {
     if !s.out.json {
         println!("kernel bypass: udp through the kernel, through AF_XDP, and sockperf, across a veth pair (peregrine bench pingpong --transport xdp --netns)");
     }
-    for r in run(&cfg, |_| {})? {
-        match r.recorder {
-            Some(rec) => {
-                let mut cell = super::latency::latency_cell(
-                    peregrine_report::model::Scenario::Pingpong,
-                    r.path.name(),
-                    r.bytes,
-                    &rec,
-                );
-                cell.detail
-                    .latency_mut()
-                    .settings
-                    .insert("netns".into(), true.into());
-                s.show_and_record(cell, Some(&rec), None)?;
-            }
-            None => s.out.print(
-                &crate::output::ResultLine::latency("pingpong", r.path.name(), r.bytes, &r.latency)
-                    .detail("netns", true),
-            ),
+    let mut recorded = Ok(());
+    run(&cfg, |r| {
+        if recorded.is_ok() {
+            recorded = record_row(r, s);
         }
-    }
-    Ok(())
+    })?;
+    recorded
 }
 
 #[cfg(test)]

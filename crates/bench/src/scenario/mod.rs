@@ -55,6 +55,10 @@ pub enum Scenario {
     MdLatency(fanout::MdLatencyPlan),
     Jitter(crate::jitter::JitterConfig),
     Failover(failover::FailoverPlan),
+    /// The ping-pong across a veth pair through the kernel, AF_XDP and sockperf.
+    Bypass(bypass::BypassConfig),
+    /// Unpaced throughput across a veth pair through the kernel and AF_XDP.
+    BypassThroughput(bypass::BypassThroughput),
 }
 
 impl Scenario {
@@ -74,6 +78,8 @@ impl Scenario {
             Scenario::MdLatency(_) => "fanout-latency",
             Scenario::Jitter(_) => "jitter",
             Scenario::Failover(_) => "failover",
+            Scenario::Bypass(_) => "bypass",
+            Scenario::BypassThroughput(_) => "bypass-throughput",
         }
     }
 
@@ -92,6 +98,8 @@ impl Scenario {
             // Not pinned: the feed, the tier and N clients share every CPU.
             Scenario::Fanout(_) | Scenario::MdLatency(_) => CpuPair::default_pair(),
             Scenario::Failover(p) => p.cfg.cpus,
+            Scenario::Bypass(c) => c.cpus,
+            Scenario::BypassThroughput(c) => c.cpus,
             Scenario::Jitter(c) => CpuPair {
                 a: c.cpus[0],
                 b: *c.cpus.get(1).unwrap_or(&c.cpus[0]),
@@ -113,6 +121,7 @@ impl Scenario {
                 | Scenario::MdLatency(_)
                 | Scenario::Jitter(_)
                 | Scenario::Failover(_)
+                | Scenario::Bypass(_)
         )
     }
 }
@@ -207,6 +216,8 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::MdLatency(plan) => fanout::md_latency(&plan, &mut session),
         Scenario::Jitter(cfg) => jitter::run(&cfg, &mut session).map(drop),
         Scenario::Failover(plan) => failover::run(&plan, &mut session),
+        Scenario::Bypass(cfg) => bypass::pingpong(&cfg, &mut session),
+        Scenario::BypassThroughput(cfg) => bypass::throughput_in(&cfg, &mut session),
     };
     if session.folder.results().cells.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -15,7 +15,6 @@ use peregrine_bench::measure::floor::{FloorConfig, FloorPong};
 use peregrine_bench::measure::load::Method;
 use peregrine_bench::measure::pingpong::{PingPongConfig, StreamMode};
 use peregrine_bench::measure::throughput::ThroughputConfig;
-use peregrine_bench::output::{Printer, ResultLine};
 use peregrine_bench::scenario::echo::EchoPlan;
 use peregrine_bench::scenario::latency::PingPongPlan;
 use peregrine_bench::scenario::paced::{EmbeddedPlan, MaxPlan, Pacing, SweepPlan};
@@ -33,6 +32,8 @@ pub fn run(b: BenchArgs) -> Result<()> {
             Some(cfg) => Scenario::Floor(cfg),
             None => return Ok(()),
         },
+        Some(Flags::Pingpong(a)) if a.netns => Scenario::Bypass(bypass(&a)?),
+        Some(Flags::Throughput(a)) if a.netns => Scenario::BypassThroughput(bypass_throughput(&a)?),
         Some(Flags::Pingpong(a)) => match pingpong(a, b.json)? {
             Some(plan) => Scenario::Pingpong(plan),
             None => return Ok(()),
@@ -132,7 +133,6 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 /// `bench pingpong`, or one of its sides (`--role ping|pong`); `None` when a role ran.
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
     let transport = match a.transport {
-        _ if a.netns => return bypass(&a, json).map(|()| None),
         BenchTransport::Xdp => bail!(
             "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --ping-uri and --pong-uri"
         ),
@@ -212,9 +212,9 @@ fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
 }
 
 /// `bench pingpong --netns`: udp through the kernel, through AF_XDP and sockperf across a veth
-/// pair, size by size, each row printed as it is measured, then the ratios.
-fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
-    use peregrine_bench::scenario::bypass::{self, BypassConfig, Path};
+/// pair, size by size; every value checked before anything runs.
+fn bypass(a: &PingPongArgs) -> Result<peregrine_bench::scenario::bypass::BypassConfig> {
+    use peregrine_bench::scenario::bypass::{self, BypassConfig};
     netns_only(
         a.transport,
         "runs both sides itself on a veth pair it creates",
@@ -241,43 +241,7 @@ fn bypass(a: &PingPongArgs, json: bool) -> Result<()> {
         exe: exe()?,
     };
     bypass::validate(&cfg)?;
-    let mut printer = Printer::new(json);
-    let rows = bypass::run(&cfg, |r| {
-        printer.print(
-            &ResultLine::latency("pingpong", r.path.name(), r.bytes, &r.latency)
-                .detail("netns", true)
-                .detail("row_size", r.size),
-        )
-    })?;
-    if !json {
-        println!();
-        println!("Kernel bypass across a veth pair: ratios to udp through the kernel, same size, same run");
-        println!(
-            "{:>6} {:>14} {:>14} {:>14} {:>14}",
-            "size", "xdp median", "xdp 99.9th", "sockperf med", "sockperf 99.9"
-        );
-        for &size in &cfg.sizes {
-            let find = |p: Path| rows.iter().find(|r| r.size == size && r.path == p);
-            let ratio = |p: Path, f: fn(&peregrine_bench::stats::Summary) -> f64| match (
-                find(p),
-                find(Path::Kernel),
-            ) {
-                (Some(x), Some(k)) if f(&k.latency) > 0.0 => {
-                    format!("{:.2}x", f(&x.latency) / f(&k.latency))
-                }
-                _ => "-".into(),
-            };
-            println!(
-                "{:>6} {:>14} {:>14} {:>14} {:>14}",
-                size,
-                ratio(Path::Xdp, |l| l.median_ns),
-                ratio(Path::Xdp, |l| l.p999_ns),
-                ratio(Path::Sockperf, |l| l.median_ns),
-                ratio(Path::Sockperf, |l| l.p999_ns),
-            );
-        }
-    }
-    Ok(())
+    Ok(cfg)
 }
 
 /// What `--netns` accepts: `--transport xdp` (or udp), and none of the flags in `given` that
@@ -300,8 +264,10 @@ fn netns_only(transport: BenchTransport, what: &str, given: &[(bool, &str)]) -> 
 
 /// `bench throughput --netns`: udp through the kernel and through AF_XDP across a veth pair,
 /// one row each.
-fn bypass_throughput(a: &ThroughputArgs, json: bool) -> Result<()> {
-    use peregrine_bench::scenario::bypass::{self, BypassThroughput};
+fn bypass_throughput(
+    a: &ThroughputArgs,
+) -> Result<peregrine_bench::scenario::bypass::BypassThroughput> {
+    use peregrine_bench::scenario::bypass::BypassThroughput;
     netns_only(
         a.transport,
         "runs one publisher and one subscriber itself on a veth pair it creates",
@@ -320,24 +286,8 @@ fn bypass_throughput(a: &ThroughputArgs, json: bool) -> Result<()> {
         cpus: cpus(&a.common),
         exe: exe()?,
     };
-    let mut printer = Printer::new(json);
-    let rows = bypass::throughput(&cfg, |cell| {
-        printer.print(&ResultLine::from_cell(cell));
-    })?;
-    if !json {
-        let rate = |p: &str| {
-            rows.iter()
-                .find(|c| c.transport == p)
-                .and_then(|c| c.rate_achieved_msgs_per_s)
-        };
-        if let (Some(x), Some(k)) = (rate("xdp"), rate("udp")) {
-            println!(
-                "xdp / udp through the kernel, same pair, same run: {:.2}x",
-                x / k
-            );
-        }
-    }
-    Ok(())
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 /// `bench echo`: every value checked before anything runs.
@@ -356,7 +306,6 @@ fn echo(a: EchoArgs) -> Result<EchoPlan> {
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
 fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
     let transport = match a.transport {
-        _ if a.netns => return bypass_throughput(&a, json).map(|()| None),
         BenchTransport::Xdp => bail!(
             "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --uri"
         ),

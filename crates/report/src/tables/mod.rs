@@ -1,6 +1,7 @@
 //! The report's tables as data: built once from [`Results`], written out by [`crate::text`]
 //! (aligned plain text) and [`crate::html`] (HTML tables), so both show the same numbers.
 
+mod bypass;
 mod echo;
 mod embedded;
 mod failover;
@@ -22,6 +23,7 @@ pub(crate) use format::rate_label;
 pub use format::thousands;
 pub(crate) use md_latency::md_latency_groups;
 
+use self::bypass::bypass;
 use self::echo::echo;
 use self::embedded::embedded;
 use self::failover::failover;
@@ -94,6 +96,7 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
     [
         jitter(results),
         pingpong(results),
+        bypass(results),
         echo(results),
         full_results(results),
         max_throughput(results),

@@ -1,6 +1,7 @@
 //! The ping-pong section: half round trip per transport and size, beside the floor of the same
 //! run (the cache line for `ipc`, bare sockets for the network).
 
+use super::bypass::across_namespaces;
 use super::format::{dash, header, thousands, us};
 use super::load::ratio_text;
 use super::{of, scenario_name, Row, Section, Table};
@@ -19,7 +20,7 @@ pub(super) fn pingpong(results: &Results) -> Option<Section> {
             matches!(
                 c.scenario,
                 Some(Scenario::Floor | Scenario::Raw | Scenario::Pingpong)
-            )
+            ) && !across_namespaces(c)
         })
         .collect();
     if cells.is_empty() {
@@ -104,12 +105,8 @@ pub(crate) fn floor_of<'a>(results: &'a Results, cell: &Cell) -> Option<&'a Cell
         return None;
     }
     // Measured across a veth pair between namespaces (`--netns`): the loopback floors are not
-    // its floor; its comparison is with the other paths of the same pair.
-    if cell
-        .detail
-        .latency()
-        .is_some_and(|d| d.settings.get("netns") == Some(&serde_json::Value::Bool(true)))
-    {
+    // its floor; its comparison is with the other paths of the same pair (its own section).
+    if across_namespaces(cell) {
         return None;
     }
     let candidates: Vec<&Cell> = if cell.transport == "ipc" {

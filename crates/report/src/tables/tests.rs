@@ -391,3 +391,50 @@ fn a_cell_measured_across_namespaces_has_no_loopback_floor() {
     assert!((x - 2.2 / 1.8).abs() < 1e-9, "{x}");
     assert_eq!(super::pingpong::x_floor(&results, &veth), None);
 }
+
+#[test]
+fn the_bypass_table_has_a_row_per_size_with_the_three_paths_and_xdps_ratios() {
+    let netns = |transport: &str, size: usize, median_us: f64, row: Option<usize>| {
+        let mut c = pingpong_cell(transport, size, median_us);
+        let s = &mut c.detail.latency_mut().settings;
+        s.insert("netns".into(), true.into());
+        if let Some(r) = row {
+            s.insert("row_size".into(), r.into());
+        }
+        c
+    };
+    let results = results_of(vec![
+        pingpong_cell("udp", 32, 2.0),
+        netns("udp", 12, 2.4, None),
+        netns("sockperf", 14, 1.8, Some(12)),
+        netns("xdp", 12, 1.6, None),
+        netns("udp", 1472, 4.0, None),
+        netns("xdp", 1472, 3.0, None),
+    ]);
+    let sections = sections(&results);
+    let bypass = sections
+        .iter()
+        .find(|s| {
+            s.title
+                .starts_with("UDP through the kernel and kernel bypass")
+        })
+        .expect("a bypass section");
+    let rows = cells_rows(&bypass.tables[0]);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0][0], "12");
+    assert_eq!(
+        rows[0][3],
+        us(1800.0),
+        "sockperf's 14-byte cell is the 12-byte row's"
+    );
+    assert_eq!(rows[0][7], "0.67", "xdp / kernel median at 12 bytes");
+    assert_eq!(rows[1][0], "1472");
+    assert_eq!(rows[1][3], "-", "no sockperf at 1472");
+    assert_eq!(rows[1][7], "0.75");
+    // The loopback ping-pong table keeps the loopback cell only.
+    let pp = sections
+        .iter()
+        .find(|s| s.title.starts_with("Ping-pong latency"))
+        .expect("the ping-pong section");
+    assert_eq!(cells_rows(&pp.tables[0]).len(), 1);
+}

@@ -123,8 +123,8 @@ mod tests {
 
     #[test]
     fn instructions_encode_as_the_kernel_reads_them() {
-        // `r0 = 2; exit`, the bytes of `struct bpf_insn` as clang emits them for
-        // `return XDP_PASS;` (llvm-objdump: b7 00 00 00 02 00 00 00 / 95 00 ...).
+        // `r0 = 2; exit` (`return XDP_PASS;`): the bytes of `struct bpf_insn` the instruction
+        // set document gives (opcode, registers, 16-bit offset, 32-bit immediate, little-endian).
         assert_eq!(
             insn(ALU64_MOV_K, 0, 0, 0, 2).to_le_bytes(),
             [0xb7, 0, 0, 0, 2, 0, 0, 0]
