@@ -290,9 +290,18 @@ fn keys(scheme: Scheme) -> &'static [&'static str] {
 }
 
 /// Keys that are valid only beside another key of the same transport (`mac` beside `auth`,
-/// `tls_cert` beside `tls_key`, `tls_server_name` beside `tls_ca` or the pair): checked with
+/// `tls_cert` beside `tls_key`, `tls_server_name` beside `tls_ca` or the pair, the `xdp_*`
+/// keys beside `xdp`): checked with
 /// the other keys of their transport ([`Config::check_together`]), not alone.
-const PAIRED: [&str; 4] = ["mac", "tls_cert", "tls_key", "tls_server_name"];
+const PAIRED: [&str; 7] = [
+    "mac",
+    "tls_cert",
+    "tls_key",
+    "tls_server_name",
+    "xdp_mode",
+    "xdp_queue",
+    "xdp_frames",
+];
 
 /// Checks one `key = value` for `scheme` exactly as a URI parameter is checked (a
 /// [`PAIRED`] key: only its name, the rest when its transport's keys are checked together).
@@ -602,6 +611,15 @@ mod tests {
             .with_env([("PEREGRINE_MCAST_MAC".to_string(), "blake3".to_string())].into_iter());
         assert!(c.is_ok(), "{c:?}");
         let _ = std::fs::remove_dir_all(&dir);
+        // The kernel bypass's settings go with its interface.
+        let c =
+            Config::from_toml("[udp]\nxdp = \"eth1\"\nxdp_mode = \"generic\"\n", "t.toml").unwrap();
+        assert_eq!(
+            c.apply("udp://127.0.0.1:1").unwrap(),
+            "udp://127.0.0.1:1?xdp=eth1&xdp_mode=generic"
+        );
+        let e = Config::from_toml("[mcast]\nxdp_frames = 8192\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("without xdp="), "{e}");
     }
 
     #[test]

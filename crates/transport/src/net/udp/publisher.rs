@@ -367,6 +367,11 @@ impl UdpPublisher {
             ) {
                 StatusOutcome::Joined | StatusOutcome::Rejoined => {
                     changed = true;
+                    // A receiver that (re)joins may be another host on the same address: its
+                    // Ethernet address is read again before the next datagram to it.
+                    if let (Some(x), SocketAddr::V4(v4)) = (self.out.xdp.as_mut(), from) {
+                        x.forget(*v4.ip());
+                    }
                     // Tell it the session and the position at once (multicast: on every path).
                     let hb = self.sender.heartbeat();
                     if self.cfg.scheme == Scheme::Mcast {

@@ -188,7 +188,7 @@ impl XdpPort {
         };
         let streams = bpf::map_create(bpf::MAP_HASH, STREAM_KEY_LEN as u32, 4, 256, "pgn_streams")
             .map_err(sys("cannot create the streams map"))?;
-        let xsks = bpf::map_create(bpf::MAP_XSKMAP, 4, 4, 64, "pgn_xsks")
+        let xsks = bpf::map_create(bpf::MAP_XSKMAP, 4, 4, (cfg.queue + 1).max(64), "pgn_xsks")
             .map_err(sys("cannot create the socket map"))?;
         let insns = program::steering(streams.as_raw_fd(), xsks.as_raw_fd());
         let prog = bpf::prog_load_xdp(&insns, "pgn_steer").map_err(|e| {

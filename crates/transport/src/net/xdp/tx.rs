@@ -135,7 +135,9 @@ impl XdpTx {
         }
     }
 
-    /// Forgets `to`'s Ethernet address (a peer that left; read again if it comes back).
+    /// Forgets `to`'s Ethernet address: it is read from the neighbour table again before the
+    /// next datagram to it (the publisher calls this when a receiver joins or rejoins, which a
+    /// new host on the same address does).
     pub fn forget(&mut self, to: Ipv4Addr) {
         self.macs.retain(|(a, _)| *a != to);
     }
