@@ -159,7 +159,7 @@ pub(super) fn to_all<'a>(
         let (mut first_error, mut failures) = (None, 0);
         for &to in dests {
             if let (Some(x), SocketAddr::V4(v4)) = (xdp.as_mut(), to) {
-                match x.send(b.datagrams(), v4, loss, crate::net::now_ns()) {
+                match x.send(b.datagrams(), v4, loss) {
                     Ok(true) => continue,
                     Ok(false) => {}
                     Err(e) => {
@@ -214,7 +214,7 @@ pub(super) fn send_frame(
     if let (Some(x), Some(SocketAddr::V4(v4))) = (xdp.as_mut(), to) {
         // Through the ring like the data it follows (a heartbeat or BYE must not overtake
         // it through the kernel); best effort like the socket's.
-        if let Ok(true) = x.send(std::iter::once(frame), v4, loss, crate::net::now_ns()) {
+        if let Ok(true) = x.send(std::iter::once(frame), v4, loss) {
             return;
         }
     }

@@ -108,13 +108,15 @@ impl XdpTx {
 
     /// `to`'s Ethernet address: the group's for multicast, else the kernel's neighbour entry
     /// (read again at most every 50 ms while there is none).
-    fn mac_for(&mut self, to: Ipv4Addr, now_ns: u64) -> Option<[u8; 6]> {
+    fn mac_for(&mut self, to: Ipv4Addr) -> Option<[u8; 6]> {
         if to.is_multicast() {
             return Some(multicast_mac(to));
         }
         if let Some(&(_, m)) = self.macs.iter().find(|(a, _)| *a == to) {
             return Some(m);
         }
+        // The clock is read only here, on a miss: a known peer costs no clock read per send.
+        let now_ns = peregrine_agent::monotonic_ns();
         if self
             .unknown
             .iter()
@@ -222,9 +224,8 @@ impl XdpTx {
         datagrams: impl Iterator<Item = &'a [u8]>,
         to: SocketAddrV4,
         loss: &mut Option<Box<LossGenerator>>,
-        now_ns: u64,
     ) -> io::Result<bool> {
-        let Some(dst_mac) = self.mac_for(*to.ip(), now_ns) else {
+        let Some(dst_mac) = self.mac_for(*to.ip()) else {
             self.via_kernel += 1;
             return Ok(false);
         };
