@@ -60,6 +60,11 @@ pub struct SockperfConfig {
     /// Across a veth pair instead of loopback (`bench pingpong --netns`): the server in one
     /// namespace on its address, the client in the other.
     pub across: Option<SockperfAcross>,
+    /// The client sends at this many messages per second (`--mps`) instead of as fast as the
+    /// answers come; every message is still answered. (Its `under-load` mode, which answers
+    /// one in N, gave medians of 1.3 to 1.9 ms at 100,000 msgs/s on loopback on a 2-core guest
+    /// where `ping-pong --mps` gave 3 us: not a baseline.)
+    pub mps: Option<u64>,
 }
 
 /// Where the two sides of a sockperf run across namespaces are.
@@ -118,6 +123,11 @@ pub fn validate(cfg: &SockperfConfig) -> Result<(), BenchError> {
     if cfg.port == 0 {
         return Err(BenchError::Config(
             "sockperf port 0 is not accepted: give a free port (see sockperf::free_port)".into(),
+        ));
+    }
+    if cfg.mps == Some(0) {
+        return Err(BenchError::Config(
+            "sockperf rate 0 messages per second is not accepted: give at least 1, or no rate for as fast as the answers come".into(),
         ));
     }
     Ok(())
@@ -204,6 +214,9 @@ fn client_argv(cfg: &SockperfConfig) -> Vec<String> {
         "-t".into(),
         cfg.seconds.to_string(),
     ]);
+    if let Some(mps) = cfg.mps {
+        a.push(format!("--mps={mps}"));
+    }
     argv(
         cfg.cpus.a,
         cfg.across.as_ref().map(|x| x.client_ns.as_str()),
@@ -650,6 +663,7 @@ sockperf: ---> <MIN> observation =    7.090
             seconds: 3,
             port: 23456,
             across: None,
+            mps: None,
         };
         let (server, client) = command_lines(&cfg);
         let pin = |cpu| {
@@ -686,6 +700,7 @@ sockperf: ---> <MIN> observation =    7.090
             seconds,
             port: free_port(Scheme::Udp).unwrap(),
             across: None,
+            mps: None,
         }
     }
 
@@ -736,6 +751,7 @@ sockperf: ---> <MIN> observation =    7.090
             seconds: 1,
             port: 1,
             across: None,
+            mps: None,
         };
         assert!(validate(&cfg).unwrap_err().to_string().contains("ipc"));
         let small = SockperfConfig {

@@ -176,6 +176,91 @@ fn kernel_bypass_throughput_across_a_veth_pair() {
     }
 }
 
+/// `bench load --transport xdp --netns`: a paced stream with pings across the pair through
+/// the kernel and through AF_XDP (and sockperf at the same rate where installed), every
+/// message checked and every ping answered.
+#[test]
+fn kernel_bypass_load_across_a_veth_pair() {
+    if !peregrine_testkit::root_with_netns() {
+        return;
+    }
+    let sockperf = peregrine_testkit::program("sockperf", "apt-get install sockperf").is_some();
+    let rows = json_lines(&[
+        "bench",
+        "load",
+        "--transport",
+        "xdp",
+        "--netns",
+        "--size",
+        "64",
+        "--rate",
+        "20k",
+        "--ping-every",
+        "10",
+        "--seconds",
+        "0.5",
+        "--warmup-seconds",
+        "0.2",
+        "--json",
+    ]);
+    assert_eq!(rows.len(), if sockperf { 3 } else { 2 }, "{rows:#?}");
+    for path in ["udp", "xdp"] {
+        let r = rows
+            .iter()
+            .find(|r| r["transport"] == path)
+            .unwrap_or_else(|| panic!("no {path} row in:\n{rows:#?}"));
+        assert_eq!(r["scenario"], "load", "{r}");
+        assert_eq!(r["detail"]["netns"], true, "{r}");
+        assert_eq!(r["detail"]["path"], "veth pair", "{r}");
+        for field in ["lost", "duplicates", "out_of_order"] {
+            assert_eq!(r[field], 0, "{field}: {r}");
+        }
+        assert_eq!(r["detail"]["pings_unanswered"], 0, "{r}");
+        let pings = r["detail"]["pings"].as_u64().expect("pings counted");
+        assert!(pings > 0, "{r}");
+        assert_eq!(r["latency"]["samples"], pings, "one sample per ping: {r}");
+    }
+    if sockperf {
+        let r = rows.iter().find(|r| r["transport"] == "sockperf").unwrap();
+        assert_eq!(r["rate_requested_msgs_per_s"], 20_000.0, "{r}");
+        assert!(r["latency"]["median_ns"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn load_with_xdp_needs_netns_and_netns_takes_no_uri() {
+    for (args, says) in [
+        (vec!["--transport", "xdp"], "add --netns"),
+        (vec!["--transport", "ipc", "--netns"], "use --transport xdp"),
+        (
+            vec![
+                "--transport",
+                "xdp",
+                "--netns",
+                "--uri",
+                "udp://10.0.0.1:4000",
+            ],
+            "drop --uri",
+        ),
+        (
+            vec!["--transport", "xdp", "--netns", "--size", "1441"],
+            "8 to 1440 bytes",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
+            .args(["bench", "load"])
+            .args(&args)
+            .env_remove("PEREGRINE_CONFIG")
+            .output()
+            .expect("peregrine runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 /// Runs `peregrine ARGS` (without the environment's configuration), checks it succeeded, and
 /// returns its JSON lines.
 fn json_lines(args: &[&str]) -> Vec<Value> {

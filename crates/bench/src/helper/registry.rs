@@ -104,6 +104,8 @@ mod tests {
             name: "bench-ld-1".into(),
             connect_timeout: Duration::from_millis(20_500),
             uri: Some("udp://127.0.0.1:4000?mode=urgent".into()),
+            reflect_uri: Some("udp://10.0.0.2:4001?mode=urgent&xdp=pgb0".into()),
+            sub_netns: Some("pgb-b".into()),
         };
         let clock = Clock::from_arg("tsc:0.3846").unwrap();
         let spec = EmbeddedPublisher {

@@ -64,6 +64,7 @@ impl PingPongPlan {
             seconds: 3,
             port,
             across: None,
+            mps: None,
         }
     }
 }

@@ -59,6 +59,8 @@ pub enum Scenario {
     Bypass(bypass::BypassConfig),
     /// Unpaced throughput across a veth pair through the kernel and AF_XDP.
     BypassThroughput(bypass::BypassThroughput),
+    /// Load with pings across a veth pair through the kernel, AF_XDP and sockperf.
+    BypassLoad(bypass::BypassLoad),
 }
 
 impl Scenario {
@@ -80,6 +82,7 @@ impl Scenario {
             Scenario::Failover(_) => "failover",
             Scenario::Bypass(_) => "bypass",
             Scenario::BypassThroughput(_) => "bypass-throughput",
+            Scenario::BypassLoad(_) => "bypass-load",
         }
     }
 
@@ -100,6 +103,7 @@ impl Scenario {
             Scenario::Failover(p) => p.cfg.cpus,
             Scenario::Bypass(c) => c.cpus,
             Scenario::BypassThroughput(c) => c.cpus,
+            Scenario::BypassLoad(c) => c.cpus,
             Scenario::Jitter(c) => CpuPair {
                 a: c.cpus[0],
                 b: *c.cpus.get(1).unwrap_or(&c.cpus[0]),
@@ -122,6 +126,7 @@ impl Scenario {
                 | Scenario::Jitter(_)
                 | Scenario::Failover(_)
                 | Scenario::Bypass(_)
+                | Scenario::BypassLoad(_)
         )
     }
 }
@@ -218,6 +223,7 @@ pub fn run(scenario: Scenario, opts: RunOptions) -> Result<(), BenchError> {
         Scenario::Failover(plan) => failover::run(&plan, &mut session),
         Scenario::Bypass(cfg) => bypass::pingpong(&cfg, &mut session),
         Scenario::BypassThroughput(cfg) => bypass::throughput_in(&cfg, &mut session),
+        Scenario::BypassLoad(cfg) => bypass::load_in(&cfg, &mut session),
     };
     if session.folder.results().cells.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);

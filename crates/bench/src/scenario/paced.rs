@@ -47,6 +47,8 @@ impl Pacing {
             name: crate::run_name("ld"),
             connect_timeout: Duration::from_secs(20),
             uri: None,
+            reflect_uri: None,
+            sub_netns: None,
         }
     }
 }

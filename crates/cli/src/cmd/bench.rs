@@ -43,6 +43,7 @@ pub fn run(b: BenchArgs) -> Result<()> {
             Some(cfg) => Scenario::Throughput(cfg),
             None => return Ok(()),
         },
+        Some(Flags::Load(a)) if a.netns => Scenario::BypassLoad(bypass_load(&a)?),
         Some(Flags::Load(a)) => Scenario::Load(load(a)?),
         Some(Flags::Sweep(a)) => Scenario::Sweep(sweep(a)),
         Some(Flags::Max(a)) => Scenario::Max(max(a)),
@@ -290,6 +291,31 @@ fn bypass_throughput(
     Ok(cfg)
 }
 
+/// `bench load --netns`: the load through the kernel's udp and through AF_XDP across a veth
+/// pair, and sockperf at the same rate; every value checked before anything runs.
+fn bypass_load(a: &LoadArgs) -> Result<peregrine_bench::scenario::bypass::BypassLoad> {
+    netns_only(
+        a.transport,
+        "runs the publisher and the reflector itself on a veth pair it creates",
+        &[
+            (a.uri.is_some(), "--uri"),
+            (a.idle.idle != IdleKind::Spin, "--idle"),
+        ],
+    )?;
+    let cfg = peregrine_bench::scenario::bypass::BypassLoad {
+        size: a.size,
+        rate_msgs_per_s: a.rate,
+        ping_every: a.ping_every,
+        seconds: a.timing.seconds,
+        warmup_seconds: a.timing.warmup_seconds,
+        cpus: a.cpus.pair(),
+        sockperf: true,
+        exe: exe()?,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
 /// `bench echo`: every value checked before anything runs.
 fn echo(a: EchoArgs) -> Result<EchoPlan> {
     let plan = EchoPlan {
@@ -352,7 +378,13 @@ fn load(a: LoadArgs) -> Result<peregrine_bench::measure::load::LoadConfig> {
         cpus: a.cpus.pair(),
         idle: a.idle.idle,
     };
-    let mut cfg = pacing.cell(a.transport.transport, a.size, a.rate, Method::Pings);
+    let transport = match a.transport {
+        BenchTransport::Xdp => bail!(
+            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --uri"
+        ),
+        BenchTransport::Scheme(s) => s,
+    };
+    let mut cfg = pacing.cell(transport, a.size, a.rate, Method::Pings);
     cfg.uri = a.uri;
     peregrine_bench::measure::load::validate(&cfg)?;
     Ok(cfg)

@@ -160,8 +160,16 @@ pub struct ResolverTrafficArgs {
     mut_arg("cpus", |a| a.help("Two CPUs, `A,B`: publisher on A, subscriber on B (default: the first two)")),
 )]
 pub struct LoadArgs {
-    #[command(flatten)]
-    pub transport: Transport,
+    /// Transport: ipc (shared memory), udp, mcast or tcp (loopback unless --uri says
+    /// otherwise), or xdp: udp through AF_XDP (kernel bypass), measured with --netns beside
+    /// the kernel's udp.
+    #[arg(long, default_value = "ipc", value_parser = values::parse_bench_transport)]
+    pub transport: values::BenchTransport,
+    /// Across a veth pair between two network namespaces this run creates (root): the load
+    /// through the kernel's udp, the same through AF_XDP (xdp=), and sockperf's ping-pong at
+    /// the same rate over the pair when installed, one row each. --transport udp or xdp.
+    #[arg(long)]
+    pub netns: bool,
     /// The load stream's URI (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,

@@ -224,7 +224,12 @@ fn load_points(results: &Results) -> Vec<&Cell> {
     results
         .cells
         .iter()
-        .filter(|c| c.scenario == Some(Scenario::Load) && shown(c) && c.latency.is_some())
+        .filter(|c| {
+            c.scenario == Some(Scenario::Load)
+                && shown(c)
+                && c.latency.is_some()
+                && !tables::across_namespaces(c)
+        })
         .collect()
 }
 
@@ -355,7 +360,11 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
         let pingpong: Vec<&Cell> = results
             .cells
             .iter()
-            .filter(|c| c.scenario == Some(Scenario::Pingpong) && c.latency.is_some())
+            .filter(|c| {
+                c.scenario == Some(Scenario::Pingpong)
+                    && c.latency.is_some()
+                    && !tables::across_namespaces(c)
+            })
             .collect();
         (
             pingpong,
@@ -413,7 +422,7 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
     let all_load: Vec<&Cell> = results
         .cells
         .iter()
-        .filter(|c| c.scenario == Some(Scenario::Load))
+        .filter(|c| c.scenario == Some(Scenario::Load) && !tables::across_namespaces(c))
         .collect();
     for transport in tables::transports(&all_load) {
         let cells: Vec<&Cell> = all_load
@@ -489,6 +498,9 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
                 (Some(Scenario::Load), Some(r)) => {
                     format!("{} {}B @{}", c.transport, c.size_bytes, rate_label(r))
                 }
+                _ if tables::across_namespaces(c) => {
+                    format!("{} {}B veth", c.transport, c.size_bytes)
+                }
                 _ => format!("{} {}B", c.transport, c.size_bytes),
             };
             Some(BoxStat::of(label, colour_of(results, &c.transport), &l))
@@ -508,6 +520,9 @@ pub(crate) fn plan(results: &Results) -> Vec<Planned> {
             }),
         });
     }
+
+    // Seeds 001, 002 and 004: the kernel's path and the bypass side by side.
+    out.extend(bypass_charts(results));
 
     // Seed 004's own measurement: the echo per transport, mode and size.
     let echo: Vec<BoxStat> = tables::echo_cells(results)
@@ -691,4 +706,82 @@ fn mean_and_stddev_vs_rate(
             ),
         ]),
     }
+}
+
+/// The paths of the kernel-bypass comparison, in the tables' order.
+const BYPASS_PATHS: [&str; 3] = ["udp", "sockperf", "xdp"];
+
+/// The kernel-bypass comparison across a veth pair (`--netns`): for the ping-pong and for the
+/// load, the median and the 99.9th against the row's size, one line per path.
+fn bypass_charts(results: &Results) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for (scenario, name, what) in [
+        (
+            Scenario::Pingpong,
+            "bypass_pingpong",
+            "ping-pong".to_string(),
+        ),
+        (Scenario::Load, "bypass_load", String::new()),
+    ] {
+        let cells = tables::across(results, scenario);
+        let cells: Vec<&Cell> = cells.into_iter().filter(|c| c.latency.is_some()).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let what = if scenario == Scenario::Load {
+            let mut rates: Vec<f64> = cells
+                .iter()
+                .filter_map(|c| c.rate_requested_msgs_per_s)
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            rates.dedup_by(|a, b| same_rate(*a, *b));
+            match rates.as_slice() {
+                [r] => format!("under load at {} msgs/sec", rate_label(*r)),
+                _ => "under load".to_string(),
+            }
+        } else {
+            what
+        };
+        let title =
+            format!("UDP through the kernel and kernel bypass (AF_XDP) across a veth pair, {what}");
+        let panel = |label: &str, of: fn(&Latency) -> f64| {
+            let series: Vec<Series> = BYPASS_PATHS
+                .iter()
+                .filter_map(|path| {
+                    let mut points: Vec<(f64, f64)> = cells
+                        .iter()
+                        .filter(|c| c.transport == *path)
+                        .filter_map(|c| Some((tables::row_size(c) as f64, us(of(&c.latency?)))))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (!points.is_empty()).then(|| Series {
+                        name: format!("{path} {label}"),
+                        colour: BYPASS_PATHS.iter().position(|p| p == path).unwrap_or(0),
+                        dashed: *path == "sockperf",
+                        points,
+                    })
+                })
+                .collect();
+            let mut sizes: Vec<usize> = cells.iter().map(|c| tables::row_size(c)).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            LinePanel {
+                title: format!("{label} (half round trip)"),
+                x_desc: "message size (bytes)".to_string(),
+                y_desc: "latency (microseconds)".to_string(),
+                x_ticks: sizes.iter().map(|&s| (s as f64, s.to_string())).collect(),
+                log_y: series_span_decades(&series),
+                series,
+            }
+        };
+        out.push(Planned {
+            name: name.to_string(),
+            title: title.clone(),
+            plot: Plot::Lines(vec![
+                panel("median", |l| l.median_ns),
+                panel("99.9th", |l| l.p999_ns),
+            ]),
+        });
+    }
+    out
 }

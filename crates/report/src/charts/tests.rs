@@ -293,3 +293,71 @@ fn the_pingpong_box_plot_keeps_the_mean_on_a_log_axis() {
     assert_eq!(b.boxes[0].mean, 9.0);
     assert!(planned.iter().all(|p| p.name != "echo_boxplot"));
 }
+
+#[test]
+fn the_bypass_comparison_is_charted_apart_from_the_loopback_cells() {
+    let veth = |scenario: Scenario, transport: &str, size: usize, median_ns: f64| {
+        let mut c = load(transport, size, 100e3, true);
+        c.scenario = Some(scenario);
+        c.id = format!("{scenario:?}-{transport}-{size}-netns");
+        c.latency = Some(crate::model::Latency {
+            median_ns,
+            p999_ns: median_ns * 30.0,
+            ..Default::default()
+        });
+        let settings = if scenario == Scenario::Load {
+            &mut c.detail.paced_mut().settings
+        } else {
+            &mut c.detail.latency_mut().settings
+        };
+        settings.insert("netns".into(), true.into());
+        settings.insert("row_size".into(), size.into());
+        c
+    };
+    let mut loopback = load("udp", 64, 100e3, true);
+    loopback.scenario = Some(Scenario::Pingpong);
+    loopback.rate_requested_msgs_per_s = None;
+    let results = crate::tables::tests::results_of(vec![
+        loopback,
+        veth(Scenario::Pingpong, "udp", 64, 2400.0),
+        veth(Scenario::Pingpong, "sockperf", 64, 1800.0),
+        veth(Scenario::Pingpong, "xdp", 64, 1600.0),
+        veth(Scenario::Pingpong, "udp", 1024, 2600.0),
+        veth(Scenario::Pingpong, "xdp", 1024, 2100.0),
+        veth(Scenario::Load, "udp", 32, 3000.0),
+        veth(Scenario::Load, "xdp", 32, 2000.0),
+    ]);
+    let planned = plan(&results);
+    let pp = planned
+        .iter()
+        .find(|p| p.name == "bypass_pingpong")
+        .expect("the ping-pong comparison's chart");
+    let Plot::Lines(panels) = &pp.plot else {
+        panic!("a line chart");
+    };
+    assert_eq!(panels.len(), 2, "median and 99.9th side by side");
+    let names: Vec<&str> = panels[0].series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["udp median", "sockperf median", "xdp median"]);
+    assert_eq!(panels[0].series[2].points, [(64.0, 1.6), (1024.0, 2.1)]);
+    assert_eq!(panels[1].series[0].points, [(64.0, 72.0), (1024.0, 78.0)]);
+    let ld = planned
+        .iter()
+        .find(|p| p.name == "bypass_load")
+        .expect("the load comparison's chart");
+    assert!(
+        ld.title.ends_with("under load at 100K msgs/sec"),
+        "{}",
+        ld.title
+    );
+    // The loopback ping-pong chart keeps the loopback cell only; no loopback load chart.
+    let by_size = planned
+        .iter()
+        .find(|p| p.name == "latency_vs_size")
+        .expect("the loopback ping-pong chart");
+    let Plot::Lines(panels) = &by_size.plot else {
+        panic!("a line chart");
+    };
+    assert!(panels[0].series.iter().all(|s| s.points.len() == 1));
+    assert!(planned.iter().all(|p| p.name != "latency_vs_rate"));
+    assert!(planned.iter().all(|p| !p.name.starts_with("stddev_")));
+}

@@ -24,6 +24,7 @@ pub use format::thousands;
 pub(crate) use md_latency::md_latency_groups;
 
 use self::bypass::bypass;
+pub(crate) use self::bypass::{across, across_namespaces, row_size};
 use self::echo::echo;
 use self::embedded::embedded;
 use self::failover::failover;

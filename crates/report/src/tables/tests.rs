@@ -438,3 +438,47 @@ fn the_bypass_table_has_a_row_per_size_with_the_three_paths_and_xdps_ratios() {
         .expect("the ping-pong section");
     assert_eq!(cells_rows(&pp.tables[0]).len(), 1);
 }
+
+#[test]
+fn load_across_namespaces_gets_its_own_table_under_the_ping_pong_one() {
+    let netns_load = |transport: &str, size: usize, median_us: f64| {
+        let mut c = pingpong_cell(transport, size, median_us);
+        c.scenario = Some(Scenario::Load);
+        c.rate_requested_msgs_per_s = Some(100_000.0);
+        c.detail = Default::default();
+        let d = c.detail.paced_mut();
+        d.path = Some("veth pair".into());
+        d.settings.insert("netns".into(), true.into());
+        d.settings.insert("row_size".into(), 32.into());
+        c
+    };
+    let results = results_of(vec![
+        netns_load("udp", 32, 4.0),
+        netns_load("sockperf", 32, 3.0),
+        netns_load("xdp", 32, 2.0),
+    ]);
+    let sections = sections(&results);
+    let bypass = sections
+        .iter()
+        .find(|s| {
+            s.title
+                .starts_with("UDP through the kernel and kernel bypass")
+        })
+        .expect("a bypass section");
+    assert_eq!(
+        bypass.tables.len(),
+        1,
+        "no ping-pong cells, no ping-pong table"
+    );
+    assert!(bypass.tables[0]
+        .caption
+        .as_deref()
+        .is_some_and(|c| c.starts_with("Under load")));
+    let rows = cells_rows(&bypass.tables[0]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][0], "32 @ 100K");
+    assert_eq!(rows[0][1], us(4000.0));
+    assert_eq!(rows[0][3], us(3000.0));
+    assert_eq!(rows[0][5], us(2000.0));
+    assert_eq!(rows[0][7], "0.50", "xdp / kernel median");
+}

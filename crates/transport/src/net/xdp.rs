@@ -36,7 +36,7 @@ pub mod program;
 mod rx;
 mod tx;
 
-pub use port::{Attached, XdpPort, FRAME_SIZE};
+pub use port::{Attached, XdpDrops, XdpPort, FRAME_SIZE};
 pub use rx::XdpRx;
 pub use tx::XdpTx;
 

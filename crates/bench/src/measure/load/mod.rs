@@ -96,6 +96,13 @@ pub struct LoadConfig {
     pub connect_timeout: Duration,
     /// The load stream's URI (default: loopback, from `transport` and `name`).
     pub uri: Option<String>,
+    /// The reflected stream's URI, bound by the reflector (default: loopback, `mode=urgent`).
+    #[serde(default)]
+    pub reflect_uri: Option<String>,
+    /// The network namespace the reflector process runs in ([`Method::Pings`]; `bench load
+    /// --netns`, see [`crate::netns`]); this process stays where it was called.
+    #[serde(default)]
+    pub sub_netns: Option<String>,
 }
 
 /// What a load run measured.
@@ -197,6 +204,11 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
             "--ping-every 0 is not accepted: give 1 (every message) or more".into(),
         ));
     }
+    if cfg.sub_netns.is_some() && cfg.method != Method::Pings {
+        return Err(BenchError::Config(
+            "a reflector in another network namespace is for load with pings only: drop the namespace, or measure with pings".into(),
+        ));
+    }
     if !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
         return Err(BenchError::Config(format!(
             "--seconds {} is not accepted: give more than 0 and at most 3600",
@@ -212,8 +224,8 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The load stream's URI and the reflected stream's (loopback defaults). The reflected stream
-/// is latency-critical (`mode=urgent`, and `gro=0` on UDP); the load stream keeps the
+/// The load stream's URI and the reflected stream's (loopback defaults, or the configured
+/// ones). The reflected stream is latency-critical (`mode=urgent`, and `gro=0` on UDP); the load stream keeps the
 /// transport's defaults, batching included.
 fn uris(cfg: &LoadConfig) -> (String, String) {
     match cfg.transport {
@@ -228,11 +240,14 @@ fn uris(cfg: &LoadConfig) -> (String, String) {
                 .uri
                 .clone()
                 .unwrap_or_else(|| crate::measure::pingpong::loopback_uri(t, &cfg.name, 0));
-            let mut reflect = crate::measure::pingpong::loopback_uri(t, &cfg.name, 1);
-            reflect.push_str(if t == Scheme::Tcp {
-                "?mode=urgent"
-            } else {
-                "?mode=urgent&gro=0"
+            let reflect = cfg.reflect_uri.clone().unwrap_or_else(|| {
+                let mut reflect = crate::measure::pingpong::loopback_uri(t, &cfg.name, 1);
+                reflect.push_str(if t == Scheme::Tcp {
+                    "?mode=urgent"
+                } else {
+                    "?mode=urgent&gro=0"
+                });
+                reflect
             });
             (load, reflect)
         }

@@ -26,7 +26,7 @@ pub(super) fn run_pings(
     let (load_uri, _) = uris(cfg);
     let mut publ = ctx.publisher("bench.load", &load_uri)?;
     let bound = publ.uri().to_string();
-    let helper = Helper::start(
+    let helper = Helper::start_in(
         exe,
         &LoadReflector {
             cfg: LoadConfig {
@@ -35,6 +35,7 @@ pub(super) fn run_pings(
             },
             clock: *clock,
         },
+        cfg.sub_netns.as_deref(),
     )?;
     let reflect_uri = if helper.ready_info.is_empty() {
         uris(cfg).1

@@ -77,6 +77,8 @@ pub struct XdpPort {
     /// Keys of `streams` and how many subscribers asked for each.
     keys: Mutex<HashMap<[u8; STREAM_KEY_LEN], u32>>,
     _umem: Umem,
+    /// A second descriptor of the AF_XDP socket, for its statistics.
+    sock: OwnedFd,
     /// `area`'s first byte, taken from a unique borrow (frames are written through it).
     base: *mut u8,
     /// The frames' memory. Declared last: it outlives the rings and the socket that use it.
@@ -97,6 +99,20 @@ impl Drop for XdpPort {
         // its descriptor closes below, not when the kernel frees the detached program later
         // (until then the queue would refuse a new socket).
         let _ = bpf::map_delete(&self.xsks, &self.queue.to_ne_bytes());
+        // Frames the kernel could not hand to this socket, said once as it closes (the
+        // protocol repaired those of a stream by NAK, but a tail under load is explained here).
+        if let Ok(d) = self.drops() {
+            if d.rx_dropped + d.rx_ring_full + d.rx_fill_ring_empty > 0 {
+                tracing::warn!(
+                    "xdp: {} queue {}: the kernel dropped {} frames for this socket (receive ring full: {}, no free frame on the fill ring: {}); a larger xdp_frames, or a subscriber polling more often, avoids it",
+                    self.iface.name,
+                    self.queue,
+                    d.rx_dropped + d.rx_ring_full + d.rx_fill_ring_empty,
+                    d.rx_ring_full,
+                    d.rx_fill_ring_empty
+                );
+            }
+        }
     }
 }
 
@@ -111,8 +127,10 @@ impl std::fmt::Debug for XdpPort {
     }
 }
 
-/// `SOL_XDP`'s `XDP_OPTIONS` and its zero-copy flag (`include/uapi/linux/if_xdp.h`).
+/// `SOL_XDP`'s `XDP_OPTIONS` and its zero-copy flag, and `XDP_STATISTICS`
+/// (`include/uapi/linux/if_xdp.h`).
 const SOL_XDP: libc::c_int = 283;
+const XDP_STATISTICS: libc::c_int = 7;
 const XDP_OPTIONS: libc::c_int = 8;
 const XDP_OPTIONS_ZEROCOPY: u32 = 1;
 
@@ -127,6 +145,44 @@ fn xdp_options(fd: std::os::fd::RawFd) -> io::Result<u32> {
             SOL_XDP,
             XDP_OPTIONS,
             (&mut v as *mut u32).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// What the kernel counted against an AF_XDP socket (`struct xdp_statistics`, Linux 5.9 and
+/// later; earlier kernels fill the first three).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct XdpDrops {
+    /// Frames dropped for a reason other than the two below.
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the receive ring was full (the reader fell behind).
+    pub rx_ring_full: u64,
+    /// Frames dropped because the fill ring had no free frame.
+    pub rx_fill_ring_empty: u64,
+    /// Times the kernel found the send ring empty when woken.
+    pub tx_ring_empty: u64,
+}
+
+/// The socket's `XDP_STATISTICS`.
+fn xdp_statistics(fd: std::os::fd::RawFd) -> io::Result<XdpDrops> {
+    let mut v = XdpDrops::default();
+    let mut len = std::mem::size_of::<XdpDrops>() as libc::socklen_t;
+    // SAFETY: `v` is a live `repr(C)` struct of six u64s, the layout of `struct
+    // xdp_statistics`, and `len` its size; the kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_STATISTICS,
+            (&mut v as *mut XdpDrops).cast(),
             &mut len,
         )
     };
@@ -284,6 +340,12 @@ impl XdpPort {
                 sys_error(format!("cannot bind the AF_XDP socket on {name}"), e)
             });
         }
+        let sock_fd = {
+            // SAFETY: `user` owns the socket's descriptor, open for this whole block.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(user.as_raw_fd()) };
+            fd.try_clone_to_owned()
+                .map_err(|e| sys_error("cannot duplicate the AF_XDP socket".into(), e))?
+        };
         let zero_copy = xdp_options(user.as_raw_fd()).is_ok_and(|o| o & XDP_OPTIONS_ZEROCOPY != 0);
         let rx = user
             .map_rx()
@@ -327,6 +389,7 @@ impl XdpPort {
             halves: Mutex::new((Some(RxParts { fill, rx }), Some(TxParts { tx, completion }))),
             keys: Mutex::new(HashMap::new()),
             _umem: umem,
+            sock: sock_fd,
             base,
             _area: area,
         })
@@ -438,5 +501,9 @@ impl XdpPort {
     }
     pub fn zero_copy(&self) -> bool {
         self.zero_copy
+    }
+    /// What the kernel has counted against this port's socket so far (one system call).
+    pub fn drops(&self) -> io::Result<XdpDrops> {
+        xdp_statistics(self.sock.as_raw_fd())
     }
 }

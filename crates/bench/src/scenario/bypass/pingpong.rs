@@ -1,10 +1,7 @@
-//! The seeds' comparison, "UDP through the kernel vs kernel bypass", on the user's machine:
-//! the same ping-pong over a veth pair between two network namespaces this run creates
-//! ([`crate::netns::VethPair`]), through the kernel's UDP stack (`udp`), through Peregrine's
-//! AF_XDP path (`xdp`: the same URIs with `xdp=`), and sockperf over the same pair where it is
-//! installed, for each message size. The paths alternate size by size, so each size's rows are
-//! measured minutes, not hours, apart; compare rows of one run only.
+//! The ping-pong comparison (`bench pingpong --transport xdp --netns`): for each size, the
+//! three paths one after the other.
 
+use super::Path;
 use crate::clock::Clock;
 use crate::measure::pingpong::{self, PingPongConfig, StreamMode};
 use crate::netns::{in_namespace, VethPair, VETH};
@@ -14,28 +11,6 @@ use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, Scheme};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A path the comparison measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
-    /// Peregrine through the kernel's UDP stack.
-    Kernel,
-    /// Peregrine through AF_XDP (`xdp=`).
-    Xdp,
-    /// sockperf's ping-pong over the same pair (busy-polling, through the kernel).
-    Sockperf,
-}
-
-impl Path {
-    /// The `transport` its results carry.
-    pub fn name(self) -> &'static str {
-        match self {
-            Path::Kernel => "udp",
-            Path::Xdp => "xdp",
-            Path::Sockperf => "sockperf",
-        }
-    }
-}
 
 /// Settings of a comparison.
 #[derive(Debug, Clone)]
@@ -183,91 +158,13 @@ fn sockperf_across(
             client_ns: pair.a.clone(),
             server_addr: pair.addr_b,
         }),
+        mps: None,
     })
-}
-
-/// Settings of the throughput comparison (`bench throughput --transport xdp --netns`).
-#[derive(Debug, Clone)]
-pub struct BypassThroughput {
-    pub size: usize,
-    pub seconds: f64,
-    /// The publisher on `a`, the subscriber on `b`.
-    pub cpus: CpuPair,
-    pub exe: PathBuf,
-}
-
-impl BypassThroughput {
-    /// Checks every value before anything runs.
-    pub fn validate(&self) -> Result<(), BenchError> {
-        if !(8..=1440).contains(&self.size) {
-            return Err(BenchError::Config(format!(
-                "--size {} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)",
-                self.size
-            )));
-        }
-        if !(self.seconds > 0.0 && self.seconds <= 3600.0) {
-            return Err(BenchError::Config(format!(
-                "--seconds {} is not accepted: give more than 0 and at most 3600",
-                self.seconds
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Unpaced throughput of one publisher and one subscriber across the veth pair, through the
-/// kernel (`udp`) and through AF_XDP (`xdp`), every message checked by the subscriber; `each`
-/// gets every cell as it is measured. No ceiling: the bare sockets of the ceilings run on
-/// loopback, not across the pair.
-pub fn throughput(
-    cfg: &BypassThroughput,
-    mut each: impl FnMut(&peregrine_report::model::Cell),
-) -> Result<Vec<peregrine_report::model::Cell>, BenchError> {
-    use crate::measure::throughput::{self as tp, ThroughputConfig};
-    cfg.validate()?;
-    let pair = VethPair::create()?;
-    let mut cells = Vec::new();
-    for path in [Path::Kernel, Path::Xdp] {
-        let extra = if path == Path::Xdp {
-            format!("?xdp={VETH}")
-        } else {
-            String::new()
-        };
-        let tc = ThroughputConfig {
-            transport: Scheme::Udp,
-            size: cfg.size,
-            seconds: cfg.seconds,
-            count: None,
-            subscribers: 1,
-            policy: peregrine::SlowSubscriberPolicy::BackPressure,
-            capacity: peregrine::IPC_DEFAULT_CAPACITY,
-            cpus: Some(cfg.cpus),
-            name: crate::run_name("bt"),
-            connect_timeout: Duration::from_secs(20),
-            idle: IdleKind::Spin,
-            uri: Some(format!("udp://{}:40011{extra}", pair.addr_a)),
-            loss: None,
-            group: false,
-            sub_netns: Some(pair.b.clone()),
-        };
-        tp::validate(&tc)?;
-        let r = in_namespace(&pair.a, || tp::run(&tc, &cfg.exe))??;
-        let mut cell = super::throughput::throughput_cell(&tc, &r)?;
-        cell.transport = path.name().into();
-        cell.id = format!("throughput-{}-{}B-netns", path.name(), cfg.size);
-        cell.detail
-            .throughput_mut()
-            .settings
-            .insert("netns".into(), true.into());
-        each(&cell);
-        cells.push(cell);
-    }
-    Ok(cells)
 }
 
 /// `bench pingpong --transport xdp --netns`: every row shown and recorded as it is measured,
 /// then the ratios to the kernel path.
-pub fn pingpong(cfg: &BypassConfig, s: &mut super::Session) -> Result<(), BenchError> {
+pub fn pingpong(cfg: &BypassConfig, s: &mut crate::scenario::Session) -> Result<(), BenchError> {
     let mut recorded = Ok(());
     let rows = run(cfg, |r| {
         if recorded.is_ok() {
@@ -284,9 +181,12 @@ pub fn pingpong(cfg: &BypassConfig, s: &mut super::Session) -> Result<(), BenchE
 /// A row as a results cell: a ping-pong of its path's name, marked as measured across
 /// namespaces (the report gives it no loopback floor and puts it in the bypass table) and with
 /// the row it belongs to (sockperf's 12-byte row sends 14).
-fn record_row(r: &BypassRow, s: &mut super::Session) -> Result<(), BenchError> {
+pub(super) fn record_row(
+    r: &BypassRow,
+    s: &mut crate::scenario::Session,
+) -> Result<(), BenchError> {
     let mut cell = match &r.recorder {
-        Some(rec) => super::latency::latency_cell(
+        Some(rec) => crate::scenario::latency::latency_cell(
             peregrine_report::model::Scenario::Pingpong,
             r.path.name(),
             r.bytes,
@@ -335,60 +235,6 @@ fn print_ratios(sizes: &[usize], rows: &[BypassRow]) {
             ratio(Path::Sockperf, |l| l.p999_ns),
         );
     }
-}
-
-/// `bench throughput --transport xdp --netns`: both cells shown and recorded, then xdp's
-/// ratio to the kernel path.
-pub fn throughput_in(cfg: &BypassThroughput, s: &mut super::Session) -> Result<(), BenchError> {
-    let mut recorded = Ok(());
-    let cells = throughput(cfg, |c| {
-        if recorded.is_ok() {
-            recorded = s.show_and_record(c.clone(), None, None);
-        }
-    })?;
-    recorded?;
-    let rate = |p: Path| {
-        cells
-            .iter()
-            .find(|c| c.transport == p.name())
-            .and_then(|c| c.rate_achieved_msgs_per_s)
-    };
-    if let (false, Some(x), Some(k)) = (s.out.json, rate(Path::Xdp), rate(Path::Kernel)) {
-        println!(
-            "xdp / udp through the kernel, same pair, same run: {:.2}x",
-            x / k
-        );
-    }
-    Ok(())
-}
-
-/// The default suite's part: the 64-byte rows of the three paths when this process runs as
-/// root (one line saying why not otherwise), recorded with the run's other cells.
-pub fn suite(s: &mut super::Session, cpus: CpuPair) -> Result<(), BenchError> {
-    if !rustix::process::geteuid().is_root() {
-        if !s.out.json {
-            println!("kernel bypass (xdp) skipped: it creates network namespaces and loads an XDP program, which needs root (peregrine bench pingpong --transport xdp --netns)");
-        }
-        return Ok(());
-    }
-    let cfg = BypassConfig {
-        sizes: vec![64],
-        count: 200_000,
-        warmup_count: 20_000,
-        cpus,
-        sockperf: true,
-        exe: s.exe().to_path_buf(),
-    };
-    if !s.out.json {
-        println!("kernel bypass: udp through the kernel, through AF_XDP, and sockperf, across a veth pair (peregrine bench pingpong --transport xdp --netns)");
-    }
-    let mut recorded = Ok(());
-    run(&cfg, |r| {
-        if recorded.is_ok() {
-            recorded = record_row(r, s);
-        }
-    })?;
-    recorded
 }
 
 #[cfg(test)]
