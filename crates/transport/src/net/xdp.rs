@@ -109,14 +109,43 @@ pub enum XdpError {
     Sys { what: String, source: io::Error },
 }
 
+/// The capabilities xdp= needs that the `CapEff:` line of a `/proc/PID/status` text lacks:
+/// CAP_NET_ADMIN (bit 12) and CAP_BPF (bit 39; before Linux 5.8, CAP_SYS_ADMIN, bit 21, stands
+/// in for it and is accepted). None when the line is missing or malformed.
+fn lacking_capabilities(status: &str) -> Option<Vec<&'static str>> {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    let eff = u64::from_str_radix(hex, 16).ok()?;
+    let has = |bit: u32| eff & (1u64 << bit) != 0;
+    let mut lacking = Vec::new();
+    if !has(12) {
+        lacking.push("CAP_NET_ADMIN");
+    }
+    if !has(39) && !has(21) {
+        lacking.push("CAP_BPF");
+    }
+    Some(lacking)
+}
+
 impl fmt::Display for XdpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            XdpError::NotPermitted { what, source } => write!(
-                f,
-                "{what}: {source} (xdp= needs root, or CAP_NET_ADMIN and CAP_BPF; running as uid {})",
-                rustix::process::geteuid().as_raw()
-            ),
+            XdpError::NotPermitted { what, source } => {
+                let lacking = std::fs::read_to_string("/proc/self/status")
+                    .ok()
+                    .and_then(|s| lacking_capabilities(&s));
+                write!(
+                    f,
+                    "{what}: {source} (xdp= needs root, or CAP_NET_ADMIN and CAP_BPF; running as uid {}",
+                    rustix::process::geteuid().as_raw()
+                )?;
+                match lacking {
+                    Some(l) if !l.is_empty() => write!(f, " without {})", l.join(" and ")),
+                    _ => write!(f, ")"),
+                }
+            }
             XdpError::NoInterface { name, available } => write!(
                 f,
                 "xdp={name}: no interface has that name (this namespace has: {})",
@@ -149,3 +178,44 @@ impl fmt::Display for XdpError {
 }
 
 impl std::error::Error for XdpError {}
+
+#[cfg(test)]
+mod tests {
+    use super::lacking_capabilities;
+
+    #[test]
+    fn the_capabilities_missing_are_read_from_the_status_line() {
+        let status = |eff: &str| format!("Name:\tpg\nCapInh:\t0000000000000000\nCapEff:\t{eff}\n");
+        // Root: everything.
+        assert_eq!(
+            lacking_capabilities(&status("000001ffffffffff")),
+            Some(vec![])
+        );
+        // Neither.
+        assert_eq!(
+            lacking_capabilities(&status("0000000000000000")),
+            Some(vec!["CAP_NET_ADMIN", "CAP_BPF"])
+        );
+        // CAP_NET_ADMIN (bit 12) alone, then with CAP_SYS_ADMIN (bit 21) standing in for
+        // CAP_BPF on older kernels, then with CAP_BPF (bit 39).
+        assert_eq!(
+            lacking_capabilities(&status("0000000000001000")),
+            Some(vec!["CAP_BPF"])
+        );
+        assert_eq!(
+            lacking_capabilities(&status("0000000000201000")),
+            Some(vec![])
+        );
+        assert_eq!(
+            lacking_capabilities(&status("0000008000001000")),
+            Some(vec![])
+        );
+        assert_eq!(
+            lacking_capabilities(&status("0000008000000000")),
+            Some(vec!["CAP_NET_ADMIN"])
+        );
+        // No line, or not hexadecimal.
+        assert_eq!(lacking_capabilities("Name:\tpg\n"), None);
+        assert_eq!(lacking_capabilities(&status("zz")), None);
+    }
+}
