@@ -245,28 +245,36 @@ fn parse_checking(frame: &[u8], allow_partial: bool) -> Result<(UdpPacket<'_>, b
     Ok((packet, partial))
 }
 
-/// Adds `data` to the ones'-complement sum `sum` (RFC 1071) as big-endian 16-bit words, eight
-/// bytes at a time with an end-around carry; an odd trailing byte is the high byte of a last
-/// word padded with zero. Start from 0 and finish with [`checksum_fold`]. To sum several
-/// pieces, every piece but the last must have an even length.
+/// Adds `data` to the ones'-complement sum `sum` (RFC 1071) as big-endian 16-bit words; an
+/// odd trailing byte is the high byte of a last word padded with zero. Start from 0 and finish
+/// with [`checksum_fold`]. To sum several pieces, every piece but the last must have an even
+/// length.
+///
+/// It sums the piece as little-endian 32-bit words in a 64-bit accumulator, with no carry to
+/// handle (the piece would need 16 GiB to overflow it), which the compiler turns into vector
+/// additions: 2^16 is 1 in ones'-complement arithmetic, so a 32-bit word counts as its two
+/// halves, and by RFC 1071's byte-order independence the little-endian sum, folded, is the
+/// big-endian one with its bytes swapped. The piece's folded sum is then added to `sum` with
+/// an end-around carry.
 #[inline]
-pub fn checksum_add(mut sum: u64, data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        let (s, carry) = sum.overflowing_add(u64::from_be_bytes([
-            w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
-        ]));
-        // No overflow: after a carry, s <= 2^64 - 2.
-        sum = s + u64::from(carry);
-    }
+pub fn checksum_add(sum: u64, data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(4);
+    let mut le: u64 = words
+        .by_ref()
+        .map(|w| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+        .sum();
     let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        let (s, carry) = sum.overflowing_add(u64::from_be_bytes(last));
-        sum = s + u64::from(carry);
+    if rest.len() >= 2 {
+        le += u64::from(u16::from_le_bytes([rest[0], rest[1]]));
     }
-    sum
+    if rest.len() % 2 == 1 {
+        // The high byte of a big-endian word, the low byte of a little-endian one.
+        le += u64::from(rest[rest.len() - 1]);
+    }
+    let piece = u64::from(checksum_fold(le).swap_bytes());
+    let (s, carry) = sum.overflowing_add(piece);
+    // No overflow: after a carry, s <= 2^64 - 2.
+    s + u64::from(carry)
 }
 
 /// Folds a sum of [`checksum_add`] to 16 bits with end-around carries. The result is 0 only
