@@ -237,12 +237,7 @@ fn load_points(results: &Results) -> Vec<&Cell> {
 /// (seed 001 uses 100,000 msgs/sec), else the lowest rate measured at every size, else the rate
 /// measured at the most sizes.
 pub(crate) fn chart_rate(load: &[&Cell]) -> Option<f64> {
-    let mut rates: Vec<f64> = load
-        .iter()
-        .filter_map(|c| c.rate_requested_msgs_per_s)
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    rates.dedup_by(|a, b| same_rate(*a, *b));
+    let rates = distinct_rates(load);
     if let Some(r) = rates.iter().find(|r| same_rate(**r, 100_000.0)) {
         return Some(*r);
     }
@@ -311,13 +306,21 @@ fn size_ticks(cells: &[&Cell]) -> Vec<(f64, String)> {
 }
 
 fn rate_ticks(cells: &[&Cell]) -> Vec<(f64, String)> {
+    distinct_rates(cells)
+        .into_iter()
+        .map(|r| (r, rate_label(r)))
+        .collect()
+}
+
+/// The requested rates of `cells`, ascending, each once.
+fn distinct_rates(cells: &[&Cell]) -> Vec<f64> {
     let mut rates: Vec<f64> = cells
         .iter()
         .filter_map(|c| c.rate_requested_msgs_per_s)
         .collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup_by(|a, b| same_rate(*a, *b));
-    rates.into_iter().map(|r| (r, rate_label(r))).collect()
+    rates
 }
 
 /// A file-name-safe form of a transport name.
@@ -729,13 +732,7 @@ fn bypass_charts(results: &Results) -> Vec<Planned> {
             continue;
         }
         let what = if scenario == Scenario::Load {
-            let mut rates: Vec<f64> = cells
-                .iter()
-                .filter_map(|c| c.rate_requested_msgs_per_s)
-                .collect();
-            rates.sort_by(f64::total_cmp);
-            rates.dedup_by(|a, b| same_rate(*a, *b));
-            match rates.as_slice() {
+            match distinct_rates(&cells).as_slice() {
                 [r] => format!("under load at {} msgs/sec", rate_label(*r)),
                 _ => "under load".to_string(),
             }

@@ -225,8 +225,8 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
 }
 
 /// The load stream's URI and the reflected stream's (loopback defaults, or the configured
-/// ones). The reflected stream is latency-critical (`mode=urgent`, and `gro=0` on UDP); the load stream keeps the
-/// transport's defaults, batching included.
+/// ones). The reflected stream is latency-critical (`mode=urgent`, and `gro=0` on UDP); the
+/// load stream keeps the transport's defaults, batching included.
 fn uris(cfg: &LoadConfig) -> (String, String) {
     match cfg.transport {
         Scheme::Ipc => (

@@ -1,9 +1,9 @@
 //! The seeds' comparison, "UDP through the kernel vs kernel bypass", on the user's machine:
-//! the same ping-pong over a veth pair between two network namespaces this run creates
+//! the same measurement over a veth pair between two network namespaces this run creates
 //! ([`crate::netns::VethPair`]), through the kernel's UDP stack (`udp`), through Peregrine's
-//! AF_XDP path (`xdp`: the same URIs with `xdp=`), and sockperf over the same pair where it is
-//! installed, for each message size. The paths alternate size by size, so each size's rows are
-//! measured minutes, not hours, apart; compare rows of one run only.
+//! AF_XDP path (`xdp`: the same URIs with `xdp=`), and (ping-pong and load) sockperf over the
+//! same pair where it is installed. The paths run one after the other on one pair, so their
+//! cells are measured seconds apart; compare cells of one run only.
 //!
 //! **Files.** `pingpong.rs`: the ping-pong, size by size (the seeds' table); `load.rs`: load
 //! with pings at one rate; `throughput.rs`: unpaced throughput. Each runs its paths on one

@@ -104,10 +104,10 @@ impl Drop for XdpPort {
         if let Ok(d) = self.drops() {
             if d.rx_dropped + d.rx_ring_full + d.rx_fill_ring_empty > 0 {
                 tracing::warn!(
-                    "xdp: {} queue {}: the kernel dropped {} frames for this socket (receive ring full: {}, no free frame on the fill ring: {}); a larger xdp_frames, or a subscriber polling more often, avoids it",
+                    "xdp: {} queue {}: the kernel dropped {} frames for this socket, found its receive ring full {} times and its fill ring empty {} times; a larger xdp_frames, or a subscriber polling more often, avoids it",
                     self.iface.name,
                     self.queue,
-                    d.rx_dropped + d.rx_ring_full + d.rx_fill_ring_empty,
+                    d.rx_dropped,
                     d.rx_ring_full,
                     d.rx_fill_ring_empty
                 );
@@ -134,20 +134,24 @@ const XDP_STATISTICS: libc::c_int = 7;
 const XDP_OPTIONS: libc::c_int = 8;
 const XDP_OPTIONS_ZEROCOPY: u32 = 1;
 
-/// The bound socket's `XDP_OPTIONS`.
-fn xdp_options(fd: std::os::fd::RawFd) -> io::Result<u32> {
-    let mut v: u32 = 0;
-    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are live locals of the sizes passed.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_XDP,
-            XDP_OPTIONS,
-            (&mut v as *mut u32).cast(),
-            &mut len,
-        )
-    };
+/// A value `getsockopt(SOL_XDP, ...)` fills in.
+///
+/// # Safety
+/// Implementors are integers, or `repr(C)` structs of integers laid out as the kernel's
+/// struct for the option: any bytes the kernel writes make a valid value.
+unsafe trait XdpSockOpt: Default {}
+// SAFETY: an integer; any bit pattern is valid.
+unsafe impl XdpSockOpt for u32 {}
+// SAFETY: `repr(C)`, six u64s, as `struct xdp_statistics`.
+unsafe impl XdpSockOpt for XdpDrops {}
+
+/// The bound socket's option `name` of level `SOL_XDP`.
+fn xdp_sockopt<T: XdpSockOpt>(fd: std::os::fd::RawFd, name: libc::c_int) -> io::Result<T> {
+    let mut v = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is a live local of `len` bytes, and any bytes the kernel writes into it (at
+    // most `len`) make a valid `T` (`XdpSockOpt`'s contract).
+    let r = unsafe { libc::getsockopt(fd, SOL_XDP, name, (&mut v as *mut T).cast(), &mut len) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -159,37 +163,16 @@ fn xdp_options(fd: std::os::fd::RawFd) -> io::Result<u32> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct XdpDrops {
-    /// Frames dropped for a reason other than the two below.
+    /// Frames the kernel dropped for this socket (`rx_dropped`).
     pub rx_dropped: u64,
     pub rx_invalid_descs: u64,
     pub tx_invalid_descs: u64,
-    /// Frames dropped because the receive ring was full (the reader fell behind).
+    /// Times a frame found the receive ring full: the reader fell behind (`rx_ring_full`).
     pub rx_ring_full: u64,
-    /// Frames dropped because the fill ring had no free frame.
+    /// Times the fill ring was found empty (`rx_fill_ring_empty_descs`).
     pub rx_fill_ring_empty: u64,
-    /// Times the kernel found the send ring empty when woken.
+    /// Times the kernel found the send ring empty when woken (`tx_ring_empty_descs`).
     pub tx_ring_empty: u64,
-}
-
-/// The socket's `XDP_STATISTICS`.
-fn xdp_statistics(fd: std::os::fd::RawFd) -> io::Result<XdpDrops> {
-    let mut v = XdpDrops::default();
-    let mut len = std::mem::size_of::<XdpDrops>() as libc::socklen_t;
-    // SAFETY: `v` is a live `repr(C)` struct of six u64s, the layout of `struct
-    // xdp_statistics`, and `len` its size; the kernel writes at most `len` bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_XDP,
-            XDP_STATISTICS,
-            (&mut v as *mut XdpDrops).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(v)
 }
 
 fn errno_is(e: &io::Error, codes: &[i32]) -> bool {
@@ -346,7 +329,8 @@ impl XdpPort {
             fd.try_clone_to_owned()
                 .map_err(|e| sys_error("cannot duplicate the AF_XDP socket".into(), e))?
         };
-        let zero_copy = xdp_options(user.as_raw_fd()).is_ok_and(|o| o & XDP_OPTIONS_ZEROCOPY != 0);
+        let zero_copy = xdp_sockopt::<u32>(user.as_raw_fd(), XDP_OPTIONS)
+            .is_ok_and(|o| o & XDP_OPTIONS_ZEROCOPY != 0);
         let rx = user
             .map_rx()
             .map_err(errno("cannot map the receive ring"))?;
@@ -504,6 +488,6 @@ impl XdpPort {
     }
     /// What the kernel has counted against this port's socket so far (one system call).
     pub fn drops(&self) -> io::Result<XdpDrops> {
-        xdp_statistics(self.sock.as_raw_fd())
+        xdp_sockopt(self.sock.as_raw_fd(), XDP_STATISTICS)
     }
 }
