@@ -191,8 +191,8 @@ fn kernel_bypass_load_across_a_veth_pair() {
         "--transport",
         "xdp",
         "--netns",
-        "--size",
-        "64",
+        "--sizes",
+        "64,256",
         "--rate",
         "20k",
         "--ping-every",
@@ -203,12 +203,13 @@ fn kernel_bypass_load_across_a_veth_pair() {
         "0.2",
         "--json",
     ]);
-    assert_eq!(rows.len(), if sockperf { 3 } else { 2 }, "{rows:#?}");
-    for path in ["udp", "xdp"] {
+    assert_eq!(rows.len(), if sockperf { 6 } else { 4 }, "{rows:#?}");
+    for (path, size) in [("udp", 64), ("xdp", 64), ("udp", 256), ("xdp", 256)] {
         let r = rows
             .iter()
-            .find(|r| r["transport"] == path)
-            .unwrap_or_else(|| panic!("no {path} row in:\n{rows:#?}"));
+            .find(|r| r["transport"] == path && r["detail"]["row_size"] == size)
+            .unwrap_or_else(|| panic!("no {path} row of {size} bytes in:\n{rows:#?}"));
+        assert_eq!(r["size_bytes"], size, "{r}");
         assert_eq!(r["scenario"], "load", "{r}");
         assert_eq!(r["detail"]["netns"], true, "{r}");
         assert_eq!(r["detail"]["path"], "veth pair", "{r}");
@@ -221,9 +222,14 @@ fn kernel_bypass_load_across_a_veth_pair() {
         assert_eq!(r["latency"]["samples"], pings, "one sample per ping: {r}");
     }
     if sockperf {
-        let r = rows.iter().find(|r| r["transport"] == "sockperf").unwrap();
-        assert_eq!(r["rate_requested_msgs_per_s"], 20_000.0, "{r}");
-        assert!(r["latency"]["median_ns"].as_f64().unwrap() > 0.0, "{r}");
+        for size in [64, 256] {
+            let r = rows
+                .iter()
+                .find(|r| r["transport"] == "sockperf" && r["detail"]["row_size"] == size)
+                .unwrap_or_else(|| panic!("no sockperf row of {size} bytes in:\n{rows:#?}"));
+            assert_eq!(r["rate_requested_msgs_per_s"], 20_000.0, "{r}");
+            assert!(r["latency"]["median_ns"].as_f64().unwrap() > 0.0, "{r}");
+        }
     }
 }
 
@@ -246,6 +252,11 @@ fn load_with_xdp_needs_netns_and_netns_takes_no_uri() {
             vec!["--transport", "xdp", "--netns", "--size", "1441"],
             "8 to 1440 bytes",
         ),
+        (
+            vec!["--transport", "xdp", "--netns", "--sizes", "32,2000"],
+            "--size 2000 is not accepted",
+        ),
+        (vec!["--transport", "udp", "--sizes", "32"], "--netns"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_peregrine"))
             .args(["bench", "load"])

@@ -303,7 +303,7 @@ fn bypass_load(a: &LoadArgs) -> Result<peregrine_bench::scenario::bypass::Bypass
         ],
     )?;
     let cfg = peregrine_bench::scenario::bypass::BypassLoad {
-        size: a.size,
+        sizes: a.sizes.clone().unwrap_or_else(|| vec![a.size]),
         rate_msgs_per_s: a.rate,
         ping_every: a.ping_every,
         seconds: a.timing.seconds,

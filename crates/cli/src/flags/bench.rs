@@ -170,6 +170,10 @@ pub struct LoadArgs {
     /// the same rate over the pair when installed, one row each. --transport udp or xdp.
     #[arg(long)]
     pub netns: bool,
+    /// With --netns: message sizes, comma-separated, 8 to 1440 (default: --size), the paths
+    /// run size by size.
+    #[arg(long, value_delimiter = ',', requires = "netns", value_parser = values::parse_message_size)]
+    pub sizes: Option<Vec<usize>>,
     /// The load stream's URI (the publisher binds it).
     #[arg(long)]
     pub uri: Option<String>,

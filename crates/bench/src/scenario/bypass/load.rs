@@ -21,8 +21,9 @@ pub const PATH: &str = "veth pair";
 /// Settings of the comparison under load.
 #[derive(Debug, Clone)]
 pub struct BypassLoad {
-    /// Message size, 8 to 1440 bytes (one message per datagram at most).
-    pub size: usize,
+    /// Message sizes, 8 to 1440 bytes each (one message per datagram at most): the paths run
+    /// size by size.
+    pub sizes: Vec<usize>,
     pub rate_msgs_per_s: f64,
     /// One ping per this many messages (default: about 5000 pings per second).
     pub ping_every: Option<u64>,
@@ -41,7 +42,12 @@ impl BypassLoad {
     /// The load run of one of Peregrine's paths across a pair: the publisher on `a`, the
     /// reflector on `b` in namespace `b_ns` (loopback stands in for the pair before it
     /// exists, to check the settings).
-    fn config(&self, path: Path, across: Option<(Ipv4Addr, Ipv4Addr, &str)>) -> LoadConfig {
+    fn config(
+        &self,
+        path: Path,
+        size: usize,
+        across: Option<(Ipv4Addr, Ipv4Addr, &str)>,
+    ) -> LoadConfig {
         let (a, b) = match across {
             Some((a, b, _)) => (a, b),
             None => (Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST),
@@ -55,7 +61,7 @@ impl BypassLoad {
         };
         LoadConfig {
             transport: Scheme::Udp,
-            size: self.size,
+            size,
             rate_msgs_per_s: self.rate_msgs_per_s,
             ping_every: self
                 .ping_every
@@ -76,21 +82,26 @@ impl BypassLoad {
 
     /// Checks every value before anything runs.
     pub fn validate(&self) -> Result<(), BenchError> {
-        if !(8..=1440).contains(&self.size) {
+        let Some(&first) = self.sizes.first() else {
+            return Err(BenchError::Config(
+                "--sizes is empty: give message sizes from 8 to 1440, for example --sizes 32,256"
+                    .into(),
+            ));
+        };
+        if let Some(&s) = self.sizes.iter().find(|&&s| !(8..=1440).contains(&s)) {
             return Err(BenchError::Config(format!(
-                "--size {} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)",
-                self.size
+                "--size {s} is not accepted across the veth pair: give 8 to 1440 bytes (a message in one datagram)"
             )));
         }
-        load::validate(&self.config(Path::Kernel, None))
+        load::validate(&self.config(Path::Kernel, first, None))
     }
 
     /// sockperf's ping-pong at the load's rate: every message answered, so its figure is a
     /// paced ping-pong, not a ping among unanswered load.
-    fn sockperf_config(&self, across: SockperfAcross) -> SockperfConfig {
+    fn sockperf_config(&self, size: usize, across: SockperfAcross) -> SockperfConfig {
         SockperfConfig {
             transport: Scheme::Udp,
-            size: self.size.max(sockperf::MIN_SIZE),
+            size: size.max(sockperf::MIN_SIZE),
             cpus: self.cpus,
             busy_poll: true,
             // Its run time includes its 400 ms warm-up.
@@ -126,68 +137,78 @@ pub fn load(
             "sockperf is not installed: its cell is left out (apt-get install sockperf)"
         );
     }
-    for path in [Path::Kernel, Path::Xdp] {
-        let lc = cfg.config(path, Some((pair.addr_a, pair.addr_b, &pair.b)));
-        let r = in_namespace(&pair.a, || load::run(&lc, &cfg.exe, clock))??;
-        let mut cell = crate::scenario::paced::load_cell(&lc, &r, Scenario::Load);
-        mark(&mut cell, path, cfg);
-        each(&BypassLoadCell {
-            path,
-            cell,
-            result: Some(r),
-        })?;
-    }
-    if sockperf {
-        let sc = cfg.sockperf_config(SockperfAcross {
-            server_ns: pair.b.clone(),
-            client_ns: pair.a.clone(),
-            server_addr: pair.addr_b,
-        });
-        let latency = sockperf::run(&sc)?;
-        let mut cell = Cell {
-            scenario: Some(Scenario::Load),
-            transport: Path::Sockperf.name().into(),
-            size_bytes: sc.size,
-            rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),
-            latency: Some(latency),
-            ..Default::default()
-        };
-        mark(&mut cell, Path::Sockperf, cfg);
-        cell.detail.paced_mut().settings.insert(
-            "method".into(),
-            "sockperf ping-pong --mps (every message answered)".into(),
-        );
-        each(&BypassLoadCell {
-            path: Path::Sockperf,
-            cell,
-            result: None,
-        })?;
+    for &size in &cfg.sizes {
+        for path in [Path::Kernel, Path::Xdp] {
+            let lc = cfg.config(path, size, Some((pair.addr_a, pair.addr_b, &pair.b)));
+            let r = in_namespace(&pair.a, || load::run(&lc, &cfg.exe, clock))??;
+            let mut cell = crate::scenario::paced::load_cell(&lc, &r, Scenario::Load);
+            mark(&mut cell, path, size, cfg.rate_msgs_per_s);
+            each(&BypassLoadCell {
+                path,
+                cell,
+                result: Some(r),
+            })?;
+        }
+        if sockperf {
+            let sc = cfg.sockperf_config(
+                size,
+                SockperfAcross {
+                    server_ns: pair.b.clone(),
+                    client_ns: pair.a.clone(),
+                    server_addr: pair.addr_b,
+                },
+            );
+            let latency = sockperf::run(&sc)?;
+            let mut cell = Cell {
+                scenario: Some(Scenario::Load),
+                transport: Path::Sockperf.name().into(),
+                size_bytes: sc.size,
+                rate_requested_msgs_per_s: Some(cfg.rate_msgs_per_s),
+                latency: Some(latency),
+                ..Default::default()
+            };
+            mark(&mut cell, Path::Sockperf, size, cfg.rate_msgs_per_s);
+            cell.detail.paced_mut().settings.insert(
+                "method".into(),
+                "sockperf ping-pong --mps (every message answered)".into(),
+            );
+            each(&BypassLoadCell {
+                path: Path::Sockperf,
+                cell,
+                result: None,
+            })?;
+        }
     }
     Ok(())
 }
 
-/// Names a cell by its path and marks it as measured across the pair.
-fn mark(cell: &mut Cell, path: Path, cfg: &BypassLoad) {
+/// Names a cell by its path, row size and rate, and marks it as measured across the pair.
+fn mark(cell: &mut Cell, path: Path, size: usize, rate: f64) {
     cell.transport = path.name().into();
     cell.id = format!(
-        "load-{}-{}B-{}-netns",
+        "load-{}-{size}B-{}-netns",
         path.name(),
-        cfg.size,
-        crate::sweep::rate_label(cfg.rate_msgs_per_s)
+        crate::sweep::rate_label(rate)
     );
     let d = cell.detail.paced_mut();
     d.path = Some(PATH.into());
     d.settings.insert("netns".into(), true.into());
-    d.settings.insert("row_size".into(), cfg.size.into());
+    d.settings.insert("row_size".into(), size.into());
 }
 
 /// `bench load --transport xdp --netns`: every cell shown and recorded as it is measured, then
 /// the ratios to the kernel path.
 pub fn load_in(cfg: &BypassLoad, s: &mut crate::scenario::Session) -> Result<(), BenchError> {
     let clock = *s.clock();
-    let mut cells: Vec<(Path, Cell)> = Vec::new();
+    let mut cells: Vec<(Path, usize, Cell)> = Vec::new();
     load(cfg, &clock, |c| {
-        cells.push((c.path, c.cell.clone()));
+        let size = c
+            .cell
+            .detail
+            .paced()
+            .and_then(|d| d.settings.get("row_size"));
+        let size = size.and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+        cells.push((c.path, size, c.cell.clone()));
         let r = c.result.as_ref();
         s.show_and_record(
             c.cell.clone(),
@@ -198,20 +219,29 @@ pub fn load_in(cfg: &BypassLoad, s: &mut crate::scenario::Session) -> Result<(),
     if s.out.json {
         return Ok(());
     }
-    let latency = |p: Path| cells.iter().find(|c| c.0 == p).and_then(|c| c.1.latency);
-    let Some(k) = latency(Path::Kernel) else {
-        return Ok(());
-    };
     println!();
-    println!("Under load across a veth pair: ratios to udp through the kernel, same run");
-    for p in [Path::Xdp, Path::Sockperf] {
-        if let Some(l) = latency(p) {
-            println!(
-                "{:>9}: median {:.2}x, 99.9th {:.2}x",
-                p.name(),
-                l.median_ns / k.median_ns,
-                l.p999_ns / k.p999_ns
-            );
+    println!(
+        "Under load across a veth pair: ratios to udp through the kernel, same size, same run"
+    );
+    for &size in &cfg.sizes {
+        let latency = |p: Path| {
+            cells
+                .iter()
+                .find(|c| c.0 == p && c.1 == size)
+                .and_then(|c| c.2.latency)
+        };
+        let Some(k) = latency(Path::Kernel) else {
+            continue;
+        };
+        for p in [Path::Xdp, Path::Sockperf] {
+            if let Some(l) = latency(p) {
+                println!(
+                    "{size:>5} B {:>9}: median {:.2}x, 99.9th {:.2}x",
+                    p.name(),
+                    l.median_ns / k.median_ns,
+                    l.p999_ns / k.p999_ns
+                );
+            }
         }
     }
     Ok(())
@@ -223,7 +253,7 @@ mod tests {
 
     fn config(size: usize, rate: f64) -> BypassLoad {
         BypassLoad {
-            size,
+            sizes: vec![32, size],
             rate_msgs_per_s: rate,
             ping_every: None,
             seconds: 1.0,
@@ -245,13 +275,17 @@ mod tests {
             let e = config(size, rate).validate().unwrap_err().to_string();
             assert!(e.contains(names), "{size} {rate}: {e}");
         }
+        let mut none = config(32, 1e5);
+        none.sizes.clear();
+        let e = none.validate().unwrap_err().to_string();
+        assert!(e.contains("--sizes is empty"), "{e}");
     }
 
     #[test]
     fn the_xdp_path_puts_xdp_on_both_streams_and_the_reflector_in_the_other_namespace() {
         let across = ([10, 1, 0, 1].into(), [10, 1, 0, 2].into(), "pgb-b");
         let cfg = config(64, 100_000.0);
-        let x = cfg.config(Path::Xdp, Some(across));
+        let x = cfg.config(Path::Xdp, 64, Some(across));
         assert_eq!(x.uri.as_deref(), Some("udp://10.1.0.1:40021?xdp=pgb0"));
         assert_eq!(
             x.reflect_uri.as_deref(),
@@ -259,17 +293,20 @@ mod tests {
         );
         assert_eq!(x.sub_netns.as_deref(), Some("pgb-b"));
         assert_eq!(x.ping_every, 20);
-        let k = cfg.config(Path::Kernel, Some(across));
+        let k = cfg.config(Path::Kernel, 64, Some(across));
         assert_eq!(k.uri.as_deref(), Some("udp://10.1.0.1:40021"));
         assert_eq!(
             k.reflect_uri.as_deref(),
             Some("udp://10.1.0.2:40022?mode=urgent&gro=0")
         );
-        let sp = cfg.sockperf_config(SockperfAcross {
-            server_ns: "pgb-b".into(),
-            client_ns: "pgb-a".into(),
-            server_addr: across.1,
-        });
+        let sp = cfg.sockperf_config(
+            64,
+            SockperfAcross {
+                server_ns: "pgb-b".into(),
+                client_ns: "pgb-a".into(),
+                server_addr: across.1,
+            },
+        );
         assert_eq!(sp.mps, Some(100_000));
         assert_eq!(sp.seconds, 2);
         assert!(sockperf::validate(&sp).is_ok());
