@@ -39,9 +39,9 @@ pub struct BypassLoad {
 }
 
 impl BypassLoad {
-    /// The load run of one of Peregrine's paths across a pair: the publisher on `a`, the
-    /// reflector on `b` in namespace `b_ns` (loopback stands in for the pair before it
-    /// exists, to check the settings).
+    /// The load run of one of Peregrine's paths at `size` across a pair given as `(a, b,
+    /// namespace of b)`: the publisher on address `a` in this namespace, the reflector on `b`
+    /// in its own (loopback stands in for the pair before it exists, to check the settings).
     fn config(
         &self,
         path: Path,
@@ -117,6 +117,8 @@ impl BypassLoad {
 #[derive(Debug, Clone)]
 pub struct BypassLoadCell {
     pub path: Path,
+    /// The row's size (sockperf's cell of a size under 14 bytes sends 14).
+    pub size: usize,
     pub cell: Cell,
     pub result: Option<load::LoadResult>,
 }
@@ -145,6 +147,7 @@ pub fn load(
             mark(&mut cell, path, size, cfg.rate_msgs_per_s);
             each(&BypassLoadCell {
                 path,
+                size,
                 cell,
                 result: Some(r),
             })?;
@@ -174,6 +177,7 @@ pub fn load(
             );
             each(&BypassLoadCell {
                 path: Path::Sockperf,
+                size,
                 cell,
                 result: None,
             })?;
@@ -202,13 +206,7 @@ pub fn load_in(cfg: &BypassLoad, s: &mut crate::scenario::Session) -> Result<(),
     let clock = *s.clock();
     let mut cells: Vec<(Path, usize, Cell)> = Vec::new();
     load(cfg, &clock, |c| {
-        let size = c
-            .cell
-            .detail
-            .paced()
-            .and_then(|d| d.settings.get("row_size"));
-        let size = size.and_then(|v| v.as_u64()).unwrap_or(0) as usize;
-        cells.push((c.path, size, c.cell.clone()));
+        cells.push((c.path, c.size, c.cell.clone()));
         let r = c.result.as_ref();
         s.show_and_record(
             c.cell.clone(),

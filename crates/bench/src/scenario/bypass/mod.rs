@@ -13,7 +13,7 @@ mod load;
 mod pingpong;
 mod throughput;
 
-pub use load::{load, load_in, BypassLoad};
+pub use load::{load, load_in, BypassLoad, BypassLoadCell, PATH};
 pub use pingpong::{pingpong, run, validate, BypassConfig, BypassRow, DEFAULT_SIZES};
 pub use throughput::{throughput, throughput_in, BypassThroughput};
 
