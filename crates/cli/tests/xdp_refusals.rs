@@ -28,7 +28,7 @@ fn refused(mut command: Command) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(
         !out.status.success(),
-        "a publisher with xdp= ran without the privileges: {stderr}"
+        "a publisher with xdp= was not refused: {stderr}"
     );
     stderr
 }
