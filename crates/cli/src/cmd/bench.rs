@@ -133,12 +133,7 @@ fn floor(a: FloorArgs) -> Result<Option<FloorConfig>> {
 
 /// `bench pingpong`, or one of its sides (`--role ping|pong`); `None` when a role ran.
 fn pingpong(a: PingPongArgs, json: bool) -> Result<Option<PingPongPlan>> {
-    let transport = match a.transport {
-        BenchTransport::Xdp => bail!(
-            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --ping-uri and --pong-uri"
-        ),
-        BenchTransport::Scheme(s) => s,
-    };
+    let transport = kernel_scheme(a.transport, "--ping-uri and --pong-uri")?;
     let role = a.common.role;
     let cfg = PingPongConfig {
         transport,
@@ -245,6 +240,17 @@ fn bypass(a: &PingPongArgs) -> Result<peregrine_bench::scenario::bypass::BypassC
     Ok(cfg)
 }
 
+/// The scheme of a run without `--netns`: `--transport xdp` is refused, naming `--netns` and
+/// `xdp=IFNAME` in the run's URI flags (`uri_flags`) for one's own hosts.
+fn kernel_scheme(transport: BenchTransport, uri_flags: &str) -> Result<Scheme> {
+    match transport {
+        BenchTransport::Xdp => bail!(
+            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in {uri_flags}"
+        ),
+        BenchTransport::Scheme(s) => Ok(s),
+    }
+}
+
 /// What `--netns` accepts: `--transport xdp` (or udp), and none of the flags in `given` that
 /// name another setup (`what` the comparison does instead).
 fn netns_only(transport: BenchTransport, what: &str, given: &[(bool, &str)]) -> Result<()> {
@@ -331,12 +337,7 @@ fn echo(a: EchoArgs) -> Result<EchoPlan> {
 
 /// `bench throughput`, or one of its sides (`--role pub|sub`); `None` when a role ran.
 fn throughput(a: ThroughputArgs, json: bool) -> Result<Option<ThroughputConfig>> {
-    let transport = match a.transport {
-        BenchTransport::Xdp => bail!(
-            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --uri"
-        ),
-        BenchTransport::Scheme(s) => s,
-    };
+    let transport = kernel_scheme(a.transport, "--uri")?;
     let cfg = ThroughputConfig {
         transport,
         size: a.size,
@@ -378,12 +379,7 @@ fn load(a: LoadArgs) -> Result<peregrine_bench::measure::load::LoadConfig> {
         cpus: a.cpus.pair(),
         idle: a.idle.idle,
     };
-    let transport = match a.transport {
-        BenchTransport::Xdp => bail!(
-            "--transport xdp needs an interface to bypass the kernel on: add --netns (a veth pair between two namespaces this run creates), or between your own hosts use --transport udp with xdp=IFNAME in --uri"
-        ),
-        BenchTransport::Scheme(s) => s,
-    };
+    let transport = kernel_scheme(a.transport, "--uri")?;
     let mut cfg = pacing.cell(transport, a.size, a.rate, Method::Pings);
     cfg.uri = a.uri;
     peregrine_bench::measure::load::validate(&cfg)?;

@@ -10,7 +10,7 @@ use crate::netns::{in_namespace, VethPair, VETH};
 use crate::sockperf::{self, SockperfAcross, SockperfConfig};
 use crate::{BenchError, CpuPair};
 use peregrine::{IdleKind, Scheme};
-use peregrine_report::model::{Cell, Scenario};
+use peregrine_report::model::{Cell, Latency, Scenario};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -204,9 +204,10 @@ fn mark(cell: &mut Cell, path: Path, size: usize, rate: f64) {
 /// the ratios to the kernel path.
 pub fn load_in(cfg: &BypassLoad, s: &mut crate::scenario::Session) -> Result<(), BenchError> {
     let clock = *s.clock();
-    let mut cells: Vec<(Path, usize, Cell)> = Vec::new();
+    // Each cell's path, row size and latency, for the ratios.
+    let mut seen: Vec<(Path, usize, Option<Latency>)> = Vec::new();
     load(cfg, &clock, |c| {
-        cells.push((c.path, c.size, c.cell.clone()));
+        seen.push((c.path, c.size, c.cell.latency));
         let r = c.result.as_ref();
         s.show_and_record(
             c.cell.clone(),
@@ -223,10 +224,9 @@ pub fn load_in(cfg: &BypassLoad, s: &mut crate::scenario::Session) -> Result<(),
     );
     for &size in &cfg.sizes {
         let latency = |p: Path| {
-            cells
-                .iter()
+            seen.iter()
                 .find(|c| c.0 == p && c.1 == size)
-                .and_then(|c| c.2.latency)
+                .and_then(|c| c.2)
         };
         let Some(k) = latency(Path::Kernel) else {
             continue;
