@@ -16,7 +16,7 @@ pub(super) fn cold_offer<F: FnOnce(&mut [u8])>(
     fill: F,
 ) -> Result<u64, OfferError> {
     match inner {
-        PublisherInner::One(p) => p.offer_with(len, fill),
+        PublisherInner::One(p) => p.offer_with_inlined(len, fill),
         PublisherInner::Multi(p) => p.offer_with(len, fill),
     }
 }

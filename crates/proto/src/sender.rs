@@ -44,8 +44,8 @@
 use crate::rate::TokenBucket;
 use crate::retention::RetentionBuffer;
 use peregrine_wire::align_frame;
-use peregrine_wire::data::{emit_pad, DataFrame, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
-use peregrine_wire::header::{flags, FrameType, Header};
+use peregrine_wire::data::{data_header, emit_pad, DATA_HEADER_LEN, MAX_MESSAGE_LEN};
+use peregrine_wire::header::flags;
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr, HEARTBEAT_LEN};
 use std::collections::VecDeque;
 
@@ -200,6 +200,9 @@ pub struct Sender {
     rtx: Vec<u8>,
     rate: Option<TokenBucket>,
     retransmit_rate: Option<TokenBucket>,
+    /// Tests: every offer through the general path (the batch fast path is compared with it).
+    #[cfg(test)]
+    general_only: bool,
 }
 
 /// What a sender counted.
@@ -265,6 +268,8 @@ impl Sender {
             rtx: Vec::new(),
             rate: bucket(cfg.rate_bytes_per_s, cfg.max_batch_len),
             retransmit_rate: bucket(cfg.retransmit_rate_bytes_per_s, cfg.max_batch_len),
+            #[cfg(test)]
+            general_only: false,
         }
     }
 
@@ -288,7 +293,11 @@ impl Sender {
     }
     /// How many frames (sequence numbers) a message of `len` bytes takes.
     pub fn frames_for(&self, len: usize) -> u64 {
-        len.div_ceil(self.max_frame_payload()).max(1) as u64
+        // Most messages fit in one frame: no division for them.
+        if len <= self.max_frame_payload() {
+            return 1;
+        }
+        len.div_ceil(self.max_frame_payload()) as u64
     }
 
     /// Counts an offer the driver refused for its own back-pressure (a full TCP queue).
@@ -343,6 +352,82 @@ impl Sender {
     /// when the caller has it as a slice, else from a temporary buffer `fill` writes.
     #[inline]
     fn offer_inner<E, S, F>(
+        &mut self,
+        len: usize,
+        now_ns: u64,
+        sink: &mut S,
+        fill: F,
+        whole: Option<&[u8]>,
+    ) -> Result<u64, SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+        F: FnOnce(&mut [u8]),
+    {
+        if let Some(at) = self.reserve_in_batch(len) {
+            // The common case, inlined into the caller's loop: one frame, in a batch that has
+            // room for it, with no limit or rate to consult.
+            let first = self.next_sequence;
+            self.write_data_header(at, flags::BEGIN | flags::END, len, len);
+            fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
+            self.stats.messages += 1;
+            self.stats.bytes += len as u64;
+            if let SendMode::Normal {
+                batch_bytes,
+                batch_interval_ns,
+            } = self.cfg.mode
+            {
+                let waited = self
+                    .first_pending_ns
+                    .map_or(0, |t| now_ns.saturating_sub(t));
+                if self.len >= batch_bytes || waited >= batch_interval_ns {
+                    self.flush(now_ns, sink)?;
+                }
+            }
+            return Ok(first);
+        }
+        self.offer_general(len, now_ns, sink, fill, whole)
+    }
+
+    /// Room for a one-frame message of `len` bytes in the batch being built, in normal mode,
+    /// with no flow-control limit or rate reached: its offset, the room taken (the frame's
+    /// alignment padding zeroed) as [`reserve`](Self::reserve) would. `None` for everything
+    /// else (the first frame of a batch, a full batch or segment, fragments, urgent mode),
+    /// which [`offer_general`](Self::offer_general) handles.
+    #[inline(always)]
+    fn reserve_in_batch(&mut self, len: usize) -> Option<usize> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        let frame_len = DATA_HEADER_LEN + len;
+        let aligned = align_frame(frame_len);
+        let at = self.len;
+        let fits = match self.cfg.packing {
+            Packing::Stream => true,
+            Packing::Datagrams => at - self.seg_start + frame_len <= self.cfg.segment_len,
+        };
+        if !fits
+            || frame_len > self.cfg.segment_len
+            || at + aligned > self.buf.len()
+            || self.first_pending_ns.is_none()
+            || self.next_sequence >= self.limit
+            || self.rate.is_some()
+            || matches!(self.cfg.mode, SendMode::Urgent)
+        {
+            return None;
+        }
+        if aligned > frame_len {
+            self.buf[at + frame_len..at + aligned].fill(0);
+        }
+        self.len = at + aligned;
+        self.last_end = at + frame_len;
+        Some(at)
+    }
+
+    /// Everything [`reserve_in_batch`](Self::reserve_in_batch) leaves: a batch's first frame,
+    /// a full batch, fragments, flow control and the rate limit, urgent mode.
+    #[inline(never)]
+    fn offer_general<E, S, F>(
         &mut self,
         len: usize,
         now_ns: u64,
@@ -439,16 +524,16 @@ impl Sender {
         Ok(first)
     }
 
+    #[inline(always)]
     fn write_data_header(&mut self, at: usize, fl: u16, message_len: usize, payload_len: usize) {
-        let frame_len = DATA_HEADER_LEN + payload_len;
-        let b = &mut self.buf[at..at + frame_len];
-        let mut h = Header::new_unchecked(&mut b[..]);
-        h.fill(FrameType::Data, fl, self.cfg.session_id);
-        h.set_frame_length(frame_len as u32);
-        let mut f = DataFrame::new_unchecked(&mut b[..DATA_HEADER_LEN]);
-        f.set_stream_id(self.cfg.stream_id);
-        f.set_message_length(message_len as u32);
-        f.set_sequence(self.next_sequence);
+        self.buf[at..at + DATA_HEADER_LEN].copy_from_slice(&data_header(
+            fl,
+            self.cfg.session_id,
+            self.cfg.stream_id,
+            message_len as u32,
+            payload_len,
+            self.next_sequence,
+        ));
         self.next_sequence += 1;
         self.stats.frames += 1;
     }
@@ -498,9 +583,11 @@ impl Sender {
             }
         }
         let at = self.len;
-        // Zero the alignment padding after the frame (within the buffer).
+        // Zero the alignment padding after the frame (within the buffer), if it has any.
         let end = (at + aligned).min(self.buf.len());
-        self.buf[at + frame_len..end].fill(0);
+        if end > at + frame_len {
+            self.buf[at + frame_len..end].fill(0);
+        }
         self.len = end;
         self.last_end = at + frame_len;
         if self.first_pending_ns.is_none() {

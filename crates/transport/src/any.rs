@@ -117,6 +117,18 @@ impl AnyPublisher {
         len: usize,
         fill: F,
     ) -> Result<u64, OfferError> {
+        self.offer_with_inlined(len, fill)
+    }
+
+    /// [`offer_with`](Self::offer_with) with every transport's path inlined into the caller,
+    /// for a caller that is itself out of line (the API's path for the network transports):
+    /// one call instead of two on every offer.
+    #[inline(always)]
+    pub fn offer_with_inlined<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        fill: F,
+    ) -> Result<u64, OfferError> {
         match self {
             AnyPublisher::Ipc(p) => p.offer_with(len, fill),
             AnyPublisher::Udp(p) => p.offer_with(len, fill),

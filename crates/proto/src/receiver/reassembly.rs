@@ -53,11 +53,18 @@ impl Reassembly {
     #[inline(always)]
     pub(super) fn on_frame<'a>(&mut self, d: &DataRepr<'a>, max_message_len: usize) -> Step<'a> {
         if d.flags & (flags::BEGIN | flags::END) == flags::BEGIN | flags::END {
-            self.need_begin = false;
-            self.partial = None;
+            self.whole();
             return Step::Whole(d.payload);
         }
         self.on_fragment(d, max_message_len)
+    }
+
+    /// A whole message (BEGIN|END) came in sequence: whatever was being gathered is over, and
+    /// the next fragment must be a BEGIN.
+    #[inline(always)]
+    pub(super) fn whole(&mut self) {
+        self.need_begin = false;
+        self.partial = None;
     }
 
     /// A frame without both BEGIN and END: one of a longer message's fragments.

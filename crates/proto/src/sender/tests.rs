@@ -485,3 +485,91 @@ fn the_retransmission_rate_limit_bounds_what_naks_can_cause() {
             > 0
     );
 }
+
+/// One step of a publisher's life, for comparing the batch fast path with the general path.
+#[derive(Debug, Clone)]
+enum Step {
+    Offer(usize),
+    OfferWith(usize),
+    Flush,
+    Poll,
+    Limit(u64),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        12 => prop_oneof![8 => 0usize..100, 1 => 1400usize..4000].prop_map(Step::Offer),
+        4 => (0usize..200).prop_map(Step::OfferWith),
+        1 => Just(Step::Flush),
+        1 => Just(Step::Poll),
+        1 => (0u64..64).prop_map(Step::Limit),
+    ]
+}
+
+proptest::proptest! {
+    /// The batch fast path and the general path, given the same offers, flushes, polls and
+    /// flow-control limits at the same times, in every packing and mode (with a rate limit
+    /// too): the same batches byte for byte, the same answers, the same counters.
+    #[test]
+    fn the_batch_fast_path_sends_what_the_general_path_sends(
+        steps in proptest::collection::vec(step(), 1..300),
+        stream in proptest::bool::ANY,
+        urgent in proptest::bool::ANY,
+        rate in proptest::bool::ANY,
+        segment in proptest::sample::select(vec![256usize, 1472, 4096]),
+        batch_bytes in proptest::sample::select(vec![100usize, 1000, 65_000]),
+    ) {
+        let cfg = SenderConfig {
+            mode: if urgent {
+                SendMode::Urgent
+            } else {
+                SendMode::Normal { batch_bytes, batch_interval_ns: 50_000 }
+            },
+            rate_bytes_per_s: if rate { 10_000_000 } else { 0 },
+            ..SenderConfig::new(5, 6, if stream { Packing::Stream } else { Packing::Datagrams }, segment)
+        };
+        let mut fast = Sender::new(cfg);
+        let mut general = Sender::new(cfg);
+        general.general_only = true;
+        let (mut fast_out, mut general_out) = (Vec::new(), Vec::new());
+        for (k, st) in steps.iter().enumerate() {
+            let now = k as u64 * 7_000;
+            let mut a = collect(&mut fast_out);
+            let mut b = collect(&mut general_out);
+            let (x, y) = match st {
+                Step::Offer(n) => {
+                    let m: Vec<u8> = (0..*n).map(|i| (i + k) as u8).collect();
+                    (fast.offer(&m, now, &mut a).map_err(|e| format!("{e:?}")),
+                     general.offer(&m, now, &mut b).map_err(|e| format!("{e:?}")))
+                }
+                Step::OfferWith(n) => {
+                    let fill = |buf: &mut [u8]| buf.iter_mut().enumerate().for_each(|(i, x)| *x = (i * 3 + k) as u8);
+                    (fast.offer_with(*n, now, &mut a, fill).map_err(|e| format!("{e:?}")),
+                     general.offer_with(*n, now, &mut b, fill).map_err(|e| format!("{e:?}")))
+                }
+                Step::Flush => (
+                    fast.flush(now, &mut a).map(|_| 0).map_err(|e| format!("{e:?}")),
+                    general.flush(now, &mut b).map(|_| 0).map_err(|e| format!("{e:?}")),
+                ),
+                Step::Poll => (
+                    fast.poll(now, &mut a).map(|o| o.next_deadline_ns).map_err(|e| format!("{e:?}")),
+                    general.poll(now, &mut b).map(|o| o.next_deadline_ns).map_err(|e| format!("{e:?}")),
+                ),
+                Step::Limit(ahead) => {
+                    let limit = fast.next_sequence() + ahead;
+                    fast.set_limit(limit);
+                    general.set_limit(limit);
+                    (Ok(0), Ok(0))
+                }
+            };
+            proptest::prop_assert_eq!(x, y, "step {} {:?}", k, st);
+            proptest::prop_assert_eq!(fast.stats(), general.stats());
+            proptest::prop_assert_eq!(fast.pending_len(), general.pending_len());
+        }
+        let end = steps.len() as u64 * 7_000;
+        fast.flush(end, &mut collect(&mut fast_out)).unwrap();
+        general.flush(end, &mut collect(&mut general_out)).unwrap();
+        proptest::prop_assert_eq!(&fast_out, &general_out);
+    }
+}
