@@ -31,7 +31,8 @@
 //! ([`MAX_GAPS`]), held bytes and the span of the reorder ring (`NakConfig`).
 //!
 //! **Where each part is.** This file takes frames apart and hands them to the units in
-//! `receiver/`: `session.rs` (the sessions followed, bound to their source, created with late
+//! `receiver/`: `in_order.rs` (the common case first: a run of whole messages in sequence,
+//! taken in one loop), `session.rs` (the sessions followed, bound to their source, created with late
 //! join), `jump.rs` (the jump bound and its confirmation), `reassembly.rs` (messages from
 //! in-order frames), `gaps.rs` (the loss detector's record of missing ranges), `nak.rs` (when
 //! to NAK: delay, back-off, retries, giving up), `repair.rs` (holding frames behind gaps and
