@@ -82,7 +82,7 @@ impl DistributorServer {
         let clients = self.describe_clients();
         self.say(
             format!(
-                "listening on {}{} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}); {clients}; {}",
+                "listening on {}{} ({} mode, services {services}, backbone {}, image requests on {}, {} users, open files limit {nofile}, {}); {clients}; {}",
                 self.local_addr,
                 self.websocket_addr().map_or(String::new(), |a| format!(
                     ", WebSocket JSON and the quote board on {a}"
@@ -91,11 +91,16 @@ impl DistributorServer {
                 self.s.backbone,
                 self.s.requests,
                 self.s.users.display(),
+                match self.fds_reserved {
+                    Some(n) => format!("descriptors up to {n} reserved"),
+                    None => "WARNING: the descriptor table could not be reserved and grows as clients come (each growth stops the loop)".to_string(),
+                },
                 self.sealing.describe(),
             ),
             json!({"listening": self.local_addr.to_string(), "mode": self.s.mode.name(),
                    "services": self.s.core.services, "backbone": self.s.backbone,
                    "requests": self.s.requests, "open_files_limit": nofile,
+                   "descriptors_reserved": self.fds_reserved,
                    "backbone_auth": self.sealing.describe(), "clients": clients,
                    "tls": self.tls.is_some(),
                    "websocket": self.websocket_addr().map(|a| a.to_string()),

@@ -34,6 +34,7 @@
 //! | `mod.rs` | [`DistributorServer`]: bind, the loop, and the core's outputs drained |
 //! | `clients.rs` | client sockets: accepted, read, written, closed with a linger |
 //! | `conn.rs` | one connection: its TLS or WebSocket layer and its queue |
+//! | `fd_table.rs` | the descriptor table grown at start, not under a flood |
 //! | `backbones.rs` | each service's backbone subscriber and request publisher |
 //! | `lines.rs` | what it says: start, events, statistics, the `peregrine stat` record |
 //! | `audit.rs` | refusals logged, then summarised |
@@ -45,6 +46,7 @@ mod audit;
 mod backbones;
 mod clients;
 mod conn;
+mod fd_table;
 mod lines;
 mod settings;
 mod verifier;
@@ -186,6 +188,9 @@ pub struct DistributorServer {
     start: Instant,
     next_flush: Instant,
     accept_errors: u64,
+    /// The highest descriptor the table held without growing after [`fd_table::reserve`]
+    /// (`None`: the reservation failed, and the table grows as connections come).
+    fds_reserved: Option<usize>,
     /// The listener may hold more connections than the last turn accepted
     /// ([`ACCEPTS_PER_TURN`]): accept again next turn, without waiting.
     accept_more: bool,
@@ -252,6 +257,13 @@ impl DistributorServer {
         let verifier = verifier::Verifier::start(waker).map_err(DistributorError::Poll)?;
         let mut listener = TcpListener::bind(s.listen).map_err(listen_error)?;
         let local_addr = listener.local_addr().map_err(listen_error)?;
+        // Every client the limits allow, those waiting to log in, and the process's own
+        // descriptors: the table is grown now, not inside an `accept` under a flood.
+        let fds_reserved = fd_table::reserve(
+            &listener,
+            64 + s.core.max_clients + s.core.max_pending_clients,
+        )
+        .ok();
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)
             .map_err(DistributorError::Poll)?;
@@ -347,6 +359,7 @@ impl DistributorServer {
             read_buf: vec![0; READ_CHUNK],
             start,
             accept_errors: 0,
+            fds_reserved,
             accept_more: false,
             accepts: accept_bucket(max_accepts_per_s),
             accept_resume_at: None,
