@@ -488,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_part_as_one_value_is_the_golden_frame_s() {
+    fn the_fixed_part_as_one_value_matches_the_golden_frame() {
         let r = golden_repr();
         let h = data_header(
             r.flags,

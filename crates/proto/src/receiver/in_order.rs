@@ -6,10 +6,11 @@
 //! The general path takes each frame apart field by field and through several units (the
 //! frame iterator's checks, the DATA checks, the session table, the jump bound, repair,
 //! reassembly). Here the fixed part of a frame is four little-endian words
-//! ([`peregrine_wire::data::words`]), each compared with the one value it may have. Anything else ends the run and goes
-//! through the general path, frame by frame, so the run takes a subset of what the general
-//! path accepts, and for each frame it takes it has the same effects: the same messages, the
-//! same counters, the same state (`tests.rs` runs both on the same input and compares).
+//! ([`peregrine_wire::data::words`]), each compared with the one value it may have. Anything
+//! else ends the run and goes through the general path, frame by frame, so the run takes a
+//! subset of what the general path accepts, and for each frame it takes it has the same
+//! effects: the same messages, the same counters, the same state (the property test below runs
+//! both on the same input and compares).
 
 use super::Receiver;
 use crate::events::Message;
@@ -285,21 +286,49 @@ mod tests {
         }
     }
 
+    /// Messages 0-5, then 12-17 (the datagram of 6-11 lost, no repair): the run takes what
+    /// is in sequence, the general path takes the first frame after the gap (and reports the
+    /// loss), and the run goes on after it. The same datagram again is all duplicates; from
+    /// another source, all foreign.
     #[test]
-    fn a_run_stops_at_the_first_frame_that_is_not_next_in_sequence() {
-        let d = traffic(&[32; 6], Packing::Datagrams, false);
-        // Sessions 9 and 10 share the datagram only if the 7th message was sent; six are all 9's.
-        assert_eq!(d.len(), 1);
+    fn a_run_leaves_what_is_out_of_sequence_or_foreign_to_the_general_path() {
+        let d: Vec<Vec<u8>> = {
+            let mut s = Sender::new(SenderConfig {
+                mode: SendMode::Normal {
+                    batch_bytes: 6 * 64,
+                    batch_interval_ns: u64::MAX,
+                },
+                ..SenderConfig::new(9, 7, Packing::Datagrams, 1472)
+            });
+            let mut out = Vec::new();
+            for k in 0..18u8 {
+                s.offer(&[k; 32], 0, &mut |b: Batch<'_>| -> Result<(), ()> {
+                    out.push(b.bytes.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+            }
+            out
+        };
+        assert_eq!(d.len(), 3, "three datagrams of six messages");
         let mut r = receiver(false, false);
-        // The first frame creates the session (general path); the run takes the next five.
-        assert_eq!(feed(&mut r, &d[0], A, 0, usize::MAX).len(), 6);
-        assert_eq!(r.counters().messages, 6);
-        // The same datagram again: every frame is behind, none is taken by the run.
-        assert_eq!(feed(&mut r, &d[0], A, 0, usize::MAX).len(), 0);
+        let first = feed(&mut r, &d[0], A, 0, usize::MAX);
+        assert_eq!(first.len(), 6);
+        let after_gap = feed(&mut r, &d[2], A, 0, usize::MAX);
+        assert_eq!(after_gap.len(), 6);
+        assert!(after_gap[0].starts_with("9/12:"), "{after_gap:?}");
+        assert_eq!((r.counters().messages, r.counters().lost), (12, 6));
+        assert!(std::iter::from_fn(|| r.next_event()).any(|e| matches!(
+            e,
+            SubscriberEvent::Lost {
+                from_sequence: 6,
+                count: 6,
+                ..
+            }
+        )));
+        assert!(feed(&mut r, &d[2], A, 0, usize::MAX).is_empty());
         assert_eq!(r.counters().duplicates, 6);
-        // From another source: dropped, as the general path drops it.
-        let more = traffic(&[32; 7], Packing::Datagrams, false);
-        assert_eq!(feed(&mut r, &more[0], B, 0, usize::MAX).len(), 0);
-        assert!(r.stats().foreign_source > 0);
+        assert!(feed(&mut r, &d[2], B, 0, usize::MAX).is_empty());
+        assert_eq!(r.stats().foreign_source, 6);
     }
 }
