@@ -369,20 +369,7 @@ impl Sender {
             let first = self.next_sequence;
             self.write_data_header(at, flags::BEGIN | flags::END, len, len);
             fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
-            self.stats.messages += 1;
-            self.stats.bytes += len as u64;
-            if let SendMode::Normal {
-                batch_bytes,
-                batch_interval_ns,
-            } = self.cfg.mode
-            {
-                let waited = self
-                    .first_pending_ns
-                    .map_or(0, |t| now_ns.saturating_sub(t));
-                if self.len >= batch_bytes || waited >= batch_interval_ns {
-                    self.flush(now_ns, sink)?;
-                }
-            }
+            self.offered(len, now_ns, sink)?;
             return Ok(first);
         }
         self.offer_general(len, now_ns, sink, fill, whole)
@@ -505,10 +492,22 @@ impl Sender {
                 off += n;
             }
         }
+        self.offered(len, now_ns, sink)?;
+        Ok(first)
+    }
+
+    /// A message of `len` bytes is in the batch: it is counted, and the batch leaves when the
+    /// mode says (urgent: now; normal: at `batch_bytes`, or when its oldest message waited
+    /// `batch_interval_ns`).
+    #[inline(always)]
+    fn offered<E, S>(&mut self, len: usize, now_ns: u64, sink: &mut S) -> Result<(), SendError<E>>
+    where
+        S: FnMut(Batch<'_>) -> Result<(), E>,
+    {
         self.stats.messages += 1;
         self.stats.bytes += len as u64;
         match self.cfg.mode {
-            SendMode::Urgent => self.flush(now_ns, sink)?,
+            SendMode::Urgent => self.flush(now_ns, sink),
             SendMode::Normal {
                 batch_bytes,
                 batch_interval_ns,
@@ -519,9 +518,9 @@ impl Sender {
                 if self.len >= batch_bytes || waited >= batch_interval_ns {
                     self.flush(now_ns, sink)?;
                 }
+                Ok(())
             }
         }
-        Ok(first)
     }
 
     #[inline(always)]
