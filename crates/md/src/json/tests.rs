@@ -113,6 +113,22 @@ fn a_login_becomes_a_login_and_its_answer_a_login_refresh() {
             "State":{"Stream":"Open","Data":"Ok","Text":"Login accepted"},
             "Elements":{"PingTimeout":15}})
     );
+    // The longest interval the message can carry: three of it in seconds, not an overflow
+    // (the fuzz target md_json found the multiplication done in u32).
+    let mut slow = session();
+    sent(
+        &mut slow,
+        r#"{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"a"}}}"#,
+    );
+    let got = to_json(
+        &mut slow,
+        Message::LoginResponse(LoginResponseRepr {
+            result: LoginResult::Accepted,
+            ping_interval_ms: Some(u32::MAX),
+            text: "",
+        }),
+    );
+    assert_eq!(got[0]["Elements"]["PingTimeout"], 12_884_902);
     let mut refused = session();
     sent(
         &mut refused,

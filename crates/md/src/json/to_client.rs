@@ -164,7 +164,8 @@ impl JsonSession {
                     let ping = r.ping_interval_ms.map_or(String::new(), |ms| {
                         format!(
                             ",\"Elements\":{{\"PingTimeout\":{}}}",
-                            (3 * ms).div_ceil(1000)
+                            // In u64: three times a u32 interval can pass u32::MAX.
+                            (3 * u64::from(ms)).div_ceil(1000)
                         )
                     });
                     let _ = write!(
