@@ -22,7 +22,11 @@ fn root() -> PathBuf {
 /// lock while tests run). For the whole workspace's libraries, not `-p peregrine-ffi`: features
 /// are then resolved as `cargo test --workspace` resolved them, and the dependencies it built
 /// are used as they are (with `-p`, cargo rebuilt a dozen of them with other features: about a
-/// minute of `.ci/run`).
+/// minute of `.ci/run`). Without the variables cargo sets for this test process (its
+/// package's `CARGO_MANIFEST_DIR` and the like), as `cargo test` ran without them: a build
+/// script that reads one (ring's reads `CARGO_MANIFEST_DIR`) would otherwise see it change,
+/// and cargo would build it again with everything above it (ring, rustls and most of the
+/// workspace: about a minute of `.ci/run`), then again at the next `cargo test`.
 fn lib_dir() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
@@ -31,6 +35,11 @@ fn lib_dir() -> PathBuf {
             let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
             let mut build = Command::new(cargo);
+            for (name, _) in std::env::vars_os() {
+                if name.to_str().is_some_and(set_by_cargo_for_this_test) {
+                    build.env_remove(name);
+                }
+            }
             build
                 .args(["build", "--workspace", "--lib"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -51,6 +60,25 @@ fn lib_dir() -> PathBuf {
             dir
         })
         .clone()
+}
+
+/// The variables cargo sets for a test it runs (the cargo book, "Environment variables Cargo
+/// sets for crates"), none of which a `cargo build` from a shell has.
+fn set_by_cargo_for_this_test(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
 }
 
 /// Builds examples/c/`source` with `compiler` into this test's temporary folder.
