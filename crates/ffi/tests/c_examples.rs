@@ -19,14 +19,16 @@ fn root() -> PathBuf {
 /// The folder holding libperegrine.so and .a: this test's profile folder (target/debug),
 /// where they are built first, once per run: `cargo test` builds a library crate's test
 /// harness, not its C libraries, so this runs `cargo build` for them (cargo does not hold its
-/// lock while tests run). For the whole workspace's libraries, not `-p peregrine-ffi`: features
-/// are then resolved as `cargo test --workspace` resolved them, and the dependencies it built
-/// are used as they are (with `-p`, cargo rebuilt a dozen of them with other features: about a
-/// minute of `.ci/run`). Without the variables cargo sets for this test process (its
-/// package's `CARGO_MANIFEST_DIR` and the like), as `cargo test` ran without them: a build
-/// script that reads one (ring's reads `CARGO_MANIFEST_DIR`) would otherwise see it change,
-/// and cargo would build it again with everything above it (ring, rustls and most of the
-/// workspace: about a minute of `.ci/run`), then again at the next `cargo test`.
+/// lock while tests run). The build must reuse what `cargo test --workspace` built, or it
+/// builds much of the workspace again (about a minute of `.ci/run`), and the next `cargo test`
+/// again after it:
+/// - the whole workspace's libraries and tests, not `-p peregrine-ffi` nor `--lib` alone, so
+///   that features are resolved as `cargo test --workspace` resolved them, dev-dependencies
+///   included (either way cargo built a dozen dependencies again with other features);
+/// - without the variables cargo sets for this test process (its package's
+///   `CARGO_MANIFEST_DIR` and the like), which `cargo test` itself ran without: a build script
+///   that reads one (ring's reads `CARGO_MANIFEST_DIR`) would see it change and run again,
+///   and ring, rustls and everything above them would be built again.
 fn lib_dir() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
@@ -41,7 +43,7 @@ fn lib_dir() -> PathBuf {
                 }
             }
             build
-                .args(["build", "--workspace", "--lib"])
+                .args(["build", "--workspace", "--lib", "--tests"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if dir.file_name().is_some_and(|n| n == "release") {
                 build.arg("--release");
@@ -49,12 +51,12 @@ fn lib_dir() -> PathBuf {
             let out = build.output().unwrap();
             assert!(
                 out.status.success(),
-                "cargo build --workspace --lib failed:\n{}",
+                "cargo build --workspace --lib --tests failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
                 dir.join("libperegrine.so").exists(),
-                "cargo build --workspace --lib left no libperegrine.so in {}",
+                "cargo build --workspace --lib --tests left no libperegrine.so in {}",
                 dir.display()
             );
             dir
