@@ -375,6 +375,51 @@ impl Sender {
         self.offer_general(len, now_ns, sink, fill, whole)
     }
 
+    /// Writes a one-frame message of `len` bytes (by `fill`) into the batch being built, when
+    /// that is all there is to do: the batch already has a frame and room for this one, the
+    /// mode is normal, there is no flow-control limit or rate to consult, and the batch need
+    /// not leave after it (`batch_bytes` not reached, `batch_interval_ns` not passed at
+    /// `now_ns`). Returns the message's sequence number, as [`offer_with`](Self::offer_with)
+    /// would. Otherwise it changes nothing and gives `fill` back, for `offer_with`.
+    ///
+    /// It never calls a sink, so a driver can take it inline in its callers' loops and keep
+    /// its own offer, with the sink and everything else, out of line (the TCP publisher does).
+    #[inline(always)]
+    pub fn offer_in_batch<F: FnOnce(&mut [u8])>(
+        &mut self,
+        len: usize,
+        now_ns: u64,
+        fill: F,
+    ) -> Result<u64, F> {
+        let SendMode::Normal {
+            batch_bytes,
+            batch_interval_ns,
+        } = self.cfg.mode
+        else {
+            return Err(fill);
+        };
+        let Some(first_ns) = self.first_pending_ns else {
+            return Err(fill);
+        };
+        if len > self.cfg.segment_len
+            || self.len + align_frame(DATA_HEADER_LEN + len) >= batch_bytes
+            || now_ns.saturating_sub(first_ns) >= batch_interval_ns
+        {
+            return Err(fill);
+        }
+        let Some(at) = self.reserve_in_batch(len) else {
+            return Err(fill);
+        };
+        // What `offer_inner` and `offered` do for this message, the flush excepted: the checks
+        // above say it would not happen.
+        let first = self.next_sequence;
+        self.write_data_header(at, flags::BEGIN | flags::END, len, len);
+        fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
+        self.stats.messages += 1;
+        self.stats.bytes += len as u64;
+        Ok(first)
+    }
+
     /// Room for a one-frame message of `len` bytes in the batch being built, in normal mode,
     /// with no flow-control limit or rate reached: its offset, the room taken (the frame's
     /// alignment padding zeroed) as [`reserve`](Self::reserve) would. `None` for everything

@@ -85,6 +85,8 @@ impl AnyPublisher {
     pub fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
         match self {
             AnyPublisher::Ipc(p) => p.offer(payload),
+            // Its common case inline, the rest out of line (`TcpPublisher::offer`).
+            AnyPublisher::Tcp(p) => p.offer(payload),
             other => other.cold_offer(payload),
         }
     }
@@ -98,6 +100,7 @@ impl AnyPublisher {
     ) -> Result<u64, OfferError> {
         match self {
             AnyPublisher::Ipc(p) => p.offer_with(len, fill),
+            AnyPublisher::Tcp(p) => p.offer_with(len, fill),
             other => other.cold_offer_with(len, fill),
         }
     }

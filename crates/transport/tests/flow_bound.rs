@@ -266,6 +266,60 @@ fn a_tcp_subscriber_that_never_reads_is_disconnected_after_the_flow_timeout() {
     drop(stuck);
 }
 
+/// In normal (batching) mode most offers take the publisher's inline path, which writes into the
+/// batch without looking at the connections. A subscriber that stops reading still
+/// back-pressures it after a bounded number of offers, as in urgent mode, and when it reads
+/// again it gets every message once, in order.
+#[test]
+fn a_batching_tcp_publisher_is_back_pressured_by_a_subscriber_that_stops_reading() {
+    let uri = format!(
+        "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&flow_timeout_ms=3600000",
+        free_port(true)
+    );
+    let (mut p, mut s) = tcp_pair(&uri, 56, 0);
+    // Offers only: no duty cycle, the subscriber not polled. A 64 KiB queue, a batch of 65,000
+    // bytes and the two small socket buffers hold a few thousand 40-byte frames; refusals
+    // must begin long before 100,000 (4 MB).
+    let mut next = 0u64;
+    loop {
+        match p.offer(&next.to_le_bytes()) {
+            Ok(_) => next += 1,
+            Err(OfferError::BackPressured) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            next < 100_000,
+            "{next} offers of 8 bytes, none refused, with a subscriber that does not read"
+        );
+    }
+    let total = next + 20_000;
+    let mut got: Vec<u64> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (got.len() as u64) < total {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {total} received, {next} offered",
+            got.len()
+        );
+        if next < total {
+            match p.offer(&next.to_le_bytes()) {
+                Ok(_) => next += 1,
+                Err(OfferError::BackPressured) => {}
+                Err(e) => panic!("{e}"),
+            }
+        } else {
+            p.flush().unwrap();
+        }
+        p.do_work();
+        s.poll(&mut |m: Message<'_>| got.push(m.sequence), usize::MAX);
+    }
+    assert_eq!(got, (0..total).collect::<Vec<_>>());
+    assert_eq!(
+        p.flow_dropped, 0,
+        "a subscriber that reads again is not dropped"
+    );
+}
+
 /// A real TCP subscriber that stalls longer than the flow timeout under `slow=backpressure` is
 /// disconnected as `slow=disconnect` would; when it reads again it reconnects and is told
 /// exactly which sequence numbers it missed.

@@ -486,11 +486,78 @@ fn the_retransmission_rate_limit_bounds_what_naks_can_cause() {
     );
 }
 
+/// `offer_in_batch` takes a message only where nothing but writing it is needed: never a
+/// batch's first frame, one that fills the batch, one after the batch interval, urgent mode, a
+/// limit; it writes what `offer_with` writes.
+#[test]
+fn offer_in_batch_takes_only_what_needs_nothing_but_writing() {
+    let normal = SendMode::Normal {
+        batch_bytes: 200,
+        batch_interval_ns: 1_000,
+    };
+    let cfg = SenderConfig {
+        mode: normal,
+        ..SenderConfig::new(5, 6, Packing::Stream, 1024)
+    };
+    let fill = |b: &mut [u8]| b.fill(9);
+    let mut s = Sender::new(cfg);
+    let mut out = Vec::new();
+    assert!(
+        s.offer_in_batch(8, 0, fill).is_err(),
+        "a batch's first frame"
+    );
+    assert_eq!(s.offer_with(8, 0, &mut collect(&mut out), fill), Ok(0));
+    assert_eq!(s.offer_in_batch(8, 10, fill).ok(), Some(1));
+    assert_eq!(s.offer_in_batch(8, 20, fill).ok(), Some(2));
+    assert_eq!((s.pending_len(), s.stats().messages), (120, 3));
+    assert!(
+        s.offer_in_batch(8, 1_000, fill).is_err(),
+        "the interval passed"
+    );
+    assert!(
+        s.offer_in_batch(48, 30, fill).is_err(),
+        "it would fill the batch"
+    );
+    assert!(
+        s.offer_in_batch(2000, 30, fill).is_err(),
+        "longer than a frame"
+    );
+    s.set_limit(3);
+    assert!(s.offer_in_batch(8, 30, fill).is_err(), "at the limit");
+    s.set_limit(u64::MAX);
+    assert_eq!(s.offer_in_batch(8, 30, fill).ok(), Some(3));
+    s.flush(40, &mut collect(&mut out)).unwrap();
+    assert_eq!(s.stats().messages, 4);
+    assert_eq!(s.stats().frames, 4);
+
+    // The same four messages through offer_with: the same bytes.
+    let mut t = Sender::new(cfg);
+    let mut expected = Vec::new();
+    for (k, now) in [0, 10, 20, 30].into_iter().enumerate() {
+        assert_eq!(
+            t.offer_with(8, now, &mut collect(&mut expected), fill),
+            Ok(k as u64)
+        );
+    }
+    t.flush(40, &mut collect(&mut expected)).unwrap();
+    assert_eq!(out, expected);
+
+    let mut u = Sender::new(SenderConfig {
+        mode: SendMode::Urgent,
+        ..cfg
+    });
+    let mut sent = Vec::new();
+    u.offer_with(8, 0, &mut collect(&mut sent), fill).unwrap();
+    assert!(u.offer_in_batch(8, 0, fill).is_err(), "urgent mode");
+}
+
 /// One step of a publisher's life, for comparing the batch fast path with the general path.
 #[derive(Debug, Clone)]
 enum Step {
     Offer(usize),
     OfferWith(usize),
+    /// `offer_in_batch`, then `offer_with` when it gives the message back.
+    OfferInBatch(usize),
     Flush,
     Poll,
     Limit(u64),
@@ -501,6 +568,7 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
     prop_oneof![
         12 => prop_oneof![8 => 0usize..100, 1 => 1400usize..4000].prop_map(Step::Offer),
         4 => (0usize..200).prop_map(Step::OfferWith),
+        4 => (0usize..200).prop_map(Step::OfferInBatch),
         1 => Just(Step::Flush),
         1 => Just(Step::Poll),
         1 => (0u64..64).prop_map(Step::Limit),
@@ -546,6 +614,13 @@ proptest::proptest! {
                 Step::OfferWith(n) => {
                     let fill = |buf: &mut [u8]| buf.iter_mut().enumerate().for_each(|(i, x)| *x = (i * 3 + k) as u8);
                     (fast.offer_with(*n, now, &mut a, fill).map_err(|e| format!("{e:?}")),
+                     general.offer_with(*n, now, &mut b, fill).map_err(|e| format!("{e:?}")))
+                }
+                Step::OfferInBatch(n) => {
+                    let fill = |buf: &mut [u8]| buf.iter_mut().enumerate().for_each(|(i, x)| *x = (i * 5 + k) as u8);
+                    (fast.offer_in_batch(*n, now, fill)
+                        .or_else(|fill| fast.offer_with(*n, now, &mut a, fill))
+                        .map_err(|e| format!("{e:?}")),
                      general.offer_with(*n, now, &mut b, fill).map_err(|e| format!("{e:?}")))
                 }
                 Step::Flush => (
