@@ -38,8 +38,8 @@ fn the_python_package_installs_with_pip_and_passes_its_tests() {
     // workspace's target/python (bindings/python/.cargo/config.toml), never in the source
     // tree, so a second run rebuilds only what changed. It is built with cargo's dev profile
     // and no debug info (maturin's MATURIN_PEP517_ARGS): the suite checks behaviour and times
-    // nothing, and the release build a user's pip makes took 107 of `.ci/run`'s seconds on 2
-    // cores, this one about 45. (`.ci/run` checks the release build with clippy.)
+    // nothing, and the release build a user's pip makes took about 105 of `.ci/run`'s seconds
+    // on 2 cores, this one about 55. (`.ci/run` checks the release build with clippy.)
     let in_tree = root.join("bindings/python/target");
     let in_tree_before = in_tree.exists();
     run(
