@@ -22,9 +22,11 @@ fn root() -> PathBuf {
 /// lock while tests run). The build must reuse what `cargo test --workspace` built, or it
 /// builds much of the workspace again (about a minute of `.ci/run`), and the next `cargo test`
 /// again after it:
-/// - the whole workspace's libraries and tests, not `-p peregrine-ffi` nor `--lib` alone, so
-///   that features are resolved as `cargo test --workspace` resolved them, dev-dependencies
-///   included (either way cargo built a dozen dependencies again with other features);
+/// - the whole workspace's libraries and examples, not `-p peregrine-ffi` nor `--lib` alone:
+///   examples, as tests do, bring the dev-dependencies into the features' resolution, which
+///   is then the one `cargo test --workspace` made (and it built the examples already). Either
+///   way cargo built a dozen dependencies again with other features. `--tests` would do too,
+///   but would build every test of the workspace for a run of this test alone;
 /// - without the variables cargo sets for this test process (its package's
 ///   `CARGO_MANIFEST_DIR` and the like), which `cargo test` itself ran without: a build script
 ///   that reads one (ring's reads `CARGO_MANIFEST_DIR`) would see it change and run again,
@@ -43,7 +45,7 @@ fn lib_dir() -> PathBuf {
                 }
             }
             build
-                .args(["build", "--workspace", "--lib", "--tests"])
+                .args(["build", "--workspace", "--lib", "--examples"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if dir.file_name().is_some_and(|n| n == "release") {
                 build.arg("--release");
@@ -51,12 +53,12 @@ fn lib_dir() -> PathBuf {
             let out = build.output().unwrap();
             assert!(
                 out.status.success(),
-                "cargo build --workspace --lib --tests failed:\n{}",
+                "cargo build --workspace --lib --examples failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
                 dir.join("libperegrine.so").exists(),
-                "cargo build --workspace --lib --tests left no libperegrine.so in {}",
+                "cargo build --workspace --lib --examples left no libperegrine.so in {}",
                 dir.display()
             );
             dir
