@@ -89,6 +89,18 @@ fn price(m: i64) -> Value<'static> {
     })
 }
 
+/// What a new session that logged in as `user` sends its client for `response`.
+fn answer_to_login(user: &str, response: LoginResponseRepr<'_>) -> Vec<Json> {
+    let mut s = session();
+    sent(
+        &mut s,
+        &format!(
+            r#"{{"ID":1,"Domain":"Login","Key":{{"Name":"{user}","Elements":{{"AuthenticationToken":"t"}}}}}}"#
+        ),
+    );
+    to_json(&mut s, Message::LoginResponse(response))
+}
+
 #[test]
 fn a_login_becomes_a_login_and_its_answer_a_login_refresh() {
     let mut s = session();
@@ -115,32 +127,22 @@ fn a_login_becomes_a_login_and_its_answer_a_login_refresh() {
     );
     // The longest interval the message can carry: three of it in seconds, not an overflow
     // (the fuzz target md_json found the multiplication done in u32).
-    let mut slow = session();
-    sent(
-        &mut slow,
-        r#"{"ID":1,"Domain":"Login","Key":{"Name":"alice","Elements":{"AuthenticationToken":"a"}}}"#,
-    );
-    let got = to_json(
-        &mut slow,
-        Message::LoginResponse(LoginResponseRepr {
+    let got = answer_to_login(
+        "alice",
+        LoginResponseRepr {
             result: LoginResult::Accepted,
             ping_interval_ms: Some(u32::MAX),
             text: "",
-        }),
+        },
     );
     assert_eq!(got[0]["Elements"]["PingTimeout"], 12_884_902);
-    let mut refused = session();
-    sent(
-        &mut refused,
-        r#"{"ID":1,"Domain":"Login","Key":{"Name":"bob","Elements":{"AuthenticationToken":"x"}}}"#,
-    );
-    let got = to_json(
-        &mut refused,
-        Message::LoginResponse(LoginResponseRepr {
+    let got = answer_to_login(
+        "bob",
+        LoginResponseRepr {
             result: LoginResult::Denied,
             ping_interval_ms: None,
             text: "unknown user or wrong token",
-        }),
+        },
     );
     assert_eq!(got[0]["Type"], "Status");
     assert_eq!(got[0]["State"]["Stream"], "Closed");
