@@ -34,8 +34,10 @@ pub(super) fn cold_flush(inner: &mut PublisherInner) -> Result<(), OfferError> {
 
 /// A publisher on one transport given by URI, or one by topic name over several.
 // The transport stays inline: boxing it would put a pointer chase in front of every offer.
+// Its own tag byte, as `AnyPublisher`'s (see there).
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
+#[repr(u8)]
 pub(super) enum PublisherInner {
     One(AnyPublisher),
     Multi(Box<resolve::MultiPublisher>),

@@ -219,7 +219,7 @@ impl IpcPublisher {
         }
         let seq = self.next_sequence;
         self.seg
-            .u64_at(CLAIM_POSITION)
+            .header_u64::<CLAIM_POSITION>()
             .store(claim, Ordering::Relaxed);
         // Order the claim before the writes it announces (a no-op instruction on x86).
         fence(Ordering::Release);
@@ -376,15 +376,15 @@ impl IpcPublisher {
     /// Updates the tail seqlock (invariant 5): only this process writes it.
     #[inline]
     fn publish_tail(&self) {
-        let version = self.seg.u64_at(TAIL_VERSION);
+        let version = self.seg.header_u64::<TAIL_VERSION>();
         let v = version.load(Ordering::Relaxed);
         version.store(v + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         self.seg
-            .u64_at(TAIL_POSITION)
+            .header_u64::<TAIL_POSITION>()
             .store(self.position, Ordering::Relaxed);
         self.seg
-            .u64_at(TAIL_SEQUENCE)
+            .header_u64::<TAIL_SEQUENCE>()
             .store(self.next_sequence, Ordering::Relaxed);
         version.store(v + 2, Ordering::Release);
     }
@@ -395,7 +395,7 @@ impl IpcPublisher {
     fn wake_blocked(&self) {
         if self
             .seg
-            .u32_at(BLOCKING_SUBSCRIBERS)
+            .header_u32::<BLOCKING_SUBSCRIBERS>()
             .load(Ordering::Relaxed)
             == 0
         {

@@ -97,6 +97,7 @@ impl Segment {
         &self.path
     }
 
+    #[inline(always)]
     fn base(&self) -> *mut u8 {
         self.map.as_mut_ptr()
     }
@@ -115,6 +116,29 @@ impl Segment {
         // SAFETY: in bounds and 8-byte aligned (the mapping is page-aligned), checked above; the
         // memory lives as long as `self`; every process accesses these words only atomically.
         unsafe { AtomicU64::from_ptr(self.base().add(offset).cast()) }
+    }
+
+    /// The 64-bit atomic at byte `OFFSET` of the segment's header page, where the publisher's
+    /// per-message words are (the claim position, the tail seqlock): as [`u64_at`](Self::u64_at)
+    /// without its bounds check, which the constant offset makes a compile-time one.
+    #[inline(always)]
+    pub fn header_u64<const OFFSET: usize>(&self) -> &AtomicU64 {
+        const { assert!(OFFSET % 8 == 0 && OFFSET + 8 <= SLOTS) };
+        debug_assert!(SLOTS <= self.map.len());
+        // SAFETY: every mapping covers `log_offset + capacity` bytes (checked when the segment
+        // was created or opened) and `log_offset >= SLOTS`, so the header page is in bounds;
+        // `OFFSET` is 8-byte aligned (asserted at compile time) in a page-aligned mapping; the
+        // memory lives as long as `self`; every process accesses these words only atomically.
+        unsafe { AtomicU64::from_ptr(self.base().add(OFFSET).cast()) }
+    }
+
+    /// [`header_u64`](Self::header_u64) for a 32-bit atomic.
+    #[inline(always)]
+    pub fn header_u32<const OFFSET: usize>(&self) -> &AtomicU32 {
+        const { assert!(OFFSET % 4 == 0 && OFFSET + 4 <= SLOTS) };
+        debug_assert!(SLOTS <= self.map.len());
+        // SAFETY: as in `header_u64`, for a 4-byte aligned word.
+        unsafe { AtomicU32::from_ptr(self.base().add(OFFSET).cast()) }
     }
 
     /// A 32-bit atomic at byte `offset` of the segment.

@@ -271,7 +271,7 @@ impl IpcSubscriber {
         // Empty polls only: the closed flag (shared), and whether the segment was damaged (a
         // relaxed load of process-local memory).
         if a.empty_polls < LIVENESS_CHECK_EVERY
-            && a.seg.u32_at(CLOSED).load(Ordering::Acquire) == 0
+            && a.seg.header_u32::<CLOSED>().load(Ordering::Acquire) == 0
             && !a.seg.damaged()
         {
             return 0;
@@ -592,7 +592,10 @@ impl Attached {
     #[inline]
     fn lapped(&self) -> bool {
         fence(Ordering::Acquire);
-        let claim = self.seg.u64_at(CLAIM_POSITION).load(Ordering::Relaxed);
+        let claim = self
+            .seg
+            .header_u64::<CLAIM_POSITION>()
+            .load(Ordering::Relaxed);
         claim_overlaps(claim, self.position, self.capacity)
     }
 
