@@ -200,6 +200,15 @@ pub struct Sender {
     rtx: Vec<u8>,
     rate: Option<TokenBucket>,
     retransmit_rate: Option<TokenBucket>,
+    /// The inline paths' window, so that their checks are a few compares (see
+    /// [`refresh_inline`](Self::refresh_inline)): a frame ending at or below `inline_room_end`
+    /// fits in the buffer and the current segment, with the mode normal, a batch begun and no
+    /// rate (0: no inline path at all)...
+    inline_room_end: usize,
+    /// ...and at or below `inline_batch_end`, it also leaves the batch under `batch_bytes`...
+    inline_batch_end: usize,
+    /// ...while before this time the batch interval has not passed.
+    inline_deadline_ns: u64,
     /// Tests: every offer through the general path (the batch fast path is compared with it).
     #[cfg(test)]
     general_only: bool,
@@ -268,9 +277,46 @@ impl Sender {
             rtx: Vec::new(),
             rate: bucket(cfg.rate_bytes_per_s, cfg.max_batch_len),
             retransmit_rate: bucket(cfg.retransmit_rate_bytes_per_s, cfg.max_batch_len),
+            inline_room_end: 0,
+            inline_batch_end: 0,
+            inline_deadline_ns: 0,
             #[cfg(test)]
             general_only: false,
         }
+    }
+
+    /// Recomputes the inline window from what it depends on: the mode, the rate, the buffer,
+    /// the batch's first frame and time, the current segment. Called wherever one of them
+    /// changes (`reserve`, `flush`); the inline paths change none of them.
+    fn refresh_inline(&mut self) {
+        (self.inline_room_end, self.inline_batch_end) = (0, 0);
+        #[cfg(test)]
+        if self.general_only {
+            return;
+        }
+        let SendMode::Normal {
+            batch_bytes,
+            batch_interval_ns,
+        } = self.cfg.mode
+        else {
+            return;
+        };
+        let Some(first_ns) = self.first_pending_ns else {
+            return;
+        };
+        if self.rate.is_some() {
+            return;
+        }
+        // Frames start at multiples of 8 from the segment's start and `segment_len` is one,
+        // so "its aligned end within the segment" is "its end within the segment".
+        let room = match self.cfg.packing {
+            Packing::Stream => self.buf.len(),
+            Packing::Datagrams => self.buf.len().min(self.seg_start + self.cfg.segment_len),
+        };
+        self.inline_room_end = room;
+        // `offered` sends the batch once it holds `batch_bytes`: stay below.
+        self.inline_batch_end = room.min(batch_bytes.saturating_sub(1));
+        self.inline_deadline_ns = first_ns.saturating_add(batch_interval_ns);
     }
 
     pub fn config(&self) -> &SenderConfig {
@@ -391,25 +437,19 @@ impl Sender {
         now_ns: u64,
         fill: F,
     ) -> Result<u64, F> {
-        let SendMode::Normal {
-            batch_bytes,
-            batch_interval_ns,
-        } = self.cfg.mode
-        else {
-            return Err(fill);
-        };
-        let Some(first_ns) = self.first_pending_ns else {
-            return Err(fill);
-        };
-        if len > self.cfg.segment_len
-            || self.len + align_frame(DATA_HEADER_LEN + len) >= batch_bytes
-            || now_ns.saturating_sub(first_ns) >= batch_interval_ns
+        // `inline_batch_end`, 0 when there is no inline path, covers the mode, the rate, the
+        // batch's first frame, the buffer, the segment and `batch_bytes`.
+        let frame_len = DATA_HEADER_LEN + len;
+        let aligned = align_frame(frame_len);
+        let at = self.len;
+        if frame_len > self.cfg.segment_len
+            || at + aligned > self.inline_batch_end
+            || now_ns >= self.inline_deadline_ns
+            || self.next_sequence >= self.limit
         {
             return Err(fill);
         }
-        let Some(at) = self.reserve_in_batch(len) else {
-            return Err(fill);
-        };
+        self.take_in_batch(at, frame_len, aligned);
         // What `offer_inner` and `offered` do for this message, the flush excepted: the checks
         // above say it would not happen.
         let first = self.next_sequence;
@@ -427,33 +467,30 @@ impl Sender {
     /// which [`offer_general`](Self::offer_general) handles.
     #[inline(always)]
     fn reserve_in_batch(&mut self, len: usize) -> Option<usize> {
-        #[cfg(test)]
-        if self.general_only {
-            return None;
-        }
         let frame_len = DATA_HEADER_LEN + len;
         let aligned = align_frame(frame_len);
         let at = self.len;
-        let fits = match self.cfg.packing {
-            Packing::Stream => true,
-            Packing::Datagrams => at - self.seg_start + frame_len <= self.cfg.segment_len,
-        };
-        if !fits
-            || frame_len > self.cfg.segment_len
-            || at + aligned > self.buf.len()
-            || self.first_pending_ns.is_none()
+        // `inline_room_end`, 0 when there is no inline path, covers the mode, the rate, the
+        // batch's first frame, the buffer and the segment.
+        if frame_len > self.cfg.segment_len
+            || at + aligned > self.inline_room_end
             || self.next_sequence >= self.limit
-            || self.rate.is_some()
-            || matches!(self.cfg.mode, SendMode::Urgent)
         {
             return None;
         }
+        self.take_in_batch(at, frame_len, aligned);
+        Some(at)
+    }
+
+    /// Takes the room of a frame of `frame_len` bytes at `at` (the batch's end), its alignment
+    /// padding zeroed, as [`reserve`](Self::reserve) does.
+    #[inline(always)]
+    fn take_in_batch(&mut self, at: usize, frame_len: usize, aligned: usize) {
         if aligned > frame_len {
             self.buf[at + frame_len..at + aligned].fill(0);
         }
         self.len = at + aligned;
         self.last_end = at + frame_len;
-        Some(at)
     }
 
     /// Everything [`reserve_in_batch`](Self::reserve_in_batch) leaves: a batch's first frame,
@@ -638,6 +675,7 @@ impl Sender {
             self.first_pending_ns = Some(now_ns);
             self.first_pending_sequence = Some(self.next_sequence);
         }
+        self.refresh_inline();
         Ok(at)
     }
 
@@ -679,6 +717,7 @@ impl Sender {
         self.sealed = false;
         self.first_pending_ns = None;
         self.first_pending_sequence = None;
+        self.refresh_inline();
         self.stats.batches += 1;
         self.stats.datagrams += segments;
         self.on_sent(now_ns);
