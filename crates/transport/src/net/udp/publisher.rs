@@ -226,11 +226,9 @@ impl UdpPublisher {
             });
         }
         self.offers = self.offers.wrapping_add(1);
-        if self.sender.pending_len() == 0 || self.offers & 63 == 0 {
+        let clock_read = self.sender.pending_len() == 0 || self.offers & 63 == 0;
+        if clock_read {
             self.now_ns = now_ns();
-            if self.now_ns >= self.next_control_ns {
-                self.poll_control();
-            }
         }
         let frames = self.sender.frames_for(len);
         if self.sender.next_sequence() + frames > self.sender.limit() {
@@ -253,12 +251,23 @@ impl UdpPublisher {
             now_ns,
             ..
         } = self;
-        let mut sink = to_all(sock, gso, out, dests);
-        match whole {
-            Some(payload) => sender.offer(payload, *now_ns, &mut sink),
-            None => sender.offer_with(len, *now_ns, &mut sink, fill),
+        let r = {
+            let mut sink = to_all(sock, gso, out, dests);
+            match whole {
+                Some(payload) => sender.offer(payload, *now_ns, &mut sink),
+                None => sender.offer_with(len, *now_ns, &mut sink, fill),
+            }
+            .map_err(map_send_error)
+        };
+        // STATUS frames are read after the message left, not before: in urgent mode (a
+        // ping-pong's) the interval's receive system call came before one send in ten or so,
+        // on the message's own latency. A JOIN read here takes effect from the next message,
+        // as it would have had it come a moment later. Flow control above still reads them
+        // before it refuses.
+        if clock_read && self.now_ns >= self.next_control_ns {
+            self.poll_control();
         }
-        .map_err(map_send_error)
+        r
     }
 
     /// Sends whatever is batched.
