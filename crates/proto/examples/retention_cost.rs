@@ -2,8 +2,9 @@
 //! sink doing nothing (no system calls), so only the sender's own work is timed. In normal mode
 //! (65,000-byte batches) and in urgent mode (a batch per message, as a ping-pong sends), the
 //! latter both while the buffer fills (150,000 messages: 14 MB of 16 MiB) and once it evicts.
-//! The first round's figures are a fresh process's: later rounds may reuse memory that earlier
-//! ones freed, which a publisher's first fill cannot.
+//! All runs share the process's heap: memory that earlier runs freed may serve later ones (a
+//! publisher's first fill has none), so compare two builds run for run, and read the filling
+//! figures as rough.
 //!
 //! `cargo run --release -p peregrine-proto --example retention_cost`
 use peregrine_proto::sender::{Batch, Packing, SendMode, Sender, SenderConfig};
