@@ -133,18 +133,18 @@ impl RetentionBuffer {
         // Only the first frame of each datagram and the frames of the last one are read. The
         // index takes them at its back now; they are the new entry's, or dropped below.
         let datagram = self.index_base + self.index.len() as u64;
-        let mut end = first;
+        let (mut end, mut datagrams) = (first, 0);
         for d in bytes.chunks(step) {
             // The sender starts every datagram with a DATA frame; a datagram without one (which
             // it never sends) is kept in the bytes but not indexed.
             let q = first_data_sequence(d).unwrap_or(end);
             self.index.push_back(q);
+            datagrams += 1;
             end = end.max(q);
         }
         if let Some(l) = bytes.chunks(step).last().and_then(last_data_sequence) {
             end = end.max(l + 1);
         }
-        let datagrams = (self.index_base + self.index.len() as u64 - datagram) as usize;
         if bytes.len() > self.max_bytes {
             self.index.truncate(self.index.len() - datagrams);
             self.clear_to(end);

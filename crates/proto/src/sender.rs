@@ -437,19 +437,13 @@ impl Sender {
         now_ns: u64,
         fill: F,
     ) -> Result<u64, F> {
-        // `inline_batch_end`, 0 when there is no inline path, covers the mode, the rate, the
-        // batch's first frame, the buffer, the segment and `batch_bytes`.
-        let frame_len = DATA_HEADER_LEN + len;
-        let aligned = align_frame(frame_len);
-        let at = self.len;
-        if frame_len > self.cfg.segment_len
-            || at + aligned > self.inline_batch_end
-            || now_ns >= self.inline_deadline_ns
-            || self.next_sequence >= self.limit
-        {
+        // `inline_batch_end` is `inline_room_end` kept below `batch_bytes`.
+        if now_ns >= self.inline_deadline_ns {
             return Err(fill);
         }
-        self.take_in_batch(at, frame_len, aligned);
+        let Some(at) = self.reserve_within(len, self.inline_batch_end) else {
+            return Err(fill);
+        };
         // What `offer_inner` and `offered` do for this message, the flush excepted: the checks
         // above say it would not happen.
         let first = self.next_sequence;
@@ -467,30 +461,31 @@ impl Sender {
     /// which [`offer_general`](Self::offer_general) handles.
     #[inline(always)]
     fn reserve_in_batch(&mut self, len: usize) -> Option<usize> {
+        self.reserve_within(len, self.inline_room_end)
+    }
+
+    /// Room for a one-frame message of `len` bytes at the batch's end when its frame ends at or
+    /// below `end` (an inline window, 0 when there is no inline path: it covers the mode, the
+    /// rate, the batch's first frame, the buffer and the segment) and the flow-control limit
+    /// lets it go: its offset, the room taken with its alignment padding zeroed, as
+    /// [`reserve`](Self::reserve) would.
+    #[inline(always)]
+    fn reserve_within(&mut self, len: usize, end: usize) -> Option<usize> {
         let frame_len = DATA_HEADER_LEN + len;
         let aligned = align_frame(frame_len);
         let at = self.len;
-        // `inline_room_end`, 0 when there is no inline path, covers the mode, the rate, the
-        // batch's first frame, the buffer and the segment.
         if frame_len > self.cfg.segment_len
-            || at + aligned > self.inline_room_end
+            || at + aligned > end
             || self.next_sequence >= self.limit
         {
             return None;
         }
-        self.take_in_batch(at, frame_len, aligned);
-        Some(at)
-    }
-
-    /// Takes the room of a frame of `frame_len` bytes at `at` (the batch's end), its alignment
-    /// padding zeroed, as [`reserve`](Self::reserve) does.
-    #[inline(always)]
-    fn take_in_batch(&mut self, at: usize, frame_len: usize, aligned: usize) {
         if aligned > frame_len {
             self.buf[at + frame_len..at + aligned].fill(0);
         }
         self.len = at + aligned;
         self.last_end = at + frame_len;
+        Some(at)
     }
 
     /// Everything [`reserve_in_batch`](Self::reserve_in_batch) leaves: a batch's first frame,
