@@ -656,6 +656,26 @@ impl Receiver {
         }
     }
 
+    /// The earliest time at which [`poll`](Self::poll) has work that only time brings: a
+    /// session's keep-alive STATUS or its timeout (`u64::MAX`: no session). A driver may skip
+    /// `poll` until then, except after a datagram it handed to
+    /// [`on_datagram`](Self::on_datagram) (a new session, a HEARTBEAT to confirm, a window
+    /// update due are what frames bring) and after [`poll_repair`](Self::poll_repair)
+    /// delivered. A STATUS sent or a frame heard since only moves the true time later.
+    pub fn next_timer_ns(&self) -> u64 {
+        let interval_ns = self.cfg.status_interval_ns;
+        let timeout_ns = self.cfg.session_timeout_ns;
+        self.sessions
+            .iter()
+            .map(|s| {
+                // `poll` declares a session dead once strictly more than the timeout passed.
+                let dies_ns = s.last_heard_ns.saturating_add(timeout_ns).saturating_add(1);
+                s.status.keepalive_at(interval_ns).min(dies_ns)
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Runs the timers: declares silent sessions dead and emits the STATUS frames that are due
     /// ([`status`](self::status)) by calling `emit(destination, frame)`.
     pub fn poll<E: FnMut(SocketAddr, &[u8])>(&mut self, now_ns: u64, emit: &mut E) {
@@ -668,12 +688,19 @@ impl Receiver {
             }
             i += 1;
         }
+        // The window (divisions by the averages seen) only when a STATUS goes: this runs on
+        // every poll that delivered, and on every empty one.
+        let interval_ns = self.cfg.status_interval_ns;
+        if !self
+            .sessions
+            .iter()
+            .any(|s| s.status.due(now_ns, s.next_sequence, interval_ns))
+        {
+            return;
+        }
         let window = self.window();
         for s in &mut self.sessions {
-            let due = s
-                .status
-                .due(now_ns, s.next_sequence, window, self.cfg.status_interval_ns);
-            if due {
+            if s.status.due(now_ns, s.next_sequence, interval_ns) {
                 let frame =
                     status::status_frame(&self.cfg, s.session_id, s.next_sequence, 0, window);
                 emit(s.source, &frame);
@@ -681,7 +708,7 @@ impl Receiver {
                 if let Some(b) = s.source_b {
                     emit(b, &frame);
                 }
-                s.status.sent(now_ns, s.next_sequence);
+                s.status.sent(now_ns, s.next_sequence, window);
                 self.stats.status_sent += 1;
             }
         }

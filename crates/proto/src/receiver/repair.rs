@@ -164,8 +164,12 @@ impl Receiver {
         let mut delivered = 0;
         let mut ranges = Vec::new();
         for i in 0..self.sessions.len() {
-            ranges.clear();
             let s = &mut self.sessions[i];
+            // Nothing to ask for or give up (every poll of a subscriber that waits comes here).
+            if s.gaps.is_empty() {
+                continue;
+            }
+            ranges.clear();
             let gave_up = nak::take_due(&mut s.gaps, now_ns, &nak, &mut ranges);
             let from = NakFrom {
                 session_id: s.session_id,

@@ -1,6 +1,6 @@
 //! STATUS towards a session's sender (docs/protocol.md): a keep-alive every
-//! `status_interval_ns`, a window update once a quarter of the window was consumed, and a
-//! confirmation as soon as delivery reaches the position a HEARTBEAT announced (a closing
+//! `status_interval_ns`, a window update once a quarter of the window the last STATUS announced
+//! was consumed, and a confirmation as soon as delivery reaches the position a HEARTBEAT announced (a closing
 //! publisher waits for that). Also the JOIN and LEAVE frames.
 
 use super::config::ReceiverConfig;
@@ -14,6 +14,10 @@ pub(super) struct StatusSchedule {
     last_sent_ns: Option<u64>,
     /// The `next_sequence` it carried.
     reported_next: u64,
+    /// Delivery at this position sends a window update: a quarter of the window the last
+    /// STATUS announced past `reported_next` (`u64::MAX`: it announced no window). Fixed when
+    /// the STATUS goes, so that the check on every delivering poll is one comparison.
+    update_at: u64,
     /// The highest `next_sequence` a HEARTBEAT announced.
     announced: u64,
 }
@@ -24,6 +28,7 @@ impl StatusSchedule {
         StatusSchedule {
             last_sent_ns: None,
             reported_next: next,
+            update_at: u64::MAX,
             announced: next,
         }
     }
@@ -33,29 +38,36 @@ impl StatusSchedule {
         self.announced = self.announced.max(next);
     }
 
-    /// Whether a STATUS is due at `now_ns` with delivery at `next_sequence` and `window`
-    /// frames announced (0: none).
-    pub(super) fn due(
-        &self,
-        now_ns: u64,
-        next_sequence: u64,
-        window: u32,
-        interval_ns: u64,
-    ) -> bool {
+    /// Whether a STATUS is due at `now_ns` with delivery at `next_sequence`: the keep-alive
+    /// interval passed, a quarter of the announced window was consumed, or delivery reached
+    /// what a HEARTBEAT announced.
+    #[inline]
+    pub(super) fn due(&self, now_ns: u64, next_sequence: u64, interval_ns: u64) -> bool {
         let keepalive = self
             .last_sent_ns
             .is_none_or(|t| now_ns.saturating_sub(t) >= interval_ns);
-        let quarter = u64::from(window / 4).max(1);
-        let update = window > 0 && next_sequence.saturating_sub(self.reported_next) >= quarter;
+        let update = next_sequence >= self.update_at;
         // Caught up with what the sender announced (it is idle or closing): say so now.
         let caught_up = self.announced > self.reported_next && next_sequence >= self.announced;
         keepalive || update || caught_up
     }
 
-    /// A STATUS carrying `next_sequence` went at `now_ns`.
-    pub(super) fn sent(&mut self, now_ns: u64, next_sequence: u64) {
+    /// When the keep-alive is due (0: now, none went yet).
+    pub(super) fn keepalive_at(&self, interval_ns: u64) -> u64 {
+        self.last_sent_ns
+            .map_or(0, |t| t.saturating_add(interval_ns))
+    }
+
+    /// A STATUS carrying `next_sequence` and announcing `window` frames (0: none) went at
+    /// `now_ns`.
+    pub(super) fn sent(&mut self, now_ns: u64, next_sequence: u64, window: u32) {
         self.last_sent_ns = Some(now_ns);
         self.reported_next = next_sequence;
+        self.update_at = if window == 0 {
+            u64::MAX
+        } else {
+            next_sequence.saturating_add(u64::from(window / 4).max(1))
+        };
     }
 }
 
@@ -96,35 +108,42 @@ mod tests {
     #[test]
     fn the_first_status_goes_at_once_then_one_each_interval() {
         let mut s = StatusSchedule::new(0);
-        assert!(s.due(0, 0, 0, INTERVAL));
-        s.sent(0, 0);
-        assert!(!s.due(INTERVAL - 1, 0, 0, INTERVAL));
-        assert!(s.due(INTERVAL, 0, 0, INTERVAL));
+        assert!(s.due(0, 0, INTERVAL));
+        s.sent(0, 0, 0);
+        assert!(!s.due(INTERVAL - 1, 0, INTERVAL));
+        assert!(s.due(INTERVAL, 0, INTERVAL));
     }
 
     #[test]
-    fn a_quarter_of_the_window_consumed_is_reported_before_the_interval() {
+    fn a_quarter_of_the_announced_window_consumed_is_reported_before_the_interval() {
         let mut s = StatusSchedule::new(1_000);
-        s.sent(0, 1_000);
-        // A window of 400 frames: an update after 100 delivered, not 99.
-        assert!(!s.due(MS, 1_099, 400, INTERVAL));
-        assert!(s.due(MS, 1_100, 400, INTERVAL));
-        // No window: no updates.
-        assert!(!s.due(MS, 5_000, 0, INTERVAL));
+        // A window of 400 frames announced: an update after 100 delivered, not 99.
+        s.sent(0, 1_000, 400);
+        assert!(!s.due(MS, 1_099, INTERVAL));
+        assert!(s.due(MS, 1_100, INTERVAL));
+        // The next one counts from what that update carried, in the window it announced.
+        s.sent(MS, 1_100, 40);
+        assert!(!s.due(2 * MS, 1_109, INTERVAL));
+        assert!(s.due(2 * MS, 1_110, INTERVAL));
+        // No window announced: no updates.
+        s.sent(2 * MS, 1_110, 0);
+        assert!(!s.due(3 * MS, 1_000_000, INTERVAL));
         // A window under 4 frames: every frame.
-        assert!(s.due(MS, 1_001, 3, INTERVAL));
+        s.sent(3 * MS, 1_110, 3);
+        assert!(!s.due(4 * MS, 1_110, INTERVAL));
+        assert!(s.due(4 * MS, 1_111, INTERVAL));
     }
 
     #[test]
     fn reaching_the_announced_position_is_confirmed_at_once_and_once() {
         let mut s = StatusSchedule::new(0);
-        s.sent(0, 0);
+        s.sent(0, 0, 0);
         s.announce(50);
         s.announce(40); // an older heartbeat does not move it back
-        assert!(!s.due(MS, 49, 0, INTERVAL));
-        assert!(s.due(MS, 50, 0, INTERVAL));
-        s.sent(MS, 50);
-        assert!(!s.due(2 * MS, 50, 0, INTERVAL));
+        assert!(!s.due(MS, 49, INTERVAL));
+        assert!(s.due(MS, 50, INTERVAL));
+        s.sent(MS, 50, 0);
+        assert!(!s.due(2 * MS, 50, INTERVAL));
     }
 
     #[test]

@@ -302,6 +302,115 @@ fn silent_sessions_die_and_status_is_scheduled() {
     assert!(!r.is_connected());
 }
 
+#[test]
+fn next_timer_ns_is_the_first_keepalive_or_timeout() {
+    let cfg = ReceiverConfig {
+        session_timeout_ns: 1000,
+        status_interval_ns: 100,
+        window_frames: 40,
+        ..ReceiverConfig::new(7, 1)
+    };
+    let mut r = Receiver::new(cfg);
+    assert_eq!(r.next_timer_ns(), u64::MAX, "no session, no timer");
+    let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+    let d = datagrams(&mut s, &[vec![1; 8], vec![2; 8]]);
+    r.on_datagram(&d[0], 0, src(), 0, &mut |_m: Message<'_>| {}, 1);
+    assert_eq!(
+        r.next_timer_ns(),
+        0,
+        "a new session's first STATUS is due at once"
+    );
+    let mut sent = 0;
+    r.poll(0, &mut |_, _| sent += 1);
+    assert_eq!(
+        (sent, r.next_timer_ns()),
+        (1, 100),
+        "the keep-alive, before the timeout"
+    );
+    r.poll(99, &mut |_, _| sent += 1);
+    assert_eq!(sent, 1, "nothing before the time it gave");
+    r.poll(100, &mut |_, _| sent += 1);
+    assert_eq!((sent, r.next_timer_ns()), (2, 200));
+    // A session heard at 950 dies after 1950, but a keep-alive comes first.
+    r.on_datagram(&d[1], 0, src(), 950, &mut |_m: Message<'_>| {}, 1);
+    r.poll(950, &mut |_, _| sent += 1);
+    assert_eq!(r.next_timer_ns(), 1050);
+    // Without keep-alives (an interval longer than the timeout) the timeout is the timer.
+    let mut quiet = Receiver::new(ReceiverConfig {
+        status_interval_ns: 5000,
+        ..cfg
+    });
+    quiet.on_datagram(&d[0], 0, src(), 10, &mut |_m: Message<'_>| {}, 1);
+    quiet.poll(10, &mut |_, _| {});
+    assert_eq!(quiet.next_timer_ns(), 1011);
+    quiet.poll(1010, &mut |_, _| {});
+    assert!(quiet.is_connected(), "not dead at exactly the timeout");
+    quiet.poll(1011, &mut |_, _| {});
+    assert!(!quiet.is_connected());
+    assert_eq!(quiet.next_timer_ns(), u64::MAX);
+}
+
+/// A driver that calls `poll` only after a datagram or once `next_timer_ns` has come (the UDP
+/// subscriber's empty polls) sends the same STATUS frames at the same times, and reports the
+/// same events, as one that calls it at every step.
+#[test]
+fn polling_only_when_a_timer_is_due_changes_nothing() {
+    let cfg = ReceiverConfig {
+        session_timeout_ns: 1000,
+        status_interval_ns: 100,
+        window_frames: 40,
+        ..ReceiverConfig::new(7, 1)
+    };
+    for seed in 1..=20u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
+        let msgs: Vec<Vec<u8>> = (0..200u8).map(|i| vec![i; 8]).collect();
+        let d = datagrams(&mut s, &msgs);
+        let (mut every, mut skipping) = (Receiver::new(cfg), Receiver::new(cfg));
+        let (mut out_every, mut out_skipping) = (Vec::new(), Vec::new());
+        let mut now = 0;
+        let mut k = 0;
+        for _ in 0..2000 {
+            // Mostly small steps; now and then a silence long enough for a timeout.
+            now += if next(50) == 0 {
+                900 + next(400)
+            } else {
+                1 + next(60)
+            };
+            let heard = k < d.len() && next(3) == 0;
+            for r in [&mut every, &mut skipping] {
+                if heard {
+                    r.on_datagram(&d[k], 0, src(), now, &mut |_m: Message<'_>| {}, 1);
+                }
+            }
+            k += usize::from(heard);
+            every.poll(now, &mut |_, f: &[u8]| out_every.push((now, f.to_vec())));
+            if heard || now >= skipping.next_timer_ns() {
+                skipping.poll(now, &mut |_, f: &[u8]| out_skipping.push((now, f.to_vec())));
+            }
+        }
+        assert!(
+            out_every.len() > 20,
+            "seed {seed}: {} frames",
+            out_every.len()
+        );
+        assert_eq!(out_every, out_skipping, "seed {seed}");
+        let died = events(&mut every);
+        assert!(
+            died.iter()
+                .any(|e| matches!(e, SubscriberEvent::PublisherDied { .. })),
+            "seed {seed}: no timeout exercised: {died:?}"
+        );
+        assert_eq!(died, events(&mut skipping), "seed {seed}");
+    }
+}
+
 proptest::proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600), start in 0usize..700) {

@@ -236,12 +236,15 @@ impl RecvRing {
         Ok(n)
     }
 
+    /// The result of a failed receive: nothing waiting is `Ok(0)`. Matched on the raw errno
+    /// rather than `ErrorKind` (whose mapping is a call on every empty poll).
     fn empty_or_error() -> io::Result<usize> {
         let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+        match e.raw_os_error() {
+            // EWOULDBLOCK is EAGAIN on Linux.
+            Some(libc::EAGAIN | libc::EINTR) => Ok(0),
             // An ICMP error for an earlier send on a connected socket: not a receive error.
-            io::ErrorKind::ConnectionRefused => Ok(0),
+            Some(libc::ECONNREFUSED) => Ok(0),
             _ => Err(e),
         }
     }

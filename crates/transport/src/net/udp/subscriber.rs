@@ -36,6 +36,9 @@ pub struct UdpSubscriber {
     out: Outbound,
     /// The last poll delivered messages (data is streaming in).
     busy: bool,
+    /// When the timers next have work that only time brings (STATUS keep-alive, a session's
+    /// timeout, a JOIN): an empty poll before then that received nothing skips them.
+    next_timers_ns: u64,
     /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
     auth_rejected: [u64; AuthReject::NAMES.len()],
     /// The kernel bypass's receive side (`xdp=`), and whether the datagrams being read came
@@ -175,6 +178,7 @@ impl UdpSubscriber {
             polls: 0,
             out: Outbound::new(cfg),
             busy: false,
+            next_timers_ns: 0,
             auth_rejected: [0; AuthReject::NAMES.len()],
             xdp,
             from_xdp: false,
@@ -206,6 +210,7 @@ impl UdpSubscriber {
     /// Delivers up to `limit` messages; never blocks.
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
         let mut n = 0;
+        let mut received = false;
         while n < limit {
             let Some((i, off)) = self.cursor else {
                 // With xdp=, the ring first; the socket (what the program passed to the kernel:
@@ -224,6 +229,7 @@ impl UdpSubscriber {
                 match got {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
+                        received = true;
                         // While data streams in, the idle poll that reads the clock does not
                         // come: read it per receive call (a batch of datagrams), so that gaps
                         // are stamped and NAKs timed on the current time. After an idle poll
@@ -299,8 +305,20 @@ impl UdpSubscriber {
         self.busy = n > 0;
         if n == 0 || self.polls & 1023 == 0 {
             self.now_ns = now_ns();
-            self.timers();
-            n += self.repair(handler);
+            // A waiting subscriber polls millions of times a second, and a message that arrives
+            // during an empty poll's own work waits for it: the timers run when they are due,
+            // or when a datagram came (a session, a HEARTBEAT to confirm), not on every poll.
+            if received || self.now_ns >= self.next_timers_ns {
+                self.timers();
+            }
+            if self.receiver.is_repairing() {
+                let k = self.repair(handler);
+                if k > 0 {
+                    // Delivery moved: a window update may be due at the next poll.
+                    self.next_timers_ns = 0;
+                    n += k;
+                }
+            }
         } else {
             if self.cfg.window != Some(0) {
                 self.send_status();
@@ -349,14 +367,19 @@ impl UdpSubscriber {
 
     fn timers(&mut self) {
         self.send_status();
+        let mut next = self.receiver.next_timer_ns();
         if let Some(to) = self.target {
             if self.receiver.is_connected() {
                 self.join.answered(self.now_ns);
-            } else if self.join.poll(self.now_ns) {
-                let join = self.receiver.join_frame();
-                send_frame(&self.sock, &mut self.out, &join, Some(to));
+            } else {
+                if self.join.poll(self.now_ns) {
+                    let join = self.receiver.join_frame();
+                    send_frame(&self.sock, &mut self.out, &join, Some(to));
+                }
+                next = next.min(self.join.next_ns());
             }
         }
+        self.next_timers_ns = next;
     }
 
     pub fn next_event(&mut self) -> Option<SubscriberEvent> {
