@@ -58,3 +58,81 @@ fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothi
         assert_eq!((c.lost, c.gaps), (0, 0), "{scheme}: {c:?}");
     }
 }
+
+/// UDP GRO is turned on only once a backlog lasts: a subscriber that reads each datagram as it
+/// comes keeps the cheaper `recvfrom` (GRO's `recvmsg` costs every poll, empty or not), and
+/// one that falls behind a GSO publisher reads whole GSO sends from then on. Nothing is lost
+/// or reordered across the switch.
+#[test]
+fn a_subscriber_turns_gro_on_once_a_backlog_lasts_and_loses_nothing_across() {
+    if peregrine_transport::net::sys::probe_udp_gro().is_err() {
+        eprintln!("UDP_GRO unavailable on this kernel: skipped");
+        return;
+    }
+    for scheme in ["udp", "mcast"] {
+        let port = peregrine_testkit::free_port(false);
+        let params = "datagram=96&batch_interval_us=1000000";
+        let uri = match scheme {
+            "udp" => format!("udp://127.0.0.1:{port}?{params}"),
+            _ => format!("mcast://239.255.92.8:{port}?{params}"),
+        };
+        let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0x6b, STREAM).unwrap();
+        let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+        connect(&mut p, &mut [&mut s]);
+        assert!(
+            !s.gro_active(),
+            "{scheme}: GRO is not on before any backlog"
+        );
+        // One message at a time, each read before the next is sent.
+        let mut got = Vec::new();
+        for i in 0..300u64 {
+            let mut m = [0u8; 16];
+            m[..8].copy_from_slice(&i.to_le_bytes());
+            p.offer(&m).unwrap();
+            p.flush().unwrap();
+            drive(&mut p, &mut [(&mut s, &mut got)], i as usize + 1);
+        }
+        assert!(!s.gro_active(), "{scheme}: datagrams read as they came");
+        // 4000 more without reading (unless the window holds the publisher back): GSO sends
+        // of up to 64 datagrams, two messages each, pile up in the socket.
+        let total = 4300u64;
+        for i in 300..total {
+            let mut m = [0u8; 16];
+            m[..8].copy_from_slice(&i.to_le_bytes());
+            while let Err(e) = p.offer(&m) {
+                assert!(matches!(e, OfferError::BackPressured), "{scheme}: {e}");
+                s.poll(
+                    &mut |m: Message<'_>| {
+                        got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                    },
+                    usize::MAX,
+                );
+                p.do_work();
+            }
+        }
+        p.flush().unwrap();
+        drive(&mut p, &mut [(&mut s, &mut got)], total as usize);
+        assert!(s.gro_active(), "{scheme}: GRO on after the backlog");
+        // And from now on GSO sends arrive whole: still every message, in order.
+        let more = total + 2000;
+        for i in total..more {
+            let mut m = [0u8; 16];
+            m[..8].copy_from_slice(&i.to_le_bytes());
+            while let Err(e) = p.offer(&m) {
+                assert!(matches!(e, OfferError::BackPressured), "{scheme}: {e}");
+                s.poll(
+                    &mut |m: Message<'_>| {
+                        got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                    },
+                    usize::MAX,
+                );
+                p.do_work();
+            }
+        }
+        p.flush().unwrap();
+        drive(&mut p, &mut [(&mut s, &mut got)], more as usize);
+        assert_eq!(got, (0..more).collect::<Vec<u64>>(), "{scheme}");
+        let c = s.counters();
+        assert_eq!((c.lost, c.gaps), (0, 0), "{scheme}: {c:?}");
+    }
+}

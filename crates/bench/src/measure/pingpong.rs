@@ -204,8 +204,9 @@ pub(crate) fn check_transport(
 }
 
 /// The ping and pong URIs: given ones (with `mode=` of `cfg.mode`, `urgent` unless set
-/// otherwise, and `gro=0` on UDP, added when they do not set them), or loopback defaults. `udp` and `tcp` defaults use port 0: each side
-/// binds a free port and the pong side announces its URI on its `ready` line.
+/// otherwise, added when they do not set one), or loopback defaults. `udp` and `tcp` defaults
+/// use port 0: each side binds a free port and the pong side announces its URI on its `ready`
+/// line.
 pub fn uris(cfg: &PingPongConfig) -> (String, String) {
     let default = |which: u16| -> String {
         match cfg.transport {
@@ -218,9 +219,9 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
         }
     };
     // The latency configuration, unless the URI says otherwise: every ping leaves at once
-    // (`mode=urgent`; `bench echo` also measures `mode=normal`), and UDP receivers read
-    // datagram by datagram (`gro=0`: UDP GRO raises throughput but costs about half a
-    // microsecond per receive on this kernel).
+    // (`mode=urgent`; `bench echo` also measures `mode=normal`). UDP receivers keep their
+    // default `gro=1`: GRO is turned on only once a backlog lasts, which a ping-pong never
+    // has, so they read datagram by datagram with `recvfrom` as `gro=0` would.
     let settings = |uri: String| -> String {
         let scheme = Scheme::of_uri(&uri);
         if scheme == Some(Scheme::Ipc) {
@@ -230,19 +231,11 @@ pub fn uris(cfg: &PingPongConfig) -> (String, String) {
             uri.split_once('?')
                 .is_some_and(|(_, q)| q.split('&').any(|p| p.split('=').next() == Some(key)))
         };
-        let mut extra = Vec::new();
-        let mode = format!("mode={}", cfg.mode.name());
-        if !has("mode") {
-            extra.push(mode.as_str());
-        }
-        if scheme != Some(Scheme::Tcp) && !has("gro") {
-            extra.push("gro=0");
-        }
-        if extra.is_empty() {
+        if has("mode") {
             return uri;
         }
         let sep = if uri.contains('?') { '&' } else { '?' };
-        format!("{uri}{sep}{}", extra.join("&"))
+        format!("{uri}{sep}mode={}", cfg.mode.name())
     };
     (
         settings(cfg.ping_uri.clone().unwrap_or_else(|| default(0))),
@@ -764,8 +757,8 @@ mod tests {
     #[test]
     fn the_pingpong_streams_are_urgent_unless_a_mode_is_set() {
         let (ping, pong) = uris(&config(Scheme::Udp));
-        assert_eq!(ping, "udp://127.0.0.1:0?mode=urgent&gro=0");
-        assert_eq!(pong, "udp://127.0.0.1:0?mode=urgent&gro=0");
+        assert_eq!(ping, "udp://127.0.0.1:0?mode=urgent");
+        assert_eq!(pong, "udp://127.0.0.1:0?mode=urgent");
         let mut cfg = config(Scheme::Tcp);
         cfg.mode = StreamMode::Normal;
         cfg.ping_uri = Some("tcp://127.0.0.1:4000?mode=urgent".into());

@@ -15,7 +15,7 @@
 //! | `loop` | mcast | 1 | multicast loopback (1: subscribers on the sending host receive) |
 //! | `window` | udp, mcast | from `rcvbuf` | subscriber's flow-control window in frames; 0: none |
 //! | `gso` | udp, mcast | 1 | publisher: use UDP GSO for batches (falls back to one send per datagram when the kernel refuses) |
-//! | `gro` | udp, mcast | 1 | subscriber: use UDP GRO (a GSO batch arrives in one buffer on loopback) |
+//! | `gro` | udp, mcast | 1 | subscriber: turn UDP GRO on once datagrams queue up (four reads in a row of 32 or more), after which a GSO batch arrives in one buffer on loopback; until then (and with 0) each datagram is read with `recvfrom`, the cheapest read |
 //! | `nak` | udp, mcast | 1 | subscriber: repair loss by NAK (0: report it as `Lost` at once) |
 //! | `late_join` | udp, mcast | `start` | subscriber, on a session first heard mid-stream: `none` (start at the first message seen), `start` (from the session's first message when the stream began moments ago: first heard within 65 536 messages and the publisher still retains message 0; else as `none`), `all` (everything the publisher retains), or N (the last N messages); what is asked for and no longer retained is reported `Lost`. Takes effect with `nak=1` (the default); with `nak=0` every value acts as `none` |
 //! | `retain`, `retain_ms` | udp, mcast | 16m, 10000 | publisher: sent datagrams kept for retransmission, by bytes and age (`retain_ms` 1 to 3600000). Keep `retain` at least the subscribers' window (a quarter of their `rcvbuf` by default), or frames a subscriber is still entitled to ask for can be gone. |

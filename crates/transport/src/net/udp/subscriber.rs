@@ -1,5 +1,6 @@
 //! [`UdpSubscriber`]: a stream's receiver on `udp://` or `mcast://` (`recvmmsg` and UDP_GRO
-//! where the kernel has them), its NAKs and STATUS frames, and its blocking wait.
+//! where the kernel has them, GRO once a backlog lasts), its NAKs and STATUS frames, and its
+//! blocking wait.
 
 use super::send::{open_datagram, send_frame, Outbound};
 use super::socket::{bind_error, check_iface, offload, set_buffer, sock_err};
@@ -109,7 +110,9 @@ impl UdpSubscriber {
         }
         sock.set_nonblocking(true)
             .map_err(|e| sock_err(uri, "cannot make the socket non-blocking", e))?;
-        let gro = offload(uri, "UDP GRO", cfg.gro, || sys::set_udp_gro(&sock));
+        // Asked of a socket of its own: this one turns GRO on only once a backlog lasts
+        // (`RecvRing`), as reading with it costs every poll a `recvmsg`.
+        let gro = offload(uri, "UDP GRO", cfg.gro, sys::probe_udp_gro);
         let xdp = match &cfg.xdp {
             None => None,
             Some(x) => {
@@ -230,6 +233,9 @@ impl UdpSubscriber {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
                         received = true;
+                        if self.ring.gro_wanted() {
+                            self.turn_gro_on();
+                        }
                         // While data streams in, the idle poll that reads the clock does not
                         // come: read it per receive call (a batch of datagrams), so that gaps
                         // are stamped and NAKs timed on the current time. After an idle poll
@@ -363,6 +369,37 @@ impl UdpSubscriber {
         receiver.poll(*now_ns, &mut |to: SocketAddr, frame: &[u8]| {
             send_frame(sock, out, frame, target.is_none().then_some(to));
         });
+    }
+
+    /// Turns UDP_GRO on, for good, once the ring found a lasting backlog.
+    #[cold]
+    fn turn_gro_on(&mut self) {
+        match sys::set_udp_gro(&self.sock) {
+            Ok(()) => {
+                self.ring.gro_on();
+                tracing::debug!(
+                    "{}://{}: a backlog lasted, UDP GRO turned on",
+                    self.cfg.scheme,
+                    self.cfg.addr
+                );
+            }
+            Err(e) => {
+                self.ring.gro_refused();
+                tracing::warn!(
+                    "{}://{}: the kernel refused UDP GRO ({e}): {}",
+                    self.cfg.scheme,
+                    self.cfg.addr,
+                    super::socket::fallback("GRO")
+                );
+            }
+        }
+    }
+
+    /// Whether UDP GRO is on for this subscriber's socket: with `gro=1` (the default) it is
+    /// turned on once datagrams have queued up for a while (four reads in a row found 32 or
+    /// more waiting), and stays on.
+    pub fn gro_active(&self) -> bool {
+        self.ring.gro()
     }
 
     fn timers(&mut self) {
