@@ -311,7 +311,12 @@ pub fn set_udp_gro(sock: &impl AsRawFd) -> io::Result<()> {
 /// Whether this kernel takes `UDP_GRO`, asked of a socket of its own: the socket a subscriber
 /// reads must not have it on before its reads carry the control message.
 pub fn probe_udp_gro() -> io::Result<()> {
-    let probe = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    // Not bound: no port taken, and no address needed (a namespace's loopback may be down).
+    let probe = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
     set_udp_gro(&probe)
 }
 
