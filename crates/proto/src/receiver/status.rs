@@ -1,7 +1,7 @@
 //! STATUS towards a session's sender (docs/protocol.md): a keep-alive every
 //! `status_interval_ns`, a window update once a quarter of the window the last STATUS announced
-//! was consumed, and a confirmation as soon as delivery reaches the position a HEARTBEAT announced (a closing
-//! publisher waits for that). Also the JOIN and LEAVE frames.
+//! was consumed, and a confirmation as soon as delivery reaches the position a HEARTBEAT
+//! announced (a closing publisher waits for that). Also the JOIN and LEAVE frames.
 
 use super::config::ReceiverConfig;
 use peregrine_wire::header::status_flags;
