@@ -287,3 +287,50 @@ fn an_overrun_udp_subscriber_is_told_exactly_what_it_lost() {
     assert!(g.next().is_none() && l.next().is_none(), "{uri}: extra");
     assert_eq!(s.counters().lost, SENT - got.len() as u64, "{uri}");
 }
+
+/// A session whose frames all arrived in polls that delivered them (no empty poll received
+/// anything after it began) is still declared dead once its publisher falls silent: an empty
+/// poll skips the timers until they are due, and a datagram makes them due.
+#[test]
+fn a_publisher_heard_only_in_delivering_polls_is_declared_dead_after_the_timeout() {
+    let uri = fresh_uri(Scheme::Mcast, "timeout_ms=300&window=0&mode=urgent");
+    let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+    // Timers run with no session yet: nothing is due until a datagram comes.
+    for _ in 0..10 {
+        assert_eq!(s.poll(&mut |_| {}, 16), 0);
+    }
+    let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0x5d, STREAM).unwrap();
+    let (mut got, mut events) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in 0..20u64 {
+        p.offer(&i.to_le_bytes()).unwrap();
+        while got.len() <= i as usize {
+            assert!(Instant::now() < deadline, "{uri}: {got:?}");
+            s.poll(
+                &mut |m: Message<'_>| {
+                    got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+                },
+                16,
+            );
+        }
+    }
+    assert_eq!(got, (0..20).collect::<Vec<u64>>());
+    // The publisher vanishes without a BYE (a killed process).
+    std::mem::forget(p);
+    let silent = Instant::now();
+    while !events
+        .iter()
+        .any(|e| matches!(e, SubscriberEvent::PublisherDied { .. }))
+    {
+        assert!(
+            silent.elapsed() < Duration::from_secs(5),
+            "{uri}: not declared dead 5 s after falling silent (timeout 300 ms): {events:?}"
+        );
+        s.poll(&mut |_| {}, 16);
+        while let Some(e) = s.next_event() {
+            events.push(e);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!s.is_connected());
+}

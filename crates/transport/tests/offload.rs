@@ -11,6 +11,22 @@ use peregrine_transport::{Message, OfferError};
 
 const STREAM: u32 = 92;
 
+/// Offers message `i` (16 bytes, its number first), reading into `got` while the publisher is
+/// back-pressured: a receive buffer smaller than this machine's (an unprivileged process gets
+/// the sysctl's) announces a smaller window.
+fn offer_reading(p: &mut UdpPublisher, s: &mut UdpSubscriber, got: &mut Vec<u64>, i: u64) {
+    let mut m = [0u8; 16];
+    m[..8].copy_from_slice(&i.to_le_bytes());
+    while let Err(e) = p.offer(&m) {
+        assert!(matches!(e, OfferError::BackPressured), "offer: {e}");
+        s.poll(
+            &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
+            usize::MAX,
+        );
+        p.do_work();
+    }
+}
+
 #[test]
 fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothing() {
     for scheme in ["udp", "mcast"] {
@@ -31,23 +47,7 @@ fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothi
         let mut got = Vec::new();
         for k in 0..10u64 {
             for i in k * 500..(k + 1) * 500 {
-                let mut m = [0u8; 16];
-                m[..8].copy_from_slice(&i.to_le_bytes());
-                // A receive buffer smaller than this machine's (an unprivileged process gets
-                // the sysctl's) announces a smaller window: read, then offer again.
-                while let Err(e) = p.offer(&m) {
-                    assert!(
-                        matches!(e, OfferError::BackPressured),
-                        "{scheme}: offer: {e}"
-                    );
-                    s.poll(
-                        &mut |m: Message<'_>| {
-                            got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
-                        },
-                        usize::MAX,
-                    );
-                    p.do_work();
-                }
+                offer_reading(&mut p, &mut s, &mut got, i);
             }
             p.flush().unwrap();
             drive(&mut p, &mut [(&mut s, &mut got)], (k as usize + 1) * 500);
@@ -86,9 +86,7 @@ fn a_subscriber_turns_gro_on_once_a_backlog_lasts_and_loses_nothing_across() {
         // One message at a time, each read before the next is sent.
         let mut got = Vec::new();
         for i in 0..300u64 {
-            let mut m = [0u8; 16];
-            m[..8].copy_from_slice(&i.to_le_bytes());
-            p.offer(&m).unwrap();
+            offer_reading(&mut p, &mut s, &mut got, i);
             p.flush().unwrap();
             drive(&mut p, &mut [(&mut s, &mut got)], i as usize + 1);
         }
@@ -97,18 +95,7 @@ fn a_subscriber_turns_gro_on_once_a_backlog_lasts_and_loses_nothing_across() {
         // of up to 64 datagrams, two messages each, pile up in the socket.
         let total = 4300u64;
         for i in 300..total {
-            let mut m = [0u8; 16];
-            m[..8].copy_from_slice(&i.to_le_bytes());
-            while let Err(e) = p.offer(&m) {
-                assert!(matches!(e, OfferError::BackPressured), "{scheme}: {e}");
-                s.poll(
-                    &mut |m: Message<'_>| {
-                        got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
-                    },
-                    usize::MAX,
-                );
-                p.do_work();
-            }
+            offer_reading(&mut p, &mut s, &mut got, i);
         }
         p.flush().unwrap();
         drive(&mut p, &mut [(&mut s, &mut got)], total as usize);
@@ -116,18 +103,7 @@ fn a_subscriber_turns_gro_on_once_a_backlog_lasts_and_loses_nothing_across() {
         // And from now on GSO sends arrive whole: still every message, in order.
         let more = total + 2000;
         for i in total..more {
-            let mut m = [0u8; 16];
-            m[..8].copy_from_slice(&i.to_le_bytes());
-            while let Err(e) = p.offer(&m) {
-                assert!(matches!(e, OfferError::BackPressured), "{scheme}: {e}");
-                s.poll(
-                    &mut |m: Message<'_>| {
-                        got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
-                    },
-                    usize::MAX,
-                );
-                p.do_work();
-            }
+            offer_reading(&mut p, &mut s, &mut got, i);
         }
         p.flush().unwrap();
         drive(&mut p, &mut [(&mut s, &mut got)], more as usize);

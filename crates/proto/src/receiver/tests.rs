@@ -260,14 +260,20 @@ fn other_streams_and_sessions_beyond_the_limit_are_dropped() {
     assert_eq!(r.stats().sessions_refused, 1);
 }
 
-#[test]
-fn silent_sessions_die_and_status_is_scheduled() {
-    let cfg = ReceiverConfig {
+/// Short timers for the STATUS and timeout tests: a session dies after 1000 ns of silence, a
+/// keep-alive goes every 100, a window of 40 frames.
+fn timers_cfg() -> ReceiverConfig {
+    ReceiverConfig {
         session_timeout_ns: 1000,
         status_interval_ns: 100,
         window_frames: 40,
         ..ReceiverConfig::new(7, 1)
-    };
+    }
+}
+
+#[test]
+fn silent_sessions_die_and_status_is_scheduled() {
+    let cfg = timers_cfg();
     let mut r = Receiver::new(cfg);
     let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
     let msgs: Vec<Vec<u8>> = (0..25u8).map(|i| vec![i; 8]).collect();
@@ -304,12 +310,7 @@ fn silent_sessions_die_and_status_is_scheduled() {
 
 #[test]
 fn next_timer_ns_is_the_first_keepalive_or_timeout() {
-    let cfg = ReceiverConfig {
-        session_timeout_ns: 1000,
-        status_interval_ns: 100,
-        window_frames: 40,
-        ..ReceiverConfig::new(7, 1)
-    };
+    let cfg = timers_cfg();
     let mut r = Receiver::new(cfg);
     assert_eq!(r.next_timer_ns(), u64::MAX, "no session, no timer");
     let mut s = Sender::new(SenderConfig::new(9, 7, Packing::Datagrams, 1472));
@@ -355,12 +356,7 @@ fn next_timer_ns_is_the_first_keepalive_or_timeout() {
 /// same events, as one that calls it at every step.
 #[test]
 fn polling_only_when_a_timer_is_due_changes_nothing() {
-    let cfg = ReceiverConfig {
-        session_timeout_ns: 1000,
-        status_interval_ns: 100,
-        window_frames: 40,
-        ..ReceiverConfig::new(7, 1)
-    };
+    let cfg = timers_cfg();
     for seed in 1..=20u64 {
         let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut next = move |n: u64| {

@@ -38,7 +38,8 @@ pub struct UdpSubscriber {
     /// The last poll delivered messages (data is streaming in).
     busy: bool,
     /// When the timers next have work that only time brings (STATUS keep-alive, a session's
-    /// timeout, a JOIN): an empty poll before then that received nothing skips them.
+    /// timeout, a JOIN); 0 once a datagram came since they last ran. An empty poll before
+    /// then skips them.
     next_timers_ns: u64,
     /// Datagrams dropped by `auth=`, by [`AuthReject::index`].
     auth_rejected: [u64; AuthReject::NAMES.len()],
@@ -213,7 +214,6 @@ impl UdpSubscriber {
     /// Delivers up to `limit` messages; never blocks.
     pub fn poll<F: FnMut(Message<'_>)>(&mut self, handler: &mut F, limit: usize) -> usize {
         let mut n = 0;
-        let mut received = false;
         while n < limit {
             let Some((i, off)) = self.cursor else {
                 // With xdp=, the ring first; the socket (what the program passed to the kernel:
@@ -232,7 +232,10 @@ impl UdpSubscriber {
                 match got {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
-                        received = true;
+                        // What a datagram brings (a session, a HEARTBEAT to confirm, a
+                        // sender's new address) is for the timers at the next poll that runs
+                        // them, whether this one delivers or not.
+                        self.next_timers_ns = 0;
                         if self.ring.gro_wanted() {
                             self.turn_gro_on();
                         }
@@ -313,8 +316,8 @@ impl UdpSubscriber {
             self.now_ns = now_ns();
             // A waiting subscriber polls millions of times a second, and a message that arrives
             // during an empty poll's own work waits for it: the timers run when they are due,
-            // or when a datagram came (a session, a HEARTBEAT to confirm), not on every poll.
-            if received || self.now_ns >= self.next_timers_ns {
+            // or after datagrams came (`next_timers_ns` is then 0), not on every poll.
+            if self.now_ns >= self.next_timers_ns {
                 self.timers();
             }
             if self.receiver.is_repairing() {
