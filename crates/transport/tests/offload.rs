@@ -27,19 +27,25 @@ fn offer_reading(p: &mut UdpPublisher, s: &mut UdpSubscriber, got: &mut Vec<u64>
     }
 }
 
+/// A connected publisher and subscriber of 96-byte datagrams on `scheme` (`udp`, or `mcast` to
+/// `group`), whose batches leave when full or flushed, not after 100 us: each flush sends one.
+fn small_datagram_stream(scheme: &str, group: &str, session: u32) -> (UdpPublisher, UdpSubscriber) {
+    let port = peregrine_testkit::free_port(false);
+    let params = "datagram=96&batch_interval_us=1000000";
+    let uri = match scheme {
+        "udp" => format!("udp://127.0.0.1:{port}?{params}"),
+        _ => format!("mcast://{group}:{port}?{params}"),
+    };
+    let mut p = UdpPublisher::create(&cfg(&uri), &uri, session, STREAM).unwrap();
+    let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
+    connect(&mut p, &mut [&mut s]);
+    (p, s)
+}
+
 #[test]
 fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothing() {
     for scheme in ["udp", "mcast"] {
-        let port = peregrine_testkit::free_port(false);
-        // Batches leave when full or flushed, not after 100 us: each flush below sends one.
-        let params = "datagram=96&batch_interval_us=1000000";
-        let uri = match scheme {
-            "udp" => format!("udp://127.0.0.1:{port}?{params}"),
-            _ => format!("mcast://239.255.92.7:{port}?{params}"),
-        };
-        let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0x6a, STREAM).unwrap();
-        let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
-        connect(&mut p, &mut [&mut s]);
+        let (mut p, mut s) = small_datagram_stream(scheme, "239.255.92.7", 0x6a);
         assert!(p.gso(), "{scheme}: the socket took UDP_SEGMENT");
         // 16-byte messages are 48-byte frames, two filling each 96-byte datagram: 500 of them
         // are 250 datagrams, more than a GSO send may carry (a datagram with room left for
@@ -65,20 +71,15 @@ fn a_publisher_of_small_datagrams_keeps_gso_through_full_batches_and_loses_nothi
 /// or reordered across the switch.
 #[test]
 fn a_subscriber_turns_gro_on_once_a_backlog_lasts_and_loses_nothing_across() {
-    if peregrine_transport::net::sys::probe_udp_gro().is_err() {
-        eprintln!("UDP_GRO unavailable on this kernel: skipped");
+    if let Err(e) = peregrine_transport::net::sys::probe_udp_gro() {
+        peregrine_testkit::skip(
+            &format!("the kernel refused UDP_GRO ({e})"),
+            "Linux 5.0 or later has it",
+        );
         return;
     }
     for scheme in ["udp", "mcast"] {
-        let port = peregrine_testkit::free_port(false);
-        let params = "datagram=96&batch_interval_us=1000000";
-        let uri = match scheme {
-            "udp" => format!("udp://127.0.0.1:{port}?{params}"),
-            _ => format!("mcast://239.255.92.8:{port}?{params}"),
-        };
-        let mut p = UdpPublisher::create(&cfg(&uri), &uri, 0x6b, STREAM).unwrap();
-        let mut s = UdpSubscriber::new(&cfg(&uri), &uri, STREAM).unwrap();
-        connect(&mut p, &mut [&mut s]);
+        let (mut p, mut s) = small_datagram_stream(scheme, "239.255.92.8", 0x6b);
         assert!(
             !s.gro_active(),
             "{scheme}: GRO is not on before any backlog"
