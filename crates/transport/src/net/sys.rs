@@ -484,7 +484,10 @@ mod tests {
         let rx = loopback();
         let tx = loopback();
         if set_udp_gro(&rx).is_err() || set_udp_segment(&tx, 100).is_err() {
-            eprintln!("UDP_GRO or UDP_SEGMENT unavailable: skipped");
+            peregrine_testkit::skip(
+                "the kernel refused UDP_GRO or UDP_SEGMENT",
+                "Linux 5.0 or later has both",
+            );
             return;
         }
         let mut ring = moved_ring(true);

@@ -225,8 +225,9 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), BenchError> {
 }
 
 /// The load stream's URI and the reflected stream's (loopback defaults, or the configured
-/// ones). The reflected stream is latency-critical (`mode=urgent`, and `gro=0` on UDP); the
-/// load stream keeps the transport's defaults, batching included.
+/// ones). The reflected stream is latency-critical (`mode=urgent`); the load stream keeps the
+/// transport's defaults, batching included. Neither sets `gro`: a subscriber turns UDP GRO on
+/// only once a backlog lasts, which the reflected stream's pings never build.
 fn uris(cfg: &LoadConfig) -> (String, String) {
     match cfg.transport {
         Scheme::Ipc => (
@@ -242,11 +243,7 @@ fn uris(cfg: &LoadConfig) -> (String, String) {
                 .unwrap_or_else(|| crate::measure::pingpong::loopback_uri(t, &cfg.name, 0));
             let reflect = cfg.reflect_uri.clone().unwrap_or_else(|| {
                 let mut reflect = crate::measure::pingpong::loopback_uri(t, &cfg.name, 1);
-                reflect.push_str(if t == Scheme::Tcp {
-                    "?mode=urgent"
-                } else {
-                    "?mode=urgent&gro=0"
-                });
+                reflect.push_str("?mode=urgent");
                 reflect
             });
             (load, reflect)

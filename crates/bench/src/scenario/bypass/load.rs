@@ -75,7 +75,7 @@ impl BypassLoad {
             connect_timeout: Duration::from_secs(20),
             // The load stream keeps udp's defaults (batching); the reflected one is urgent.
             uri: Some(format!("udp://{a}:40021{}", xdp('?'))),
-            reflect_uri: Some(format!("udp://{b}:40022?mode=urgent&gro=0{}", xdp('&'))),
+            reflect_uri: Some(format!("udp://{b}:40022?mode=urgent{}", xdp('&'))),
             sub_netns: across.map(|(_, _, ns)| ns.to_string()),
         }
     }
@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(x.uri.as_deref(), Some("udp://10.1.0.1:40021?xdp=pgb0"));
         assert_eq!(
             x.reflect_uri.as_deref(),
-            Some("udp://10.1.0.2:40022?mode=urgent&gro=0&xdp=pgb0")
+            Some("udp://10.1.0.2:40022?mode=urgent&xdp=pgb0")
         );
         assert_eq!(x.sub_netns.as_deref(), Some("pgb-b"));
         assert_eq!(x.ping_every, 20);
@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(k.uri.as_deref(), Some("udp://10.1.0.1:40021"));
         assert_eq!(
             k.reflect_uri.as_deref(),
-            Some("udp://10.1.0.2:40022?mode=urgent&gro=0")
+            Some("udp://10.1.0.2:40022?mode=urgent")
         );
         let sp = cfg.sockperf_config(
             64,
