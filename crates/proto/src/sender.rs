@@ -219,6 +219,8 @@ pub struct Sender {
 pub struct SenderStats {
     pub messages: u64,
     pub bytes: u64,
+    /// DATA frames written: the next sequence number, as every frame takes one and the first
+    /// is 0 (kept by the sender's sequence, not counted again per frame).
     pub frames: u64,
     pub batches: u64,
     pub datagrams: u64,
@@ -323,11 +325,15 @@ impl Sender {
         &self.cfg
     }
     /// The sequence number the next DATA frame will carry.
+    #[inline]
     pub fn next_sequence(&self) -> u64 {
         self.next_sequence
     }
     pub fn stats(&self) -> SenderStats {
-        self.stats
+        SenderStats {
+            frames: self.next_sequence,
+            ..self.stats
+        }
     }
     /// Bytes batched and not yet handed to the sink.
     pub fn pending_len(&self) -> usize {
@@ -413,8 +419,7 @@ impl Sender {
             // The common case, inlined into the caller's loop: one frame, in a batch that has
             // room for it, with no limit or rate to consult.
             let first = self.next_sequence;
-            self.write_data_header(at, flags::BEGIN | flags::END, len, len);
-            fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
+            self.write_one_frame(at, len, fill);
             self.offered(len, now_ns, sink)?;
             return Ok(first);
         }
@@ -447,8 +452,7 @@ impl Sender {
         // What `offer_inner` and `offered` do for this message, the flush excepted: the checks
         // above say it would not happen.
         let first = self.next_sequence;
-        self.write_data_header(at, flags::BEGIN | flags::END, len, len);
-        fill(&mut self.buf[at + DATA_HEADER_LEN..at + DATA_HEADER_LEN + len]);
+        self.write_one_frame(at, len, fill);
         self.stats.messages += 1;
         self.stats.bytes += len as u64;
         Ok(first)
@@ -600,6 +604,26 @@ impl Sender {
         }
     }
 
+    /// Writes a one-frame message at `at`: its header, then its payload by `fill`. The frame
+    /// is taken as one slice, so the inline paths pay one bounds check, not one for the header
+    /// and another for the payload (with the buffer's length loaded again for each).
+    #[inline(always)]
+    fn write_one_frame<F: FnOnce(&mut [u8])>(&mut self, at: usize, len: usize, fill: F) {
+        let header = data_header(
+            flags::BEGIN | flags::END,
+            self.cfg.session_id,
+            self.cfg.stream_id,
+            len as u32,
+            len,
+            self.next_sequence,
+        );
+        let (head, payload) =
+            self.buf[at..at + DATA_HEADER_LEN + len].split_at_mut(DATA_HEADER_LEN);
+        head.copy_from_slice(&header);
+        fill(payload);
+        self.next_sequence += 1;
+    }
+
     #[inline(always)]
     fn write_data_header(&mut self, at: usize, fl: u16, message_len: usize, payload_len: usize) {
         self.buf[at..at + DATA_HEADER_LEN].copy_from_slice(&data_header(
@@ -611,7 +635,6 @@ impl Sender {
             self.next_sequence,
         ));
         self.next_sequence += 1;
-        self.stats.frames += 1;
     }
 
     /// Finds room for a frame of `frame_len` bytes, flushing the batch if needed; returns its
