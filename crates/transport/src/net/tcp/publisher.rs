@@ -123,10 +123,11 @@ impl TcpPublisher {
     /// (`offer_with` has to fill a temporary buffer first).
     ///
     /// The common case is inline in the caller's loop: no connection past its limit, no clock
-    /// to read (it is read every 64 sequence numbers), and a message that only needs writing into the
-    /// batch ([`Sender::offer_in_batch`]). Everything else is out of line. With both calls
-    /// (the API's and this one) out of line, a TCP publisher of 32-byte messages spent about
-    /// 13 ns an offer outside the kernel, nearly as long as its `send` took (15 ns a message).
+    /// to read (it is read every 64 sequence numbers), and a message that only needs writing
+    /// into the batch ([`Sender::offer_in_batch`]). Everything else is out of line. With both
+    /// calls (the API's and this one) out of line, a TCP publisher of 32-byte messages spent
+    /// about 13 ns an offer outside the kernel, nearly as long as its `send` took (15 ns a
+    /// message).
     #[inline(always)]
     fn offer_inner<F: FnOnce(&mut [u8])>(
         &mut self,
