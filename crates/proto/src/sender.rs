@@ -205,10 +205,8 @@ pub struct Sender {
     /// fits in the buffer and the current segment, with the mode normal, a batch begun and no
     /// rate (0: no inline path at all)...
     inline_room_end: usize,
-    /// ...and at or below `inline_batch_end`, it also leaves the batch under `batch_bytes`...
+    /// ...and at or below `inline_batch_end`, it also leaves the batch under `batch_bytes`.
     inline_batch_end: usize,
-    /// ...while before this time the batch interval has not passed.
-    inline_deadline_ns: u64,
     /// Tests: every offer through the general path (the batch fast path is compared with it).
     #[cfg(test)]
     general_only: bool,
@@ -281,14 +279,13 @@ impl Sender {
             retransmit_rate: bucket(cfg.retransmit_rate_bytes_per_s, cfg.max_batch_len),
             inline_room_end: 0,
             inline_batch_end: 0,
-            inline_deadline_ns: 0,
             #[cfg(test)]
             general_only: false,
         }
     }
 
     /// Recomputes the inline window from what it depends on: the mode, the rate, the buffer,
-    /// the batch's first frame and time, the current segment. Called wherever one of them
+    /// the batch's first frame, the current segment. Called wherever one of them
     /// changes (`reserve`, `flush`); the inline paths change none of them.
     fn refresh_inline(&mut self) {
         (self.inline_room_end, self.inline_batch_end) = (0, 0);
@@ -296,17 +293,10 @@ impl Sender {
         if self.general_only {
             return;
         }
-        let SendMode::Normal {
-            batch_bytes,
-            batch_interval_ns,
-        } = self.cfg.mode
-        else {
+        let SendMode::Normal { batch_bytes, .. } = self.cfg.mode else {
             return;
         };
-        let Some(first_ns) = self.first_pending_ns else {
-            return;
-        };
-        if self.rate.is_some() {
+        if self.first_pending_ns.is_none() || self.rate.is_some() {
             return;
         }
         // Frames start at multiples of 8 from the segment's start and `segment_len` is one,
@@ -318,7 +308,6 @@ impl Sender {
         self.inline_room_end = room;
         // `offered` sends the batch once it holds `batch_bytes`: stay below.
         self.inline_batch_end = room.min(batch_bytes.saturating_sub(1));
-        self.inline_deadline_ns = first_ns.saturating_add(batch_interval_ns);
     }
 
     pub fn config(&self) -> &SenderConfig {
@@ -429,23 +418,21 @@ impl Sender {
     /// Writes a one-frame message of `len` bytes (by `fill`) into the batch being built, when
     /// that is all there is to do: the batch already has a frame and room for this one, the
     /// mode is normal, there is no flow-control limit or rate to consult, and the batch need
-    /// not leave after it (`batch_bytes` not reached, `batch_interval_ns` not passed at
-    /// `now_ns`). Returns the message's sequence number, as [`offer_with`](Self::offer_with)
-    /// would. Otherwise it changes nothing and gives `fill` back, for `offer_with`.
+    /// not leave after it (`batch_bytes` not reached). Returns the message's sequence number,
+    /// as [`offer_with`](Self::offer_with) would. Otherwise it changes nothing and gives `fill`
+    /// back, for `offer_with`.
     ///
     /// It never calls a sink, so a driver can take it inline in its callers' loops and keep
     /// its own offer, with the sink and everything else, out of line (the TCP publisher does).
+    ///
+    /// It reads no clock. The batch interval is checked by the calls that take the time
+    /// (`offer`, `offer_with`, `poll`, `flush`), and this one does what they would do at the
+    /// time last given to them: a driver calls it between them without reading the clock
+    /// again, and a batch whose interval passed meanwhile leaves at the next call that takes
+    /// the time (the TCP publisher makes one every 64 sequence numbers at most).
     #[inline(always)]
-    pub fn offer_in_batch<F: FnOnce(&mut [u8])>(
-        &mut self,
-        len: usize,
-        now_ns: u64,
-        fill: F,
-    ) -> Result<u64, F> {
+    pub fn offer_in_batch<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> Result<u64, F> {
         // `inline_batch_end` is `inline_room_end` kept below `batch_bytes`.
-        if now_ns >= self.inline_deadline_ns {
-            return Err(fill);
-        }
         let Some(at) = self.reserve_within(len, self.inline_batch_end) else {
             return Err(fill);
         };

@@ -487,8 +487,9 @@ fn the_retransmission_rate_limit_bounds_what_naks_can_cause() {
 }
 
 /// `offer_in_batch` takes a message only where nothing but writing it is needed: never a
-/// batch's first frame, one that fills the batch, one after the batch interval, urgent mode, a
-/// limit; it writes what `offer_with` writes.
+/// batch's first frame, one that fills the batch, urgent mode, a limit; it writes what
+/// `offer_with` writes. It reads no clock: a batch whose interval passed leaves at the next call
+/// that takes the time.
 #[test]
 fn offer_in_batch_takes_only_what_needs_nothing_but_writing() {
     let normal = SendMode::Normal {
@@ -502,44 +503,42 @@ fn offer_in_batch_takes_only_what_needs_nothing_but_writing() {
     let fill = |b: &mut [u8]| b.fill(9);
     let mut s = Sender::new(cfg);
     let mut out = Vec::new();
-    assert!(
-        s.offer_in_batch(8, 0, fill).is_err(),
-        "a batch's first frame"
-    );
+    assert!(s.offer_in_batch(8, fill).is_err(), "a batch's first frame");
     assert_eq!(s.offer_with(8, 0, &mut collect(&mut out), fill), Ok(0));
-    assert_eq!(s.offer_in_batch(8, 10, fill).ok(), Some(1));
-    assert_eq!(s.offer_in_batch(8, 20, fill).ok(), Some(2));
+    assert_eq!(s.offer_in_batch(8, fill).ok(), Some(1));
+    assert_eq!(s.offer_in_batch(8, fill).ok(), Some(2));
     assert_eq!((s.pending_len(), s.stats().messages), (120, 3));
     assert!(
-        s.offer_in_batch(8, 1_000, fill).is_err(),
-        "the interval passed"
-    );
-    assert!(
-        s.offer_in_batch(48, 30, fill).is_err(),
+        s.offer_in_batch(48, fill).is_err(),
         "it would fill the batch"
     );
-    assert!(
-        s.offer_in_batch(2000, 30, fill).is_err(),
-        "longer than a frame"
-    );
+    assert!(s.offer_in_batch(2000, fill).is_err(), "longer than a frame");
     s.set_limit(3);
-    assert!(s.offer_in_batch(8, 30, fill).is_err(), "at the limit");
+    assert!(s.offer_in_batch(8, fill).is_err(), "at the limit");
     s.set_limit(u64::MAX);
-    assert_eq!(s.offer_in_batch(8, 30, fill).ok(), Some(3));
-    s.flush(40, &mut collect(&mut out)).unwrap();
+    // Offered once the interval has passed (at 1,000): no clock, no send; the next call that
+    // takes the time sends the batch, this message with it.
+    assert_eq!(s.offer_in_batch(8, fill).ok(), Some(3));
+    assert!(out.is_empty(), "nothing has left yet");
+    s.poll(1_000, &mut collect(&mut out)).unwrap();
+    assert_eq!((s.pending_len(), s.stats().batches), (0, 1));
     assert_eq!(s.stats().messages, 4);
     assert_eq!(s.stats().frames, 4);
 
-    // The same four messages through offer_with: the same bytes.
+    // The same four messages through offer_with, the last at 1,000: the same bytes.
     let mut t = Sender::new(cfg);
     let mut expected = Vec::new();
-    for (k, now) in [0, 10, 20, 30].into_iter().enumerate() {
+    for (k, now) in [0, 10, 20, 1_000].into_iter().enumerate() {
         assert_eq!(
             t.offer_with(8, now, &mut collect(&mut expected), fill),
             Ok(k as u64)
         );
     }
-    t.flush(40, &mut collect(&mut expected)).unwrap();
+    assert_eq!(
+        t.stats().batches,
+        1,
+        "the fourth offer found the interval passed"
+    );
     assert_eq!(out, expected);
 
     let mut u = Sender::new(SenderConfig {
@@ -548,7 +547,7 @@ fn offer_in_batch_takes_only_what_needs_nothing_but_writing() {
     });
     let mut sent = Vec::new();
     u.offer_with(8, 0, &mut collect(&mut sent), fill).unwrap();
-    assert!(u.offer_in_batch(8, 0, fill).is_err(), "urgent mode");
+    assert!(u.offer_in_batch(8, fill).is_err(), "urgent mode");
 }
 
 /// One step of a publisher's life, for comparing the batch fast path with the general path.
@@ -556,7 +555,8 @@ fn offer_in_batch_takes_only_what_needs_nothing_but_writing() {
 enum Step {
     Offer(usize),
     OfferWith(usize),
-    /// `offer_in_batch`, then `offer_with` when it gives the message back.
+    /// `offer_in_batch`, then `offer_with` when it gives the message back, at the time last
+    /// given to a call that takes one (`offer_in_batch` reads no clock).
     OfferInBatch(usize),
     Flush,
     Poll,
@@ -601,8 +601,13 @@ proptest::proptest! {
         let mut general = Sender::new(cfg);
         general.general_only = true;
         let (mut fast_out, mut general_out) = (Vec::new(), Vec::new());
+        // The time last given to a call that takes one.
+        let mut clock = 0;
         for (k, st) in steps.iter().enumerate() {
             let now = k as u64 * 7_000;
+            if !matches!(st, Step::OfferInBatch(_) | Step::Limit(_)) {
+                clock = now;
+            }
             let mut a = collect(&mut fast_out);
             let mut b = collect(&mut general_out);
             let (x, y) = match st {
@@ -618,10 +623,10 @@ proptest::proptest! {
                 }
                 Step::OfferInBatch(n) => {
                     let fill = |buf: &mut [u8]| buf.iter_mut().enumerate().for_each(|(i, x)| *x = (i * 5 + k) as u8);
-                    (fast.offer_in_batch(*n, now, fill)
-                        .or_else(|fill| fast.offer_with(*n, now, &mut a, fill))
+                    (fast.offer_in_batch(*n, fill)
+                        .or_else(|fill| fast.offer_with(*n, clock, &mut a, fill))
                         .map_err(|e| format!("{e:?}")),
-                     general.offer_with(*n, now, &mut b, fill).map_err(|e| format!("{e:?}")))
+                     general.offer_with(*n, clock, &mut b, fill).map_err(|e| format!("{e:?}")))
                 }
                 Step::Flush => (
                     fast.flush(now, &mut a).map(|_| 0).map_err(|e| format!("{e:?}")),

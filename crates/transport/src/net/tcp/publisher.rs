@@ -142,7 +142,7 @@ impl TcpPublisher {
             && clock_not_due(self.sender.next_sequence())
             && len <= NET_MAX_MESSAGE_LEN
         {
-            match self.sender.offer_in_batch(len, self.now_ns, fill) {
+            match self.sender.offer_in_batch(len, fill) {
                 Ok(sequence) => return Ok(sequence),
                 Err(fill) => fill,
             }
