@@ -3,8 +3,7 @@
 
 use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
-use peregrine_transport::net::NetConfig;
-use peregrine_transport::{Message, OfferError, SubscriberEvent, Uri};
+use peregrine_transport::{Message, OfferError, SubscriberEvent};
 use peregrine_wire::header::status_flags;
 use peregrine_wire::heartbeat::{HeartbeatFrame, HeartbeatRepr};
 use peregrine_wire::status::{StatusFrame, StatusRepr, STATUS_LEN};
@@ -15,9 +14,8 @@ const STREAM: u32 = 78;
 
 use peregrine_testkit::free_port;
 
-fn cfg(uri: &str) -> NetConfig {
-    NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
-}
+mod common;
+use common::{cfg, tcp_pair};
 
 fn status(session_id: u32, next: u64, window: u32, flags: u16) -> [u8; STATUS_LEN] {
     let mut b = [0u8; STATUS_LEN];
@@ -145,22 +143,6 @@ fn connected_pair(uri: &str, session_id: u32) -> (UdpPublisher, UdpSubscriber) {
     (p, s)
 }
 
-/// A TCP publisher on `uri` and a subscriber connected to it (`extra` more connections, such
-/// as a stuck one, counted before it returns).
-fn tcp_pair(uri: &str, session_id: u32, extra: usize) -> (TcpPublisher, TcpSubscriber) {
-    let c = cfg(uri);
-    let mut p = TcpPublisher::create(&c, uri, session_id, STREAM).unwrap();
-    let mut s = TcpSubscriber::new(&c, uri, STREAM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while p.subscriber_count() < 1 + extra || !s.is_connected() {
-        assert!(Instant::now() < deadline, "no connection");
-        p.do_work();
-        s.poll(&mut |_m: Message<'_>| {}, 16);
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    (p, s)
-}
-
 /// The attack of issue 14, item 7: a fake JOIN with `window=1` kept alive stopped a running
 /// unicast publisher for good (and its real subscriber with it). It never shows that it hears
 /// the publisher, so now it never holds it back at all.
@@ -276,7 +258,7 @@ fn a_batching_tcp_publisher_is_back_pressured_by_a_subscriber_that_stops_reading
         "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&flow_timeout_ms=3600000",
         free_port(true)
     );
-    let (mut p, mut s) = tcp_pair(&uri, 56, 0);
+    let (mut p, mut s) = tcp_pair(&uri, 56, STREAM, 0);
     // Offers only: no duty cycle, the subscriber not polled. A 64 KiB queue, a batch of 65,000
     // bytes and the two small socket buffers hold a few thousand 40-byte frames; refusals
     // must begin long before 100,000 (4 MB).
@@ -329,7 +311,7 @@ fn a_stalled_tcp_subscriber_under_backpressure_is_told_exactly_what_it_missed() 
         "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&flow_timeout_ms=200",
         free_port(true)
     );
-    let (mut p, mut slow) = tcp_pair(&uri, 54, 0);
+    let (mut p, mut slow) = tcp_pair(&uri, 54, STREAM, 0);
     let deadline = Instant::now() + Duration::from_secs(20);
     // Offer while it does not read, until its connection is dropped.
     let mut next = 0u64;
@@ -485,7 +467,7 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
         "tcp://127.0.0.1:{}?max_pending=64k&sndbuf=4k&rcvbuf=4k&mode=urgent&flow_timeout_ms=2000",
         free_port(true)
     );
-    let (p, s) = tcp_pair(&uri, 55, 0);
+    let (p, s) = tcp_pair(&uri, 55, STREAM, 0);
     slow_reader_run(p, s);
 }
 

@@ -3,10 +3,11 @@
 //! batch whose interval has passed must still leave while the application only offers, with
 //! no duty cycle (`do_work`) and no `flush`.
 
-use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
-use peregrine_transport::net::NetConfig;
-use peregrine_transport::{Message, Uri};
+use peregrine_transport::Message;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::tcp_pair;
 
 const STREAM: u32 = 91;
 
@@ -18,16 +19,7 @@ fn a_batch_whose_interval_passed_leaves_within_64_offers_without_the_duty_cycle(
         "tcp://127.0.0.1:{}?batch_interval_us=1000",
         peregrine_testkit::free_port(true)
     );
-    let cfg = NetConfig::from_uri(&Uri::parse(&uri).unwrap()).unwrap();
-    let mut p = TcpPublisher::create(&cfg, &uri, 7, STREAM).unwrap();
-    let mut s = TcpSubscriber::new(&cfg, &uri, STREAM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while p.subscriber_count() < 1 || !s.is_connected() {
-        assert!(Instant::now() < deadline, "no connection");
-        p.do_work();
-        s.poll(&mut |_m: Message<'_>| {}, 16);
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let (mut p, mut s) = tcp_pair(&uri, 7, STREAM, 0);
     let mut got: Vec<u64> = Vec::new();
     for i in 0..100u64 {
         assert_eq!(p.offer(&i.to_le_bytes()).unwrap(), i);

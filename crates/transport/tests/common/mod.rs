@@ -1,8 +1,9 @@
-//! What the UDP tests that drive a publisher and its subscribers by hand share: the
-//! configuration of a URI, connecting, sending numbered messages and driving both sides until
+//! What the tests that drive a publisher and its subscribers by hand share: the configuration
+//! of a URI, connecting (UDP and TCP), sending numbered messages and driving both sides until
 //! each subscriber has them, and running commands or sockets inside a network namespace.
 #![allow(dead_code)] // each test file uses its own part
 
+use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
 use peregrine_transport::net::NetConfig;
 use peregrine_transport::{Message, Uri};
@@ -11,6 +12,28 @@ use std::time::{Duration, Instant};
 
 pub fn cfg(uri: &str) -> NetConfig {
     NetConfig::from_uri(&Uri::parse(uri).unwrap()).unwrap()
+}
+
+/// A TCP publisher of stream `stream_id` on `uri` and a subscriber connected to it, once the
+/// publisher counts `1 + extra` subscribers (connections the caller made) and the subscriber
+/// is connected; fails after 10 s.
+pub fn tcp_pair(
+    uri: &str,
+    session_id: u32,
+    stream_id: u32,
+    extra: usize,
+) -> (TcpPublisher, TcpSubscriber) {
+    let c = cfg(uri);
+    let mut p = TcpPublisher::create(&c, uri, session_id, stream_id).unwrap();
+    let mut s = TcpSubscriber::new(&c, uri, stream_id).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.subscriber_count() < 1 + extra || !s.is_connected() {
+        assert!(Instant::now() < deadline, "no connection");
+        p.do_work();
+        s.poll(&mut |_m: Message<'_>| {}, 16);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (p, s)
 }
 
 pub fn drive(p: &mut UdpPublisher, subs: &mut [(&mut UdpSubscriber, &mut Vec<u64>)], want: usize) {
