@@ -7,14 +7,12 @@
 //! valgrind --tool=callgrind target/release/examples/offer_loop 1000000
 //! ```
 
+mod common;
+
 use peregrine::{Context, IdleKind};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(1_000_000);
+    let n = common::count_arg(1_000_000)?;
     let ctx = Context::new();
     let uri = format!("ipc://offer-loop-{}", std::process::id());
     let mut publisher = ctx.publisher("offer.loop", &uri)?;

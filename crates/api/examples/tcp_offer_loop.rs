@@ -12,15 +12,13 @@
 //! valgrind --tool=callgrind target/libc/release/examples/tcp_offer_loop 1000000
 //! ```
 
+mod common;
+
 use peregrine::Context;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(1_000_000);
+    let n = common::count_arg(1_000_000)?;
     let ctx = Context::new();
     // An ephemeral port on loopback: nothing connects to it.
     let mut publisher = ctx.publisher("offer.loop", "tcp://127.0.0.1:0")?;

@@ -12,16 +12,14 @@
 //!
 //! Under callgrind, build as `tcp_offer_loop.rs` says (rustix through libc).
 
+mod common;
+
 use peregrine::{Context, IdleKind};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(1_000_000);
+    let n = common::count_arg(1_000_000)?;
     let ctx = Context::new();
     let mut publisher = ctx.publisher("idle.poll", "udp://127.0.0.1:0")?;
     let mut uri = publisher.uri().to_string();
