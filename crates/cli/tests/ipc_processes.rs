@@ -518,3 +518,79 @@ fn bad_flags_are_rejected_naming_the_value_and_what_is_accepted() {
         }
     }
 }
+
+/// Issue 35: a subscriber process stopped with SIGSTOP holds a back-pressure publisher for
+/// `flow_timeout_ms` at most. The publisher goes on in a new log; the other subscriber receives
+/// every message; the stopped one, continued after the publisher finished and left, receives
+/// what the old log held and is told exactly what it missed.
+#[test]
+fn a_stopped_subscriber_holds_a_back_pressure_publisher_for_the_flow_timeout_only() {
+    let name = unique("bpstop");
+    let base = ShmBase::new("bpstop");
+    let env = base.env();
+    let uri = format!("ipc://{name}?policy=backpressure&capacity=64k&flow_timeout_ms=200");
+    let sent_target = 2_000_000u64;
+    let mut publ = Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "pub",
+            "--name",
+            &name,
+            "--uri",
+            &uri,
+            "--subscribers",
+            "2",
+            "--count",
+            &sent_target.to_string(),
+            "--size",
+            "32",
+            "--json",
+        ],
+        &env,
+    );
+    wait_until("the segment", || base.segment(&name).exists());
+    // The publisher waits for both subscribers: stopped meanwhile, it publishes nothing until
+    // one of them is stopped, so that one provably misses messages, however fast the machine.
+    publ.signal(Signal::STOP);
+    let sub_args = [
+        "bench",
+        "throughput",
+        "--role",
+        "sub",
+        "--name",
+        &name,
+        "--size",
+        "32",
+    ];
+    let mut live = Role::start_with(&sub_args, &env);
+    let mut stopped = Role::start_with(&sub_args, &env);
+    live.expect_ready();
+    stopped.expect_ready();
+    stopped.signal(Signal::STOP);
+    publ.signal(Signal::CONT);
+    // Without the flow timeout the publisher would wait for the stopped subscriber for ever.
+    let p: Value = serde_json::from_str(publ.line().trim()).unwrap();
+    assert!(publ.child.wait().unwrap().success());
+    assert_eq!(p["samples"].as_u64().unwrap(), sent_target, "{p}");
+    let r = live.result();
+    assert_eq!(r["received"].as_u64().unwrap(), sent_target, "{r}");
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["out_of_order"], 0, "{r}");
+    assert_eq!(r["corrupt"], 0, "{r}");
+    stopped.signal(Signal::CONT);
+    let r = stopped.result();
+    let (received, lost) = (r["received"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
+    assert_eq!(r["out_of_order"], 0, "{r}");
+    assert_eq!(r["corrupt"], 0, "{r}");
+    assert!(
+        lost > 0 && r["gaps"].as_u64().unwrap() == 1,
+        "a 64 KiB log cannot hold what a stopped subscriber missed: {r}"
+    );
+    assert_eq!(
+        received + lost,
+        sent_target,
+        "every message is either delivered or counted as lost: {r}"
+    );
+}

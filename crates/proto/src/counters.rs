@@ -103,7 +103,8 @@ pub struct PublisherCounters {
     /// or receivers dropped after going silent or acknowledging no data (network).
     pub subscribers_reaped: u64,
     /// Subscribers that held the publisher back longer than `flow_timeout_ms`: a UDP receiver
-    /// dropped from flow control, a TCP subscriber disconnected (network).
+    /// dropped from flow control, a TCP subscriber disconnected (network), a shared-memory
+    /// subscriber left on the old log when the publisher went on in a new one.
     pub flow_dropped: u64,
     /// New network receivers not admitted: over the admission rate, or the table full.
     pub joins_refused: u64,

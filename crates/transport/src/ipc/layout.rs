@@ -1,8 +1,8 @@
-//! The shared-memory segment layout (version 1), shared by the publisher and every subscriber.
+//! The shared-memory segment layout (version 2), shared by the publisher and every subscriber.
 //!
 //! ```text
 //! offset        size          content
-//! 0             64            descriptor: immutable once the segment is visible under its name
+//! 0             128           descriptor: immutable once the segment is visible under its name
 //! 128           64            publisher line: claim position, tail seqlock (written per message)
 //! 256           64            wake line: waiters, wake sequence (futex word), flags
 //! 384           64            publisher counters
@@ -59,10 +59,29 @@
 //!    never overwritten, and its handler can read the frame in place (zero copy).
 //! 5. **Tail.** `tail_position`/`tail_sequence` (a seqlock on `tail_version`) name the position
 //!    and sequence of the next frame; a joining or lapped subscriber starts there.
+//! 6. **Generations.** A log is never written again once its publisher has moved on from it. In
+//!    back-pressure mode, when the slowest subscribers have made no progress for
+//!    `flow_timeout_ms` while offers were refused (a process stopped, or one that stopped
+//!    polling), the publisher starts a *successor*: a new segment of the same session under the
+//!    same name, of generation `generation + 1`, whose log starts at position 0 with sequence
+//!    `first_sequence` (the next one). Before it is visible, every slot of a subscriber that
+//!    was not among the stalled ones is copied into it as [`SLOT_RESERVED`] at position 0 (same
+//!    index, pid and start time), so the new log is held for it from its first byte. Then the
+//!    publisher stores the new generation in the old segment's `successor` word, sets `closed`
+//!    (release), and wakes waiters. A subscriber that finds `closed` drains the old log (whose
+//!    frames stay intact: nothing writes it any more, so a slice a stopped handler holds stays
+//!    valid), then opens the name again: with its reservation there it goes on at position 0
+//!    with nothing lost and no event; without one (it was the stalled subscriber) it joins as
+//!    a new subscriber would, at position 0 if that is still intact, else at the tail, and is
+//!    told exactly what it missed (`Lost`). The publisher keeps the old logs that live
+//!    subscribers still read, and when the session ends it stores its next sequence in their
+//!    `end_sequence` word before it closes the current log: a subscriber that finds no
+//!    successor under the name any more (the publisher closed and left) learns from it exactly
+//!    what it missed.
 
 /// `b"PGSHMv01"` read as little-endian.
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PGSHMv01");
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 pub const PAGE: usize = 4096;
 /// Frames start at multiples of this (one cache line).
 pub const FRAME_ALIGN: usize = 64;
@@ -87,6 +106,12 @@ pub const PUBLISHER_PID: usize = 40;
 pub const MAX_SUBSCRIBERS: usize = 44;
 pub const PUBLISHER_START_TICKS: usize = 48;
 pub const TOPIC_LEN: usize = 56;
+/// Descriptor, second line: the log's generation within its session (0 for the first log,
+/// one more for each successor, invariant 6) and the sequence its position 0 holds.
+pub const GENERATION: usize = 64;
+pub const FIRST_SEQUENCE: usize = 72;
+/// Bytes of the descriptor (read once when a segment is opened).
+pub const DESCRIPTOR_LEN: usize = 128;
 
 // Publisher line.
 pub const CLAIM_POSITION: usize = 128;
@@ -99,6 +124,12 @@ pub const WAITERS: usize = 256;
 pub const WAKE_SEQ: usize = 260;
 pub const BLOCKING_SUBSCRIBERS: usize = 264;
 pub const CLOSED: usize = 268;
+/// The generation of the log that succeeds this one (invariant 6), stored before `closed`;
+/// 0 when none does.
+pub const SUCCESSOR: usize = 272;
+/// Of a log with a successor: the sequence after the session's last message, stored (release)
+/// when the session ends, before its current log is closed; 0 until then (invariant 6).
+pub const END_SEQUENCE: usize = 280;
 
 // Publisher counters.
 pub const BACK_PRESSURED: usize = 384;
@@ -125,6 +156,16 @@ pub const SLOT_ACTIVE: u32 = 2;
 /// until the position is final (so a publisher that waits for its subscribers does not start
 /// while one of them may still move its start forward).
 pub const SLOT_JOINING: u32 = 3;
+/// Kept for a subscriber of the previous log (invariant 6): its position (0) holds the
+/// publisher back and it counts as attached, until that subscriber, having drained the previous
+/// log, makes it [`SLOT_ACTIVE`].
+pub const SLOT_RESERVED: u32 = 4;
+
+/// True for the slot states whose position holds a back-pressure publisher back.
+#[inline]
+pub const fn slot_holds(state: u32) -> bool {
+    matches!(state, SLOT_ACTIVE | SLOT_JOINING | SLOT_RESERVED)
+}
 
 pub const MIN_CAPACITY: u64 = 64 << 10;
 pub const MAX_CAPACITY: u64 = 1 << 32;
@@ -198,6 +239,7 @@ impl SlowSubscriberPolicy {
 }
 
 const _: () = assert!(TOPIC + MAX_TOPIC_LEN <= SLOTS);
+const _: () = assert!(FIRST_SEQUENCE + 8 <= DESCRIPTOR_LEN && DESCRIPTOR_LEN <= CLAIM_POSITION);
 const _: () = assert!(SLOT_LOST + 8 <= SLOT_SIZE);
 // What the log's layout assumes of wire's DATA/PAD fixed part: a 32-byte header (a 32-byte
 // message and its header fill one line) whose sequence word, the commit word, is an 8-byte

@@ -14,6 +14,7 @@
 //! | `capacity` | `16m` | log size in bytes, a power of two from `64k` to `4g` (suffixes k, m, g) |
 //! | `policy` | `backpressure` | `backpressure` or `overwrite` (DESIGN section 5) |
 //! | `max_subscribers` | `16` | 1 to 1024 |
+//! | `flow_timeout_ms` | `1000` | 1 to 3600000: publisher, `policy=backpressure`: subscribers that made no progress for this long while offers were refused are left on the old log, and the publisher goes on in a new one (layout invariant 6); they are told exactly what they missed when they read again |
 //! | `host`, `user` | none | written by topic resolution: the host and the user id of the publisher, so that subscribers elsewhere, or of another user, take a network transport instead |
 //! | `group` | none | a group name or id: share the segment with that group's members (directory `peregrine-group-GID`, mode 0770) instead of keeping it to the user; the publisher and its subscribers must all name it, and a subscriber only attaches to that group's segments |
 
@@ -39,6 +40,9 @@ pub struct IpcConfig {
     pub capacity: u64,
     pub policy: SlowSubscriberPolicy,
     pub max_subscribers: u32,
+    /// `flow_timeout_ms=`: how long subscribers that make no progress may hold a back-pressure
+    /// publisher (see [`layout`] invariant 6).
+    pub flow_timeout_ns: u64,
     /// `host=`: the host that owns the segment (see [`crate::resolver::host_id`]). Topic
     /// resolution advertises it so a subscriber elsewhere does not try to map the segment.
     pub host: Option<String>,
@@ -53,11 +57,13 @@ pub struct IpcConfig {
 impl IpcConfig {
     pub const DEFAULT_CAPACITY: u64 = 16 << 20;
     pub const DEFAULT_MAX_SUBSCRIBERS: u32 = 16;
+    pub const DEFAULT_FLOW_TIMEOUT_NS: u64 = 1_000_000_000;
     /// The URI parameters `ipc://` accepts.
-    pub const KEYS: [&'static str; 6] = [
+    pub const KEYS: [&'static str; 7] = [
         "capacity",
         "policy",
         "max_subscribers",
+        "flow_timeout_ms",
         "host",
         "group",
         "user",
@@ -70,6 +76,7 @@ impl IpcConfig {
             capacity: Self::DEFAULT_CAPACITY,
             policy: SlowSubscriberPolicy::BackPressure,
             max_subscribers: Self::DEFAULT_MAX_SUBSCRIBERS,
+            flow_timeout_ns: Self::DEFAULT_FLOW_TIMEOUT_NS,
             host: None,
             group: None,
             base_dir: None,
@@ -122,6 +129,14 @@ impl IpcConfig {
                         "max_subscribers={v} is not accepted: give a whole number from 1 to 1024"
                     ))
                 })?;
+        }
+        if let Some(ms) = crate::net::config::num_param(
+            uri,
+            "flow_timeout_ms",
+            1..=3_600_000,
+            "1 to 3600000 milliseconds: how long subscribers that read nothing may hold the publisher back, for example flow_timeout_ms=1000",
+        )? {
+            cfg.flow_timeout_ns = ms * 1_000_000;
         }
         if let Some(v) = uri.param("host") {
             if v.is_empty()

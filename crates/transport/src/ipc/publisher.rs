@@ -59,6 +59,33 @@ pub struct IpcPublisher {
     damaged: Option<&'static std::path::Path>,
     /// `close` was called: every claim fails with [`OfferError::Closed`].
     closed: bool,
+    /// What the segment was created from: a successor (layout invariant 6) is created from it.
+    spec: SegmentSpec,
+    /// `flow_timeout_ms`, in nanoseconds.
+    flow_timeout_ns: u64,
+    /// Since when refused offers have found the subscribers holding the publisher back without
+    /// progress.
+    stall: Option<Stall>,
+    /// Logs this publisher moved on from (layout invariant 6), oldest first, kept while a
+    /// live subscriber still reads one: when the session ends, each is told its last sequence
+    /// (`end_sequence`), so a subscriber left on it learns exactly what it missed even once the
+    /// publisher is gone. The newest is also where a subscriber holding a reservation in the
+    /// current log makes its progress (it drains that log first).
+    older: Vec<Segment>,
+    /// Subscribers reaped in logs before the current one.
+    reaped_before: u64,
+}
+
+/// The subscribers holding a refused publisher back, as last seen, and since when they have
+/// been seen so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stall {
+    /// The lowest subscriber position in the current log.
+    min: u64,
+    /// The sum of the positions, in the previous log, of the subscribers that hold a
+    /// reservation in the current one.
+    previous_progress: u64,
+    since_ns: u64,
 }
 
 // SAFETY: `log` is the only field that is not `Send`; it points into `seg`'s mapping, which is
@@ -90,6 +117,8 @@ impl IpcPublisher {
             stream_id,
             topic: topic.to_string(),
             dir: cfg.dir_spec(),
+            generation: 0,
+            first_sequence: 0,
         };
         let (seg, created) = Segment::create(&spec)?;
         let (log, capacity) = seg.log();
@@ -110,6 +139,11 @@ impl IpcPublisher {
             damaged: None,
             closed: false,
             seg,
+            spec,
+            flow_timeout_ns: cfg.flow_timeout_ns,
+            stall: None,
+            older: Vec::new(),
+            reaped_before: 0,
         })
     }
 
@@ -136,7 +170,8 @@ impl IpcPublisher {
     }
     pub fn counters(&self) -> PublisherCounters {
         let mut c = self.counters;
-        c.subscribers_reaped = self.seg.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
+        c.subscribers_reaped =
+            self.reaped_before + self.seg.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
         c
     }
     #[cfg(test)]
@@ -148,6 +183,9 @@ impl IpcPublisher {
     #[cfg(test)]
     pub(crate) fn die_for_tests(self) {
         self.seg.release_lock_for_tests();
+        for seg in &self.older {
+            seg.release_lock_for_tests();
+        }
         std::mem::forget(self);
     }
 
@@ -155,19 +193,29 @@ impl IpcPublisher {
         self.seg.path()
     }
 
-    /// Subscribers attached right now (0 once the segment is damaged).
+    /// Subscribers attached right now (0 once the segment is damaged): those reading, and
+    /// those still draining the previous log that hold a reservation in this one (layout
+    /// invariant 6).
     pub fn subscriber_count(&self) -> usize {
         if self.seg.damaged() {
             return 0;
         }
         (0..self.seg.max_subscribers)
             .filter(|&i| {
-                self.seg
-                    .u32_at(self.seg.slot_offset(i) + SLOT_STATE)
-                    .load(Ordering::Acquire)
-                    == SLOT_ACTIVE
+                matches!(
+                    self.seg
+                        .u32_at(self.seg.slot_offset(i) + SLOT_STATE)
+                        .load(Ordering::Acquire),
+                    SLOT_ACTIVE | SLOT_RESERVED
+                )
             })
             .count()
+    }
+
+    /// The generation of the log being written: 0 for the session's first, one more each time
+    /// subscribers that made no progress were left behind on the old one (layout invariant 6).
+    pub fn generation(&self) -> u32 {
+        self.seg.generation
     }
 
     /// Publishes one message; returns its sequence number. Never blocks: in back-pressure mode a
@@ -410,9 +458,7 @@ impl IpcPublisher {
     }
 
     fn wake_all(&self) {
-        let word = self.seg.u32_at(WAKE_SEQ);
-        word.fetch_add(1, Ordering::Release);
-        let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), u32::MAX);
+        wake_waiters(&self.seg);
     }
 
     /// The cold half of `offer`'s limit check: fails for good if the segment was damaged;
@@ -449,7 +495,8 @@ impl IpcPublisher {
     }
 
     /// Recomputes the back-pressure limit from the subscriber table. Returns whether `claim` now
-    /// fits.
+    /// fits. Subscribers that made no progress for `flow_timeout_ms` of refused offers are
+    /// left on this log: the publisher goes on in a successor (layout invariant 6).
     fn refresh_back_pressure(&mut self, claim: u64) -> bool {
         // Pairs with a joining subscriber's registration (store, fence, read tail): either we
         // see its slot, or it sees our tail and starts there (see `subscriber::attach`).
@@ -457,10 +504,11 @@ impl IpcPublisher {
         let max = self.seg.max_subscribers;
         let mut min = self.position;
         let mut slowest = None;
+        let mut previous_progress = 0u64;
         for i in 0..max {
             let slot = self.seg.slot_offset(i);
             let state = self.seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire);
-            if state == SLOT_ACTIVE || state == SLOT_JOINING {
+            if slot_holds(state) {
                 let p = self
                     .seg
                     .u64_at(slot + SLOT_POSITION)
@@ -469,23 +517,144 @@ impl IpcPublisher {
                     min = p;
                     slowest = Some(i);
                 }
+                if state == SLOT_RESERVED {
+                    if let Some(prev) = self
+                        .older
+                        .last()
+                        .filter(|o| o.generation.wrapping_add(1) == self.seg.generation)
+                    {
+                        previous_progress = previous_progress.wrapping_add(
+                            prev.u64_at(prev.slot_offset(i) + SLOT_POSITION)
+                                .load(Ordering::Relaxed),
+                        );
+                    }
+                }
             }
         }
         self.limit = min + self.capacity;
         if claim <= self.limit {
             self.refused_since_reap_check = 0;
+            self.stall = None;
             return true;
         }
         self.refused_since_reap_check += 1;
         if self.refused_since_reap_check >= REAP_CHECK_EVERY {
             self.refused_since_reap_check = 0;
+            self.prune_older();
             if let Some(i) = slowest {
                 if self.reap_if_dead(i) {
                     return self.refresh_back_pressure(claim);
                 }
             }
         }
+        let now = peregrine_agent::monotonic_ns();
+        match self.stall {
+            Some(s) if s.min == min && s.previous_progress == previous_progress => {
+                if now.saturating_sub(s.since_ns) >= self.flow_timeout_ns {
+                    self.stall = None;
+                    // This offer is refused all the same: its place was computed in the old
+                    // log. The next one goes to the new log.
+                    self.start_successor(min);
+                }
+            }
+            _ => {
+                self.stall = Some(Stall {
+                    min,
+                    previous_progress,
+                    since_ns: now,
+                })
+            }
+        }
         false
+    }
+
+    /// Leaves the subscribers at position `stalled_at` (the lowest) on this log and goes on in
+    /// a successor (layout invariant 6), where every other subscriber has a reservation at
+    /// position 0. Leaves everything as it was if the successor cannot be created (the
+    /// directory or memory refused it); the stall clock then starts again.
+    #[cold]
+    #[inline(never)]
+    fn start_successor(&mut self, stalled_at: u64) {
+        let mut spec = self.spec.clone();
+        spec.generation = self.seg.generation.wrapping_add(1);
+        spec.first_sequence = self.next_sequence;
+        let old = &self.seg;
+        let mut left = 0u64;
+        let created = old.create_successor(&spec, |new| {
+            for i in 0..old.max_subscribers {
+                let from = old.slot_offset(i);
+                let state = old.u32_at(from + SLOT_STATE).load(Ordering::Acquire);
+                if !slot_holds(state) {
+                    continue;
+                }
+                let position = old.u64_at(from + SLOT_POSITION).load(Ordering::Acquire);
+                // A reservation in this log is at position 0, the lowest, so it is among the
+                // stalled ones whenever it holds the publisher back.
+                if position <= stalled_at {
+                    left += 1;
+                    continue;
+                }
+                let to = new.slot_offset(i);
+                let r = Ordering::Relaxed;
+                new.u32_at(to + SLOT_PID)
+                    .store(old.u32_at(from + SLOT_PID).load(r), r);
+                new.u64_at(to + SLOT_START_TICKS)
+                    .store(old.u64_at(from + SLOT_START_TICKS).load(r), r);
+                new.u64_at(to + SLOT_POSITION).store(0, r);
+                new.u32_at(to + SLOT_STATE).store(SLOT_RESERVED, r);
+            }
+        });
+        let new = match created {
+            Ok(new) => new,
+            Err(e) => {
+                tracing::warn!(
+                    "shared-memory publisher {}: subscribers made no progress for flow_timeout_ms, but a new log could not be created ({e}); offers stay refused",
+                    self.seg.path().display()
+                );
+                return;
+            }
+        };
+        // The new log is under the name; now tell the old log's readers where to go. The
+        // successor word is ordered before `closed` (release), which they load with acquire.
+        let old = std::mem::replace(&mut self.seg, new);
+        old.u32_at(SUCCESSOR)
+            .store(self.seg.generation, Ordering::Relaxed);
+        old.u32_at(CLOSED).store(1, Ordering::Release);
+        wake_waiters(&old);
+        self.reaped_before += old.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
+        self.older.push(old);
+        self.prune_older();
+        self.counters.flow_dropped += left;
+        let (log, capacity) = self.seg.log();
+        self.log = log;
+        debug_assert_eq!(capacity, self.capacity);
+        self.position = 0;
+        self.limit = self.capacity;
+        self.refused_since_reap_check = 0;
+    }
+
+    /// Lets go of the older logs no live subscriber reads any more.
+    fn prune_older(&mut self) {
+        self.older.retain(|seg| {
+            (0..seg.max_subscribers).any(|i| {
+                let slot = seg.slot_offset(i);
+                slot_holds(seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire))
+                    && process_alive(
+                        seg.u32_at(slot + SLOT_PID).load(Ordering::Relaxed),
+                        seg.u64_at(slot + SLOT_START_TICKS).load(Ordering::Relaxed),
+                    )
+            })
+        });
+    }
+
+    /// Tells the subscribers still reading older logs where the session ended: the sequence
+    /// after its last message (layout invariant 6).
+    fn end_older(&mut self) {
+        for seg in self.older.drain(..) {
+            seg.u64_at(END_SEQUENCE)
+                .store(self.next_sequence, Ordering::Release);
+            wake_waiters(&seg);
+        }
     }
 
     /// Frees slot `i` if the subscriber that holds it died without detaching.
@@ -500,11 +669,13 @@ impl IpcPublisher {
             return false;
         }
         let state = self.seg.u32_at(slot + SLOT_STATE);
-        let freed = [SLOT_ACTIVE, SLOT_JOINING].into_iter().any(|from| {
-            state
-                .compare_exchange(from, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        });
+        let freed = [SLOT_ACTIVE, SLOT_JOINING, SLOT_RESERVED]
+            .into_iter()
+            .any(|from| {
+                state
+                    .compare_exchange(from, SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            });
         if freed {
             self.seg
                 .u64_at(SUBSCRIBERS_REAPED)
@@ -512,6 +683,13 @@ impl IpcPublisher {
         }
         freed
     }
+}
+
+/// Wakes every subscriber of `seg` blocked in `futex_wait` on its wake word.
+fn wake_waiters(seg: &Segment) {
+    let word = seg.u32_at(WAKE_SEQ);
+    word.fetch_add(1, Ordering::Release);
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), u32::MAX);
 }
 
 /// Writes the fixed part of a DATA or PAD frame but its sequence, which commits the frame and is
@@ -548,6 +726,7 @@ impl IpcPublisher {
     pub fn close(&mut self) {
         self.closed = true;
         self.limit = 0; // every later claim goes through `refresh_limit`
+        self.end_older();
         self.seg.u32_at(CLOSED).store(1, Ordering::Release);
         self.wake_all();
     }
@@ -555,6 +734,7 @@ impl IpcPublisher {
 
 impl Drop for IpcPublisher {
     fn drop(&mut self) {
+        self.end_older();
         self.seg.u32_at(CLOSED).store(1, Ordering::Release);
         self.wake_all();
         self.seg.unlink_if_ours();

@@ -54,6 +54,10 @@ pub(crate) struct SegmentSpec {
     pub stream_id: u32,
     pub topic: String,
     pub dir: DirSpec,
+    /// 0 for a session's first log, one more for each successor (layout invariant 6).
+    pub generation: u32,
+    /// The sequence of the log's first message (its tail's sequence at creation).
+    pub first_sequence: u64,
 }
 
 /// What creating a segment found.
@@ -90,6 +94,8 @@ pub(crate) struct Segment {
     pub(crate) max_message: u32,
     pub(crate) policy: SlowSubscriberPolicy,
     pub(crate) session_id: u32,
+    pub(crate) generation: u32,
+    pub(crate) first_sequence: u64,
 }
 
 impl Segment {
@@ -236,36 +242,11 @@ impl Segment {
                 Err(e) => return Err(e),
             };
             // 2. Build the new segment under a private name.
-            let (file, tmp) = dir.create_temp(&spec.name)?;
-            let tmp_path = dir.file_path(&tmp);
+            let (seg, tmp) = Segment::build(&dir, spec, &path)?;
             let cleanup = |e: OpenError| {
                 let _ = dir.unlink(&tmp);
                 e
             };
-            let log_offset = log_offset(spec.max_subscribers);
-            let total = log_offset as u64 + spec.capacity;
-            file.set_len(total)
-                .map_err(|e| cleanup(io_err("resize", &tmp_path, e)))?;
-            flock(&file, FlockOperation::NonBlockingLockExclusive)
-                .map_err(|e| cleanup(io_err("lock", &tmp_path, e.into())))?;
-            let map = Mapping::new(&file, total as usize)
-                .map_err(|e| cleanup(io_err("map", &tmp_path, e)))?;
-            let seg = Segment {
-                map,
-                file,
-                dir: dir
-                    .try_clone()
-                    .map_err(|e| cleanup(io_err("dup", dir.path(), e)))?,
-                name: spec.name.clone(),
-                path: path.clone(),
-                log_offset,
-                capacity: spec.capacity,
-                max_subscribers: spec.max_subscribers,
-                max_message: max_message_for(spec.capacity) as u32,
-                policy: spec.policy,
-                session_id: spec.session_id,
-            };
-            seg.init(spec);
             // 3. Make it visible, atomically.
             let published = if stale {
                 dir.rename(&tmp, &spec.name).map(|_| true)
@@ -297,6 +278,77 @@ impl Segment {
         })
     }
 
+    /// Builds and initialises a segment for `spec` under a temporary name of `dir` (returned
+    /// with it), exclusively locked; `path` is where it will be published.
+    fn build(
+        dir: &SegmentDir,
+        spec: &SegmentSpec,
+        path: &Path,
+    ) -> Result<(Segment, String), OpenError> {
+        let io_err = |op: &'static str, p: &Path, e: io::Error| OpenError::Io {
+            op,
+            path: p.to_path_buf(),
+            source: e,
+        };
+        let (file, tmp) = dir.create_temp(&spec.name)?;
+        let tmp_path = dir.file_path(&tmp);
+        let cleanup = |e: OpenError| {
+            let _ = dir.unlink(&tmp);
+            e
+        };
+        let log_offset = log_offset(spec.max_subscribers);
+        let total = log_offset as u64 + spec.capacity;
+        file.set_len(total)
+            .map_err(|e| cleanup(io_err("resize", &tmp_path, e)))?;
+        flock(&file, FlockOperation::NonBlockingLockExclusive)
+            .map_err(|e| cleanup(io_err("lock", &tmp_path, e.into())))?;
+        let map = Mapping::new(&file, total as usize)
+            .map_err(|e| cleanup(io_err("map", &tmp_path, e)))?;
+        let seg = Segment {
+            map,
+            file,
+            dir: dir
+                .try_clone()
+                .map_err(|e| cleanup(io_err("dup", dir.path(), e)))?,
+            name: spec.name.clone(),
+            path: path.to_path_buf(),
+            log_offset,
+            capacity: spec.capacity,
+            max_subscribers: spec.max_subscribers,
+            max_message: max_message_for(spec.capacity) as u32,
+            policy: spec.policy,
+            session_id: spec.session_id,
+            generation: spec.generation,
+            first_sequence: spec.first_sequence,
+        };
+        seg.init(spec);
+        Ok((seg, tmp))
+    }
+
+    /// Creates the successor of `self`, this process's own live segment (layout invariant 6):
+    /// a segment for `spec` (the same name and session, the next generation) that `prepare`
+    /// fills in (the reserved slots) before it replaces `self` under the name, atomically.
+    /// `self` is left as it was: the caller then marks it closed, naming its successor.
+    pub fn create_successor(
+        &self,
+        spec: &SegmentSpec,
+        prepare: impl FnOnce(&Segment),
+    ) -> Result<Segment, OpenError> {
+        debug_assert_eq!(spec.name, self.name);
+        let _turn = self.dir.turn()?;
+        let (seg, tmp) = Segment::build(&self.dir, spec, &self.path)?;
+        prepare(&seg);
+        self.dir.rename(&tmp, &spec.name).map_err(|e| {
+            let _ = self.dir.unlink(&tmp);
+            OpenError::Io {
+                op: "rename",
+                path: self.path.clone(),
+                source: e,
+            }
+        })?;
+        Ok(seg)
+    }
+
     fn init(&self, spec: &SegmentSpec) {
         let r = Ordering::Relaxed;
         self.u32_at(VERSION).store(LAYOUT_VERSION, r);
@@ -318,6 +370,8 @@ impl Segment {
             std::ptr::copy_nonoverlapping(topic.as_ptr(), self.base().add(TOPIC), topic.len())
         };
         self.u32_at(TOPIC_LEN).store(topic.len() as u32, r);
+        self.u32_at(GENERATION).store(spec.generation, r);
+        self.u64_at(FIRST_SEQUENCE).store(spec.first_sequence, r);
         let (log, capacity) = self.log();
         // Invariant 2 of `layout`: every line starts uncommitted. This also faults in every page
         // of the log now rather than on the data path.
@@ -328,7 +382,7 @@ impl Segment {
                 .store(UNCOMMITTED, r);
         }
         self.u64_at(TAIL_POSITION).store(0, r);
-        self.u64_at(TAIL_SEQUENCE).store(0, r);
+        self.u64_at(TAIL_SEQUENCE).store(spec.first_sequence, r);
         self.u64_at(MAGIC).store(SEGMENT_MAGIC, Ordering::Release);
     }
 
@@ -358,7 +412,7 @@ impl Segment {
                 "file is {size} bytes, smaller than a segment descriptor"
             )));
         }
-        let mut head = [0u8; 64];
+        let mut head = [0u8; DESCRIPTOR_LEN];
         file.read_exact_at(&mut head, 0)
             .map_err(|e| io_err("read", e))?;
         let d = Descriptor::parse(&head);
@@ -380,6 +434,8 @@ impl Segment {
             max_message: d.max_message,
             policy: d.policy,
             session_id: d.session_id,
+            generation: d.generation,
+            first_sequence: d.first_sequence,
         };
         if seg.damaged() {
             return Err(bad(
@@ -436,10 +492,12 @@ struct Descriptor {
     max_subscribers: u32,
     topic_len: u32,
     policy: SlowSubscriberPolicy,
+    generation: u32,
+    first_sequence: u64,
 }
 
 impl Descriptor {
-    fn parse(b: &[u8; 64]) -> Descriptor {
+    fn parse(b: &[u8; DESCRIPTOR_LEN]) -> Descriptor {
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         let policy_code = u32_at(POLICY);
@@ -454,6 +512,8 @@ impl Descriptor {
             max_subscribers: u32_at(MAX_SUBSCRIBERS),
             topic_len: u32_at(TOPIC_LEN),
             policy: SlowSubscriberPolicy::from_code(policy_code).unwrap_or_default(),
+            generation: u32_at(GENERATION),
+            first_sequence: u64_at(FIRST_SEQUENCE),
         }
     }
 
@@ -497,6 +557,9 @@ impl Descriptor {
         }
         if self.topic_len as usize > MAX_TOPIC_LEN {
             return Err("topic name longer than 1024 bytes".into());
+        }
+        if self.first_sequence >= 1 << 62 {
+            return Err("first sequence beyond what a publisher reaches".into());
         }
         Ok(())
     }

@@ -112,98 +112,20 @@ impl IpcSubscriber {
                 found,
             });
         }
-        let max = seg.max_subscribers;
-        let slot = (0..max)
-            .find(|&i| {
-                seg.u32_at(seg.slot_offset(i) + SLOT_STATE)
-                    .compare_exchange(
-                        SLOT_FREE,
-                        SLOT_CLAIMING,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-            })
-            .ok_or_else(|| OpenError::Full {
-                path: seg.path().to_path_buf(),
-                max_subscribers: max,
-            })?;
-        let so = seg.slot_offset(slot);
-        let pid = std::process::id();
-        seg.u32_at(so + SLOT_PID).store(pid, Ordering::Relaxed);
-        seg.u64_at(so + SLOT_START_TICKS)
-            .store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
-        seg.u64_at(so + SLOT_LOST).store(0, Ordering::Relaxed);
-        // Join at the publisher's current tail. Register as JOINING (which already holds the
-        // publisher back), then re-read the tail after a full fence until it stands still: a
-        // publisher scan that missed our slot happened before our fence, so its limit came from
-        // a tail no later than the one we then read (invariant 4). Only then become ACTIVE,
-        // which is when the publisher counts us as attached.
-        let corrupt_tail = |seg: &Segment| {
-            seg.u32_at(so + SLOT_STATE)
-                .store(SLOT_FREE, Ordering::Release);
-            OpenError::Incompatible {
-                path: seg.path().to_path_buf(),
-                what: "its tail (position and sequence) is not one a publisher writes".into(),
-            }
-        };
-        let Some((mut position, mut expected)) = read_tail(&seg) else {
-            return Err(corrupt_tail(&seg));
-        };
-        // A young log (created at most 10 s ago, at most 65 536 messages, not yet filled
-        // once) is read from its first message (as `late_join=start` does on the network): a subscriber that exists when its publisher starts, and finds it a moment
-        // later through topic resolution, must not miss what was written meanwhile.
-        //
-        // Why position 0 is still intact: a publisher writes nothing at or past `capacity`
-        // (which is where it would overwrite position 0) before its first limit refresh: its
-        // limit starts at `capacity`, and it refreshes only when a claim (the frame, a PAD
-        // before it, and CLEAN_AHEAD bytes after) would pass it, that is from a position above
-        // `capacity - 2 * frame - CLEAN_AHEAD`. A refresh after our fence sees our slot at 0
-        // and holds the publisher at `capacity`. A refresh before our fence came after the
-        // publisher had published its tail at that position, so the tail we read after the
-        // fence is at least there: while that tail is below the bound, no refresh has run and
-        // nothing of the log was overwritten. Otherwise we join at the tail as before.
-        let (_, capacity) = seg.log();
-        let max_frame = align_frame(DATA_HEADER_LEN + seg.max_message as usize) as u64;
-        let young =
-            |p: u64, e: u64| e <= YOUNG_LOG_MESSAGES && p + 2 * max_frame + CLEAN_AHEAD < capacity;
-        let recent = seg.age_ns().is_some_and(|a| a <= YOUNG_LOG_NS);
-        let from_start = recent && young(position, expected);
-        if from_start {
-            (position, expected) = (0, 0);
-        }
-        seg.u64_at(so + SLOT_POSITION)
-            .store(position, Ordering::Relaxed);
-        seg.u32_at(so + SLOT_STATE)
-            .store(SLOT_JOINING, Ordering::SeqCst);
-        let mut settled = false;
-        if from_start {
-            fence(Ordering::SeqCst);
-            match read_tail(&seg) {
-                None => return Err(corrupt_tail(&seg)),
-                Some((p, e)) if young(p, e) => settled = true,
-                Some((p, e)) => {
-                    (position, expected) = (p, e);
-                    seg.u64_at(so + SLOT_POSITION)
-                        .store(position, Ordering::SeqCst);
-                }
-            }
-        }
-        // Joining at the tail: re-read it after the fence until it stands still.
-        while !settled {
-            fence(Ordering::SeqCst);
-            let Some((p, e)) = read_tail(&seg) else {
-                return Err(corrupt_tail(&seg));
-            };
-            settled = p == position;
-            if !settled {
-                (position, expected) = (p, e);
-                seg.u64_at(so + SLOT_POSITION)
-                    .store(position, Ordering::SeqCst);
-            }
-        }
-        seg.u32_at(so + SLOT_STATE)
-            .store(SLOT_ACTIVE, Ordering::Release);
+        let slot = claim_slot(&seg)?;
+        let (position, expected) = join(&seg, slot, Join::New)?;
+        let session_id = seg.session_id;
+        self.attached = Some(self.attach_at(seg, slot, position, expected));
+        self.events.push_back(SubscriberEvent::Connected {
+            session_id,
+            first_sequence: expected,
+        });
+        Ok(true)
+    }
+
+    /// Attachment to `seg` at `position`, where sequence `expected` comes next, in `slot`
+    /// (already [`SLOT_ACTIVE`]).
+    fn attach_at(&mut self, seg: Segment, slot: u32, position: u64, expected: u64) -> Attached {
         if self.blocking {
             seg.u32_at(BLOCKING_SUBSCRIBERS)
                 .fetch_add(1, Ordering::SeqCst);
@@ -215,7 +137,7 @@ impl IpcSubscriber {
         if policy == SlowSubscriberPolicy::Overwrite {
             self.scratch.resize(max_frame, 0);
         }
-        self.attached = Some(Attached {
+        Attached {
             seg,
             log,
             capacity,
@@ -229,12 +151,74 @@ impl IpcSubscriber {
             empty_polls: 0,
             waiting: false,
             wake_seq_seen: 0,
-        });
-        self.events.push_back(SubscriberEvent::Connected {
-            session_id,
-            first_sequence: expected,
-        });
-        Ok(true)
+        }
+    }
+
+    /// Moves on to the log that succeeds the drained, closed one (layout invariant 6), in the
+    /// same session: at position 0 with nothing lost when the publisher kept this subscriber's
+    /// slot there, otherwise as a new subscriber joins, with a `Lost` event for exactly what
+    /// lies between. False when there is no such successor (the publisher closed, or a
+    /// different session is under the name): the caller detaches.
+    #[cold]
+    fn follow(&mut self) -> bool {
+        let Some(a) = self.attached.as_ref() else {
+            return false;
+        };
+        let successor = a.seg.u32_at(SUCCESSOR).load(Ordering::Relaxed);
+        if successor <= a.seg.generation || a.overwrite {
+            return false;
+        }
+        let Ok(Some(seg)) = Segment::open(&self.cfg.name, &self.cfg.dir_spec()) else {
+            return false;
+        };
+        let same_stream = seg.session_id == a.session_id
+            && seg.policy() == a.seg.policy()
+            && seg.generation >= successor
+            && seg.first_sequence >= a.expected
+            && seg.topic() == self.topic;
+        if !same_stream {
+            return false;
+        }
+        let expected = a.expected;
+        let old_slot = a.seg.slot_offset(a.slot);
+        let (pid, ticks) = (
+            a.seg.u32_at(old_slot + SLOT_PID).load(Ordering::Relaxed),
+            a.seg
+                .u64_at(old_slot + SLOT_START_TICKS)
+                .load(Ordering::Relaxed),
+        );
+        let reserved = seg.generation == successor
+            && seg.first_sequence == expected
+            && a.slot < seg.max_subscribers
+            && take_reservation(&seg, a.slot, pid, ticks);
+        let (slot, position, start) = if reserved {
+            (a.slot, 0, expected)
+        } else {
+            let Ok(slot) = claim_slot(&seg) else {
+                return false;
+            };
+            match join(&seg, slot, Join::Continue) {
+                Ok((position, start)) => (slot, position, start),
+                Err(_) => return false,
+            }
+        };
+        let lost = start - expected;
+        if lost > 0 {
+            self.counters.gaps += 1;
+            self.counters.lost += lost;
+            seg.u64_at(seg.slot_offset(slot) + SLOT_LOST)
+                .fetch_add(lost, Ordering::Relaxed);
+            self.events.push_back(SubscriberEvent::Lost {
+                session_id: seg.session_id,
+                from_sequence: expected,
+                count: lost,
+            });
+        }
+        let next = self.attach_at(seg, slot, position, start);
+        if let Some(old) = self.attached.replace(next) {
+            old.release(self.blocking);
+        }
+        true
     }
 
     fn detach(&mut self, why: Detach) {
@@ -335,10 +319,50 @@ impl IpcSubscriber {
             return 0;
         }
         let n = self.poll_attached(handler, limit);
-        if n == 0 {
-            self.detach(if died { Detach::Died } else { Detach::Closed });
+        if n != 0 {
+            return n;
         }
-        n
+        let successor = closed && successor_of(self.attached.as_ref()) != 0;
+        if !successor {
+            self.detach(if died { Detach::Died } else { Detach::Closed });
+            return 0;
+        }
+        // The publisher went on in a successor log (layout invariant 6).
+        let now = peregrine_agent::monotonic_ns();
+        if now < self.next_attach_ns {
+            return 0;
+        }
+        if self.follow() {
+            return self.poll_attached(handler, limit);
+        }
+        let Some(a) = self.attached.as_ref() else {
+            return 0;
+        };
+        let end = a.seg.u64_at(END_SEQUENCE).load(Ordering::Acquire);
+        if end == 0 && a.seg.publisher_alive() {
+            // The session goes on, but its current log could not be joined now (its
+            // subscriber table full, or the name being replaced): try again shortly.
+            self.next_attach_ns = now + ATTACH_RETRY_NS;
+            return 0;
+        }
+        // The session ended while this subscriber was behind: what it missed is exact when the
+        // publisher said where it ended; a publisher that died said nothing.
+        if end > a.expected && end < TAIL_LIMIT {
+            let (session_id, from_sequence, count) = (a.session_id, a.expected, end - a.expected);
+            self.counters.gaps += 1;
+            self.counters.lost += count;
+            self.events.push_back(SubscriberEvent::Lost {
+                session_id,
+                from_sequence,
+                count,
+            });
+        }
+        self.detach(if end == 0 {
+            Detach::Died
+        } else {
+            Detach::Closed
+        });
+        0
     }
 
     #[cold]
@@ -354,6 +378,156 @@ impl IpcSubscriber {
             }
         }
     }
+}
+
+/// The successor word of the log `a` reads (layout invariant 6): 0 when none.
+fn successor_of(a: Option<&Attached>) -> u32 {
+    a.map_or(0, |a| a.seg.u32_at(SUCCESSOR).load(Ordering::Relaxed))
+}
+
+/// Claims a free slot of `seg` (it becomes [`SLOT_CLAIMING`]) and writes this process's
+/// identity in it.
+fn claim_slot(seg: &Segment) -> Result<u32, OpenError> {
+    let slot = (0..seg.max_subscribers)
+        .find(|&i| {
+            seg.u32_at(seg.slot_offset(i) + SLOT_STATE)
+                .compare_exchange(
+                    SLOT_FREE,
+                    SLOT_CLAIMING,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        })
+        .ok_or_else(|| OpenError::Full {
+            path: seg.path().to_path_buf(),
+            max_subscribers: seg.max_subscribers,
+        })?;
+    let so = seg.slot_offset(slot);
+    let pid = std::process::id();
+    seg.u32_at(so + SLOT_PID).store(pid, Ordering::Relaxed);
+    seg.u64_at(so + SLOT_START_TICKS)
+        .store(process_start_ticks(pid).unwrap_or(0), Ordering::Relaxed);
+    seg.u64_at(so + SLOT_LOST).store(0, Ordering::Relaxed);
+    Ok(slot)
+}
+
+/// Takes slot `slot` of `seg` if the publisher reserved it for the subscriber of process `pid`
+/// (started at `ticks`) that held the same slot in the previous log (layout invariant 6).
+fn take_reservation(seg: &Segment, slot: u32, pid: u32, ticks: u64) -> bool {
+    let so = seg.slot_offset(slot);
+    let state = seg.u32_at(so + SLOT_STATE);
+    if state.load(Ordering::Acquire) != SLOT_RESERVED
+        || seg.u32_at(so + SLOT_PID).load(Ordering::Relaxed) != pid
+        || seg.u64_at(so + SLOT_START_TICKS).load(Ordering::Relaxed) != ticks
+        || seg.u64_at(so + SLOT_POSITION).load(Ordering::Relaxed) != 0
+    {
+        return false;
+    }
+    state
+        .compare_exchange(
+            SLOT_RESERVED,
+            SLOT_ACTIVE,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+}
+
+/// Where a subscriber joining a log starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// A new subscriber: a young log (created at most 10 s ago, at most 65 536 messages, not
+    /// yet filled once) from its first message, any other at its tail.
+    New,
+    /// A subscriber of the same session coming from the previous log: from the first message
+    /// whenever it is still there (the log not yet filled once), else at the tail.
+    Continue,
+}
+
+/// Joins `seg` in `slot` (claimed by [`claim_slot`]) and makes it [`SLOT_ACTIVE`]; returns
+/// the position and sequence it starts at.
+fn join(seg: &Segment, slot: u32, from: Join) -> Result<(u64, u64), OpenError> {
+    let so = seg.slot_offset(slot);
+    // Join at the publisher's current tail. Register as JOINING (which already holds the
+    // publisher back), then re-read the tail after a full fence until it stands still: a
+    // publisher scan that missed our slot happened before our fence, so its limit came from
+    // a tail no later than the one we then read (invariant 4). Only then become ACTIVE,
+    // which is when the publisher counts us as attached.
+    let corrupt_tail = |seg: &Segment| {
+        seg.u32_at(so + SLOT_STATE)
+            .store(SLOT_FREE, Ordering::Release);
+        OpenError::Incompatible {
+            path: seg.path().to_path_buf(),
+            what: "its tail (position and sequence) is not one a publisher writes".into(),
+        }
+    };
+    let Some((mut position, mut expected)) = read_tail(seg) else {
+        return Err(corrupt_tail(seg));
+    };
+    let first = seg.first_sequence;
+    if expected < first {
+        return Err(corrupt_tail(seg));
+    }
+    // A young log (created at most 10 s ago, at most 65 536 messages, not yet filled
+    // once) is read from its first message (as `late_join=start` does on the network): a
+    // subscriber that exists when its publisher starts, and finds it a moment later through
+    // topic resolution, must not miss what was written meanwhile. A subscriber coming from the
+    // previous log of the session takes its first message whenever it is still there.
+    //
+    // Why position 0 is still intact: a publisher writes nothing at or past `capacity`
+    // (which is where it would overwrite position 0) before its first limit refresh: its
+    // limit starts at `capacity`, and it refreshes only when a claim (the frame, a PAD
+    // before it, and CLEAN_AHEAD bytes after) would pass it, that is from a position above
+    // `capacity - 2 * frame - CLEAN_AHEAD`. A refresh after our fence sees our slot at 0
+    // and holds the publisher at `capacity`. A refresh before our fence came after the
+    // publisher had published its tail at that position, so the tail we read after the
+    // fence is at least there: while that tail is below the bound, no refresh has run and
+    // nothing of the log was overwritten. Otherwise we join at the tail as before.
+    let (_, capacity) = seg.log();
+    let max_frame = align_frame(DATA_HEADER_LEN + seg.max_message as usize) as u64;
+    let young = |p: u64, e: u64| {
+        let unfilled = p + 2 * max_frame + CLEAN_AHEAD < capacity;
+        unfilled && (from == Join::Continue || e - first <= YOUNG_LOG_MESSAGES)
+    };
+    let recent = from == Join::Continue || seg.age_ns().is_some_and(|a| a <= YOUNG_LOG_NS);
+    let from_start = recent && young(position, expected);
+    if from_start {
+        (position, expected) = (0, first);
+    }
+    seg.u64_at(so + SLOT_POSITION)
+        .store(position, Ordering::Relaxed);
+    seg.u32_at(so + SLOT_STATE)
+        .store(SLOT_JOINING, Ordering::SeqCst);
+    let mut settled = false;
+    if from_start {
+        fence(Ordering::SeqCst);
+        match read_tail(seg) {
+            Some((p, e)) if e >= first && young(p, e) => settled = true,
+            Some((p, e)) if e >= first => {
+                (position, expected) = (p, e);
+                seg.u64_at(so + SLOT_POSITION)
+                    .store(position, Ordering::SeqCst);
+            }
+            _ => return Err(corrupt_tail(seg)),
+        }
+    }
+    // Joining at the tail: re-read it after the fence until it stands still.
+    while !settled {
+        fence(Ordering::SeqCst);
+        let Some((p, e)) = read_tail(seg).filter(|&(_, e)| e >= first) else {
+            return Err(corrupt_tail(seg));
+        };
+        settled = p == position;
+        if !settled {
+            (position, expected) = (p, e);
+            seg.u64_at(so + SLOT_POSITION)
+                .store(position, Ordering::SeqCst);
+        }
+    }
+    seg.u32_at(so + SLOT_STATE)
+        .store(SLOT_ACTIVE, Ordering::Release);
+    Ok((position, expected))
 }
 
 /// Why a subscriber leaves a segment.

@@ -592,6 +592,8 @@ fn a_subscriber_racing_a_reclaim_never_attaches_to_the_dead_segment() {
             stream_id: 7,
             topic: "reclaim".into(),
             dir: c.dir_spec(),
+            generation: 0,
+            first_sequence: 0,
         };
         drop(super::segment::Segment::create(&dead).unwrap());
         let go = Arc::new(AtomicBool::new(false));
@@ -744,6 +746,8 @@ fn dead_spec(
         stream_id: 7,
         topic: topic.into(),
         dir: c.dir_spec(),
+        generation: 0,
+        first_sequence: 0,
     }
 }
 
@@ -1153,4 +1157,296 @@ fn the_user_directory_is_made_0700_and_one_with_another_mode_or_a_link_is_refuse
         .to_string();
     assert!(e.contains("symbolic link"), "{e}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
+/// A back-pressure configuration whose publisher leaves behind subscribers that made no
+/// progress for `ms` milliseconds of refused offers (layout invariant 6).
+fn stall_cfg(tag: &str, ms: u64) -> TestCfg {
+    let mut c = cfg(tag, MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    c.cfg.flow_timeout_ns = ms * 1_000_000;
+    c
+}
+
+/// Offers `payload(seq, 32)` for `seq` from `*next` until `until(publisher, next)` holds,
+/// calling `reader` after every refused offer; returns when the first offer was refused.
+/// Panics after 20 s.
+fn publish_until(
+    publ: &mut IpcPublisher,
+    next: &mut u64,
+    mut reader: impl FnMut(&IpcPublisher),
+    until: impl Fn(&IpcPublisher, u64) -> bool,
+) -> Option<std::time::Instant> {
+    let start = std::time::Instant::now();
+    let mut first_refusal = None;
+    while !until(publ, *next) {
+        match publ.offer(&payload(*next, 32)) {
+            Ok(seq) => {
+                assert_eq!(seq, *next);
+                *next += 1;
+            }
+            Err(OfferError::BackPressured) => {
+                first_refusal.get_or_insert_with(std::time::Instant::now);
+                reader(publ);
+            }
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the publisher never got there: generation {}, {} sent",
+            publ.generation(),
+            *next
+        );
+    }
+    first_refusal
+}
+
+/// Everything a subscriber received, and its events.
+#[derive(Default)]
+struct Received {
+    messages: Vec<(u64, Vec<u8>)>,
+    events: Vec<SubscriberEvent>,
+}
+
+impl Received {
+    fn poll(&mut self, sub: &mut IpcSubscriber, limit: usize) -> usize {
+        let n = sub.poll(
+            &mut |m: Message<'_>| self.messages.push((m.sequence, m.payload.to_vec())),
+            limit,
+        );
+        while let Some(e) = sub.next_event() {
+            self.events.push(e);
+        }
+        n
+    }
+    /// Every message intact, in sequence order, and the sequences those given, in order.
+    fn assert_sequences(&self, want: impl Iterator<Item = u64>) {
+        let got: Vec<u64> = self.messages.iter().map(|m| m.0).collect();
+        assert_eq!(got, want.collect::<Vec<_>>());
+        for (seq, p) in &self.messages {
+            assert_eq!(p, &payload(*seq, 32), "message {seq} corrupted");
+        }
+    }
+}
+
+#[test]
+fn a_subscriber_that_stops_reading_is_left_on_the_old_log_and_told_exactly_what_it_missed() {
+    let c = stall_cfg("stall", 100);
+    let mut publ = IpcPublisher::create(&c, "stall", 1).unwrap();
+    let session = publ.session_id();
+    let mut live = IpcSubscriber::new(&c, "stall", false).unwrap();
+    let mut stalled = IpcSubscriber::new(&c, "stall", false).unwrap();
+    let (mut l, mut s) = (Received::default(), Received::default());
+    // The stalled subscriber reads a few messages, then nothing: it holds a message in place
+    // (a handler of a stopped process would) across the switch.
+    let mut next = 0;
+    publish_until(&mut publ, &mut next, |_| {}, |_, n| n == 10);
+    assert_eq!(s.poll(&mut stalled, 10), 10);
+    // The live one reads all there is at every refusal, but not once the publisher has moved
+    // to the new log: there, the publisher must wait for it (its reservation) rather than write
+    // over the new log's start.
+    let first_refusal = publish_until(
+        &mut publ,
+        &mut next,
+        |p| {
+            if p.generation() == 0 {
+                l.poll(&mut live, usize::MAX);
+            }
+        },
+        |p, _| p.generation() == 1,
+    )
+    .expect("offers were refused before the switch");
+    // The stall clock starts at a refused offer: never before flow_timeout_ms of them.
+    assert!(first_refusal.elapsed() >= std::time::Duration::from_millis(100));
+    let switched_at = next;
+    assert_eq!(publ.counters().flow_dropped, 1);
+    assert_eq!(
+        publ.subscriber_count(),
+        1,
+        "the live subscriber's slot was kept"
+    );
+    // Two logs' worth more: the new log's first message is gone when the stalled one returns.
+    let total = next + 2 * (MIN_CAPACITY / 64);
+    publish_until(
+        &mut publ,
+        &mut next,
+        |_| {
+            l.poll(&mut live, usize::MAX);
+        },
+        |_, n| n == total,
+    );
+    while l.messages.len() < total as usize {
+        assert!(l.poll(&mut live, usize::MAX) > 0 || live.is_connected());
+        assert!(live.is_connected());
+    }
+    l.assert_sequences(0..total);
+    assert_eq!(
+        publ.generation(),
+        1,
+        "the live subscriber was never left behind"
+    );
+    assert_eq!(
+        l.events,
+        vec![SubscriberEvent::Connected {
+            session_id: session,
+            first_sequence: 0
+        }],
+        "the live subscriber went on to the new log with nothing lost and no event"
+    );
+    assert_eq!(live.counters().lost, 0);
+    // The stalled subscriber resumes: the old log, intact up to the switch, then an exact loss.
+    for _ in 0..1_000 {
+        s.poll(&mut stalled, usize::MAX);
+        if s.messages.last().is_some_and(|m| m.0 == total - 1) {
+            break;
+        }
+    }
+    let Some(&SubscriberEvent::Lost {
+        session_id,
+        from_sequence,
+        count,
+    }) = s.events.get(1)
+    else {
+        panic!("no Lost event after Connected: {:?}", s.events);
+    };
+    assert_eq!((session_id, from_sequence), (session, switched_at));
+    assert!(count > 0);
+    assert_eq!(s.events.len(), 2, "{:?}", s.events);
+    s.assert_sequences((0..switched_at).chain(switched_at + count..total));
+    assert_eq!(stalled.counters().lost, count);
+    assert!(stalled.is_connected());
+    assert_eq!(publ.subscriber_count(), 2);
+    // And it is a subscriber of the new log like any other.
+    publ.offer(&payload(total, 32)).unwrap();
+    assert_eq!(s.poll(&mut stalled, usize::MAX), 1);
+    assert_eq!(s.messages.last().unwrap().0, total);
+}
+
+#[test]
+fn a_stalled_subscriber_that_returns_while_the_new_log_holds_its_start_loses_nothing() {
+    let c = stall_cfg("stall-back", 50);
+    let mut publ = IpcPublisher::create(&c, "stall-back", 1).unwrap();
+    let mut stalled = IpcSubscriber::new(&c, "stall-back", false).unwrap();
+    let mut s = Received::default();
+    let mut next = 0;
+    // Its only subscriber stalls: the publisher goes on in a new log with no reservation.
+    publish_until(&mut publ, &mut next, |_| {}, |p, _| p.generation() == 1);
+    assert_eq!(publ.subscriber_count(), 0);
+    let total = next + 100;
+    publish_until(&mut publ, &mut next, |_| {}, |_, n| n == total);
+    while s.messages.len() < total as usize {
+        assert!(
+            s.poll(&mut stalled, usize::MAX) > 0,
+            "{} received",
+            s.messages.len()
+        );
+    }
+    s.assert_sequences(0..total);
+    assert_eq!(s.events.len(), 1, "only Connected: {:?}", s.events);
+    assert_eq!(stalled.counters().lost, 0);
+    assert_eq!(publ.counters().flow_dropped, 1);
+}
+
+/// A subscriber still draining the old log, slowly but steadily, holds its reservation in the
+/// new one: its progress there is progress, and it is never left behind (the rule of issue
+/// 35: a subscriber slower than its publisher is back-pressured, not dropped).
+#[test]
+fn a_slow_subscriber_draining_the_old_log_keeps_its_place_in_the_new_one() {
+    let c = stall_cfg("stall-slow", 100);
+    let mut publ = IpcPublisher::create(&c, "stall-slow", 1).unwrap();
+    let mut slow = IpcSubscriber::new(&c, "stall-slow", false).unwrap();
+    let _stalled = IpcSubscriber::new(&c, "stall-slow", false).unwrap();
+    let mut r = Received::default();
+    let mut next = 0;
+    // The slow one reads a message a millisecond: at the switch (a flow timeout, 100 ms, after
+    // the log filled) it has read about a tenth of the log. Draining the rest takes it about
+    // ten flow timeouts, while the new log fills and waits for it.
+    let slow_read = |r: &mut Received, slow: &mut IpcSubscriber| {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        r.poll(slow, 1);
+    };
+    publish_until(
+        &mut publ,
+        &mut next,
+        |_| slow_read(&mut r, &mut slow),
+        |p, _| p.generation() == 1,
+    );
+    let behind = next - r.messages.len() as u64;
+    assert!(
+        behind > MIN_CAPACITY / 64 / 2,
+        "only {behind} behind at the switch"
+    );
+    // More than the new log holds: the publisher must wait for the reservation.
+    let total = next + MIN_CAPACITY / 64 + 100;
+    let start = std::time::Instant::now();
+    while r.messages.len() < total as usize {
+        if next < total {
+            match publ.offer(&payload(next, 32)) {
+                Ok(_) => {
+                    next += 1;
+                    continue;
+                }
+                Err(OfferError::BackPressured) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        slow_read(&mut r, &mut slow);
+        assert_eq!(publ.generation(), 1, "the slow subscriber was left behind");
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    }
+    assert_eq!(publ.generation(), 1, "the slow subscriber was left behind");
+    r.assert_sequences(0..total);
+    assert_eq!(r.events.len(), 1, "only Connected: {:?}", r.events);
+    assert_eq!(publ.counters().flow_dropped, 1);
+}
+
+/// A subscriber left on an old log that resumes after its publisher closed and left (the name
+/// gone) is told exactly what it missed, from the old log's `end_sequence`; one whose
+/// publisher died learns that it died.
+#[test]
+fn a_subscriber_left_behind_learns_where_the_session_ended_once_its_publisher_is_gone() {
+    for die in [false, true] {
+        let c = stall_cfg("stall-end", 50);
+        let mut publ = IpcPublisher::create(&c, "stall-end", 1).unwrap();
+        let session = publ.session_id();
+        let mut stalled = IpcSubscriber::new(&c, "stall-end", false).unwrap();
+        let mut s = Received::default();
+        let mut next = 0;
+        publish_until(&mut publ, &mut next, |_| {}, |p, _| p.generation() == 1);
+        let switched_at = next;
+        publish_until(&mut publ, &mut next, |_| {}, |_, n| n == switched_at + 10);
+        if die {
+            publ.die_for_tests();
+        } else {
+            drop(publ);
+        }
+        // A killed publisher leaves its segment under the name, a closed one removes it.
+        assert_eq!(c.file().exists(), die);
+        for _ in 0..100 {
+            s.poll(&mut stalled, usize::MAX);
+        }
+        assert!(!stalled.is_connected(), "die: {die}: {:?}", s.events);
+        s.assert_sequences(0..switched_at);
+        let ended = if die {
+            SubscriberEvent::PublisherDied {
+                session_id: session,
+            }
+        } else {
+            SubscriberEvent::PublisherClosed {
+                session_id: session,
+            }
+        };
+        let mut want = vec![SubscriberEvent::Connected {
+            session_id: session,
+            first_sequence: 0,
+        }];
+        if !die {
+            want.push(SubscriberEvent::Lost {
+                session_id: session,
+                from_sequence: switched_at,
+                count: 10,
+            });
+        }
+        want.push(ended);
+        assert_eq!(s.events, want, "die: {die}");
+    }
 }

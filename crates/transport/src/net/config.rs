@@ -625,7 +625,7 @@ fn bytes_param(
 }
 
 /// Parameter `key` as a whole number within `range`; `accepted` says what is accepted.
-fn num_param(
+pub(crate) fn num_param(
     uri: &Uri,
     key: &str,
     range: std::ops::RangeInclusive<u64>,
