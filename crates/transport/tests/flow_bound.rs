@@ -1,6 +1,7 @@
 //! Issue 14, item 7, over real sockets: one subscriber (real, fake or stuck) cannot hold a
 //! network publisher back for longer than `flow_timeout_ms` (1 s by default).
 
+use peregrine_transport::ipc::{IpcConfig, IpcPublisher, IpcSubscriber};
 use peregrine_transport::net::tcp::{TcpPublisher, TcpSubscriber};
 use peregrine_transport::net::udp::{UdpPublisher, UdpSubscriber};
 use peregrine_transport::{Message, OfferError, SubscriberEvent};
@@ -410,6 +411,28 @@ macro_rules! sides {
 sides!(TcpPublisher, TcpSubscriber);
 sides!(UdpPublisher, UdpSubscriber);
 
+impl Side for IpcPublisher {
+    fn offer(&mut self, payload: &[u8]) -> Result<u64, OfferError> {
+        IpcPublisher::offer(self, payload)
+    }
+    fn do_work(&mut self) {}
+    fn flow_dropped(&self) -> u64 {
+        self.counters().flow_dropped
+    }
+}
+
+impl Reader for IpcSubscriber {
+    fn read(&mut self, got: &mut Vec<u64>, limit: usize) {
+        self.poll(
+            &mut |m: Message<'_>| got.push(u64::from_le_bytes(m.payload.try_into().unwrap())),
+            limit,
+        );
+    }
+    fn event(&mut self) -> Option<SubscriberEvent> {
+        self.next_event()
+    }
+}
+
 /// Issue 35's progress rule: the subscriber, on a thread of its own, reads 64 messages a
 /// millisecond at most (far fewer than the publisher offers) until it has `total`, for at least
 /// 4 s (two flow timeouts of 2 s: long enough for the old rule to drop it, with a timeout no
@@ -479,5 +502,19 @@ fn a_slow_tcp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
 fn a_slow_udp_subscriber_that_keeps_reading_is_back_pressured_never_dropped() {
     let uri = format!("udp://127.0.0.1:{}?flow_timeout_ms=2000", free_port(false));
     let (p, s) = connected_pair(&uri, 56);
+    slow_reader_run(p, s);
+}
+
+/// Issue 35: the same progress rule on shared memory, where a subscriber that makes no progress
+/// for `flow_timeout_ms` is left on the old log: one that reads, however slowly (its 64 KiB log
+/// holds about a thousand messages, so it holds the publisher back at every one of its reads),
+/// makes progress at every read and is never left.
+#[test]
+fn a_slow_shared_memory_subscriber_that_keeps_reading_is_back_pressured_never_left_behind() {
+    let name = format!("flow-bound-{}", std::process::id());
+    let uri = format!("ipc://{name}?capacity=64k&flow_timeout_ms=2000");
+    let c = IpcConfig::from_uri(&peregrine_transport::uri::Uri::parse(&uri).unwrap()).unwrap();
+    let p = IpcPublisher::create(&c, "flow-bound", STREAM).unwrap();
+    let s = IpcSubscriber::new(&c, "flow-bound", false).unwrap();
     slow_reader_run(p, s);
 }

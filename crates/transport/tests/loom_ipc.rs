@@ -4,7 +4,10 @@
 //!    back-pressure hand-over of lines (invariant 4), with one publisher and one in-place
 //!    subscriber;
 //! 2. the overwrite-mode claim check (invariant 3): a subscriber that copies racing bytes and
-//!    validates the copy against the publisher's claim never accepts a torn copy.
+//!    validates the copy against the publisher's claim never accepts a torn copy;
+//! 3. the hand-over to a successor log (invariant 6): a subscriber that finds the old log
+//!    closed has drained every frame of it, and goes on in the new log at the reservation the
+//!    publisher made for it, which the new log's writes respect.
 //!
 //! Run with `cargo test --workspace --features peregrine-transport/loom-models --test loom_ipc`.
 //!
@@ -382,5 +385,162 @@ fn a_missing_publisher_fence_is_caught() {
     claim_model(Claim {
         publisher_fence: false,
         ..PRODUCTION_CLAIM
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model 3: the successor log.
+
+/// Lines in each ring of model 3.
+const GENERATION_RING_LINES: u64 = 2;
+/// One-line messages model 3 writes in the old log (it wraps once)...
+const SWITCH_AT: u64 = 3;
+/// ... and in all: the rest go to the new log, which wraps too.
+const GENERATION_MESSAGES: u64 = 6;
+
+/// The old and the new segment of one session, and the words of the hand-over.
+struct Generations {
+    old: Log,
+    /// Its `subscriber_position` is the reservation (`SLOT_RESERVED` at position 0) the
+    /// publisher makes before the new segment is visible.
+    new: Log,
+    /// The new segment under the name (`Segment::create_successor`'s `rename`): a subscriber's
+    /// `open` after it sees what the publisher wrote before it.
+    visible: AtomicBool,
+    /// The old segment's `SUCCESSOR` and `CLOSED` words.
+    successor: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// What the `..._is_caught` tests of model 3 weaken.
+#[derive(Clone, Copy)]
+struct Handover {
+    /// publisher.rs `start_successor`: `CLOSED` stored with release.
+    close: Ordering,
+    /// publisher.rs `start_successor`: the live subscriber's slot copied into the new segment
+    /// as reserved, so back-pressure holds the new log for it.
+    reserve: bool,
+}
+
+const PRODUCTION_HANDOVER: Handover = Handover {
+    close: Ordering::Release,
+    reserve: true,
+};
+
+/// publisher.rs `commit_current` for a one-line message at `position` of `log`, after
+/// `refresh_back_pressure` let it (when `hold`).
+fn write_message(log: &Log, position: u64, seq: u64, hold: bool) {
+    while hold
+        && position + 1 > log.subscriber_position.load(Ordering::Acquire) + GENERATION_RING_LINES
+    {
+        thread::yield_now();
+    }
+    let length_type = words::length_type(LINE as u32, FrameType::Data);
+    // SAFETY: back-pressure keeps the subscriber off this line until the commit below; loom
+    // checks that claim (and finds the race when the new log is not held, see `reserve`).
+    log.line(position)
+        .body
+        .with_mut(|b| unsafe { *b = [length_type, payload(seq)] });
+    log.line(position).commit.store(seq, Ordering::Release);
+}
+
+/// The publisher: messages in the old log until the subscribers it waits for stall (not
+/// modelled: only the hand-over is), then `start_successor`, then the rest in the new log.
+fn publish_generations(g: &Generations, p: Handover) {
+    for seq in 0..SWITCH_AT {
+        write_message(&g.old, seq, seq, true);
+    }
+    // `create_successor`: the reservation is in the new segment (its position 0, the value
+    // `new.subscriber_position` starts with) before the `rename` makes it visible.
+    g.visible.store(true, Ordering::Release);
+    g.successor.store(1, Ordering::Relaxed);
+    g.closed.store(true, p.close);
+    for seq in SWITCH_AT..GENERATION_MESSAGES {
+        write_message(&g.new, seq - SWITCH_AT, seq, p.reserve);
+    }
+}
+
+/// subscriber.rs `poll_in_place`, `check_publisher` and `follow`: reads the old log in place;
+/// on an empty poll, finds `CLOSED`, polls once more, then follows the successor into its
+/// reservation at position 0 and reads on.
+fn subscribe_generations(g: &Generations) {
+    let (mut log, mut position, mut expected) = (&g.old, 0, 0);
+    let mut followed = false;
+    while expected < GENERATION_MESSAGES {
+        if log.line(position).commit.load(Ordering::Acquire) == expected {
+            // SAFETY: the commit was acquired, and the publisher does not write this line
+            // again before the position published below lets it; loom checks both.
+            let [first, word] = log.line(position).body.with(|b| unsafe { *b });
+            assert_eq!(words::frame_type(first), FrameType::Data as u8);
+            assert_eq!(word, payload(expected), "message {expected}: payload");
+            position += 1;
+            expected += 1;
+            log.subscriber_position.store(position, Ordering::Release);
+            continue;
+        }
+        if followed || !g.closed.load(Ordering::Acquire) {
+            thread::yield_now();
+            continue;
+        }
+        // `check_publisher`: one more poll after the acquire of `CLOSED` drains the log.
+        if log.line(position).commit.load(Ordering::Acquire) == expected {
+            continue;
+        }
+        // `follow`.
+        assert_eq!(
+            g.successor.load(Ordering::Relaxed),
+            1,
+            "closed with no successor"
+        );
+        assert!(
+            g.visible.load(Ordering::Acquire),
+            "the successor is not under the name"
+        );
+        assert_eq!(
+            expected, SWITCH_AT,
+            "followed the successor before draining the old log"
+        );
+        (log, position, followed) = (&g.new, 0, true);
+    }
+}
+
+fn handover_model(p: Handover) {
+    explore(3, move || {
+        let g = Arc::new(Generations {
+            old: Log::new(GENERATION_RING_LINES),
+            new: Log::new(GENERATION_RING_LINES),
+            visible: AtomicBool::new(false),
+            successor: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        let publisher = {
+            let g = g.clone();
+            thread::spawn(move || publish_generations(&g, p))
+        };
+        subscribe_generations(&g);
+        publisher.join().unwrap();
+    });
+}
+
+#[test]
+fn a_subscriber_follows_a_successor_log_with_nothing_lost() {
+    handover_model(PRODUCTION_HANDOVER);
+}
+
+#[test]
+#[should_panic(expected = "before draining the old log")]
+fn a_relaxed_close_is_caught() {
+    handover_model(Handover {
+        close: Ordering::Relaxed,
+        ..PRODUCTION_HANDOVER
+    });
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn a_successor_without_reservations_is_caught() {
+    handover_model(Handover {
+        reserve: false,
+        ..PRODUCTION_HANDOVER
     });
 }

@@ -253,6 +253,12 @@ impl SegmentDir {
     /// Takes the creators' turn: an exclusive `flock` of this directory on a new open file
     /// description, waiting up to 5 s.
     pub fn turn(&self) -> Result<Turn, OpenError> {
+        self.turn_within(CREATORS_TURN_WAIT_MS)
+    }
+
+    /// [`turn`](Self::turn) without waiting more than `wait_ms` (0: one try): for a publisher
+    /// creating a successor on its data path, which must not block there.
+    pub fn turn_within(&self, wait_ms: u64) -> Result<Turn, OpenError> {
         let fd = rustix::fs::openat(
             &self.fd,
             ".",
@@ -260,8 +266,7 @@ impl SegmentDir {
             Mode::empty(),
         )
         .map_err(|e| io_err("open the directory", &self.path, e))?;
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_millis(CREATORS_TURN_WAIT_MS);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
         loop {
             match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(Turn(fd)),
@@ -270,7 +275,7 @@ impl SegmentDir {
                 }
                 Err(Errno::WOULDBLOCK) => {
                     return Err(io_err(
-                        "lock (another of your processes has been creating a segment for over 5 s; is it stopped?)",
+                        "lock (another of your processes has been creating a segment for too long; is it stopped?)",
                         &self.path,
                         io::Error::from(io::ErrorKind::WouldBlock),
                     ))

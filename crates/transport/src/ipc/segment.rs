@@ -335,7 +335,8 @@ impl Segment {
         prepare: impl FnOnce(&Segment),
     ) -> Result<Segment, OpenError> {
         debug_assert_eq!(spec.name, self.name);
-        let _turn = self.dir.turn()?;
+        // One try: a creation takes milliseconds, and this runs on the publisher's data path.
+        let _turn = self.dir.turn_within(0)?;
         let (seg, tmp) = Segment::build(&self.dir, spec, &self.path)?;
         prepare(&seg);
         self.dir.rename(&tmp, &spec.name).map_err(|e| {
