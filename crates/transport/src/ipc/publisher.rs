@@ -608,7 +608,7 @@ impl IpcPublisher {
             Ok(new) => new,
             Err(e) => {
                 tracing::warn!(
-                    "shared-memory publisher {}: subscribers made no progress for flow_timeout_ms, but a new log could not be created ({e}); offers stay refused",
+                    "shared-memory publisher {}: subscribers made no progress for flow_timeout_ms, but a new log could not be created ({e}); offers stay refused until they read, or the next attempt, a flow timeout later, succeeds",
                     self.seg.path().display()
                 );
                 return;

@@ -24,6 +24,10 @@ const YOUNG_LOG_MESSAGES: u64 = 65_536;
 /// ... and was created at most this long ago (the network's retention, `retain_ms`, is 10 s):
 /// a new subscriber of a slow stream that began an hour ago starts at its tail.
 const YOUNG_LOG_NS: u64 = 10_000_000_000;
+/// Messages a back-pressure poll delivers between two publications of its position (besides
+/// the one at its end): a handler slow enough to spend `flow_timeout_ms` on this many is taken
+/// for a stalled subscriber.
+const PUBLISH_POSITION_EVERY: usize = 64;
 /// Nanoseconds between attempts to attach while no publisher is there.
 const ATTACH_RETRY_NS: u64 = 1_000_000;
 
@@ -157,8 +161,9 @@ impl IpcSubscriber {
     /// Moves on to the log that succeeds the drained, closed one (layout invariant 6), in the
     /// same session: at position 0 with nothing lost when the publisher kept this subscriber's
     /// slot there, otherwise as a new subscriber joins, with a `Lost` event for exactly what
-    /// lies between. False when there is no such successor (the publisher closed, or a
-    /// different session is under the name): the caller detaches.
+    /// lies between. False when it cannot: no segment of the session under the name (the
+    /// publisher ended it, or died), or none it can join now (its subscriber table full). The
+    /// caller tells these apart by the old log's `end_sequence` and the publisher's lock.
     #[cold]
     fn follow(&mut self) -> bool {
         let Some(a) = self.attached.as_ref() else {
@@ -634,6 +639,12 @@ impl Attached {
             let len = payload.len();
             self.advance(counters, frame_len, len);
             n += 1;
+            if n % PUBLISH_POSITION_EVERY == 0 {
+                // Within a long poll too, the publisher sees progress (the room, and that this
+                // subscriber is not stalled, layout invariant 6). The frames behind it were
+                // handed over and their handler calls have returned.
+                self.publish_position();
+            }
         }
         self.finish(start);
         Ok(n)

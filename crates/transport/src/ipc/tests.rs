@@ -1450,3 +1450,29 @@ fn a_subscriber_left_behind_learns_where_the_session_ended_once_its_publisher_is
         assert_eq!(s.events, want, "die: {die}");
     }
 }
+
+/// A back-pressure poll publishes its position every 64 messages, not only at its end: a
+/// subscriber whose handler is slow still shows progress (and makes room) within a long poll.
+#[test]
+fn a_long_poll_publishes_its_position_every_64_messages() {
+    let c = cfg("pos64", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+    let mut publ = IpcPublisher::create(&c, "pos64", 1).unwrap();
+    let mut sub = IpcSubscriber::new(&c, "pos64", false).unwrap();
+    for _ in 0..200 {
+        publ.offer(&[3u8; 32]).unwrap();
+    }
+    let seg = publ.seg_for_tests();
+    let position = seg.u64_at(seg.slot_offset(0) + SLOT_POSITION);
+    // What the publisher sees while message k is being handled.
+    let mut seen = Vec::new();
+    let n = sub.poll(
+        &mut |_m: Message<'_>| seen.push(position.load(Ordering::Relaxed)),
+        usize::MAX,
+    );
+    assert_eq!(n, 200);
+    // A 32-byte message and its header take one 64-byte line.
+    assert_eq!((seen[0], seen[63]), (0, 0));
+    assert_eq!((seen[64], seen[127]), (64 * 64, 64 * 64));
+    assert_eq!((seen[128], seen[199]), (128 * 64, 192 * 64));
+    assert_eq!(position.load(Ordering::Relaxed), 200 * 64);
+}
