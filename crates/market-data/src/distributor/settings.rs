@@ -561,9 +561,11 @@ mod tests {
     }
 
     fn with_config(text: &str, extra: &[&str]) -> Result<DistributorSettings> {
-        let dir = std::env::temp_dir().join(format!("pg-dist-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(format!("c{}.toml", text.len()));
+        // A file of its own for each call (tests run in parallel), removed after: nothing is
+        // left in the temporary directory.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("pg-dist-cfg-{}-{n}.toml", std::process::id()));
         std::fs::write(&p, text).unwrap();
         let mut v = vec!["--config", p.to_str().unwrap()];
         v.extend_from_slice(extra);
