@@ -5,6 +5,7 @@
 use serde_json::Value;
 mod common;
 use common::{Role, ShmBase, Signal};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,40 @@ fn json_lines(out: &[u8]) -> Vec<Value> {
         .filter(|l| l.starts_with('{'))
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
         .collect()
+}
+
+/// `bench throughput --role pub --name NAME --size SIZE --json`, then `extra`.
+fn throughput_pub(name: &str, size: &str, extra: &[&str], env: &[(&str, &Path)]) -> Role {
+    let mut args = vec![
+        "bench",
+        "throughput",
+        "--role",
+        "pub",
+        "--name",
+        name,
+        "--size",
+        size,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    Role::start_with(&args, env)
+}
+
+/// `bench throughput --role sub --name NAME --size SIZE`: says `ready` once attached.
+fn throughput_sub(name: &str, size: &str, env: &[(&str, &Path)]) -> Role {
+    Role::start_with(
+        &[
+            "bench",
+            "throughput",
+            "--role",
+            "sub",
+            "--name",
+            name,
+            "--size",
+            size,
+        ],
+        env,
+    )
 }
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -114,24 +149,16 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
     let name = unique("ow");
     let base = ShmBase::new("ow");
     let env = base.env();
-    let sent_target = "2000000";
-    let mut publ = Role::start_with(
+    let mut publ = throughput_pub(
+        &name,
+        "32",
         &[
-            "bench",
-            "throughput",
-            "--role",
-            "pub",
-            "--name",
-            &name,
             "--count",
-            sent_target,
+            "2000000",
             "--policy",
             "overwrite",
             "--capacity",
             "64k",
-            "--size",
-            "32",
-            "--json",
         ],
         &env,
     );
@@ -148,19 +175,7 @@ fn a_stopped_subscriber_in_overwrite_mode_reports_exactly_how_many_messages_it_l
         std::thread::sleep(Duration::from_millis(5));
     }
     publ.signal(Signal::STOP);
-    let mut sub = Role::start_with(
-        &[
-            "bench",
-            "throughput",
-            "--role",
-            "sub",
-            "--name",
-            &name,
-            "--size",
-            "32",
-        ],
-        &env,
-    );
+    let mut sub = throughput_sub(&name, "32", &env);
     sub.expect_ready();
     sub.signal(Signal::STOP);
     publ.signal(Signal::CONT);
@@ -228,19 +243,7 @@ fn a_segment_left_by_a_publisher_killed_with_sigkill_is_reclaimed_by_the_next_pu
     // A subscriber started now finds only the dead publisher's segment: it must not take it
     // for a publisher (it would report a connection and its end, and nothing between), but
     // wait. It says `ready` only once attached, so nothing may come yet.
-    let mut sub = Role::start_with(
-        &[
-            "bench",
-            "throughput",
-            "--role",
-            "sub",
-            "--name",
-            &name,
-            "--size",
-            "32",
-        ],
-        &env,
-    );
+    let mut sub = throughput_sub(&name, "32", &env);
     std::thread::sleep(Duration::from_millis(300));
     assert!(path.exists(), "the dead publisher's segment is still there");
     assert!(
@@ -275,35 +278,8 @@ fn a_subscriber_whose_publisher_is_killed_keeps_every_message_it_got_in_order_an
     let name = unique("died");
     let base = ShmBase::new("died");
     let env = base.env();
-    let publ = Role::start_with(
-        &[
-            "bench",
-            "throughput",
-            "--role",
-            "pub",
-            "--name",
-            &name,
-            "--count",
-            "1000000000",
-            "--size",
-            "64",
-            "--json",
-        ],
-        &env,
-    );
-    let mut sub = Role::start_with(
-        &[
-            "bench",
-            "throughput",
-            "--role",
-            "sub",
-            "--name",
-            &name,
-            "--size",
-            "64",
-        ],
-        &env,
-    );
+    let publ = throughput_pub(&name, "64", &["--count", "1000000000"], &env);
+    let mut sub = throughput_sub(&name, "64", &env);
     sub.expect_ready();
     std::thread::sleep(Duration::from_millis(300));
     publ.signal(Signal::KILL);
@@ -530,42 +506,19 @@ fn a_stopped_subscriber_holds_a_back_pressure_publisher_for_the_flow_timeout_onl
     let env = base.env();
     let uri = format!("ipc://{name}?policy=backpressure&capacity=64k&flow_timeout_ms=200");
     let sent_target = 2_000_000u64;
-    let mut publ = Role::start_with(
-        &[
-            "bench",
-            "throughput",
-            "--role",
-            "pub",
-            "--name",
-            &name,
-            "--uri",
-            &uri,
-            "--subscribers",
-            "2",
-            "--count",
-            &sent_target.to_string(),
-            "--size",
-            "32",
-            "--json",
-        ],
+    let count = sent_target.to_string();
+    let mut publ = throughput_pub(
+        &name,
+        "32",
+        &["--uri", &uri, "--subscribers", "2", "--count", &count],
         &env,
     );
     wait_until("the segment", || base.segment(&name).exists());
     // The publisher waits for both subscribers: stopped meanwhile, it publishes nothing until
     // one of them is stopped, so that one provably misses messages, however fast the machine.
     publ.signal(Signal::STOP);
-    let sub_args = [
-        "bench",
-        "throughput",
-        "--role",
-        "sub",
-        "--name",
-        &name,
-        "--size",
-        "32",
-    ];
-    let mut live = Role::start_with(&sub_args, &env);
-    let mut stopped = Role::start_with(&sub_args, &env);
+    let mut live = throughput_sub(&name, "32", &env);
+    let mut stopped = throughput_sub(&name, "32", &env);
     live.expect_ready();
     stopped.expect_ready();
     stopped.signal(Signal::STOP);
