@@ -174,6 +174,11 @@ impl IpcPublisher {
             self.reaped_before + self.seg.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
         c
     }
+    /// How many logs it moved on from it still keeps (for a subscriber still reading one).
+    #[cfg(test)]
+    pub(crate) fn older_logs_for_tests(&self) -> usize {
+        self.older.len()
+    }
     #[cfg(test)]
     pub(crate) fn seg_for_tests(&self) -> &Segment {
         &self.seg
@@ -532,6 +537,11 @@ impl IpcPublisher {
             }
         }
         self.limit = min + self.capacity;
+        if !self.older.is_empty() {
+            // At least once a lap: an old log its subscribers have all left goes (its memory
+            // with it, once theirs is unmapped too).
+            self.prune_older(false);
+        }
         if claim <= self.limit {
             self.refused_since_reap_check = 0;
             self.stall = None;
@@ -540,7 +550,7 @@ impl IpcPublisher {
         self.refused_since_reap_check += 1;
         if self.refused_since_reap_check >= REAP_CHECK_EVERY {
             self.refused_since_reap_check = 0;
-            self.prune_older();
+            self.prune_older(true);
             if let Some(i) = slowest {
                 if self.reap_if_dead(i) {
                     return self.refresh_back_pressure(claim);
@@ -623,7 +633,7 @@ impl IpcPublisher {
         wake_waiters(&old);
         self.reaped_before += old.u64_at(SUBSCRIBERS_REAPED).load(Ordering::Relaxed);
         self.older.push(old);
-        self.prune_older();
+        self.prune_older(true);
         self.counters.flow_dropped += left;
         let (log, capacity) = self.seg.log();
         self.log = log;
@@ -633,16 +643,18 @@ impl IpcPublisher {
         self.refused_since_reap_check = 0;
     }
 
-    /// Lets go of the older logs no live subscriber reads any more.
-    fn prune_older(&mut self) {
+    /// Lets go of the older logs no subscriber reads any more: whose slots are all free, and
+    /// with `check_alive` (it reads `/proc`), whose subscribers' processes are all gone.
+    fn prune_older(&mut self, check_alive: bool) {
         self.older.retain(|seg| {
             (0..seg.max_subscribers).any(|i| {
                 let slot = seg.slot_offset(i);
                 slot_holds(seg.u32_at(slot + SLOT_STATE).load(Ordering::Acquire))
-                    && process_alive(
-                        seg.u32_at(slot + SLOT_PID).load(Ordering::Relaxed),
-                        seg.u64_at(slot + SLOT_START_TICKS).load(Ordering::Relaxed),
-                    )
+                    && (!check_alive
+                        || process_alive(
+                            seg.u32_at(slot + SLOT_PID).load(Ordering::Relaxed),
+                            seg.u64_at(slot + SLOT_START_TICKS).load(Ordering::Relaxed),
+                        ))
             })
         });
     }

@@ -1293,6 +1293,11 @@ fn a_subscriber_that_stops_reading_is_left_on_the_old_log_and_told_exactly_what_
         "the live subscriber went on to the new log with nothing lost and no event"
     );
     assert_eq!(live.counters().lost, 0);
+    assert_eq!(
+        publ.older_logs_for_tests(),
+        1,
+        "kept for the stalled subscriber"
+    );
     // The stalled subscriber resumes: the old log, intact up to the switch, then an exact loss.
     for _ in 0..1_000 {
         s.poll(&mut stalled, usize::MAX);
@@ -1319,6 +1324,19 @@ fn a_subscriber_that_stops_reading_is_left_on_the_old_log_and_told_exactly_what_
     publ.offer(&payload(total, 32)).unwrap();
     assert_eq!(s.poll(&mut stalled, usize::MAX), 1);
     assert_eq!(s.messages.last().unwrap().0, total);
+    // Nobody reads the old log any more: a lap later the publisher has let it go.
+    let mut next = total + 1;
+    publish_until(
+        &mut publ,
+        &mut next,
+        |_| {
+            l.poll(&mut live, usize::MAX);
+            s.poll(&mut stalled, usize::MAX);
+        },
+        |_, n| n == total + 1 + MIN_CAPACITY / 64,
+    );
+    assert_eq!(publ.older_logs_for_tests(), 0);
+    assert_eq!(publ.generation(), 1);
 }
 
 #[test]
