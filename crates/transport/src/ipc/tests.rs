@@ -1494,3 +1494,64 @@ fn a_long_poll_publishes_its_position_every_64_messages() {
     assert_eq!((seen[128], seen[199]), (128 * 64, 192 * 64));
     assert_eq!(position.load(Ordering::Relaxed), 200 * 64);
 }
+
+/// Every field of the descriptor is checked when a subscriber opens a segment: one that no
+/// publisher of this build writes is refused, naming what is wrong (a segment of layout
+/// version 1, from a build before successor logs, among them).
+#[test]
+fn a_descriptor_field_out_of_range_is_refused_naming_it() {
+    use std::os::unix::fs::FileExt;
+    let cases: [(usize, &[u8], &str); 8] = [
+        (MAGIC, b"PGSHMv00", "bad magic"),
+        (
+            VERSION,
+            &1u32.to_le_bytes(),
+            "layout version 1, this build reads version 2",
+        ),
+        (
+            CAPACITY,
+            &(3u64 << 20).to_le_bytes(),
+            "not a power of two in range",
+        ),
+        (
+            MAX_SUBSCRIBERS,
+            &0u32.to_le_bytes(),
+            "subscriber table of 0 slots",
+        ),
+        (
+            POLICY,
+            &7u32.to_le_bytes(),
+            "unknown slow-subscriber policy",
+        ),
+        (
+            MAX_MESSAGE,
+            &1u32.to_le_bytes(),
+            "maximum message length inconsistent",
+        ),
+        (
+            TOPIC_LEN,
+            &2000u32.to_le_bytes(),
+            "topic name longer than 1024 bytes",
+        ),
+        (
+            FIRST_SEQUENCE,
+            &(1u64 << 62).to_le_bytes(),
+            "first sequence beyond",
+        ),
+    ];
+    for (offset, bytes, what) in cases {
+        let c = cfg("desc", MIN_CAPACITY, SlowSubscriberPolicy::BackPressure);
+        let _publ = IpcPublisher::create(&c, "desc", 1).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(c.file())
+            .unwrap();
+        f.write_all_at(bytes, offset as u64).unwrap();
+        match IpcSubscriber::new(&c, "desc", false) {
+            Err(OpenError::Incompatible { what: got, .. }) => {
+                assert!(got.contains(what), "offset {offset}: {got}")
+            }
+            other => panic!("offset {offset}: {other:?}"),
+        }
+    }
+}
