@@ -127,3 +127,109 @@ fn a_stalled_network_receiver_holds_shared_memory_subscribers_for_the_flow_timeo
     );
     assert_eq!(publ.counters().flow_dropped, 1, "{:?}", publ.counters());
 }
+
+/// Issue 35, through the API with `[ipc] flow_timeout_ms`: a shared-memory subscriber that
+/// stops polling holds a publisher by topic for the flow timeout only. The other subscriber
+/// receives every message; the stopped one, polled again, receives what the old log held and a
+/// `Lost` event for exactly the rest of what it missed, then the new messages.
+#[test]
+fn a_shared_memory_subscriber_that_stops_polling_holds_a_publisher_by_topic_for_the_flow_timeout_only(
+) {
+    use peregrine::SubscriberEvent;
+    let t = format!("t{}.ipcstall", std::process::id());
+    let cfg = Config::from_toml(
+        "[ipc]\ncapacity = \"64k\"\nflow_timeout_ms = 300\n[resolver]\nlocal = \"ipc\"\n",
+        "test",
+    )
+    .unwrap();
+    let pub_ctx = Context::with_config(cfg);
+    let sub_ctx = Context::new();
+    let mut live = sub_ctx.subscribe(&t, IdleKind::Backoff).unwrap();
+    let mut stalled = sub_ctx.subscribe(&t, IdleKind::Backoff).unwrap();
+    let mut publ = pub_ctx.publish(&t).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while publ.subscriber_count() < 2 {
+        assert!(Instant::now() < deadline, "the subscribers never came");
+        live.poll(&mut |_| {}, 16);
+        stalled.poll(&mut |_| {}, 16);
+        publ.do_work();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Two 64 KiB logs' worth: more than the old log holds for the stalled one.
+    let total = 2 * 1024u64;
+    let mut got = Vec::new();
+    let mut i = 0u64;
+    let mut refused_since: Option<Instant> = None;
+    let mut longest = Duration::ZERO;
+    while (got.len() as u64) < total {
+        assert!(
+            Instant::now() < deadline,
+            "stuck: {i} offered, {} received, {:?}",
+            got.len(),
+            publ.counters()
+        );
+        if i < total {
+            match publ.offer(&i.to_le_bytes()) {
+                Ok(_) => {
+                    i += 1;
+                    if let Some(t) = refused_since.take() {
+                        longest = longest.max(t.elapsed());
+                    }
+                }
+                Err(_) => {
+                    refused_since.get_or_insert_with(Instant::now);
+                }
+            }
+        }
+        publ.do_work();
+        live.poll(
+            &mut |m| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
+            usize::MAX,
+        );
+    }
+    assert_eq!(got, (0..total).collect::<Vec<_>>());
+    // The publisher's clock starts at a refused offer: never less than the timeout.
+    assert!(longest >= Duration::from_millis(300), "held {longest:?}");
+    assert_eq!(publ.counters().flow_dropped, 1, "{:?}", publ.counters());
+    let mut live_events = Vec::new();
+    while let Some(e) = live.next_event() {
+        live_events.push(e);
+    }
+    assert!(
+        !live_events.iter().any(|e| matches!(
+            e,
+            SubscriberEvent::Lost { .. } | SubscriberEvent::PublisherClosed { .. }
+        )),
+        "{live_events:?}"
+    );
+    // The stalled subscriber reads again.
+    let mut theirs = Vec::new();
+    let mut lost = Vec::new();
+    while (theirs.len() as u64 + lost.iter().map(|l: &(u64, u64)| l.1).sum::<u64>()) < total {
+        assert!(
+            Instant::now() < deadline,
+            "{} received, lost {lost:?}",
+            theirs.len()
+        );
+        stalled.poll(
+            &mut |m| theirs.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
+            usize::MAX,
+        );
+        while let Some(e) = stalled.next_event() {
+            if let SubscriberEvent::Lost {
+                from_sequence,
+                count,
+                ..
+            } = e
+            {
+                lost.push((from_sequence, count));
+            }
+        }
+    }
+    let [(from, count)] = lost[..] else {
+        panic!("one loss: {lost:?}");
+    };
+    assert!(count > 0);
+    let want: Vec<u64> = (0..from).chain(from + count..total).collect();
+    assert_eq!(theirs, want);
+}
