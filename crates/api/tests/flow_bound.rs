@@ -1,5 +1,6 @@
-//! Issue 14, item 7, through a publisher by topic: one stalled network receiver holds the
-//! shared-memory subscribers of the same topic back for `flow_timeout_ms` at most.
+//! Issue 14, item 7, and issue 35, through a publisher by topic: one stalled subscriber (a
+//! network receiver, or a shared-memory subscriber that stops polling) holds the other
+//! subscribers of the same topic back for `flow_timeout_ms` at most.
 
 use peregrine::{Config, Context, IdleKind};
 use peregrine_wire::header::status_flags;
