@@ -23,6 +23,47 @@ fn status(session_id: u32, stream_id: u32, next: u64, flags: u16) -> [u8; STATUS
     b
 }
 
+/// Offers messages `0..total` (each its index as 8 bytes), calling `between` after every offer
+/// (the publisher's work, and a poll that pushes what a subscriber received), until `total`
+/// were received. Returns them, and the longest time offers were refused in a row.
+fn publish_all(
+    publ: &mut peregrine::Publisher,
+    total: u64,
+    deadline: Instant,
+    mut between: impl FnMut(&mut peregrine::Publisher, &mut Vec<u64>),
+) -> (Vec<u64>, Duration) {
+    let mut got = Vec::new();
+    let mut i = 0u64;
+    let mut refused_since: Option<Instant> = None;
+    let mut longest = Duration::ZERO;
+    while (got.len() as u64) < total {
+        assert!(
+            Instant::now() < deadline,
+            "stuck: {i} offered, {} received, {:?}",
+            got.len(),
+            publ.counters()
+        );
+        if i < total {
+            // Read before the offer: a refusal run counted from here started no later than
+            // the publisher's own clock for it, so it is never measured short.
+            let before = Instant::now();
+            match publ.offer(&i.to_le_bytes()) {
+                Ok(_) => {
+                    i += 1;
+                    if let Some(t) = refused_since.take() {
+                        longest = longest.max(t.elapsed());
+                    }
+                }
+                Err(_) => {
+                    refused_since.get_or_insert(before);
+                }
+            }
+        }
+        between(publ, &mut got);
+    }
+    (got, longest)
+}
+
 #[test]
 fn a_stalled_network_receiver_holds_shared_memory_subscribers_for_the_flow_timeout_only() {
     let t = format!("t{}.flowbound", std::process::id());
@@ -90,37 +131,14 @@ fn a_stalled_network_receiver_holds_shared_memory_subscribers_for_the_flow_timeo
         std::thread::sleep(Duration::from_millis(1));
     }
     let total = 5000u64;
-    let mut got = Vec::new();
-    let mut i = 0u64;
-    let mut refused_since: Option<Instant> = None;
-    let mut longest = Duration::ZERO;
-    while (got.len() as u64) < total {
-        assert!(
-            Instant::now() < deadline,
-            "stuck: {i} offered, {} received, {:?}",
-            got.len(),
-            publ.counters()
-        );
-        if i < total {
-            match publ.offer(&i.to_le_bytes()) {
-                Ok(_) => {
-                    i += 1;
-                    if let Some(t) = refused_since.take() {
-                        longest = longest.max(t.elapsed());
-                    }
-                }
-                Err(_) => {
-                    refused_since.get_or_insert_with(Instant::now);
-                }
-            }
-        }
+    let (got, longest) = publish_all(&mut publ, total, deadline, |publ, got| {
         publ.do_work();
-        keep_alive(&mut publ);
+        keep_alive(publ);
         sub.poll(
             &mut |m| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
             usize::MAX,
         );
-    }
+    });
     assert_eq!(got, (0..total).collect::<Vec<_>>());
     assert!(
         longest >= Duration::from_millis(250) && longest < Duration::from_secs(3),
@@ -158,36 +176,13 @@ fn a_shared_memory_subscriber_that_stops_polling_holds_a_publisher_by_topic_for_
     }
     // Two 64 KiB logs' worth: more than the old log holds for the stalled one.
     let total = 2 * 1024u64;
-    let mut got = Vec::new();
-    let mut i = 0u64;
-    let mut refused_since: Option<Instant> = None;
-    let mut longest = Duration::ZERO;
-    while (got.len() as u64) < total {
-        assert!(
-            Instant::now() < deadline,
-            "stuck: {i} offered, {} received, {:?}",
-            got.len(),
-            publ.counters()
-        );
-        if i < total {
-            match publ.offer(&i.to_le_bytes()) {
-                Ok(_) => {
-                    i += 1;
-                    if let Some(t) = refused_since.take() {
-                        longest = longest.max(t.elapsed());
-                    }
-                }
-                Err(_) => {
-                    refused_since.get_or_insert_with(Instant::now);
-                }
-            }
-        }
+    let (got, longest) = publish_all(&mut publ, total, deadline, |publ, got| {
         publ.do_work();
         live.poll(
             &mut |m| got.push(u64::from_le_bytes(m.payload[..8].try_into().unwrap())),
             usize::MAX,
         );
-    }
+    });
     assert_eq!(got, (0..total).collect::<Vec<_>>());
     // The publisher's clock starts at a refused offer: never less than the timeout.
     assert!(longest >= Duration::from_millis(300), "held {longest:?}");

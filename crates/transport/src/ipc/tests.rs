@@ -1179,13 +1179,16 @@ fn publish_until(
     let start = std::time::Instant::now();
     let mut first_refusal = None;
     while !until(publ, *next) {
+        // Read before the offer, so that the first refusal is never later than the
+        // publisher's own clock read for it.
+        let before = std::time::Instant::now();
         match publ.offer(&payload(*next, 32)) {
             Ok(seq) => {
                 assert_eq!(seq, *next);
                 *next += 1;
             }
             Err(OfferError::BackPressured) => {
-                first_refusal.get_or_insert_with(std::time::Instant::now);
+                first_refusal.get_or_insert(before);
                 reader(publ);
             }
             Err(e) => panic!("{e}"),
